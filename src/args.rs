@@ -1,0 +1,440 @@
+//! argv to typed requests. Nothing here touches Redis: every rule of the
+//! SPEC's Arguments section lives here and is unit-tested without a server.
+
+use crate::core::{MAX_AMOUNT, MAX_WINDOW_MS};
+use std::fmt;
+
+/// A limiter algorithm, as named by its command (and, later, RL.ALL clauses).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Algorithm {
+    Fixed,
+}
+
+impl Algorithm {
+    pub fn command_name(self) -> &'static str {
+        match self {
+            Algorithm::Fixed => "RL.FIXED",
+        }
+    }
+
+    /// What the first number is called in this algorithm's grammar.
+    fn amount_name(self) -> &'static str {
+        match self {
+            Algorithm::Fixed => "limit",
+        }
+    }
+}
+
+/// Every way argv can be wrong. `Display` is the user-facing reply.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ArgError {
+    WrongArity(&'static str),
+    /// An integer argument that is not a plain decimal from 1 to 2^50.
+    BadAmount(&'static str),
+    /// A window or duration that is not `<integer>[ms|s|m|h|d]` within range.
+    BadDuration(&'static str),
+    UnknownOption {
+        command: &'static str,
+        option: String,
+    },
+    /// An option of another limiter command, such as BURST on RL.FIXED.
+    OptionNotFor {
+        command: &'static str,
+        option: &'static str,
+    },
+    RepeatedOption(&'static str),
+    MissingValue(&'static str),
+}
+
+impl fmt::Display for ArgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ArgError::WrongArity(command) => {
+                write!(f, "ERR wrong number of arguments for '{command}' command")
+            }
+            ArgError::BadAmount(name) => write!(
+                f,
+                "ERR {name} must be an integer from 1 to {MAX_AMOUNT} (2^50)"
+            ),
+            ArgError::BadDuration(name) => write!(
+                f,
+                "ERR {name} must be a duration from 1ms to 3650d: a positive integer \
+                 with an optional unit ms, s, m, h or d (bare integers are seconds)"
+            ),
+            ArgError::UnknownOption { command, option } => {
+                write!(f, "ERR unknown option '{option}' for {command}")
+            }
+            ArgError::OptionNotFor { command, option } => {
+                write!(f, "ERR {option} is not an option of {command}")
+            }
+            ArgError::RepeatedOption(option) => {
+                write!(f, "ERR option {option} is given more than once")
+            }
+            ArgError::MissingValue(option) => write!(f, "ERR option {option} needs a value"),
+        }
+    }
+}
+
+/// Parses a strictly decimal integer in `1..=2^50`: no sign, no spaces, no
+/// leading zeros, no fractions (the same strictness as Redis's own integers).
+pub fn parse_amount(arg: &[u8], name: &'static str) -> Result<u64, ArgError> {
+    match parse_plain_u64(arg) {
+        Some(v) if (1..=MAX_AMOUNT).contains(&v) => Ok(v),
+        _ => Err(ArgError::BadAmount(name)),
+    }
+}
+
+fn parse_plain_u64(arg: &[u8]) -> Option<u64> {
+    let leading_zero = arg.len() > 1 && arg.first() == Some(&b'0');
+    if arg.is_empty() || leading_zero || !arg.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    arg.iter().try_fold(0u64, |acc, &d| {
+        acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })
+}
+
+/// Parses `<integer>[ms|s|m|h|d]` (units case-insensitive, bare means
+/// seconds) into milliseconds within `1..=3650d`.
+pub fn parse_duration_ms(arg: &[u8], name: &'static str) -> Result<u64, ArgError> {
+    let digits = arg.iter().take_while(|b| b.is_ascii_digit()).count();
+    let (number, unit) = arg.split_at(digits);
+    let scale: u64 = match unit.to_ascii_lowercase().as_slice() {
+        b"" | b"s" => 1000,
+        b"ms" => 1,
+        b"m" => 60 * 1000,
+        b"h" => 60 * 60 * 1000,
+        b"d" => 24 * 60 * 60 * 1000,
+        _ => return Err(ArgError::BadDuration(name)),
+    };
+    match parse_plain_u64(number).and_then(|n| n.checked_mul(scale)) {
+        Some(ms) if (1..=MAX_WINDOW_MS).contains(&ms) => Ok(ms),
+        _ => Err(ArgError::BadDuration(name)),
+    }
+}
+
+/// One limit to check: a key, its algorithm's parameters and options.
+/// Keys are argv indices so the glue opens them without copying.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Clause {
+    pub algorithm: Algorithm,
+    pub key: usize,
+    /// `limit` (FIXED).
+    pub amount: u64,
+    pub window_ms: u64,
+    pub cost: u64,
+    pub aligned: bool,
+    pub override_key: Option<usize>,
+}
+
+/// A single limiter command: its clause plus call-wide options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LimiterCall {
+    pub clause: Clause,
+    pub peek: bool,
+    /// The primary's decision time, present only on calls replayed from the
+    /// replication stream or the AOF.
+    pub replayed_now_ms: Option<u64>,
+}
+
+/// Parses `key amount window [options...]` where `argv[0]` is the command
+/// name. `trusted` allows the internal `NOW ms` option, which only the
+/// replication link and AOF loading may use.
+pub fn parse_limiter(
+    algorithm: Algorithm,
+    argv: &[&[u8]],
+    trusted: bool,
+) -> Result<LimiterCall, ArgError> {
+    let command = algorithm.command_name();
+    let (Some(_), Some(amount), Some(window)) = (argv.get(1), argv.get(2), argv.get(3)) else {
+        return Err(ArgError::WrongArity(command));
+    };
+    let mut clause = Clause {
+        algorithm,
+        key: 1,
+        amount: parse_amount(amount, algorithm.amount_name())?,
+        window_ms: parse_duration_ms(window, "window")?,
+        cost: 1,
+        aligned: false,
+        override_key: None,
+    };
+    let mut peek = false;
+    let mut replayed_now_ms = None;
+    let mut seen = Seen::default();
+    let mut i = 4;
+    while let Some(word) = argv.get(i) {
+        let option = word.to_ascii_uppercase();
+        i += 1;
+        match option.as_slice() {
+            b"ALIGNED" if algorithm == Algorithm::Fixed => {
+                seen.once("ALIGNED")?;
+                clause.aligned = true;
+            }
+            b"COST" => {
+                seen.once("COST")?;
+                clause.cost = parse_amount(value(argv, &mut i, "COST")?, "COST")?;
+            }
+            b"OVERRIDE" => {
+                seen.once("OVERRIDE")?;
+                value(argv, &mut i, "OVERRIDE")?;
+                clause.override_key = Some(i - 1);
+            }
+            b"PEEK" => {
+                seen.once("PEEK")?;
+                peek = true;
+            }
+            b"NOW" if trusted => {
+                seen.once("NOW")?;
+                let now = parse_plain_u64(value(argv, &mut i, "NOW")?);
+                replayed_now_ms = Some(now.ok_or(ArgError::BadAmount("NOW"))?);
+            }
+            other => return Err(foreign_option(command, other, word)),
+        }
+    }
+    Ok(LimiterCall {
+        clause,
+        peek,
+        replayed_now_ms,
+    })
+}
+
+/// The value after an option, advancing past it.
+fn value<'a>(argv: &[&'a [u8]], i: &mut usize, option: &'static str) -> Result<&'a [u8], ArgError> {
+    let v = argv.get(*i).ok_or(ArgError::MissingValue(option))?;
+    *i += 1;
+    Ok(v)
+}
+
+/// Options that belong to some limiter command, to tell "wrong command"
+/// apart from "unknown".
+const LIMITER_OPTIONS: [&str; 6] = ["ALIGNED", "APPROX", "BURST", "COST", "OVERRIDE", "PEEK"];
+
+fn foreign_option(command: &'static str, upper: &[u8], original: &[u8]) -> ArgError {
+    match LIMITER_OPTIONS.iter().find(|o| o.as_bytes() == upper) {
+        Some(option) => ArgError::OptionNotFor { command, option },
+        None => ArgError::UnknownOption {
+            command,
+            option: printable(original),
+        },
+    }
+}
+
+/// A short, single-line, printable rendering of user bytes for an error
+/// message (a reply error may not contain CR or LF).
+fn printable(bytes: &[u8]) -> String {
+    const MAX: usize = 32;
+    let mut out: String = bytes
+        .iter()
+        .take(MAX)
+        .map(|&b| {
+            if b.is_ascii_graphic() || b == b' ' {
+                char::from(b)
+            } else {
+                '?'
+            }
+        })
+        .collect();
+    if bytes.len() > MAX {
+        out.push_str("...");
+    }
+    out
+}
+
+#[derive(Default)]
+struct Seen(Vec<&'static str>);
+
+impl Seen {
+    fn once(&mut self, option: &'static str) -> Result<(), ArgError> {
+        if self.0.contains(&option) {
+            return Err(ArgError::RepeatedOption(option));
+        }
+        self.0.push(option);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn fixed(args: &[&str]) -> Result<LimiterCall, ArgError> {
+        let mut argv: Vec<&[u8]> = vec![b"RL.FIXED"];
+        argv.extend(args.iter().map(|a| a.as_bytes()));
+        parse_limiter(Algorithm::Fixed, &argv, false)
+    }
+
+    #[test]
+    fn amounts() {
+        assert_eq!(parse_amount(b"1", "limit"), Ok(1));
+        assert_eq!(parse_amount(b"1125899906842624", "limit"), Ok(MAX_AMOUNT));
+        for bad in [
+            "",
+            "0",
+            "-1",
+            "+1",
+            " 1",
+            "1 ",
+            "1.5",
+            "0x10",
+            "01",
+            "1e3",
+            "abc",
+            "1125899906842625",
+            "9223372036854775808",
+            "18446744073709551616",
+            "123456789012345678901234567890",
+        ] {
+            assert_eq!(
+                parse_amount(bad.as_bytes(), "limit"),
+                Err(ArgError::BadAmount("limit")),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn durations() {
+        for (text, ms) in [
+            ("60", 60_000),
+            ("1500ms", 1500),
+            ("1ms", 1),
+            ("1m", 60_000),
+            ("24h", 86_400_000),
+            ("3650d", MAX_WINDOW_MS),
+            ("2S", 2000),
+            ("5MS", 5),
+        ] {
+            assert_eq!(
+                parse_duration_ms(text.as_bytes(), "window"),
+                Ok(ms),
+                "{text}"
+            );
+        }
+        for bad in [
+            "",
+            "0",
+            "0ms",
+            "ms",
+            "10x",
+            "-5s",
+            "1.5s",
+            "3651d",
+            "+5s",
+            " 5s",
+            "5s ",
+            "5 s",
+            "0x10",
+            "5sec",
+            "99999999999999999999d",
+            "315360000001ms",
+        ] {
+            assert_eq!(
+                parse_duration_ms(bad.as_bytes(), "window"),
+                Err(ArgError::BadDuration("window")),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn fixed_with_every_option() {
+        let call = fixed(&[
+            "k", "10", "1m", "aligned", "COST", "3", "Override", "o", "peek",
+        ])
+        .unwrap();
+        assert_eq!(call.clause.amount, 10);
+        assert_eq!(call.clause.window_ms, 60_000);
+        assert_eq!(call.clause.cost, 3);
+        assert!(call.clause.aligned && call.peek);
+        assert_eq!(call.clause.override_key, Some(8));
+        assert_eq!(call.replayed_now_ms, None);
+    }
+
+    #[test]
+    fn option_errors() {
+        let cases: &[(&[&str], ArgError)] = &[
+            (&["k", "10"], ArgError::WrongArity("RL.FIXED")),
+            (&["k", "10", "60", "COST"], ArgError::MissingValue("COST")),
+            (
+                &["k", "10", "60", "OVERRIDE"],
+                ArgError::MissingValue("OVERRIDE"),
+            ),
+            (&["k", "10", "60", "COST", "0"], ArgError::BadAmount("COST")),
+            (
+                &["k", "10", "60", "PEEK", "peek"],
+                ArgError::RepeatedOption("PEEK"),
+            ),
+            (
+                &["k", "10", "60", "COST", "1", "COST", "1"],
+                ArgError::RepeatedOption("COST"),
+            ),
+            (
+                &["k", "10", "60", "ALIGNED", "ALIGNED"],
+                ArgError::RepeatedOption("ALIGNED"),
+            ),
+            (
+                &["k", "10", "60", "OVERRIDE", "a", "OVERRIDE", "b"],
+                ArgError::RepeatedOption("OVERRIDE"),
+            ),
+            (
+                &["k", "10", "60", "BURST", "5"],
+                ArgError::OptionNotFor {
+                    command: "RL.FIXED",
+                    option: "BURST",
+                },
+            ),
+            (
+                &["k", "10", "60", "APPROX"],
+                ArgError::OptionNotFor {
+                    command: "RL.FIXED",
+                    option: "APPROX",
+                },
+            ),
+            (
+                &["k", "10", "60", "FOO"],
+                ArgError::UnknownOption {
+                    command: "RL.FIXED",
+                    option: "FOO".into(),
+                },
+            ),
+            // The replication-only option is unknown to ordinary clients.
+            (
+                &["k", "10", "60", "NOW", "5"],
+                ArgError::UnknownOption {
+                    command: "RL.FIXED",
+                    option: "NOW".into(),
+                },
+            ),
+        ];
+        for (args, want) in cases {
+            assert_eq!(fixed(args).as_ref().err(), Some(want), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn error_messages_name_the_argument_and_stay_on_one_line() {
+        let e = fixed(&["k", "10", "60", "bad\r\nword"])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "ERR unknown option 'bad??word' for RL.FIXED");
+        assert!(ArgError::BadAmount("COST")
+            .to_string()
+            .starts_with("ERR COST must be"));
+    }
+
+    #[test]
+    fn trusted_now_is_parsed() {
+        let argv: Vec<&[u8]> = vec![b"RL.FIXED", b"k", b"1", b"1", b"NOW", b"1234"];
+        let call = parse_limiter(Algorithm::Fixed, &argv, true).unwrap();
+        assert_eq!(call.replayed_now_ms, Some(1234));
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_argv_never_panics(argv in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..12), 0..10), trusted in any::<bool>()) {
+            let slices: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
+            let _ = parse_limiter(Algorithm::Fixed, &slices, trusted);
+        }
+    }
+}

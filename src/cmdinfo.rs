@@ -1,0 +1,178 @@
+//! Redis 7 command metadata (`COMMAND DOCS`, `COMMAND INFO`, key specs),
+//! attached with the raw `RedisModule_SetCommandInfo` because the crate's
+//! `#[command]` attribute needs Redis 7.2 APIs and would not load on 7.0.
+
+use redis_module::{raw, Context, Status};
+use std::ffi::CStr;
+use std::os::raw::c_int;
+use std::ptr;
+
+/// How a command finds one of its keys.
+#[derive(Clone, Copy)]
+pub enum KeyAt {
+    /// A fixed argv index.
+    Index(c_int),
+    /// The argument after the first `keyword` at or after argv index `from`.
+    AfterKeyword(&'static CStr, c_int),
+}
+
+/// A key the command touches, with Redis's access flags for it.
+#[derive(Clone, Copy)]
+pub struct KeySpec {
+    pub at: KeyAt,
+    pub flags: u32,
+}
+
+pub const LIMITER_KEY: u32 =
+    raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_ACCESS | raw::REDISMODULE_CMD_KEY_UPDATE;
+pub const OVERRIDE_KEY: u32 = raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS;
+
+#[derive(Clone, Copy)]
+pub enum ArgKind {
+    Key(c_int),
+    Integer,
+    String,
+    /// A bare option word such as PEEK.
+    Flag,
+}
+
+#[derive(Clone, Copy)]
+pub struct Arg {
+    pub name: &'static CStr,
+    pub kind: ArgKind,
+    pub token: Option<&'static CStr>,
+    pub optional: bool,
+    pub summary: &'static CStr,
+}
+
+pub struct CommandDoc {
+    pub name: &'static CStr,
+    pub summary: &'static CStr,
+    pub complexity: &'static CStr,
+    pub arity: c_int,
+    pub keys: &'static [KeySpec],
+    pub args: &'static [Arg],
+}
+
+const SINCE: &CStr = c"0.1.0";
+
+/// Attaches `doc` to its already-registered command. The arrays passed to
+/// Redis are leaked on purpose: they are built once at load and Redis may
+/// keep pointers into them for the module's lifetime.
+pub fn attach(ctx: &Context, doc: &CommandDoc) -> Status {
+    // SAFETY: the API pointers are written once by RedisModule_Init, before init runs.
+    let (Some(get_command), Some(set_info)) =
+        (unsafe { (raw::RedisModule_GetCommand, raw::RedisModule_SetCommandInfo) })
+    else {
+        // Redis older than 7.0: no key specs to attach; the legacy key
+        // positions given at registration still apply.
+        return Status::Ok;
+    };
+    // SAFETY: ctx is the load context; doc.name is a valid C string.
+    let command = unsafe { get_command(ctx.ctx, doc.name.as_ptr()) };
+    if command.is_null() {
+        return Status::Err;
+    }
+    let key_specs: &mut [raw::RedisModuleCommandKeySpec] = Box::leak(
+        doc.keys
+            .iter()
+            .map(key_spec)
+            .chain(std::iter::once(zeroed_key_spec()))
+            .collect(),
+    );
+    let args: &mut [raw::RedisModuleCommandArg] = Box::leak(
+        doc.args
+            .iter()
+            .map(command_arg)
+            .chain(std::iter::once(zeroed_arg()))
+            .collect(),
+    );
+    let version: &'static raw::RedisModuleCommandInfoVersion =
+        Box::leak(Box::new(raw::RedisModuleCommandInfoVersion {
+            version: 1,
+            sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),
+            sizeof_keyspec: std::mem::size_of::<raw::RedisModuleCommandKeySpec>(),
+            sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
+        }));
+    let info = raw::RedisModuleCommandInfo {
+        version,
+        summary: doc.summary.as_ptr(),
+        complexity: doc.complexity.as_ptr(),
+        since: SINCE.as_ptr(),
+        history: ptr::null_mut(),
+        tips: ptr::null(),
+        arity: doc.arity,
+        key_specs: key_specs.as_mut_ptr(),
+        args: args.as_mut_ptr(),
+    };
+    // SAFETY: every pointer in info is valid and the arrays are terminated
+    // by zeroed entries, as the API requires.
+    if unsafe { set_info(command, &info) } == raw::REDISMODULE_OK as c_int {
+        Status::Ok
+    } else {
+        Status::Err
+    }
+}
+
+fn key_spec(spec: &KeySpec) -> raw::RedisModuleCommandKeySpec {
+    let mut out = zeroed_key_spec();
+    out.flags = u64::from(spec.flags);
+    match spec.at {
+        KeyAt::Index(pos) => {
+            out.begin_search_type =
+                raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+            out.bs.index.pos = pos;
+        }
+        KeyAt::AfterKeyword(keyword, from) => {
+            out.begin_search_type =
+                raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_KEYWORD;
+            out.bs.keyword.keyword = keyword.as_ptr();
+            out.bs.keyword.startfrom = from;
+        }
+    }
+    out.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+    out.fk.range.lastkey = 0;
+    out.fk.range.keystep = 1;
+    out.fk.range.limit = 0;
+    out
+}
+
+fn command_arg(arg: &Arg) -> raw::RedisModuleCommandArg {
+    let mut out = zeroed_arg();
+    out.name = arg.name.as_ptr();
+    (out.type_, out.key_spec_index) = match arg.kind {
+        ArgKind::Key(index) => (
+            raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
+            index,
+        ),
+        ArgKind::Integer => (
+            raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+            -1,
+        ),
+        ArgKind::String => (
+            raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
+            -1,
+        ),
+        ArgKind::Flag => (
+            raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
+            -1,
+        ),
+    };
+    out.token = arg.token.map_or(ptr::null(), CStr::as_ptr);
+    out.summary = arg.summary.as_ptr();
+    if arg.optional {
+        out.flags = raw::REDISMODULE_CMD_ARG_OPTIONAL as c_int;
+    }
+    out
+}
+
+fn zeroed_key_spec() -> raw::RedisModuleCommandKeySpec {
+    // SAFETY: the struct is plain C data for which all-zero is the
+    // documented terminator and a valid starting value.
+    unsafe { std::mem::zeroed() }
+}
+
+fn zeroed_arg() -> raw::RedisModuleCommandArg {
+    // SAFETY: as above; null pointers and zero integers are valid here.
+    unsafe { std::mem::zeroed() }
+}

@@ -1,0 +1,199 @@
+//! How limiter state is laid out in a key's bytes. Limiters are plain Redis
+//! strings, so RDB, AOF rewrite, DUMP/RESTORE, COPY, RENAME and DEBUG DIGEST
+//! work natively; this file is the only place that knows their layout.
+//!
+//! Layout: `00 'r' 'l' <version> <tag>` then the algorithm's fields as
+//! little-endian u64s. The leading NUL keeps ordinary text values from ever
+//! looking like ours; the version lets a later layout be refused cleanly by
+//! an older module.
+
+use crate::core::fixed::FixedState;
+
+const MAGIC: [u8; 3] = [0, b'r', b'l'];
+pub const VERSION: u8 = 1;
+const HEADER_LEN: usize = MAGIC.len() + 2;
+
+/// Which kind of value a librl key holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tag {
+    Fixed = b'F' as isize,
+}
+
+impl Tag {
+    fn from_byte(b: u8) -> Option<Tag> {
+        match b {
+            b'F' => Some(Tag::Fixed),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    /// Not a librl value at all (any other string).
+    Foreign,
+    /// A librl value of another kind (another algorithm, or an override).
+    OtherTag,
+    /// Our marker, but a version this build does not read.
+    UnsupportedVersion(u8),
+    /// Our marker and version, but the fields are impossible.
+    Corrupt,
+}
+
+pub const FIXED_LEN: usize = HEADER_LEN + 3 * 8;
+
+pub fn encode_fixed(s: &FixedState) -> [u8; FIXED_LEN] {
+    let mut out = [0u8; FIXED_LEN];
+    let mut w = Writer::new(&mut out, Tag::Fixed);
+    w.u64(s.start_ms);
+    w.u64(s.end_ms);
+    w.u64(s.count);
+    out
+}
+
+pub fn decode_fixed(bytes: &[u8]) -> Result<FixedState, DecodeError> {
+    let mut r = Reader::new(bytes, Tag::Fixed)?;
+    let s = FixedState {
+        start_ms: r.u64()?,
+        end_ms: r.u64()?,
+        count: r.u64()?,
+    };
+    r.finish()?;
+    if s.is_consistent() {
+        Ok(s)
+    } else {
+        Err(DecodeError::Corrupt)
+    }
+}
+
+struct Writer<'a> {
+    out: &'a mut [u8],
+    pos: usize,
+}
+
+impl<'a> Writer<'a> {
+    fn new(out: &'a mut [u8], tag: Tag) -> Self {
+        let mut w = Writer { out, pos: 0 };
+        w.bytes(&MAGIC);
+        w.bytes(&[VERSION, tag as u8]);
+        w
+    }
+
+    fn bytes(&mut self, b: &[u8]) {
+        // Callers size `out` exactly from the layout constants.
+        if let Some(dst) = self.out.get_mut(self.pos..self.pos + b.len()) {
+            dst.copy_from_slice(b);
+        }
+        self.pos += b.len();
+    }
+
+    fn u64(&mut self, v: u64) {
+        self.bytes(&v.to_le_bytes());
+    }
+}
+
+struct Reader<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    /// Checks marker, version and tag, in that order, so that a foreign
+    /// value, a newer layout and another algorithm each get their own error.
+    fn new(bytes: &'a [u8], want: Tag) -> Result<Self, DecodeError> {
+        let Some((header, rest)) = bytes.split_first_chunk::<HEADER_LEN>() else {
+            return Err(DecodeError::Foreign);
+        };
+        let [m0, m1, m2, version, tag] = *header;
+        if [m0, m1, m2] != MAGIC {
+            return Err(DecodeError::Foreign);
+        }
+        if version != VERSION {
+            return Err(DecodeError::UnsupportedVersion(version));
+        }
+        match Tag::from_byte(tag) {
+            Some(t) if t == want => Ok(Reader { rest }),
+            Some(_) => Err(DecodeError::OtherTag),
+            None => Err(DecodeError::Corrupt),
+        }
+    }
+
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        let (head, rest) = self
+            .rest
+            .split_first_chunk::<8>()
+            .ok_or(DecodeError::Corrupt)?;
+        self.rest = rest;
+        Ok(u64::from_le_bytes(*head))
+    }
+
+    fn finish(self) -> Result<(), DecodeError> {
+        if self.rest.is_empty() {
+            Ok(())
+        } else {
+            Err(DecodeError::Corrupt)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn fixed_round_trips() {
+        let s = FixedState {
+            start_ms: 1,
+            end_ms: 2,
+            count: 3,
+        };
+        assert_eq!(decode_fixed(&encode_fixed(&s)), Ok(s));
+    }
+
+    #[test]
+    fn classifies_bad_values() {
+        let good = encode_fixed(&FixedState {
+            start_ms: 1,
+            end_ms: 2,
+            count: 3,
+        });
+        assert_eq!(decode_fixed(b"hello"), Err(DecodeError::Foreign));
+        assert_eq!(decode_fixed(b""), Err(DecodeError::Foreign));
+        let mut newer = good;
+        newer[3] = 2;
+        assert_eq!(
+            decode_fixed(&newer),
+            Err(DecodeError::UnsupportedVersion(2))
+        );
+        let mut other = good;
+        other[4] = b'?';
+        assert_eq!(decode_fixed(&other), Err(DecodeError::Corrupt));
+        assert_eq!(
+            decode_fixed(&good[..FIXED_LEN - 1]),
+            Err(DecodeError::Corrupt)
+        );
+        let mut longer = good.to_vec();
+        longer.push(0);
+        assert_eq!(decode_fixed(&longer), Err(DecodeError::Corrupt));
+        let empty_window = encode_fixed(&FixedState {
+            start_ms: 5,
+            end_ms: 5,
+            count: 1,
+        });
+        assert_eq!(decode_fixed(&empty_window), Err(DecodeError::Corrupt));
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
+            let _ = decode_fixed(&bytes);
+        }
+
+        #[test]
+        fn arbitrary_bytes_after_a_valid_header_never_panic(tail in prop::collection::vec(any::<u8>(), 0..40)) {
+            let mut bytes = vec![0, b'r', b'l', VERSION, b'F'];
+            bytes.extend(tail);
+            let _ = decode_fixed(&bytes);
+        }
+    }
+}

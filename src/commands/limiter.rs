@@ -1,0 +1,106 @@
+//! The flow every limiter command shares: parse, read the key, decide with
+//! an explicit `now`, write and replicate only if admitted, reply.
+//!
+//! Replication: the primary propagates the call rewritten with its own
+//! decision time (`NOW ms`) and its effective parameters, so replicas and
+//! AOF replay reach the same decision from the same state without reading
+//! their own clock. Denied calls and PEEK propagate nothing.
+
+use crate::args::{parse_limiter, Algorithm, Clause};
+use crate::codec::{self, DecodeError};
+use crate::core::fixed::{self, FixedParams};
+use crate::error::RlError;
+use crate::store::{self, Access, Key, Value};
+use redis_module::{Context, RedisString, RedisValue};
+
+/// A clause decided against its key's value, not yet committed.
+struct Checked {
+    reply: [i64; 6],
+    /// The bytes to store and their absolute expiry, when admitted.
+    commit: Option<(Vec<u8>, u64)>,
+}
+
+pub fn run(
+    ctx: &Context,
+    args: &[RedisString],
+    algorithm: Algorithm,
+) -> Result<RedisValue, RlError> {
+    let argv: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
+    let call = parse_limiter(algorithm, &argv, store::is_replayed(ctx))?;
+    let clause = call.clause;
+    let now = call.replayed_now_ms.unwrap_or_else(store::now_ms);
+    let name = args.get(clause.key).ok_or(RlError::Internal)?;
+    let access = if call.peek {
+        Access::Read
+    } else {
+        Access::ReadWrite
+    };
+    let key = Key::open(ctx, name, access);
+    let checked = check(&clause, key.value(), now)?;
+    if let (false, Some((bytes, expire_at_ms))) = (call.peek, &checked.commit) {
+        key.write(bytes, *expire_at_ms);
+        replicate(ctx, &clause, name.as_slice(), now);
+    }
+    Ok(RedisValue::Array(
+        checked
+            .reply
+            .iter()
+            .map(|&v| RedisValue::Integer(v))
+            .collect(),
+    ))
+}
+
+fn check(clause: &Clause, value: Value<'_>, now: u64) -> Result<Checked, RlError> {
+    match clause.algorithm {
+        Algorithm::Fixed => {
+            let state = stored(value, codec::decode_fixed, "an RL.FIXED limiter")?;
+            let params = FixedParams {
+                limit: clause.amount,
+                window_ms: clause.window_ms,
+                aligned: clause.aligned,
+            };
+            let d = fixed::decide(&params, state, now, clause.cost);
+            Ok(Checked {
+                reply: d.reply(),
+                commit: d
+                    .new_state
+                    .map(|s| (codec::encode_fixed(&s).to_vec(), d.expires_at_ms)),
+            })
+        }
+    }
+}
+
+/// Decodes a key's value with `decode`, mapping every foreign or broken
+/// value to the error its user should see.
+fn stored<S>(
+    value: Value<'_>,
+    decode: fn(&[u8]) -> Result<S, DecodeError>,
+    expected: &'static str,
+) -> Result<Option<S>, RlError> {
+    match value {
+        Value::Empty => Ok(None),
+        Value::OtherType => Err(RlError::WrongType { expected }),
+        Value::String(bytes) => match decode(bytes) {
+            Ok(s) => Ok(Some(s)),
+            Err(DecodeError::Foreign | DecodeError::OtherTag) => {
+                Err(RlError::WrongType { expected })
+            }
+            Err(e) => Err(RlError::BadState(e)),
+        },
+    }
+}
+
+/// Propagates the admitted call in canonical form: effective parameters,
+/// no OVERRIDE (the replica needs no second read), and the primary's `now`.
+fn replicate(ctx: &Context, clause: &Clause, key: &[u8], now: u64) {
+    let amount = clause.amount.to_string();
+    let window = format!("{}ms", clause.window_ms);
+    let cost = clause.cost.to_string();
+    let now = now.to_string();
+    let mut argv: Vec<&[u8]> = vec![key, amount.as_bytes(), window.as_bytes()];
+    if clause.aligned {
+        argv.push(b"ALIGNED");
+    }
+    argv.extend([b"COST".as_slice(), cost.as_bytes(), b"NOW", now.as_bytes()]);
+    store::replicate(ctx, clause.algorithm.command_name(), &argv);
+}

@@ -1,0 +1,249 @@
+//! FIXED: a counter per window. A window opens at the first admitted call
+//! (or, ALIGNED, on a multiple of the window in Unix time) and covers the
+//! half-open range `[start, start + window)`.
+
+use super::decision::{Decision, RetryAfter};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FixedParams {
+    pub limit: u64,
+    pub window_ms: u64,
+    pub aligned: bool,
+}
+
+/// A window that has opened, with the units admitted in it. The end is
+/// stored rather than derived so that a window keeps its length even when an
+/// override later changes the configured window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FixedState {
+    pub start_ms: u64,
+    pub end_ms: u64,
+    pub count: u64,
+}
+
+impl FixedState {
+    /// A window whose range is empty or whose count exceeds what any call
+    /// could have admitted was not written by us.
+    pub fn is_consistent(&self) -> bool {
+        self.start_ms < self.end_ms && self.count >= 1 && self.count <= super::MAX_AMOUNT
+    }
+}
+
+fn open_window(params: &FixedParams, now: u64) -> FixedState {
+    let start_ms = if params.aligned {
+        now - now % params.window_ms.max(1)
+    } else {
+        now
+    };
+    FixedState {
+        start_ms,
+        end_ms: start_ms.saturating_add(params.window_ms),
+        count: 0,
+    }
+}
+
+pub fn decide(
+    params: &FixedParams,
+    state: Option<FixedState>,
+    now: u64,
+    cost: u64,
+) -> Decision<FixedState> {
+    // A clock that steps back stands still at the window's start, so an
+    // earlier `now` can neither reopen nor lengthen a window.
+    let live = state.filter(|s| now.max(s.start_ms) < s.end_ms);
+    let (window, now) = match live {
+        Some(s) => (s, now.max(s.start_ms)),
+        None => (open_window(params, now), now),
+    };
+    let until_end = window.end_ms - now;
+    match window
+        .count
+        .checked_add(cost)
+        .filter(|&c| c <= params.limit)
+    {
+        Some(count) => Decision {
+            allowed: true,
+            count,
+            retry_after: RetryAfter::Now,
+            limit: params.limit,
+            reset_after_ms: until_end,
+            new_state: Some(FixedState { count, ..window }),
+            expires_at_ms: window.end_ms,
+        },
+        None => Decision {
+            allowed: false,
+            count: window.count,
+            // The next window starts empty, so any cost within the limit
+            // fits as soon as this one ends.
+            retry_after: if cost > params.limit {
+                RetryAfter::Never
+            } else {
+                RetryAfter::After(until_end)
+            },
+            limit: params.limit,
+            reset_after_ms: if live.is_some() { until_end } else { 0 },
+            new_state: None,
+            expires_at_ms: window.end_ms,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::{MAX_AMOUNT, MAX_WINDOW_MS};
+    use proptest::prelude::*;
+
+    fn params(limit: u64, window_ms: u64, aligned: bool) -> FixedParams {
+        FixedParams {
+            limit,
+            window_ms,
+            aligned,
+        }
+    }
+
+    /// Replays calls `(now, cost)` and returns each reply, committing admitted ones.
+    fn run(p: &FixedParams, calls: &[(u64, u64)]) -> Vec<[i64; 6]> {
+        let mut state = None;
+        calls
+            .iter()
+            .map(|&(now, cost)| {
+                let d = decide(p, state, now, cost);
+                if let Some(s) = d.new_state {
+                    state = Some(s);
+                }
+                d.reply()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn table_of_edges() {
+        // (now, cost) -> [allowed, count, retry_after, limit, remaining, reset_after]
+        let p = params(3, 1000, false);
+        let rows: &[((u64, u64), [i64; 6])] = &[
+            ((5000, 1), [1, 1, 0, 3, 2, 1000]),
+            ((5001, 2), [1, 3, 0, 3, 0, 999]),
+            ((5002, 1), [0, 3, 998, 3, 0, 998]),
+            ((5999, 1), [0, 3, 1, 3, 0, 1]),
+            // Half-open: at start + window the next window has begun.
+            ((6000, 1), [1, 1, 0, 3, 2, 1000]),
+            ((6001, 4), [0, 1, -1, 3, 2, 999]),
+            ((6002, 2), [1, 3, 0, 3, 0, 998]),
+        ];
+        let calls: Vec<_> = rows.iter().map(|r| r.0).collect();
+        let want: Vec<_> = rows.iter().map(|r| r.1).collect();
+        assert_eq!(run(&p, &calls), want);
+    }
+
+    #[test]
+    fn aligned_windows_reset_on_multiples() {
+        let p = params(2, 60_000, true);
+        let rows: &[((u64, u64), [i64; 6])] = &[
+            ((60_000 * 7 + 59_000, 2), [1, 2, 0, 2, 0, 1000]),
+            ((60_000 * 7 + 59_999, 1), [0, 2, 1, 2, 0, 1]),
+            ((60_000 * 8, 1), [1, 1, 0, 2, 1, 60_000]),
+        ];
+        let calls: Vec<_> = rows.iter().map(|r| r.0).collect();
+        let want: Vec<_> = rows.iter().map(|r| r.1).collect();
+        assert_eq!(run(&p, &calls), want);
+    }
+
+    #[test]
+    fn denies_cost_above_limit_on_empty_key_without_writing() {
+        let d = decide(&params(5, 1000, false), None, 10, 6);
+        assert_eq!(d.reply(), [0, 0, -1, 5, 5, 0]);
+        assert_eq!(d.new_state, None);
+    }
+
+    #[test]
+    fn limit_shrunk_below_count_denies_until_window_ends() {
+        let state = FixedState {
+            start_ms: 0,
+            end_ms: 1000,
+            count: 10,
+        };
+        let d = decide(&params(4, 1000, false), Some(state), 400, 1);
+        assert_eq!(d.reply(), [0, 10, 600, 4, 0, 600]);
+    }
+
+    #[test]
+    fn clock_stepping_back_stands_still_at_window_start() {
+        let state = FixedState {
+            start_ms: 1000,
+            end_ms: 2000,
+            count: 1,
+        };
+        let d = decide(&params(5, 1000, false), Some(state), 10, 1);
+        assert_eq!(d.reply(), [1, 2, 0, 5, 3, 1000]);
+        assert_eq!(d.new_state.map(|s| s.end_ms), Some(2000));
+    }
+
+    #[test]
+    fn extreme_values_do_not_overflow() {
+        let p = params(MAX_AMOUNT, MAX_WINDOW_MS, true);
+        let d = decide(&p, None, u64::MAX - 1, MAX_AMOUNT);
+        assert!(d.allowed);
+        let p = params(MAX_AMOUNT, MAX_WINDOW_MS, false);
+        let d = decide(&p, None, u64::MAX - 1, MAX_AMOUNT);
+        assert!(d.allowed);
+        let full = d.new_state;
+        let d = decide(&p, full, u64::MAX - 1, MAX_AMOUNT);
+        assert!(!d.allowed);
+    }
+
+    fn arb_params() -> impl Strategy<Value = FixedParams> {
+        (1u64..20, 1u64..5000, any::<bool>()).prop_map(|(l, w, a)| params(l, w, a))
+    }
+
+    proptest! {
+        #[test]
+        fn no_window_admits_more_than_limit(
+            p in arb_params(),
+            steps in prop::collection::vec((0u64..700, 1u64..6), 1..200),
+        ) {
+            let mut now = 1_000_000u64;
+            let mut state: Option<FixedState> = None;
+            let mut admitted: std::collections::BTreeMap<u64, u64> = Default::default();
+            for (gap, cost) in steps {
+                now += gap;
+                let d = decide(&p, state, now, cost);
+                if let Some(s) = d.new_state {
+                    prop_assert!(now >= s.start_ms && now < s.end_ms);
+                    prop_assert_eq!(d.reset_after_ms, s.end_ms - now);
+                    *admitted.entry(s.start_ms).or_default() += cost;
+                    state = Some(s);
+                }
+                prop_assert!(d.count <= p.limit);
+            }
+            for total in admitted.values() {
+                prop_assert!(*total <= p.limit);
+            }
+        }
+
+        #[test]
+        fn retry_after_is_exact(
+            p in arb_params(),
+            steps in prop::collection::vec((0u64..700, 1u64..6), 1..100),
+        ) {
+            let mut now = 1_000_000u64;
+            let mut state: Option<FixedState> = None;
+            for (gap, cost) in steps {
+                now += gap;
+                let d = decide(&p, state, now, cost);
+                match d.retry_after {
+                    RetryAfter::After(wait) => {
+                        prop_assert!(wait >= 1);
+                        prop_assert!(decide(&p, state, now + wait, cost).allowed);
+                        prop_assert!(!decide(&p, state, now + wait - 1, cost).allowed);
+                    }
+                    RetryAfter::Never => prop_assert!(cost > p.limit),
+                    RetryAfter::Now => prop_assert!(d.allowed),
+                }
+                if let Some(s) = d.new_state {
+                    state = Some(s);
+                }
+            }
+        }
+    }
+}

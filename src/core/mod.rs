@@ -1,0 +1,13 @@
+//! The pure rate-limiting core: no Redis, no clock, no unsafe. Every
+//! algorithm is a function of its parameters, its stored state, an explicit
+//! `now` in milliseconds and the call's cost, so it is tested without a server
+//! and replayed identically on replicas.
+
+pub mod decision;
+pub mod fixed;
+
+/// The largest limit, rate, capacity or cost a caller may give (2^50).
+pub const MAX_AMOUNT: u64 = 1 << 50;
+
+/// The longest window or duration a caller may give: 3650 days in ms.
+pub const MAX_WINDOW_MS: u64 = 3650 * 24 * 60 * 60 * 1000;

@@ -1,0 +1,56 @@
+//! Every error a command can reply, with its user-facing text.
+
+use crate::args::ArgError;
+use crate::codec::DecodeError;
+use redis_module::RedisError;
+use std::fmt;
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum RlError {
+    Arg(ArgError),
+    /// The key holds a value this command does not own; `expected` names
+    /// what it would have accepted.
+    WrongType {
+        expected: &'static str,
+    },
+    /// A value carrying our marker that fails validation: written by a
+    /// newer librl, or tampered with.
+    BadState(DecodeError),
+    /// A panic was caught at the handler boundary.
+    Internal,
+}
+
+impl fmt::Display for RlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RlError::Arg(e) => e.fmt(f),
+            RlError::WrongType { expected } => write!(
+                f,
+                "WRONGTYPE Operation against a key holding the wrong kind of value \
+                 (expected {expected} or no key)"
+            ),
+            RlError::BadState(DecodeError::UnsupportedVersion(v)) => write!(
+                f,
+                "ERR key holds a librl value of encoding version {v}, \
+                 which this librl does not know; upgrade the module"
+            ),
+            RlError::BadState(_) => write!(f, "ERR key holds a corrupt librl value"),
+            RlError::Internal => write!(
+                f,
+                "ERR internal error in librl, nothing was changed (see the server log)"
+            ),
+        }
+    }
+}
+
+impl From<ArgError> for RlError {
+    fn from(e: ArgError) -> Self {
+        RlError::Arg(e)
+    }
+}
+
+impl From<RlError> for RedisError {
+    fn from(e: RlError) -> Self {
+        RedisError::String(e.to_string())
+    }
+}

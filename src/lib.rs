@@ -1,0 +1,55 @@
+//! librl: native rate-limiting commands for Redis and Valkey.
+//!
+//! Registration lives here; the algorithms are in `core`, argument parsing
+//! in `args`, key layout in `codec`, key I/O in `store`, handlers in
+//! `commands`, command metadata in `cmdinfo`.
+
+mod args;
+mod cmdinfo;
+mod codec;
+mod commands;
+mod core;
+mod error;
+mod store;
+
+use redis_module::{redis_module, Context, RedisString, Status};
+
+// Redis's allocator in the server; the system one in unit tests, which run
+// without a server to provide it.
+#[cfg(not(test))]
+type Allocator = redis_module::alloc::RedisAlloc;
+#[cfg(not(test))]
+const ALLOCATOR: Allocator = redis_module::alloc::RedisAlloc;
+#[cfg(test)]
+type Allocator = std::alloc::System;
+#[cfg(test)]
+const ALLOCATOR: Allocator = std::alloc::System;
+
+const COMMAND_DOCS: [&cmdinfo::CommandDoc; 1] = [&commands::fixed::DOC];
+
+fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+    // Writes signal WATCH and client-side caching explicitly, so a denied
+    // call that opened its key for writing does not look like a change.
+    ctx.set_module_options(redis_module::raw::ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED);
+    for doc in COMMAND_DOCS {
+        if cmdinfo::attach(ctx, doc) == Status::Err {
+            ctx.log_warning(&format!(
+                "librl: could not attach command info to {}",
+                doc.name.to_string_lossy()
+            ));
+            return Status::Err;
+        }
+    }
+    Status::Ok
+}
+
+redis_module! {
+    name: "rl",
+    version: 1,
+    allocator: (Allocator, ALLOCATOR),
+    data_types: [],
+    init: init,
+    commands: [
+        ["RL.FIXED", commands::fixed::rl_fixed, "write deny-oom fast", 0, 0, 0, ""],
+    ],
+}

