@@ -8,12 +8,14 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Algorithm {
     Fixed,
+    Token,
 }
 
 impl Algorithm {
     pub fn command_name(self) -> &'static str {
         match self {
             Algorithm::Fixed => "RL.FIXED",
+            Algorithm::Token => "RL.TOKEN",
         }
     }
 
@@ -21,6 +23,7 @@ impl Algorithm {
     fn amount_name(self) -> &'static str {
         match self {
             Algorithm::Fixed => "limit",
+            Algorithm::Token => "rate",
         }
     }
 }
@@ -119,11 +122,13 @@ pub fn parse_duration_ms(arg: &[u8], name: &'static str) -> Result<u64, ArgError
 pub struct Clause {
     pub algorithm: Algorithm,
     pub key: usize,
-    /// `limit` (FIXED).
+    /// `limit` (FIXED) or `rate` (TOKEN).
     pub amount: u64,
     pub window_ms: u64,
     pub cost: u64,
     pub aligned: bool,
+    /// TOKEN's capacity; None means the rate.
+    pub burst: Option<u64>,
     pub override_key: Option<usize>,
 }
 
@@ -156,6 +161,7 @@ pub fn parse_limiter(
         window_ms: parse_duration_ms(window, "window")?,
         cost: 1,
         aligned: false,
+        burst: None,
         override_key: None,
     };
     let mut peek = false;
@@ -169,6 +175,10 @@ pub fn parse_limiter(
             b"ALIGNED" if algorithm == Algorithm::Fixed => {
                 seen.once("ALIGNED")?;
                 clause.aligned = true;
+            }
+            b"BURST" if algorithm == Algorithm::Token => {
+                seen.once("BURST")?;
+                clause.burst = Some(parse_amount(value(argv, &mut i, "BURST")?, "BURST")?);
             }
             b"COST" => {
                 seen.once("COST")?;
@@ -258,10 +268,60 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn fixed(args: &[&str]) -> Result<LimiterCall, ArgError> {
-        let mut argv: Vec<&[u8]> = vec![b"RL.FIXED"];
+    fn parse(algorithm: Algorithm, args: &[&str]) -> Result<LimiterCall, ArgError> {
+        let mut argv: Vec<&[u8]> = vec![algorithm.command_name().as_bytes()];
         argv.extend(args.iter().map(|a| a.as_bytes()));
-        parse_limiter(Algorithm::Fixed, &argv, false)
+        parse_limiter(algorithm, &argv, false)
+    }
+
+    fn fixed(args: &[&str]) -> Result<LimiterCall, ArgError> {
+        parse(Algorithm::Fixed, args)
+    }
+
+    #[test]
+    fn token_with_burst() {
+        let call = parse(
+            Algorithm::Token,
+            &["k", "10", "1s", "BURST", "50", "COST", "2"],
+        )
+        .unwrap();
+        assert_eq!(
+            (call.clause.amount, call.clause.burst, call.clause.cost),
+            (10, Some(50), 2)
+        );
+        let cases: &[(&[&str], ArgError)] = &[
+            (&["k", "0", "1s"], ArgError::BadAmount("rate")),
+            (&["k", "1", "1s", "BURST"], ArgError::MissingValue("BURST")),
+            (
+                &["k", "1", "1s", "BURST", "0"],
+                ArgError::BadAmount("BURST"),
+            ),
+            (
+                &["k", "1", "1s", "BURST", "1", "burst", "2"],
+                ArgError::RepeatedOption("BURST"),
+            ),
+            (
+                &["k", "1", "1s", "ALIGNED"],
+                ArgError::OptionNotFor {
+                    command: "RL.TOKEN",
+                    option: "ALIGNED",
+                },
+            ),
+            (
+                &["k", "1", "1s", "APPROX"],
+                ArgError::OptionNotFor {
+                    command: "RL.TOKEN",
+                    option: "APPROX",
+                },
+            ),
+        ];
+        for (args, want) in cases {
+            assert_eq!(
+                parse(Algorithm::Token, args).as_ref().err(),
+                Some(want),
+                "{args:?}"
+            );
+        }
     }
 
     #[test]
@@ -435,6 +495,7 @@ mod tests {
         fn arbitrary_argv_never_panics(argv in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..12), 0..10), trusted in any::<bool>()) {
             let slices: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
             let _ = parse_limiter(Algorithm::Fixed, &slices, trusted);
+            let _ = parse_limiter(Algorithm::Token, &slices, trusted);
         }
     }
 }

@@ -176,3 +176,56 @@ fn zeroed_arg() -> raw::RedisModuleCommandArg {
     // SAFETY: as above; null pointers and zero integers are valid here.
     unsafe { std::mem::zeroed() }
 }
+
+/// The key specs every single-limiter command shares: its key at argv 1
+/// and an optional override key after the OVERRIDE keyword.
+pub const LIMITER_KEYS: &[KeySpec] = &[
+    KeySpec {
+        at: KeyAt::Index(1),
+        flags: LIMITER_KEY,
+    },
+    KeySpec {
+        at: KeyAt::AfterKeyword(c"OVERRIDE", 4),
+        flags: OVERRIDE_KEY,
+    },
+];
+
+pub const KEY_ARG: Arg = Arg {
+    name: c"key",
+    kind: ArgKind::Key(0),
+    token: None,
+    optional: false,
+    summary: c"The limiter's key.",
+};
+
+pub const WINDOW_ARG: Arg = Arg {
+    name: c"window",
+    kind: ArgKind::String,
+    token: None,
+    optional: false,
+    summary: c"An integer with an optional unit ms, s, m, h or d (bare is seconds), 1ms to 3650d.",
+};
+
+pub const COST_ARG: Arg = Arg {
+    name: c"cost",
+    kind: ArgKind::Integer,
+    token: Some(c"COST"),
+    optional: true,
+    summary: c"Units this call consumes, 1 to 2^50, default 1.",
+};
+
+pub const OVERRIDE_ARG: Arg = Arg {
+    name: c"okey",
+    kind: ArgKind::Key(1),
+    token: Some(c"OVERRIDE"),
+    optional: true,
+    summary: c"Key of an override whose values replace this call's.",
+};
+
+pub const PEEK_ARG: Arg = Arg {
+    name: c"peek",
+    kind: ArgKind::Flag,
+    token: Some(c"PEEK"),
+    optional: true,
+    summary: c"Answer as if the call were made, changing nothing.",
+};

@@ -8,6 +8,7 @@
 //! an older module.
 
 use crate::core::fixed::FixedState;
+use crate::core::token::TokenState;
 
 const MAGIC: [u8; 3] = [0, b'r', b'l'];
 pub const VERSION: u8 = 1;
@@ -17,12 +18,14 @@ const HEADER_LEN: usize = MAGIC.len() + 2;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Tag {
     Fixed = b'F' as isize,
+    Token = b'T' as isize,
 }
 
 impl Tag {
     fn from_byte(b: u8) -> Option<Tag> {
         match b {
             b'F' => Some(Tag::Fixed),
+            b'T' => Some(Tag::Token),
             _ => None,
         }
     }
@@ -57,6 +60,32 @@ pub fn decode_fixed(bytes: &[u8]) -> Result<FixedState, DecodeError> {
         start_ms: r.u64()?,
         end_ms: r.u64()?,
         count: r.u64()?,
+    };
+    r.finish()?;
+    if s.is_consistent() {
+        Ok(s)
+    } else {
+        Err(DecodeError::Corrupt)
+    }
+}
+
+pub const TOKEN_LEN: usize = HEADER_LEN + 2 * 8 + 16;
+
+pub fn encode_token(s: &TokenState) -> [u8; TOKEN_LEN] {
+    let mut out = [0u8; TOKEN_LEN];
+    let mut w = Writer::new(&mut out, Tag::Token);
+    w.u64(s.at_ms);
+    w.u64(s.window_ms);
+    w.bytes(&s.missing.to_le_bytes());
+    out
+}
+
+pub fn decode_token(bytes: &[u8]) -> Result<TokenState, DecodeError> {
+    let mut r = Reader::new(bytes, Tag::Token)?;
+    let s = TokenState {
+        at_ms: r.u64()?,
+        window_ms: r.u64()?,
+        missing: r.u128()?,
     };
     r.finish()?;
     if s.is_consistent() {
@@ -126,6 +155,15 @@ impl<'a> Reader<'a> {
         Ok(u64::from_le_bytes(*head))
     }
 
+    fn u128(&mut self) -> Result<u128, DecodeError> {
+        let (head, rest) = self
+            .rest
+            .split_first_chunk::<16>()
+            .ok_or(DecodeError::Corrupt)?;
+        self.rest = rest;
+        Ok(u128::from_le_bytes(*head))
+    }
+
     fn finish(self) -> Result<(), DecodeError> {
         if self.rest.is_empty() {
             Ok(())
@@ -183,17 +221,42 @@ mod tests {
         assert_eq!(decode_fixed(&empty_window), Err(DecodeError::Corrupt));
     }
 
+    #[test]
+    fn token_round_trips_and_tags_are_distinct() {
+        let s = TokenState {
+            at_ms: 7,
+            window_ms: 1000,
+            missing: 123_456,
+        };
+        let bytes = encode_token(&s);
+        assert_eq!(decode_token(&bytes), Ok(s));
+        assert_eq!(decode_fixed(&bytes), Err(DecodeError::OtherTag));
+        let fixed = encode_fixed(&FixedState {
+            start_ms: 1,
+            end_ms: 2,
+            count: 3,
+        });
+        assert_eq!(decode_token(&fixed), Err(DecodeError::OtherTag));
+        let zero_window = encode_token(&TokenState { window_ms: 0, ..s });
+        assert_eq!(decode_token(&zero_window), Err(DecodeError::Corrupt));
+    }
+
     proptest! {
         #[test]
         fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
             let _ = decode_fixed(&bytes);
+            let _ = decode_token(&bytes);
         }
 
         #[test]
-        fn arbitrary_bytes_after_a_valid_header_never_panic(tail in prop::collection::vec(any::<u8>(), 0..40)) {
-            let mut bytes = vec![0, b'r', b'l', VERSION, b'F'];
+        fn arbitrary_bytes_after_a_valid_header_never_panic(
+            tag in prop::sample::select(vec![b'F', b'T']),
+            tail in prop::collection::vec(any::<u8>(), 0..48),
+        ) {
+            let mut bytes = vec![0, b'r', b'l', VERSION, tag];
             bytes.extend(tail);
             let _ = decode_fixed(&bytes);
+            let _ = decode_token(&bytes);
         }
     }
 }

@@ -25,7 +25,7 @@ type Allocator = std::alloc::System;
 #[cfg(test)]
 const ALLOCATOR: Allocator = std::alloc::System;
 
-const COMMAND_DOCS: [&cmdinfo::CommandDoc; 1] = [&commands::fixed::DOC];
+const COMMAND_DOCS: [&cmdinfo::CommandDoc; 2] = [&commands::fixed::DOC, &commands::token::DOC];
 
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     // Writes signal WATCH and client-side caching explicitly, so a denied
@@ -51,5 +51,6 @@ redis_module! {
     init: init,
     commands: [
         ["RL.FIXED", commands::fixed::rl_fixed, "write deny-oom fast", 0, 0, 0, ""],
+        ["RL.TOKEN", commands::token::rl_token, "write deny-oom fast", 0, 0, 0, ""],
     ],
 }

@@ -6,6 +6,8 @@ mod common;
 use common::*;
 use redis::Value;
 
+const LIMITERS: [&str; 2] = ["RL.FIXED", "RL.TOKEN"];
+
 fn strings(v: &Value) -> Vec<String> {
     match v {
         Value::Array(items) | Value::Set(items) => items.iter().flat_map(strings).collect(),

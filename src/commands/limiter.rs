@@ -9,6 +9,7 @@
 use crate::args::{parse_limiter, Algorithm, Clause};
 use crate::codec::{self, DecodeError};
 use crate::core::fixed::{self, FixedParams};
+use crate::core::token::{self, TokenParams};
 use crate::error::RlError;
 use crate::store::{self, Access, Key, Value};
 use redis_module::{Context, RedisString, RedisValue};
@@ -67,6 +68,21 @@ fn check(clause: &Clause, value: Value<'_>, now: u64) -> Result<Checked, RlError
                     .map(|s| (codec::encode_fixed(&s).to_vec(), d.expires_at_ms)),
             })
         }
+        Algorithm::Token => {
+            let state = stored(value, codec::decode_token, "an RL.TOKEN limiter")?;
+            let params = TokenParams {
+                rate: clause.amount,
+                window_ms: clause.window_ms,
+                capacity: clause.burst.unwrap_or(clause.amount),
+            };
+            let d = token::decide(&params, state, now, clause.cost);
+            Ok(Checked {
+                reply: d.reply(),
+                commit: d
+                    .new_state
+                    .map(|s| (codec::encode_token(&s).to_vec(), d.expires_at_ms)),
+            })
+        }
     }
 }
 
@@ -100,6 +116,10 @@ fn replicate(ctx: &Context, clause: &Clause, key: &[u8], now: u64) {
     let mut argv: Vec<&[u8]> = vec![key, amount.as_bytes(), window.as_bytes()];
     if clause.aligned {
         argv.push(b"ALIGNED");
+    }
+    let burst = clause.burst.map(|b| b.to_string());
+    if let Some(burst) = &burst {
+        argv.extend([b"BURST".as_slice(), burst.as_bytes()]);
     }
     argv.extend([b"COST".as_slice(), cost.as_bytes(), b"NOW", now.as_bytes()]);
     store::replicate(ctx, clause.algorithm.command_name(), &argv);

@@ -3,6 +3,7 @@
 
 pub mod fixed;
 mod limiter;
+pub mod token;
 
 use crate::error::RlError;
 use redis_module::{Context, RedisResult, RedisValue};
