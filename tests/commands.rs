@@ -25,63 +25,53 @@ fn strings(v: &Value) -> Vec<String> {
 #[test]
 fn getkeys_reports_key_and_override_key() {
     on_each_server(|_, con| {
-        let keys = cmd(
-            con,
-            &[
-                "COMMAND", "GETKEYS", "RL.FIXED", "k", "10", "60", "OVERRIDE", "o",
-            ],
-        )
-        .unwrap();
-        assert_eq!(strings(&keys), ["k", "o"]);
-        let keys = cmd(
-            con,
-            &[
-                "COMMAND", "GETKEYS", "RL.FIXED", "k", "10", "60", "COST", "2", "PEEK",
-            ],
-        )
-        .unwrap();
-        assert_eq!(strings(&keys), ["k"]);
+        for command in LIMITERS {
+            let with_override = [
+                "COMMAND", "GETKEYS", command, "k", "10", "60", "OVERRIDE", "o",
+            ];
+            assert_eq!(strings(&cmd(con, &with_override).unwrap()), ["k", "o"]);
+            let without = [
+                "COMMAND", "GETKEYS", command, "k", "10", "60", "COST", "2", "PEEK",
+            ];
+            assert_eq!(strings(&cmd(con, &without).unwrap()), ["k"]);
+        }
     });
 }
 
 #[test]
 fn registered_as_write_denyoom_fast() {
     on_each_server(|_, con| {
-        let info = strings(&cmd(con, &["COMMAND", "INFO", "RL.FIXED"]).unwrap());
-        for flag in ["write", "denyoom", "fast"] {
-            assert!(
-                info.iter().any(|f| f == flag),
-                "{flag} missing from {info:?}"
-            );
+        for command in LIMITERS {
+            let info = strings(&cmd(con, &["COMMAND", "INFO", command]).unwrap());
+            for want in ["write", "denyoom", "fast", "-4"] {
+                assert!(info.iter().any(|f| f == want), "{want} missing: {info:?}");
+            }
         }
-        assert!(
-            info.iter().any(|f| f == "-4"),
-            "arity -4 missing from {info:?}"
-        );
     });
 }
 
 #[test]
 fn docs_show_summary_complexity_and_arguments() {
     on_each_server(|_, con| {
-        let docs = strings(&cmd(con, &["COMMAND", "DOCS", "RL.FIXED"]).unwrap());
-        for want in [
+        let shared = [
             "summary",
             "complexity",
             "O(1)",
             "arguments",
             "key",
-            "limit",
             "window",
-            "ALIGNED",
             "COST",
             "OVERRIDE",
             "PEEK",
+        ];
+        for (command, own) in [
+            ("RL.FIXED", ["limit", "ALIGNED"]),
+            ("RL.TOKEN", ["rate", "BURST"]),
         ] {
-            assert!(
-                docs.iter().any(|d| d == want),
-                "{want} missing from {docs:?}"
-            );
+            let docs = strings(&cmd(con, &["COMMAND", "DOCS", command]).unwrap());
+            for want in shared.iter().chain(&own) {
+                assert!(docs.iter().any(|d| d == want), "{want} missing: {docs:?}");
+            }
         }
     });
 }
@@ -89,13 +79,11 @@ fn docs_show_summary_complexity_and_arguments() {
 #[test]
 fn wrong_arity_is_refused_by_the_server() {
     on_each_server(|_, con| {
-        for args in [
-            &["RL.FIXED"][..],
-            &["RL.FIXED", "k"],
-            &["RL.FIXED", "k", "10"],
-        ] {
-            let err = cmd(con, args).unwrap_err();
-            assert!(err.starts_with("ERR wrong number of arguments"), "{err}");
+        for command in LIMITERS {
+            for args in [&[command][..], &[command, "k"], &[command, "k", "10"]] {
+                let err = cmd(con, args).unwrap_err();
+                assert!(err.starts_with("ERR wrong number of arguments"), "{err}");
+            }
         }
     });
 }
