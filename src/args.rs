@@ -1,6 +1,7 @@
 //! argv to typed requests. Nothing here touches Redis: every rule of the
 //! SPEC's Arguments section lives here and is unit-tested without a server.
 
+use crate::core::overrides::Override;
 use crate::core::{MAX_AMOUNT, MAX_WINDOW_MS};
 use std::fmt;
 
@@ -47,6 +48,8 @@ pub enum ArgError {
     },
     RepeatedOption(&'static str),
     MissingValue(&'static str),
+    /// A SCAN-style cursor that is not an unsigned 64-bit decimal.
+    BadCursor,
 }
 
 impl fmt::Display for ArgError {
@@ -74,6 +77,7 @@ impl fmt::Display for ArgError {
                 write!(f, "ERR option {option} is given more than once")
             }
             ArgError::MissingValue(option) => write!(f, "ERR option {option} needs a value"),
+            ArgError::BadCursor => write!(f, "ERR invalid cursor"),
         }
     }
 }
@@ -206,6 +210,112 @@ pub fn parse_limiter(
         peek,
         replayed_now_ms,
     })
+}
+
+/// `RL.OVERRIDE.SET okey limit window [BURST capacity] [TTL duration]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OverrideSet {
+    pub value: Override,
+    pub ttl_ms: Option<u64>,
+    pub replayed_now_ms: Option<u64>,
+}
+
+pub const OVERRIDE_SET: &str = "RL.OVERRIDE.SET";
+pub const OVERRIDE_GET: &str = "RL.OVERRIDE.GET";
+pub const OVERRIDE_DEL: &str = "RL.OVERRIDE.DEL";
+pub const OVERRIDE_LIST: &str = "RL.OVERRIDE.LIST";
+
+/// The okey is argv[1]. `trusted` allows the internal `NOW ms` option that
+/// anchors a TTL to the primary's clock on replicas and AOF replay.
+pub fn parse_override_set(argv: &[&[u8]], trusted: bool) -> Result<OverrideSet, ArgError> {
+    let (Some(_), Some(limit), Some(window)) = (argv.get(1), argv.get(2), argv.get(3)) else {
+        return Err(ArgError::WrongArity(OVERRIDE_SET));
+    };
+    let mut set = OverrideSet {
+        value: Override {
+            limit: parse_amount(limit, "limit")?,
+            window_ms: parse_duration_ms(window, "window")?,
+            burst: None,
+        },
+        ttl_ms: None,
+        replayed_now_ms: None,
+    };
+    let mut seen = Seen::default();
+    let mut i = 4;
+    while let Some(word) = argv.get(i) {
+        let option = word.to_ascii_uppercase();
+        i += 1;
+        match option.as_slice() {
+            b"BURST" => {
+                seen.once("BURST")?;
+                set.value.burst = Some(parse_amount(value(argv, &mut i, "BURST")?, "BURST")?);
+            }
+            b"TTL" => {
+                seen.once("TTL")?;
+                set.ttl_ms = Some(parse_duration_ms(value(argv, &mut i, "TTL")?, "TTL")?);
+            }
+            b"NOW" if trusted => {
+                seen.once("NOW")?;
+                let now = parse_plain_u64(value(argv, &mut i, "NOW")?);
+                set.replayed_now_ms = Some(now.ok_or(ArgError::BadAmount("NOW"))?);
+            }
+            other => return Err(foreign_option(OVERRIDE_SET, other, word)),
+        }
+    }
+    Ok(set)
+}
+
+/// `RL.OVERRIDE.GET okey`: exactly one key.
+pub fn parse_override_get(argv: &[&[u8]]) -> Result<(), ArgError> {
+    if argv.len() == 2 {
+        Ok(())
+    } else {
+        Err(ArgError::WrongArity(OVERRIDE_GET))
+    }
+}
+
+/// `RL.OVERRIDE.DEL okey [okey ...]`: at least one key.
+pub fn parse_override_del(argv: &[&[u8]]) -> Result<(), ArgError> {
+    if argv.len() >= 2 {
+        Ok(())
+    } else {
+        Err(ArgError::WrongArity(OVERRIDE_DEL))
+    }
+}
+
+/// `RL.OVERRIDE.LIST cursor [MATCH pattern] [COUNT count]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListRequest<'a> {
+    pub cursor: u64,
+    pub pattern: Option<&'a [u8]>,
+    pub count: Option<u64>,
+}
+
+pub fn parse_override_list<'a>(argv: &[&'a [u8]]) -> Result<ListRequest<'a>, ArgError> {
+    let cursor = argv.get(1).ok_or(ArgError::WrongArity(OVERRIDE_LIST))?;
+    let mut request = ListRequest {
+        cursor: parse_plain_u64(cursor).ok_or(ArgError::BadCursor)?,
+        pattern: None,
+        count: None,
+    };
+    let mut seen = Seen::default();
+    let mut i = 2;
+    while let Some(word) = argv.get(i) {
+        let option = word.to_ascii_uppercase();
+        i += 1;
+        match option.as_slice() {
+            b"MATCH" => {
+                seen.once("MATCH")?;
+                request.pattern = Some(value(argv, &mut i, "MATCH")?);
+            }
+            b"COUNT" => {
+                seen.once("COUNT")?;
+                request.count = Some(parse_amount(value(argv, &mut i, "COUNT")?, "COUNT")?);
+            }
+            other => return Err(foreign_option(OVERRIDE_LIST, other, word)),
+        }
+    }
+    Ok(request)
 }
 
 /// The value after an option, advancing past it.
@@ -490,12 +600,131 @@ mod tests {
         assert_eq!(call.replayed_now_ms, Some(1234));
     }
 
+    fn args<'a>(command: &'a str, rest: &[&'a str]) -> Vec<&'a [u8]> {
+        std::iter::once(command)
+            .chain(rest.iter().copied())
+            .map(str::as_bytes)
+            .collect()
+    }
+
+    #[test]
+    fn override_set() {
+        let set = parse_override_set(
+            &args(OVERRIDE_SET, &["o", "5", "1h", "burst", "9", "TTL", "1d"]),
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            set.value,
+            Override {
+                limit: 5,
+                window_ms: 3_600_000,
+                burst: Some(9)
+            }
+        );
+        assert_eq!(set.ttl_ms, Some(86_400_000));
+        let cases: &[(&[&str], ArgError)] = &[
+            (&["o", "5"], ArgError::WrongArity(OVERRIDE_SET)),
+            (&["o", "x", "1s"], ArgError::BadAmount("limit")),
+            (&["o", "5", "1x"], ArgError::BadDuration("window")),
+            (&["o", "5", "1s", "TTL"], ArgError::MissingValue("TTL")),
+            (&["o", "5", "1s", "TTL", "0"], ArgError::BadDuration("TTL")),
+            (
+                &["o", "5", "1s", "TTL", "1s", "TTL", "1s"],
+                ArgError::RepeatedOption("TTL"),
+            ),
+            (
+                &["o", "5", "1s", "BURST", "0"],
+                ArgError::BadAmount("BURST"),
+            ),
+            (
+                &["o", "5", "1s", "COST", "1"],
+                ArgError::OptionNotFor {
+                    command: OVERRIDE_SET,
+                    option: "COST",
+                },
+            ),
+            (
+                &["o", "5", "1s", "NOW", "1"],
+                ArgError::UnknownOption {
+                    command: OVERRIDE_SET,
+                    option: "NOW".into(),
+                },
+            ),
+        ];
+        for (rest, want) in cases {
+            assert_eq!(
+                parse_override_set(&args(OVERRIDE_SET, rest), false)
+                    .as_ref()
+                    .err(),
+                Some(want),
+                "{rest:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn override_list() {
+        let req = parse_override_list(&args(OVERRIDE_LIST, &["0", "MATCH", "rl:*", "count", "10"]))
+            .unwrap();
+        assert_eq!(
+            (req.cursor, req.pattern, req.count),
+            (0, Some(&b"rl:*"[..]), Some(10))
+        );
+        assert_eq!(
+            parse_override_list(&args(OVERRIDE_LIST, &["18446744073709551615"])).map(|r| r.cursor),
+            Ok(u64::MAX)
+        );
+        let cases: &[(&[&str], ArgError)] = &[
+            (&[], ArgError::WrongArity(OVERRIDE_LIST)),
+            (&["-1"], ArgError::BadCursor),
+            (&["x"], ArgError::BadCursor),
+            (&["18446744073709551616"], ArgError::BadCursor),
+            (&["0", "COUNT", "0"], ArgError::BadAmount("COUNT")),
+            (&["0", "MATCH"], ArgError::MissingValue("MATCH")),
+            (
+                &["0", "MATCH", "a", "MATCH", "b"],
+                ArgError::RepeatedOption("MATCH"),
+            ),
+            (
+                &["0", "TYPE", "string"],
+                ArgError::UnknownOption {
+                    command: OVERRIDE_LIST,
+                    option: "TYPE".into(),
+                },
+            ),
+        ];
+        for (rest, want) in cases {
+            assert_eq!(
+                parse_override_list(&args(OVERRIDE_LIST, rest))
+                    .as_ref()
+                    .err(),
+                Some(want),
+                "{rest:?}"
+            );
+        }
+        assert_eq!(
+            parse_override_get(&args(OVERRIDE_GET, &[])),
+            Err(ArgError::WrongArity(OVERRIDE_GET))
+        );
+        assert_eq!(
+            parse_override_get(&args(OVERRIDE_GET, &["a", "b"])),
+            Err(ArgError::WrongArity(OVERRIDE_GET))
+        );
+        assert_eq!(
+            parse_override_del(&args(OVERRIDE_DEL, &[])),
+            Err(ArgError::WrongArity(OVERRIDE_DEL))
+        );
+    }
+
     proptest! {
         #[test]
         fn arbitrary_argv_never_panics(argv in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..12), 0..10), trusted in any::<bool>()) {
             let slices: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
             let _ = parse_limiter(Algorithm::Fixed, &slices, trusted);
             let _ = parse_limiter(Algorithm::Token, &slices, trusted);
+            let _ = parse_override_set(&slices, trusted);
+            let _ = parse_override_list(&slices);
         }
     }
 }

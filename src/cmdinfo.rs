@@ -14,6 +14,8 @@ pub enum KeyAt {
     Index(c_int),
     /// The argument after the first `keyword` at or after argv index `from`.
     AfterKeyword(&'static CStr, c_int),
+    /// Every argument from this argv index to the end.
+    AllFrom(c_int),
 }
 
 /// A key the command touches, with Redis's access flags for it.
@@ -117,7 +119,14 @@ pub fn attach(ctx: &Context, doc: &CommandDoc) -> Status {
 fn key_spec(spec: &KeySpec) -> raw::RedisModuleCommandKeySpec {
     let mut out = zeroed_key_spec();
     out.flags = u64::from(spec.flags);
+    let mut lastkey = 0;
     match spec.at {
+        KeyAt::AllFrom(pos) => {
+            out.begin_search_type =
+                raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+            out.bs.index.pos = pos;
+            lastkey = -1;
+        }
         KeyAt::Index(pos) => {
             out.begin_search_type =
                 raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
@@ -131,7 +140,7 @@ fn key_spec(spec: &KeySpec) -> raw::RedisModuleCommandKeySpec {
         }
     }
     out.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
-    out.fk.range.lastkey = 0;
+    out.fk.range.lastkey = lastkey;
     out.fk.range.keystep = 1;
     out.fk.range.limit = 0;
     out

@@ -8,6 +8,7 @@
 //! an older module.
 
 use crate::core::fixed::FixedState;
+use crate::core::overrides::Override;
 use crate::core::token::TokenState;
 
 const MAGIC: [u8; 3] = [0, b'r', b'l'];
@@ -19,6 +20,7 @@ const HEADER_LEN: usize = MAGIC.len() + 2;
 pub enum Tag {
     Fixed = b'F' as isize,
     Token = b'T' as isize,
+    Override = b'O' as isize,
 }
 
 impl Tag {
@@ -26,6 +28,7 @@ impl Tag {
         match b {
             b'F' => Some(Tag::Fixed),
             b'T' => Some(Tag::Token),
+            b'O' => Some(Tag::Override),
             _ => None,
         }
     }
@@ -90,6 +93,33 @@ pub fn decode_token(bytes: &[u8]) -> Result<TokenState, DecodeError> {
     r.finish()?;
     if s.is_consistent() {
         Ok(s)
+    } else {
+        Err(DecodeError::Corrupt)
+    }
+}
+
+pub const OVERRIDE_LEN: usize = HEADER_LEN + 3 * 8;
+
+/// An override's TTL is the key's own expiry, so it is not encoded here.
+pub fn encode_override(o: &Override) -> [u8; OVERRIDE_LEN] {
+    let mut out = [0u8; OVERRIDE_LEN];
+    let mut w = Writer::new(&mut out, Tag::Override);
+    w.u64(o.limit);
+    w.u64(o.window_ms);
+    w.u64(o.burst.unwrap_or(0));
+    out
+}
+
+pub fn decode_override(bytes: &[u8]) -> Result<Override, DecodeError> {
+    let mut r = Reader::new(bytes, Tag::Override)?;
+    let o = Override {
+        limit: r.u64()?,
+        window_ms: r.u64()?,
+        burst: Some(r.u64()?).filter(|&b| b != 0),
+    };
+    r.finish()?;
+    if o.is_consistent() {
+        Ok(o)
     } else {
         Err(DecodeError::Corrupt)
     }
@@ -241,22 +271,46 @@ mod tests {
         assert_eq!(decode_token(&zero_window), Err(DecodeError::Corrupt));
     }
 
+    #[test]
+    fn override_round_trips_with_and_without_burst() {
+        for burst in [None, Some(7)] {
+            let o = Override {
+                limit: 5,
+                window_ms: 60_000,
+                burst,
+            };
+            assert_eq!(decode_override(&encode_override(&o)), Ok(o));
+            assert_eq!(
+                decode_fixed(&encode_override(&o)),
+                Err(DecodeError::OtherTag)
+            );
+        }
+        let zero_limit = encode_override(&Override {
+            limit: 0,
+            window_ms: 1,
+            burst: None,
+        });
+        assert_eq!(decode_override(&zero_limit), Err(DecodeError::Corrupt));
+    }
+
     proptest! {
         #[test]
         fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
             let _ = decode_fixed(&bytes);
             let _ = decode_token(&bytes);
+            let _ = decode_override(&bytes);
         }
 
         #[test]
         fn arbitrary_bytes_after_a_valid_header_never_panic(
-            tag in prop::sample::select(vec![b'F', b'T']),
+            tag in prop::sample::select(vec![b'F', b'T', b'O']),
             tail in prop::collection::vec(any::<u8>(), 0..48),
         ) {
             let mut bytes = vec![0, b'r', b'l', VERSION, tag];
             bytes.extend(tail);
             let _ = decode_fixed(&bytes);
             let _ = decode_token(&bytes);
+            let _ = decode_override(&bytes);
         }
     }
 }

@@ -25,7 +25,14 @@ type Allocator = std::alloc::System;
 #[cfg(test)]
 const ALLOCATOR: Allocator = std::alloc::System;
 
-const COMMAND_DOCS: [&cmdinfo::CommandDoc; 2] = [&commands::fixed::DOC, &commands::token::DOC];
+const COMMAND_DOCS: [&cmdinfo::CommandDoc; 6] = [
+    &commands::fixed::DOC,
+    &commands::token::DOC,
+    &commands::overrides::SET_DOC,
+    &commands::overrides::GET_DOC,
+    &commands::overrides::DEL_DOC,
+    &commands::overrides::LIST_DOC,
+];
 
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     // Writes signal WATCH and client-side caching explicitly, so a denied
@@ -52,5 +59,9 @@ redis_module! {
     commands: [
         ["RL.FIXED", commands::fixed::rl_fixed, "write deny-oom fast", 0, 0, 0, ""],
         ["RL.TOKEN", commands::token::rl_token, "write deny-oom fast", 0, 0, 0, ""],
+        ["RL.OVERRIDE.SET", commands::overrides::rl_override_set, "write deny-oom fast", 0, 0, 0, ""],
+        ["RL.OVERRIDE.GET", commands::overrides::rl_override_get, "readonly fast", 0, 0, 0, ""],
+        ["RL.OVERRIDE.DEL", commands::overrides::rl_override_del, "write fast", 0, 0, 0, ""],
+        ["RL.OVERRIDE.LIST", commands::overrides::rl_override_list, "readonly", 0, 0, 0, ""],
     ],
 }

@@ -2,7 +2,8 @@
 //! stream. Every raw FFI call that redis-module 2.0.8 does not wrap is made
 //! here, once.
 
-use redis_module::{raw, Context, RedisString};
+use crate::error::RlError;
+use redis_module::{raw, CallOptionsBuilder, CallReply, CallResult, Context, RedisString};
 use std::os::raw::{c_char, c_int};
 
 /// The server's clock in Unix milliseconds.
@@ -25,6 +26,47 @@ pub fn is_replayed(ctx: &Context) -> bool {
 /// call that ran (module commands are never propagated implicitly).
 pub fn replicate(ctx: &Context, command: &str, args: &[&[u8]]) {
     ctx.replicate(command, args);
+}
+
+/// One SCAN step over this node's string keys (every librl value is a
+/// string): the next cursor and the keys found. Delegating to SCAN keeps its
+/// cursor contract exactly, including across rehashing.
+pub fn scan_strings(
+    ctx: &Context,
+    cursor: u64,
+    pattern: Option<&[u8]>,
+    count: Option<u64>,
+) -> Result<(u64, Vec<Vec<u8>>), RlError> {
+    let cursor = cursor.to_string();
+    let count = count.map(|c| c.to_string());
+    let mut args: Vec<&[u8]> = vec![cursor.as_bytes()];
+    if let Some(pattern) = pattern {
+        args.extend([b"MATCH".as_slice(), pattern]);
+    }
+    if let Some(count) = &count {
+        args.extend([b"COUNT".as_slice(), count.as_bytes()]);
+    }
+    args.extend([b"TYPE".as_slice(), b"string"]);
+    let options = CallOptionsBuilder::new().build();
+    let reply: CallResult = ctx.call_ext("SCAN", &options, args.as_slice());
+    let Ok(CallReply::Array(parts)) = reply else {
+        return Err(RlError::Internal);
+    };
+    let next = match parts.get(0) {
+        Some(Ok(CallReply::String(s))) => s.to_string().and_then(|s| s.parse().ok()),
+        _ => None,
+    };
+    let keys = match parts.get(1) {
+        Some(Ok(CallReply::Array(keys))) => keys
+            .iter()
+            .filter_map(|k| match k {
+                Ok(CallReply::String(s)) => Some(s.as_bytes().to_vec()),
+                _ => None,
+            })
+            .collect(),
+        _ => return Err(RlError::Internal),
+    };
+    Ok((next.ok_or(RlError::Internal)?, keys))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -99,13 +141,12 @@ impl<'c> Key<'c> {
     }
 
     /// Stores `bytes` as the key's string value expiring at `expire_at_ms`
-    /// (absolute Unix ms), then signals the change to WATCH and client-side
-    /// caching. Rewrites in place when the length is unchanged.
-    pub fn write(&self, bytes: &[u8], expire_at_ms: u64) {
+    /// (absolute Unix ms; None: never), then signals the change to WATCH and
+    /// client-side caching. Rewrites in place when the length is unchanged.
+    pub fn write(&self, bytes: &[u8], expire_at_ms: Option<u64>) {
         if self.access != Access::ReadWrite || self.raw.is_null() {
             return;
         }
-        let expire = i64::try_from(expire_at_ms).unwrap_or(i64::MAX);
         // SAFETY: self.raw is open for writing; every pointer passed lives
         // for the duration of its call.
         unsafe {
@@ -123,9 +164,49 @@ impl<'c> Key<'c> {
                     free(self.ctx.ctx, s);
                 }
             }
-            if let Some(set_expire) = raw::RedisModule_SetAbsExpire {
-                set_expire(self.raw, expire);
+            match expire_at_ms {
+                Some(at) => {
+                    if let Some(set_expire) = raw::RedisModule_SetAbsExpire {
+                        set_expire(self.raw, i64::try_from(at).unwrap_or(i64::MAX));
+                    }
+                }
+                None => {
+                    if let Some(set_expire) = raw::RedisModule_SetExpire {
+                        set_expire(self.raw, raw::REDISMODULE_NO_EXPIRE.into());
+                    }
+                }
             }
+            self.signal_modified();
+        }
+    }
+
+    /// Deletes the key (if it exists) and signals the change.
+    pub fn delete(&self) {
+        if self.access != Access::ReadWrite || self.raw.is_null() {
+            return;
+        }
+        // SAFETY: self.raw is open for writing.
+        unsafe {
+            if let Some(delete) = raw::RedisModule_DeleteKey {
+                delete(self.raw);
+            }
+        }
+        self.signal_modified();
+    }
+
+    /// Milliseconds the key has left, or None when it has no expiry.
+    pub fn ttl_ms(&self) -> Option<u64> {
+        if self.raw.is_null() {
+            return None;
+        }
+        // SAFETY: self.raw is an open key handle.
+        let ttl = unsafe { raw::RedisModule_GetExpire.map_or(-1, |f| f(self.raw)) };
+        u64::try_from(ttl).ok()
+    }
+
+    fn signal_modified(&self) {
+        // SAFETY: ctx and name outlive self.
+        unsafe {
             if let Some(signal) = raw::RedisModule_SignalModifiedKey {
                 signal(self.ctx.ctx, self.name.inner);
             }

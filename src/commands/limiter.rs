@@ -6,8 +6,10 @@
 //! AOF replay reach the same decision from the same state without reading
 //! their own clock. Denied calls and PEEK propagate nothing.
 
+use super::overrides::OVERRIDE_EXPECTED;
+use super::{byte_args, stored};
 use crate::args::{parse_limiter, Algorithm, Clause};
-use crate::codec::{self, DecodeError};
+use crate::codec;
 use crate::core::fixed::{self, FixedParams};
 use crate::core::token::{self, TokenParams};
 use crate::error::RlError;
@@ -26,9 +28,17 @@ pub fn run(
     args: &[RedisString],
     algorithm: Algorithm,
 ) -> Result<RedisValue, RlError> {
-    let argv: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
-    let call = parse_limiter(algorithm, &argv, store::is_replayed(ctx))?;
-    let clause = call.clause;
+    let call = parse_limiter(algorithm, &byte_args(args), store::is_replayed(ctx))?;
+    let mut clause = call.clause;
+    if let Some(okey) = clause.override_key {
+        let okey = Key::open(ctx, args.get(okey).ok_or(RlError::Internal)?, Access::Read);
+        if let Some(o) = stored(okey.value(), codec::decode_override, OVERRIDE_EXPECTED)? {
+            // Read in the same atomic step as the decision.
+            clause.amount = o.limit;
+            clause.window_ms = o.window_ms;
+            clause.burst = o.burst;
+        }
+    }
     let now = call.replayed_now_ms.unwrap_or_else(store::now_ms);
     let name = args.get(clause.key).ok_or(RlError::Internal)?;
     let access = if call.peek {
@@ -39,7 +49,7 @@ pub fn run(
     let key = Key::open(ctx, name, access);
     let checked = check(&clause, key.value(), now)?;
     if let (false, Some((bytes, expire_at_ms))) = (call.peek, &checked.commit) {
-        key.write(bytes, *expire_at_ms);
+        key.write(bytes, Some(*expire_at_ms));
         replicate(ctx, &clause, name.as_slice(), now);
     }
     Ok(RedisValue::Array(
@@ -83,26 +93,6 @@ fn check(clause: &Clause, value: Value<'_>, now: u64) -> Result<Checked, RlError
                     .map(|s| (codec::encode_token(&s).to_vec(), d.expires_at_ms)),
             })
         }
-    }
-}
-
-/// Decodes a key's value with `decode`, mapping every foreign or broken
-/// value to the error its user should see.
-fn stored<S>(
-    value: Value<'_>,
-    decode: fn(&[u8]) -> Result<S, DecodeError>,
-    expected: &'static str,
-) -> Result<Option<S>, RlError> {
-    match value {
-        Value::Empty => Ok(None),
-        Value::OtherType => Err(RlError::WrongType { expected }),
-        Value::String(bytes) => match decode(bytes) {
-            Ok(s) => Ok(Some(s)),
-            Err(DecodeError::Foreign | DecodeError::OtherTag) => {
-                Err(RlError::WrongType { expected })
-            }
-            Err(e) => Err(RlError::BadState(e)),
-        },
     }
 }
 

@@ -3,10 +3,13 @@
 
 pub mod fixed;
 mod limiter;
+pub mod overrides;
 pub mod token;
 
+use crate::codec::DecodeError;
 use crate::error::RlError;
-use redis_module::{Context, RedisResult, RedisValue};
+use crate::store::Value;
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// Runs a handler body behind a panic boundary: a bug must cost one error
@@ -19,5 +22,30 @@ fn guarded(ctx: &Context, body: impl FnOnce() -> Result<RedisValue, RlError>) ->
             ctx.log_warning("librl: a command handler panicked; replied an error instead");
             Err(RlError::Internal.into())
         }
+    }
+}
+
+fn byte_args(args: &[RedisString]) -> Vec<&[u8]> {
+    args.iter().map(RedisString::as_slice).collect()
+}
+
+/// Decodes a key's value with `decode`, mapping every foreign or broken
+/// value to the error its user should see; `expected` names what the
+/// command accepts, for the WRONGTYPE message.
+fn stored<S>(
+    value: Value<'_>,
+    decode: fn(&[u8]) -> Result<S, DecodeError>,
+    expected: &'static str,
+) -> Result<Option<S>, RlError> {
+    match value {
+        Value::Empty => Ok(None),
+        Value::OtherType => Err(RlError::WrongType { expected }),
+        Value::String(bytes) => match decode(bytes) {
+            Ok(s) => Ok(Some(s)),
+            Err(DecodeError::Foreign | DecodeError::OtherTag) => {
+                Err(RlError::WrongType { expected })
+            }
+            Err(e) => Err(RlError::BadState(e)),
+        },
     }
 }

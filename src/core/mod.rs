@@ -5,6 +5,7 @@
 
 pub mod decision;
 pub mod fixed;
+pub mod overrides;
 pub mod token;
 
 /// The largest limit, rate, capacity or cost a caller may give (2^50).
