@@ -9,6 +9,7 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Algorithm {
     Fixed,
+    Sliding,
     Token,
 }
 
@@ -16,6 +17,7 @@ impl Algorithm {
     pub fn command_name(self) -> &'static str {
         match self {
             Algorithm::Fixed => "RL.FIXED",
+            Algorithm::Sliding => "RL.SLIDING",
             Algorithm::Token => "RL.TOKEN",
         }
     }
@@ -23,7 +25,7 @@ impl Algorithm {
     /// What the first number is called in this algorithm's grammar.
     fn amount_name(self) -> &'static str {
         match self {
-            Algorithm::Fixed => "limit",
+            Algorithm::Fixed | Algorithm::Sliding => "limit",
             Algorithm::Token => "rate",
         }
     }
@@ -126,11 +128,13 @@ pub fn parse_duration_ms(arg: &[u8], name: &'static str) -> Result<u64, ArgError
 pub struct Clause {
     pub algorithm: Algorithm,
     pub key: usize,
-    /// `limit` (FIXED) or `rate` (TOKEN).
+    /// `limit` (FIXED, SLIDING) or `rate` (TOKEN).
     pub amount: u64,
     pub window_ms: u64,
     pub cost: u64,
     pub aligned: bool,
+    /// SLIDING's two-window approximation instead of the exact log.
+    pub approx: bool,
     /// TOKEN's capacity; None means the rate.
     pub burst: Option<u64>,
     pub override_key: Option<usize>,
@@ -165,6 +169,7 @@ pub fn parse_limiter(
         window_ms: parse_duration_ms(window, "window")?,
         cost: 1,
         aligned: false,
+        approx: false,
         burst: None,
         override_key: None,
     };
@@ -179,6 +184,10 @@ pub fn parse_limiter(
             b"ALIGNED" if algorithm == Algorithm::Fixed => {
                 seen.once("ALIGNED")?;
                 clause.aligned = true;
+            }
+            b"APPROX" if algorithm == Algorithm::Sliding => {
+                seen.once("APPROX")?;
+                clause.approx = true;
             }
             b"BURST" if algorithm == Algorithm::Token => {
                 seen.once("BURST")?;
@@ -386,6 +395,39 @@ mod tests {
 
     fn fixed(args: &[&str]) -> Result<LimiterCall, ArgError> {
         parse(Algorithm::Fixed, args)
+    }
+
+    #[test]
+    fn sliding_with_approx() {
+        let call = parse(Algorithm::Sliding, &["k", "10", "1s", "approx"]).unwrap();
+        assert!(call.clause.approx);
+        let cases: &[(&[&str], ArgError)] = &[
+            (
+                &["k", "1", "1s", "APPROX", "APPROX"],
+                ArgError::RepeatedOption("APPROX"),
+            ),
+            (
+                &["k", "1", "1s", "ALIGNED"],
+                ArgError::OptionNotFor {
+                    command: "RL.SLIDING",
+                    option: "ALIGNED",
+                },
+            ),
+            (
+                &["k", "1", "1s", "BURST", "2"],
+                ArgError::OptionNotFor {
+                    command: "RL.SLIDING",
+                    option: "BURST",
+                },
+            ),
+        ];
+        for (args, want) in cases {
+            assert_eq!(
+                parse(Algorithm::Sliding, args).as_ref().err(),
+                Some(want),
+                "{args:?}"
+            );
+        }
     }
 
     #[test]
@@ -723,6 +765,7 @@ mod tests {
             let slices: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
             let _ = parse_limiter(Algorithm::Fixed, &slices, trusted);
             let _ = parse_limiter(Algorithm::Token, &slices, trusted);
+            let _ = parse_limiter(Algorithm::Sliding, &slices, trusted);
             let _ = parse_override_set(&slices, trusted);
             let _ = parse_override_list(&slices);
         }

@@ -144,39 +144,78 @@ impl<'c> Key<'c> {
     /// (absolute Unix ms; None: never), then signals the change to WATCH and
     /// client-side caching. Rewrites in place when the length is unchanged.
     pub fn write(&self, bytes: &[u8], expire_at_ms: Option<u64>) {
+        self.modify(expire_at_ms, |existing| match existing {
+            Some(old) if old.len() == bytes.len() => {
+                old.copy_from_slice(bytes);
+                None
+            }
+            _ => Some(bytes.to_vec()),
+        });
+    }
+
+    /// Lets `edit` change the key's string bytes in place (None when the key
+    /// is empty); if it returns new bytes, they become the value. Then sets
+    /// the expiry and signals the change.
+    pub fn modify(
+        &self,
+        expire_at_ms: Option<u64>,
+        edit: impl FnOnce(Option<&mut [u8]>) -> Option<Vec<u8>>,
+    ) {
         if self.access != Access::ReadWrite || self.raw.is_null() {
             return;
         }
-        // SAFETY: self.raw is open for writing; every pointer passed lives
-        // for the duration of its call.
+        // SAFETY: self.raw is open for writing; the DMA slice is used only
+        // inside `edit`, before any other call on the key.
         unsafe {
-            if !self.overwrite_in_place(bytes) {
-                let s = raw::RedisModule_CreateString.map_or(std::ptr::null_mut(), |f| {
-                    f(self.ctx.ctx, bytes.as_ptr().cast::<c_char>(), bytes.len())
-                });
-                if s.is_null() {
-                    return;
+            let existing = match self.value() {
+                Value::String(_) => {
+                    let mut len = 0usize;
+                    let ptr = raw::RedisModule_StringDMA.map_or(std::ptr::null_mut(), |f| {
+                        f(self.raw, &mut len, raw::REDISMODULE_WRITE as c_int)
+                    });
+                    (!ptr.is_null()).then(|| std::slice::from_raw_parts_mut(ptr.cast::<u8>(), len))
                 }
-                if let Some(set) = raw::RedisModule_StringSet {
-                    set(self.raw, s);
-                }
-                if let Some(free) = raw::RedisModule_FreeString {
-                    free(self.ctx.ctx, s);
+                _ => None,
+            };
+            if let Some(bytes) = edit(existing) {
+                self.set_string(&bytes);
+            }
+            self.set_expiry(expire_at_ms);
+        }
+        self.signal_modified();
+    }
+
+    /// # Safety
+    /// `self.raw` must be a key open for writing.
+    unsafe fn set_string(&self, bytes: &[u8]) {
+        let s = raw::RedisModule_CreateString.map_or(std::ptr::null_mut(), |f| {
+            f(self.ctx.ctx, bytes.as_ptr().cast::<c_char>(), bytes.len())
+        });
+        if s.is_null() {
+            return;
+        }
+        if let Some(set) = raw::RedisModule_StringSet {
+            set(self.raw, s);
+        }
+        if let Some(free) = raw::RedisModule_FreeString {
+            free(self.ctx.ctx, s);
+        }
+    }
+
+    /// # Safety
+    /// `self.raw` must be a key open for writing.
+    unsafe fn set_expiry(&self, expire_at_ms: Option<u64>) {
+        match expire_at_ms {
+            Some(at) => {
+                if let Some(set_expire) = raw::RedisModule_SetAbsExpire {
+                    set_expire(self.raw, i64::try_from(at).unwrap_or(i64::MAX));
                 }
             }
-            match expire_at_ms {
-                Some(at) => {
-                    if let Some(set_expire) = raw::RedisModule_SetAbsExpire {
-                        set_expire(self.raw, i64::try_from(at).unwrap_or(i64::MAX));
-                    }
-                }
-                None => {
-                    if let Some(set_expire) = raw::RedisModule_SetExpire {
-                        set_expire(self.raw, raw::REDISMODULE_NO_EXPIRE.into());
-                    }
+            None => {
+                if let Some(set_expire) = raw::RedisModule_SetExpire {
+                    set_expire(self.raw, raw::REDISMODULE_NO_EXPIRE.into());
                 }
             }
-            self.signal_modified();
         }
     }
 
@@ -211,23 +250,6 @@ impl<'c> Key<'c> {
                 signal(self.ctx.ctx, self.name.inner);
             }
         }
-    }
-
-    /// # Safety
-    /// `self.raw` must be a key open for writing.
-    unsafe fn overwrite_in_place(&self, bytes: &[u8]) -> bool {
-        if !matches!(self.value(), Value::String(old) if old.len() == bytes.len()) {
-            return false;
-        }
-        let mut len = 0usize;
-        let ptr = raw::RedisModule_StringDMA.map_or(std::ptr::null_mut(), |f| {
-            f(self.raw, &mut len, raw::REDISMODULE_WRITE as c_int)
-        });
-        if ptr.is_null() || len != bytes.len() {
-            return false;
-        }
-        std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr.cast::<u8>(), len);
-        true
     }
 }
 

@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use redis::Value;
 
-const LIMITERS: [&str; 2] = ["RL.FIXED", "RL.TOKEN"];
+const LIMITERS: [&str; 3] = ["RL.FIXED", "RL.SLIDING", "RL.TOKEN"];
 
 fn strings(v: &Value) -> Vec<String> {
     match v {
@@ -56,7 +56,6 @@ fn docs_show_summary_complexity_and_arguments() {
         let shared = [
             "summary",
             "complexity",
-            "O(1)",
             "arguments",
             "key",
             "window",
@@ -66,6 +65,7 @@ fn docs_show_summary_complexity_and_arguments() {
         ];
         for (command, own) in [
             ("RL.FIXED", ["limit", "ALIGNED"]),
+            ("RL.SLIDING", ["limit", "APPROX"]),
             ("RL.TOKEN", ["rate", "BURST"]),
         ] {
             let docs = strings(&cmd(con, &["COMMAND", "DOCS", command]).unwrap());

@@ -9,8 +9,11 @@
 use super::overrides::OVERRIDE_EXPECTED;
 use super::{byte_args, stored};
 use crate::args::{parse_limiter, Algorithm, Clause};
-use crate::codec;
+use crate::codec::sliding_log::{self, Applied};
+use crate::codec::{self, DecodeError};
+use crate::core::approx::{self, ApproxParams};
 use crate::core::fixed::{self, FixedParams};
+use crate::core::sliding::{self, Append, SlidingParams};
 use crate::core::token::{self, TokenParams};
 use crate::error::RlError;
 use crate::store::{self, Access, Key, Value};
@@ -19,8 +22,29 @@ use redis_module::{Context, RedisString, RedisValue};
 /// A clause decided against its key's value, not yet committed.
 struct Checked {
     reply: [i64; 6],
-    /// The bytes to store and their absolute expiry, when admitted.
-    commit: Option<(Vec<u8>, u64)>,
+    /// What committing writes and the key's absolute expiry, when admitted.
+    commit: Option<(Commit, u64)>,
+}
+
+enum Commit {
+    /// The key's new value.
+    Replace(Vec<u8>),
+    /// An entry for the exact sliding log, written in place.
+    Log(Append),
+}
+
+impl Commit {
+    fn write(&self, key: &Key<'_>, expire_at_ms: u64) {
+        match self {
+            Commit::Replace(bytes) => key.write(bytes, Some(expire_at_ms)),
+            Commit::Log(append) => key.modify(Some(expire_at_ms), |existing| {
+                match sliding_log::apply(existing, append) {
+                    Applied::InPlace => None,
+                    Applied::Replace(bytes) => Some(bytes),
+                }
+            }),
+        }
+    }
 }
 
 pub fn run(
@@ -48,8 +72,8 @@ pub fn run(
     };
     let key = Key::open(ctx, name, access);
     let checked = check(&clause, key.value(), now)?;
-    if let (false, Some((bytes, expire_at_ms))) = (call.peek, &checked.commit) {
-        key.write(bytes, Some(*expire_at_ms));
+    if let (false, Some((commit, expire_at_ms))) = (call.peek, &checked.commit) {
+        commit.write(&key, *expire_at_ms);
         replicate(ctx, &clause, name.as_slice(), now);
     }
     Ok(RedisValue::Array(
@@ -73,9 +97,12 @@ fn check(clause: &Clause, value: Value<'_>, now: u64) -> Result<Checked, RlError
             let d = fixed::decide(&params, state, now, clause.cost);
             Ok(Checked {
                 reply: d.reply(),
-                commit: d
-                    .new_state
-                    .map(|s| (codec::encode_fixed(&s).to_vec(), d.expires_at_ms)),
+                commit: d.new_state.map(|s| {
+                    (
+                        Commit::Replace(codec::encode_fixed(&s).to_vec()),
+                        d.expires_at_ms,
+                    )
+                }),
             })
         }
         Algorithm::Token => {
@@ -88,9 +115,44 @@ fn check(clause: &Clause, value: Value<'_>, now: u64) -> Result<Checked, RlError
             let d = token::decide(&params, state, now, clause.cost);
             Ok(Checked {
                 reply: d.reply(),
-                commit: d
-                    .new_state
-                    .map(|s| (codec::encode_token(&s).to_vec(), d.expires_at_ms)),
+                commit: d.new_state.map(|s| {
+                    (
+                        Commit::Replace(codec::encode_token(&s).to_vec()),
+                        d.expires_at_ms,
+                    )
+                }),
+            })
+        }
+        Algorithm::Sliding if clause.approx => {
+            let state = stored(value, codec::decode_approx, "an RL.SLIDING APPROX limiter")?;
+            let params = ApproxParams {
+                limit: clause.amount,
+                window_ms: clause.window_ms,
+            };
+            let d = approx::decide(&params, state, now, clause.cost);
+            Ok(Checked {
+                reply: d.reply(),
+                commit: d.new_state.map(|s| {
+                    (
+                        Commit::Replace(codec::encode_approx(&s).to_vec()),
+                        d.expires_at_ms,
+                    )
+                }),
+            })
+        }
+        Algorithm::Sliding => {
+            let log = stored(value, sliding_log::view, "an RL.SLIDING limiter")?;
+            let params = SlidingParams {
+                limit: clause.amount,
+                window_ms: clause.window_ms,
+            };
+            let d = sliding::decide(&params, log.as_ref(), now, clause.cost);
+            if log.as_ref().is_some_and(|l| l.is_corrupt()) {
+                return Err(RlError::BadState(DecodeError::Corrupt));
+            }
+            Ok(Checked {
+                reply: d.reply(),
+                commit: d.new_state.map(|a| (Commit::Log(a), d.expires_at_ms)),
             })
         }
     }
@@ -106,6 +168,9 @@ fn replicate(ctx: &Context, clause: &Clause, key: &[u8], now: u64) {
     let mut argv: Vec<&[u8]> = vec![key, amount.as_bytes(), window.as_bytes()];
     if clause.aligned {
         argv.push(b"ALIGNED");
+    }
+    if clause.approx {
+        argv.push(b"APPROX");
     }
     let burst = clause.burst.map(|b| b.to_string());
     if let Some(burst) = &burst {

@@ -4,6 +4,7 @@
 pub mod fixed;
 mod limiter;
 pub mod overrides;
+pub mod sliding;
 pub mod token;
 
 use crate::codec::DecodeError;
@@ -32,9 +33,9 @@ fn byte_args(args: &[RedisString]) -> Vec<&[u8]> {
 /// Decodes a key's value with `decode`, mapping every foreign or broken
 /// value to the error its user should see; `expected` names what the
 /// command accepts, for the WRONGTYPE message.
-fn stored<S>(
-    value: Value<'_>,
-    decode: fn(&[u8]) -> Result<S, DecodeError>,
+fn stored<'v, S>(
+    value: Value<'v>,
+    decode: fn(&'v [u8]) -> Result<S, DecodeError>,
     expected: &'static str,
 ) -> Result<Option<S>, RlError> {
     match value {

@@ -3,9 +3,11 @@
 //! `now` in milliseconds and the call's cost, so it is tested without a server
 //! and replayed identically on replicas.
 
+pub mod approx;
 pub mod decision;
 pub mod fixed;
 pub mod overrides;
+pub mod sliding;
 pub mod token;
 
 /// The largest limit, rate, capacity or cost a caller may give (2^50).

@@ -88,10 +88,22 @@ impl Server {
 
     /// Starts a server with extra `--option value` arguments.
     pub fn start_with(flavor: Flavor, extra: &[&str]) -> Server {
+        Server::start_prepared(flavor, extra, |_| {})
+    }
+
+    /// Starts a server after `prepare` has written files (an AOF or RDB to
+    /// load) into its fresh working directory.
+    pub fn start_prepared(
+        flavor: Flavor,
+        extra: &[&str],
+        prepare: impl FnOnce(&std::path::Path),
+    ) -> Server {
+        let dir = fresh_dir();
+        prepare(&dir);
         let mut server = Server {
             flavor,
             port: 0,
-            dir: fresh_dir(),
+            dir,
             extra: extra.iter().map(|s| s.to_string()).collect(),
             child: None,
         };
@@ -268,4 +280,24 @@ pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Commands in RESP, as an AOF holds them.
+pub fn resp_commands<'a>(commands: impl IntoIterator<Item = Vec<&'a [u8]>>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for args in commands {
+        out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+        for a in args {
+            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            out.extend_from_slice(a);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    out
+}
+
+/// The server's clock in ms.
+pub fn server_ms(con: &mut redis::Connection) -> u64 {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(con).unwrap();
+    secs * 1000 + micros / 1000
 }

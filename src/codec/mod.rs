@@ -7,6 +7,9 @@
 //! looking like ours; the version lets a later layout be refused cleanly by
 //! an older module.
 
+pub mod sliding_log;
+
+use crate::core::approx::ApproxState;
 use crate::core::fixed::FixedState;
 use crate::core::overrides::Override;
 use crate::core::token::TokenState;
@@ -21,6 +24,8 @@ pub enum Tag {
     Fixed = b'F' as isize,
     Token = b'T' as isize,
     Override = b'O' as isize,
+    Sliding = b'S' as isize,
+    Approx = b'A' as isize,
 }
 
 impl Tag {
@@ -29,6 +34,8 @@ impl Tag {
             b'F' => Some(Tag::Fixed),
             b'T' => Some(Tag::Token),
             b'O' => Some(Tag::Override),
+            b'S' => Some(Tag::Sliding),
+            b'A' => Some(Tag::Approx),
             _ => None,
         }
     }
@@ -89,6 +96,32 @@ pub fn decode_token(bytes: &[u8]) -> Result<TokenState, DecodeError> {
         at_ms: r.u64()?,
         window_ms: r.u64()?,
         missing: r.u128()?,
+    };
+    r.finish()?;
+    if s.is_consistent() {
+        Ok(s)
+    } else {
+        Err(DecodeError::Corrupt)
+    }
+}
+
+pub const APPROX_LEN: usize = HEADER_LEN + 3 * 8;
+
+pub fn encode_approx(s: &ApproxState) -> [u8; APPROX_LEN] {
+    let mut out = [0u8; APPROX_LEN];
+    let mut w = Writer::new(&mut out, Tag::Approx);
+    w.u64(s.start_ms);
+    w.u64(s.current);
+    w.u64(s.previous);
+    out
+}
+
+pub fn decode_approx(bytes: &[u8]) -> Result<ApproxState, DecodeError> {
+    let mut r = Reader::new(bytes, Tag::Approx)?;
+    let s = ApproxState {
+        start_ms: r.u64()?,
+        current: r.u64()?,
+        previous: r.u64()?,
     };
     r.finish()?;
     if s.is_consistent() {
@@ -299,11 +332,12 @@ mod tests {
             let _ = decode_fixed(&bytes);
             let _ = decode_token(&bytes);
             let _ = decode_override(&bytes);
+            let _ = decode_approx(&bytes);
         }
 
         #[test]
         fn arbitrary_bytes_after_a_valid_header_never_panic(
-            tag in prop::sample::select(vec![b'F', b'T', b'O']),
+            tag in prop::sample::select(vec![b'F', b'T', b'O', b'A']),
             tail in prop::collection::vec(any::<u8>(), 0..48),
         ) {
             let mut bytes = vec![0, b'r', b'l', VERSION, tag];
@@ -311,6 +345,7 @@ mod tests {
             let _ = decode_fixed(&bytes);
             let _ = decode_token(&bytes);
             let _ = decode_override(&bytes);
+            let _ = decode_approx(&bytes);
         }
     }
 }

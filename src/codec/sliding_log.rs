@@ -1,0 +1,475 @@
+//! The exact sliding log's layout: a compact, append-only byte log that is
+//! updated in place, so an admitted call costs amortized O(1) whatever the
+//! log's length.
+//!
+//! Layout after the common 5-byte prefix (tag `S`), all little-endian:
+//! `head:u32 tail:u32 last:u32 total:u64 first_ms:u64 last_ms:u64`, then the
+//! data area. Live entries occupy `data[head..tail]`, oldest first; the
+//! newest starts at `data[last]`. An entry is `varint(delta_ms)
+//! varint(cost)`, its time being the previous entry's plus `delta_ms`; the
+//! head entry's time is `first_ms` (its own delta is ignored), so trimming
+//! the oldest entries only moves `head`. Calls in the same millisecond share
+//! one entry. With a call every millisecond an entry is 2 bytes.
+//!
+//! Space: the data area keeps at most a quarter of slack beyond the live
+//! entries when it is (re)built; it is rebuilt, exactly sized, when an
+//! append does not fit or when live entries fill less than a quarter of it.
+//! Every rebuild copies O(live) bytes after at least live/4 appends or
+//! trims, which keeps a call amortized O(1).
+
+use super::{DecodeError, Tag, HEADER_LEN, MAGIC, VERSION};
+use crate::core::sliding::{Append, Log};
+use std::cell::Cell;
+
+const FIELDS_LEN: usize = 3 * 4 + 3 * 8;
+pub const DATA_START: usize = HEADER_LEN + FIELDS_LEN;
+const MIN_SLACK: usize = 16;
+/// Past this, the oldest entries are merged pairwise into the later one of
+/// each pair (a conservative approximation: a merged call counts until the
+/// later call leaves the window). Reached only beyond ~16 million distinct
+/// milliseconds in one window.
+pub const MAX_LOG_BYTES: usize = 32 << 20;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Header {
+    head: usize,
+    tail: usize,
+    last: usize,
+    total: u64,
+    first_ms: u64,
+    last_ms: u64,
+}
+
+fn read_u32(b: &[u8], at: usize) -> Option<usize> {
+    let bytes: [u8; 4] = b.get(at..at + 4)?.try_into().ok()?;
+    usize::try_from(u32::from_le_bytes(bytes)).ok()
+}
+
+fn read_u64(b: &[u8], at: usize) -> Option<u64> {
+    let bytes: [u8; 8] = b.get(at..at + 8)?.try_into().ok()?;
+    Some(u64::from_le_bytes(bytes))
+}
+
+impl Header {
+    /// Reads and checks the header in O(1); entries are checked lazily as
+    /// they are read.
+    fn parse(bytes: &[u8]) -> Result<Header, DecodeError> {
+        let Some(prefix) = bytes.get(..HEADER_LEN) else {
+            return Err(DecodeError::Foreign);
+        };
+        if prefix[..3] != MAGIC {
+            return Err(DecodeError::Foreign);
+        }
+        if prefix[3] != VERSION {
+            return Err(DecodeError::UnsupportedVersion(prefix[3]));
+        }
+        if prefix[4] != Tag::Sliding as u8 {
+            return Err(if Tag::from_byte(prefix[4]).is_some() {
+                DecodeError::OtherTag
+            } else {
+                DecodeError::Corrupt
+            });
+        }
+        let f = HEADER_LEN;
+        let parsed = (|| {
+            Some(Header {
+                head: read_u32(bytes, f)?,
+                tail: read_u32(bytes, f + 4)?,
+                last: read_u32(bytes, f + 8)?,
+                total: read_u64(bytes, f + 12)?,
+                first_ms: read_u64(bytes, f + 20)?,
+                last_ms: read_u64(bytes, f + 28)?,
+            })
+        })();
+        let h = parsed.ok_or(DecodeError::Corrupt)?;
+        let capacity = bytes.len() - DATA_START.min(bytes.len());
+        let sane = bytes.len() >= DATA_START
+            && h.head <= h.last
+            && h.last < h.tail
+            && h.tail <= capacity
+            && h.total >= 1
+            && h.first_ms <= h.last_ms;
+        if sane {
+            Ok(h)
+        } else {
+            Err(DecodeError::Corrupt)
+        }
+    }
+
+    fn write(&self, bytes: &mut [u8]) {
+        let f = HEADER_LEN;
+        let mut put = |at: usize, v: &[u8]| {
+            if let Some(dst) = bytes.get_mut(at..at + v.len()) {
+                dst.copy_from_slice(v);
+            }
+        };
+        put(0, &MAGIC);
+        put(3, &[VERSION, Tag::Sliding as u8]);
+        // Offsets fit u32: the log never exceeds MAX_LOG_BYTES plus one rebuild's slack.
+        put(f, &(self.head as u32).to_le_bytes());
+        put(f + 4, &(self.tail as u32).to_le_bytes());
+        put(f + 8, &(self.last as u32).to_le_bytes());
+        put(f + 12, &self.total.to_le_bytes());
+        put(f + 20, &self.first_ms.to_le_bytes());
+        put(f + 28, &self.last_ms.to_le_bytes());
+    }
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Decodes a varint at `data[*pos..]`, advancing `pos`.
+fn get_varint(data: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let b = *data.get(*pos)?;
+        *pos += 1;
+        v |= u64::from(b & 0x7f).checked_shl(shift)?;
+        if b & 0x80 == 0 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+fn encode_entry(delta_ms: u64, cost: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4);
+    put_varint(&mut out, delta_ms);
+    put_varint(&mut out, cost);
+    out
+}
+
+/// A validated header over the key's bytes, readable oldest-first.
+pub struct LogView<'a> {
+    data: &'a [u8],
+    header: Header,
+    corrupt: Cell<bool>,
+}
+
+pub fn view(bytes: &[u8]) -> Result<LogView<'_>, DecodeError> {
+    let header = Header::parse(bytes)?;
+    Ok(LogView {
+        data: bytes.get(DATA_START..).unwrap_or_default(),
+        header,
+        corrupt: Cell::new(false),
+    })
+}
+
+impl LogView<'_> {
+    /// True if reading entries met bytes no librl could have written; the
+    /// caller then refuses the call instead of trusting what it decided.
+    pub fn is_corrupt(&self) -> bool {
+        self.corrupt.get()
+    }
+}
+
+impl Log for LogView<'_> {
+    fn newest_ms(&self) -> Option<u64> {
+        Some(self.header.last_ms)
+    }
+
+    fn total(&self) -> u64 {
+        self.header.total
+    }
+
+    fn entries(&self) -> impl Iterator<Item = (u64, u64)> {
+        Entries {
+            data: self.data,
+            pos: self.header.head,
+            end: self.header.tail,
+            time: self.header.first_ms,
+            first: true,
+            last_ms: self.header.last_ms,
+            corrupt: &self.corrupt,
+        }
+    }
+}
+
+struct Entries<'a> {
+    data: &'a [u8],
+    pos: usize,
+    end: usize,
+    time: u64,
+    first: bool,
+    last_ms: u64,
+    corrupt: &'a Cell<bool>,
+}
+
+impl Iterator for Entries<'_> {
+    type Item = (u64, u64);
+
+    fn next(&mut self) -> Option<(u64, u64)> {
+        if self.pos >= self.end {
+            return None;
+        }
+        let data = self.data.get(..self.end)?;
+        let entry = (|| {
+            let delta = get_varint(data, &mut self.pos)?;
+            let cost = get_varint(data, &mut self.pos)?;
+            let time = if self.first {
+                self.time
+            } else {
+                self.time.checked_add(delta).filter(|&t| t > self.time)?
+            };
+            (time <= self.last_ms && cost >= 1).then_some((time, cost))
+        })();
+        match entry {
+            Some((time, cost)) => {
+                self.first = false;
+                self.time = time;
+                Some((time, cost))
+            }
+            None => {
+                self.corrupt.set(true);
+                self.pos = self.end;
+                None
+            }
+        }
+    }
+}
+
+/// How a commit changed the key's bytes.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// The existing bytes were updated in place.
+    InPlace,
+    /// The key's value must become these bytes.
+    Replace(Vec<u8>),
+}
+
+/// Commits an admitted call: drops entries at or before the cutoff, logs the
+/// cost at `now`, and returns whether the bytes were updated in place.
+/// `existing` must be a log `view` accepted and the decision was made on.
+pub fn apply(existing: Option<&mut [u8]>, a: &Append) -> Applied {
+    let Some(bytes) = existing else {
+        return Applied::Replace(build(&[(a.now_ms, a.cost)]));
+    };
+    let Ok(mut h) = Header::parse(bytes) else {
+        return Applied::Replace(build(&[(a.now_ms, a.cost)]));
+    };
+    let capacity = bytes.len() - DATA_START;
+    let Some(data) = bytes.get_mut(DATA_START..) else {
+        return Applied::Replace(build(&[(a.now_ms, a.cost)]));
+    };
+    // Trim: advance head past entries that left the window.
+    let mut pos = h.head;
+    let mut time = h.first_ms;
+    let mut first = true;
+    while pos < h.tail {
+        let start = pos;
+        let (Some(delta), Some(cost)) = (get_varint(data, &mut pos), get_varint(data, &mut pos))
+        else {
+            break;
+        };
+        if !first {
+            time = time.saturating_add(delta);
+        }
+        first = false;
+        if time > a.cutoff_ms {
+            h.head = start;
+            h.first_ms = time;
+            break;
+        }
+        h.total = h.total.saturating_sub(cost);
+        h.head = pos;
+    }
+    if h.head >= h.tail || h.total == 0 {
+        return Applied::Replace(build(&[(a.now_ms, a.cost)]));
+    }
+    // Log: same millisecond as the newest entry merges into it.
+    let (at, entry) = if a.now_ms == h.last_ms {
+        // The head entry's delta is never read, so it may be rewritten as 0.
+        let mut p = h.last;
+        let delta = get_varint(data, &mut p).unwrap_or(0);
+        let delta = if h.last == h.head { 0 } else { delta };
+        let old = get_varint(data, &mut p).unwrap_or(0);
+        (h.last, encode_entry(delta, old.saturating_add(a.cost)))
+    } else {
+        (h.tail, encode_entry(a.now_ms - h.last_ms, a.cost))
+    };
+    let new_tail = at + entry.len();
+    let live = new_tail - h.head;
+    let oversized = capacity > 4 * MIN_SLACK && live.saturating_mul(4) < capacity;
+    if new_tail > capacity || oversized || live > MAX_LOG_BYTES {
+        let mut entries: Vec<(u64, u64)> = LogView {
+            data,
+            header: h,
+            corrupt: Cell::new(false),
+        }
+        .entries()
+        .collect();
+        match entries.last_mut() {
+            Some(last) if last.0 == a.now_ms => last.1 = last.1.saturating_add(a.cost),
+            _ => entries.push((a.now_ms, a.cost)),
+        }
+        if live > MAX_LOG_BYTES {
+            entries = merge_pairs(&entries);
+        }
+        return Applied::Replace(build(&entries));
+    }
+    if let Some(dst) = data.get_mut(at..new_tail) {
+        dst.copy_from_slice(&entry);
+    }
+    h.last = at;
+    h.tail = new_tail;
+    h.last_ms = a.now_ms;
+    h.total = h.total.saturating_add(a.cost);
+    h.write(bytes);
+    Applied::InPlace
+}
+
+/// Merges entries pairwise into the later of each pair, halving the log.
+fn merge_pairs(entries: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    entries
+        .chunks(2)
+        .map(|pair| {
+            let (t, _) = pair[pair.len() - 1];
+            (t, pair.iter().map(|e| e.1).fold(0u64, u64::saturating_add))
+        })
+        .collect()
+}
+
+/// A fresh log holding `entries` (oldest first, distinct increasing times),
+/// with a quarter of slack for appends.
+pub fn build(entries: &[(u64, u64)]) -> Vec<u8> {
+    let mut data = Vec::new();
+    let mut last = 0;
+    let mut prev = entries.first().map_or(0, |e| e.0);
+    for &(t, c) in entries {
+        last = data.len();
+        put_varint(&mut data, t - prev);
+        put_varint(&mut data, c);
+        prev = t;
+    }
+    let tail = data.len();
+    let slack = (tail / 4).max(MIN_SLACK);
+    let mut out = vec![0u8; DATA_START + tail + slack];
+    if let Some(dst) = out.get_mut(DATA_START..DATA_START + tail) {
+        dst.copy_from_slice(&data);
+    }
+    Header {
+        head: 0,
+        tail,
+        last,
+        total: entries.iter().map(|e| e.1).fold(0u64, u64::saturating_add),
+        first_ms: entries.first().map_or(0, |e| e.0),
+        last_ms: entries.last().map_or(0, |e| e.0),
+    }
+    .write(&mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::sliding::{decide, SlidingParams, VecLog};
+    use proptest::prelude::*;
+
+    /// Applies a commit to an owned value the way the store does.
+    fn commit(value: &mut Option<Vec<u8>>, a: &Append) {
+        match apply(value.as_deref_mut(), a) {
+            Applied::InPlace => {}
+            Applied::Replace(bytes) => *value = Some(bytes),
+        }
+    }
+
+    #[test]
+    fn a_call_per_millisecond_costs_about_two_bytes() {
+        let p = SlidingParams {
+            limit: 1_000_000,
+            window_ms: 60_000,
+        };
+        let mut value = None;
+        for now in 0..10_000u64 {
+            let log = value.as_deref().map(|b| view(b).unwrap());
+            let d = decide(&p, log.as_ref(), 1_000_000 + now, 1);
+            commit(&mut value, &d.new_state.unwrap());
+        }
+        let len = value.unwrap().len();
+        assert!(
+            len <= DATA_START + 2 * 10_000 * 5 / 4 + MIN_SLACK,
+            "{len} bytes"
+        );
+    }
+
+    #[test]
+    fn rejects_tampered_headers() {
+        let good = build(&[(5, 1), (9, 2)]);
+        assert!(view(&good).is_ok());
+        let mut bad_tail = good.clone();
+        bad_tail[HEADER_LEN + 4] = 0xff;
+        assert_eq!(view(&bad_tail).err(), Some(DecodeError::Corrupt));
+        assert_eq!(
+            view(&good[..DATA_START - 1]).err(),
+            Some(DecodeError::Corrupt)
+        );
+        let mut bad_entry = good.clone();
+        bad_entry[DATA_START + 2] = 0x80;
+        bad_entry[DATA_START + 3] = 0x80;
+        let v = view(&bad_entry).unwrap();
+        let _: Vec<_> = v.entries().collect();
+        assert!(v.is_corrupt());
+    }
+
+    #[test]
+    fn merging_is_conservative() {
+        assert_eq!(merge_pairs(&[(1, 1), (2, 2), (3, 3)]), [(2, 3), (3, 3)]);
+    }
+
+    proptest! {
+        /// The compact log makes the same decisions as the reference log
+        /// for random traces, costs, limits and windows.
+        #[test]
+        fn matches_the_reference_log(
+            limit in 1u64..60,
+            window_ms in 1u64..3000,
+            steps in prop::collection::vec((0u64..300, 1u64..9, any::<bool>()), 1..300),
+        ) {
+            let p = SlidingParams { limit, window_ms };
+            let mut reference = VecLog::default();
+            let mut value: Option<Vec<u8>> = None;
+            let mut now = 5_000_000u64;
+            for (gap, cost, same_ms) in steps {
+                if !same_ms {
+                    now += gap;
+                }
+                let want = decide(&p, Some(&reference), now, cost);
+                let log = value.as_deref().map(|b| view(b).unwrap());
+                let got = decide(&p, log.as_ref(), now, cost);
+                prop_assert!(!log.as_ref().is_some_and(LogView::is_corrupt));
+                prop_assert_eq!(got.reply(), want.reply());
+                prop_assert_eq!(got.new_state, want.new_state);
+                if let Some(a) = got.new_state {
+                    reference.apply(&a);
+                    commit(&mut value, &a);
+                    let bytes = value.as_deref().unwrap();
+                    let v = view(bytes).unwrap();
+                    let entries: Vec<_> = v.entries().collect();
+                    prop_assert!(!v.is_corrupt());
+                    prop_assert_eq!(&entries, &reference.0);
+                    prop_assert_eq!(v.total(), entries.iter().map(|e| e.1).sum::<u64>());
+                }
+            }
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(tail in prop::collection::vec(any::<u8>(), 0..120), now in any::<u64>(), cost in 1u64..10) {
+            let mut bytes = vec![0, b'r', b'l', VERSION, b'S'];
+            bytes.extend(tail);
+            if let Ok(v) = view(&bytes) {
+                let _: Vec<_> = v.entries().collect();
+                let p = SlidingParams { limit: 5, window_ms: 100 };
+                let d = decide(&p, Some(&v), now, cost);
+                if let Some(a) = d.new_state {
+                    let mut owned = bytes.clone();
+                    let _ = apply(Some(&mut owned), &a);
+                }
+            }
+        }
+    }
+}

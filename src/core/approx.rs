@@ -1,0 +1,202 @@
+//! SLIDING APPROX: seed 001's two-window weighted counter. Windows are
+//! aligned to multiples of the window in Unix time;
+//! `count = current + floor(previous * (window - elapsed) / window)`.
+//! Constant memory for any limit.
+//!
+//! How far it can be off: it assumes the previous window's calls were spread
+//! evenly. If they were bunched at its end, the true sliding count is higher
+//! and APPROX can admit up to `limit` more in the true window than the exact
+//! log would (worst case 2x limit over a window straddling the boundary, when
+//! a full previous window's calls all came in its last millisecond); if they
+//! were bunched at its start, it under-admits by the same reasoning. It never
+//! admits more than `limit` in any single aligned window.
+
+use super::decision::{Decision, RetryAfter};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ApproxParams {
+    pub limit: u64,
+    pub window_ms: u64,
+}
+
+/// The counts of the aligned window starting at `start_ms` and of the one
+/// before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ApproxState {
+    pub start_ms: u64,
+    pub current: u64,
+    pub previous: u64,
+}
+
+impl ApproxState {
+    pub fn is_consistent(&self) -> bool {
+        self.current <= super::MAX_AMOUNT && self.previous <= super::MAX_AMOUNT
+    }
+}
+
+/// floor(previous * remaining / window), exactly.
+fn weighted(previous: u64, remaining_ms: u64, window_ms: u64) -> u64 {
+    let w = u128::from(previous) * u128::from(remaining_ms) / u128::from(window_ms.max(1));
+    u64::try_from(w).unwrap_or(u64::MAX)
+}
+
+/// The least `x` in `1..=window` (ms left in a window) such that
+/// `floor(prev * x / window) <= room`, as a bound: every `x <= max_left`
+/// qualifies. None when even `x = 1` does not.
+fn max_left(prev: u64, room: u64, window_ms: u64) -> Option<u64> {
+    if prev == 0 {
+        return Some(window_ms);
+    }
+    // floor(prev * x / W) <= room  <=>  prev * x < (room + 1) * W
+    let bound = (u128::from(room) + 1) * u128::from(window_ms);
+    let x = (bound - 1) / u128::from(prev);
+    (x >= 1).then(|| u64::try_from(x.min(u128::from(window_ms))).unwrap_or(window_ms))
+}
+
+pub fn decide(
+    params: &ApproxParams,
+    state: Option<ApproxState>,
+    now: u64,
+    cost: u64,
+) -> Decision<ApproxState> {
+    let window = params.window_ms.max(1);
+    // A clock that steps back stands still at the stored window's start.
+    let now = now.max(state.map_or(0, |s| s.start_ms));
+    let start_ms = now - now % window;
+    let (current, previous) = match state {
+        Some(s) if s.start_ms == start_ms => (s.current, s.previous),
+        Some(s) if s.start_ms.saturating_add(window) == start_ms => (0, s.current),
+        _ => (0, 0),
+    };
+    let elapsed = now - start_ms;
+    let left = window - elapsed;
+    let count = current.saturating_add(weighted(previous, left, window));
+    // The counters matter until the window after this one ends.
+    let expires_at_ms = start_ms.saturating_add(2 * window);
+    if let Some(after) = count.checked_add(cost).filter(|&c| c <= params.limit) {
+        return Decision {
+            allowed: true,
+            count: after,
+            retry_after: RetryAfter::Now,
+            limit: params.limit,
+            reset_after_ms: expires_at_ms - now,
+            new_state: Some(ApproxState {
+                start_ms,
+                current: current + cost,
+                previous,
+            }),
+            expires_at_ms,
+        };
+    }
+    let retry_after = if cost > params.limit {
+        RetryAfter::Never
+    } else {
+        RetryAfter::After(wait_for(
+            current,
+            previous,
+            left,
+            window,
+            params.limit - cost,
+        ))
+    };
+    let reset_after_ms = if current > 0 {
+        expires_at_ms - now
+    } else if previous > 0 {
+        left
+    } else {
+        0
+    };
+    Decision {
+        allowed: false,
+        count,
+        retry_after,
+        limit: params.limit,
+        reset_after_ms,
+        new_state: None,
+        expires_at_ms: now.saturating_add(reset_after_ms),
+    }
+}
+
+/// The least wait after which `count + cost <= limit`, given `room = limit
+/// - cost`, nothing else being admitted meanwhile.
+fn wait_for(current: u64, previous: u64, left: u64, window: u64, room: u64) -> u64 {
+    // Later in this window: the previous window's weight shrinks.
+    if let Some(room_here) = room.checked_sub(current) {
+        if let Some(x) = max_left(previous, room_here, window) {
+            // x ms left means waiting left - x; x < left here because the
+            // call is denied now.
+            return left - x.min(left);
+        }
+    }
+    // In the next window, this window's count becomes the weighted one.
+    match max_left(current, room, window) {
+        Some(x) => left + (window - x),
+        None => left + window,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn seed_001_weighting() {
+        let p = ApproxParams {
+            limit: 10,
+            window_ms: 1000,
+        };
+        let prev = Some(ApproxState {
+            start_ms: 0,
+            current: 8,
+            previous: 0,
+        });
+        // 250 ms into the next window: 8 * 750 / 1000 = 6 counted.
+        let d = decide(&p, prev, 1250, 4);
+        assert_eq!(d.reply(), [1, 10, 0, 10, 0, 750 + 1000]);
+        let d = decide(&p, prev, 1250, 5);
+        // floor(8 * x / 1000) <= 5 needs x <= 749: wait 1 ms.
+        assert_eq!(d.reply(), [0, 6, 1, 10, 4, 750]);
+        assert!(decide(&p, prev, 1251, 5).allowed);
+    }
+
+    #[test]
+    fn cost_above_limit_never_fits() {
+        let p = ApproxParams {
+            limit: 3,
+            window_ms: 100,
+        };
+        assert_eq!(decide(&p, None, 50, 4).reply(), [0, 0, -1, 3, 3, 0]);
+    }
+
+    proptest! {
+        #[test]
+        fn retry_after_is_exact(
+            limit in 1u64..40,
+            window_ms in 1u64..500,
+            steps in prop::collection::vec((0u64..300, 1u64..10), 1..80),
+        ) {
+            let p = ApproxParams { limit, window_ms };
+            let mut state = None;
+            let mut now = 1_000_000u64;
+            for (gap, cost) in steps {
+                now += gap;
+                let d = decide(&p, state, now, cost);
+                prop_assert!(!d.allowed || d.count <= limit);
+                match d.retry_after {
+                    RetryAfter::After(wait) => {
+                        prop_assert!(wait >= 1);
+                        prop_assert!(decide(&p, state, now + wait, cost).allowed);
+                        prop_assert!(!decide(&p, state, now + wait - 1, cost).allowed);
+                    }
+                    RetryAfter::Never => prop_assert!(cost > limit),
+                    RetryAfter::Now => prop_assert!(d.allowed),
+                }
+                if let Some(s) = d.new_state {
+                    prop_assert!(s.current <= limit);
+                    state = Some(s);
+                }
+            }
+        }
+    }
+}

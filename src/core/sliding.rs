@@ -1,0 +1,241 @@
+//! SLIDING (exact log): count is the sum of admitted costs logged in
+//! `(now - window, now]`. An admitted call is logged at `now`.
+//!
+//! The decision only reads the log oldest-first and, when admitted, returns
+//! an `Append` that says what committing means (drop entries at or before
+//! the cutoff, log the cost at `now`), so the log's storage layout lives
+//! elsewhere and several limits can be decided before any is committed.
+
+use super::decision::{Decision, RetryAfter};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlidingParams {
+    pub limit: u64,
+    pub window_ms: u64,
+}
+
+/// A read-only view of a log: entries oldest-first with strictly increasing
+/// times, and the sum of their costs.
+pub trait Log {
+    fn newest_ms(&self) -> Option<u64>;
+    fn total(&self) -> u64;
+    fn entries(&self) -> impl Iterator<Item = (u64, u64)>;
+}
+
+/// What committing an admitted call does to the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Append {
+    pub now_ms: u64,
+    pub cost: u64,
+    /// Entries logged at or before this time have left the window.
+    pub cutoff_ms: u64,
+}
+
+pub fn decide<L: Log>(
+    params: &SlidingParams,
+    log: Option<&L>,
+    now: u64,
+    cost: u64,
+) -> Decision<Append> {
+    // A clock that steps back stands still at the newest logged call.
+    let now = now.max(log.and_then(Log::newest_ms).unwrap_or(0));
+    let window = params.window_ms;
+    let cutoff_ms = now.saturating_sub(window);
+    let mut live = log.into_iter().flat_map(|l| l.entries()).peekable();
+    let mut expired = 0u64;
+    while let Some(&(t, c)) = live.peek() {
+        if t > cutoff_ms {
+            break;
+        }
+        expired = expired.saturating_add(c);
+        live.next();
+    }
+    let count = log.map_or(0, |l| l.total()).saturating_sub(expired);
+    if let Some(after) = count.checked_add(cost).filter(|&c| c <= params.limit) {
+        return Decision {
+            allowed: true,
+            count: after,
+            retry_after: RetryAfter::Now,
+            limit: params.limit,
+            reset_after_ms: window,
+            new_state: Some(Append {
+                now_ms: now,
+                cost,
+                cutoff_ms,
+            }),
+            expires_at_ms: now.saturating_add(window),
+        };
+    }
+    let retry_after = if cost > params.limit {
+        RetryAfter::Never
+    } else {
+        // The oldest entries leave first: wait until enough of them have.
+        let must_leave = count.saturating_add(cost) - params.limit;
+        let mut left = 0u64;
+        let mut wait = window;
+        for (t, c) in live {
+            left = left.saturating_add(c);
+            if left >= must_leave {
+                wait = t.saturating_add(window) - now;
+                break;
+            }
+        }
+        RetryAfter::After(wait)
+    };
+    let newest = log.and_then(Log::newest_ms).filter(|_| count > 0);
+    let reset_after_ms = newest.map_or(0, |n| n.saturating_add(window) - now);
+    Decision {
+        allowed: false,
+        count,
+        retry_after,
+        limit: params.limit,
+        reset_after_ms,
+        new_state: None,
+        expires_at_ms: now.saturating_add(reset_after_ms),
+    }
+}
+
+/// The obvious log, one entry per admitted call: the reference the compact
+/// log is tested against.
+#[cfg(test)]
+#[derive(Clone, Debug, Default)]
+pub struct VecLog(pub Vec<(u64, u64)>);
+
+#[cfg(test)]
+impl Log for VecLog {
+    fn newest_ms(&self) -> Option<u64> {
+        self.0.last().map(|e| e.0)
+    }
+    fn total(&self) -> u64 {
+        self.0.iter().map(|e| e.1).sum()
+    }
+    fn entries(&self) -> impl Iterator<Item = (u64, u64)> {
+        self.0.iter().copied()
+    }
+}
+
+#[cfg(test)]
+impl VecLog {
+    pub fn apply(&mut self, a: &Append) {
+        self.0.retain(|&(t, _)| t > a.cutoff_ms);
+        match self.0.last_mut() {
+            Some(last) if last.0 == a.now_ms => last.1 += a.cost,
+            _ => self.0.push((a.now_ms, a.cost)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn run(p: &SlidingParams, calls: &[(u64, u64)]) -> Vec<[i64; 6]> {
+        let mut log = VecLog::default();
+        calls
+            .iter()
+            .map(|&(now, cost)| {
+                let d = decide(p, Some(&log), now, cost);
+                if let Some(a) = d.new_state {
+                    log.apply(&a);
+                }
+                d.reply()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn table_of_edges() {
+        let p = SlidingParams {
+            limit: 3,
+            window_ms: 1000,
+        };
+        // (now, cost) -> [allowed, count, retry_after, limit, remaining, reset_after]
+        let rows: &[((u64, u64), [i64; 6])] = &[
+            ((10_000, 1), [1, 1, 0, 3, 2, 1000]),
+            ((10_100, 1), [1, 2, 0, 3, 1, 1000]),
+            ((10_200, 1), [1, 3, 0, 3, 0, 1000]),
+            // The call at 10_000 leaves the window at 11_000 exactly.
+            ((10_500, 1), [0, 3, 500, 3, 0, 700]),
+            ((10_999, 1), [0, 3, 1, 3, 0, 201]),
+            ((11_000, 1), [1, 3, 0, 3, 0, 1000]),
+            // COST 2 must wait for two entries (10_100 and 10_200) to leave.
+            ((11_050, 2), [0, 3, 150, 3, 0, 950]),
+            ((11_200, 2), [1, 3, 0, 3, 0, 1000]),
+            ((11_200, 4), [0, 3, -1, 3, 0, 1000]),
+        ];
+        let calls: Vec<_> = rows.iter().map(|r| r.0).collect();
+        let want: Vec<_> = rows.iter().map(|r| r.1).collect();
+        assert_eq!(run(&p, &calls), want);
+    }
+
+    #[test]
+    fn shrunk_limit_waits_for_enough_entries_to_leave() {
+        let log = VecLog(vec![(100, 5), (200, 5), (300, 5)]);
+        let p = SlidingParams {
+            limit: 4,
+            window_ms: 1000,
+        };
+        // count 15 + 1 must fall to 4: all three entries must leave.
+        let d = decide(&p, Some(&log), 400, 1);
+        assert_eq!(d.reply(), [0, 15, 900, 4, 0, 900]);
+    }
+
+    #[test]
+    fn clock_stepping_back_stands_still_at_the_newest_entry() {
+        let log = VecLog(vec![(5000, 1)]);
+        let p = SlidingParams {
+            limit: 5,
+            window_ms: 1000,
+        };
+        let d = decide(&p, Some(&log), 10, 1);
+        assert_eq!(d.reply(), [1, 2, 0, 5, 3, 1000]);
+        assert_eq!(d.new_state.map(|a| a.now_ms), Some(5000));
+    }
+
+    /// Brute force: the count over `(now - window, now]` of a plain list.
+    fn count_at(log: &[(u64, u64)], now: u64, window: u64) -> u64 {
+        log.iter()
+            .filter(|&&(t, _)| t <= now && t + window > now)
+            .map(|e| e.1)
+            .sum()
+    }
+
+    proptest! {
+        #[test]
+        fn matches_a_brute_force_log(
+            limit in 1u64..30,
+            window_ms in 1u64..2000,
+            steps in prop::collection::vec((0u64..400, 1u64..8), 1..120),
+        ) {
+            let p = SlidingParams { limit, window_ms };
+            let mut all: Vec<(u64, u64)> = Vec::new();
+            let mut log = VecLog::default();
+            let mut now = 1_000_000u64;
+            for (gap, cost) in steps {
+                now += gap;
+                let d = decide(&p, Some(&log), now, cost);
+                let count = count_at(&all, now, window_ms);
+                prop_assert_eq!(d.allowed, count + cost <= limit);
+                prop_assert_eq!(d.count, if d.allowed { count + cost } else { count });
+                prop_assert!(d.count <= limit || !d.allowed);
+                match d.retry_after {
+                    RetryAfter::After(wait) => {
+                        prop_assert!(wait >= 1);
+                        prop_assert!(count_at(&all, now + wait, window_ms) + cost <= limit);
+                        prop_assert!(count_at(&all, now + wait - 1, window_ms) + cost > limit);
+                    }
+                    RetryAfter::Never => prop_assert!(cost > limit),
+                    RetryAfter::Now => prop_assert!(d.allowed),
+                }
+                if let Some(a) = d.new_state {
+                    log.apply(&a);
+                    all.push((now, cost));
+                }
+                let newest = all.iter().rev().find(|e| e.0 + window_ms > now);
+                let reset = newest.map_or(0, |e| e.0 + window_ms - now);
+                prop_assert_eq!(d.reset_after_ms, reset);
+            }
+        }
+    }
+}
