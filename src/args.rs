@@ -14,6 +14,34 @@ pub enum Algorithm {
 }
 
 impl Algorithm {
+    /// The word that opens this algorithm's clause in RL.ALL.
+    fn from_word(upper: &[u8]) -> Option<Algorithm> {
+        match upper {
+            b"FIXED" => Some(Algorithm::Fixed),
+            b"SLIDING" => Some(Algorithm::Sliding),
+            b"TOKEN" => Some(Algorithm::Token),
+            _ => None,
+        }
+    }
+
+    /// The word that opens this algorithm's clause, as replicated.
+    pub fn word(self) -> &'static [u8] {
+        match self {
+            Algorithm::Fixed => b"FIXED",
+            Algorithm::Sliding => b"SLIDING",
+            Algorithm::Token => b"TOKEN",
+        }
+    }
+
+    /// How errors name a clause of RL.ALL.
+    pub fn clause_name(self) -> &'static str {
+        match self {
+            Algorithm::Fixed => "RL.ALL FIXED",
+            Algorithm::Sliding => "RL.ALL SLIDING",
+            Algorithm::Token => "RL.ALL TOKEN",
+        }
+    }
+
     pub fn command_name(self) -> &'static str {
         match self {
             Algorithm::Fixed => "RL.FIXED",
@@ -52,6 +80,14 @@ pub enum ArgError {
     MissingValue(&'static str),
     /// A SCAN-style cursor that is not an unsigned 64-bit decimal.
     BadCursor,
+    /// RL.ALL without any clause.
+    NoClause,
+    /// An RL.ALL word where a clause should start.
+    UnknownClause(String),
+    /// An RL.ALL clause without its key, amount and window.
+    ClauseArity(Algorithm),
+    /// The same key in two RL.ALL clauses.
+    DuplicateKey(String),
 }
 
 impl fmt::Display for ArgError {
@@ -80,6 +116,23 @@ impl fmt::Display for ArgError {
             }
             ArgError::MissingValue(option) => write!(f, "ERR option {option} needs a value"),
             ArgError::BadCursor => write!(f, "ERR invalid cursor"),
+            ArgError::NoClause => write!(
+                f,
+                "ERR RL.ALL needs at least one clause: FIXED, SLIDING or TOKEN followed by its arguments"
+            ),
+            ArgError::UnknownClause(word) => write!(
+                f,
+                "ERR unknown clause '{word}' for RL.ALL: expected FIXED, SLIDING or TOKEN"
+            ),
+            ArgError::ClauseArity(algorithm) => write!(
+                f,
+                "ERR {} clause needs key, {} and window",
+                algorithm.clause_name(),
+                algorithm.amount_name()
+            ),
+            ArgError::DuplicateKey(key) => {
+                write!(f, "ERR key '{key}' appears in more than one RL.ALL clause")
+            }
         }
     }
 }
@@ -158,13 +211,131 @@ pub fn parse_limiter(
     argv: &[&[u8]],
     trusted: bool,
 ) -> Result<LimiterCall, ArgError> {
-    let command = algorithm.command_name();
-    let (Some(_), Some(amount), Some(window)) = (argv.get(1), argv.get(2), argv.get(3)) else {
-        return Err(ArgError::WrongArity(command));
+    let mut flags = CallFlags::new(trusted);
+    let (clause, _) = parse_clause(algorithm, argv, 1, false, &mut flags)?;
+    Ok(LimiterCall {
+        clause,
+        peek: flags.peek,
+        replayed_now_ms: flags.replayed_now_ms,
+    })
+}
+
+/// `RL.ALL clause [clause ...] [PEEK]`: every clause opened by its
+/// algorithm's name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AllCall {
+    pub clauses: Vec<Clause>,
+    pub peek: bool,
+    pub replayed_now_ms: Option<u64>,
+}
+
+pub const ALL: &str = "RL.ALL";
+
+pub fn parse_all(argv: &[&[u8]], trusted: bool) -> Result<AllCall, ArgError> {
+    let mut flags = CallFlags::new(trusted);
+    let mut clauses: Vec<Clause> = Vec::new();
+    let mut i = 1;
+    while let Some(word) = argv.get(i) {
+        let upper = word.to_ascii_uppercase();
+        if let Some(algorithm) = Algorithm::from_word(&upper) {
+            let (clause, next) = parse_clause(algorithm, argv, i + 1, true, &mut flags)?;
+            clauses.push(clause);
+            i = next;
+        } else if flags.call_option(&upper, argv, &mut i)? {
+            continue;
+        } else {
+            return Err(ArgError::UnknownClause(printable(word)));
+        }
+    }
+    if clauses.is_empty() {
+        return Err(ArgError::NoClause);
+    }
+    for (n, clause) in clauses.iter().enumerate() {
+        let key = argv.get(clause.key);
+        if clauses[..n].iter().any(|c| argv.get(c.key) == key) {
+            return Err(ArgError::DuplicateKey(printable(
+                key.copied().unwrap_or_default(),
+            )));
+        }
+    }
+    Ok(AllCall {
+        clauses,
+        peek: flags.peek,
+        replayed_now_ms: flags.replayed_now_ms,
+    })
+}
+
+/// Options that apply to a whole call rather than to one clause.
+struct CallFlags {
+    trusted: bool,
+    peek: bool,
+    replayed_now_ms: Option<u64>,
+    seen: Seen,
+}
+
+impl CallFlags {
+    fn new(trusted: bool) -> Self {
+        CallFlags {
+            trusted,
+            peek: false,
+            replayed_now_ms: None,
+            seen: Seen::default(),
+        }
+    }
+
+    /// Takes PEEK or (trusted) `NOW ms` at `argv[*i]`, whose upper-cased
+    /// form is `upper`; false if the word is neither.
+    fn call_option(
+        &mut self,
+        upper: &[u8],
+        argv: &[&[u8]],
+        i: &mut usize,
+    ) -> Result<bool, ArgError> {
+        match upper {
+            b"PEEK" => {
+                self.seen.once("PEEK")?;
+                self.peek = true;
+                *i += 1;
+            }
+            b"NOW" if self.trusted => {
+                self.seen.once("NOW")?;
+                *i += 1;
+                let now = parse_plain_u64(value(argv, i, "NOW")?);
+                self.replayed_now_ms = Some(now.ok_or(ArgError::BadAmount("NOW"))?);
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+/// Parses one clause, `key amount window [options...]` with the key at
+/// `argv[start]`; returns it and the index after it. Inside RL.ALL a clause
+/// ends at the next algorithm word.
+fn parse_clause(
+    algorithm: Algorithm,
+    argv: &[&[u8]],
+    start: usize,
+    in_all: bool,
+    flags: &mut CallFlags,
+) -> Result<(Clause, usize), ArgError> {
+    let name = if in_all {
+        algorithm.clause_name()
+    } else {
+        algorithm.command_name()
+    };
+    let (Some(_), Some(amount), Some(window)) =
+        (argv.get(start), argv.get(start + 1), argv.get(start + 2))
+    else {
+        return Err(if in_all {
+            ArgError::ClauseArity(algorithm)
+        } else {
+            ArgError::WrongArity(name)
+        });
     };
     let mut clause = Clause {
         algorithm,
-        key: 1,
+        key: start,
         amount: parse_amount(amount, algorithm.amount_name())?,
         window_ms: parse_duration_ms(window, "window")?,
         cost: 1,
@@ -173,12 +344,16 @@ pub fn parse_limiter(
         burst: None,
         override_key: None,
     };
-    let mut peek = false;
-    let mut replayed_now_ms = None;
     let mut seen = Seen::default();
-    let mut i = 4;
+    let mut i = start + 3;
     while let Some(word) = argv.get(i) {
         let option = word.to_ascii_uppercase();
+        if in_all && Algorithm::from_word(&option).is_some() {
+            break;
+        }
+        if flags.call_option(&option, argv, &mut i)? {
+            continue;
+        }
         i += 1;
         match option.as_slice() {
             b"ALIGNED" if algorithm == Algorithm::Fixed => {
@@ -202,23 +377,10 @@ pub fn parse_limiter(
                 value(argv, &mut i, "OVERRIDE")?;
                 clause.override_key = Some(i - 1);
             }
-            b"PEEK" => {
-                seen.once("PEEK")?;
-                peek = true;
-            }
-            b"NOW" if trusted => {
-                seen.once("NOW")?;
-                let now = parse_plain_u64(value(argv, &mut i, "NOW")?);
-                replayed_now_ms = Some(now.ok_or(ArgError::BadAmount("NOW"))?);
-            }
-            other => return Err(foreign_option(command, other, word)),
+            other => return Err(foreign_option(name, other, word)),
         }
     }
-    Ok(LimiterCall {
-        clause,
-        peek,
-        replayed_now_ms,
-    })
+    Ok((clause, i))
 }
 
 /// `RL.OVERRIDE.SET okey limit window [BURST capacity] [TTL duration]`.
@@ -759,6 +921,91 @@ mod tests {
         );
     }
 
+    #[test]
+    fn all_clauses() {
+        let argv = args(
+            ALL,
+            &[
+                "FIXED", "ip:s", "10", "1s", "ALIGNED", "sliding", "ip:m", "100", "1m", "APPROX",
+                "COST", "2", "TOKEN", "key", "5", "1s", "BURST", "9", "OVERRIDE", "FIXED", "PEEK",
+            ],
+        );
+        let call = parse_all(&argv, false).unwrap();
+        assert!(call.peek);
+        let algorithms: Vec<_> = call.clauses.iter().map(|c| c.algorithm).collect();
+        assert_eq!(
+            algorithms,
+            [Algorithm::Fixed, Algorithm::Sliding, Algorithm::Token]
+        );
+        assert_eq!(
+            call.clauses.iter().map(|c| c.key).collect::<Vec<_>>(),
+            [2, 7, 14]
+        );
+        // An option's value may be a clause word: it is taken as the value.
+        assert_eq!(call.clauses[2].override_key, Some(20));
+        assert!(call.clauses[0].aligned && call.clauses[1].approx);
+        assert_eq!((call.clauses[1].cost, call.clauses[2].burst), (2, Some(9)));
+
+        let cases: &[(&[&str], ArgError)] = &[
+            (&[], ArgError::NoClause),
+            (&["PEEK"], ArgError::NoClause),
+            (
+                &["LEAKY", "k", "1", "1"],
+                ArgError::UnknownClause("LEAKY".into()),
+            ),
+            (
+                &["FIXED", "k", "1"],
+                ArgError::ClauseArity(Algorithm::Fixed),
+            ),
+            (
+                &["FIXED", "a", "1", "1", "TOKEN", "b", "1"],
+                ArgError::ClauseArity(Algorithm::Token),
+            ),
+            (
+                &["FIXED", "k", "1", "1", "SLIDING", "k", "1", "1"],
+                ArgError::DuplicateKey("k".into()),
+            ),
+            (
+                &["FIXED", "k", "1", "1", "BURST", "2"],
+                ArgError::OptionNotFor {
+                    command: "RL.ALL FIXED",
+                    option: "BURST",
+                },
+            ),
+            (
+                &[
+                    "FIXED", "k", "1", "1", "PEEK", "TOKEN", "t", "1", "1", "PEEK",
+                ],
+                ArgError::RepeatedOption("PEEK"),
+            ),
+            (
+                &["FIXED", "k", "1", "1", "COST", "1", "COST", "2"],
+                ArgError::RepeatedOption("COST"),
+            ),
+            (&["FIXED", "k", "0", "1"], ArgError::BadAmount("limit")),
+        ];
+        for (rest, want) in cases {
+            assert_eq!(
+                parse_all(&args(ALL, rest), false).as_ref().err(),
+                Some(want),
+                "{rest:?}"
+            );
+        }
+        // COST may repeat across clauses: each clause has its own.
+        assert!(parse_all(
+            &args(
+                ALL,
+                &["FIXED", "a", "1", "1", "COST", "1", "FIXED", "b", "1", "1", "COST", "1"]
+            ),
+            false
+        )
+        .is_ok());
+        assert_eq!(
+            ArgError::ClauseArity(Algorithm::Token).to_string(),
+            "ERR RL.ALL TOKEN clause needs key, rate and window"
+        );
+    }
+
     proptest! {
         #[test]
         fn arbitrary_argv_never_panics(argv in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..12), 0..10), trusted in any::<bool>()) {
@@ -766,6 +1013,7 @@ mod tests {
             let _ = parse_limiter(Algorithm::Fixed, &slices, trusted);
             let _ = parse_limiter(Algorithm::Token, &slices, trusted);
             let _ = parse_limiter(Algorithm::Sliding, &slices, trusted);
+            let _ = parse_all(&slices, trusted);
             let _ = parse_override_set(&slices, trusted);
             let _ = parse_override_list(&slices);
         }

@@ -25,8 +25,9 @@ type Allocator = std::alloc::System;
 #[cfg(test)]
 const ALLOCATOR: Allocator = std::alloc::System;
 
-const COMMAND_DOCS: [&cmdinfo::CommandDoc; 7] = [
+const COMMAND_DOCS: [&cmdinfo::CommandDoc; 8] = [
     &commands::fixed::DOC,
+    &commands::all::DOC,
     &commands::sliding::DOC,
     &commands::token::DOC,
     &commands::overrides::SET_DOC,
@@ -61,6 +62,7 @@ redis_module! {
         ["RL.FIXED", commands::fixed::rl_fixed, "write deny-oom fast", 0, 0, 0, ""],
         ["RL.SLIDING", commands::sliding::rl_sliding, "write deny-oom fast", 0, 0, 0, ""],
         ["RL.TOKEN", commands::token::rl_token, "write deny-oom fast", 0, 0, 0, ""],
+        ["RL.ALL", commands::all::rl_all, "write deny-oom fast getkeys-api", 0, 0, 0, ""],
         ["RL.OVERRIDE.SET", commands::overrides::rl_override_set, "write deny-oom fast", 0, 0, 0, ""],
         ["RL.OVERRIDE.GET", commands::overrides::rl_override_get, "readonly fast", 0, 0, 0, ""],
         ["RL.OVERRIDE.DEL", commands::overrides::rl_override_del, "write fast", 0, 0, 0, ""],

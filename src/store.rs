@@ -69,6 +69,29 @@ pub fn scan_strings(
     Ok((next.ok_or(RlError::Internal)?, keys))
 }
 
+/// Answers a getkeys request: argv[`pos`] is a key, written too if
+/// `written`, else only read (so ACL read-only key patterns apply).
+pub fn declare_key(ctx: &Context, pos: usize, written: bool) {
+    let Ok(pos) = c_int::try_from(pos) else {
+        return;
+    };
+    let flags = if written {
+        raw::REDISMODULE_CMD_KEY_RW
+            | raw::REDISMODULE_CMD_KEY_ACCESS
+            | raw::REDISMODULE_CMD_KEY_UPDATE
+    } else {
+        raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS
+    };
+    // SAFETY: ctx is a getkeys request context and pos indexes its argv.
+    unsafe {
+        if let Some(with_flags) = raw::RedisModule_KeyAtPosWithFlags {
+            with_flags(ctx.ctx, pos, flags as c_int);
+        } else if let Some(plain) = raw::RedisModule_KeyAtPos {
+            plain(ctx.ctx, pos);
+        }
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Access {
     Read,

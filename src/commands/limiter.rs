@@ -8,7 +8,7 @@
 
 use super::overrides::OVERRIDE_EXPECTED;
 use super::{byte_args, stored};
-use crate::args::{parse_limiter, Algorithm, Clause};
+use crate::args::{parse_all, parse_limiter, Algorithm, Clause, ALL};
 use crate::codec::sliding_log::{self, Applied};
 use crate::codec::{self, DecodeError};
 use crate::core::approx::{self, ApproxParams};
@@ -47,42 +47,164 @@ impl Commit {
     }
 }
 
+/// `RL.FIXED`, `RL.SLIDING`, `RL.TOKEN`: one clause.
 pub fn run(
     ctx: &Context,
     args: &[RedisString],
     algorithm: Algorithm,
 ) -> Result<RedisValue, RlError> {
     let call = parse_limiter(algorithm, &byte_args(args), store::is_replayed(ctx))?;
-    let mut clause = call.clause;
+    let now = call.replayed_now_ms.unwrap_or_else(store::now_ms);
+    let decided = decide(ctx, args, call.clause, call.peek, now)?;
+    if !call.peek && decided.allowed() {
+        decided.commit();
+        let mut argv = decided.canonical();
+        argv.extend(now_option(now));
+        replicate(ctx, algorithm.command_name(), &argv);
+    }
+    Ok(limiter_reply(&decided.checked.reply))
+}
+
+/// `RL.ALL clause [clause ...] [PEEK]`: admitted only if every clause
+/// admits; then every clause records its cost, else nothing is written.
+pub fn run_all(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, RlError> {
+    let call = parse_all(&byte_args(args), store::is_replayed(ctx))?;
+    let now = call.replayed_now_ms.unwrap_or_else(store::now_ms);
+    let decided = call
+        .clauses
+        .iter()
+        .map(|clause| decide(ctx, args, *clause, call.peek, now))
+        .collect::<Result<Vec<_>, _>>()?;
+    let allowed = decided.iter().all(Decided::allowed);
+    if allowed && !call.peek {
+        let mut argv = Vec::new();
+        for d in &decided {
+            d.commit();
+            argv.push(d.clause.algorithm.word().to_vec());
+            argv.extend(d.canonical());
+        }
+        argv.extend(now_option(now));
+        replicate(ctx, ALL, &argv);
+    }
+    let retries = decided
+        .iter()
+        .filter(|d| !d.allowed())
+        .map(|d| d.checked.reply[2]);
+    let retry_after = if allowed {
+        0
+    } else if retries.clone().any(|r| r < 0) {
+        -1
+    } else {
+        retries.max().unwrap_or(0)
+    };
+    let mut reply = vec![
+        RedisValue::Integer(i64::from(allowed)),
+        RedisValue::Integer(retry_after),
+    ];
+    reply.extend(decided.iter().map(|d| limiter_reply(&d.checked.reply)));
+    Ok(RedisValue::Array(reply))
+}
+
+/// Reports RL.ALL's keys to the server (getkeys API): every clause's key,
+/// read and written, and every okey, only read.
+pub fn all_keys(ctx: &Context, args: &[RedisString]) {
+    let Ok(call) = parse_all(&byte_args(args), true) else {
+        return;
+    };
+    for clause in &call.clauses {
+        store::declare_key(ctx, clause.key, true);
+        if let Some(okey) = clause.override_key {
+            store::declare_key(ctx, okey, false);
+        }
+    }
+}
+
+fn limiter_reply(reply: &[i64; 6]) -> RedisValue {
+    RedisValue::Array(reply.iter().map(|&v| RedisValue::Integer(v)).collect())
+}
+
+fn now_option(now: u64) -> [Vec<u8>; 2] {
+    [b"NOW".to_vec(), now.to_string().into_bytes()]
+}
+
+/// A clause decided against its key, the key still open for the commit.
+struct Decided<'c> {
+    key: Key<'c>,
+    name: &'c RedisString,
+    /// The clause with any override applied.
+    clause: Clause,
+    checked: Checked,
+}
+
+impl Decided<'_> {
+    fn allowed(&self) -> bool {
+        self.checked.commit.is_some()
+    }
+
+    fn commit(&self) {
+        if let Some((commit, expire_at_ms)) = &self.checked.commit {
+            commit.write(&self.key, *expire_at_ms);
+        }
+    }
+
+    /// The clause as replicas replay it: its effective parameters and no
+    /// OVERRIDE (the replica needs no second read).
+    fn canonical(&self) -> Vec<Vec<u8>> {
+        let c = &self.clause;
+        let mut argv = vec![
+            self.name.as_slice().to_vec(),
+            c.amount.to_string().into_bytes(),
+            format!("{}ms", c.window_ms).into_bytes(),
+        ];
+        if c.aligned {
+            argv.push(b"ALIGNED".to_vec());
+        }
+        if c.approx {
+            argv.push(b"APPROX".to_vec());
+        }
+        if let Some(burst) = c.burst {
+            argv.extend([b"BURST".to_vec(), burst.to_string().into_bytes()]);
+        }
+        argv.extend([b"COST".to_vec(), c.cost.to_string().into_bytes()]);
+        argv
+    }
+}
+
+/// Resolves the clause's override, opens its key and decides, changing
+/// nothing.
+fn decide<'c>(
+    ctx: &'c Context,
+    args: &'c [RedisString],
+    mut clause: Clause,
+    peek: bool,
+    now: u64,
+) -> Result<Decided<'c>, RlError> {
     if let Some(okey) = clause.override_key {
         let okey = Key::open(ctx, args.get(okey).ok_or(RlError::Internal)?, Access::Read);
         if let Some(o) = stored(okey.value(), codec::decode_override, OVERRIDE_EXPECTED)? {
             // Read in the same atomic step as the decision.
             clause.amount = o.limit;
             clause.window_ms = o.window_ms;
-            clause.burst = o.burst;
+            // A burst only means something to a token bucket.
+            if clause.algorithm == Algorithm::Token {
+                clause.burst = o.burst;
+            }
         }
     }
-    let now = call.replayed_now_ms.unwrap_or_else(store::now_ms);
     let name = args.get(clause.key).ok_or(RlError::Internal)?;
-    let access = if call.peek {
+    let access = if peek {
         Access::Read
     } else {
         Access::ReadWrite
     };
     let key = Key::open(ctx, name, access);
     let checked = check(&clause, key.value(), now)?;
-    if let (false, Some((commit, expire_at_ms))) = (call.peek, &checked.commit) {
-        commit.write(&key, *expire_at_ms);
-        replicate(ctx, &clause, name.as_slice(), now);
-    }
-    Ok(RedisValue::Array(
-        checked
-            .reply
-            .iter()
-            .map(|&v| RedisValue::Integer(v))
-            .collect(),
-    ))
+    Ok(Decided {
+        key,
+        name,
+        clause,
+        checked,
+    })
 }
 
 fn check(clause: &Clause, value: Value<'_>, now: u64) -> Result<Checked, RlError> {
@@ -158,24 +280,7 @@ fn check(clause: &Clause, value: Value<'_>, now: u64) -> Result<Checked, RlError
     }
 }
 
-/// Propagates the admitted call in canonical form: effective parameters,
-/// no OVERRIDE (the replica needs no second read), and the primary's `now`.
-fn replicate(ctx: &Context, clause: &Clause, key: &[u8], now: u64) {
-    let amount = clause.amount.to_string();
-    let window = format!("{}ms", clause.window_ms);
-    let cost = clause.cost.to_string();
-    let now = now.to_string();
-    let mut argv: Vec<&[u8]> = vec![key, amount.as_bytes(), window.as_bytes()];
-    if clause.aligned {
-        argv.push(b"ALIGNED");
-    }
-    if clause.approx {
-        argv.push(b"APPROX");
-    }
-    let burst = clause.burst.map(|b| b.to_string());
-    if let Some(burst) = &burst {
-        argv.extend([b"BURST".as_slice(), burst.as_bytes()]);
-    }
-    argv.extend([b"COST".as_slice(), cost.as_bytes(), b"NOW", now.as_bytes()]);
-    store::replicate(ctx, clause.algorithm.command_name(), &argv);
+fn replicate(ctx: &Context, command: &str, argv: &[Vec<u8>]) {
+    let argv: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
+    store::replicate(ctx, command, &argv);
 }

@@ -1,6 +1,7 @@
 //! Command handlers: one short function per command, over a shared limiter
 //! flow (parse, read, decide, write, replicate, reply).
 
+pub mod all;
 pub mod fixed;
 mod limiter;
 pub mod overrides;

@@ -109,7 +109,8 @@ fn list(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, RlError> {
     let (next, keys) = store::scan_strings(ctx, request.cursor, request.pattern, request.count)?;
     let mut found = Vec::new();
     for name in keys {
-        let name = ctx.create_string(name);
+        // (Key names may hold NUL bytes, which create_string refuses.)
+        let name = RedisString::create_from_slice(ctx.ctx, &name);
         let key = Key::open(ctx, &name, Access::Read);
         // Limiters and other strings are skipped: only overrides are listed.
         if let Ok(Some(o)) = stored(key.value(), codec::decode_override, OVERRIDE_EXPECTED) {
