@@ -1,0 +1,255 @@
+//! RL.ALL: several limits checked and recorded all-or-nothing.
+
+mod common;
+
+use common::*;
+use redis::Value;
+
+/// `[allowed, retry_after, [six ints]...]`, panicking on an error reply.
+fn all(con: &mut redis::Connection, args: &[&str]) -> (i64, i64, Vec<[i64; 6]>) {
+    let reply = cmd(con, &[&["RL.ALL"], args].concat()).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let Value::Array(items) = reply else {
+        panic!("not an array: {reply:?}")
+    };
+    let int = |v: &Value| match v {
+        Value::Int(i) => *i,
+        other => panic!("not an integer: {other:?}"),
+    };
+    let clauses = items[2..]
+        .iter()
+        .map(|c| match c {
+            Value::Array(six) => six.iter().map(int).collect::<Vec<_>>().try_into().unwrap(),
+            other => panic!("not a clause reply: {other:?}"),
+        })
+        .collect();
+    (int(&items[0]), int(&items[1]), clauses)
+}
+
+#[test]
+fn admits_only_when_every_clause_admits_and_then_records_all() {
+    on_each_server(|_, con| {
+        let call = [
+            "FIXED", "ip:s", "2", "1s", "SLIDING", "ip:m", "3", "1m", "TOKEN", "key:d", "5", "1d",
+        ];
+        let (allowed, retry, replies) = all(con, &call);
+        assert_eq!((allowed, retry), (1, 0));
+        assert_eq!(replies[0][..5], [1, 1, 0, 2, 1]);
+        assert_eq!(replies[1][..5], [1, 1, 0, 3, 2]);
+        assert_eq!(replies[2][..5], [1, 1, 0, 5, 4]);
+        assert_eq!(all(con, &call).0, 1);
+        // The per-second limit is now full: nothing else may be recorded.
+        let before = snapshot(con);
+        let (allowed, retry, replies) = all(con, &call);
+        assert_eq!(allowed, 0);
+        assert_eq!(replies[0][0], 0, "the FIXED clause is the reason");
+        assert_eq!(
+            replies[1][..2],
+            [1, 3],
+            "SLIDING would admit: its PEEK reply"
+        );
+        assert_eq!(replies[2][..2], [1, 3], "TOKEN would admit: its PEEK reply");
+        assert_eq!(retry, replies[0][2]);
+        assert_eq!(snapshot(con), before, "a denial leaves every key unchanged");
+    });
+}
+
+#[test]
+fn retry_after_is_the_largest_or_never() {
+    on_each_server(|_, con| {
+        limiter(con, &["RL.FIXED", "a", "1", "10s"]);
+        limiter(con, &["RL.FIXED", "b", "1", "60s"]);
+        let (allowed, retry, replies) =
+            all(con, &["FIXED", "a", "1", "10s", "FIXED", "b", "1", "60s"]);
+        assert_eq!(allowed, 0);
+        assert_eq!(retry, replies[1][2]);
+        assert!(retry > 59_000, "{retry}");
+        let (_, retry, _) = all(
+            con,
+            &[
+                "FIXED", "a", "1", "10s", "TOKEN", "t", "1", "1s", "COST", "2",
+            ],
+        );
+        assert_eq!(retry, -1);
+    });
+}
+
+#[test]
+fn peek_changes_nothing() {
+    on_each_server(|_, con| {
+        let before = snapshot(con);
+        let (allowed, retry, replies) = all(
+            con,
+            &["FIXED", "p", "1", "1m", "TOKEN", "q", "2", "1m", "PEEK"],
+        );
+        assert_eq!((allowed, retry), (1, 0));
+        assert_eq!(replies[0][..2], [1, 1]);
+        assert_eq!(snapshot(con), before);
+    });
+}
+
+#[test]
+fn overrides_apply_inside_clauses() {
+    on_each_server(|_, con| {
+        cmd(
+            con,
+            &["RL.OVERRIDE.SET", "o:vip", "100", "1m", "BURST", "7"],
+        )
+        .unwrap();
+        let (_, _, replies) = all(
+            con,
+            &[
+                "SLIDING", "s", "1", "1m", "OVERRIDE", "o:vip", "TOKEN", "t", "1", "1m",
+                "OVERRIDE", "o:vip",
+            ],
+        );
+        assert_eq!(replies[0][3], 100);
+        assert_eq!(replies[1][3], 7, "TOKEN's capacity is the override's burst");
+    });
+}
+
+#[test]
+fn errors_change_nothing() {
+    on_each_server(|_, con| {
+        limiter(con, &["RL.FIXED", "f", "5", "60"]);
+        cmd(con, &["RPUSH", "list", "x"]).unwrap();
+        let before = snapshot(con);
+        let cases: &[(&[&str], &str)] = &[
+            (&[], "ERR wrong number of arguments for 'rl.all' command"),
+            (&["PEEK"], "ERR RL.ALL needs at least one clause"),
+            (
+                &["LEAKY", "k", "1", "1"],
+                "ERR unknown clause 'LEAKY' for RL.ALL",
+            ),
+            (
+                &["FIXED", "k", "1"],
+                "ERR RL.ALL FIXED clause needs key, limit and window",
+            ),
+            (
+                &["FIXED", "k", "1", "1", "TOKEN", "t"],
+                "ERR RL.ALL TOKEN clause needs key, rate and window",
+            ),
+            (
+                &["FIXED", "k", "1", "1", "SLIDING", "k", "1", "1"],
+                "ERR key 'k' appears in more than one RL.ALL clause",
+            ),
+            (
+                &["FIXED", "k", "1", "1", "APPROX"],
+                "ERR APPROX is not an option of RL.ALL FIXED",
+            ),
+            (&["FIXED", "k", "x", "1"], "ERR limit must be an integer"),
+            (
+                &["FIXED", "k", "1", "1", "NOW", "5"],
+                "ERR unknown option 'NOW' for RL.ALL FIXED",
+            ),
+            (
+                &["FIXED", "new", "1", "1", "SLIDING", "f", "1", "1"],
+                "WRONGTYPE ",
+            ),
+            (
+                &["FIXED", "new", "1", "1", "TOKEN", "list", "1", "1"],
+                "WRONGTYPE ",
+            ),
+            (
+                &["FIXED", "new", "1", "1", "OVERRIDE", "list"],
+                "WRONGTYPE ",
+            ),
+        ];
+        for (args, want) in cases {
+            let err = cmd(con, &[&["RL.ALL"], *args].concat()).unwrap_err();
+            assert!(
+                err.to_lowercase().starts_with(&want.to_lowercase()),
+                "{args:?}: {err}"
+            );
+        }
+        assert_eq!(snapshot(con), before);
+    });
+}
+
+#[test]
+fn getkeys_reports_every_key_and_okey() {
+    on_each_server(|_, con| {
+        let keys = cmd(
+            con,
+            &[
+                "COMMAND", "GETKEYS", "RL.ALL", "FIXED", "a", "1", "1", "OVERRIDE", "oa", "TOKEN",
+                "b", "1", "1", "SLIDING", "c", "1", "1", "PEEK",
+            ],
+        )
+        .unwrap();
+        let Value::Array(keys) = keys else { panic!() };
+        let keys: Vec<String> = keys
+            .iter()
+            .map(|k| match k {
+                Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(keys, ["a", "oa", "b", "c"]);
+    });
+}
+
+#[test]
+fn replica_and_aof_replay_match_the_primary() {
+    for flavor in FLAVORS {
+        let mut primary = Server::start_with(
+            flavor,
+            &[
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--repl-diskless-sync-delay",
+                "0",
+            ],
+        );
+        let replica = Server::start_with(flavor, &[]);
+        let (mut p, mut r) = (primary.conn(), replica.conn());
+        cmd(
+            &mut r,
+            &["REPLICAOF", "127.0.0.1", &primary.port.to_string()],
+        )
+        .unwrap();
+        wait_until("the replica link", || {
+            info_field(&mut r, "replication", "master_link_status") == "up"
+        });
+        cmd(&mut p, &["RL.OVERRIDE.SET", "o", "4", "1h", "BURST", "6"]).unwrap();
+        for i in 0..200 {
+            let ip = format!("ip:{}", i % 7);
+            let user = format!("user:{}", i % 3);
+            let _ = all(
+                &mut p,
+                &[
+                    "FIXED",
+                    &ip,
+                    "5",
+                    "1h",
+                    "ALIGNED",
+                    "SLIDING",
+                    &format!("{ip}:m"),
+                    "8",
+                    "1h",
+                    "TOKEN",
+                    &user,
+                    "3",
+                    "1h",
+                    "OVERRIDE",
+                    "o",
+                    "SLIDING",
+                    &format!("{user}:a"),
+                    "9",
+                    "1h",
+                    "APPROX",
+                ],
+            );
+        }
+        wait_until("the replica to catch up", || {
+            info_field(&mut p, "replication", "master_repl_offset")
+                == info_field(&mut r, "replication", "slave_repl_offset")
+        });
+        let on_primary = snapshot(&mut p);
+        assert!(on_primary.len() > 10);
+        assert_eq!(snapshot(&mut r), on_primary);
+        primary.restart();
+        assert_eq!(snapshot(&mut primary.conn()), on_primary);
+    }
+}
