@@ -49,6 +49,9 @@ pub struct Arg {
 
 pub struct CommandDoc {
     pub name: &'static CStr,
+    /// The ACL categories its flags imply; `ratelimit` is added where the
+    /// server supports module categories.
+    pub acl: &'static str,
     pub summary: &'static CStr,
     pub complexity: &'static CStr,
     pub arity: c_int,
@@ -109,10 +112,30 @@ pub fn attach(ctx: &Context, doc: &CommandDoc) -> Status {
     };
     // SAFETY: every pointer in info is valid and the arrays are terminated
     // by zeroed entries, as the API requires.
-    if unsafe { set_info(command, &info) } == raw::REDISMODULE_OK as c_int {
-        Status::Ok
-    } else {
-        Status::Err
+    if unsafe { set_info(command, &info) } != raw::REDISMODULE_OK as c_int {
+        return Status::Err;
+    }
+    set_acl_categories(command, doc.acl);
+    Status::Ok
+}
+
+/// Sets the command's ACL categories where the server lets modules do so
+/// (Redis 7.2+, Valkey): those its flags imply plus `ratelimit` when the
+/// module category exists (Redis 7.4+, Valkey), else just the implied ones.
+/// Redis 7.0 assigns no categories to module commands and has no API for it.
+fn set_acl_categories(command: *mut raw::RedisModuleCommand, implied: &str) {
+    // SAFETY: read once, after RedisModule_Init.
+    let Some(set_acl) = (unsafe { raw::RedisModule_SetCommandACLCategories }) else {
+        return;
+    };
+    for categories in [format!("{implied} ratelimit"), implied.to_string()] {
+        let Ok(categories) = std::ffi::CString::new(categories) else {
+            continue;
+        };
+        // SAFETY: command is a live command of this module during load.
+        if unsafe { set_acl(command, categories.as_ptr()) } == raw::REDISMODULE_OK as c_int {
+            return;
+        }
     }
 }
 

@@ -10,9 +10,12 @@ mod codec;
 mod commands;
 mod core;
 mod error;
+mod mode;
+mod stats;
 mod store;
 
-use redis_module::{redis_module, Context, RedisString, Status};
+use redis_module::configuration::ConfigurationFlags;
+use redis_module::{redis_module, AclCategory, Context, RedisString, Status};
 
 // Redis's allocator in the server; the system one in unit tests, which run
 // without a server to provide it.
@@ -57,6 +60,11 @@ redis_module! {
     version: 1,
     allocator: (Allocator, ALLOCATOR),
     data_types: [],
+    // Added where the server supports module ACL categories (Valkey, Redis
+    // 7.4+); older servers log a warning and load without it.
+    acl_categories: [
+        "ratelimit",
+    ],
     init: init,
     commands: [
         ["RL.FIXED", commands::fixed::rl_fixed, "write deny-oom fast", 0, 0, 0, ""],
@@ -68,4 +76,13 @@ redis_module! {
         ["RL.OVERRIDE.DEL", commands::overrides::rl_override_del, "write fast", 0, 0, 0, ""],
         ["RL.OVERRIDE.LIST", commands::overrides::rl_override_list, "readonly", 0, 0, 0, ""],
     ],
+    configurations: [
+        i64: [],
+        string: [],
+        bool: [],
+        enum: [
+            ["mode", &mode::MODE, mode::Mode::on, ConfigurationFlags::DEFAULT, None],
+        ],
+        module_args_as_configuration: true,
+    ]
 }

@@ -5,6 +5,7 @@
 
 use super::{guarded, limiter};
 use crate::cmdinfo::{Arg, ArgKind, CommandDoc};
+use crate::stats::Command;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 pub fn rl_all(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
@@ -12,11 +13,12 @@ pub fn rl_all(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         limiter::all_keys(ctx, &args);
         return Ok(RedisValue::NoReply);
     }
-    guarded(ctx, || limiter::run_all(ctx, &args))
+    guarded(ctx, Command::All, || limiter::run_all(ctx, &args))
 }
 
 pub const DOC: CommandDoc = CommandDoc {
     name: c"RL.ALL",
+    acl: "write fast",
     summary: c"Checks several limits in one atomic step: admitted only if all admit, and then all record the call.",
     complexity: c"O(N) where N is the number of clauses (each clause as its own command).",
     arity: -2,

@@ -5,14 +5,18 @@ use crate::args::Algorithm;
 use crate::cmdinfo::{
     Arg, ArgKind, CommandDoc, COST_ARG, KEY_ARG, LIMITER_KEYS, OVERRIDE_ARG, PEEK_ARG, WINDOW_ARG,
 };
+use crate::stats::Command;
 use redis_module::{Context, RedisResult, RedisString};
 
 pub fn rl_fixed(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    guarded(ctx, || limiter::run(ctx, &args, Algorithm::Fixed))
+    guarded(ctx, Command::Fixed, || {
+        limiter::run(ctx, &args, Algorithm::Fixed)
+    })
 }
 
 pub const DOC: CommandDoc = CommandDoc {
     name: c"RL.FIXED",
+    acl: "write fast",
     summary: c"Counts a call against a fixed-window limit and says whether it is admitted.",
     complexity: c"O(1)",
     arity: -4,

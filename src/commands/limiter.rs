@@ -16,6 +16,8 @@ use crate::core::fixed::{self, FixedParams};
 use crate::core::sliding::{self, Append, SlidingParams};
 use crate::core::token::{self, TokenParams};
 use crate::error::RlError;
+use crate::mode::{Mode, MODE};
+use crate::stats::{self, Command, Counter};
 use crate::store::{self, Access, Key, Value};
 use redis_module::{Context, RedisString, RedisValue};
 
@@ -53,22 +55,84 @@ pub fn run(
     args: &[RedisString],
     algorithm: Algorithm,
 ) -> Result<RedisValue, RlError> {
-    let call = parse_limiter(algorithm, &byte_args(args), store::is_replayed(ctx))?;
+    let replayed = store::is_replayed(ctx);
+    let call = parse_limiter(algorithm, &byte_args(args), replayed)?;
+    let mode = effective_mode(replayed);
+    let command = stats_command(algorithm);
+    if mode == Mode::off {
+        stats::count(command, Counter::Allowed);
+        return Ok(limiter_reply(&off_reply(&call.clause)));
+    }
     let now = call.replayed_now_ms.unwrap_or_else(store::now_ms);
     let decided = decide(ctx, args, call.clause, call.peek, now)?;
-    if !call.peek && decided.allowed() {
+    let allowed = decided.allowed();
+    if !call.peek && allowed {
         decided.commit();
         let mut argv = decided.canonical();
         argv.extend(now_option(now));
         replicate(ctx, algorithm.command_name(), &argv);
     }
-    Ok(limiter_reply(&decided.checked.reply))
+    let mut reply = decided.checked.reply;
+    if !replayed {
+        count_outcome(command, allowed, mode);
+    }
+    if mode == Mode::monitor {
+        // Admit, but keep retry_after so the application can log it.
+        reply[0] = 1;
+    }
+    Ok(limiter_reply(&reply))
+}
+
+/// Replayed calls apply the primary's decision whatever this node's mode.
+fn effective_mode(replayed: bool) -> Mode {
+    if replayed {
+        Mode::on
+    } else {
+        MODE.current()
+    }
+}
+
+fn stats_command(algorithm: Algorithm) -> Command {
+    match algorithm {
+        Algorithm::Fixed => Command::Fixed,
+        Algorithm::Sliding => Command::Sliding,
+        Algorithm::Token => Command::Token,
+    }
+}
+
+fn count_outcome(command: Command, allowed: bool, mode: Mode) {
+    match (allowed, mode) {
+        (true, _) => stats::count(command, Counter::Allowed),
+        (false, Mode::monitor) => {
+            stats::count(command, Counter::Allowed);
+            stats::count(command, Counter::MonitorWouldDeny);
+        }
+        (false, _) => stats::count(command, Counter::Denied),
+    }
+}
+
+/// `off`: nothing read or written; admitted with an untouched limit.
+fn off_reply(clause: &Clause) -> [i64; 6] {
+    let limit = match clause.algorithm {
+        Algorithm::Token => clause.burst.unwrap_or(clause.amount),
+        Algorithm::Fixed | Algorithm::Sliding => clause.amount,
+    };
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    [1, 0, 0, limit, limit, 0]
 }
 
 /// `RL.ALL clause [clause ...] [PEEK]`: admitted only if every clause
 /// admits; then every clause records its cost, else nothing is written.
 pub fn run_all(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, RlError> {
-    let call = parse_all(&byte_args(args), store::is_replayed(ctx))?;
+    let replayed = store::is_replayed(ctx);
+    let call = parse_all(&byte_args(args), replayed)?;
+    let mode = effective_mode(replayed);
+    if mode == Mode::off {
+        stats::count(Command::All, Counter::Allowed);
+        let mut reply = vec![RedisValue::Integer(1), RedisValue::Integer(0)];
+        reply.extend(call.clauses.iter().map(|c| limiter_reply(&off_reply(c))));
+        return Ok(RedisValue::Array(reply));
+    }
     let now = call.replayed_now_ms.unwrap_or_else(store::now_ms);
     let decided = call
         .clauses
@@ -97,8 +161,14 @@ pub fn run_all(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, RlErro
     } else {
         retries.max().unwrap_or(0)
     };
+    if !replayed {
+        count_outcome(Command::All, allowed, mode);
+    }
+    // Monitor admits the call; the clause replies still say which limits
+    // would have refused it.
+    let replied_allowed = allowed || mode == Mode::monitor;
     let mut reply = vec![
-        RedisValue::Integer(i64::from(allowed)),
+        RedisValue::Integer(i64::from(replied_allowed)),
         RedisValue::Integer(retry_after),
     ];
     reply.extend(decided.iter().map(|d| limiter_reply(&d.checked.reply)));

@@ -10,21 +10,36 @@ pub mod token;
 
 use crate::codec::DecodeError;
 use crate::error::RlError;
-use crate::store::Value;
+use crate::stats::{self, Command, Counter};
+use crate::store::{self, Value};
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// Runs a handler body behind a panic boundary: a bug must cost one error
 /// reply, never the user's server. Every write happens last in a handler,
 /// so a panic before it leaves the dataset unchanged.
-fn guarded(ctx: &Context, body: impl FnOnce() -> Result<RedisValue, RlError>) -> RedisResult {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(result) => result.map_err(Into::into),
+/// Calls and errors are counted for `INFO rl`, except calls replayed from
+/// the replication link or the AOF, which no client made here.
+fn guarded(
+    ctx: &Context,
+    command: Command,
+    body: impl FnOnce() -> Result<RedisValue, RlError>,
+) -> RedisResult {
+    let counted = !store::is_replayed(ctx);
+    if counted {
+        stats::count(command, Counter::Calls);
+    }
+    let result = match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(result) => result,
         Err(_) => {
             ctx.log_warning("librl: a command handler panicked; replied an error instead");
-            Err(RlError::Internal.into())
+            Err(RlError::Internal)
         }
+    };
+    if counted && result.is_err() {
+        stats::count(command, Counter::Errors);
     }
+    result.map_err(Into::into)
 }
 
 fn byte_args(args: &[RedisString]) -> Vec<&[u8]> {

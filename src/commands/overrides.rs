@@ -11,6 +11,7 @@ use crate::cmdinfo::{Arg, ArgKind, CommandDoc, KeyAt, KeySpec};
 use crate::codec;
 use crate::core::overrides::Override;
 use crate::error::RlError;
+use crate::stats::Command;
 use crate::store::{self, Access, Key};
 use redis_module::{raw, Context, RedisResult, RedisString, RedisValue};
 
@@ -18,19 +19,19 @@ use redis_module::{raw, Context, RedisResult, RedisString, RedisValue};
 pub const OVERRIDE_EXPECTED: &str = "an RL.OVERRIDE value";
 
 pub fn rl_override_set(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    guarded(ctx, || set(ctx, &args))
+    guarded(ctx, Command::OverrideSet, || set(ctx, &args))
 }
 
 pub fn rl_override_get(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    guarded(ctx, || get(ctx, &args))
+    guarded(ctx, Command::OverrideGet, || get(ctx, &args))
 }
 
 pub fn rl_override_del(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    guarded(ctx, || del(ctx, &args))
+    guarded(ctx, Command::OverrideDel, || del(ctx, &args))
 }
 
 pub fn rl_override_list(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    guarded(ctx, || list(ctx, &args))
+    guarded(ctx, Command::OverrideList, || list(ctx, &args))
 }
 
 fn set(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, RlError> {
@@ -135,6 +136,7 @@ const OKEY_ARG: Arg = Arg {
 
 pub const SET_DOC: CommandDoc = CommandDoc {
     name: c"RL.OVERRIDE.SET",
+    acl: "write fast",
     summary: c"Stores an override whose limit, window and burst replace those of limiter calls naming it.",
     complexity: c"O(1)",
     arity: -4,
@@ -177,6 +179,7 @@ pub const SET_DOC: CommandDoc = CommandDoc {
 
 pub const GET_DOC: CommandDoc = CommandDoc {
     name: c"RL.OVERRIDE.GET",
+    acl: "read fast",
     summary: c"Returns an override as [limit, window_ms, burst, ttl_ms], or nil.",
     complexity: c"O(1)",
     arity: 2,
@@ -189,6 +192,7 @@ pub const GET_DOC: CommandDoc = CommandDoc {
 
 pub const DEL_DOC: CommandDoc = CommandDoc {
     name: c"RL.OVERRIDE.DEL",
+    acl: "write fast",
     summary: c"Deletes overrides and returns how many were deleted.",
     complexity: c"O(N) where N is the number of keys",
     arity: -2,
@@ -207,6 +211,7 @@ pub const DEL_DOC: CommandDoc = CommandDoc {
 
 pub const LIST_DOC: CommandDoc = CommandDoc {
     name: c"RL.OVERRIDE.LIST",
+    acl: "read slow",
     summary: c"Iterates this node's overrides with SCAN's cursor contract.",
     complexity: c"O(1) for every call. O(N) for a complete iteration, N the number of keys.",
     arity: -2,

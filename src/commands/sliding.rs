@@ -5,14 +5,18 @@ use crate::args::Algorithm;
 use crate::cmdinfo::{
     Arg, ArgKind, CommandDoc, COST_ARG, KEY_ARG, LIMITER_KEYS, OVERRIDE_ARG, PEEK_ARG, WINDOW_ARG,
 };
+use crate::stats::Command;
 use redis_module::{Context, RedisResult, RedisString};
 
 pub fn rl_sliding(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    guarded(ctx, || limiter::run(ctx, &args, Algorithm::Sliding))
+    guarded(ctx, Command::Sliding, || {
+        limiter::run(ctx, &args, Algorithm::Sliding)
+    })
 }
 
 pub const DOC: CommandDoc = CommandDoc {
     name: c"RL.SLIDING",
+    acl: "write fast",
     summary: c"Counts a call against a sliding-window limit (an exact log, or APPROX's two-window counter).",
     complexity: c"O(1) amortized for an admitted call; a denied call reads the entries that must leave the window before it fits.",
     arity: -4,

@@ -5,14 +5,18 @@ use crate::args::Algorithm;
 use crate::cmdinfo::{
     Arg, ArgKind, CommandDoc, COST_ARG, KEY_ARG, LIMITER_KEYS, OVERRIDE_ARG, PEEK_ARG, WINDOW_ARG,
 };
+use crate::stats::Command;
 use redis_module::{Context, RedisResult, RedisString};
 
 pub fn rl_token(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    guarded(ctx, || limiter::run(ctx, &args, Algorithm::Token))
+    guarded(ctx, Command::Token, || {
+        limiter::run(ctx, &args, Algorithm::Token)
+    })
 }
 
 pub const DOC: CommandDoc = CommandDoc {
     name: c"RL.TOKEN",
+    acl: "write fast",
     summary:
         c"Takes tokens from a continuously refilling bucket and says whether the call is admitted.",
     complexity: c"O(1)",

@@ -1,0 +1,108 @@
+//! Per-command counters, reported by `INFO rl` as `rl_<command>_<counter>`
+//! fields (plain integers, so exporters scrape them unchanged).
+
+use crate::mode::MODE;
+use redis_module::{InfoContext, RedisResult};
+use redis_module_macros::info_command_handler;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command {
+    Fixed,
+    Sliding,
+    Token,
+    All,
+    OverrideSet,
+    OverrideGet,
+    OverrideDel,
+    OverrideList,
+}
+
+const COMMANDS: [Command; 8] = [
+    Command::Fixed,
+    Command::Sliding,
+    Command::Token,
+    Command::All,
+    Command::OverrideSet,
+    Command::OverrideGet,
+    Command::OverrideDel,
+    Command::OverrideList,
+];
+
+impl Command {
+    fn name(self) -> &'static str {
+        match self {
+            Command::Fixed => "fixed",
+            Command::Sliding => "sliding",
+            Command::Token => "token",
+            Command::All => "all",
+            Command::OverrideSet => "override_set",
+            Command::OverrideGet => "override_get",
+            Command::OverrideDel => "override_del",
+            Command::OverrideList => "override_list",
+        }
+    }
+
+    fn is_limiter(self) -> bool {
+        matches!(
+            self,
+            Command::Fixed | Command::Sliding | Command::Token | Command::All
+        )
+    }
+}
+
+#[derive(Clone, Copy)]
+pub enum Counter {
+    Calls,
+    Allowed,
+    Denied,
+    /// Calls that `on` would have denied, admitted in monitor mode.
+    MonitorWouldDeny,
+    Errors,
+}
+
+const COUNTERS: [(Counter, &str); 5] = [
+    (Counter::Calls, "calls"),
+    (Counter::Allowed, "allowed"),
+    (Counter::Denied, "denied"),
+    (Counter::MonitorWouldDeny, "monitor_would_deny"),
+    (Counter::Errors, "errors"),
+];
+
+#[allow(clippy::declare_interior_mutable_const)]
+const ZERO: AtomicU64 = AtomicU64::new(0);
+#[allow(clippy::declare_interior_mutable_const)]
+const ZERO_ROW: [AtomicU64; COUNTERS.len()] = [ZERO; COUNTERS.len()];
+static COUNTS: [[AtomicU64; COUNTERS.len()]; COMMANDS.len()] = [ZERO_ROW; COMMANDS.len()];
+
+pub fn count(command: Command, counter: Counter) {
+    if let Some(row) = COUNTS.get(command as usize) {
+        row[counter as usize].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn get(command: Command, counter: Counter) -> u64 {
+    COUNTS
+        .get(command as usize)
+        .map_or(0, |row| row[counter as usize].load(Ordering::Relaxed))
+}
+
+#[info_command_handler]
+fn info(ctx: &InfoContext, _for_crash_report: bool) -> RedisResult<()> {
+    let mut section = ctx
+        .builder()
+        .add_section("stats")
+        .field("mode", MODE.current().name())?;
+    for command in COMMANDS {
+        for (counter, counter_name) in COUNTERS {
+            let limiter_only = !matches!(counter, Counter::Calls | Counter::Errors);
+            if limiter_only && !command.is_limiter() {
+                continue;
+            }
+            let value = i64::try_from(get(command, counter)).unwrap_or(i64::MAX);
+            section = section.field(&format!("{}_{counter_name}", command.name()), value)?;
+        }
+    }
+    section.build_section()?.build_info()?;
+    Ok(())
+}
