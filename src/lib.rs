@@ -10,6 +10,8 @@ mod codec;
 mod commands;
 mod core;
 mod error;
+#[cfg(test)]
+mod fuzz;
 mod mode;
 mod stats;
 mod store;

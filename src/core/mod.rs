@@ -4,6 +4,8 @@
 //! and replayed identically on replicas.
 
 pub mod approx;
+#[cfg(test)]
+mod clock_tests;
 pub mod decision;
 pub mod fixed;
 pub mod overrides;

@@ -1,0 +1,225 @@
+//! Bounded fuzzing, run by `make test`: argv for every parser and bytes for
+//! every stored-state decoder, drawn from a seeded generator that mixes
+//! grammar-aware tokens with raw bytes and mutates valid encodings. The only
+//! property is the one a server needs: nothing panics. (cargo-fuzz needs a
+//! nightly toolchain, which this project's machines do not have.)
+
+use crate::args::{
+    parse_all, parse_limiter, parse_override_del, parse_override_get, parse_override_list,
+    parse_override_set, Algorithm,
+};
+use crate::codec::{self, sliding_log};
+use crate::core::approx::{self, ApproxParams, ApproxState};
+use crate::core::fixed::{self, FixedParams, FixedState};
+use crate::core::overrides::Override;
+use crate::core::sliding::{self, Log, SlidingParams};
+use crate::core::token::{self, TokenParams, TokenState};
+
+/// xorshift64*: deterministic, so a failure reproduces from its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+    fn bytes(&mut self, max: usize) -> Vec<u8> {
+        let len = self.below(max + 1);
+        (0..len).map(|_| self.next() as u8).collect()
+    }
+}
+
+const TOKENS: &[&str] = &[
+    "FIXED",
+    "SLIDING",
+    "TOKEN",
+    "fixed",
+    "ALIGNED",
+    "APPROX",
+    "BURST",
+    "COST",
+    "OVERRIDE",
+    "PEEK",
+    "NOW",
+    "TTL",
+    "MATCH",
+    "COUNT",
+    "peek",
+    "k",
+    "o",
+    "",
+    "0",
+    "1",
+    "2",
+    "10",
+    "60",
+    "1ms",
+    "1s",
+    "1m",
+    "1h",
+    "1d",
+    "3650d",
+    "3651d",
+    "1125899906842624",
+    "1125899906842625",
+    "9223372036854775808",
+    "18446744073709551616",
+    "-1",
+    "+1",
+    " 1",
+    "1.5",
+    "0x10",
+    "10x",
+    "ms",
+    "99999999999999999999999999999",
+    "*",
+    "[",
+    "\\",
+];
+
+fn argv(rng: &mut Rng) -> Vec<Vec<u8>> {
+    let n = rng.below(14);
+    (0..n)
+        .map(|_| {
+            if rng.below(6) == 0 {
+                rng.bytes(12)
+            } else {
+                TOKENS[rng.below(TOKENS.len())].as_bytes().to_vec()
+            }
+        })
+        .collect()
+}
+
+fn valid_encodings(rng: &mut Rng) -> Vec<Vec<u8>> {
+    let n = rng.next();
+    vec![
+        codec::encode_fixed(&FixedState {
+            start_ms: n % 1000,
+            end_ms: n % 1000 + 1 + rng.next() % 1000,
+            count: 1 + rng.next() % 100,
+        })
+        .to_vec(),
+        codec::encode_token(&TokenState {
+            at_ms: n,
+            window_ms: 1 + rng.next() % 10_000,
+            missing: u128::from(1 + rng.next() % 10_000),
+        })
+        .to_vec(),
+        codec::encode_approx(&ApproxState {
+            start_ms: n,
+            current: rng.next() % 100,
+            previous: rng.next() % 100,
+        })
+        .to_vec(),
+        codec::encode_override(&Override {
+            limit: 1 + rng.next() % 100,
+            window_ms: 1 + rng.next() % 1000,
+            burst: None,
+        })
+        .to_vec(),
+        sliding_log::build(&[(n % 1000, 1), (n % 1000 + 3, 2), (n % 1000 + 9, 1)]),
+    ]
+}
+
+fn mutate(rng: &mut Rng, mut bytes: Vec<u8>) -> Vec<u8> {
+    for _ in 0..1 + rng.below(4) {
+        match rng.below(4) {
+            0 if !bytes.is_empty() => {
+                let i = rng.below(bytes.len());
+                bytes[i] ^= 1 << rng.below(8);
+            }
+            1 if !bytes.is_empty() => {
+                let i = rng.below(bytes.len());
+                bytes[i] = rng.next() as u8;
+            }
+            2 => bytes.truncate(rng.below(bytes.len() + 1)),
+            _ => bytes.extend(rng.bytes(8)),
+        }
+    }
+    bytes
+}
+
+/// Decodes `bytes` as every kind of state and runs each decision on it.
+fn exercise_state(bytes: &mut [u8], now: u64, cost: u64) {
+    let fp = FixedParams {
+        limit: 5,
+        window_ms: 100,
+        aligned: now % 2 == 0,
+    };
+    if let Ok(s) = codec::decode_fixed(bytes) {
+        let _ = fixed::decide(&fp, Some(s), now, cost);
+    }
+    let tp = TokenParams {
+        rate: 3,
+        window_ms: 1000,
+        capacity: 7,
+    };
+    if let Ok(s) = codec::decode_token(bytes) {
+        let _ = token::decide(&tp, Some(s), now, cost);
+    }
+    let ap = ApproxParams {
+        limit: 5,
+        window_ms: 100,
+    };
+    if let Ok(s) = codec::decode_approx(bytes) {
+        let _ = approx::decide(&ap, Some(s), now, cost);
+    }
+    let _ = codec::decode_override(bytes);
+    let sp = SlidingParams {
+        limit: 50,
+        window_ms: 10,
+    };
+    let append = match sliding_log::view(bytes) {
+        Ok(log) => {
+            let _ = log.entries().count();
+            sliding::decide(&sp, Some(&log), now, cost).new_state
+        }
+        Err(_) => None,
+    };
+    if let Some(append) = append {
+        let _ = sliding_log::apply(Some(bytes), &append);
+    }
+}
+
+#[test]
+fn parsers_and_decoders_never_panic() {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let parser_inputs = 200_000;
+    for _ in 0..parser_inputs {
+        let owned = argv(&mut rng);
+        let argv: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
+        let trusted = rng.below(2) == 0;
+        for algorithm in [Algorithm::Fixed, Algorithm::Sliding, Algorithm::Token] {
+            let _ = parse_limiter(algorithm, &argv, trusted);
+        }
+        let _ = parse_all(&argv, trusted);
+        let _ = parse_override_set(&argv, trusted);
+        let _ = parse_override_get(&argv);
+        let _ = parse_override_del(&argv);
+        let _ = parse_override_list(&argv);
+    }
+    let decoder_inputs = 200_000;
+    for i in 0..decoder_inputs {
+        let mut bytes = if i % 4 == 0 {
+            rng.bytes(64)
+        } else {
+            let valid = valid_encodings(&mut rng);
+            let pick = valid[rng.below(valid.len())].clone();
+            mutate(&mut rng, pick)
+        };
+        let now = match rng.below(3) {
+            0 => rng.next(),
+            1 => rng.next() % 5000,
+            _ => u64::MAX - rng.next() % 10,
+        };
+        exercise_state(&mut bytes, now, 1 + rng.next() % 10);
+    }
+    eprintln!(
+        "fuzz: {parser_inputs} argv inputs x 8 parsers, {decoder_inputs} state inputs x 5 decoders: no panic"
+    );
+}
