@@ -149,7 +149,7 @@ fn exercise_state(bytes: &mut [u8], now: u64, cost: u64) {
     let fp = FixedParams {
         limit: 5,
         window_ms: 100,
-        aligned: now % 2 == 0,
+        aligned: now.is_multiple_of(2),
     };
     if let Ok(s) = codec::decode_fixed(bytes) {
         let _ = fixed::decide(&fp, Some(s), now, cost);
