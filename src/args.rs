@@ -496,12 +496,14 @@ fn value<'a>(argv: &[&'a [u8]], i: &mut usize, option: &'static str) -> Result<&
     Ok(v)
 }
 
-/// Options that belong to some limiter command, to tell "wrong command"
+/// Options that belong to some librl command, to tell "wrong command"
 /// apart from "unknown".
-const LIMITER_OPTIONS: [&str; 6] = ["ALIGNED", "APPROX", "BURST", "COST", "OVERRIDE", "PEEK"];
+const KNOWN_OPTIONS: [&str; 9] = [
+    "ALIGNED", "APPROX", "BURST", "COST", "OVERRIDE", "PEEK", "TTL", "MATCH", "COUNT",
+];
 
 fn foreign_option(command: &'static str, upper: &[u8], original: &[u8]) -> ArgError {
-    match LIMITER_OPTIONS.iter().find(|o| o.as_bytes() == upper) {
+    match KNOWN_OPTIONS.iter().find(|o| o.as_bytes() == upper) {
         Some(option) => ArgError::OptionNotFor { command, option },
         None => ArgError::UnknownOption {
             command,

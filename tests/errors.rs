@@ -48,10 +48,12 @@ fn not_an_option(command: &str, option: &str) -> String {
     format!("ERR {option} is not an option of {command}")
 }
 
-/// The option words of the limiter commands: any of them on a command that
-/// lacks it is "not an option of" it; every other word (TTL, MATCH, COUNT,
-/// NOW) is unknown to a command that lacks it, shown as spelled.
-const LIMITER_OPTIONS: [&str; 6] = ["ALIGNED", "APPROX", "BURST", "COST", "OVERRIDE", "PEEK"];
+/// The option words of librl's commands: any of them on a command that
+/// lacks it is "not an option of" it; every other word (NOW from a client,
+/// TYPE, ...) is unknown to a command that lacks it, shown as spelled.
+const LIMITER_OPTIONS: [&str; 9] = [
+    "ALIGNED", "APPROX", "BURST", "COST", "OVERRIDE", "PEEK", "TTL", "MATCH", "COUNT",
+];
 
 fn foreign_option(command: &str, spelled: &str) -> String {
     let upper = spelled.to_ascii_uppercase();
@@ -1041,8 +1043,8 @@ fn list_cases() -> Vec<Case> {
         (&[b"0", b"NOVALUES"], unknown_option(cmd, "NOVALUES")),
         (&[b"0", b"NOW", b"5"], unknown_option(cmd, "NOW")),
         (&[b"0", b"now"], unknown_option(cmd, "now")),
-        (&[b"0", b"TTL", b"1s"], unknown_option(cmd, "TTL")),
-        (&[b"0", b"ttl", b"1s"], unknown_option(cmd, "ttl")),
+        (&[b"0", b"TTL", b"1s"], not_an_option(cmd, "TTL")),
+        (&[b"0", b"ttl", b"1s"], not_an_option(cmd, "TTL")),
         (&[b"0", b"BURST", b"5"], not_an_option(cmd, "BURST")),
         (&[b"0", b"burst", b"5"], not_an_option(cmd, "BURST")),
         (
@@ -1051,7 +1053,7 @@ fn list_cases() -> Vec<Case> {
         ),
         (
             &[b"0", b"MATCH", b"*", b"COUNT", b"10", b"TTL", b"1h"],
-            unknown_option(cmd, "TTL"),
+            not_an_option(cmd, "TTL"),
         ),
         (&[b"0", b"PEEK"], not_an_option(cmd, "PEEK")),
         (&[b"0", b"COST", b"1"], not_an_option(cmd, "COST")),
