@@ -40,3 +40,21 @@ test: deps build lint
 clean:
 	cargo clean
 	rm -rf .deps
+
+# `make bench`: librl against INCR and against the Lua scripts it replaces,
+# side by side in one run; results in bench/results/ (bench/README.md).
+# `make bench-profile`: instructions per call under callgrind, and where
+# they go (bench/results/profile.md).
+.PHONY: bench bench-profile bench-lint
+
+bench: build
+	@scripts/install-bench-deps.sh
+	python3 bench/bench.py
+
+bench-profile: build
+	@scripts/install-bench-deps.sh --profile
+	python3 bench/profile.py
+
+bench-lint:
+	cargo fmt --manifest-path bench/core/Cargo.toml --check
+	cargo clippy --release --locked --manifest-path bench/core/Cargo.toml --target-dir target/bench-core --all-targets -- -D warnings
