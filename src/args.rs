@@ -5,7 +5,7 @@ use crate::core::overrides::Override;
 use crate::core::{MAX_AMOUNT, MAX_WINDOW_MS};
 use std::fmt;
 
-/// A limiter algorithm, as named by its command (and, later, RL.ALL clauses).
+/// A limiter algorithm, as named by its command and by RL.ALL clauses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Algorithm {
     Fixed,
@@ -24,12 +24,12 @@ impl Algorithm {
         }
     }
 
-    /// The word that opens this algorithm's clause, as replicated.
-    pub fn word(self) -> &'static [u8] {
+    /// The command's name for the replication stream.
+    pub fn command_cstr(self) -> &'static std::ffi::CStr {
         match self {
-            Algorithm::Fixed => b"FIXED",
-            Algorithm::Sliding => b"SLIDING",
-            Algorithm::Token => b"TOKEN",
+            Algorithm::Fixed => c"RL.FIXED",
+            Algorithm::Sliding => c"RL.SLIDING",
+            Algorithm::Token => c"RL.TOKEN",
         }
     }
 
@@ -228,8 +228,6 @@ pub struct AllCall {
     pub peek: bool,
     pub replayed_now_ms: Option<u64>,
 }
-
-pub const ALL: &str = "RL.ALL";
 
 pub fn parse_all(argv: &[&[u8]], trusted: bool) -> Result<AllCall, ArgError> {
     let mut flags = CallFlags::new(trusted);
@@ -926,7 +924,7 @@ mod tests {
     #[test]
     fn all_clauses() {
         let argv = args(
-            ALL,
+            "RL.ALL",
             &[
                 "FIXED", "ip:s", "10", "1s", "ALIGNED", "sliding", "ip:m", "100", "1m", "APPROX",
                 "COST", "2", "TOKEN", "key", "5", "1s", "BURST", "9", "OVERRIDE", "FIXED", "PEEK",
@@ -988,7 +986,7 @@ mod tests {
         ];
         for (rest, want) in cases {
             assert_eq!(
-                parse_all(&args(ALL, rest), false).as_ref().err(),
+                parse_all(&args("RL.ALL", rest), false).as_ref().err(),
                 Some(want),
                 "{rest:?}"
             );
@@ -996,7 +994,7 @@ mod tests {
         // COST may repeat across clauses: each clause has its own.
         assert!(parse_all(
             &args(
-                ALL,
+                "RL.ALL",
                 &["FIXED", "a", "1", "1", "COST", "1", "FIXED", "b", "1", "1", "COST", "1"]
             ),
             false

@@ -1,10 +1,12 @@
-//! The module's only contact with Redis's keyspace, clock and replication
-//! stream. Every raw FFI call that redis-module 2.0.8 does not wrap is made
-//! here, once.
+//! The module's only contact with Redis's keyspace, clock, replication
+//! stream and raw replies. Every raw FFI call that redis-module 2.0.8 does
+//! not wrap (or wraps at a cost the hot path should not pay) is made here,
+//! once.
 
 use crate::error::RlError;
 use redis_module::{raw, CallOptionsBuilder, CallReply, CallResult, Context, RedisString};
-use std::os::raw::{c_char, c_int};
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_int, c_longlong};
 
 /// The server's clock in Unix milliseconds.
 pub fn now_ms() -> u64 {
@@ -26,6 +28,76 @@ pub fn is_replayed(ctx: &Context) -> bool {
 /// call that ran (module commands are never propagated implicitly).
 pub fn replicate(ctx: &Context, command: &str, args: &[&[u8]]) {
     ctx.replicate(command, args);
+}
+
+/// Propagates the running call as it came, plus `NOW now`: the client's own
+/// argument objects are passed by reference, so nothing is copied.
+pub fn replicate_with_now(ctx: &Context, command: &CStr, argv: &[RedisString], now: u64) {
+    let args: Vec<*mut raw::RedisModuleString> = argv.iter().skip(1).map(|a| a.inner).collect();
+    let now = c_longlong::try_from(now).unwrap_or(c_longlong::MAX);
+    // SAFETY: the format "vcl" takes (array, count), a C string and a long
+    // long, matching the arguments; all live for the call.
+    unsafe {
+        if let Some(replicate) = raw::RedisModule_Replicate {
+            replicate(
+                ctx.ctx,
+                command.as_ptr(),
+                c"vcl".as_ptr(),
+                args.as_ptr(),
+                args.len(),
+                c"NOW".as_ptr(),
+                now,
+            );
+        }
+    }
+}
+
+/// Propagates the running call exactly as it came (a replayed call already
+/// carries the primary's NOW).
+pub fn replicate_verbatim(ctx: &Context) {
+    // SAFETY: ctx is the running command's context.
+    unsafe {
+        if let Some(verbatim) = raw::RedisModule_ReplicateVerbatim {
+            verbatim(ctx.ctx);
+        }
+    }
+}
+
+/// Replies a limiter's six integers without building an intermediate value.
+pub fn reply_integers(ctx: &Context, values: &[i64]) {
+    // SAFETY: ctx is the running command's context; an array of n elements
+    // is followed by exactly n replies.
+    unsafe {
+        let (Some(array), Some(int)) = (
+            raw::RedisModule_ReplyWithArray,
+            raw::RedisModule_ReplyWithLongLong,
+        ) else {
+            return;
+        };
+        array(ctx.ctx, values.len() as std::os::raw::c_long);
+        for &v in values {
+            int(ctx.ctx, v);
+        }
+    }
+}
+
+/// Opens an array reply of `len` elements, to be followed by `len` replies.
+pub fn reply_array(ctx: &Context, len: usize) {
+    // SAFETY: as above; the caller replies `len` elements next.
+    unsafe {
+        if let Some(array) = raw::RedisModule_ReplyWithArray {
+            array(ctx.ctx, len as std::os::raw::c_long);
+        }
+    }
+}
+
+pub fn reply_integer(ctx: &Context, value: i64) {
+    // SAFETY: ctx is the running command's context.
+    unsafe {
+        if let Some(int) = raw::RedisModule_ReplyWithLongLong {
+            int(ctx.ctx, value);
+        }
+    }
 }
 
 /// One SCAN step over this node's string keys (every librl value is a

@@ -1,14 +1,16 @@
 //! The flow every limiter command shares: parse, read the key, decide with
 //! an explicit `now`, write and replicate only if admitted, reply.
 //!
-//! Replication: the primary propagates the call rewritten with its own
-//! decision time (`NOW ms`) and its effective parameters, so replicas and
-//! AOF replay reach the same decision from the same state without reading
-//! their own clock. Denied calls and PEEK propagate nothing.
+//! Replication: the primary propagates the call as it came plus its own
+//! decision time (`NOW ms`), so replicas and AOF replay reach the same
+//! decision from the same state (overrides included: their changes and
+//! expiries are replicated before the calls that read them) without reading
+//! their own clock. Denied calls and PEEK propagate nothing. Replies are
+//! written directly: this is the hot path.
 
 use super::overrides::OVERRIDE_EXPECTED;
 use super::{byte_args, stored};
-use crate::args::{parse_all, parse_limiter, Algorithm, Clause, ALL};
+use crate::args::{parse_all, parse_limiter, Algorithm, Clause};
 use crate::codec::sliding_log::{self, Applied};
 use crate::codec::{self, DecodeError};
 use crate::core::approx::{self, ApproxParams};
@@ -20,6 +22,7 @@ use crate::mode::{Mode, MODE};
 use crate::stats::{self, Command, Counter};
 use crate::store::{self, Access, Key, Value};
 use redis_module::{Context, RedisString, RedisValue};
+use std::ffi::CStr;
 
 /// A clause decided against its key's value, not yet committed.
 struct Checked {
@@ -61,16 +64,15 @@ pub fn run(
     let command = stats_command(algorithm);
     if mode == Mode::off {
         stats::count(command, Counter::Allowed);
-        return Ok(limiter_reply(&off_reply(&call.clause)));
+        store::reply_integers(ctx, &off_reply(&call.clause));
+        return Ok(RedisValue::NoReply);
     }
     let now = call.replayed_now_ms.unwrap_or_else(store::now_ms);
     let decided = decide(ctx, args, call.clause, call.peek, now)?;
     let allowed = decided.allowed();
     if !call.peek && allowed {
         decided.commit();
-        let mut argv = decided.canonical();
-        argv.extend(now_option(now));
-        replicate(ctx, algorithm.command_name(), &argv);
+        propagate(ctx, algorithm.command_cstr(), args, replayed, now);
     }
     let mut reply = decided.checked.reply;
     if !replayed {
@@ -80,7 +82,18 @@ pub fn run(
         // Admit, but keep retry_after so the application can log it.
         reply[0] = 1;
     }
-    Ok(limiter_reply(&reply))
+    store::reply_integers(ctx, &reply);
+    Ok(RedisValue::NoReply)
+}
+
+/// Propagates an admitted call: as it came plus the primary's NOW, or, when
+/// it is itself a replay, exactly as it came.
+fn propagate(ctx: &Context, command: &CStr, args: &[RedisString], replayed: bool, now: u64) {
+    if replayed {
+        store::replicate_verbatim(ctx);
+    } else {
+        store::replicate_with_now(ctx, command, args, now);
+    }
 }
 
 /// Replayed calls apply the primary's decision whatever this node's mode.
@@ -129,9 +142,13 @@ pub fn run_all(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, RlErro
     let mode = effective_mode(replayed);
     if mode == Mode::off {
         stats::count(Command::All, Counter::Allowed);
-        let mut reply = vec![RedisValue::Integer(1), RedisValue::Integer(0)];
-        reply.extend(call.clauses.iter().map(|c| limiter_reply(&off_reply(c))));
-        return Ok(RedisValue::Array(reply));
+        store::reply_array(ctx, 2 + call.clauses.len());
+        store::reply_integer(ctx, 1);
+        store::reply_integer(ctx, 0);
+        for clause in &call.clauses {
+            store::reply_integers(ctx, &off_reply(clause));
+        }
+        return Ok(RedisValue::NoReply);
     }
     let now = call.replayed_now_ms.unwrap_or_else(store::now_ms);
     let decided = call
@@ -141,14 +158,10 @@ pub fn run_all(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, RlErro
         .collect::<Result<Vec<_>, _>>()?;
     let allowed = decided.iter().all(Decided::allowed);
     if allowed && !call.peek {
-        let mut argv = Vec::new();
         for d in &decided {
             d.commit();
-            argv.push(d.clause.algorithm.word().to_vec());
-            argv.extend(d.canonical());
         }
-        argv.extend(now_option(now));
-        replicate(ctx, ALL, &argv);
+        propagate(ctx, c"RL.ALL", args, replayed, now);
     }
     let retries = decided
         .iter()
@@ -167,12 +180,13 @@ pub fn run_all(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, RlErro
     // Monitor admits the call; the clause replies still say which limits
     // would have refused it.
     let replied_allowed = allowed || mode == Mode::monitor;
-    let mut reply = vec![
-        RedisValue::Integer(i64::from(replied_allowed)),
-        RedisValue::Integer(retry_after),
-    ];
-    reply.extend(decided.iter().map(|d| limiter_reply(&d.checked.reply)));
-    Ok(RedisValue::Array(reply))
+    store::reply_array(ctx, 2 + decided.len());
+    store::reply_integer(ctx, i64::from(replied_allowed));
+    store::reply_integer(ctx, retry_after);
+    for d in &decided {
+        store::reply_integers(ctx, &d.checked.reply);
+    }
+    Ok(RedisValue::NoReply)
 }
 
 /// Reports RL.ALL's keys to the server (getkeys API): every clause's key,
@@ -189,20 +203,9 @@ pub fn all_keys(ctx: &Context, args: &[RedisString]) {
     }
 }
 
-fn limiter_reply(reply: &[i64; 6]) -> RedisValue {
-    RedisValue::Array(reply.iter().map(|&v| RedisValue::Integer(v)).collect())
-}
-
-fn now_option(now: u64) -> [Vec<u8>; 2] {
-    [b"NOW".to_vec(), now.to_string().into_bytes()]
-}
-
 /// A clause decided against its key, the key still open for the commit.
 struct Decided<'c> {
     key: Key<'c>,
-    name: &'c RedisString,
-    /// The clause with any override applied.
-    clause: Clause,
     checked: Checked,
 }
 
@@ -215,28 +218,6 @@ impl Decided<'_> {
         if let Some((commit, expire_at_ms)) = &self.checked.commit {
             commit.write(&self.key, *expire_at_ms);
         }
-    }
-
-    /// The clause as replicas replay it: its effective parameters and no
-    /// OVERRIDE (the replica needs no second read).
-    fn canonical(&self) -> Vec<Vec<u8>> {
-        let c = &self.clause;
-        let mut argv = vec![
-            self.name.as_slice().to_vec(),
-            c.amount.to_string().into_bytes(),
-            format!("{}ms", c.window_ms).into_bytes(),
-        ];
-        if c.aligned {
-            argv.push(b"ALIGNED".to_vec());
-        }
-        if c.approx {
-            argv.push(b"APPROX".to_vec());
-        }
-        if let Some(burst) = c.burst {
-            argv.extend([b"BURST".to_vec(), burst.to_string().into_bytes()]);
-        }
-        argv.extend([b"COST".to_vec(), c.cost.to_string().into_bytes()]);
-        argv
     }
 }
 
@@ -269,12 +250,7 @@ fn decide<'c>(
     };
     let key = Key::open(ctx, name, access);
     let checked = check(&clause, key.value(), now)?;
-    Ok(Decided {
-        key,
-        name,
-        clause,
-        checked,
-    })
+    Ok(Decided { key, checked })
 }
 
 fn check(clause: &Clause, value: Value<'_>, now: u64) -> Result<Checked, RlError> {
@@ -348,9 +324,4 @@ fn check(clause: &Clause, value: Value<'_>, now: u64) -> Result<Checked, RlError
             })
         }
     }
-}
-
-fn replicate(ctx: &Context, command: &str, argv: &[Vec<u8>]) {
-    let argv: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
-    store::replicate(ctx, command, &argv);
 }
