@@ -23,7 +23,7 @@ use std::cell::Cell;
 
 const FIELDS_LEN: usize = 3 * 4 + 3 * 8;
 pub const DATA_START: usize = HEADER_LEN + FIELDS_LEN;
-const MIN_SLACK: usize = 16;
+const MIN_SLACK: usize = 32;
 /// Past this, the oldest entries are merged pairwise into the later one of
 /// each pair (a conservative approximation: a merged call counts until the
 /// later call leaves the window). Reached only beyond ~16 million distinct
