@@ -28,10 +28,14 @@ run: build
 lint: deps
 	cargo fmt --check
 	cargo clippy --release --locked --all-targets -- -D warnings
+	cd examples/axum && cargo fmt --check
+	cd examples/axum && cargo clippy --release --locked --all-targets -- -D warnings
 
 test: build lint
 	cargo test --release --locked
+	cd examples/axum && cargo test --release --locked
 
 clean:
 	cargo clean
 	rm -rf .deps
+	rm -rf examples/axum/target
