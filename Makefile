@@ -33,13 +33,18 @@ run: build
 lint: build-deps
 	cargo fmt --check
 	cargo clippy --release --locked --all-targets -- -D warnings
+	cd examples/axum && cargo fmt --check
+	cd examples/axum && cargo clippy --release --locked --all-targets -- -D warnings
+	$(MAKE) --no-print-directory bench-lint
 
 test: deps build lint
 	cargo test --release --locked
+	cd examples/axum && cargo test --release --locked
 
 clean:
 	cargo clean
 	rm -rf .deps
+	rm -rf examples/axum/target
 
 # `make bench`: librl against INCR and against the Lua scripts it replaces,
 # side by side in one run; results in bench/results/ (bench/README.md).
