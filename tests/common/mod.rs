@@ -1,6 +1,11 @@
 //! Real servers for the integration tests: a guard that starts
 //! `redis-server` or `valkey-server` with the freshly built module on a free
-//! loopback port, waits until it answers, and kills and reaps it on drop.
+//! loopback port, waits until it answers, and stops and reaps it on drop.
+//!
+//! Environment: `LIBRL_MODULE` (the module), `REDIS_SERVER` and
+//! `VALKEY_SERVER` (the binaries, or wrappers such as
+//! scripts/valgrind-server.sh), `LIBRL_SLOW=1` (servers under valgrind:
+//! longer start-up, stop and wait timeouts).
 #![allow(dead_code)]
 
 use std::net::TcpListener;
@@ -35,7 +40,9 @@ pub fn module_path() -> PathBuf {
 
 fn binary(flavor: Flavor) -> PathBuf {
     match flavor {
-        Flavor::Redis => PathBuf::from("redis-server"),
+        Flavor::Redis => std::env::var_os("REDIS_SERVER")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("redis-server")),
         Flavor::Valkey => {
             let path = std::env::var_os("VALKEY_SERVER")
                 .map(PathBuf::from)
@@ -58,6 +65,17 @@ fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("no free loopback port")
+}
+
+/// True when the servers run under valgrind (`LIBRL_SLOW=1`): everything
+/// the server does takes tens of times longer.
+pub fn slow() -> bool {
+    std::env::var("LIBRL_SLOW").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// `normal`, or `slow` seconds under `LIBRL_SLOW`.
+fn timeout(normal: u64, slow_secs: u64) -> Duration {
+    Duration::from_secs(if slow() { slow_secs } else { normal })
 }
 
 static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
@@ -159,6 +177,31 @@ impl Server {
         client.get_connection().expect("cannot connect")
     }
 
+    /// Graceful stop: `SHUTDOWN NOSAVE NOW` (SIGTERM if the server cannot
+    /// be told), then SIGKILL if it has not exited within 10 s (60 s under
+    /// `LIBRL_SLOW`). A normal exit lets valgrind write its leak summary.
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        if let Ok(None) = child.try_wait() {
+            if !send_shutdown(self.port) {
+                let _ = Command::new("kill")
+                    .args(["-TERM", &child.id().to_string()])
+                    .status();
+            }
+            let deadline = Instant::now() + timeout(10, 60);
+            while let Ok(None) = child.try_wait() {
+                if Instant::now() >= deadline {
+                    let _ = child.kill();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        let _ = child.wait();
+    }
+
     /// SIGKILL: no shutdown save, no AOF flush beyond what fsync policy did.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -177,8 +220,27 @@ impl Server {
     }
 }
 
+/// Sends `SHUTDOWN NOSAVE NOW FORCE`; true when the server took it (it
+/// closes the connection instead of replying).
+fn send_shutdown(port: u16) -> bool {
+    let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{port}/")) else {
+        return false;
+    };
+    let Ok(mut con) = client.get_connection_with_timeout(timeout(2, 20)) else {
+        return false;
+    };
+    let _ = con.set_read_timeout(Some(timeout(5, 60)));
+    match redis::cmd("SHUTDOWN")
+        .arg(&["NOSAVE", "NOW", "FORCE"])
+        .query::<redis::Value>(&mut con)
+    {
+        Ok(_) => false,
+        Err(e) => e.is_connection_dropped() || e.is_io_error() && !e.is_timeout(),
+    }
+}
+
 fn wait_ready(port: u16, child: &mut Child) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + timeout(20, 120);
     let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
     while Instant::now() < deadline {
         if let Ok(Some(_)) = child.try_wait() {
@@ -197,7 +259,7 @@ fn wait_ready(port: u16, child: &mut Child) -> bool {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        self.kill();
+        self.stop();
         if !std::thread::panicking() {
             let _ = std::fs::remove_dir_all(&self.dir);
         } else {
@@ -275,7 +337,7 @@ pub fn info_field(con: &mut redis::Connection, section: &str, field: &str) -> St
 }
 
 pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + timeout(30, 300);
     while !done() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(20));
