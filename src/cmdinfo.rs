@@ -61,9 +61,20 @@ pub struct CommandDoc {
 
 const SINCE: &CStr = c"0.1.0";
 
-/// Attaches `doc` to its already-registered command. The arrays passed to
-/// Redis are leaked on purpose: they are built once at load and Redis may
-/// keep pointers into them for the module's lifetime.
+/// Adds the `ratelimit` ACL category where the server supports module
+/// categories (Valkey, Redis 7.4+). A server that kept it from an earlier
+/// load of the module refuses to add it again, which is fine: it exists.
+pub fn add_acl_category(ctx: &Context) {
+    // SAFETY: called during load; the name is a valid C string.
+    unsafe {
+        if let Some(add) = raw::RedisModule_AddACLCategory {
+            add(ctx.ctx, c"ratelimit".as_ptr());
+        }
+    }
+}
+
+/// Attaches `doc` to its already-registered command. The server copies
+/// everything it is given, so the arrays only live for the call.
 pub fn attach(ctx: &Context, doc: &CommandDoc) -> Status {
     // SAFETY: the API pointers are written once by RedisModule_Init, before init runs.
     let (Some(get_command), Some(set_info)) =
@@ -78,29 +89,26 @@ pub fn attach(ctx: &Context, doc: &CommandDoc) -> Status {
     if command.is_null() {
         return Status::Err;
     }
-    let key_specs: &mut [raw::RedisModuleCommandKeySpec] = Box::leak(
-        doc.keys
-            .iter()
-            .map(key_spec)
-            .chain(std::iter::once(zeroed_key_spec()))
-            .collect(),
-    );
-    let args: &mut [raw::RedisModuleCommandArg] = Box::leak(
-        doc.args
-            .iter()
-            .map(command_arg)
-            .chain(std::iter::once(zeroed_arg()))
-            .collect(),
-    );
-    let version: &'static raw::RedisModuleCommandInfoVersion =
-        Box::leak(Box::new(raw::RedisModuleCommandInfoVersion {
-            version: 1,
-            sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),
-            sizeof_keyspec: std::mem::size_of::<raw::RedisModuleCommandKeySpec>(),
-            sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
-        }));
+    let mut key_specs: Vec<raw::RedisModuleCommandKeySpec> = doc
+        .keys
+        .iter()
+        .map(key_spec)
+        .chain(std::iter::once(zeroed_key_spec()))
+        .collect();
+    let mut args: Vec<raw::RedisModuleCommandArg> = doc
+        .args
+        .iter()
+        .map(command_arg)
+        .chain(std::iter::once(zeroed_arg()))
+        .collect();
+    let version = raw::RedisModuleCommandInfoVersion {
+        version: 1,
+        sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),
+        sizeof_keyspec: std::mem::size_of::<raw::RedisModuleCommandKeySpec>(),
+        sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
+    };
     let info = raw::RedisModuleCommandInfo {
-        version,
+        version: &version,
         summary: doc.summary.as_ptr(),
         complexity: doc.complexity.as_ptr(),
         since: SINCE.as_ptr(),

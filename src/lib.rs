@@ -17,7 +17,7 @@ mod stats;
 mod store;
 
 use redis_module::configuration::ConfigurationFlags;
-use redis_module::{redis_module, AclCategory, Context, RedisString, Status};
+use redis_module::{redis_module, Context, RedisString, Status};
 
 // Redis's allocator in the server; the system one in unit tests, which run
 // without a server to provide it.
@@ -45,6 +45,7 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     // Writes signal WATCH and client-side caching explicitly, so a denied
     // call that opened its key for writing does not look like a change.
     ctx.set_module_options(redis_module::raw::ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED);
+    cmdinfo::add_acl_category(ctx);
     for doc in COMMAND_DOCS {
         if cmdinfo::attach(ctx, doc) == Status::Err {
             ctx.log_warning(&format!(
@@ -62,11 +63,6 @@ redis_module! {
     version: 1,
     allocator: (Allocator, ALLOCATOR),
     data_types: [],
-    // Added where the server supports module ACL categories (Valkey, Redis
-    // 7.4+); older servers log a warning and load without it.
-    acl_categories: [
-        "ratelimit",
-    ],
     init: init,
     commands: [
         ["RL.FIXED", commands::fixed::rl_fixed, "write deny-oom fast", 0, 0, 0, ""],
