@@ -96,6 +96,13 @@ pub struct Server {
     pub port: u16,
     pub dir: PathBuf,
     extra: Vec<String>,
+    /// The module's own arguments, after its path; `None` starts the server
+    /// without `--loadmodule` (for `MODULE LOAD`/`LOADEX`).
+    module_args: Option<Vec<String>>,
+    /// Cluster nodes get a free bus port of their own (`--cluster-port`):
+    /// the default, port + 10000, does not exist for ports above 55535.
+    cluster_bus: bool,
+    pub cluster_port: u16,
     child: Option<Child>,
 }
 
@@ -116,13 +123,55 @@ impl Server {
         extra: &[&str],
         prepare: impl FnOnce(&std::path::Path),
     ) -> Server {
+        Server::start_custom(flavor, extra, Some(&[]), false, prepare)
+    }
+
+    /// Starts a server loading the module with `module_args` after its path
+    /// (`--loadmodule librl.so mode monitor`).
+    pub fn start_with_module_args(flavor: Flavor, extra: &[&str], module_args: &[&str]) -> Server {
+        Server::start_prepared_with_module_args(flavor, extra, module_args, |_| {})
+    }
+
+    /// `start_prepared` with the module's own arguments.
+    pub fn start_prepared_with_module_args(
+        flavor: Flavor,
+        extra: &[&str],
+        module_args: &[&str],
+        prepare: impl FnOnce(&std::path::Path),
+    ) -> Server {
+        Server::start_custom(flavor, extra, Some(module_args), false, prepare)
+    }
+
+    /// Starts a server without the module, to load it with `MODULE LOAD` or
+    /// `MODULE LOADEX` (which need `--enable-module-command yes` in `extra`).
+    pub fn start_without_module(flavor: Flavor, extra: &[&str]) -> Server {
+        Server::start_custom(flavor, extra, None, false, |_| {})
+    }
+
+    /// Starts a node for a cluster: `extra` enables cluster mode; the bus
+    /// gets a free port of its own, in `cluster_port`.
+    pub fn start_cluster_node(flavor: Flavor, extra: &[&str]) -> Server {
+        Server::start_custom(flavor, extra, Some(&[]), true, |_| {})
+    }
+
+    fn start_custom(
+        flavor: Flavor,
+        extra: &[&str],
+        module_args: Option<&[&str]>,
+        cluster_bus: bool,
+        prepare: impl FnOnce(&std::path::Path),
+    ) -> Server {
         let dir = fresh_dir();
         prepare(&dir);
+        let owned = |args: &[&str]| args.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let mut server = Server {
             flavor,
             port: 0,
             dir,
-            extra: extra.iter().map(|s| s.to_string()).collect(),
+            extra: owned(extra),
+            module_args: module_args.map(owned),
+            cluster_bus,
+            cluster_port: 0,
             child: None,
         };
         server.boot();
@@ -138,6 +187,9 @@ impl Server {
             if self.port == 0 || attempt > 0 {
                 self.port = free_port();
             }
+            if self.cluster_bus && (self.cluster_port == 0 || attempt > 0) {
+                self.cluster_port = free_port();
+            }
             let mut cmd = Command::new(binary(self.flavor));
             cmd.arg("--port")
                 .arg(self.port.to_string())
@@ -152,11 +204,14 @@ impl Server {
                 .arg("--dir")
                 .arg(&self.dir)
                 .args(["--logfile", "server.log"])
-                .args(&self.extra)
-                .arg("--loadmodule")
-                .arg(module_path())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null());
+                .args(&self.extra);
+            if self.cluster_bus {
+                cmd.arg("--cluster-port").arg(self.cluster_port.to_string());
+            }
+            if let Some(module_args) = &self.module_args {
+                cmd.arg("--loadmodule").arg(module_path()).args(module_args);
+            }
+            cmd.stdout(Stdio::null()).stderr(Stdio::null());
             let mut child = cmd.spawn().expect("cannot spawn the server");
             if wait_ready(self.port, &mut child) {
                 self.child = Some(child);

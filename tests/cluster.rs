@@ -1,0 +1,1012 @@
+//! Redis Cluster: a real cluster of three primaries with one replica each,
+//! on loopback, the module loaded on every node. Through the `redis`
+//! crate's cluster client, every command runs on keys in every slot
+//! without an error; a limiter key and its override key must hash to one
+//! slot (CROSSSLOT otherwise, hash tags make them meet), RL.ALL too; and a
+//! manual failover of every shard keeps every limiter's state exactly.
+//!
+//! Windows are long (aligned ones chosen so that they do not end for at
+//! least ten minutes) so that nothing expires or rolls over while a test
+//! runs; every wait is for a condition.
+
+mod common;
+
+use common::*;
+use redis::cluster::{cluster_pipe, ClusterClient, ClusterConnection};
+use redis::cluster_routing::{get_slot, Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// Six servers at a time are plenty for a small machine: the flavors take
+/// turns.
+static ONE_CLUSTER_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+const SLOTS: u16 = 16384;
+const SHARDS: usize = 3;
+
+type Snapshot = Vec<(Vec<u8>, Vec<u8>, i64)>;
+
+// ---------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------
+
+fn info_i64(con: &mut redis::Connection, section: &str, field: &str) -> i64 {
+    let value = info_field(con, section, field);
+    value
+        .parse()
+        .unwrap_or_else(|_| panic!("INFO {section} {field} is {value:?}"))
+}
+
+fn string(con: &mut redis::Connection, args: &[&str]) -> String {
+    let v = cmd(con, args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    redis::from_redis_value(&v).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+fn int(v: &Value) -> i64 {
+    match v {
+        Value::Int(i) => *i,
+        other => panic!("not an integer: {other:?}"),
+    }
+}
+
+fn six(v: &Value) -> [i64; 6] {
+    match v {
+        Value::Array(items) => items
+            .iter()
+            .map(int)
+            .collect::<Vec<_>>()
+            .try_into()
+            .unwrap_or_else(|items| panic!("not six integers: {items:?}")),
+        other => panic!("not a limiter reply: {other:?}"),
+    }
+}
+
+/// The server's clock in Unix milliseconds.
+fn now_ms(con: &mut redis::Connection) -> i64 {
+    let t: Vec<i64> = redis::cmd("TIME").query(con).unwrap();
+    t[0] * 1000 + t[1] / 1000
+}
+
+/// An aligned window that does not end within the next ten minutes.
+fn safe_aligned_window(con: &mut redis::Connection) -> &'static str {
+    let now = now_ms(con);
+    [
+        ("1h", 3_600_000i64),
+        ("1d", 86_400_000),
+        ("7d", 604_800_000),
+    ]
+    .into_iter()
+    .find(|&(_, ms)| ms - now % ms > 600_000)
+    .map(|(name, _)| name)
+    .expect("one of 1h, 1d and 7d ends in more than ten minutes")
+}
+
+/// A line of `CLUSTER NODES`: id, flags, primary id, link state, slots.
+struct NodeLine {
+    id: String,
+    flags: String,
+    primary: String,
+    connected: bool,
+    slots: bool,
+}
+
+fn cluster_nodes(con: &mut redis::Connection) -> Vec<NodeLine> {
+    string(con, &["CLUSTER", "NODES"])
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            NodeLine {
+                id: f[0].to_string(),
+                flags: f[2].to_string(),
+                primary: f[3].to_string(),
+                connected: f[7] == "connected",
+                slots: f.len() > 8,
+            }
+        })
+        .collect()
+}
+
+/// Snapshot (DUMP and PEXPIRETIME of every key, sorted) of one node,
+/// pipelined: a cluster holds tens of thousands of keys.
+fn node_snapshot(con: &mut redis::Connection) -> Snapshot {
+    let mut keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(con).unwrap();
+    keys.sort();
+    let mut out = Vec::with_capacity(keys.len());
+    for chunk in keys.chunks(1000) {
+        let mut pipe = redis::pipe();
+        for k in chunk {
+            pipe.cmd("DUMP").arg(k).cmd("PEXPIRETIME").arg(k);
+        }
+        let replies: Vec<Value> = pipe.query(con).unwrap();
+        for (k, pair) in chunk.iter().zip(replies.chunks(2)) {
+            let dump = match &pair[0] {
+                Value::BulkString(b) => b.clone(),
+                other => panic!("DUMP {}: {other:?}", k.escape_ascii()),
+            };
+            out.push((k.clone(), dump, int(&pair[1])));
+        }
+    }
+    out
+}
+
+#[track_caller]
+fn assert_same_snapshot(got: &Snapshot, want: &Snapshot, what: &str) {
+    if got == want {
+        return;
+    }
+    let want_map: BTreeMap<&Vec<u8>, (&Vec<u8>, i64)> =
+        want.iter().map(|(k, v, at)| (k, (v, *at))).collect();
+    let got_map: BTreeMap<&Vec<u8>, (&Vec<u8>, i64)> =
+        got.iter().map(|(k, v, at)| (k, (v, *at))).collect();
+    let mut problems = Vec::new();
+    for (k, (v, at)) in &want_map {
+        match got_map.get(k) {
+            None => problems.push(format!("{} missing", k.escape_ascii())),
+            Some((gv, gat)) if (gv, gat) != (v, at) => problems.push(format!(
+                "{}: value {}, expiry {gat} instead of {at}",
+                k.escape_ascii(),
+                if gv == v { "same" } else { "differs" }
+            )),
+            _ => {}
+        }
+    }
+    for k in got_map.keys().filter(|k| !want_map.contains_key(*k)) {
+        problems.push(format!("{} extra", k.escape_ascii()));
+    }
+    let n = problems.len();
+    problems.truncate(10);
+    panic!("{what}: {n} differences, first: {}", problems.join("; "));
+}
+
+// ---------------------------------------------------------------------------
+// The cluster
+// ---------------------------------------------------------------------------
+
+struct Cluster {
+    flavor: Flavor,
+    /// Nodes 0..3 start as primaries, node 3 + i as node i's replica.
+    nodes: Vec<Server>,
+    ids: Vec<String>,
+}
+
+/// Slots of shard `i`: three ranges covering 0..16383.
+fn slot_range(i: usize) -> (u16, u16) {
+    let per = SLOTS / SHARDS as u16;
+    let start = per * i as u16;
+    let end = if i == SHARDS - 1 {
+        SLOTS - 1
+    } else {
+        start + per - 1
+    };
+    (start, end)
+}
+
+impl Cluster {
+    fn start(flavor: Flavor) -> Cluster {
+        let extra = [
+            "--cluster-enabled",
+            "yes",
+            // Relative to --dir: each node's file in its own directory.
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            "2000",
+            "--repl-diskless-sync-delay",
+            "0",
+            // Redis 7.0 leaves a replica out of CLUSTER SLOTS until its
+            // replication offset is not 0: ping it soon.
+            "--repl-ping-replica-period",
+            "1",
+        ];
+        let nodes: Vec<Server> = (0..2 * SHARDS)
+            .map(|_| Server::start_cluster_node(flavor, &extra))
+            .collect();
+        let mut cons: Vec<redis::Connection> = nodes.iter().map(Server::conn).collect();
+        let ids: Vec<String> = cons
+            .iter_mut()
+            .map(|c| string(c, &["CLUSTER", "MYID"]))
+            .collect();
+        for (i, con) in cons.iter_mut().enumerate() {
+            // Distinct epochs from the start: no collisions to resolve.
+            cmd(con, &["CLUSTER", "SET-CONFIG-EPOCH", &(i + 1).to_string()]).unwrap();
+        }
+        for (i, con) in cons.iter_mut().enumerate().take(SHARDS) {
+            let (start, end) = slot_range(i);
+            cmd(
+                con,
+                &[
+                    "CLUSTER",
+                    "ADDSLOTSRANGE",
+                    &start.to_string(),
+                    &end.to_string(),
+                ],
+            )
+            .unwrap();
+        }
+        for node in &nodes[1..] {
+            cmd(
+                &mut cons[0],
+                &[
+                    "CLUSTER",
+                    "MEET",
+                    "127.0.0.1",
+                    &node.port.to_string(),
+                    &node.cluster_port.to_string(),
+                ],
+            )
+            .unwrap();
+        }
+        wait_until("every node to know every other", || {
+            cons.iter_mut().all(|c| {
+                let lines = cluster_nodes(c);
+                lines.len() == 2 * SHARDS
+                    && lines.iter().all(|l| {
+                        l.connected
+                            && !l.flags.contains("handshake")
+                            && !l.flags.contains("noaddr")
+                            && !l.flags.contains("fail")
+                    })
+            })
+        });
+        for i in 0..SHARDS {
+            cmd(&mut cons[SHARDS + i], &["CLUSTER", "REPLICATE", &ids[i]]).unwrap();
+        }
+        let cluster = Cluster { flavor, nodes, ids };
+        let primaries: Vec<usize> = (0..SHARDS).collect();
+        cluster.wait_stable(&primaries);
+        cluster
+    }
+
+    fn conn(&self, node: usize) -> redis::Connection {
+        self.nodes[node].conn()
+    }
+
+    fn client(&self) -> ClusterConnection {
+        let urls: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("redis://127.0.0.1:{}/", n.port))
+            .collect();
+        ClusterClient::new(urls)
+            .unwrap()
+            .get_connection()
+            .expect("cannot connect to the cluster")
+    }
+
+    /// Waits until shard `i`'s primary is node `primaries[i]` (the other
+    /// node of the shard its replica) in every node's view, every node
+    /// reports cluster_state ok, every replica's link is up, and
+    /// CLUSTER SLOTS everywhere names the new primaries.
+    fn wait_stable(&self, primaries: &[usize]) {
+        let mut cons: Vec<redis::Connection> =
+            (0..self.nodes.len()).map(|n| self.conn(n)).collect();
+        let replica_of = |p: usize| if p < SHARDS { p + SHARDS } else { p - SHARDS };
+        wait_until("the cluster to settle", || {
+            cons.iter_mut().all(|c| {
+                let lines = cluster_nodes(c);
+                let view_ok = primaries.iter().all(|&p| {
+                    let r = replica_of(p);
+                    let primary = lines.iter().find(|l| l.id == self.ids[p]);
+                    let replica = lines.iter().find(|l| l.id == self.ids[r]);
+                    matches!((primary, replica), (Some(pl), Some(rl))
+                        if pl.flags.contains("master") && pl.slots
+                            && rl.flags.contains("slave") && rl.primary == self.ids[p]
+                            && !rl.slots)
+                });
+                view_ok && info_field_cluster(c, "cluster_state") == "ok"
+            })
+        });
+        for &p in primaries {
+            let mut r = self.conn(replica_of(p));
+            wait_until("the replica link", || {
+                info_field(&mut r, "replication", "master_link_status") == "up"
+                    && info_field(&mut r, "replication", "master_sync_in_progress") == "0"
+            });
+        }
+        let want: BTreeSet<(u16, u16, u16, u16)> = primaries
+            .iter()
+            .enumerate()
+            .map(|(shard, &p)| {
+                let (start, end) = slot_range(shard);
+                (
+                    start,
+                    end,
+                    self.nodes[p].port,
+                    self.nodes[replica_of(p)].port,
+                )
+            })
+            .collect();
+        wait_until("CLUSTER SLOTS to agree", || {
+            cons.iter_mut().all(|c| cluster_slots(c) == want)
+        });
+    }
+
+    /// Node indices of the current primaries, by shard.
+    fn primaries(&self) -> Vec<usize> {
+        let mut con = self.conn(0);
+        let lines = cluster_nodes(&mut con);
+        (0..SHARDS)
+            .map(|shard| {
+                [shard, shard + SHARDS]
+                    .into_iter()
+                    .find(|&n| {
+                        lines
+                            .iter()
+                            .any(|l| l.id == self.ids[n] && l.flags.contains("master"))
+                    })
+                    .unwrap()
+            })
+            .collect()
+    }
+
+    /// Every key of the cluster, from its primaries.
+    fn snapshot(&self) -> Snapshot {
+        let mut all: Snapshot = self
+            .primaries()
+            .into_iter()
+            .flat_map(|p| node_snapshot(&mut self.conn(p)))
+            .collect();
+        all.sort();
+        all
+    }
+}
+
+fn info_field_cluster(con: &mut redis::Connection, field: &str) -> String {
+    string(con, &["CLUSTER", "INFO"])
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+/// CLUSTER SLOTS as (start, end, primary port, replica port) per range.
+fn cluster_slots(con: &mut redis::Connection) -> BTreeSet<(u16, u16, u16, u16)> {
+    let Value::Array(ranges) = cmd(con, &["CLUSTER", "SLOTS"]).unwrap() else {
+        panic!("CLUSTER SLOTS is not an array")
+    };
+    ranges
+        .iter()
+        .filter_map(|range| {
+            let Value::Array(parts) = range else {
+                return None;
+            };
+            let port = |v: &Value| match v {
+                Value::Array(node) => node.get(1).map(int).unwrap_or(0) as u16,
+                _ => 0,
+            };
+            if parts.len() != 4 {
+                // A range without its replica (yet) does not match.
+                return Some((0, 0, 0, 0));
+            }
+            Some((
+                int(&parts[0]) as u16,
+                int(&parts[1]) as u16,
+                port(&parts[2]),
+                port(&parts[3]),
+            ))
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// Keys over every slot
+// ---------------------------------------------------------------------------
+
+/// A hash tag for every slot: `tags[s]` hashes to slot `s`.
+fn tag_per_slot() -> Vec<String> {
+    let mut tags: Vec<Option<String>> = vec![None; SLOTS as usize];
+    let mut missing = SLOTS as usize;
+    let mut j = 0u64;
+    while missing > 0 {
+        let tag = format!("u{j}");
+        let slot = get_slot(tag.as_bytes()) as usize;
+        if tags[slot].is_none() {
+            tags[slot] = Some(tag);
+            missing -= 1;
+        }
+        j += 1;
+    }
+    tags.into_iter().map(Option::unwrap).collect()
+}
+
+/// Runs commands through the cluster client as cluster pipelines (one
+/// pipeline per node per chunk); any error reply fails the test.
+fn cluster_run(con: &mut ClusterConnection, commands: &[redis::Cmd]) -> Vec<Value> {
+    let mut out = Vec::with_capacity(commands.len());
+    for chunk in commands.chunks(4000) {
+        let mut pipe = cluster_pipe();
+        for c in chunk {
+            pipe.add_command(c.clone());
+        }
+        let replies: Vec<Value> = pipe
+            .query(con)
+            .unwrap_or_else(|e| panic!("a cluster pipeline failed: {}", error_line(&e)));
+        out.extend(replies);
+    }
+    out
+}
+
+fn command(args: &[&str]) -> redis::Cmd {
+    let mut c = redis::cmd(args[0]);
+    c.arg(&args[1..]);
+    c
+}
+
+/// Routes to the primary of `key`'s slot. The cluster client routes an
+/// unknown command by its first argument, which for RL.ALL is the word
+/// FIXED, SLIDING or TOKEN, not a key (the server declares RL.ALL's keys
+/// through the getkeys API, which the client does not ask): so RL.ALL is
+/// sent explicitly to the slot of its first key.
+fn route_to(key: &str) -> RoutingInfo {
+    RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
+        get_slot(key.as_bytes()),
+        SlotAddr::Master,
+    )))
+}
+
+fn routed(con: &mut ClusterConnection, key: &str, args: &[&str]) -> Result<Value, String> {
+    con.route_command(&command(args), route_to(key))
+        .map_err(|e| error_line(&e))
+}
+
+/// The key names one tag gets, one per kind of call.
+struct Keys {
+    fixed: String,
+    sliding: String,
+    approx: String,
+    token: String,
+    okey: String,
+    all: [String; 3],
+}
+
+fn keys(tag: &str) -> Keys {
+    Keys {
+        fixed: format!("{{{tag}}}:f"),
+        sliding: format!("{{{tag}}}:s"),
+        approx: format!("{{{tag}}}:a"),
+        token: format!("{{{tag}}}:t"),
+        okey: format!("{{{tag}}}:o"),
+        all: [
+            format!("{{{tag}}}:x"),
+            format!("{{{tag}}}:y"),
+            format!("{{{tag}}}:z"),
+        ],
+    }
+}
+
+/// The calls every sampled tag gets, all of one COST: FIXED with an
+/// override (limit 50 a day), SLIDING, SLIDING APPROX and TOKEN at a
+/// limit of 10, each admitted.
+fn limiter_calls(k: &Keys, aligned: &str, cost: i64, peek: bool) -> Vec<redis::Cmd> {
+    let cost = cost.to_string();
+    let mut calls = vec![
+        vec![
+            "RL.FIXED", &k.fixed, "10", "1h", "COST", &cost, "OVERRIDE", &k.okey,
+        ],
+        vec!["RL.SLIDING", &k.sliding, "10", "1h", "COST", &cost],
+        vec![
+            "RL.SLIDING",
+            &k.approx,
+            "10",
+            aligned,
+            "APPROX",
+            "COST",
+            &cost,
+        ],
+        vec![
+            "RL.TOKEN", &k.token, "10", "1d", "BURST", "20", "COST", &cost,
+        ],
+    ];
+    if peek {
+        for c in &mut calls {
+            c.push("PEEK");
+        }
+    }
+    calls.iter().map(|c| command(c)).collect()
+}
+
+/// Limits of the calls above: FIXED's comes from the override.
+const LIMITS: [i64; 4] = [50, 10, 10, 20];
+
+fn all_call<'a>(k: &'a Keys, aligned: &'a str) -> Vec<&'a str> {
+    vec![
+        "RL.ALL", "FIXED", &k.all[0], "5", "1h", "SLIDING", &k.all[1], "5", aligned, "APPROX",
+        "TOKEN", &k.all[2], "5", "1d", "OVERRIDE", &k.okey,
+    ]
+}
+
+fn run_cluster_test(flavor: Flavor) {
+    let _turn = ONE_CLUSTER_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let started = Instant::now();
+    let cluster = Cluster::start(flavor);
+    eprintln!("{flavor:?}: cluster up in {:?}", started.elapsed());
+    let mut con = cluster.client();
+    let aligned = safe_aligned_window(&mut cluster.conn(0));
+
+    // Every slot: one FIXED limiter per slot, through the client.
+    let tags = tag_per_slot();
+    let every_slot: Vec<redis::Cmd> = tags
+        .iter()
+        .map(|t| command(&["RL.FIXED", &format!("{{{t}}}:every"), "3", "1h"]))
+        .collect();
+    for reply in cluster_run(&mut con, &every_slot) {
+        assert_eq!(six(&reply)[..5], [1, 1, 0, 3, 2]);
+    }
+
+    // Every command on a sample of tags spread evenly over the slots.
+    let sample: Vec<&String> = tags.iter().step_by(8).collect();
+    let mut setup = Vec::new();
+    for (n, tag) in sample.iter().enumerate() {
+        let k = keys(tag);
+        let mut set = vec!["RL.OVERRIDE.SET", &k.okey, "50", "1d", "BURST", "60"];
+        if n % 2 == 0 {
+            set.extend(["TTL", "2h"]);
+        }
+        setup.push(command(&set));
+        setup.push(command(&[
+            "RL.OVERRIDE.SET",
+            &format!("{{{tag}}}:gone"),
+            "1",
+            "1h",
+        ]));
+    }
+    for reply in cluster_run(&mut con, &setup) {
+        assert_eq!(reply, Value::Okay);
+    }
+    let mut calls = Vec::new();
+    for (n, tag) in sample.iter().enumerate() {
+        let k = keys(tag);
+        calls.extend(limiter_calls(&k, aligned, 1 + n as i64 % 3, false));
+        calls.push(command(&["RL.OVERRIDE.GET", &k.okey]));
+        calls.push(command(&[
+            "RL.OVERRIDE.DEL",
+            &format!("{{{tag}}}:gone"),
+            &format!("{{{tag}}}:never"),
+        ]));
+    }
+    let replies = cluster_run(&mut con, &calls);
+    for (n, per_tag) in replies.chunks(6).enumerate() {
+        let cost = 1 + n as i64 % 3;
+        for (reply, limit) in per_tag[..4].iter().zip(LIMITS) {
+            let r = six(reply);
+            assert_eq!(r[..5], [1, cost, 0, limit, limit - cost], "tag {n}");
+        }
+        let ttl = if n % 2 == 0 { 7_200_000 } else { -1 };
+        let Value::Array(get) = &per_tag[4] else {
+            panic!("{:?}", per_tag[4])
+        };
+        let get: Vec<i64> = get.iter().map(int).collect();
+        assert_eq!(get[..3], [50, 86_400_000, 60], "tag {n}");
+        assert!(
+            (ttl == -1 && get[3] == -1) || (get[3] > ttl - 60_000 && get[3] <= ttl),
+            "tag {n}: {get:?}"
+        );
+        assert_eq!(per_tag[5], Value::Int(1), "tag {n}");
+    }
+    for tag in &sample {
+        let k = keys(tag);
+        let reply = routed(&mut con, &k.all[0], &all_call(&k, aligned))
+            .unwrap_or_else(|e| panic!("RL.ALL on {tag}: {e}"));
+        let Value::Array(parts) = reply else {
+            panic!("{reply:?}")
+        };
+        assert_eq!((int(&parts[0]), int(&parts[1])), (1, 0), "{tag}");
+        // TOKEN's capacity is the override's burst.
+        assert_eq!(six(&parts[4])[..5], [1, 1, 0, 60, 59], "{tag}");
+    }
+
+    // RL.OVERRIDE.LIST is per node: each primary lists its own overrides,
+    // and together they list all of them.
+    let mut listed = BTreeSet::new();
+    for p in cluster.primaries() {
+        let mut node = cluster.conn(p);
+        let mut cursor = "0".to_string();
+        let mut here = 0;
+        loop {
+            let Value::Array(parts) = cmd(
+                &mut node,
+                &["RL.OVERRIDE.LIST", &cursor, "MATCH", "*:o", "COUNT", "500"],
+            )
+            .unwrap() else {
+                panic!("RL.OVERRIDE.LIST")
+            };
+            cursor = redis::from_redis_value(&parts[0]).unwrap();
+            let Value::Array(entries) = &parts[1] else {
+                panic!("{parts:?}")
+            };
+            for entry in entries {
+                let Value::Array(fields) = entry else {
+                    panic!("{entry:?}")
+                };
+                let name: String = redis::from_redis_value(&fields[0]).unwrap();
+                assert!(listed.insert(name), "listed twice");
+                here += 1;
+            }
+            if cursor == "0" {
+                break;
+            }
+        }
+        assert!(here > sample.len() / 5, "node {p} lists {here}");
+    }
+    let want: BTreeSet<String> = sample.iter().map(|t| keys(t).okey).collect();
+    assert_eq!(listed, want);
+
+    // CROSSSLOT: a key and an okey in different slots, and RL.ALL across
+    // slots. Hash tags put them in one slot.
+    for (a, b) in [
+        ("user:1", "user:1:override"),
+        ("user:1", "user:2"),
+        ("{user:1}", "{user:2}"),
+    ] {
+        assert_ne!(get_slot(a.as_bytes()), get_slot(b.as_bytes()), "{a} {b}");
+    }
+    cmd_cluster(
+        &mut con,
+        &["RL.OVERRIDE.SET", "{user:1}:override", "7", "1h"],
+    )
+    .unwrap();
+    // (A limiter whose okey is in another slot is left to
+    // `limiter_okey_in_another_slot_is_crossslot`, which fails today.)
+    let crossslot: [(&str, Vec<&str>); 4] = [
+        (
+            "{user:1}:a",
+            vec![
+                "RL.ALL",
+                "FIXED",
+                "{user:1}:a",
+                "5",
+                "1h",
+                "SLIDING",
+                "{user:2}:b",
+                "5",
+                "1h",
+            ],
+        ),
+        (
+            "{user:1}:a",
+            vec![
+                "RL.ALL",
+                "FIXED",
+                "{user:1}:a",
+                "5",
+                "1h",
+                "OVERRIDE",
+                "{user:2}:override",
+                "PEEK",
+            ],
+        ),
+        (
+            "{user:1}:override",
+            vec!["RL.OVERRIDE.DEL", "{user:1}:override", "{user:2}:override"],
+        ),
+        (
+            "{user:1}:a",
+            vec![
+                "RL.ALL",
+                "TOKEN",
+                "{user:1}:a",
+                "5",
+                "1h",
+                "FIXED",
+                "{user:1}:b",
+                "5",
+                "1h",
+                "OVERRIDE",
+                "user:1:override",
+            ],
+        ),
+    ];
+    for (key, args) in &crossslot {
+        let err = routed(&mut con, key, args).expect_err(&format!("{args:?} was accepted"));
+        assert!(err.starts_with("CROSSSLOT"), "{flavor:?} {args:?}: {err}");
+    }
+    let r = six(&cmd_cluster(
+        &mut con,
+        &[
+            "RL.FIXED",
+            "{user:1}",
+            "5",
+            "1h",
+            "OVERRIDE",
+            "{user:1}:override",
+        ],
+    )
+    .unwrap());
+    assert_eq!(r[..5], [1, 1, 0, 7, 6], "the override applies in its slot");
+    let reply = routed(
+        &mut con,
+        "{user:1}:a",
+        &[
+            "RL.ALL",
+            "FIXED",
+            "{user:1}:a",
+            "5",
+            "1h",
+            "SLIDING",
+            "{user:1}:b",
+            "5",
+            "1h",
+            "OVERRIDE",
+            "{user:1}:override",
+            "TOKEN",
+            "{user:1}",
+            "5",
+            "1h",
+        ],
+    );
+    // `{user:1}` is a FIXED limiter: WRONGTYPE, decided in the right slot.
+    assert!(reply.unwrap_err().starts_with("WRONGTYPE"));
+    let reply = routed(
+        &mut con,
+        "{user:1}:a",
+        &[
+            "RL.ALL",
+            "FIXED",
+            "{user:1}:a",
+            "5",
+            "1h",
+            "SLIDING",
+            "{user:1}:b",
+            "5",
+            "1h",
+            "OVERRIDE",
+            "{user:1}:override",
+        ],
+    )
+    .unwrap();
+    let Value::Array(parts) = reply else {
+        panic!("{reply:?}")
+    };
+    assert_eq!(int(&parts[0]), 1);
+    assert_eq!(six(&parts[3])[..5], [1, 1, 0, 7, 6]);
+    eprintln!("{flavor:?}: workload done at {:?}", started.elapsed());
+
+    // ---- Failover of every shard -----------------------------------------
+    let peeks: Vec<redis::Cmd> = sample
+        .iter()
+        .flat_map(|t| limiter_calls(&keys(t), aligned, 1, true))
+        .collect();
+    let mut probe = cluster.conn(0);
+    let before_ms = now_ms(&mut probe);
+    let peeks_before = cluster_run(&mut con, &peeks);
+    let before = cluster.snapshot();
+    assert!(
+        before.len() > SLOTS as usize + 6 * sample.len(),
+        "{} keys",
+        before.len()
+    );
+    for (p, replica) in (0..SHARDS).map(|i| (i, i + SHARDS)) {
+        let mut rcon = cluster.conn(replica);
+        cmd(&mut rcon, &["CLUSTER", "FAILOVER"]).unwrap();
+        wait_until("the replica to take over", || {
+            info_field(&mut rcon, "replication", "role") == "master"
+        });
+        let mut pcon = cluster.conn(p);
+        wait_until("the old primary to follow", || {
+            info_field(&mut pcon, "replication", "role") == "slave"
+        });
+    }
+    let promoted: Vec<usize> = (SHARDS..2 * SHARDS).collect();
+    cluster.wait_stable(&promoted);
+    assert_eq!(cluster.primaries(), promoted);
+    eprintln!("{flavor:?}: failed over at {:?}", started.elapsed());
+
+    // The same state, with the same absolute expiry times.
+    assert_same_snapshot(
+        &cluster.snapshot(),
+        &before,
+        &format!("{flavor:?}: after failover"),
+    );
+    // A fresh client finds the new primaries; PEEK answers as before, only
+    // later: counts unchanged, times shorter by at most the time passed.
+    let mut con = cluster.client();
+    let peeks_after = cluster_run(&mut con, &peeks);
+    let passed = now_ms(&mut probe) - before_ms + 2;
+    for ((a, b), call) in peeks_before.iter().zip(&peeks_after).zip(&peeks) {
+        let call = String::from_utf8_lossy(&call.get_packed_command()).into_owned();
+        let (a, b) = (six(a), six(b));
+        assert_eq!(
+            [a[0], a[1], a[3], a[4]],
+            [b[0], b[1], b[3], b[4]],
+            "{call:?}"
+        );
+        assert!(
+            b[5] <= a[5] && a[5] - b[5] <= passed,
+            "{call:?}: {a:?} {b:?}"
+        );
+    }
+    // Counts continue; fixed windows do not restart.
+    let mut next = Vec::new();
+    for t in &sample {
+        next.extend(limiter_calls(&keys(t), aligned, 1, false));
+    }
+    let replies = cluster_run(&mut con, &next);
+    for (n, (per_tag, tag)) in replies.chunks(4).zip(&sample).enumerate() {
+        let cost = 1 + n as i64 % 3;
+        for (reply, limit) in per_tag.iter().zip(LIMITS) {
+            let r = six(reply);
+            assert_eq!(r[..5], [1, cost + 1, 0, limit, limit - cost - 1], "{tag}");
+        }
+    }
+    let fixed_keys: Vec<String> = sample
+        .iter()
+        .map(|t| keys(t).fixed)
+        .chain(tags.iter().step_by(97).map(|t| format!("{{{t}}}:every")))
+        .collect();
+    let ends: Vec<redis::Cmd> = fixed_keys
+        .iter()
+        .map(|k| command(&["PEXPIRETIME", k]))
+        .collect();
+    let ends_now: Vec<i64> = cluster_run(&mut con, &ends).iter().map(int).collect();
+    let ends_before: BTreeMap<&[u8], i64> = before
+        .iter()
+        .map(|(k, _, at)| (k.as_slice(), *at))
+        .collect();
+    for (key, end) in fixed_keys.iter().zip(ends_now) {
+        assert_eq!(
+            ends_before.get(key.as_bytes()),
+            Some(&end),
+            "{key}: the window moved"
+        );
+    }
+    let r = six(&cmd_cluster(
+        &mut con,
+        &[
+            "RL.FIXED",
+            "{user:1}",
+            "5",
+            "1h",
+            "OVERRIDE",
+            "{user:1}:override",
+        ],
+    )
+    .unwrap());
+    assert_eq!(r[..5], [1, 2, 0, 7, 5]);
+
+    // No module error anywhere but the one WRONGTYPE above: CROSSSLOT
+    // is the server's refusal, before the module runs.
+    let mut errors = BTreeMap::new();
+    for n in 0..cluster.nodes.len() {
+        let mut c = cluster.conn(n);
+        for command in ["fixed", "sliding", "token", "all", "override_set"] {
+            *errors.entry(command).or_insert(0) +=
+                info_i64(&mut c, "rl", &format!("rl_{command}_errors"));
+        }
+    }
+    assert_eq!(
+        errors,
+        BTreeMap::from([
+            ("all", 1),
+            ("fixed", 0),
+            ("override_set", 0),
+            ("sliding", 0),
+            ("token", 0)
+        ])
+    );
+    eprintln!("{:?}: done in {:?}", cluster.flavor, started.elapsed());
+}
+
+/// A command through the cluster client's own routing (first key).
+fn cmd_cluster(con: &mut ClusterConnection, args: &[&str]) -> Result<Value, String> {
+    command(args)
+        .query::<Value>(con)
+        .map_err(|e| error_line(&e))
+}
+
+/// One cluster-enabled node that owns every slot: enough for CROSSSLOT,
+/// which the server checks before it looks at who owns the slot.
+fn single_node_cluster(flavor: Flavor) -> Server {
+    let node = Server::start_cluster_node(
+        flavor,
+        &[
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+        ],
+    );
+    let mut con = node.conn();
+    cmd(&mut con, &["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]).unwrap();
+    wait_until("cluster_state ok", || {
+        info_field_cluster(&mut con, "cluster_state") == "ok"
+    });
+    node
+}
+
+#[test]
+fn cross_slot_calls_are_refused_before_the_module_runs() {
+    for flavor in FLAVORS {
+        let node = single_node_cluster(flavor);
+        let mut con = node.conn();
+        for args in [
+            &[
+                "RL.ALL", "FIXED", "{a}1", "5", "1h", "TOKEN", "{b}1", "5", "1h",
+            ][..],
+            &[
+                "RL.ALL", "FIXED", "{a}1", "5", "1h", "OVERRIDE", "{b}o", "PEEK",
+            ],
+            &["RL.OVERRIDE.DEL", "{a}o", "{b}o"],
+        ] {
+            let err = cmd(&mut con, args).unwrap_err();
+            assert!(err.starts_with("CROSSSLOT"), "{flavor:?} {args:?}: {err}");
+        }
+        for args in [
+            &["RL.FIXED", "{a}1", "5", "1h", "OVERRIDE", "{a}o"][..],
+            &[
+                "RL.ALL", "FIXED", "{a}2", "5", "1h", "TOKEN", "{a}3", "5", "1h",
+            ],
+            &["RL.OVERRIDE.DEL", "{a}o", "{a}p"],
+        ] {
+            cmd(&mut con, args).unwrap_or_else(|e| panic!("{flavor:?} {args:?}: {e}"));
+        }
+        assert!(all_zero_errors(&mut con));
+    }
+}
+
+fn all_zero_errors(con: &mut redis::Connection) -> bool {
+    ["fixed", "sliding", "token", "all", "override_del"]
+        .iter()
+        .all(|c| info_i64(con, "rl", &format!("rl_{c}_errors")) == 0)
+}
+
+/// Fails on Redis 7.0 and Valkey 9.1 alike: the server finds a command's
+/// keys for its cluster slot check with the getkeys API or the legacy
+/// (first, last, step) range, not with key specs; RL.FIXED, RL.SLIDING
+/// and RL.TOKEN declare `okey` only in a key spec (keyword OVERRIDE), so
+/// a call whose okey hashes to another slot is run on the key's node,
+/// reads no override there, and applies its own limit silently. (ACL does
+/// use key specs: NOPERM on a foreign okey works.) RL.ALL, which uses the
+/// getkeys API, is refused as it should be.
+#[test]
+#[ignore = "librl bug: a limiter's okey in another slot is not CROSSSLOT"]
+fn limiter_okey_in_another_slot_is_crossslot() {
+    for flavor in FLAVORS {
+        let node = single_node_cluster(flavor);
+        let mut con = node.conn();
+        for args in [
+            &["RL.FIXED", "{a}1", "5", "1h", "OVERRIDE", "{b}o"][..],
+            &[
+                "RL.SLIDING",
+                "{a}2",
+                "5",
+                "1h",
+                "APPROX",
+                "OVERRIDE",
+                "{b}o",
+            ],
+            &["RL.TOKEN", "{a}3", "5", "1h", "OVERRIDE", "{b}o", "PEEK"],
+            &[
+                "RL.FIXED",
+                "user:1",
+                "5",
+                "1h",
+                "COST",
+                "2",
+                "OVERRIDE",
+                "user:1:override",
+            ],
+        ] {
+            let reply = cmd(&mut con, args);
+            assert!(
+                matches!(&reply, Err(e) if e.starts_with("CROSSSLOT")),
+                "{flavor:?} {args:?}: {reply:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn cluster_on_redis() {
+    run_cluster_test(Flavor::Redis);
+}
+
+#[test]
+fn cluster_on_valkey() {
+    run_cluster_test(Flavor::Valkey);
+}
