@@ -41,7 +41,27 @@ const COMMAND_DOCS: [&cmdinfo::CommandDoc; 8] = [
     &commands::overrides::LIST_DOC,
 ];
 
-fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+/// Module arguments are `name value` pairs of the module's configs (the
+/// crate applies them); anything else would be silently ignored, so a typo
+/// such as `mod monitor` would start in `on`: refuse to load instead.
+fn check_module_args(ctx: &Context, args: &[RedisString]) -> Status {
+    const CONFIGS: [&[u8]; 1] = [b"mode"];
+    let names_ok = args.chunks(2).all(|pair| match pair {
+        [name, _value] => CONFIGS.contains(&name.as_slice()),
+        _ => false,
+    });
+    if names_ok {
+        Status::Ok
+    } else {
+        ctx.log_warning("librl: module arguments must be `mode on|off|monitor`; refusing to load");
+        Status::Err
+    }
+}
+
+fn init(ctx: &Context, args: &[RedisString]) -> Status {
+    if check_module_args(ctx, args) == Status::Err {
+        return Status::Err;
+    }
     // Writes signal WATCH and client-side caching explicitly, so a denied
     // call that opened its key for writing does not look like a change.
     ctx.set_module_options(redis_module::raw::ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED);
@@ -65,9 +85,9 @@ redis_module! {
     data_types: [],
     init: init,
     commands: [
-        ["RL.FIXED", commands::fixed::rl_fixed, "write deny-oom fast", 0, 0, 0, ""],
-        ["RL.SLIDING", commands::sliding::rl_sliding, "write deny-oom fast", 0, 0, 0, ""],
-        ["RL.TOKEN", commands::token::rl_token, "write deny-oom fast", 0, 0, 0, ""],
+        ["RL.FIXED", commands::fixed::rl_fixed, "write deny-oom fast getkeys-api", 0, 0, 0, ""],
+        ["RL.SLIDING", commands::sliding::rl_sliding, "write deny-oom fast getkeys-api", 0, 0, 0, ""],
+        ["RL.TOKEN", commands::token::rl_token, "write deny-oom fast getkeys-api", 0, 0, 0, ""],
         ["RL.ALL", commands::all::rl_all, "write deny-oom fast getkeys-api", 0, 0, 0, ""],
         ["RL.OVERRIDE.SET", commands::overrides::rl_override_set, "write deny-oom fast", 0, 0, 0, ""],
         ["RL.OVERRIDE.GET", commands::overrides::rl_override_get, "readonly fast", 0, 0, 0, ""],

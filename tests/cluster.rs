@@ -955,16 +955,13 @@ fn all_zero_errors(con: &mut redis::Connection) -> bool {
         .all(|c| info_i64(con, "rl", &format!("rl_{c}_errors")) == 0)
 }
 
-/// Fails on Redis 7.0 and Valkey 9.1 alike: the server finds a command's
-/// keys for its cluster slot check with the getkeys API or the legacy
-/// (first, last, step) range, not with key specs; RL.FIXED, RL.SLIDING
-/// and RL.TOKEN declare `okey` only in a key spec (keyword OVERRIDE), so
-/// a call whose okey hashes to another slot is run on the key's node,
-/// reads no override there, and applies its own limit silently. (ACL does
-/// use key specs: NOPERM on a foreign okey works.) RL.ALL, which uses the
-/// getkeys API, is refused as it should be.
+/// Regression: the server finds a command's keys for its cluster slot
+/// check with the getkeys API or the legacy (first, last, step) range, not
+/// with key specs; RL.FIXED, RL.SLIDING and RL.TOKEN used to declare `okey`
+/// only in a key spec, so a call whose okey hashed to another slot ran on
+/// the key's node, read no override there, and silently applied its own
+/// limit. They now use the getkeys API, as RL.ALL does.
 #[test]
-#[ignore = "librl bug: a limiter's okey in another slot is not CROSSSLOT"]
 fn limiter_okey_in_another_slot_is_crossslot() {
     for flavor in FLAVORS {
         let node = single_node_cluster(flavor);

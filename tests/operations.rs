@@ -794,13 +794,11 @@ fn mode_given_to_module_loadex() {
     }
 }
 
-/// Fails on Valkey 9.1: the server keeps a module's ACL category after
-/// the module is unloaded (also after a LOADEX whose CONFIG was refused),
-/// and librl treats "category already exists" as fatal, so it cannot be
-/// loaded again by that server process ("<rl> Error: failed to add ACL
-/// category `ratelimit`" in the log).
+/// Regression: Valkey 9.1 keeps a module's ACL category after the module
+/// is unloaded (also after a LOADEX whose CONFIG was refused), and librl
+/// used to treat "category already exists" as fatal, so it could not be
+/// loaded again by that server process.
 #[test]
-#[ignore = "librl bug on Valkey: cannot be loaded again after an unload or a refused LOADEX"]
 fn module_loads_again_after_a_refused_loadex_and_after_unload() {
     for flavor in FLAVORS {
         let (server, mut con, path) = without_module(flavor);
@@ -822,14 +820,11 @@ fn module_loads_again_after_a_refused_loadex_and_after_unload() {
     }
 }
 
-/// Fails on both servers: the module arguments are read by looking up
-/// each config's name (case-sensitively) among them, and anything else is
-/// ignored, so a typo starts the server silently in `on`:
-/// `--loadmodule librl.so mod monitor`, `MODE monitor` (config names are
-/// case-insensitive everywhere else) and a dangling `mode` all load the
-/// module in mode on. Only a bad value (`mode maybe`) is refused.
+/// Regression: the module arguments are read by looking up each config's
+/// name (case-sensitively) among them, and anything else used to be
+/// ignored, so a typo (`mod monitor`, `MODE monitor`, a dangling `mode`)
+/// started the server silently in `on`. Now the module refuses to load.
 #[test]
-#[ignore = "librl bug: unknown or malformed module arguments are silently ignored"]
 fn module_arguments_that_are_not_a_config_are_refused() {
     for flavor in FLAVORS {
         for args in [

@@ -195,11 +195,28 @@ pub fn all_keys(ctx: &Context, args: &[RedisString]) {
     let Ok(call) = parse_all(&byte_args(args), true) else {
         return;
     };
-    for clause in &call.clauses {
-        store::declare_key(ctx, clause.key, true);
-        if let Some(okey) = clause.override_key {
-            store::declare_key(ctx, okey, false);
-        }
+    call.clauses
+        .iter()
+        .for_each(|c| declare_clause_keys(ctx, c));
+}
+
+/// Reports a single limiter's key and okey (getkeys API). The key specs
+/// describe them too, but Redis's cluster slot check only asks the getkeys
+/// API, so without it an okey in another slot would go unnoticed. A call
+/// that does not parse still names its key, so it is routed and then
+/// refused by its own node.
+pub fn limiter_keys(ctx: &Context, args: &[RedisString], algorithm: Algorithm) {
+    match parse_limiter(algorithm, &byte_args(args), true) {
+        Ok(call) => declare_clause_keys(ctx, &call.clause),
+        Err(_) if args.len() > 1 => store::declare_key(ctx, 1, true),
+        Err(_) => {}
+    }
+}
+
+fn declare_clause_keys(ctx: &Context, clause: &Clause) {
+    store::declare_key(ctx, clause.key, true);
+    if let Some(okey) = clause.override_key {
+        store::declare_key(ctx, okey, false);
     }
 }
 

@@ -6,9 +6,13 @@ use crate::cmdinfo::{
     Arg, ArgKind, CommandDoc, COST_ARG, KEY_ARG, LIMITER_KEYS, OVERRIDE_ARG, PEEK_ARG, WINDOW_ARG,
 };
 use crate::stats::Command;
-use redis_module::{Context, RedisResult, RedisString};
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 pub fn rl_sliding(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    if ctx.is_keys_position_request() {
+        limiter::limiter_keys(ctx, &args, Algorithm::Sliding);
+        return Ok(RedisValue::NoReply);
+    }
     guarded(ctx, Command::Sliding, || {
         limiter::run(ctx, &args, Algorithm::Sliding)
     })
