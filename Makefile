@@ -32,14 +32,16 @@ run: build
 
 lint: build-deps
 	cargo fmt --check
-	cargo clippy --release --locked --all-targets -- -D warnings
+	cargo clippy --locked --all-targets -- -D warnings
 	cd examples/axum && cargo fmt --check
-	cd examples/axum && cargo clippy --release --locked --all-targets -- -D warnings
+	cd examples/axum && cargo clippy --locked --all-targets -- -D warnings
 	$(MAKE) --no-print-directory bench-lint
 
+# Tests build in the dev profile: overflow checks on, and no LTO link per
+# test binary. The servers load the release module built above.
 test: deps build lint
-	cargo test --release --locked
-	cd examples/axum && cargo test --release --locked
+	cargo test --locked
+	cd examples/axum && cargo test --locked
 
 clean:
 	cargo clean

@@ -188,7 +188,12 @@ fn exercise_state(bytes: &mut [u8], now: u64, cost: u64) {
 
 #[test]
 fn parsers_and_decoders_never_panic() {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    // LIBRL_FUZZ_SEED explores other inputs; the default keeps CI repeatable.
+    let seed = std::env::var("LIBRL_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x9e37_79b9_7f4a_7c15u64);
+    let mut rng = Rng(seed | 1);
     let parser_inputs = 200_000;
     for _ in 0..parser_inputs {
         let owned = argv(&mut rng);

@@ -76,14 +76,16 @@ pub fn decide<L: Log>(
         for (t, c) in live {
             left = left.saturating_add(c);
             if left >= must_leave {
-                wait = t.saturating_add(window) - now;
+                wait = t.saturating_add(window).saturating_sub(now);
                 break;
             }
         }
         RetryAfter::After(wait)
     };
     let newest = log.and_then(Log::newest_ms).filter(|_| count > 0);
-    let reset_after_ms = newest.map_or(0, |n| n.saturating_add(window) - now);
+    // (Saturating: a log whose header disagrees with its entries must not
+    // underflow here; the caller refuses such a log anyway.)
+    let reset_after_ms = newest.map_or(0, |n| n.saturating_add(window).saturating_sub(now));
     Decision {
         allowed: false,
         count,
