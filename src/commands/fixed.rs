@@ -1,21 +1,14 @@
 //! `RL.FIXED key limit window [ALIGNED] [COST n] [OVERRIDE okey] [PEEK]`
 
-use super::{guarded, limiter};
+use super::limiter;
 use crate::args::Algorithm;
 use crate::cmdinfo::{
     Arg, ArgKind, CommandDoc, COST_ARG, KEY_ARG, LIMITER_KEYS, OVERRIDE_ARG, PEEK_ARG, WINDOW_ARG,
 };
-use crate::stats::Command;
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisResult, RedisString};
 
 pub fn rl_fixed(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    if ctx.is_keys_position_request() {
-        limiter::limiter_keys(ctx, &args, Algorithm::Fixed);
-        return Ok(RedisValue::NoReply);
-    }
-    guarded(ctx, Command::Fixed, || {
-        limiter::run(ctx, &args, Algorithm::Fixed)
-    })
+    limiter::handle(ctx, &args, Algorithm::Fixed)
 }
 
 pub const DOC: CommandDoc = CommandDoc {

@@ -9,11 +9,12 @@
 //! written directly: this is the hot path.
 
 use super::overrides::OVERRIDE_EXPECTED;
-use super::{byte_args, stored};
+use super::{byte_args, guarded, stored};
 use crate::args::{parse_all, parse_limiter, Algorithm, Clause};
 use crate::codec::sliding_log::{self, Applied};
 use crate::codec::{self, DecodeError};
 use crate::core::approx::{self, ApproxParams};
+use crate::core::decision::Decision;
 use crate::core::fixed::{self, FixedParams};
 use crate::core::sliding::{self, Append, SlidingParams};
 use crate::core::token::{self, TokenParams};
@@ -21,7 +22,7 @@ use crate::error::RlError;
 use crate::mode::{Mode, MODE};
 use crate::stats::{self, Command, Counter};
 use crate::store::{self, Access, Key, Value};
-use redis_module::{Context, RedisString, RedisValue};
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use std::ffi::CStr;
 
 /// A clause decided against its key's value, not yet committed.
@@ -52,12 +53,18 @@ impl Commit {
     }
 }
 
+/// The handler of `RL.FIXED`, `RL.SLIDING` and `RL.TOKEN`: answers a
+/// getkeys request, or runs the call behind the panic boundary.
+pub fn handle(ctx: &Context, args: &[RedisString], algorithm: Algorithm) -> RedisResult {
+    if ctx.is_keys_position_request() {
+        limiter_keys(ctx, args, algorithm);
+        return Ok(RedisValue::NoReply);
+    }
+    guarded(ctx, stats_command(algorithm), || run(ctx, args, algorithm))
+}
+
 /// `RL.FIXED`, `RL.SLIDING`, `RL.TOKEN`: one clause.
-pub fn run(
-    ctx: &Context,
-    args: &[RedisString],
-    algorithm: Algorithm,
-) -> Result<RedisValue, RlError> {
+fn run(ctx: &Context, args: &[RedisString], algorithm: Algorithm) -> Result<RedisValue, RlError> {
     let replayed = store::is_replayed(ctx);
     let call = parse_limiter(algorithm, &byte_args(args), replayed)?;
     let mode = effective_mode(replayed);
@@ -205,7 +212,7 @@ pub fn all_keys(ctx: &Context, args: &[RedisString]) {
 /// API, so without it an okey in another slot would go unnoticed. A call
 /// that does not parse still names its key, so it is routed and then
 /// refused by its own node.
-pub fn limiter_keys(ctx: &Context, args: &[RedisString], algorithm: Algorithm) {
+fn limiter_keys(ctx: &Context, args: &[RedisString], algorithm: Algorithm) {
     match parse_limiter(algorithm, &byte_args(args), true) {
         Ok(call) => declare_clause_keys(ctx, &call.clause),
         Err(_) if args.len() > 1 => store::declare_key(ctx, 1, true),
@@ -271,67 +278,36 @@ fn decide<'c>(
 }
 
 fn check(clause: &Clause, value: Value<'_>, now: u64) -> Result<Checked, RlError> {
+    let (limit, window_ms, cost) = (clause.amount, clause.window_ms, clause.cost);
     match clause.algorithm {
         Algorithm::Fixed => {
             let state = stored(value, codec::decode_fixed, "an RL.FIXED limiter")?;
             let params = FixedParams {
-                limit: clause.amount,
-                window_ms: clause.window_ms,
+                limit,
+                window_ms,
                 aligned: clause.aligned,
             };
-            let d = fixed::decide(&params, state, now, clause.cost);
-            Ok(Checked {
-                reply: d.reply(),
-                commit: d.new_state.map(|s| {
-                    (
-                        Commit::Replace(codec::encode_fixed(&s).to_vec()),
-                        d.expires_at_ms,
-                    )
-                }),
-            })
+            let d = fixed::decide(&params, state, now, cost);
+            Ok(replacing(&d, |s| codec::encode_fixed(s).to_vec()))
         }
         Algorithm::Token => {
             let state = stored(value, codec::decode_token, "an RL.TOKEN limiter")?;
             let params = TokenParams {
-                rate: clause.amount,
-                window_ms: clause.window_ms,
-                capacity: clause.burst.unwrap_or(clause.amount),
+                rate: limit,
+                window_ms,
+                capacity: clause.burst.unwrap_or(limit),
             };
-            let d = token::decide(&params, state, now, clause.cost);
-            Ok(Checked {
-                reply: d.reply(),
-                commit: d.new_state.map(|s| {
-                    (
-                        Commit::Replace(codec::encode_token(&s).to_vec()),
-                        d.expires_at_ms,
-                    )
-                }),
-            })
+            let d = token::decide(&params, state, now, cost);
+            Ok(replacing(&d, |s| codec::encode_token(s).to_vec()))
         }
         Algorithm::Sliding if clause.approx => {
             let state = stored(value, codec::decode_approx, "an RL.SLIDING APPROX limiter")?;
-            let params = ApproxParams {
-                limit: clause.amount,
-                window_ms: clause.window_ms,
-            };
-            let d = approx::decide(&params, state, now, clause.cost);
-            Ok(Checked {
-                reply: d.reply(),
-                commit: d.new_state.map(|s| {
-                    (
-                        Commit::Replace(codec::encode_approx(&s).to_vec()),
-                        d.expires_at_ms,
-                    )
-                }),
-            })
+            let d = approx::decide(&ApproxParams { limit, window_ms }, state, now, cost);
+            Ok(replacing(&d, |s| codec::encode_approx(s).to_vec()))
         }
         Algorithm::Sliding => {
             let log = stored(value, sliding_log::view, "an RL.SLIDING limiter")?;
-            let params = SlidingParams {
-                limit: clause.amount,
-                window_ms: clause.window_ms,
-            };
-            let d = sliding::decide(&params, log.as_ref(), now, clause.cost);
+            let d = sliding::decide(&SlidingParams { limit, window_ms }, log.as_ref(), now, cost);
             if log.as_ref().is_some_and(|l| l.is_corrupt()) {
                 return Err(RlError::BadState(DecodeError::Corrupt));
             }
@@ -340,5 +316,16 @@ fn check(clause: &Clause, value: Value<'_>, now: u64) -> Result<Checked, RlError
                 commit: d.new_state.map(|a| (Commit::Log(a), d.expires_at_ms)),
             })
         }
+    }
+}
+
+/// A decision whose commit replaces the key's value with `encode(state)`.
+fn replacing<S>(d: &Decision<S>, encode: impl Fn(&S) -> Vec<u8>) -> Checked {
+    Checked {
+        reply: d.reply(),
+        commit: d
+            .new_state
+            .as_ref()
+            .map(|s| (Commit::Replace(encode(s)), d.expires_at_ms)),
     }
 }

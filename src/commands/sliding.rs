@@ -1,21 +1,14 @@
 //! `RL.SLIDING key limit window [APPROX] [COST n] [OVERRIDE okey] [PEEK]`
 
-use super::{guarded, limiter};
+use super::limiter;
 use crate::args::Algorithm;
 use crate::cmdinfo::{
     Arg, ArgKind, CommandDoc, COST_ARG, KEY_ARG, LIMITER_KEYS, OVERRIDE_ARG, PEEK_ARG, WINDOW_ARG,
 };
-use crate::stats::Command;
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisResult, RedisString};
 
 pub fn rl_sliding(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    if ctx.is_keys_position_request() {
-        limiter::limiter_keys(ctx, &args, Algorithm::Sliding);
-        return Ok(RedisValue::NoReply);
-    }
-    guarded(ctx, Command::Sliding, || {
-        limiter::run(ctx, &args, Algorithm::Sliding)
-    })
+    limiter::handle(ctx, &args, Algorithm::Sliding)
 }
 
 pub const DOC: CommandDoc = CommandDoc {
