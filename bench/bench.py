@@ -135,6 +135,51 @@ def phase_throughput(rounds, calls):
         server.stop()
 
 
+# ---------------------------------------------------------------- RL.ALL
+
+ALL_REQUESTS = 20_000
+
+
+def all_request(k, together):
+    """Seed 004's check for request k: per-second and per-minute IP limits
+    and a per-day API-key quota, as one RL.ALL or as three calls."""
+    s = (f"b:{{ip:{k}}}:s", "50", "1s", "ALIGNED")
+    m = (f"b:{{ip:{k}}}:m", "500", "1m", "ALIGNED")
+    d = (f"b:{{ip:{k}}}:key", "10000", "1d")
+    if together:
+        return [["RL.ALL", "FIXED", *s, "FIXED", *m, "TOKEN", *d]]
+    return [["RL.FIXED", *s], ["RL.FIXED", *m], ["RL.TOKEN", *d]]
+
+
+def phase_all(rounds, requests):
+    """RL.ALL with three clauses against the same three limits as three
+    separate calls in a pipeline, from one client: server time per request
+    (commandstats) and the client's wall time per request, interleaved."""
+    server = Server(MODULE, "all")
+    try:
+        conn = server.conn()
+        runs = {"all": [], "three": []}
+        for r in range(rounds):
+            for case in ("all", "three") if r % 2 == 0 else ("three", "all"):
+                together = case == "all"
+                commands = [c for k in range(requests) for c in all_request(k, together)]
+                conn.call("FLUSHALL", "SYNC")
+                conn.call("CONFIG", "RESETSTAT")
+                started = time.monotonic()
+                conn.pipeline(commands)
+                wall = time.monotonic() - started
+                stats = commandstats(conn)
+                names = ["rl.all"] if together else ["rl.fixed", "rl.token"]
+                usec = sum(stats[n]["usec"] for n in names if n in stats) / requests
+                runs[case].append({"usec_per_call": usec, "wall_us": wall * 1e6 / requests})
+                log(f"round {r + 1}/{rounds} {case:<6} {usec:6.2f} µs server, "
+                    f"{wall * 1e6 / requests:6.2f} µs wall per request")
+        conn.close()
+        return runs
+    finally:
+        server.stop()
+
+
 # ---------------------------------------------------------------- phase 3/4
 
 HOT_KEYS = 4
@@ -453,6 +498,26 @@ def report(data):
     w("")
     w(f"Hot ÷ small: **{hot_ratio:.2f}x** (target ≤ {TARGET_HOT}x: {verdict(hot_ratio <= TARGET_HOT)}).")
     w("")
+    if "all" in data:
+        runs = data["all"]
+        w("## RL.ALL: three limits in one call")
+        w("")
+        w(f"Seed 004's check ({ALL_REQUESTS:,} requests per run, each on its own IP, so all admitted): "
+          "`RL.ALL FIXED ip:s 50 1s ALIGNED FIXED ip:m 500 1m ALIGNED TOKEN ip:key 10000 1d` against "
+          "the same three limits as three calls (`RL.FIXED`, `RL.FIXED`, `RL.TOKEN`) in one pipeline "
+          "from one client. Server time is commandstats' total over the requests; wall time is the "
+          "client's, sending and reading everything.")
+        w("")
+        w("| form | server µs per request | client wall µs per request | rounds (server) |")
+        w("|---|---:|---:|---|")
+        for case, label in (("all", "RL.ALL, 3 clauses"), ("three", "3 calls, pipelined")):
+            w(f"| {label} | {med(runs[case]):.2f} | {med(runs[case], 'wall_us'):.2f} | "
+              f"{fmt_rounds(runs[case])} |")
+        w("")
+        w(f"RL.ALL ÷ three calls: **{ratio(runs['all'], runs['three']):.2f}x** server time, "
+          f"**{med(runs['all'], 'wall_us') / med(runs['three'], 'wall_us'):.2f}x** wall time "
+          "(and all-or-nothing, which three calls are not).")
+        w("")
     w("## The pure cores (ns per decision)")
     w("")
     w("`bench/core`: the algorithms of `src/core` and the layouts of `src/codec` outside Redis, median of 7 "
@@ -623,6 +688,8 @@ def main():
     print(data["cores"], flush=True)
     log(f"phase 2/3: server time per call, {args.rounds} interleaved rounds of {args.calls:,} calls")
     data["throughput"] = phase_throughput(args.rounds, args.calls)
+    log("phase 3/3: RL.ALL against three calls")
+    data["all"] = phase_all(args.rounds, ALL_REQUESTS if not args.quick else 2_000)
     log("phase 3/3: memory per key and hot keys")
     data["memory_hot"] = phase_memory_and_hot(args.rounds, args.calls, full=not args.quick)
     data["meta"]["seconds"] = time.monotonic() - started
