@@ -191,27 +191,9 @@ fn getkeys_reports_every_key_and_okey() {
 #[test]
 fn replica_and_aof_replay_match_the_primary() {
     for flavor in FLAVORS {
-        let mut primary = Server::start_with(
-            flavor,
-            &[
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-                "--repl-diskless-sync-delay",
-                "0",
-            ],
-        );
-        let replica = Server::start_with(flavor, &[]);
+        let (mut primary, replica) =
+            primary_and_replica(flavor, &["--appendonly", "yes", "--appendfsync", "always"]);
         let (mut p, mut r) = (primary.conn(), replica.conn());
-        cmd(
-            &mut r,
-            &["REPLICAOF", "127.0.0.1", &primary.port.to_string()],
-        )
-        .unwrap();
-        wait_until("the replica link", || {
-            info_field(&mut r, "replication", "master_link_status") == "up"
-        });
         cmd(&mut p, &["RL.OVERRIDE.SET", "o", "4", "1h", "BURST", "6"]).unwrap();
         for i in 0..200 {
             let ip = format!("ip:{}", i % 7);
@@ -242,10 +224,7 @@ fn replica_and_aof_replay_match_the_primary() {
                 ],
             );
         }
-        wait_until("the replica to catch up", || {
-            info_field(&mut p, "replication", "master_repl_offset")
-                == info_field(&mut r, "replication", "slave_repl_offset")
-        });
+        wait_in_sync(&mut p, &mut r);
         let on_primary = snapshot(&mut p);
         assert!(on_primary.len() > 10);
         assert_eq!(snapshot(&mut r), on_primary);

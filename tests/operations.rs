@@ -505,34 +505,6 @@ fn workload(con: &mut redis::Connection, prefix: &str, seed: u64, steps: usize) 
 // Primary, replica, persistence
 // ---------------------------------------------------------------------------
 
-/// A primary started with `primary_extra` and a replica of the same
-/// flavor attached to it, with the link up.
-fn primary_and_replica(flavor: Flavor, primary_extra: &[&str]) -> (Server, Server) {
-    let mut extra = vec!["--repl-diskless-sync-delay", "0"];
-    extra.extend_from_slice(primary_extra);
-    let primary = Server::start_with(flavor, &extra);
-    let replica = Server::start(flavor);
-    let mut rcon = replica.conn();
-    cmd(
-        &mut rcon,
-        &["REPLICAOF", "127.0.0.1", &primary.port.to_string()],
-    )
-    .unwrap();
-    wait_until("the replication link", || {
-        info_field(&mut rcon, "replication", "master_link_status") == "up"
-    });
-    (primary, replica)
-}
-
-/// Waits until the replica has processed everything the primary has
-/// propagated so far.
-fn wait_in_sync(primary: &mut redis::Connection, replica: &mut redis::Connection) {
-    let target = info_i64(primary, "replication", "master_repl_offset");
-    wait_until("the replica to catch up", || {
-        info_i64(replica, "replication", "slave_repl_offset") >= target
-    });
-}
-
 type Snapshot = Vec<(Vec<u8>, Vec<u8>, i64)>;
 
 /// Panics with the first difference (not two whole datasets) when two

@@ -221,28 +221,10 @@ fn ten_thousand_calls_at_distinct_milliseconds_fit_in_81_kb() {
 #[test]
 fn replica_and_aof_restart_reproduce_logs_byte_for_byte() {
     for flavor in FLAVORS {
-        let mut primary = Server::start_with(
-            flavor,
-            &[
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-                "--repl-diskless-sync-delay",
-                "0",
-            ],
-        );
-        let replica = Server::start_with(flavor, &[]);
+        let (mut primary, replica) =
+            primary_and_replica(flavor, &["--appendonly", "yes", "--appendfsync", "always"]);
         let mut p = primary.conn();
         let mut r = replica.conn();
-        cmd(
-            &mut r,
-            &["REPLICAOF", "127.0.0.1", &primary.port.to_string()],
-        )
-        .unwrap();
-        wait_until("the replica link", || {
-            info_field(&mut r, "replication", "master_link_status") == "up"
-        });
         // Enough calls on a few keys to cross several in-place appends and
         // rebuilds, with same-millisecond merges and trims.
         for i in 0..3000 {
@@ -254,10 +236,7 @@ fn replica_and_aof_restart_reproduce_logs_byte_for_byte() {
                 std::thread::sleep(std::time::Duration::from_millis(3));
             }
         }
-        wait_until("the replica to catch up", || {
-            info_field(&mut p, "replication", "master_repl_offset")
-                == info_field(&mut r, "replication", "slave_repl_offset")
-        });
+        wait_in_sync(&mut p, &mut r);
         let on_primary = snapshot(&mut p);
         assert_eq!(snapshot(&mut r), on_primary);
         primary.kill();

@@ -418,3 +418,35 @@ pub fn server_ms(con: &mut redis::Connection) -> u64 {
     let (secs, micros): (u64, u64) = redis::cmd("TIME").query(con).unwrap();
     secs * 1000 + micros / 1000
 }
+
+/// A primary started with `primary_extra` and a replica of the same
+/// flavor attached to it, with the link up.
+pub fn primary_and_replica(flavor: Flavor, primary_extra: &[&str]) -> (Server, Server) {
+    // Without a delay, full syncs start at once instead of after 5 s.
+    let mut extra = vec!["--repl-diskless-sync-delay", "0"];
+    extra.extend_from_slice(primary_extra);
+    let primary = Server::start_with(flavor, &extra);
+    let replica = Server::start(flavor);
+    let mut rcon = replica.conn();
+    cmd(
+        &mut rcon,
+        &["REPLICAOF", "127.0.0.1", &primary.port.to_string()],
+    )
+    .unwrap();
+    wait_until("the replication link", || {
+        info_field(&mut rcon, "replication", "master_link_status") == "up"
+    });
+    (primary, replica)
+}
+
+/// Waits until the replica has processed everything the primary has
+/// propagated so far.
+pub fn wait_in_sync(primary: &mut redis::Connection, replica: &mut redis::Connection) {
+    let offset = |con: &mut redis::Connection, field: &str| -> i64 {
+        info_field(con, "replication", field).parse().unwrap_or(-1)
+    };
+    let target = offset(primary, "master_repl_offset");
+    wait_until("the replica to catch up", || {
+        offset(replica, "slave_repl_offset") >= target
+    });
+}
