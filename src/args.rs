@@ -1,8 +1,8 @@
 //! argv to typed requests. Nothing here touches Redis: every rule of the
 //! SPEC's Arguments section lives here and is unit-tested without a server.
 
-use crate::core::overrides::Override;
-use crate::core::{MAX_AMOUNT, MAX_WINDOW_MS};
+use librl_core::overrides::Override;
+use librl_core::{MAX_AMOUNT, MAX_WINDOW_MS};
 use std::fmt;
 
 /// A limiter algorithm, as named by its command and by RL.ALL clauses.

@@ -9,11 +9,11 @@ use crate::args::{
     parse_override_set, Algorithm,
 };
 use crate::codec::{self, sliding_log};
-use crate::core::approx::{self, ApproxParams, ApproxState};
-use crate::core::fixed::{self, FixedParams, FixedState};
-use crate::core::overrides::Override;
-use crate::core::sliding::{self, Log, SlidingParams};
-use crate::core::token::{self, TokenParams, TokenState};
+use librl_core::approx::{self, ApproxParams, ApproxState};
+use librl_core::fixed::{self, FixedParams, FixedState};
+use librl_core::overrides::Override;
+use librl_core::sliding::{self, Log, SlidingParams};
+use librl_core::token::{self, TokenParams, TokenState};
 
 /// xorshift64*: deterministic, so a failure reproduces from its seed.
 struct Rng(u64);

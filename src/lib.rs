@@ -8,7 +8,6 @@ mod args;
 mod cmdinfo;
 mod codec;
 mod commands;
-mod core;
 mod error;
 #[cfg(test)]
 mod fuzz;

@@ -9,10 +9,10 @@
 
 pub mod sliding_log;
 
-use crate::core::approx::ApproxState;
-use crate::core::fixed::FixedState;
-use crate::core::overrides::Override;
-use crate::core::token::TokenState;
+use librl_core::approx::ApproxState;
+use librl_core::fixed::FixedState;
+use librl_core::overrides::Override;
+use librl_core::token::TokenState;
 
 const MAGIC: [u8; 3] = [0, b'r', b'l'];
 pub const VERSION: u8 = 1;

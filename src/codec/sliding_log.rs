@@ -18,7 +18,7 @@
 //! trims, which keeps a call amortized O(1).
 
 use super::{DecodeError, Tag, HEADER_LEN, MAGIC, VERSION};
-use crate::core::sliding::{Append, Log};
+use librl_core::sliding::{Append, Log};
 use std::cell::Cell;
 
 const FIELDS_LEN: usize = 3 * 4 + 3 * 8;
@@ -367,7 +367,7 @@ pub fn build(entries: &[(u64, u64)]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::sliding::{decide, SlidingParams, VecLog};
+    use librl_core::sliding::{decide, SlidingParams, VecLog};
     use proptest::prelude::*;
 
     /// Applies a commit to an owned value the way the store does.

@@ -9,7 +9,7 @@ use crate::args::{
 };
 use crate::cmdinfo::{Arg, ArgKind, CommandDoc, KeyAt, KeySpec};
 use crate::codec;
-use crate::core::overrides::Override;
+use librl_core::overrides::Override;
 use crate::error::RlError;
 use crate::stats::Command;
 use crate::store::{self, Access, Key};

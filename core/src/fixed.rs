@@ -91,7 +91,7 @@ pub fn decide(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::{MAX_AMOUNT, MAX_WINDOW_MS};
+    use crate::{MAX_AMOUNT, MAX_WINDOW_MS};
     use proptest::prelude::*;
 
     fn params(limit: u64, window_ms: u64, aligned: bool) -> FixedParams {

@@ -2,6 +2,7 @@
 //! algorithm is a function of its parameters, its stored state, an explicit
 //! `now` in milliseconds and the call's cost, so it is tested without a server
 //! and replayed identically on replicas.
+#![forbid(unsafe_code)]
 
 pub mod approx;
 #[cfg(test)]
