@@ -1,0 +1,298 @@
+"""Argument checks and the argv of every librl command.
+
+Types are checked here (a float window raises TypeError before anything is
+sent); ranges are left to the server, so its ``ERR`` message comes back as a
+``redis.ResponseError`` unchanged. The only value checks made here are the
+ones the command line cannot express: a timedelta that is not a whole number
+of milliseconds or not positive, COST with REFUND, RESERVE with WAIT.
+"""
+
+from __future__ import annotations
+
+import operator
+from datetime import timedelta
+from typing import List, Optional, SupportsIndex, Tuple, Union
+
+from ._types import KeyT
+
+#: A window or duration: int seconds, a timedelta (exact milliseconds), or a
+#: string as the commands take it ("1500ms", "1m", "24h").
+Duration = Union[int, timedelta, str]
+
+#: One argument of a command line as redis-py encodes it.
+Arg = Union[str, bytes, int]
+
+
+def check_key(name: str, key: object) -> KeyT:
+    if isinstance(key, (str, bytes)):
+        return key
+    raise TypeError(f"{name} must be str or bytes, not {type(key).__name__}")
+
+
+def check_int(name: str, value: object) -> int:
+    if type(value) is int:
+        return value
+    if isinstance(value, bool) or not isinstance(value, SupportsIndex):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    return operator.index(value)
+
+
+def duration(name: str, value: object, *, zero: bool = False) -> Arg:
+    """A window or duration as an argument: ints are seconds and strings go
+    as they are; a timedelta becomes exact milliseconds ("1500ms")."""
+    if type(value) is int or isinstance(value, str):
+        return value
+    if isinstance(value, timedelta):
+        micros = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
+        if micros % 1000:
+            raise ValueError(f"{name} {value!r} is not a whole number of milliseconds")
+        ms = micros // 1000
+        if ms < 0 or (ms == 0 and not zero):
+            raise ValueError(f"{name} must be {'>= 0' if zero else 'positive'}, not {value!r}")
+        return f"{ms}ms"
+    if isinstance(value, bool) or not isinstance(value, SupportsIndex):
+        raise TypeError(
+            f"{name} must be int seconds, a datetime.timedelta or a string such as '1500ms', "
+            f"not {type(value).__name__}"
+        )
+    return operator.index(value)
+
+
+def _cost_refund(argv: List[Arg], cost: object, refund: object) -> None:
+    if refund is not None:
+        if cost != 1:
+            raise ValueError("cost and refund are mutually exclusive: pass one of them")
+        argv += ("REFUND", check_int("refund", refund))
+    elif cost != 1 or type(cost) is not int:
+        argv += ("COST", check_int("cost", cost))
+
+
+def _tail(argv: List[Arg], block: object, override: object) -> None:
+    if block is not None:
+        argv += ("BLOCK", duration("block", block))
+    if override is not None:
+        argv += ("OVERRIDE", check_key("override", override))
+
+
+def fixed_args(
+    key: object,
+    limit: object,
+    window: object,
+    aligned: object,
+    cost: object,
+    refund: object,
+    block: object,
+    override: object,
+) -> List[Arg]:
+    argv: List[Arg] = [
+        check_key("key", key),
+        check_int("limit", limit),
+        duration("window", window),
+    ]
+    if aligned:
+        argv.append("ALIGNED")
+    _cost_refund(argv, cost, refund)
+    _tail(argv, block, override)
+    return argv
+
+
+def sliding_args(
+    key: object,
+    limit: object,
+    window: object,
+    approx: object,
+    cost: object,
+    refund: object,
+    block: object,
+    override: object,
+) -> List[Arg]:
+    argv: List[Arg] = [
+        check_key("key", key),
+        check_int("limit", limit),
+        duration("window", window),
+    ]
+    if approx:
+        argv.append("APPROX")
+    _cost_refund(argv, cost, refund)
+    _tail(argv, block, override)
+    return argv
+
+
+def token_args(
+    key: object,
+    rate: object,
+    window: object,
+    burst: object,
+    cost: object,
+    refund: object,
+    reserve: object,
+    wait: object,
+    block: object,
+    override: object,
+) -> List[Arg]:
+    argv: List[Arg] = [
+        check_key("key", key),
+        check_int("rate", rate),
+        duration("window", window),
+    ]
+    if burst is not None:
+        argv += ("BURST", check_int("burst", burst))
+    _cost_refund(argv, cost, refund)
+    if reserve is not None:
+        if wait is not None:
+            raise ValueError("reserve and wait are mutually exclusive: pass one of them")
+        argv += ("RESERVE", duration("reserve", reserve, zero=True))
+    elif wait is not None:
+        argv += ("WAIT", duration("wait", wait, zero=True))
+    _tail(argv, block, override)
+    return argv
+
+
+class Clause:
+    """One limit of an RL.ALL call: build it with Fixed, Sliding or Token."""
+
+    __slots__ = ("_args", "key", "override", "refund")
+
+    #: The clause's name in RL.ALL.
+    name: str = ""
+
+    key: KeyT
+    override: Optional[KeyT]
+    refund: bool
+    _args: Tuple[Arg, ...]
+
+    def args(self) -> Tuple[Arg, ...]:
+        """The clause's words in RL.ALL, its name first."""
+        return self._args
+
+    def keys(self) -> Tuple[KeyT, ...]:
+        """The key and, if any, the override key: RL.ALL's keys in a cluster."""
+        return (self.key,) if self.override is None else (self.key, self.override)
+
+    def __repr__(self) -> str:
+        words = " ".join(
+            a.decode(errors="replace") if isinstance(a, bytes) else str(a) for a in self._args
+        )
+        return f"<{type(self).__name__} {words}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Clause) and type(other) is type(self) and other._args == self._args
+
+    def __hash__(self) -> int:
+        return hash(self._args)
+
+    def _init(self, argv: List[Arg], refund: object, override: object) -> None:
+        self.key = argv[0]  # type: ignore[assignment]
+        self.override = override  # type: ignore[assignment]
+        self.refund = refund is not None
+        self._args = (self.name, *argv)
+
+
+class Fixed(Clause):
+    """``FIXED key limit window [ALIGNED] [COST n | REFUND n] [BLOCK d] [OVERRIDE okey]``."""
+
+    __slots__ = ()
+    name = "FIXED"
+
+    def __init__(
+        self,
+        key: KeyT,
+        limit: int,
+        window: Duration,
+        *,
+        aligned: bool = False,
+        cost: int = 1,
+        refund: Optional[int] = None,
+        block: Optional[Duration] = None,
+        override: Optional[KeyT] = None,
+    ) -> None:
+        argv = fixed_args(key, limit, window, aligned, cost, refund, block, override)
+        self._init(argv, refund, override)
+
+
+class Sliding(Clause):
+    """``SLIDING key limit window [APPROX] [COST n | REFUND n] [BLOCK d] [OVERRIDE okey]``."""
+
+    __slots__ = ()
+    name = "SLIDING"
+
+    def __init__(
+        self,
+        key: KeyT,
+        limit: int,
+        window: Duration,
+        *,
+        approx: bool = False,
+        cost: int = 1,
+        refund: Optional[int] = None,
+        block: Optional[Duration] = None,
+        override: Optional[KeyT] = None,
+    ) -> None:
+        argv = sliding_args(key, limit, window, approx, cost, refund, block, override)
+        self._init(argv, refund, override)
+
+
+class Token(Clause):
+    """``TOKEN key rate window [BURST capacity] [COST n | REFUND n]
+    [RESERVE max_wait | WAIT max_wait] [BLOCK d] [OVERRIDE okey]``."""
+
+    __slots__ = ()
+    name = "TOKEN"
+
+    def __init__(
+        self,
+        key: KeyT,
+        rate: int,
+        window: Duration,
+        *,
+        burst: Optional[int] = None,
+        cost: int = 1,
+        refund: Optional[int] = None,
+        reserve: Optional[Duration] = None,
+        wait: Optional[Duration] = None,
+        block: Optional[Duration] = None,
+        override: Optional[KeyT] = None,
+    ) -> None:
+        argv = token_args(key, rate, window, burst, cost, refund, reserve, wait, block, override)
+        self._init(argv, refund, override)
+
+
+def all_args(clauses: Tuple[Clause, ...], peek: bool) -> List[Arg]:
+    if not clauses:
+        raise ValueError("all() needs at least one clause: librl.Fixed, Sliding or Token")
+    argv: List[Arg] = ["RL.ALL"]
+    for clause in clauses:
+        if not isinstance(clause, Clause):
+            raise TypeError(
+                f"all() takes librl.Fixed, Sliding or Token clauses, not {type(clause).__name__}"
+            )
+        argv += clause.args()
+    if peek:
+        argv.append("PEEK")
+    return argv
+
+
+def override_set_args(
+    okey: object, limit: object, window: object, burst: object, ttl: object
+) -> List[Arg]:
+    argv: List[Arg] = [
+        "RL.OVERRIDE",
+        "SET",
+        check_key("okey", okey),
+        check_int("limit", limit),
+        duration("window", window),
+    ]
+    if burst is not None:
+        argv += ("BURST", check_int("burst", burst))
+    if ttl is not None:
+        argv += ("TTL", duration("ttl", ttl))
+    return argv
+
+
+def override_list_args(cursor: object, match: object, count: object) -> List[Arg]:
+    argv: List[Arg] = ["RL.OVERRIDE", "LIST", check_int("cursor", cursor)]
+    if match is not None:
+        argv += ("MATCH", check_key("match", match))
+    if count is not None:
+        argv += ("COUNT", check_int("count", count))
+    return argv

@@ -1,0 +1,103 @@
+"""Redis Cluster routing without COMMAND GETKEYS.
+
+The limiters and RL.ALL are flagged ``movablekeys`` (their keys are found
+through the module's getkeys API), so redis-py's RedisCluster would ask the
+server ``COMMAND GETKEYS`` before every call to learn the key. The Limiter
+knows where its key is: it computes the slot itself, looks up the primary
+that owns it in the client's own slot map, and sends the call there with
+``execute_command(..., target_nodes=node)``. redis-py then follows ASK
+redirections itself, and on MOVED patches its slot map and resends to the
+new owner; the next call routes with the patched map.
+
+To resend after MOVED, redis-py recomputes the slot from the command line
+with its commands table, which for movable-key commands means COMMAND
+GETKEYS. ``hint_key_positions`` tells that table where the key of each
+limiter is (position 1; RL.ALL: 2), as it is for ordinary commands, so
+even that path stays local. The hint is an optimisation: if a redis-py
+version keeps its table differently, it is skipped and MOVED costs one
+GETKEYS, nothing else changes.
+
+Because ``target_nodes`` turns off redis-py's own retries, the Limiter
+retries what RedisCluster would (connection errors, timeouts, CLUSTERDOWN,
+an uncovered slot) as many times as the client's retry setting says,
+re-reading the slot map each time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, Tuple
+
+from redis.exceptions import (
+    ClusterDownError,
+    ConnectionError,
+    RedisClusterException,
+    SlotNotCoveredError,
+    TimeoutError,
+)
+
+from ._types import KeyT
+
+#: Where each movable-key librl command has its (first) key.
+KEY_POSITIONS = {"rl.fixed": 1, "rl.sliding": 1, "rl.token": 1, "rl.all": 2}
+
+RETRY_ERRORS: Tuple[type[Exception], ...] = (
+    ConnectionError,
+    TimeoutError,
+    ClusterDownError,
+    SlotNotCoveredError,
+)
+
+
+def retries(client: Any) -> int:
+    """How many times RedisCluster itself would retry a command."""
+    attempts = getattr(client, "cluster_error_retry_attempts", None)  # redis-py 5, 6
+    if isinstance(attempts, int):
+        return max(0, attempts)
+    retry = getattr(client, "retry", None)  # redis-py 7, 8
+    get = getattr(retry, "get_retries", None)
+    if callable(get):
+        value = get()
+        if isinstance(value, int):
+            return max(0, value)
+    return 3
+
+
+def hint_key_positions(parser: Any) -> Any:
+    """Describe the librl commands in redis-py's commands table as commands
+    with their key at a fixed position. Returns the table it changed (to
+    notice when redis-py rebuilds it), or None."""
+    commands = getattr(parser, "commands", None)
+    if not isinstance(commands, dict):
+        return None
+    for name, position in KEY_POSITIONS.items():
+        entry = commands.get(name)
+        if not isinstance(entry, dict):
+            continue
+        flags = entry.get("flags")
+        if not isinstance(flags, (list, set, tuple)) or "movablekeys" not in flags:
+            continue
+        hinted: Dict[str, Any] = dict(entry)
+        hinted["flags"] = type(flags)(f for f in flags if f != "movablekeys")
+        hinted["first_key_pos"] = position
+        hinted["last_key_pos"] = position
+        hinted["step_count"] = 1
+        commands[name] = hinted
+    return commands
+
+
+def one_slot(client: Any, command: str, keys: Iterable[KeyT]) -> None:
+    """Raise RedisClusterException, with the hash-tag fix, unless every key
+    hashes to one slot."""
+    first: Any = None
+    first_slot = -1
+    for key in keys:
+        slot = client.keyslot(key)
+        if first is None:
+            first, first_slot = key, slot
+        elif slot != first_slot:
+            raise RedisClusterException(
+                f"{command}: every key and override key must hash to one cluster slot, but "
+                f"{first!r} is in slot {first_slot} and {key!r} in slot {slot}. Give them a "
+                "common hash tag, the part of the key in braces that alone decides the slot: "
+                "use {user42}:min and {user42}:day instead of user42:min and user42:day."
+            )
