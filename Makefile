@@ -62,9 +62,16 @@ bench-profile: build
 	@scripts/install-bench-deps.sh --profile
 	python3 bench/profile.py
 
+# The bench crates build in the module's target dir: same dependency
+# versions and release profile, so the floor reuses its redis-module build.
+BENCH_CRATES := -p librl-core-bench -p librl-bench-floor
 bench-lint:
-	cargo fmt --manifest-path bench/core/Cargo.toml --check
-	cargo clippy --release --locked --manifest-path bench/core/Cargo.toml --target-dir target/bench-core --all-targets -- -D warnings
+	cargo fmt --manifest-path bench/Cargo.toml $(BENCH_CRATES) --check
+	cargo clippy --release --locked --manifest-path bench/Cargo.toml --target-dir target --workspace --all-targets -- -D warnings
+	@if [ -f bench/clients/rust/Cargo.toml ]; then \
+	  cargo fmt --manifest-path bench/clients/rust/Cargo.toml --check && \
+	  cargo clippy --release --manifest-path bench/clients/rust/Cargo.toml --target-dir target --all-targets -- -D warnings; \
+	fi
 
 # Valgrind over the module inside real servers (slow; not part of `make
 # test`). Debian's redis-server allocates through jemalloc, which valgrind

@@ -347,8 +347,8 @@ def phase_memory_and_hot(rounds, calls, full):
 def phase_cores(quick):
     cmd = [
         "cargo", "run", "--release", "--locked", "--quiet",
-        "--manifest-path", os.path.join(BENCH, "core", "Cargo.toml"),
-        "--target-dir", os.path.join(ROOT, "target", "bench-core"),
+        "--manifest-path", os.path.join(BENCH, "Cargo.toml"), "-p", "librl-core-bench",
+        "--target-dir", os.path.join(ROOT, "target"),
         "--",
     ] + (["--quick"] if quick else [])
     return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
