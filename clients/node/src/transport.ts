@@ -123,8 +123,14 @@ function ioredisTransport(client: Obj, Command: IoredisCommandClass | undefined)
 function nodeRedisTransport(client: Obj): Transport {
   const isCluster = "masters" in client && "slots" in client;
   let target: Obj = client;
-  if (!isCluster && isObject(client["v4"]) && typeof client["v4"]["sendCommand"] === "function") {
-    target = client["v4"]; // v4 legacyMode
+  if (!isCluster) {
+    let v4: unknown;
+    try {
+      v4 = client["v4"]; // node-redis 4 throws here unless the client is in legacyMode
+    } catch {
+      v4 = undefined;
+    }
+    if (isObject(v4) && typeof v4["sendCommand"] === "function") target = v4;
   }
   const keyPrefix = prefixString(client["_keyPrefix"]);
   if (isCluster) {

@@ -1,78 +1,151 @@
-/** The client libraries under test, created the way an application would. */
+/**
+ * The client libraries under test, created the way an application would:
+ * the pinned current majors (ioredis 6, node-redis 6) and the older majors
+ * whose APIs a Limiter also supports (ioredis 5, node-redis 5 and 4),
+ * installed side by side under npm aliases.
+ */
 import Redis, { Cluster, ReplyError } from "ioredis";
+import Redis5, { Cluster as Cluster5, ReplyError as ReplyError5 } from "ioredis5";
 import { createClient, createCluster, ErrorReply } from "redis";
+import * as redis4 from "redis4";
+import * as redis5 from "redis5";
 import type { RedisLikeClient } from "../src/index.js";
 
 export type ClientName = "ioredis" | "node-redis";
 export const CLIENT_NAMES: readonly ClientName[] = ["ioredis", "node-redis"];
 
+export type VariantName = ClientName | "ioredis5" | "node-redis5" | "node-redis4" | "node-redis4-legacy";
+export const OLDER_VARIANTS: readonly VariantName[] = ["ioredis5", "node-redis5", "node-redis4", "node-redis4-legacy"];
+export const ALL_VARIANTS: readonly VariantName[] = [...CLIENT_NAMES, ...OLDER_VARIANTS];
+
+/** The Limiter's clientKind for each variant. */
+export function kindOf(variant: VariantName): string {
+  return variant.startsWith("ioredis") ? "ioredis" : "node-redis";
+}
+
+type ErrorClass = new (...args: never[]) => Error;
+
 export interface Connected {
   /** What to hand to new Limiter(). */
   client: RedisLikeClient;
   /** The class of the library's server-error replies. */
-  errorClass: new (...args: never[]) => Error;
+  errorClass: ErrorClass;
   /** A plain INCR through the same client, for comparisons. */
-  incr(key: string): Promise<number>;
+  incr(key: string): Promise<unknown>;
   close(): Promise<void>;
 }
 
-export async function connectStandalone(
-  name: ClientName,
-  port: number,
-  options: { keyPrefix?: string; resp3?: boolean } = {},
-): Promise<Connected> {
-  if (name === "ioredis") {
-    const client = new Redis({
-      port,
-      host: "127.0.0.1",
-      lazyConnect: true,
-      maxRetriesPerRequest: 1,
-      ...(options.keyPrefix !== undefined ? { keyPrefix: options.keyPrefix } : {}),
-    });
-    await client.connect();
-    return {
-      client,
-      errorClass: ReplyError as unknown as new (...args: never[]) => Error,
-      incr: (key) => client.incr(key),
-      close: async () => void client.disconnect(),
-    };
-  }
-  const client = createClient({
-    url: `redis://127.0.0.1:${port}`,
-    ...(options.keyPrefix !== undefined ? { keyPrefix: options.keyPrefix } : {}),
-    ...(options.resp3 ? { RESP: 3 as const } : {}),
-  });
-  client.on("error", () => {});
-  await client.connect();
-  return {
-    client,
-    errorClass: ErrorReply,
-    incr: (key) => client.incr(key),
-    close: async () => void client.destroy(),
-  };
+export interface StandaloneOptions {
+  keyPrefix?: string;
+  resp3?: boolean;
 }
 
-export async function connectCluster(name: ClientName, ports: readonly number[]): Promise<Connected> {
-  if (name === "ioredis") {
-    const client = new Cluster(
-      ports.map((port) => ({ host: "127.0.0.1", port })),
-      { lazyConnect: true, redisOptions: { maxRetriesPerRequest: 3 } },
-    );
-    await client.connect();
-    return {
-      client,
-      errorClass: ReplyError as unknown as new (...args: never[]) => Error,
-      incr: (key) => client.incr(key),
-      close: async () => void client.disconnect(),
-    };
+export async function connectStandalone(
+  variant: VariantName,
+  port: number,
+  options: StandaloneOptions = {},
+): Promise<Connected> {
+  const prefix = options.keyPrefix !== undefined ? { keyPrefix: options.keyPrefix } : {};
+  const url = `redis://127.0.0.1:${port}`;
+  switch (variant) {
+    case "ioredis":
+    case "ioredis5": {
+      const opts = { port, host: "127.0.0.1", lazyConnect: true, maxRetriesPerRequest: 1, ...prefix };
+      const client = variant === "ioredis" ? new Redis(opts) : new Redis5(opts);
+      await client.connect();
+      return {
+        client,
+        errorClass: (variant === "ioredis" ? ReplyError : ReplyError5) as unknown as ErrorClass,
+        incr: (key) => client.incr(key),
+        close: async () => void client.disconnect(),
+      };
+    }
+    case "node-redis": {
+      const client = createClient({ url, ...prefix, ...(options.resp3 ? { RESP: 3 as const } : {}) });
+      client.on("error", () => {});
+      await client.connect();
+      return { client, errorClass: ErrorReply, incr: (key) => client.incr(key), close: async () => void client.destroy() };
+    }
+    case "node-redis5": {
+      const client = redis5.createClient({ url, ...(options.resp3 ? { RESP: 3 as const } : {}) });
+      client.on("error", () => {});
+      await client.connect();
+      return {
+        client,
+        errorClass: redis5.ErrorReply,
+        incr: (key) => client.incr(key),
+        close: async () => void client.destroy(),
+      };
+    }
+    case "node-redis4": {
+      const client = redis4.createClient({ url });
+      client.on("error", () => {});
+      await client.connect();
+      return {
+        client,
+        errorClass: redis4.ErrorReply,
+        incr: (key) => client.incr(key),
+        close: async () => void (await client.disconnect()),
+      };
+    }
+    case "node-redis4-legacy": {
+      const client = redis4.createClient({ url, legacyMode: true });
+      client.on("error", () => {});
+      await client.connect();
+      return {
+        client,
+        errorClass: redis4.ErrorReply,
+        incr: (key) => client.v4.incr(key) as Promise<number>,
+        close: async () => void (await client.disconnect()),
+      };
+    }
   }
-  const client = createCluster({ rootNodes: ports.map((port) => ({ url: `redis://127.0.0.1:${port}` })) });
-  client.on("error", () => {});
-  await client.connect();
-  return {
-    client,
-    errorClass: ErrorReply,
-    incr: (key) => client.incr(key),
-    close: async () => void client.destroy(),
-  };
+}
+
+export async function connectCluster(variant: VariantName, ports: readonly number[]): Promise<Connected> {
+  const rootNodes = ports.map((port) => ({ url: `redis://127.0.0.1:${port}` }));
+  switch (variant) {
+    case "ioredis":
+    case "ioredis5": {
+      const nodes = ports.map((port) => ({ host: "127.0.0.1", port }));
+      const opts = { lazyConnect: true, redisOptions: { maxRetriesPerRequest: 3 } };
+      const client = variant === "ioredis" ? new Cluster(nodes, opts) : new Cluster5(nodes, opts);
+      await client.connect();
+      return {
+        client,
+        errorClass: (variant === "ioredis" ? ReplyError : ReplyError5) as unknown as ErrorClass,
+        incr: (key) => client.incr(key),
+        close: async () => void client.disconnect(),
+      };
+    }
+    case "node-redis": {
+      const client = createCluster({ rootNodes });
+      client.on("error", () => {});
+      await client.connect();
+      return { client, errorClass: ErrorReply, incr: (key) => client.incr(key), close: async () => void client.destroy() };
+    }
+    case "node-redis5": {
+      const client = redis5.createCluster({ rootNodes });
+      client.on("error", () => {});
+      await client.connect();
+      return {
+        client,
+        errorClass: redis5.ErrorReply,
+        incr: (key) => client.incr(key),
+        close: async () => void client.destroy(),
+      };
+    }
+    case "node-redis4":
+    case "node-redis4-legacy": {
+      const client = redis4.createCluster({ rootNodes });
+      client.on("error", () => {});
+      await client.connect();
+      return {
+        client,
+        errorClass: redis4.ErrorReply,
+        incr: (key) => client.incr(key),
+        close: async () => void (await client.disconnect()),
+      };
+    }
+  }
 }

@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Fixed, Limiter, Sliding, Token, type Decision } from "../src/index.js";
-import { CLIENT_NAMES, connectStandalone, type Connected } from "./clients.js";
+import { CLIENT_NAMES, OLDER_VARIANTS, connectStandalone, kindOf, type Connected } from "./clients.js";
 import { SERVERS, sleep, startServer, type Server } from "./helpers.js";
 
 let unique = 0;
@@ -224,6 +224,34 @@ for (const { name: serverName, bin } of SERVERS) {
           await sleep(again.retryAfterMs);
           assert.equal((await cached.all(clauses)).allowed, true, "admitted once the cached wait has passed");
         });
+      });
+    }
+
+    for (const variant of OLDER_VARIANTS) {
+      it(`older client API: ${variant}`, async () => {
+        const conn = await connectStandalone(variant, server.port);
+        try {
+          const rl = new Limiter(conn.client);
+          assert.equal(rl.clientKind, kindOf(variant));
+          const k = key(variant);
+          assertDecision(await rl.fixed(k, 2, 60), { allowed: true, count: 1, limit: 2, remaining: 1 });
+          assertDecision(await rl.sliding(k + "s", 2, "1m", { approx: true }), { allowed: true, count: 1 });
+          assertDecision(await rl.token(k + "t", 10, "1s", { burst: 20, cost: 20 }), { allowed: true, remaining: 0 });
+          const all = await rl.all([Fixed(k, 2, 60), Token(k + "t", 10, "1s", { burst: 20 })]);
+          assert.equal(all.allowed, false);
+          assert.ok(all.retryAfterMs > 0 && all.retryAfterMs <= 100);
+          assertDecision(await rl.fixed(k, 2, 60, { peek: true }), { count: 2 }); // RL.ALL recorded nothing
+          await server.admin.call("SET", k + "str", "x");
+          await assert.rejects(rl.fixed(k + "str", 1, 60), (err: Error) => {
+            assert.ok(err instanceof conn.errorClass, err.constructor.name);
+            assert.match(err.message, /^WRONGTYPE/);
+            return true;
+          });
+          const many = await Promise.all(Array.from({ length: 50 }, () => rl.fixed(k + "race", 30, 60)));
+          assert.equal(many.filter((d) => d.allowed).length, 30);
+        } finally {
+          await conn.close();
+        }
       });
     }
 

@@ -1,0 +1,182 @@
+/**
+ * A real 3-primary Redis Cluster (redis-server 7.0 with the module): every
+ * call goes straight to the node owning its key — zero COMMAND GETKEYS and
+ * zero MOVED on every node in steady state — for ioredis Cluster and
+ * node-redis cluster (and the older majors), client-side CROSSSLOT checks,
+ * and calls that keep succeeding while a slot holding a limiter key moves.
+ */
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { CrossSlotError, Fixed, Limiter, Sliding, Token, keySlot } from "../src/index.js";
+import { ALL_VARIANTS, CLIENT_NAMES, connectCluster, kindOf, type Connected, type VariantName } from "./clients.js";
+import { keyInRange, sleep, startCluster, type TestCluster } from "./helpers.js";
+
+let cluster: TestCluster;
+
+before(async () => {
+  cluster = await startCluster();
+});
+after(async () => {
+  await cluster?.stop();
+});
+
+/** Per node: COMMAND GETKEYS calls, MOVED and ASK errors, and calls of the RL commands. */
+async function routingStats() {
+  return cluster.perNode(async (admin) => ({
+    getkeys: (await admin.commandCalls("command|getkeys")) + (await admin.commandCalls("command")),
+    moved: await admin.errorCount("MOVED"),
+    ask: await admin.errorCount("ASK"),
+    rl:
+      (await admin.commandCalls("rl.fixed")) +
+      (await admin.commandCalls("rl.sliding")) +
+      (await admin.commandCalls("rl.token")) +
+      (await admin.commandCalls("rl.all")),
+  }));
+}
+
+// (node-redis 4's legacyMode is a standalone-client feature.)
+for (const variant of ALL_VARIANTS.filter((v) => v !== "node-redis4-legacy")) {
+  describe(`cluster ${variant}`, () => {
+    let conn: Connected;
+    let rl: Limiter;
+    const tag = `${variant}-${process.pid}`;
+
+    before(async () => {
+      conn = await connectCluster(variant, cluster.ports);
+      rl = new Limiter(conn.client);
+    });
+    after(async () => {
+      await conn?.close();
+    });
+
+    it("tells a cluster apart", () => {
+      assert.equal(rl.clientKind, `${kindOf(variant)}-cluster`);
+    });
+
+    it("routes every call to the node owning its key: zero COMMAND GETKEYS, zero MOVED", async () => {
+      // Keys on every node, as an application spreads them.
+      const keys = Array.from({ length: 60 }, (_, i) => `rl:${tag}:user${i}`);
+      const owners = new Set(keys.map((k) => cluster.nodes.findIndex((n) => keySlot(k) >= n.slots[0] && keySlot(k) <= n.slots[1])));
+      assert.equal(owners.size, 3, "the keys cover all three nodes");
+      await rl.fixed(keys[0]!, 10, 60); // the client has its slot map now
+      await cluster.resetStats();
+
+      let calls = 0;
+      for (const [i, k] of keys.entries()) {
+        await rl.fixed(k, 100, 60);
+        await rl.sliding(`${k}:s`, 100, 60, { approx: i % 2 === 0 });
+        await rl.token(`${k}:t`, 10, "1s", { burst: 20 });
+        await rl.fixed(`{${k}}:o`, 100, 60, { override: `{${k}}:override` });
+        await rl.all([Fixed(`{${k}}:s`, 5, 1), Sliding(`{${k}}:m`, 50, "1m"), Token(`{${k}}:d`, 1000, "1d")]);
+        await rl.fixed(k, 100, 60, { peek: true });
+        calls += 6;
+      }
+      const concurrent = await Promise.all(keys.map((k) => rl.token(`${k}:t`, 10, "1s", { burst: 20 })));
+      calls += concurrent.length;
+
+      const stats = await routingStats();
+      for (const [i, s] of stats.entries()) {
+        assert.equal(s.getkeys, 0, `node ${i}: COMMAND GETKEYS calls`);
+        assert.equal(s.moved, 0, `node ${i}: MOVED errors`);
+        assert.equal(s.ask, 0, `node ${i}: ASK errors`);
+        assert.ok(s.rl > 0, `node ${i} served some calls`);
+      }
+      assert.equal(stats.reduce((sum, s) => sum + s.rl, 0), calls, "every call reached a node exactly once");
+    });
+
+    it("checks client-side that a call's keys share a slot, suggesting a hash tag", async () => {
+      const a = keyInRange(`a:${tag}:`, 0, 5460, keySlot);
+      const b = keyInRange(`b:${tag}:`, 10923, 16383, keySlot);
+      await assert.rejects(rl.all([Fixed(a, 1, 60), Fixed(b, 1, 60)]), (err: Error) => {
+        assert.ok(err instanceof CrossSlotError);
+        assert.match(err.message, /RL\.ALL .*one hash slot.*hash tag.*\{user42\}:min/);
+        return true;
+      });
+      await assert.rejects(rl.fixed(a, 1, 60, { override: b }), CrossSlotError);
+      await assert.rejects(rl.overrideDelete(a, b), CrossSlotError);
+      await assert.rejects(rl.overrideList(0), /each primary/);
+      const ok = await rl.all([Fixed(`{${a}}:min`, 5, 60), Token(`{${a}}:day`, 100, "1d")]);
+      assert.equal(ok.allowed, true);
+    });
+
+    it("server errors come back as the library's own error class", async () => {
+      const k = `err:${tag}`;
+      await assert.rejects(rl.fixed(k, 1, "0"), (err: Error) => {
+        assert.ok(err instanceof conn.errorClass, err.constructor.name);
+        assert.match(err.message, /window/);
+        return true;
+      });
+    });
+
+    it("keeps succeeding while the slot of its key moves to another node", async () => {
+      const k = `{reshard:${tag}}:rl`;
+      const slot = keySlot(k);
+      const source = await cluster.ownerOf(slot);
+      const target = cluster.nodes.find((n) => n !== source)!;
+      let ok = 0;
+      const failures: unknown[] = [];
+      let stop = false;
+      const loop = async () => {
+        while (!stop) {
+          try {
+            const d = await rl.fixed(k, 1_000_000, "1h");
+            assert.equal(d.allowed, true);
+            ok++;
+          } catch (err) {
+            failures.push(err);
+          }
+        }
+      };
+      await cluster.resetStats();
+      const loops = [loop(), loop()];
+      await sleep(50);
+      const beforeMove = ok;
+      const moved = await cluster.moveSlot(slot, target, () => sleep(30));
+      await sleep(100);
+      const afterMove = ok;
+      await sleep(100);
+      stop = true;
+      await Promise.all(loops);
+      assert.deepEqual(failures.map(String), []);
+      assert.ok(moved >= 1, "the limiter key was migrated (with any other key of its slot)");
+      assert.ok(beforeMove > 0 && afterMove > beforeMove && ok > afterMove, `${beforeMove} ${afterMove} ${ok}`);
+      assert.equal((await cluster.ownerOf(slot)).id, target.id);
+      // The state moved with the key: every admitted call is counted once.
+      const peek = await rl.fixed(k, 1_000_000, "1h", { peek: true });
+      assert.equal(peek.count, ok + 1);
+      assert.equal(await target.server.admin.call("EXISTS", k), 1);
+      assert.equal(await source.server.admin.call("CLUSTER", "COUNTKEYSINSLOT", slot), 0);
+      const during = await routingStats();
+      assert.ok(
+        during.reduce((sum, s) => sum + s.moved + s.ask, 0) > 0,
+        "calls met the move (ASK or MOVED) and followed it",
+      );
+      // Steady state again: no more redirections.
+      await cluster.resetStats();
+      for (let i = 0; i < 20; i++) await rl.fixed(k, 1_000_000, "1h");
+      const stats = await routingStats();
+      assert.deepEqual(stats.map((s) => s.moved + s.ask), [0, 0, 0]);
+    });
+  });
+}
+
+describe("cluster with the denial cache", () => {
+  for (const name of CLIENT_NAMES) {
+    it(name, async () => {
+      const conn = await connectCluster(name as VariantName, cluster.ports);
+      try {
+        const rl = new Limiter(conn.client, { denialCache: true });
+        const k = `cache:${name}:${process.pid}`;
+        await rl.fixed(k, 1, 60);
+        const denied = await rl.fixed(k, 1, 60);
+        assert.equal(denied.allowed, false);
+        await cluster.resetStats();
+        for (let i = 0; i < 100; i++) assert.equal((await rl.fixed(k, 1, 60)).allowed, false);
+        const stats = await routingStats();
+        assert.equal(stats.reduce((sum, s) => sum + s.rl, 0), 0, "answered locally");
+      } finally {
+        await conn.close();
+      }
+    });
+  }
+});
