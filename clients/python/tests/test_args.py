@@ -214,6 +214,10 @@ def test_limiter_refuses_wrong_clients() -> None:
         librl.AsyncLimiter(redis.Redis())  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         librl.Limiter(object())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="pipelines"):
+        librl.Limiter(redis.Redis().pipeline())
+    with pytest.raises(TypeError, match="pipelines"):
+        librl.AsyncLimiter(redis.asyncio.Redis().pipeline())
 
 
 class _Clock:

@@ -58,6 +58,15 @@ def duration(name: str, value: object, *, zero: bool = False) -> Arg:
     return operator.index(value)
 
 
+def _head(key: object, name: str, limit: object, window: object) -> List[Arg]:
+    # Type checks inline for the common types: this runs once per call.
+    return [
+        key if type(key) is str or type(key) is bytes else check_key("key", key),
+        limit if type(limit) is int else check_int(name, limit),
+        window if type(window) is int or type(window) is str else duration("window", window),
+    ]
+
+
 def _cost_refund(argv: List[Arg], cost: object, refund: object) -> None:
     if refund is not None:
         if cost != 1:
@@ -84,15 +93,13 @@ def fixed_args(
     block: object,
     override: object,
 ) -> List[Arg]:
-    argv: List[Arg] = [
-        check_key("key", key),
-        check_int("limit", limit),
-        duration("window", window),
-    ]
+    argv = _head(key, "limit", limit, window)
     if aligned:
         argv.append("ALIGNED")
-    _cost_refund(argv, cost, refund)
-    _tail(argv, block, override)
+    if cost != 1 or refund is not None or type(cost) is not int:
+        _cost_refund(argv, cost, refund)
+    if block is not None or override is not None:
+        _tail(argv, block, override)
     return argv
 
 
@@ -106,15 +113,13 @@ def sliding_args(
     block: object,
     override: object,
 ) -> List[Arg]:
-    argv: List[Arg] = [
-        check_key("key", key),
-        check_int("limit", limit),
-        duration("window", window),
-    ]
+    argv = _head(key, "limit", limit, window)
     if approx:
         argv.append("APPROX")
-    _cost_refund(argv, cost, refund)
-    _tail(argv, block, override)
+    if cost != 1 or refund is not None or type(cost) is not int:
+        _cost_refund(argv, cost, refund)
+    if block is not None or override is not None:
+        _tail(argv, block, override)
     return argv
 
 
@@ -130,11 +135,7 @@ def token_args(
     block: object,
     override: object,
 ) -> List[Arg]:
-    argv: List[Arg] = [
-        check_key("key", key),
-        check_int("rate", rate),
-        duration("window", window),
-    ]
+    argv = _head(key, "rate", rate, window)
     if burst is not None:
         argv += ("BURST", check_int("burst", burst))
     _cost_refund(argv, cost, refund)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from time import monotonic
 from typing import Any, AsyncIterator, Callable, List, Optional, Sequence, Tuple, TypeVar, Union
 
-from redis.asyncio.client import Redis
+from redis.asyncio.client import Pipeline, Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.exceptions import SlotNotCoveredError
 
@@ -48,11 +48,12 @@ class AsyncLimiter:
         denial_cache: bool = False,
         denial_cache_size: int = 10_000,
     ) -> None:
-        if not isinstance(client, (Redis, RedisCluster)):
+        if not isinstance(client, (Redis, RedisCluster)) or isinstance(client, Pipeline):
             raise TypeError(
                 "AsyncLimiter needs a redis.asyncio.Redis or redis.asyncio.RedisCluster, not "
-                f"{type(client).__module__}.{type(client).__name__} (use librl.Limiter for "
-                "synchronous clients)"
+                f"{type(client).__module__}.{type(client).__name__} (librl.Limiter takes "
+                "synchronous clients; pipelines are not supported: RL.ALL checks several "
+                "limits in one call)"
             )
         self._client: Any = client
         self._cluster = isinstance(client, RedisCluster)
@@ -147,6 +148,12 @@ class AsyncLimiter:
         if peek:
             argv.append("PEEK")
         keys: Sequence[KeyT] = (key,) if override is None else (key, override)
+        if self._cache is None:  # the hot path, kept short
+            if not self._cluster:
+                return parse_decision(await self._client.execute_command(*argv))
+            if override is not None:
+                one_slot(self._client, command, keys)
+            return parse_decision(await self._send(key, argv))
         if override is not None and self._cluster:
             one_slot(self._client, command, keys)
         return await self._decide(argv, key, keys, refund, parse_decision)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from time import monotonic
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
 
-from redis.client import Redis
-from redis.cluster import ClusterNode, RedisCluster
+from redis.client import Pipeline, Redis
+from redis.cluster import ClusterNode, ClusterPipeline, RedisCluster
 from redis.exceptions import SlotNotCoveredError
 
 from . import _args
@@ -53,9 +53,12 @@ class Limiter:
     ) -> None:
         if _is_async(client):
             raise TypeError("this is an asyncio client: use librl.AsyncLimiter")
-        if not isinstance(client, (Redis, RedisCluster)):
+        if not isinstance(client, (Redis, RedisCluster)) or isinstance(
+            client, (Pipeline, ClusterPipeline)
+        ):
             raise TypeError(
                 f"Limiter needs a redis.Redis or redis.RedisCluster, not {type(client).__name__}"
+                " (pipelines are not supported: RL.ALL checks several limits in one call)"
             )
         self._client: Any = client
         self._cluster = isinstance(client, RedisCluster)
@@ -150,6 +153,12 @@ class Limiter:
         if peek:
             argv.append("PEEK")
         keys: Sequence[KeyT] = (key,) if override is None else (key, override)
+        if self._cache is None:  # the hot path, kept short
+            if not self._cluster:
+                return parse_decision(self._client.execute_command(*argv))
+            if override is not None:
+                one_slot(self._client, command, keys)
+            return parse_decision(self._send(key, argv))
         if override is not None and self._cluster:
             one_slot(self._client, command, keys)
         return self._decide(argv, key, keys, refund, parse_decision)

@@ -85,12 +85,24 @@ def _unexpected(what: str, reply: Any) -> InvalidResponse:
     return InvalidResponse(f"librl: unexpected reply to {what}: {reply!r}")
 
 
+_new = object.__new__
+
+
 def parse_decision(reply: Any, what: str = "a limiter call") -> Decision:
     try:
         allowed, count, retry, limit, remaining, reset = reply
-        return Decision(
-            bool(allowed), int(count), int(retry), int(limit), int(remaining), int(reset)
+        # Decision(...) without the frozen dataclass's per-field
+        # object.__setattr__: this runs once per call.
+        decision: Decision = _new(Decision)
+        decision.__dict__.update(
+            allowed=allowed == 1,
+            count=int(count),
+            retry_after_ms=int(retry),
+            limit=int(limit),
+            remaining=int(remaining),
+            reset_after_ms=int(reset),
         )
+        return decision
     except (TypeError, ValueError):
         raise _unexpected(what, reply) from None
 
