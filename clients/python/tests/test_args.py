@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 import redis
-from redis.exceptions import InvalidResponse
+from redis.cluster import RedisCluster
+from redis.exceptions import ConnectionError, InvalidResponse, SlotNotCoveredError
 
 import librl
 from librl import _args, _cache, _cluster
@@ -329,3 +330,50 @@ def test_retries() -> None:
     assert _cluster.retries(Old()) == 5
     assert _cluster.retries(New()) == 2
     assert _cluster.retries(object()) == 3
+
+
+class _FlakyCluster(RedisCluster):
+    """A RedisCluster whose slot map and nodes are scripted (no server)."""
+
+    def __init__(self, failures: list[Exception]) -> None:  # no super(): nothing to connect
+        self.failures = failures
+        self.cluster_error_retry_attempts = 2
+        self.reinitialized = 0
+        self.sent: list[tuple[Any, ...]] = []
+        outer = self
+
+        class Nodes:
+            def initialize(self) -> None:
+                outer.reinitialized += 1
+
+        self.nodes_manager = Nodes()  # type: ignore[assignment]
+
+    def get_node_from_key(self, key: Any, replica: bool = False) -> Any:
+        if self.failures and isinstance(self.failures[0], SlotNotCoveredError):
+            raise self.failures.pop(0)
+        return "node"
+
+    def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        assert kwargs == {"target_nodes": "node"}
+        self.sent.append(args)
+        if self.failures:
+            raise self.failures.pop(0)
+        return [1, 1, 0, 5, 4, 1000]
+
+    def keyslot(self, key: Any) -> int:
+        return 0
+
+
+def test_cluster_retries_like_redis_cluster() -> None:
+    client = _FlakyCluster([SlotNotCoveredError("stale"), ConnectionError("gone")])
+    assert librl.Limiter(client).fixed("k", 5, 1)
+    assert client.reinitialized == 1  # the stale map is reloaded
+    assert len(client.sent) == 2  # the connection error was retried
+    client = _FlakyCluster([ConnectionError("1"), ConnectionError("2"), ConnectionError("3")])
+    with pytest.raises(ConnectionError, match="3"):
+        librl.Limiter(client).fixed("k", 5, 1)
+    assert len(client.sent) == 3  # the first try and cluster_error_retry_attempts=2 more
+    client = _FlakyCluster([redis.ResponseError("ERR no")])
+    with pytest.raises(redis.ResponseError):
+        librl.Limiter(client).fixed("k", 5, 1)
+    assert len(client.sent) == 1  # server errors are not retried
