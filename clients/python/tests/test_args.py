@@ -303,6 +303,8 @@ def test_key_position_hint() -> None:
     parser.commands = {
         "rl.fixed": {"flags": ["write", "movablekeys"], "first_key_pos": 1, "last_key_pos": 1,
                      "step_count": 1},
+        "rl.token": {"flags": {"write", "movablekeys"}, "first_key_pos": 1, "last_key_pos": 1,
+                     "step_count": 1},
         "rl.all": {"flags": {"write", "movablekeys"}, "first_key_pos": 0, "last_key_pos": 0,
                    "step_count": 0},
         "get": {"flags": ["readonly"], "first_key_pos": 1, "last_key_pos": 1, "step_count": 1},
@@ -310,9 +312,8 @@ def test_key_position_hint() -> None:
     table = _cluster.hint_key_positions(parser)
     assert table is parser.commands
     assert parser.commands["rl.fixed"]["flags"] == ["write"]
-    assert parser.commands["rl.all"]["flags"] == {"write"}
-    assert parser.commands["rl.all"]["first_key_pos"] == 2
-    assert parser.commands["rl.all"]["last_key_pos"] == 2
+    assert parser.commands["rl.token"]["flags"] == {"write"}
+    assert parser.commands["rl.all"]["flags"] == {"write", "movablekeys"}  # not hinted
     assert _cluster.hint_key_positions(object()) is None
 
 

@@ -136,3 +136,18 @@ def test_resharding_mid_run(rc: RedisCluster, cluster: Cluster) -> None:
     assert limiter.fixed(key, 1000, 600).count == counts[-1] + 1
     quiet = cluster.stats()
     assert (quiet["moved"], quiet["ask"], quiet["getkeys"]) == (0, 0, 0)
+
+
+def test_all_follows_moved(rc: RedisCluster, cluster: Cluster) -> None:
+    limiter = librl.Limiter(rc)
+    tag = "{reshard-all}"
+    clauses = (librl.Fixed(f"{tag}:a", 100, 600), librl.Token(f"{tag}:b", 100, 600))
+    assert [limiter.all(*clauses).decisions[0].count for _ in range(2)] == [1, 2]
+    slot = rc.keyslot(tag)
+    cluster.move_slot(slot, _other(cluster, slot))  # type: ignore[arg-type]
+    cluster.reset_stats()
+    assert limiter.all(*clauses).decisions[0].count == 3
+    assert limiter.all(*clauses).decisions[0].count == 4
+    stats = cluster.stats()
+    assert stats["moved"] == 1
+    assert stats["getkeys"] <= 1  # RL.ALL's key position is not hinted to redis-py

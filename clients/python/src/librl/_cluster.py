@@ -11,11 +11,13 @@ new owner; the next call routes with the patched map.
 
 To resend after MOVED, redis-py recomputes the slot from the command line
 with its commands table, which for movable-key commands means COMMAND
-GETKEYS. ``hint_key_positions`` tells that table where the key of each
-limiter is (position 1; RL.ALL: 2), as it is for ordinary commands, so
-even that path stays local. The hint is an optimisation: if a redis-py
-version keeps its table differently, it is skipped and MOVED costs one
-GETKEYS, nothing else changes.
+GETKEYS. ``hint_key_positions`` records in that table that the single
+limiters keep their key at position 1, as ordinary commands are described,
+so that path stays local for them too. The hint is an optimisation: if a
+redis-py version keeps its table differently, it is skipped and MOVED costs
+one GETKEYS, nothing else changes. RL.ALL is not hinted (its first key is
+the word after the first clause name, and a raw RL.ALL too short to have
+one would then fail inside redis-py): a MOVED on RL.ALL costs one GETKEYS.
 
 Because ``target_nodes`` turns off redis-py's own retries, the Limiter
 retries what RedisCluster would (connection errors, timeouts, CLUSTERDOWN,
@@ -37,8 +39,8 @@ from redis.exceptions import (
 
 from ._types import KeyT
 
-#: Where each movable-key librl command has its (first) key.
-KEY_POSITIONS = {"rl.fixed": 1, "rl.sliding": 1, "rl.token": 1, "rl.all": 2}
+#: Where each single limiter has its key.
+KEY_POSITIONS = {"rl.fixed": 1, "rl.sliding": 1, "rl.token": 1}
 
 RETRY_ERRORS: Tuple[type[Exception], ...] = (
     ConnectionError,
