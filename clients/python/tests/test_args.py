@@ -235,7 +235,7 @@ def test_denial_cache_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     cache = _cache.DenialCache(10)
     denied = librl.Decision(False, 5, 1000, 5, 0, 1500)
     # Sent at 1000.000, the reply arrived 20 ms later.
-    cache.put(("a",), ["k"], denied, 1000.0, 1000.020)
+    cache.put(("a",), ["k"], denied, 1000.0, 1000.020, 0)
     clock.now = 1000.020
     assert cache.get(("a",)) == denied
     clock.now = 1000.5209  # 500.9 ms after the reply: 500 ms are taken off
@@ -257,7 +257,7 @@ def test_denial_cache_all(monkeypatch: pytest.MonkeyPatch) -> None:
     short = librl.Decision(False, 3, 200, 3, 0, 200)
     long = librl.Decision(False, 9, 5000, 9, 0, 5000)
     reply = librl.AllDecision(False, 5000, (ok, short, long))
-    cache.put(("all",), ["a", "b", "c"], reply, 1000.0, 1000.0)
+    cache.put(("all",), ["a", "b", "c"], reply, 1000.0, 1000.0, 0)
     clock.now = 1000.1
     hit = cache.get(("all",))
     assert isinstance(hit, librl.AllDecision)
@@ -268,7 +268,7 @@ def test_denial_cache_all(monkeypatch: pytest.MonkeyPatch) -> None:
     assert cache.get(("all",)) is None
     # A clause that no wait helps: not cached at all.
     never = librl.AllDecision(False, -1, (short, librl.Decision(False, 9, -1, 9, 0, 0)))
-    cache.put(("never",), ["a"], never, 1000.0, 1000.0)
+    cache.put(("never",), ["a"], never, 1000.0, 1000.0, 0)
     assert cache.get(("never",)) is None
 
 
@@ -277,18 +277,23 @@ def test_denial_cache_forget_and_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_cache, "monotonic", clock)
     cache = _cache.DenialCache(3)
     d = librl.Decision(False, 1, 1000, 1, 0, 1000)
-    cache.put(("1",), ["k1"], d, 1000.0, 1000.0)
-    cache.put(("2",), [b"k1", "k2"], d, 1000.0, 1000.0)
-    cache.put(("3",), ["k3"], d, 1000.0, 1000.0)
+    cache.put(("1",), ["k1"], d, 1000.0, 1000.0, cache.generation)
+    cache.put(("2",), [b"k1", "k2"], d, 1000.0, 1000.0, cache.generation)
+    cache.put(("3",), ["k3"], d, 1000.0, 1000.0, cache.generation)
     cache.forget_keys(["k1"])
     assert cache.get(("1",)) is None
     assert cache.get(("2",)) is None
     assert cache.get(("3",)) == d
-    cache.put(("4",), ["k4"], d, 1000.0, 1000.0)
-    cache.put(("5",), ["k5"], d, 1000.0, 1000.0)
-    cache.put(("6",), ["k6"], d, 1000.0, 1000.0)  # full: the oldest goes
+    cache.put(("4",), ["k4"], d, 1000.0, 1000.0, cache.generation)
+    cache.put(("5",), ["k5"], d, 1000.0, 1000.0, cache.generation)
+    cache.put(("6",), ["k6"], d, 1000.0, 1000.0, cache.generation)  # full: the oldest goes
     assert len(cache) == 3
     assert cache.get(("3",)) is None
+    # A denial sent before a refund or override change is not remembered.
+    before = cache.generation
+    cache.forget_keys(["k9"])
+    cache.put(("7",), ["k7"], d, 1000.0, 1000.0, before)
+    assert cache.get(("7",)) is None
     cache.clear()
     assert len(cache) == 0
     with pytest.raises(ValueError, match="at least 1"):

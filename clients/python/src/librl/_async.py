@@ -177,10 +177,11 @@ class AsyncLimiter:
         hit = cache.get(cached_argv)
         if hit is not None:
             return hit  # type: ignore[return-value]
+        generation = cache.generation
         sent_at = monotonic()
         reply = parse(await self._send(route, argv))
         if not reply.allowed and reply.retry_after_ms > 0:
-            cache.put(cached_argv, keys, reply, sent_at, monotonic())
+            cache.put(cached_argv, keys, reply, sent_at, monotonic(), generation)
         return reply
 
     # -- overrides ------------------------------------------------------------

@@ -41,7 +41,7 @@ def _older(decision: Decision, elapsed_ms: int) -> Decision:
 
 
 class DenialCache:
-    __slots__ = ("_by_key", "_entries", "_lock", "_max")
+    __slots__ = ("_by_key", "_entries", "_forgets", "_lock", "_max")
 
     def __init__(self, max_entries: int) -> None:
         if max_entries < 1:
@@ -51,6 +51,14 @@ class DenialCache:
         self._entries: Dict[Hashable, Tuple[Reply, float, float, Tuple[bytes, ...]]] = {}
         self._by_key: Dict[bytes, Set[Hashable]] = {}
         self._lock = threading.Lock()
+        # Counts forget_keys() and clear() calls: a denial whose request was
+        # sent before one of them may predate a refund or an override change.
+        self._forgets = 0
+
+    @property
+    def generation(self) -> int:
+        """Read before sending a call whose denial may be put()."""
+        return self._forgets
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -78,10 +86,17 @@ class DenialCache:
         )
 
     def put(
-        self, argv: Hashable, keys: Iterable[KeyT], reply: Reply, sent_at: float, received_at: float
+        self,
+        argv: Hashable,
+        keys: Iterable[KeyT],
+        reply: Reply,
+        sent_at: float,
+        received_at: float,
+        generation: int,
     ) -> None:
         """Remember a denial. The caller checks it is one (allowed false,
-        retry_after_ms > 0) and that the call was no REFUND."""
+        retry_after_ms > 0) and that the call was no REFUND, and passes the
+        generation it read before sending."""
         if isinstance(reply, Decision):
             wait_ms = reply.retry_after_ms
         else:
@@ -95,6 +110,8 @@ class DenialCache:
             return
         normalized = tuple(_norm(k) for k in keys)
         with self._lock:
+            if generation != self._forgets:
+                return  # a refund or override change came in meanwhile
             if argv in self._entries:
                 self._drop(argv)
             if len(self._entries) >= self._max:
@@ -105,12 +122,14 @@ class DenialCache:
 
     def forget_keys(self, keys: Iterable[KeyT]) -> None:
         with self._lock:
+            self._forgets += 1
             for key in keys:
                 for argv in self._by_key.pop(_norm(key), ()):
                     self._drop(argv)
 
     def clear(self) -> None:
         with self._lock:
+            self._forgets += 1
             self._entries.clear()
             self._by_key.clear()
 
