@@ -177,7 +177,9 @@ fn exercise_state(bytes: &mut [u8], now: u64, cost: u64) {
     let append = match sliding_log::view(bytes) {
         Ok(log) => {
             let _ = log.entries().count();
-            sliding::decide(&sp, Some(&log), now, cost).new_state
+            sliding::decide(&sp, Some(&log), now, cost)
+                .ok()
+                .and_then(|d| d.into_state())
         }
         Err(_) => None,
     };

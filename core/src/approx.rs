@@ -1,4 +1,5 @@
-//! SLIDING APPROX: seed 001's two-window weighted counter. Windows are
+//! SLIDING APPROX: the two-window weighted counter of the "Rate Limiting in
+//! Rust Using Redis" tutorial. Windows are
 //! aligned to multiples of the window in Unix time;
 //! `count = current + floor(previous * (window - elapsed) / window)`.
 //! Constant memory for any limit.
@@ -11,7 +12,7 @@
 //! were bunched at its start, it under-admits by the same reasoning. It never
 //! admits more than `limit` in any single aligned window.
 
-use super::decision::{Decision, RetryAfter};
+use super::decision::{Decision, RetryAfter, Verdict};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ApproxParams {
@@ -75,17 +76,17 @@ pub fn decide(
     let expires_at_ms = start_ms.saturating_add(2 * window);
     if let Some(after) = count.checked_add(cost).filter(|&c| c <= params.limit) {
         return Decision {
-            allowed: true,
             count: after,
-            retry_after: RetryAfter::Now,
             limit: params.limit,
             reset_after_ms: expires_at_ms - now,
-            new_state: Some(ApproxState {
-                start_ms,
-                current: current + cost,
-                previous,
-            }),
-            expires_at_ms,
+            verdict: Verdict::Admit {
+                state: ApproxState {
+                    start_ms,
+                    current: current + cost,
+                    previous,
+                },
+                expires_at_ms,
+            },
         };
     }
     let retry_after = if cost > params.limit {
@@ -107,13 +108,10 @@ pub fn decide(
         0
     };
     Decision {
-        allowed: false,
         count,
-        retry_after,
+        verdict: Verdict::Deny(retry_after),
         limit: params.limit,
         reset_after_ms,
-        new_state: None,
-        expires_at_ms: now.saturating_add(reset_after_ms),
     }
 }
 
@@ -157,7 +155,7 @@ mod tests {
         let d = decide(&p, prev, 1250, 5);
         // floor(8 * x / 1000) <= 5 needs x <= 749: wait 1 ms.
         assert_eq!(d.reply(), [0, 6, 1, 10, 4, 750]);
-        assert!(decide(&p, prev, 1251, 5).allowed);
+        assert!(decide(&p, prev, 1251, 5).allowed());
     }
 
     #[test]
@@ -182,17 +180,17 @@ mod tests {
             for (gap, cost) in steps {
                 now += gap;
                 let d = decide(&p, state, now, cost);
-                prop_assert!(!d.allowed || d.count <= limit);
-                match d.retry_after {
-                    RetryAfter::After(wait) => {
+                prop_assert!(!d.allowed() || d.count <= limit);
+                match d.denied() {
+                    Some(RetryAfter::After(wait)) => {
                         prop_assert!(wait >= 1);
-                        prop_assert!(decide(&p, state, now + wait, cost).allowed);
-                        prop_assert!(!decide(&p, state, now + wait - 1, cost).allowed);
+                        prop_assert!(decide(&p, state, now + wait, cost).allowed());
+                        prop_assert!(!decide(&p, state, now + wait - 1, cost).allowed());
                     }
-                    RetryAfter::Never => prop_assert!(cost > limit),
-                    RetryAfter::Now => prop_assert!(d.allowed),
+                    Some(RetryAfter::Never) => prop_assert!(cost > limit),
+                    None => prop_assert!(d.allowed()),
                 }
-                if let Some(s) = d.new_state {
+                if let Some(s) = d.into_state() {
                     prop_assert!(s.current <= limit);
                     state = Some(s);
                 }

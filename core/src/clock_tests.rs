@@ -29,10 +29,12 @@ fn advance(now: u64, by: i128) -> u64 {
 
 fn check<S>(d: &Decision<S>, now: u64, limit: u64) -> Result<(), TestCaseError> {
     prop_assert!(d.remaining() <= d.limit);
-    if d.allowed {
+    if d.allowed() {
         prop_assert!(d.count <= limit);
         prop_assert!(d.reset_after_ms > 0, "an admitted call's key expires later");
-        prop_assert!(d.expires_at_ms > now);
+        prop_assert!(d
+            .admitted()
+            .is_some_and(|(_, expires_at_ms)| expires_at_ms > now));
     }
     Ok(())
 }
@@ -49,7 +51,7 @@ proptest! {
             now = advance(now, by);
             let d = fixed::decide(&p, state, now, cost);
             check(&d, now, limit)?;
-            if let Some(s) = d.new_state {
+            if let Some(s) = d.into_state() {
                 prop_assert!(s.start_ms < s.end_ms);
                 state = Some(s);
             }
@@ -68,7 +70,7 @@ proptest! {
             let d = token::decide(&p, state, now, cost);
             check(&d, now, capacity)?;
             prop_assert!(d.count <= capacity);
-            if let Some(s) = d.new_state {
+            if let Some(s) = d.into_state() {
                 prop_assert!(s.is_consistent());
                 state = Some(s);
             }
@@ -84,9 +86,9 @@ proptest! {
         let (mut now, mut log) = (start, VecLog::default());
         for (by, cost) in steps {
             now = advance(now, by);
-            let d = sliding::decide(&p, Some(&log), now, cost);
+            let d = sliding::decide(&p, Some(&log), now, cost).expect("a VecLog is never corrupt");
             check(&d, now, limit)?;
-            if let Some(a) = d.new_state {
+            if let Some(a) = d.into_state() {
                 log.apply(&a);
             }
         }
@@ -103,7 +105,7 @@ proptest! {
             now = advance(now, by);
             let d = approx::decide(&p, state, now, cost);
             check(&d, now, limit)?;
-            if let Some(s) = d.new_state {
+            if let Some(s) = d.into_state() {
                 state = Some(s);
             }
         }

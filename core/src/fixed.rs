@@ -2,7 +2,7 @@
 //! (or, ALIGNED, on a multiple of the window in Unix time) and covers the
 //! half-open range `[start, start + window)`.
 
-use super::decision::{Decision, RetryAfter};
+use super::decision::{Decision, RetryAfter, Verdict};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FixedParams {
@@ -62,28 +62,25 @@ pub fn decide(
         .filter(|&c| c <= params.limit)
     {
         Some(count) => Decision {
-            allowed: true,
             count,
-            retry_after: RetryAfter::Now,
             limit: params.limit,
             reset_after_ms: until_end,
-            new_state: Some(FixedState { count, ..window }),
-            expires_at_ms: window.end_ms,
+            verdict: Verdict::Admit {
+                state: FixedState { count, ..window },
+                expires_at_ms: window.end_ms,
+            },
         },
         None => Decision {
-            allowed: false,
             count: window.count,
             // The next window starts empty, so any cost within the limit
             // fits as soon as this one ends.
-            retry_after: if cost > params.limit {
+            verdict: Verdict::Deny(if cost > params.limit {
                 RetryAfter::Never
             } else {
                 RetryAfter::After(until_end)
-            },
+            }),
             limit: params.limit,
             reset_after_ms: if live.is_some() { until_end } else { 0 },
-            new_state: None,
-            expires_at_ms: window.end_ms,
         },
     }
 }
@@ -109,7 +106,7 @@ mod tests {
             .iter()
             .map(|&(now, cost)| {
                 let d = decide(p, state, now, cost);
-                if let Some(s) = d.new_state {
+                if let Some(s) = d.into_state() {
                     state = Some(s);
                 }
                 d.reply()
@@ -153,7 +150,7 @@ mod tests {
     fn denies_cost_above_limit_on_empty_key_without_writing() {
         let d = decide(&params(5, 1000, false), None, 10, 6);
         assert_eq!(d.reply(), [0, 0, -1, 5, 5, 0]);
-        assert_eq!(d.new_state, None);
+        assert_eq!(d.into_state(), None);
     }
 
     #[test]
@@ -176,20 +173,20 @@ mod tests {
         };
         let d = decide(&params(5, 1000, false), Some(state), 10, 1);
         assert_eq!(d.reply(), [1, 2, 0, 5, 3, 1000]);
-        assert_eq!(d.new_state.map(|s| s.end_ms), Some(2000));
+        assert_eq!(d.into_state().map(|s| s.end_ms), Some(2000));
     }
 
     #[test]
     fn extreme_values_do_not_overflow() {
         let p = params(MAX_AMOUNT, MAX_WINDOW_MS, true);
         let d = decide(&p, None, u64::MAX - 1, MAX_AMOUNT);
-        assert!(d.allowed);
+        assert!(d.allowed());
         let p = params(MAX_AMOUNT, MAX_WINDOW_MS, false);
         let d = decide(&p, None, u64::MAX - 1, MAX_AMOUNT);
-        assert!(d.allowed);
-        let full = d.new_state;
+        assert!(d.allowed());
+        let full = d.into_state();
         let d = decide(&p, full, u64::MAX - 1, MAX_AMOUNT);
-        assert!(!d.allowed);
+        assert!(!d.allowed());
     }
 
     fn arb_params() -> impl Strategy<Value = FixedParams> {
@@ -208,7 +205,7 @@ mod tests {
             for (gap, cost) in steps {
                 now += gap;
                 let d = decide(&p, state, now, cost);
-                if let Some(s) = d.new_state {
+                if let Some(s) = d.into_state() {
                     prop_assert!(now >= s.start_ms && now < s.end_ms);
                     prop_assert_eq!(d.reset_after_ms, s.end_ms - now);
                     *admitted.entry(s.start_ms).or_default() += cost;
@@ -231,16 +228,16 @@ mod tests {
             for (gap, cost) in steps {
                 now += gap;
                 let d = decide(&p, state, now, cost);
-                match d.retry_after {
-                    RetryAfter::After(wait) => {
+                match d.denied() {
+                    Some(RetryAfter::After(wait)) => {
                         prop_assert!(wait >= 1);
-                        prop_assert!(decide(&p, state, now + wait, cost).allowed);
-                        prop_assert!(!decide(&p, state, now + wait - 1, cost).allowed);
+                        prop_assert!(decide(&p, state, now + wait, cost).allowed());
+                        prop_assert!(!decide(&p, state, now + wait - 1, cost).allowed());
                     }
-                    RetryAfter::Never => prop_assert!(cost > p.limit),
-                    RetryAfter::Now => prop_assert!(d.allowed),
+                    Some(RetryAfter::Never) => prop_assert!(cost > p.limit),
+                    None => prop_assert!(d.allowed()),
                 }
-                if let Some(s) = d.new_state {
+                if let Some(s) = d.into_state() {
                     state = Some(s);
                 }
             }

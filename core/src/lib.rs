@@ -9,6 +9,7 @@ pub mod approx;
 mod clock_tests;
 pub mod decision;
 pub mod fixed;
+pub mod limit;
 pub mod overrides;
 pub mod sliding;
 pub mod token;

@@ -6,7 +6,7 @@
 //! the cutoff, log the cost at `now`), so the log's storage layout lives
 //! elsewhere and several limits can be decided before any is committed.
 
-use super::decision::{Decision, RetryAfter};
+use super::decision::{Decision, RetryAfter, Verdict};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SlidingParams {
@@ -15,12 +15,18 @@ pub struct SlidingParams {
 }
 
 /// A read-only view of a log: entries oldest-first with strictly increasing
-/// times, and the sum of their costs.
+/// times, and the sum of their costs. A stored log is checked as it is
+/// read, so an entry may turn out to be corrupt.
 pub trait Log {
     fn newest_ms(&self) -> Option<u64>;
     fn total(&self) -> u64;
-    fn entries(&self) -> impl Iterator<Item = (u64, u64)>;
+    fn entries(&self) -> impl Iterator<Item = Result<(u64, u64), CorruptLog>>;
 }
+
+/// A stored log whose entries disagree with its header or with each other:
+/// not written by us, so nothing may be decided from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CorruptLog;
 
 /// What committing an admitted call does to the log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,14 +42,15 @@ pub fn decide<L: Log>(
     log: Option<&L>,
     now: u64,
     cost: u64,
-) -> Decision<Append> {
+) -> Result<Decision<Append>, CorruptLog> {
     // A clock that steps back stands still at the newest logged call.
     let now = now.max(log.and_then(Log::newest_ms).unwrap_or(0));
     let window = params.window_ms;
     let cutoff_ms = now.saturating_sub(window);
     let mut live = log.into_iter().flat_map(|l| l.entries()).peekable();
     let mut expired = 0u64;
-    while let Some(&(t, c)) = live.peek() {
+    while let Some(&entry) = live.peek() {
+        let (t, c) = entry?;
         if t > cutoff_ms {
             break;
         }
@@ -52,19 +59,19 @@ pub fn decide<L: Log>(
     }
     let count = log.map_or(0, |l| l.total()).saturating_sub(expired);
     if let Some(after) = count.checked_add(cost).filter(|&c| c <= params.limit) {
-        return Decision {
-            allowed: true,
+        return Ok(Decision {
             count: after,
-            retry_after: RetryAfter::Now,
             limit: params.limit,
             reset_after_ms: window,
-            new_state: Some(Append {
-                now_ms: now,
-                cost,
-                cutoff_ms,
-            }),
-            expires_at_ms: now.saturating_add(window),
-        };
+            verdict: Verdict::Admit {
+                state: Append {
+                    now_ms: now,
+                    cost,
+                    cutoff_ms,
+                },
+                expires_at_ms: now.saturating_add(window),
+            },
+        });
     }
     let retry_after = if cost > params.limit {
         RetryAfter::Never
@@ -73,7 +80,8 @@ pub fn decide<L: Log>(
         let must_leave = count.saturating_add(cost) - params.limit;
         let mut left = 0u64;
         let mut wait = window;
-        for (t, c) in live {
+        for entry in live {
+            let (t, c) = entry?;
             left = left.saturating_add(c);
             if left >= must_leave {
                 wait = t.saturating_add(window).saturating_sub(now);
@@ -86,24 +94,20 @@ pub fn decide<L: Log>(
     // (Saturating: a log whose header disagrees with its entries must not
     // underflow here; the caller refuses such a log anyway.)
     let reset_after_ms = newest.map_or(0, |n| n.saturating_add(window).saturating_sub(now));
-    Decision {
-        allowed: false,
+    Ok(Decision {
         count,
-        retry_after,
+        verdict: Verdict::Deny(retry_after),
         limit: params.limit,
         reset_after_ms,
-        new_state: None,
-        expires_at_ms: now.saturating_add(reset_after_ms),
-    }
+    })
 }
 
 /// The obvious log, one entry per admitted call: the reference the compact
-/// log is tested against.
-#[cfg(test)]
+/// stored log is tested against, and an in-process log for callers that
+/// keep state in memory.
 #[derive(Clone, Debug, Default)]
 pub struct VecLog(pub Vec<(u64, u64)>);
 
-#[cfg(test)]
 impl Log for VecLog {
     fn newest_ms(&self) -> Option<u64> {
         self.0.last().map(|e| e.0)
@@ -111,12 +115,11 @@ impl Log for VecLog {
     fn total(&self) -> u64 {
         self.0.iter().map(|e| e.1).sum()
     }
-    fn entries(&self) -> impl Iterator<Item = (u64, u64)> {
-        self.0.iter().copied()
+    fn entries(&self) -> impl Iterator<Item = Result<(u64, u64), CorruptLog>> {
+        self.0.iter().copied().map(Ok)
     }
 }
 
-#[cfg(test)]
 impl VecLog {
     pub fn apply(&mut self, a: &Append) {
         self.0.retain(|&(t, _)| t > a.cutoff_ms);
@@ -137,8 +140,8 @@ mod tests {
         calls
             .iter()
             .map(|&(now, cost)| {
-                let d = decide(p, Some(&log), now, cost);
-                if let Some(a) = d.new_state {
+                let d = decide(p, Some(&log), now, cost).unwrap();
+                if let Some(a) = d.into_state() {
                     log.apply(&a);
                 }
                 d.reply()
@@ -179,7 +182,7 @@ mod tests {
             window_ms: 1000,
         };
         // count 15 + 1 must fall to 4: all three entries must leave.
-        let d = decide(&p, Some(&log), 400, 1);
+        let d = decide(&p, Some(&log), 400, 1).unwrap();
         assert_eq!(d.reply(), [0, 15, 900, 4, 0, 900]);
     }
 
@@ -190,9 +193,9 @@ mod tests {
             limit: 5,
             window_ms: 1000,
         };
-        let d = decide(&p, Some(&log), 10, 1);
+        let d = decide(&p, Some(&log), 10, 1).unwrap();
         assert_eq!(d.reply(), [1, 2, 0, 5, 3, 1000]);
-        assert_eq!(d.new_state.map(|a| a.now_ms), Some(5000));
+        assert_eq!(d.into_state().map(|a| a.now_ms), Some(5000));
     }
 
     /// Brute force: the count over `(now - window, now]` of a plain list.
@@ -216,21 +219,21 @@ mod tests {
             let mut now = 1_000_000u64;
             for (gap, cost) in steps {
                 now += gap;
-                let d = decide(&p, Some(&log), now, cost);
+                let d = decide(&p, Some(&log), now, cost).unwrap();
                 let count = count_at(&all, now, window_ms);
-                prop_assert_eq!(d.allowed, count + cost <= limit);
-                prop_assert_eq!(d.count, if d.allowed { count + cost } else { count });
-                prop_assert!(d.count <= limit || !d.allowed);
-                match d.retry_after {
-                    RetryAfter::After(wait) => {
+                prop_assert_eq!(d.allowed(), count + cost <= limit);
+                prop_assert_eq!(d.count, if d.allowed() { count + cost } else { count });
+                prop_assert!(d.count <= limit || !d.allowed());
+                match d.denied() {
+                    Some(RetryAfter::After(wait)) => {
                         prop_assert!(wait >= 1);
                         prop_assert!(count_at(&all, now + wait, window_ms) + cost <= limit);
                         prop_assert!(count_at(&all, now + wait - 1, window_ms) + cost > limit);
                     }
-                    RetryAfter::Never => prop_assert!(cost > limit),
-                    RetryAfter::Now => prop_assert!(d.allowed),
+                    Some(RetryAfter::Never) => prop_assert!(cost > limit),
+                    None => prop_assert!(d.allowed()),
                 }
-                if let Some(a) = d.new_state {
+                if let Some(a) = d.into_state() {
                     log.apply(&a);
                     all.push((now, cost));
                 }

@@ -8,7 +8,7 @@
 //! rounds until a reply is formed, and then only towards the caller's
 //! safety: waits round up, remaining tokens round down.
 
-use super::decision::{Decision, RetryAfter};
+use super::decision::{Decision, RetryAfter, Verdict};
 use super::{MAX_AMOUNT, MAX_WINDOW_MS};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,17 +76,17 @@ pub fn decide(
         let missing = missing + need;
         let reset_after_ms = to_u64(div_ceil(missing, rate));
         return Decision {
-            allowed: true,
             count: to_u64(div_ceil(missing, window)),
-            retry_after: RetryAfter::Now,
             limit: params.capacity,
             reset_after_ms,
-            new_state: Some(TokenState {
-                at_ms: now,
-                window_ms: params.window_ms,
-                missing,
-            }),
-            expires_at_ms: now.saturating_add(reset_after_ms),
+            verdict: Verdict::Admit {
+                state: TokenState {
+                    at_ms: now,
+                    window_ms: params.window_ms,
+                    missing,
+                },
+                expires_at_ms: now.saturating_add(reset_after_ms),
+            },
         };
     }
     let retry_after = if cost > params.capacity {
@@ -96,13 +96,10 @@ pub fn decide(
     };
     let reset_after_ms = to_u64(div_ceil(missing, rate));
     Decision {
-        allowed: false,
         count: to_u64(div_ceil(missing, window)),
-        retry_after,
+        verdict: Verdict::Deny(retry_after),
         limit: params.capacity,
         reset_after_ms,
-        new_state: None,
-        expires_at_ms: now.saturating_add(reset_after_ms),
     }
 }
 
@@ -125,7 +122,7 @@ mod tests {
             .iter()
             .map(|&(now, cost)| {
                 let d = decide(p, state, now, cost);
-                if let Some(s) = d.new_state {
+                if let Some(s) = d.into_state() {
                     state = Some(s);
                 }
                 d.reply()
@@ -175,43 +172,43 @@ mod tests {
         let slow = params(1, MAX_WINDOW_MS, 1);
         let d = decide(&slow, None, 0, 1);
         assert_eq!(d.reply(), [1, 1, 0, 1, 0, MAX_WINDOW_MS as i64]);
-        let again = decide(&slow, d.new_state, MAX_WINDOW_MS - 1, 1);
+        let again = decide(&slow, d.into_state(), MAX_WINDOW_MS - 1, 1);
         assert_eq!(again.reply(), [0, 1, 1, 1, 0, 1]);
-        assert!(decide(&slow, d.new_state, MAX_WINDOW_MS, 1).allowed);
+        assert!(decide(&slow, d.into_state(), MAX_WINDOW_MS, 1).allowed());
         // A million per millisecond.
         let fast = params(1_000_000, 1, 1_000_000);
         let d = decide(&fast, None, 5, 1_000_000);
         assert_eq!(d.reply(), [1, 1_000_000, 0, 1_000_000, 0, 1]);
-        assert!(decide(&fast, d.new_state, 6, 1_000_000).allowed);
+        assert!(decide(&fast, d.into_state(), 6, 1_000_000).allowed());
         // The largest capacity, emptied at the slowest rate, saturates
         // instead of overflowing.
         let huge = params(1, MAX_WINDOW_MS, MAX_AMOUNT);
         let d = decide(&huge, None, u64::MAX / 2, MAX_AMOUNT);
-        assert!(d.allowed);
+        assert!(d.allowed());
         assert_eq!(d.reset_after_ms, u64::MAX);
-        assert_eq!(d.expires_at_ms, u64::MAX);
-        assert!(!decide(&huge, d.new_state, u64::MAX / 2 + 1, 1).allowed);
+        assert_eq!(d.admitted().map(|(_, e)| e), Some(u64::MAX));
+        assert!(!decide(&huge, d.into_state(), u64::MAX / 2 + 1, 1).allowed());
     }
 
     #[test]
     fn cost_above_capacity_never_fits_and_writes_nothing() {
         let d = decide(&params(10, 1000, 5), None, 0, 6);
         assert_eq!(d.reply(), [0, 0, -1, 5, 5, 0]);
-        assert_eq!(d.new_state, None);
+        assert_eq!(d.into_state(), None);
     }
 
     #[test]
     fn clock_stepping_back_stands_still() {
         let p = params(1, 1000, 2);
         let d = decide(&p, None, 10_000, 2);
-        let back = decide(&p, d.new_state, 5_000, 1);
+        let back = decide(&p, d.into_state(), 5_000, 1);
         assert_eq!(back.reply(), [0, 2, 1000, 2, 0, 2000]);
     }
 
     #[test]
     fn changed_parameters_keep_the_bucket_sane() {
         let p = params(10, 1000, 10);
-        let s = decide(&p, None, 0, 10).new_state;
+        let s = decide(&p, None, 0, 10).into_state();
         // Capacity shrinks below the shortfall: empty, never negative.
         let smaller = decide(&params(10, 1000, 4), s, 0, 1);
         assert_eq!(smaller.reply(), [0, 4, 100, 4, 0, 400]);
@@ -233,12 +230,12 @@ mod tests {
         let calls = 10_000_000u64;
         for _ in 0..calls {
             let mut d = decide(&p, state, now, 1);
-            if let RetryAfter::After(wait) = d.retry_after {
+            if let Some(RetryAfter::After(wait)) = d.denied() {
                 now += wait;
                 d = decide(&p, state, now, 1);
             }
-            assert!(d.allowed);
-            state = d.new_state;
+            assert!(d.allowed());
+            state = d.into_state();
         }
         // Rational model: the first 3 calls use the initial burst; call k
         // (k >= 3) needs (k - 2) refilled tokens, available at
@@ -291,25 +288,25 @@ mod tests {
                 now += gap;
                 let d = decide(&p, state, now, cost);
                 let level = model.level_at(&p, now);
-                prop_assert_eq!(d.allowed, model.admits(&p, now, cost));
-                let level_after = if d.allowed { level - u128::from(cost) * w } else { level };
+                prop_assert_eq!(d.allowed(), model.admits(&p, now, cost));
+                let level_after = if d.allowed() { level - u128::from(cost) * w } else { level };
                 let full = u128::from(p.capacity) * w;
                 prop_assert_eq!(u128::from(d.count), (full - level_after).div_ceil(w));
                 prop_assert_eq!(u128::from(d.remaining()), level_after / w);
                 prop_assert_eq!(u128::from(d.reset_after_ms), (full - level_after).div_ceil(u128::from(rate)));
-                match d.retry_after {
-                    RetryAfter::After(wait) => {
+                match d.denied() {
+                    Some(RetryAfter::After(wait)) => {
                         prop_assert!(wait >= 1);
                         prop_assert!(model.admits(&p, now + wait, cost));
                         prop_assert!(!model.admits(&p, now + wait - 1, cost));
-                        prop_assert!(decide(&p, state, now + wait, cost).allowed);
+                        prop_assert!(decide(&p, state, now + wait, cost).allowed());
                     }
-                    RetryAfter::Never => prop_assert!(cost > p.capacity),
-                    RetryAfter::Now => prop_assert!(d.allowed),
+                    Some(RetryAfter::Never) => prop_assert!(cost > p.capacity),
+                    None => prop_assert!(d.allowed()),
                 }
-                if d.allowed {
+                if d.allowed() {
                     model = Model { level: level_after, at: now };
-                    state = d.new_state;
+                    state = d.into_state();
                 }
             }
         }

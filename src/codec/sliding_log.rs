@@ -18,8 +18,7 @@
 //! trims, which keeps a call amortized O(1).
 
 use super::{DecodeError, Tag, HEADER_LEN, MAGIC, VERSION};
-use librl_core::sliding::{Append, Log};
-use std::cell::Cell;
+use librl_core::sliding::{Append, CorruptLog, Log};
 
 const FIELDS_LEN: usize = 3 * 4 + 3 * 8;
 pub const DATA_START: usize = HEADER_LEN + FIELDS_LEN;
@@ -148,7 +147,6 @@ fn encode_entry(delta_ms: u64, cost: u64) -> Vec<u8> {
 pub struct LogView<'a> {
     data: &'a [u8],
     header: Header,
-    corrupt: Cell<bool>,
 }
 
 pub fn view(bytes: &[u8]) -> Result<LogView<'_>, DecodeError> {
@@ -156,16 +154,7 @@ pub fn view(bytes: &[u8]) -> Result<LogView<'_>, DecodeError> {
     Ok(LogView {
         data: bytes.get(DATA_START..).unwrap_or_default(),
         header,
-        corrupt: Cell::new(false),
     })
-}
-
-impl LogView<'_> {
-    /// True if reading entries met bytes no librl could have written; the
-    /// caller then refuses the call instead of trusting what it decided.
-    pub fn is_corrupt(&self) -> bool {
-        self.corrupt.get()
-    }
 }
 
 impl Log for LogView<'_> {
@@ -177,7 +166,7 @@ impl Log for LogView<'_> {
         self.header.total
     }
 
-    fn entries(&self) -> impl Iterator<Item = (u64, u64)> {
+    fn entries(&self) -> impl Iterator<Item = Result<(u64, u64), CorruptLog>> {
         Entries {
             data: self.data,
             pos: self.header.head,
@@ -185,7 +174,6 @@ impl Log for LogView<'_> {
             time: self.header.first_ms,
             first: true,
             last_ms: self.header.last_ms,
-            corrupt: &self.corrupt,
         }
     }
 }
@@ -197,13 +185,14 @@ struct Entries<'a> {
     time: u64,
     first: bool,
     last_ms: u64,
-    corrupt: &'a Cell<bool>,
 }
 
+/// Entries oldest-first, checked as they are read: bytes no librl could
+/// have written end the iteration with `CorruptLog`.
 impl Iterator for Entries<'_> {
-    type Item = (u64, u64);
+    type Item = Result<(u64, u64), CorruptLog>;
 
-    fn next(&mut self) -> Option<(u64, u64)> {
+    fn next(&mut self) -> Option<Self::Item> {
         if self.pos >= self.end {
             return None;
         }
@@ -222,12 +211,11 @@ impl Iterator for Entries<'_> {
             Some((time, cost)) => {
                 self.first = false;
                 self.time = time;
-                Some((time, cost))
+                Some(Ok((time, cost)))
             }
             None => {
-                self.corrupt.set(true);
                 self.pos = self.end;
-                None
+                Some(Err(CorruptLog))
             }
         }
     }
@@ -296,13 +284,11 @@ pub fn apply(existing: Option<&mut [u8]>, a: &Append) -> Applied {
     let live = new_tail - h.head;
     let oversized = capacity > 4 * MIN_SLACK && live.saturating_mul(4) < capacity;
     if new_tail > capacity || oversized || live > MAX_LOG_BYTES {
-        let mut entries: Vec<(u64, u64)> = LogView {
-            data,
-            header: h,
-            corrupt: Cell::new(false),
-        }
-        .entries()
-        .collect();
+        // (Reading stops at a corrupt entry, as the decision's reading did.)
+        let mut entries: Vec<(u64, u64)> = LogView { data, header: h }
+            .entries()
+            .map_while(Result::ok)
+            .collect();
         match entries.last_mut() {
             Some(last) if last.0 == a.now_ms => last.1 = last.1.saturating_add(a.cost),
             _ => entries.push((a.now_ms, a.cost)),
@@ -387,8 +373,8 @@ mod tests {
         let mut value = None;
         for now in 0..10_000u64 {
             let log = value.as_deref().map(|b| view(b).unwrap());
-            let d = decide(&p, log.as_ref(), 1_000_000 + now, 1);
-            commit(&mut value, &d.new_state.unwrap());
+            let d = decide(&p, log.as_ref(), 1_000_000 + now, 1).unwrap();
+            commit(&mut value, &d.into_state().unwrap());
         }
         let len = value.unwrap().len();
         assert!(
@@ -412,8 +398,7 @@ mod tests {
         bad_entry[DATA_START + 2] = 0x80;
         bad_entry[DATA_START + 3] = 0x80;
         let v = view(&bad_entry).unwrap();
-        let _: Vec<_> = v.entries().collect();
-        assert!(v.is_corrupt());
+        assert!(v.entries().any(|e| e.is_err()));
     }
 
     #[test]
@@ -438,19 +423,21 @@ mod tests {
                 if !same_ms {
                     now += gap;
                 }
-                let want = decide(&p, Some(&reference), now, cost);
+                let want = decide(&p, Some(&reference), now, cost).unwrap();
                 let log = value.as_deref().map(|b| view(b).unwrap());
                 let got = decide(&p, log.as_ref(), now, cost);
-                prop_assert!(!log.as_ref().is_some_and(LogView::is_corrupt));
+                prop_assert!(got.is_ok(), "the compact log read as corrupt");
+                let got = got.unwrap();
                 prop_assert_eq!(got.reply(), want.reply());
-                prop_assert_eq!(got.new_state, want.new_state);
-                if let Some(a) = got.new_state {
+                prop_assert_eq!(got.into_state(), want.into_state());
+                if let Some(a) = got.into_state() {
                     reference.apply(&a);
                     commit(&mut value, &a);
                     let bytes = value.as_deref().unwrap();
                     let v = view(bytes).unwrap();
-                    let entries: Vec<_> = v.entries().collect();
-                    prop_assert!(!v.is_corrupt());
+                    let entries: Result<Vec<_>, _> = v.entries().collect();
+                    prop_assert!(entries.is_ok(), "the compact log read as corrupt");
+                    let entries = entries.unwrap();
                     prop_assert_eq!(&entries, &reference.0);
                     prop_assert_eq!(v.total(), entries.iter().map(|e| e.1).sum::<u64>());
                 }
@@ -464,8 +451,7 @@ mod tests {
             if let Ok(v) = view(&bytes) {
                 let _: Vec<_> = v.entries().collect();
                 let p = SlidingParams { limit: 5, window_ms: 100 };
-                let d = decide(&p, Some(&v), now, cost);
-                if let Some(a) = d.new_state {
+                if let Some(a) = decide(&p, Some(&v), now, cost).ok().and_then(|d| d.into_state()) {
                     let mut owned = bytes.clone();
                     let _ = apply(Some(&mut owned), &a);
                 }

@@ -13,15 +13,15 @@ use super::{byte_args, guarded, stored};
 use crate::args::{parse_all, parse_limiter, Algorithm, Clause};
 use crate::codec::sliding_log::{self, Applied};
 use crate::codec::{self, DecodeError};
+use crate::error::RlError;
+use crate::mode::{Mode, MODE};
+use crate::stats::{self, Command, Counter};
+use crate::store::{self, Access, Key, Value};
 use librl_core::approx::{self, ApproxParams};
 use librl_core::decision::Decision;
 use librl_core::fixed::{self, FixedParams};
 use librl_core::sliding::{self, Append, SlidingParams};
 use librl_core::token::{self, TokenParams};
-use crate::error::RlError;
-use crate::mode::{Mode, MODE};
-use crate::stats::{self, Command, Counter};
-use crate::store::{self, Access, Key, Value};
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use std::ffi::CStr;
 
@@ -307,13 +307,11 @@ fn check(clause: &Clause, value: Value<'_>, now: u64) -> Result<Checked, RlError
         }
         Algorithm::Sliding => {
             let log = stored(value, sliding_log::view, "an RL.SLIDING limiter")?;
-            let d = sliding::decide(&SlidingParams { limit, window_ms }, log.as_ref(), now, cost);
-            if log.as_ref().is_some_and(|l| l.is_corrupt()) {
-                return Err(RlError::BadState(DecodeError::Corrupt));
-            }
+            let d = sliding::decide(&SlidingParams { limit, window_ms }, log.as_ref(), now, cost)
+                .map_err(|_| RlError::BadState(DecodeError::Corrupt))?;
             Ok(Checked {
                 reply: d.reply(),
-                commit: d.new_state.map(|a| (Commit::Log(a), d.expires_at_ms)),
+                commit: d.admitted().map(|(a, expires)| (Commit::Log(*a), expires)),
             })
         }
     }
@@ -324,8 +322,7 @@ fn replacing<S>(d: &Decision<S>, encode: impl Fn(&S) -> Vec<u8>) -> Checked {
     Checked {
         reply: d.reply(),
         commit: d
-            .new_state
-            .as_ref()
-            .map(|s| (Commit::Replace(encode(s)), d.expires_at_ms)),
+            .admitted()
+            .map(|(s, expires)| (Commit::Replace(encode(s)), expires)),
     }
 }

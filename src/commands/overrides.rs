@@ -9,10 +9,10 @@ use crate::args::{
 };
 use crate::cmdinfo::{Arg, ArgKind, CommandDoc, KeyAt, KeySpec};
 use crate::codec;
-use librl_core::overrides::Override;
 use crate::error::RlError;
 use crate::stats::Command;
 use crate::store::{self, Access, Key};
+use librl_core::overrides::Override;
 use redis_module::{raw, Context, RedisResult, RedisString, RedisValue};
 
 /// What a command that reads an okey accepts, for WRONGTYPE messages.

@@ -1,0 +1,130 @@
+//! A limit as a call states it: one variant per algorithm, each with only
+//! its own parameters, and the pure merge of an operator's override.
+
+use crate::approx::ApproxParams;
+use crate::fixed::FixedParams;
+use crate::overrides::Override;
+use crate::sliding::SlidingParams;
+use crate::token::TokenParams;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    Fixed(FixedParams),
+    /// SLIDING's exact log.
+    Sliding(SlidingParams),
+    /// SLIDING APPROX: the two-window weighted counter.
+    Approx(ApproxParams),
+    Token(TokenParams),
+}
+
+impl Limit {
+    /// The limit with an override's values in place of the call's own:
+    /// limit (TOKEN: rate) and window always; a token bucket's capacity
+    /// becomes the override's burst, or its rate when it has none. A
+    /// window's alignment is the call's, not the override's.
+    pub fn with_override(self, o: &Override) -> Limit {
+        match self {
+            Limit::Fixed(p) => Limit::Fixed(FixedParams {
+                limit: o.limit,
+                window_ms: o.window_ms,
+                aligned: p.aligned,
+            }),
+            Limit::Sliding(_) => Limit::Sliding(SlidingParams {
+                limit: o.limit,
+                window_ms: o.window_ms,
+            }),
+            Limit::Approx(_) => Limit::Approx(ApproxParams {
+                limit: o.limit,
+                window_ms: o.window_ms,
+            }),
+            Limit::Token(_) => Limit::Token(TokenParams {
+                rate: o.limit,
+                window_ms: o.window_ms,
+                capacity: o.burst.unwrap_or(o.limit),
+            }),
+        }
+    }
+
+    /// The effective limit a reply reports (TOKEN: the capacity).
+    pub fn reported_limit(&self) -> u64 {
+        match self {
+            Limit::Fixed(p) => p.limit,
+            Limit::Sliding(p) => p.limit,
+            Limit::Approx(p) => p.limit,
+            Limit::Token(p) => p.capacity,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const O: Override = Override {
+        limit: 7,
+        window_ms: 2_000,
+        burst: None,
+    };
+
+    #[test]
+    fn override_replaces_limit_and_window_and_keeps_alignment() {
+        let fixed = Limit::Fixed(FixedParams {
+            limit: 100,
+            window_ms: 60_000,
+            aligned: true,
+        });
+        assert_eq!(
+            fixed.with_override(&O),
+            Limit::Fixed(FixedParams {
+                limit: 7,
+                window_ms: 2_000,
+                aligned: true
+            })
+        );
+        let sliding = Limit::Sliding(SlidingParams {
+            limit: 1,
+            window_ms: 1,
+        });
+        assert_eq!(
+            sliding.with_override(&O),
+            Limit::Sliding(SlidingParams {
+                limit: 7,
+                window_ms: 2_000
+            })
+        );
+        let approx = Limit::Approx(ApproxParams {
+            limit: 1,
+            window_ms: 1,
+        });
+        assert_eq!(
+            approx.with_override(&O),
+            Limit::Approx(ApproxParams {
+                limit: 7,
+                window_ms: 2_000
+            })
+        );
+    }
+
+    #[test]
+    fn token_capacity_is_the_override_burst_or_its_rate() {
+        let token = Limit::Token(TokenParams {
+            rate: 10,
+            window_ms: 1_000,
+            capacity: 50,
+        });
+        let rate_only = token.with_override(&O);
+        assert_eq!(
+            rate_only,
+            Limit::Token(TokenParams {
+                rate: 7,
+                window_ms: 2_000,
+                capacity: 7
+            })
+        );
+        let with_burst = token.with_override(&Override {
+            burst: Some(30),
+            ..O
+        });
+        assert_eq!(with_burst.reported_limit(), 30);
+    }
+}
