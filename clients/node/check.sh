@@ -30,4 +30,14 @@ node_modules/.bin/tsc -p tsconfig.build.json
 echo "== tests"
 rm -rf build
 node_modules/.bin/tsc -p tsconfig.json
-node --test --test-reporter=spec build/test/ 2>&1
+# spec for people; TAP to a file, whose closing summary ends the output.
+set +e
+node --test \
+  --test-reporter=spec --test-reporter-destination=stdout \
+  --test-reporter=tap --test-reporter-destination="$TMP_BASE/tap.txt" \
+  build/test/*.test.js 2>&1
+rc=$?
+set -e
+echo "== summary (node --test)"
+sed -n '/^# tests /,$p' "$TMP_BASE/tap.txt"
+exit $rc

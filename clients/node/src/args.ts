@@ -167,7 +167,11 @@ function checkOptionsObject(
   return record;
 }
 
-/** Builds a clause; `where` names the caller in error messages. */
+/**
+ * Builds a clause, or with `peek` set a single-limiter call (the options then
+ * include `peek`); `where` names the caller in error messages. The result is
+ * one object literal: spreading an object with an undefined field is slow.
+ */
 function buildClause(
   where: string,
   algorithm: Algorithm,
@@ -177,8 +181,10 @@ function buildClause(
   options: unknown,
   allowed: ReadonlySet<string>,
   limitName: string,
-): { clause: Clause; record: Record<string, unknown> } {
+  call: boolean,
+): LimiterCall | Clause {
   const record = checkOptionsObject(where, options, allowed);
+  const checkedKey = checkKey(where, "key", key);
   const args: string[] = [checkInteger(where, limitName, limit), checkDuration(where, "window", window)];
   if (algorithm === "FIXED" && checkBoolean(where, "aligned", record["aligned"])) args.push("ALIGNED");
   if (algorithm === "SLIDING" && checkBoolean(where, "approx", record["approx"])) args.push("APPROX");
@@ -204,59 +210,36 @@ function buildClause(
   if (record["block"] !== undefined) args.push("BLOCK", checkDuration(where, "block", record["block"]));
   const override =
     record["override"] === undefined ? undefined : checkKey(where, "option override", record["override"]);
-  return {
-    clause: {
-      algorithm,
-      key: checkKey(where, "key", key),
-      args,
-      override,
-      refund: refund !== undefined,
-    },
-    record,
-  };
-}
-
-function withPeek(
-  where: string,
-  algorithm: Algorithm,
-  key: unknown,
-  limit: unknown,
-  window: unknown,
-  options: unknown,
-  allowed: ReadonlySet<string>,
-  limitName: string,
-): LimiterCall {
-  const { clause, record } = buildClause(where, algorithm, key, limit, window, options, allowed, limitName);
-  return { ...clause, peek: checkBoolean(where, "peek", record["peek"]) };
+  if (!call) return { algorithm, key: checkedKey, args, override, refund: refund !== undefined };
+  const peek = checkBoolean(where, "peek", record["peek"]);
+  return { algorithm, key: checkedKey, args, override, refund: refund !== undefined, peek };
 }
 
 export function fixedCall(key: unknown, limit: unknown, window: unknown, options: unknown): LimiterCall {
-  return withPeek("fixed()", "FIXED", key, limit, window, options, FIXED_CALL_KEYS, "limit");
+  return buildClause("fixed()", "FIXED", key, limit, window, options, FIXED_CALL_KEYS, "limit", true) as LimiterCall;
 }
 
 export function slidingCall(key: unknown, limit: unknown, window: unknown, options: unknown): LimiterCall {
-  return withPeek("sliding()", "SLIDING", key, limit, window, options, SLIDING_CALL_KEYS, "limit");
+  return buildClause("sliding()", "SLIDING", key, limit, window, options, SLIDING_CALL_KEYS, "limit", true) as LimiterCall;
 }
 
 export function tokenCall(key: unknown, rate: unknown, window: unknown, options: unknown): LimiterCall {
-  return withPeek("token()", "TOKEN", key, rate, window, options, TOKEN_CALL_KEYS, "rate");
+  return buildClause("token()", "TOKEN", key, rate, window, options, TOKEN_CALL_KEYS, "rate", true) as LimiterCall;
 }
 
 /** An RL.ALL clause for a fixed window (the options of `limiter.fixed` but `peek`). */
 export function Fixed(key: string, limit: number, window: Duration, options?: FixedClauseOptions): Clause {
-  return Object.freeze(buildClause("Fixed()", "FIXED", key, limit, window, options, FIXED_KEYS, "limit").clause);
+  return Object.freeze(buildClause("Fixed()", "FIXED", key, limit, window, options, FIXED_KEYS, "limit", false));
 }
 
 /** An RL.ALL clause for a sliding window (the options of `limiter.sliding` but `peek`). */
 export function Sliding(key: string, limit: number, window: Duration, options?: SlidingClauseOptions): Clause {
-  return Object.freeze(
-    buildClause("Sliding()", "SLIDING", key, limit, window, options, SLIDING_KEYS, "limit").clause,
-  );
+  return Object.freeze(buildClause("Sliding()", "SLIDING", key, limit, window, options, SLIDING_KEYS, "limit", false));
 }
 
 /** An RL.ALL clause for a token bucket (the options of `limiter.token` but `peek`). */
 export function Token(key: string, rate: number, window: Duration, options?: TokenClauseOptions): Clause {
-  return Object.freeze(buildClause("Token()", "TOKEN", key, rate, window, options, TOKEN_KEYS, "rate").clause);
+  return Object.freeze(buildClause("Token()", "TOKEN", key, rate, window, options, TOKEN_KEYS, "rate", false));
 }
 
 const ALGORITHMS = new Set<string>(["FIXED", "SLIDING", "TOKEN"]);
