@@ -48,10 +48,11 @@ clean:
 	rm -rf .deps
 	rm -rf examples/axum/target
 
-# `make bench`: librl against INCR and against the Lua scripts it replaces,
-# side by side in one run; results in bench/results/ (bench/README.md).
-# `make bench-profile`: instructions per call under callgrind, and where
-# they go (bench/results/profile.md).
+# `make bench`: librl against the floor of the module API (bench/floor),
+# redis-cell's CL.THROTTLE, INCR and the Lua scripts it replaces, side by
+# side in one server, timed and in instructions; results in bench/results/
+# (bench/README.md). `make bench-profile`: where each command's
+# instructions go, against the floor's (bench/results/profile.md).
 .PHONY: bench bench-profile bench-lint
 
 bench: build
@@ -59,7 +60,7 @@ bench: build
 	python3 bench/bench.py
 
 bench-profile: build
-	@scripts/install-bench-deps.sh --profile
+	@scripts/install-bench-deps.sh
 	python3 bench/profile.py
 
 # The bench crates build in the module's target dir: same dependency

@@ -1,24 +1,22 @@
 #!/usr/bin/env python3
-"""make bench-profile: instructions per call under callgrind, for INCR, each
-librl limiter and its Lua baseline, and where a librl call's instructions go.
+"""make bench-profile: where each command's instructions go, so the gap
+between librl and the floor module is explained line by line.
 
-redis-server (with the release module) runs under
-`valgrind --tool=callgrind --toggle-collect=call`, so only what runs inside
-Redis's `call()` (the command itself, as INFO commandstats times it) is
-counted. For each case the counters are zeroed, redis-benchmark sends the
-calls (same command lines as `make bench`), and the profile is dumped
-(callgrind_control). Instruction counts do not depend on what else the
-machine is doing, so these ratios are steadier than the timed ones.
-Writes bench/results/profile.md.
+The same server, modules and command lines as `make bench` (INCR, the
+floor, every librl command, CL.THROTTLE), under callgrind (bench/
+instructions.py: only what runs inside Redis's `call()` is counted). Each
+module call's instructions are split into: Redis's call() around the
+command; the module context Redis builds for it; each module-API function
+the module calls (inclusive: what runs inside Redis for it); and the
+module's own code (parsing, decisions, statistics, allocations' Rust side,
+conversions). Then, per command, the call tree under its handler.
+Writes bench/results/profile.md (and profile.json).
 """
 
 import argparse
-import glob
 import json
 import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,51 +24,60 @@ import time
 sys.dont_write_bytecode = True  # no __pycache__ in the work tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402
-from resp import Server, redis_benchmark  # noqa: E402
+import instructions  # noqa: E402
 
-# The handler and the functions under it whose callees the report lists.
-EXPAND = [
-    "rl::RedisModule_OnLoad::__do_command",
-    "rl::commands::limiter::run",
-    "rl::store::replicate",
-    "rl::store::Key::write",
-    "rl::store::Key::modify",
-    "redis_module::context::Context::reply",
-    "RM_Replicate",
-]
-LINE = re.compile(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+([*>]?)\s*(.*)$")
-NAME = re.compile(r"^[^:]*:(.+?)(?: \(([\d,]+)x\))? \[(.*)\]$")
+DISPATCHER = "RedisModuleCommandDispatcher"
+PROFILED = ["incr", "floor_verbatim", "floor", "fixed", "sliding", "approx", "token", "all", "cell"]
+LIBRL = ["fixed", "sliding", "approx", "token", "all"]
 
 
-def annotate(path):
-    """The total and, per function, (inclusive Ir, [(Ir, callee, calls)]),
-    from a dump."""
-    out = subprocess.run(
-        ["callgrind_annotate", "--inclusive=yes", "--tree=calling", "--threshold=100", path],
-        capture_output=True, text=True, check=True,
-    ).stdout
-    total = 0
-    functions = {}
-    current = None
-    for line in out.splitlines():
-        m = LINE.match(line)
-        if not m:
-            current = None
+def breakdown(p):
+    """{line: instructions} for a module command's dump (None for a
+    command that is not a module's)."""
+    if p.ir(DISPATCHER) == 0:
+        return None
+    server_obj = p.functions["call"]["obj"] if "call" in p.functions else None
+    handlers = {n: ir for n, (ir, _) in p.callees(DISPATCHER).items() if p.is_module(n)}
+    handler_ir = sum(handlers.values())
+    lines = {
+        "Redis's call() around the command": p.total - p.ir(DISPATCHER),
+        "module context (RedisModuleCommandDispatcher)": p.ir(DISPATCHER) - handler_ir,
+    }
+    api = {}
+    for name in p.module_functions():
+        for callee, (ir, _) in p.callees(name).items():
+            if not p.is_module(callee) and p.functions.get(callee, {}).get("obj") == server_obj:
+                api[callee] = api.get(callee, 0) + ir
+    for name, ir in api.items():
+        lines[name] = ir
+    lines["the module's own code"] = handler_ir - sum(api.values())
+    return lines
+
+
+def tree(p, root, total, calls, min_share, depth=0, seen=None, expanded=None, max_depth=6):
+    """Markdown rows of the call tree under `root`: module functions are
+    expanded; a server function (the API) shows its own top callees the
+    first time it appears (their figures are over all its calls)."""
+    seen = seen or set()
+    expanded = set() if expanded is None else expanded
+    rows = []
+    callees = sorted(p.callees(root).items(), key=lambda kv: -kv[1][0])
+    for name, (ir, n) in callees:
+        if ir < total * min_share:
             continue
-        ir = int(m.group(1).replace(",", ""))
-        if m.group(3).startswith("PROGRAM TOTALS"):
-            total = ir
-            continue
-        n = NAME.match(m.group(3))
-        if not n:
-            continue
-        name = n.group(1)
-        if m.group(2) == "*":
-            current = functions.setdefault(name, (ir, []))
-        elif m.group(2) == ">" and current is not None:
-            calls = int((n.group(2) or "0").replace(",", ""))
-            current[1].append((ir, name, calls))
-    return total, functions
+        indent = "· " * depth
+        module = p.is_module(name)
+        shown = f"`{name}`" if module else f"**`{name}`**"
+        rows.append(f"| {indent}{shown} | {ir / calls:,.0f} | {100 * ir / total:.1f}% | {n / calls:g} |")
+        if module and name not in seen and depth < max_depth:
+            rows += tree(p, name, total, calls, min_share, depth + 1, seen | {name}, expanded, max_depth)
+        elif not module and name not in expanded and name != "call":
+            expanded.add(name)
+            for sub, (sir, sn) in sorted(p.callees(name).items(), key=lambda kv: -kv[1][0])[:4]:
+                if sir >= total * 0.01:
+                    rows.append(f"| {'· ' * (depth + 1)}`{sub}` | {sir / calls:,.0f} | {100 * sir / total:.1f}% "
+                                f"| {sn / calls:g} |")
+    return rows
 
 
 def main():
@@ -78,93 +85,127 @@ def main():
     ap.add_argument("--calls", type=int, default=10_000)
     ap.add_argument("--out", default=os.path.join(bench.RESULTS, "profile.md"))
     args = ap.parse_args()
-    if not os.path.exists(bench.MODULE):
-        sys.exit(f"{bench.MODULE} is missing: `make bench-profile` builds it first")
     started = time.monotonic()
-    wrapper = ["valgrind", "--tool=callgrind", "--toggle-collect=call", "--dump-instr=no"]
-    # The profile's dumps go to a directory of their own.
-    cg_dir = tempfile.mkdtemp(prefix="librl-callgrind-")
-    out_file = os.path.join(cg_dir, "callgrind.out")
-    server = None
+    modules, have_cell = bench.build_modules()
+    cases = [c for c in bench.main_cases(have_cell) if c.id in PROFILED]
+    labels = {c.id: c.label for c in cases}
+    commands = {c.id: " ".join(c.command) for c in cases}
+    keep = tempfile.mkdtemp(prefix="librl-profile-")
     try:
-        server = Server(bench.MODULE, "profile", wrapper=wrapper + [f"--callgrind-out-file={out_file}"])
-        conn = server.conn()
-        cases = bench.throughput_cases(bench.load_scripts(conn))
-        results = {}
-        for cid, label, _, command in cases:
-            conn.call("FLUSHALL", "SYNC")
-            subprocess.run(["callgrind_control", "--zero", str(server.proc.pid)], check=True,
-                           capture_output=True)
-            redis_benchmark(server.port, command, args.calls, bench.KEYSPACE, bench.CLIENTS, bench.PIPELINE)
-            before = set(glob.glob(out_file + ".*"))
-            subprocess.run(["callgrind_control", f"--dump={cid}", str(server.proc.pid)], check=True,
-                           capture_output=True)
-            deadline = time.monotonic() + 60
-            new = set()
-            while not new and time.monotonic() < deadline:
-                time.sleep(0.2)
-                new = set(glob.glob(out_file + ".*")) - before
-            total, functions = annotate(sorted(new)[-1])
-            results[cid] = (label, command, total, functions)
-            print(f"{label:<18} {total / args.calls:>9,.0f} instructions per call", flush=True)
-        conn.close()
+        per_call = bench.phase_instructions(modules, cases, args.calls, keep=keep)
+        profiles = {c.id: instructions.Profile(os.path.join(keep, f"{c.id}.callgrind")) for c in cases}
     finally:
-        if server:
-            server.stop()
-        shutil.rmtree(cg_dir, ignore_errors=True)
+        shutil.rmtree(keep, ignore_errors=True)
+    floor = per_call["floor"]
+    cell = per_call.get("cell")
+    commit = bench.git("rev-parse", "--short", "HEAD")
+    dirty = bench.git("status", "--porcelain", "--untracked-files=no", "--", "src", "core")
+    commit += "+changes" if dirty and dirty != "?" else ""
+    out = []
+    w = out.append
+    w("# librl profile: where the instructions go (callgrind)")
+    w("")
+    w(f"`make bench-profile`: redis-server 7.0.15 with librl, the floor module"
+      + (" and redis-cell 0.2.2" if have_cell else "") + " loaded, under `valgrind --tool=callgrind "
+      f"--toggle-collect=call` (only what runs inside Redis's `call()`, as commandstats times it), "
+      f"{args.calls:,} calls per command from redis-benchmark (-c {bench.CLIENTS} -P {bench.PIPELINE}, random "
+      f"keys over {bench.KEYSPACE:,}, every call admitted), the command lines of `make bench`. "
+      f"Module: `{os.path.relpath(bench.MODULE, bench.ROOT)}`, commit {commit}; generated "
+      f"{time.strftime('%Y-%m-%d %H:%M')} in {time.monotonic() - started:.0f} s.")
+    w("")
+    w("| command | instructions per call | ÷ floor | " + ("÷ CL.THROTTLE |" if cell else ""))
+    w("|---|---:|---:|" + ("---:|" if cell else ""))
+    keys = {c.id: c.keys for c in cases}
+    for cid in PROFILED:
+        if cid not in per_call:
+            continue
+        line = f"| {labels[cid]} | {per_call[cid]:,.0f} | {per_call[cid] / (keys[cid] * floor):.2f}× |"
+        if cell:
+            line += f" {per_call[cid] / cell:.2f}× |"
+        w(line)
+    w("")
+    w("RL.ALL writes three keys: its floor ratio is to three floor calls.")
+    w("")
 
-    incr = results["incr"][2]
-    lines = [
-        "# librl profile: instructions per call (callgrind)",
-        "",
-        f"`make bench-profile`: redis-server 7.0.15 with the release module under `valgrind --tool=callgrind "
-        f"--toggle-collect=call` (only what runs inside Redis's `call()`, as commandstats times it), "
-        f"{args.calls:,} calls per case from redis-benchmark (-c {bench.CLIENTS} -P {bench.PIPELINE}, random "
-        f"keys over {bench.KEYSPACE:,}, every call admitted), the same command lines as `make bench`. "
-        f"Generated {time.strftime('%Y-%m-%d %H:%M')}, commit {bench.git('rev-parse', '--short', 'HEAD')}; "
-        f"took {time.monotonic() - started:.0f} s.",
-        "",
-        "| command | instructions per call | ÷ INCR |",
-        "|---|---:|---:|",
-    ]
-    for cid, (label, _, total, _) in results.items():
-        lines.append(f"| {label} | {total / args.calls:,.0f} | {total / incr:.2f}x |")
-    for cid in ("fixed", "sliding", "approx", "token"):
-        label, command, total, functions = results[cid]
-        lines += [
-            "",
-            f"## {label}: where a call's instructions go",
-            "",
-            f"`{' '.join(command)}`: {total / args.calls:,.0f} instructions per call in all. For the handler "
-            f"and the functions under it, each direct callee's inclusive instructions per call (its own and "
-            f"its callees'), and how often it is called per command; callees under 1% of the command left out.",
-            "",
-            "| function | callee | per call | share | calls per command |",
-            "|---|---|---:|---:|---:|",
-        ]
-        for fn in EXPAND:
-            if fn not in functions:
-                continue
-            inclusive, callees = functions[fn]
-            lines.append(f"| **`{fn}`** | (all) | **{inclusive / args.calls:,.0f}** "
-                         f"| **{100 * inclusive / total:.1f}%** | |")
-            for ir, callee, calls in sorted(callees, reverse=True):
-                if ir < total / 100:
-                    continue
-                lines.append(f"| | `{callee}` | {ir / args.calls:,.0f} | {100 * ir / total:.1f}% "
-                             f"| {calls / args.calls:g} |")
-    md = "\n".join(lines) + "\n"
+    # The gap, line by line.
+    split = {cid: breakdown(p) for cid, p in profiles.items()}
+    cols = [cid for cid in ["floor", "fixed", "sliding", "approx", "token", "cell"] if split.get(cid)]
+    lines = {}
+    for cid in cols:
+        for name, ir in split[cid].items():
+            lines.setdefault(name, {})[cid] = ir / args.calls
+    fixed_lines = ["Redis's call() around the command", "module context (RedisModuleCommandDispatcher)"]
+    own = "the module's own code"
+    api_lines = sorted((n for n in lines if n not in fixed_lines and n != own),
+                       key=lambda n: -max(lines[n].values()))
+    small = [n for n in api_lines if max(lines[n].values()) < 60]
+    big = [n for n in api_lines if n not in small]
+    w("## The gap to the floor, line by line")
+    w("")
+    w("Instructions per call, split by who runs them. **API** lines are a module-API function's "
+      "inclusive cost (what runs inside Redis for it), summed over every call the module makes to it; "
+      "*the module's own code* is everything else under the command handler: argument conversion, "
+      "parsing, mode and statistics, the decision, encoding, and the Rust side of allocations. "
+      "For librl, each cell shows the difference to the floor in brackets.")
+    w("")
+    w("| where | " + " | ".join(labels[c] for c in cols) + " |")
+    w("|---|" + "---:|" * len(cols))
+
+    def cell_text(name_values, cid):
+        v = name_values.get(cid, 0)
+        if cid in LIBRL:
+            d = v - name_values.get("floor", 0)
+            return f"{v:,.0f} ({d:+,.0f})" if abs(d) >= 0.5 else f"{v:,.0f}"
+        return f"{v:,.0f}"
+
+    for name in fixed_lines + big:
+        w(f"| {'API: `' + name + '`' if name in big else name} | "
+          + " | ".join(cell_text(lines.get(name, {}), c) for c in cols) + " |")
+    if small:
+        merged = {c: sum(lines[n].get(c, 0) for n in small) for c in cols}
+        w(f"| API: {len(small)} others (under 60 each: {', '.join('`' + n + '`' for n in small[:8])}"
+          f"{'…' if len(small) > 8 else ''}) | " + " | ".join(cell_text(merged, c) for c in cols) + " |")
+    w(f"| *{own}* | " + " | ".join(cell_text(lines.get(own, {}), c) for c in cols) + " |")
+    totals = {c: per_call[c] for c in cols}
+    w("| **total** | " + " | ".join(f"**{cell_text(totals, c)}**" for c in cols) + " |")
+    w("")
+
+    # Per command: the tree under the handler.
+    for cid in PROFILED:
+        if cid not in profiles:
+            continue
+        p = profiles[cid]
+        w(f"## {labels[cid]}")
+        w("")
+        w(f"`{commands[cid]}`: {per_call[cid]:,.0f} instructions per call. The call tree under "
+          + ("the command handler" if split.get(cid) else "Redis's `call()`")
+          + ": each callee's inclusive instructions per command, its share, and calls per command; "
+          "a dot per level; module functions in plain code, server functions (the module API) in bold, "
+          "with their own top callees the first time they appear (over all their calls); callees under "
+          "0.5% left out. A function called from several places shows all its callees.")
+        w("")
+        w("| function | per call | share | calls |")
+        w("|---|---:|---:|---:|")
+        root = DISPATCHER if split.get(cid) else "call"
+        w(f"| `{root}` | {p.ir(root) / args.calls:,.0f} | {100 * p.ir(root) / p.total:.1f}% | 1 |")
+        out.extend(tree(p, root, p.total, args.calls, 0.005, depth=1,
+                        max_depth=7 if split.get(cid) else 2))
+        if split.get(cid):
+            mods = sorted(((p.self_ir(n), n) for n in p.module_functions()), reverse=True)
+            top = [(ir, n) for ir, n in mods if ir >= p.total * 0.01][:12]
+            if top:
+                w("")
+                w("Where the module's own instructions are spent (each function's self cost, inlined code "
+                  "included, 1% of the command or more): "
+                  + "; ".join(f"`{n}` {ir / args.calls:,.0f}" for ir, n in top) + ".")
+        w("")
+    md = "\n".join(out) + "\n"
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         f.write(md)
-    # For make bench's table: instructions per call beside the timed ratios.
     with open(os.path.splitext(args.out)[0] + ".json", "w") as f:
-        json.dump({
-            "commit": bench.git("rev-parse", "--short", "HEAD"),
-            "src_tree": bench.src_tree(),
-            "calls": args.calls,
-            "per_call": {cid: r[2] / args.calls for cid, r in results.items()},
-        }, f, indent=1)
+        json.dump({"commit": commit, "calls": args.calls, "per_call": per_call,
+                   "lines": {c: {k: v / args.calls for k, v in split[c].items()} for c in cols}}, f, indent=1)
     print(md)
 
 

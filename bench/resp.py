@@ -93,11 +93,13 @@ def free_port():
 
 
 class Server:
-    """redis-server with the module loaded, in a fresh directory. `prepare`
-    may write files (an AOF to load) into the directory first; `wrapper`
-    runs the server under another program (valgrind)."""
+    """redis-server with the module (a path, or a list of paths) loaded, in
+    a fresh directory. `prepare` may write files (an AOF to load) into the
+    directory first; `wrapper` runs the server under another program
+    (valgrind)."""
 
     def __init__(self, module, name, extra=(), prepare=None, wrapper=(), start_timeout=600):
+        modules = [module] if isinstance(module, str) else list(module)
         self.dir = tempfile.mkdtemp(prefix=f"librl-bench-{name}-")
         if prepare:
             prepare(self.dir)
@@ -112,7 +114,7 @@ class Server:
             "--save", "",
             "--appendonly", "no",
             *extra,
-            "--loadmodule", module,
+            *(a for m in modules for a in ("--loadmodule", m)),
         ]
         started = time.monotonic()
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

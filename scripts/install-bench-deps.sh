@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Installs what `make bench` needs beyond scripts/install-deps.sh, and only
-# what is missing: redis-benchmark (Debian's redis-tools, which comes with
-# redis-server) and matplotlib from PyPI into .deps/bench-py (no root
-# needed) for the chart. With --profile (make bench-profile), valgrind too.
+# Installs what `make bench` and `make bench-profile` need beyond
+# scripts/install-deps.sh, and only what is missing:
+#   - redis-benchmark (Debian's redis-tools, which comes with redis-server);
+#   - valgrind, for callgrind's instruction counts (both targets);
+#   - matplotlib from PyPI into .deps/bench-py (no root, not system-wide,
+#     apart from the project's venv) for the chart.
+# The floor module (bench/floor) and redis-cell 0.2.2 (from crates.io) are
+# built by bench/bench.py itself, with cargo, under target/.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 matplotlib_version=3.9.2
@@ -10,10 +14,8 @@ pydeps="$root/.deps/bench-py"
 
 missing=()
 command -v redis-benchmark >/dev/null 2>&1 || missing+=(redis-tools)
-if [ "${1:-}" = "--profile" ]; then
-  command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
-  command -v callgrind_annotate >/dev/null 2>&1 || missing+=(valgrind)
-fi
+command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
+command -v callgrind_annotate >/dev/null 2>&1 || missing+=(valgrind)
 if ((${#missing[@]})); then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo=sudo

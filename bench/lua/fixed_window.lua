@@ -1,7 +1,7 @@
--- Baseline for RL.FIXED, in the style of seed 003 (application-kit): a
+-- Baseline for RL.FIXED, in the style of application-kit's Lua script: a
 -- counter string read with GET, created with SET + EXPIRE on a window's
 -- first call, else grown with INCRBY; an optional override hash is read in
--- the same step; the reply carries the TTL like the seed's.
+-- the same step; the reply carries the TTL like application-kit's.
 --
 -- KEYS[1]  the counter
 -- KEYS[2]  optional override hash (fields max_requests, expiry)

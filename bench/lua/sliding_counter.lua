@@ -1,9 +1,10 @@
--- Baseline for RL.SLIDING APPROX, in the style of seed 001: one counter
+-- Baseline for RL.SLIDING APPROX, in the style of the "Rate Limiting in Rust Using
+-- Redis" tutorial's two-window counter: one counter
 -- string per aligned window (`<key>:<window start>`), expiring after two
 -- windows; the count weighs the previous window's counter by the part of
 -- it still inside the sliding window. Both counters are read with one MGET,
 -- the current one grown with INCRBY. The two keys are derived inside the
--- script, as the seed derives them in the client: fine on one node, not
+-- script, as the tutorial derives them in the client: fine on one node, not
 -- cluster-safe (that is one of the things the module fixes).
 --
 -- KEYS[1]  the limiter's base key

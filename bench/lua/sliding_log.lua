@@ -1,4 +1,4 @@
--- Baseline for RL.SLIDING, in the style of seed 000 (AxumKit): a sorted set
+-- Baseline for RL.SLIDING, in the style of AxumKit: a sorted set
 -- with one member per admitted call (a UUID-like string, scored by its time
 -- in ms): trim what left the window, count, refuse with a retry time taken
 -- from the oldest entry, else add the call and refresh the expiry. The

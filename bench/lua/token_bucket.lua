@@ -1,4 +1,4 @@
--- Baseline for RL.TOKEN: the usual hash-based token bucket (seed 002's
+-- Baseline for RL.TOKEN: the usual hash-based token bucket (go-zoox api-gateway's
 -- token bucket with burst, written as a script): fields `tokens` and `ts`,
 -- refilled continuously at rate/window by the elapsed time, in floating
 -- point; admitted calls write both fields back and expire the hash when it

@@ -55,8 +55,6 @@ unsafe fn floor(
     let (
         Some(milliseconds),
         Some(open_key),
-        Some(truncate),
-        Some(dma),
         Some(set_abs_expire),
         Some(close_key),
         Some(reply_array),
@@ -64,8 +62,6 @@ unsafe fn floor(
     ) = (
         raw::RedisModule_Milliseconds,
         raw::RedisModule_OpenKey,
-        raw::RedisModule_StringTruncate,
-        raw::RedisModule_StringDMA,
         raw::RedisModule_SetAbsExpire,
         raw::RedisModule_CloseKey,
         raw::RedisModule_ReplyWithArray,
@@ -80,25 +76,13 @@ unsafe fn floor(
         args[1],
         (raw::REDISMODULE_READ | raw::REDISMODULE_WRITE) as c_int,
     );
-    // A new key is created at this size; an existing string keeps its object.
-    if key.is_null() || truncate(key, VALUE_LEN) != raw::REDISMODULE_OK as c_int {
+    if key.is_null() || !write_value(ctx, key, now) {
         if !key.is_null() {
             close_key(key);
         }
         return raw::RedisModule_ReplyWithError.map_or(raw::REDISMODULE_ERR as c_int, |f| {
             f(ctx, c"WRONGTYPE floor: the key holds another type".as_ptr())
         });
-    }
-    let mut len = 0usize;
-    let ptr = dma(key, &mut len, raw::REDISMODULE_WRITE as c_int);
-    if !ptr.is_null() && len == VALUE_LEN {
-        // A version byte and three little-endian u64s, as a fixed window's
-        // start, end and count would be (the last 4 bytes stay zero).
-        let value = std::slice::from_raw_parts_mut(ptr.cast::<u8>(), len);
-        value[0] = 1;
-        value[1..9].copy_from_slice(&now.to_le_bytes());
-        value[9..17].copy_from_slice(&(now + WINDOW_MS).to_le_bytes());
-        value[17..25].copy_from_slice(&1u64.to_le_bytes());
     }
     set_abs_expire(key, now + WINDOW_MS);
     close_key(key);
@@ -127,6 +111,60 @@ unsafe fn floor(
         reply_int(ctx, v);
     }
     raw::REDISMODULE_OK as c_int
+}
+
+/// The 29 bytes: a version byte and three little-endian u64s, as a fixed
+/// window's start, end and count would be (the last 4 bytes stay zero).
+fn fill(value: &mut [u8; VALUE_LEN], now: c_longlong) {
+    value[0] = 1;
+    value[1..9].copy_from_slice(&now.to_le_bytes());
+    value[9..17].copy_from_slice(&(now + WINDOW_MS).to_le_bytes());
+    value[17..25].copy_from_slice(&1u64.to_le_bytes());
+}
+
+/// Writes the value the cheapest way the API has for each case (measured
+/// under callgrind): a new key gets a string object made in one allocation
+/// (`RedisModule_CreateString` of 29 bytes is an embedded string) set with
+/// `RedisModule_StringSet`; an existing string of that size is overwritten
+/// in place through `RedisModule_StringDMA`. False if the key holds
+/// another type.
+///
+/// # Safety
+/// `key` is open for writing in `ctx`.
+unsafe fn write_value(ctx: *mut Ctx, key: *mut raw::RedisModuleKey, now: c_longlong) -> bool {
+    let (Some(key_type), Some(create), Some(set), Some(free), Some(truncate), Some(dma)) = (
+        raw::RedisModule_KeyType,
+        raw::RedisModule_CreateString,
+        raw::RedisModule_StringSet,
+        raw::RedisModule_FreeString,
+        raw::RedisModule_StringTruncate,
+        raw::RedisModule_StringDMA,
+    ) else {
+        return false;
+    };
+    let mut value = [0u8; VALUE_LEN];
+    fill(&mut value, now);
+    match key_type(key) as isize {
+        raw::REDISMODULE_KEYTYPE_EMPTY => {
+            let s = create(ctx, value.as_ptr().cast::<c_char>(), VALUE_LEN);
+            let ok = set(key, s) == raw::REDISMODULE_OK as c_int;
+            free(ctx, s);
+            ok
+        }
+        raw::REDISMODULE_KEYTYPE_STRING => {
+            if truncate(key, VALUE_LEN) != raw::REDISMODULE_OK as c_int {
+                return false;
+            }
+            let mut len = 0usize;
+            let ptr = dma(key, &mut len, raw::REDISMODULE_WRITE as c_int);
+            if ptr.is_null() || len != VALUE_LEN {
+                return false;
+            }
+            std::slice::from_raw_parts_mut(ptr.cast::<u8>(), len).copy_from_slice(&value);
+            true
+        }
+        _ => false,
+    }
 }
 
 extern "C" fn floor_write(ctx: *mut Ctx, argv: *mut *mut Str, argc: c_int) -> c_int {

@@ -1,0 +1,145 @@
+"""Instructions per call under callgrind, for `make bench` (totals) and
+`make bench-profile` (where they go).
+
+redis-server, with every module of the run loaded, runs under
+`valgrind --tool=callgrind --toggle-collect=call`: only what runs inside
+Redis's `call()` (the command itself, as INFO commandstats times it, with
+any nested call() of a script) is counted. For each case the counters are
+zeroed, redis-benchmark sends the calls, and the profile is dumped
+(callgrind_control). Instruction counts do not depend on what else the
+machine does, so their ratios are the stable measure."""
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+
+from resp import Server, redis_benchmark
+
+WRAPPER = ["valgrind", "--tool=callgrind", "--toggle-collect=call", "--dump-instr=no"]
+
+
+def dump_total(path):
+    """The dump's total instruction count (its `summary:` or `totals:` line)."""
+    with open(path) as f:
+        for line in f:
+            if line.startswith(("summary:", "totals:")):
+                return int(line.split()[1])
+    raise RuntimeError(f"{path}: no totals line")
+
+
+def run(modules, cases, calls, keyspace, clients, pipeline, setup=None, keep=None, log=print):
+    """cases: [(id, command)]. Returns {id: instructions per call}; with
+    `keep` (a directory), the dumps stay there as `<id>.callgrind`.
+    `setup(conn)` runs once after the server starts (e.g. SCRIPT LOAD)."""
+    cg_dir = tempfile.mkdtemp(prefix="librl-callgrind-")
+    out_file = os.path.join(cg_dir, "callgrind.out")
+    server = None
+    per_call = {}
+    try:
+        server = Server(modules, "callgrind", wrapper=WRAPPER + [f"--callgrind-out-file={out_file}"])
+        conn = server.conn()
+        if setup:
+            setup(conn)
+        for cid, command in cases:
+            conn.call("FLUSHALL", "SYNC")
+            subprocess.run(["callgrind_control", "--zero", str(server.proc.pid)], check=True, capture_output=True)
+            redis_benchmark(server.port, command, calls, keyspace, clients, pipeline)
+            before = set(glob.glob(out_file + ".*"))
+            subprocess.run(["callgrind_control", f"--dump={cid}", str(server.proc.pid)], check=True,
+                           capture_output=True)
+            deadline = time.monotonic() + 120
+            new = set()
+            while not new and time.monotonic() < deadline:
+                time.sleep(0.1)
+                new = set(glob.glob(out_file + ".*")) - before
+            if not new:
+                raise RuntimeError(f"callgrind wrote no dump for {cid}")
+            dump = sorted(new)[-1]
+            # The dump is written when its file is complete: wait for totals.
+            for _ in range(100):
+                try:
+                    total = dump_total(dump)
+                    break
+                except RuntimeError:
+                    time.sleep(0.1)
+            else:
+                total = dump_total(dump)
+            per_call[cid] = total / calls
+            if keep:
+                os.makedirs(keep, exist_ok=True)
+                shutil.move(dump, os.path.join(keep, f"{cid}.callgrind"))
+            log(f"instructions {cid:<16} {total / calls:>9,.0f} per call")
+        conn.close()
+    finally:
+        if server:
+            server.stop()
+        shutil.rmtree(cg_dir, ignore_errors=True)
+    return per_call
+
+
+# ------------------------------------------------------------ annotation
+
+LINE = re.compile(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+([*>]?)\s*(.*)$")
+NAME = re.compile(r"^[^:]*:(.+?)(?: \(([\d,]+)x\))? \[(.*)\]$")
+
+
+class Profile:
+    """One dump as a call graph: per function its inclusive instructions and
+    object file, and its callees with the instructions and calls of each arc."""
+
+    def __init__(self, path):
+        out = subprocess.run(
+            ["callgrind_annotate", "--inclusive=yes", "--tree=calling", "--threshold=100", path],
+            capture_output=True, text=True, check=True,
+        ).stdout
+        self.total = 0
+        self.functions = {}  # name -> {"ir", "obj", "callees": {name: (ir, calls)}}
+        current = None
+        for line in out.splitlines():
+            m = LINE.match(line)
+            if not m:
+                current = None
+                continue
+            ir = int(m.group(1).replace(",", ""))
+            if m.group(3).startswith("PROGRAM TOTALS"):
+                self.total = ir
+                continue
+            n = NAME.match(m.group(3))
+            if not n:
+                continue
+            name, obj = n.group(1), n.group(3)
+            if m.group(2) == "*":
+                # (It may have been seen as a callee first.)
+                current = self.functions.setdefault(name, {"ir": ir, "obj": obj, "callees": {}})
+                current["ir"], current["obj"] = ir, obj
+            elif m.group(2) == ">" and current is not None:
+                calls = int((n.group(2) or "0").replace(",", ""))
+                old = current["callees"].get(name, (0, 0))
+                current["callees"][name] = (old[0] + ir, old[1] + calls)
+                self.functions.setdefault(name, {"ir": 0, "obj": obj, "callees": {}})
+
+    def ir(self, name):
+        f = self.functions.get(name)
+        return f["ir"] if f else 0
+
+    def callees(self, name):
+        f = self.functions.get(name)
+        return f["callees"] if f else {}
+
+    def is_module(self, name):
+        """Code from a module's .so (not the server, libc or the loader)."""
+        f = self.functions.get(name)
+        return bool(f) and f["obj"].endswith(".so") and "/lib/" not in f["obj"] and "ld-linux" not in f["obj"]
+
+    def module_functions(self):
+        return [n for n in self.functions if self.is_module(n)]
+
+    def self_ir(self, name):
+        f = self.functions.get(name)
+        if not f:
+            return 0
+        return max(0, f["ir"] - sum(ir for ir, _ in f["callees"].values()))
