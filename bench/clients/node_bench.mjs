@@ -32,6 +32,7 @@ const MODULE = path.resolve(arg("module", path.join(repo, "target", "release", "
 const REDIS_SERVER = arg("redis-server", "redis-server");
 const CALLS = Number(arg("calls", "2000"));
 const BLOCK = 50; // calls per timed block (see measure)
+const WARMUP = 300; // untimed calls of each kind first
 
 if (!existsSync(MODULE)) throw new Error(`module not found: ${MODULE}`);
 if (!existsSync(path.join(pkgDir, "node_modules"))) {
@@ -141,6 +142,17 @@ async function getkeysCalls(admin) {
   const m = /cmdstat_command\|getkeys:calls=(\d+)/.exec(await admin.info("commandstats"));
   return m ? Number(m[1]) : 0;
 }
+/**
+ * Commands a node served for the calls under test: all but INCR, our own
+ * administration and the clients' connection handshakes (HELLO, CLIENT ...).
+ */
+async function clientCommands(admin) {
+  let total = 0;
+  for (const m of (await admin.info("commandstats")).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
+    if (!/^(incr|info|config\|.*|cluster\|.*|ping|hello|client\|.*|select|auth|readonly)$/i.test(m[1])) total += Number(m[2]);
+  }
+  return total;
+}
 
 // ---------------------------------------------------------------------------
 // Clients.
@@ -173,7 +185,7 @@ async function measure(client, ports) {
     const keys = Array.from({ length: 100 }, (_, i) => `bench:${client}:${i}`);
     const rl = (i) => limiter.fixed(keys[i % keys.length], 1_000_000_000, 3600);
     const inc = (i) => incr(`${keys[i % keys.length]}:incr`);
-    for (let i = 0; i < 300; i++) {
+    for (let i = 0; i < WARMUP; i++) {
       await rl(i);
       await inc(i);
     }
@@ -214,16 +226,20 @@ try {
     const cl = await measure(client, clusterPorts);
     let moved = 0;
     let getkeys = 0;
+    let served = 0;
     for (const n of cluster) {
       moved += (await errorCount(n.admin, "MOVED")) + (await errorCount(n.admin, "ASK"));
       getkeys += await getkeysCalls(n.admin);
+      served += await clientCommands(n.admin);
     }
+    // Warm-up and measured rl calls: how many commands each one cost the cluster.
+    const commandsPerCall = Math.round((served / (cl.calls + WARMUP)) * 1000) / 1000;
     console.log(
       JSON.stringify({
         client,
         version: versions[client],
         standalone: s,
-        cluster: { ...cl, moved, getkeys },
+        cluster: { ...cl, moved, getkeys, commands_per_call: commandsPerCall },
       }),
     );
   }

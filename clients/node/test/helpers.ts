@@ -35,9 +35,17 @@ const BASE_DIR = (() => {
 })();
 
 const children = new Set<ChildProcess>();
-process.on("exit", () => {
+function killChildren(): void {
   for (const child of children) child.kill("SIGKILL");
-});
+  children.clear();
+}
+process.on("exit", killChildren);
+for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
+  process.once(signal, () => {
+    killChildren();
+    process.exit(128 + (signal === "SIGINT" ? 2 : signal === "SIGTERM" ? 15 : 1));
+  });
+}
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
