@@ -45,6 +45,8 @@ export class DenialCache {
   /** key -> ids of the entries that involve it, for refunds. */
   readonly #byKey = new Map<string, Set<string>>();
   readonly #maxEntries: number;
+  /** Bumped by every refund and override change: a denial read before one is not cached. */
+  #generation = 0;
 
   constructor(options: DenialCacheOptions = {}) {
     const max = options.maxEntries ?? 10_000;
@@ -56,6 +58,11 @@ export class DenialCache {
 
   get size(): number {
     return this.#entries.size;
+  }
+
+  /** Read before sending a call; pass it to offer() with the reply. */
+  get generation(): number {
+    return this.#generation;
   }
 
   /** The cached answer to call `id`, aged to now, or undefined. */
@@ -78,9 +85,13 @@ export class DenialCache {
     return agedDecision(reply, elapsed);
   }
 
-  /** Remembers a reply if it is a denial with a positive retryAfterMs. */
-  offer(id: string, keys: readonly string[], reply: Decision | AllDecision): void {
-    if (reply.allowed || !(reply.retryAfterMs > 0)) return;
+  /**
+   * Remembers a reply if it is a denial with a positive retryAfterMs, and no
+   * refund or override change went through this cache since `generation`
+   * was read (the denial may have been decided before it).
+   */
+  offer(id: string, keys: readonly string[], reply: Decision | AllDecision, generation: number): void {
+    if (reply.allowed || !(reply.retryAfterMs > 0) || generation !== this.#generation) return;
     const old = this.#entries.get(id);
     if (old !== undefined) this.#delete(id, old);
     if (this.#entries.size >= this.#maxEntries) this.#makeRoom();
@@ -94,6 +105,7 @@ export class DenialCache {
 
   /** Forgets every entry that involves `key` (a refund on it). */
   clearKey(key: string): void {
+    this.#generation++;
     const ids = this.#byKey.get(key);
     if (ids === undefined) return;
     for (const id of [...ids]) {
@@ -104,6 +116,7 @@ export class DenialCache {
   }
 
   clear(): void {
+    this.#generation++;
     this.#entries.clear();
     this.#byKey.clear();
   }

@@ -232,8 +232,9 @@ export class Limiter {
     const id = callId(argv);
     const hit = cache.get(id) as T | undefined;
     if (hit !== undefined) return hit;
+    const generation = cache.generation;
     const decision = parse(await this.#transport.send(argv, keys, false));
-    cache.offer(id, keys, decision);
+    cache.offer(id, keys, decision, generation);
     return decision;
   }
 

@@ -213,16 +213,16 @@ describe("denial cache", () => {
 
   it("keeps only denials with retryAfterMs > 0", () => {
     const cache = new DenialCache();
-    cache.offer("a", ["k"], { ...denied(100), allowed: true, retryAfterMs: 0 });
-    cache.offer("b", ["k"], denied(-1));
-    cache.offer("c", ["k"], denied(0));
+    cache.offer("a", ["k"], { ...denied(100), allowed: true, retryAfterMs: 0 }, cache.generation);
+    cache.offer("b", ["k"], denied(-1), cache.generation);
+    cache.offer("c", ["k"], denied(0), cache.generation);
     assert.equal(cache.size, 0);
-    cache.offer("d", ["k"], denied(100));
+    cache.offer("d", ["k"], denied(100), cache.generation);
     assert.equal(cache.size, 1);
   });
   it("ages retryAfterMs and resetAfterMs, rounding up, and expires", () => {
     const cache = new DenialCache();
-    cache.offer("a", ["k"], denied(40, 60));
+    cache.offer("a", ["k"], denied(40, 60), cache.generation);
     const first = cache.get("a") as Decision;
     assert.ok(first.retryAfterMs <= 40 && first.retryAfterMs >= 39, String(first.retryAfterMs));
     busyWait(10.2);
@@ -240,7 +240,7 @@ describe("denial cache", () => {
       allowed: false,
       retryAfterMs: 50,
       decisions: [{ ...denied(0, 10), allowed: true }, denied(50, 80)],
-    });
+    }, cache.generation);
     busyWait(5);
     const hit = cache.get("all");
     assert.ok(hit !== undefined && "decisions" in hit);
@@ -251,9 +251,9 @@ describe("denial cache", () => {
   });
   it("clearKey drops every entry involving the key; clear drops all", () => {
     const cache = new DenialCache();
-    cache.offer("1", ["a"], denied(1000));
-    cache.offer("2", ["a", "b"], denied(1000));
-    cache.offer("3", ["b"], denied(1000));
+    cache.offer("1", ["a"], denied(1000), cache.generation);
+    cache.offer("2", ["a", "b"], denied(1000), cache.generation);
+    cache.offer("3", ["b"], denied(1000), cache.generation);
     cache.clearKey("a");
     assert.equal(cache.get("1"), undefined);
     assert.equal(cache.get("2"), undefined);
@@ -261,16 +261,29 @@ describe("denial cache", () => {
     cache.clear();
     assert.equal(cache.size, 0);
   });
+  it("does not keep a denial read before a refund or an override change", () => {
+    const cache = new DenialCache();
+    const before = cache.generation;
+    cache.clearKey("other");
+    cache.offer("a", ["k"], denied(1000), before);
+    assert.equal(cache.size, 0);
+    const again = cache.generation;
+    cache.clear();
+    cache.offer("a", ["k"], denied(1000), again);
+    assert.equal(cache.size, 0);
+    cache.offer("a", ["k"], denied(1000), cache.generation);
+    assert.equal(cache.size, 1);
+  });
   it("is bounded: expired entries go first, then the oldest", () => {
     const cache = new DenialCache({ maxEntries: 3 });
-    cache.offer("short", ["s"], denied(1));
-    cache.offer("x", ["x"], denied(10_000));
-    cache.offer("y", ["y"], denied(10_000));
+    cache.offer("short", ["s"], denied(1), cache.generation);
+    cache.offer("x", ["x"], denied(10_000), cache.generation);
+    cache.offer("y", ["y"], denied(10_000), cache.generation);
     busyWait(2);
-    cache.offer("z", ["z"], denied(10_000));
+    cache.offer("z", ["z"], denied(10_000), cache.generation);
     assert.equal(cache.size, 3);
     assert.notEqual(cache.get("x"), undefined);
-    cache.offer("w", ["w"], denied(10_000));
+    cache.offer("w", ["w"], denied(10_000), cache.generation);
     assert.equal(cache.size, 3);
     assert.equal(cache.get("x"), undefined);
     assert.notEqual(cache.get("w"), undefined);
