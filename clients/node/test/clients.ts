@@ -37,7 +37,12 @@ export interface Connected {
 
 export interface StandaloneOptions {
   keyPrefix?: string;
+  /** node-redis: RESP3 (its default is RESP2). */
   resp3?: boolean;
+  /** ioredis 6: the protocol (its default is RESP3). */
+  protocol?: 2 | 3;
+  /** ioredis: integers as strings. */
+  stringNumbers?: boolean;
 }
 
 export async function connectStandalone(
@@ -50,8 +55,18 @@ export async function connectStandalone(
   switch (variant) {
     case "ioredis":
     case "ioredis5": {
-      const opts = { port, host: "127.0.0.1", lazyConnect: true, maxRetriesPerRequest: 1, ...prefix };
-      const client = variant === "ioredis" ? new Redis(opts) : new Redis5(opts);
+      const opts = {
+        port,
+        host: "127.0.0.1",
+        lazyConnect: true,
+        maxRetriesPerRequest: 1,
+        ...prefix,
+        ...(options.stringNumbers ? { stringNumbers: true } : {}),
+      };
+      const client =
+        variant === "ioredis"
+          ? new Redis({ ...opts, ...(options.protocol ? { protocol: options.protocol } : {}) })
+          : new Redis5(opts);
       await client.connect();
       return {
         client,
@@ -102,13 +117,18 @@ export async function connectStandalone(
   }
 }
 
-export async function connectCluster(variant: VariantName, ports: readonly number[]): Promise<Connected> {
+export async function connectCluster(
+  variant: VariantName,
+  ports: readonly number[],
+  options: { keyPrefix?: string } = {},
+): Promise<Connected> {
   const rootNodes = ports.map((port) => ({ url: `redis://127.0.0.1:${port}` }));
+  const prefix = options.keyPrefix !== undefined ? { keyPrefix: options.keyPrefix } : {};
   switch (variant) {
     case "ioredis":
     case "ioredis5": {
       const nodes = ports.map((port) => ({ host: "127.0.0.1", port }));
-      const opts = { lazyConnect: true, redisOptions: { maxRetriesPerRequest: 3 } };
+      const opts = { lazyConnect: true, redisOptions: { maxRetriesPerRequest: 3 }, ...prefix };
       const client = variant === "ioredis" ? new Cluster(nodes, opts) : new Cluster5(nodes, opts);
       await client.connect();
       return {
@@ -119,7 +139,7 @@ export async function connectCluster(variant: VariantName, ports: readonly numbe
       };
     }
     case "node-redis": {
-      const client = createCluster({ rootNodes });
+      const client = createCluster({ rootNodes, ...prefix });
       client.on("error", () => {});
       await client.connect();
       return { client, errorClass: ErrorReply, incr: (key) => client.incr(key), close: async () => void client.destroy() };

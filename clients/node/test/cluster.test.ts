@@ -160,6 +160,33 @@ for (const variant of ALL_VARIANTS.filter((v) => v !== "node-redis4-legacy")) {
   });
 }
 
+describe("cluster with a key prefix", () => {
+  for (const name of CLIENT_NAMES) {
+    it(`${name}: the client's keyPrefix is applied, and routing uses the prefixed keys`, async () => {
+      const conn = await connectCluster(name as VariantName, cluster.ports, { keyPrefix: "app:" });
+      try {
+        const rl = new Limiter(conn.client);
+        assert.equal(rl.keyPrefix, "app:");
+        await rl.fixed("warm", 1, 60);
+        await cluster.resetStats();
+        const keys = Array.from({ length: 30 }, (_, i) => `pfx:${name}:${process.pid}:${i}`);
+        for (const k of keys) {
+          await rl.fixed(`{${k}}`, 5, 60, { override: `{${k}}:override` });
+          await rl.all([Fixed(`{${k}}:a`, 5, 60), Sliding(`{${k}}:b`, 5, 60)]);
+        }
+        const stats = await routingStats();
+        assert.deepEqual(stats.map((s) => s.moved + s.ask), [0, 0, 0]);
+        const stored = `app:{${keys[0]}}`;
+        const owner = await cluster.ownerOf(keySlot(stored));
+        assert.equal(await owner.server.admin.call("EXISTS", stored), 1);
+        assert.equal(await owner.server.admin.call("EXISTS", `{${keys[0]}}`), 0);
+      } finally {
+        await conn.close();
+      }
+    });
+  }
+});
+
 describe("cluster with the denial cache", () => {
   for (const name of CLIENT_NAMES) {
     it(name, async () => {

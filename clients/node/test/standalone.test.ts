@@ -255,6 +255,23 @@ for (const { name: serverName, bin } of SERVERS) {
       });
     }
 
+    for (const [label, options] of [
+      ["ioredis with RESP2", { protocol: 2 }],
+      ["ioredis with stringNumbers", { stringNumbers: true }],
+    ] as const) {
+      it(label, async () => {
+        const conn = await connectStandalone("ioredis", server.port, options);
+        try {
+          const rl = new Limiter(conn.client);
+          assertDecision(await rl.fixed(key("proto"), 5, 60), { allowed: true, count: 1, limit: 5, resetAfterMs: 60000 });
+          const all = await rl.all([Fixed(key("proto"), 1, 1), Token(key("proto"), 2 ** 50, "1s")]);
+          assert.deepEqual(all.decisions.map((d) => d.limit), [1, 2 ** 50]);
+        } finally {
+          await conn.close();
+        }
+      });
+    }
+
     it("node-redis with RESP3", async () => {
       const conn = await connectStandalone("node-redis", server.port, { resp3: true });
       try {
