@@ -6,7 +6,7 @@
 mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -14,14 +14,9 @@ use librl_client::{slot, All, AsyncLimiter, Command, Fixed, Sliding, Token};
 use redis::cluster::ClusterClient;
 use redis::ErrorKind;
 
-/// Three servers at a time are plenty on a small machine.
-static ONE_CLUSTER_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_CLUSTER_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+/// Three servers at a time are plenty on a small machine (a tokio mutex:
+/// the async tests hold it across their awaits).
+static ONE_CLUSTER_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const USERS: usize = 200;
 
@@ -72,7 +67,7 @@ fn user_calls(i: usize) -> (Fixed, All, Token) {
 
 #[test]
 fn sync_cluster_calls_go_straight_to_the_owner() {
-    let _turn = one_at_a_time();
+    let _turn = ONE_CLUSTER_AT_A_TIME.blocking_lock();
     for flavor in FLAVORS {
         let cluster = Cluster::start(flavor);
         let client = ClusterClient::new(cluster.urls()).unwrap();
@@ -119,7 +114,7 @@ fn sync_cluster_calls_go_straight_to_the_owner() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn async_cluster_calls_go_straight_to_the_owner() {
-    let _turn = one_at_a_time();
+    let _turn = ONE_CLUSTER_AT_A_TIME.lock().await;
     for flavor in FLAVORS {
         let cluster = Cluster::start(flavor);
         let client = ClusterClient::builder(cluster.urls())
@@ -223,7 +218,7 @@ fn hot_call() -> All {
 
 #[test]
 fn sync_calls_keep_succeeding_while_their_slot_moves() {
-    let _turn = one_at_a_time();
+    let _turn = ONE_CLUSTER_AT_A_TIME.blocking_lock();
     let cluster = Cluster::start(Flavor::Redis);
     let client = ClusterClient::new(cluster.urls()).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
@@ -270,7 +265,7 @@ fn redirected(con: &mut redis::Connection) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn async_calls_keep_succeeding_while_their_slot_moves() {
-    let _turn = one_at_a_time();
+    let _turn = ONE_CLUSTER_AT_A_TIME.lock().await;
     let cluster = Cluster::start(Flavor::Valkey);
     let client = ClusterClient::new(cluster.urls()).unwrap();
     let limiter = AsyncLimiter::new(client.get_async_connection().await.unwrap());
