@@ -235,7 +235,8 @@ def report(data):
     w("# librl benchmark: results")
     w("")
     w(f"Reproduce with `make bench` (then `bench/results/latest.md`). This run: {meta['date']}, "
-      f"commit {meta['commit']}, {meta['redis']}, {meta['cpu']} ({meta['cores']} cores), "
+      f"commit {meta['commit']}, module `{os.path.relpath(meta['module'], ROOT)}`, {meta['redis']}, "
+      f"{meta['cpu']} ({meta['cores']} cores), "
       f"redis-benchmark -c {CLIENTS} -P {PIPELINE} -n {meta['calls']:,} per timed run, "
       f"{meta['rounds']} interleaved rounds, {meta['ins_calls']:,} calls per case under callgrind; "
       f"the whole run took {meta['seconds']:.0f} s.")
@@ -590,7 +591,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--calls", type=int, default=50_000, help="calls per timed redis-benchmark run")
-    ap.add_argument("--ins-calls", type=int, default=5_000, help="calls per case under callgrind")
+    ap.add_argument("--ins-calls", type=int, default=10_000, help="calls per case under callgrind")
     ap.add_argument("--quick", action="store_true",
                     help="a smoke run: few calls, no 1,000,000-entry logs; results not written to bench/results")
     ap.add_argument("--skip-clients", action="store_true", help="leave out the client packages' rows")

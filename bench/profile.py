@@ -27,7 +27,7 @@ import bench  # noqa: E402
 import instructions  # noqa: E402
 
 DISPATCHER = "RedisModuleCommandDispatcher"
-PROFILED = ["incr", "floor_verbatim", "floor", "fixed", "sliding", "approx", "token", "all", "cell"]
+PROFILED = ["incr", "floor_empty", "floor_verbatim", "floor", "fixed", "sliding", "approx", "token", "all", "cell"]
 LIBRL = ["fixed", "sliding", "approx", "token", "all"]
 
 
@@ -87,7 +87,9 @@ def main():
     args = ap.parse_args()
     started = time.monotonic()
     modules, have_cell = bench.build_modules()
-    cases = [c for c in bench.main_cases(have_cell) if c.id in PROFILED]
+    empty = bench.Case("floor_empty", "FLOOR.EMPTY", "floor", "floor.empty", ["FLOOR.EMPTY", "b:__rand_int__"],
+                       what="a module command that only replies 1")
+    cases = [empty] + [c for c in bench.main_cases(have_cell) if c.id in PROFILED]
     labels = {c.id: c.label for c in cases}
     commands = {c.id: " ".join(c.command) for c in cases}
     keep = tempfile.mkdtemp(prefix="librl-profile-")

@@ -13,7 +13,8 @@
 //!
 //! `FLOOR.VERBATIM key [arg ...]` is the same with
 //! `RedisModule_ReplicateVerbatim` (not deterministic: a replica would
-//! read its own clock), to show what deterministic replication costs.
+//! read its own clock), to show what deterministic replication costs, and
+//! `FLOOR.EMPTY` does nothing but reply `1`: what any module command costs.
 //!
 //! Registered through the raw API with `extern "C"` handlers that read
 //! `argv` as a slice: no `Context`, no `Vec<RedisString>`.
@@ -167,6 +168,15 @@ unsafe fn write_value(ctx: *mut Ctx, key: *mut raw::RedisModuleKey, now: c_longl
     }
 }
 
+/// `FLOOR.EMPTY [arg ...]`: no key, no replication, the reply `1`: what any
+/// module command costs before it does anything.
+extern "C" fn floor_empty(ctx: *mut Ctx, _argv: *mut *mut Str, _argc: c_int) -> c_int {
+    // SAFETY: Redis calls a command handler with its context.
+    unsafe {
+        raw::RedisModule_ReplyWithLongLong.map_or(raw::REDISMODULE_ERR as c_int, |f| f(ctx, 1))
+    }
+}
+
 extern "C" fn floor_write(ctx: *mut Ctx, argv: *mut *mut Str, argc: c_int) -> c_int {
     // SAFETY: Redis calls a command handler with its context and argv.
     unsafe { floor(ctx, argv, argc, Replication::WithNow) }
@@ -200,13 +210,33 @@ pub unsafe extern "C" fn RedisModule_OnLoad(
     let Some(create) = raw::RedisModule_CreateCommand else {
         return err;
     };
-    let commands: [(&std::ffi::CStr, raw::RedisModuleCmdFunc); 2] = [
-        (c"FLOOR.WRITE", Some(floor_write)),
-        (c"FLOOR.VERBATIM", Some(floor_verbatim)),
+    let commands: [(
+        &std::ffi::CStr,
+        raw::RedisModuleCmdFunc,
+        &std::ffi::CStr,
+        c_int,
+    ); 3] = [
+        (c"FLOOR.WRITE", Some(floor_write), c"write deny-oom fast", 1),
+        (
+            c"FLOOR.VERBATIM",
+            Some(floor_verbatim),
+            c"write deny-oom fast",
+            1,
+        ),
+        (c"FLOOR.EMPTY", Some(floor_empty), c"readonly fast", 0),
     ];
-    for (name, handler) in commands {
-        let flags: *const c_char = c"write deny-oom fast".as_ptr();
-        if create(ctx, name.as_ptr(), handler, flags, 1, 1, 1) == err {
+    for (name, handler, flags, first_key) in commands {
+        let flags: *const c_char = flags.as_ptr();
+        if create(
+            ctx,
+            name.as_ptr(),
+            handler,
+            flags,
+            first_key,
+            first_key,
+            first_key,
+        ) == err
+        {
             return err;
         }
     }
