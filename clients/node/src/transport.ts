@@ -9,6 +9,8 @@
  * - node-redis client (or anything else with `sendCommand(args)`, such as a
  *   client pool or sentinel): `sendCommand`. A v4 client in legacyMode is
  *   used through its `.v4` interface.
+ * - Refused: ioredis pipelines (`isPipeline`) and node-redis MULTI objects
+ *   (`exec` and `addCommand`), whose commands resolve only at exec.
  */
 
 /** The client kinds a Limiter knows. */
@@ -164,6 +166,11 @@ export function transportFor(client: unknown, ioredisCommand?: IoredisCommandCla
   if (!isObject(client) || typeof client["sendCommand"] !== "function") {
     throw new TypeError(
       "librl: new Limiter(client) needs an ioredis Redis or Cluster, or a node-redis client or cluster (an object with sendCommand)",
+    );
+  }
+  if (client["isPipeline"] === true || (typeof client["exec"] === "function" && typeof client["addCommand"] === "function")) {
+    throw new TypeError(
+      "librl: new Limiter() needs the client itself, not a pipeline or MULTI: each limiter call resolves on its own",
     );
   }
   if (typeof client["isCluster"] === "boolean" && typeof (client["call"] as AnyFunction) === "function") {

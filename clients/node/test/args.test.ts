@@ -15,7 +15,11 @@ import {
   tokenCall,
 } from "../src/args.js";
 import { DenialCache } from "../src/cache.js";
-import { Fixed, Sliding, Token, keySlot, type Decision } from "../src/index.js";
+import Redis, { Cluster } from "ioredis";
+import Redis5 from "ioredis5";
+import { createClient, createCluster } from "redis";
+import * as redis4 from "redis4";
+import { Fixed, Limiter, Sliding, Token, keySlot, type Decision } from "../src/index.js";
 import { crc16 } from "../src/slot.js";
 import { parseAllDecision, parseDecision, parseOverrideInfo, parseOverrideList } from "../src/reply.js";
 
@@ -288,5 +292,37 @@ describe("denial cache", () => {
     assert.equal(cache.get("x"), undefined);
     assert.notEqual(cache.get("w"), undefined);
     assert.throws(() => new DenialCache({ maxEntries: 0 }), /maxEntries/);
+  });
+});
+
+describe("telling clients apart (client objects that are never connected)", () => {
+  it("ioredis Redis and Cluster, node-redis client and cluster, v4 too", () => {
+    const io = new Redis({ lazyConnect: true });
+    const ioc = new Cluster([{ port: 1 }], { lazyConnect: true });
+    assert.equal(new Limiter(io).clientKind, "ioredis");
+    assert.equal(new Limiter(ioc).clientKind, "ioredis-cluster");
+    assert.equal(new Limiter(new Redis5({ lazyConnect: true })).clientKind, "ioredis");
+    assert.equal(new Limiter(createClient()).clientKind, "node-redis");
+    assert.equal(new Limiter(createCluster({ rootNodes: [] })).clientKind, "node-redis-cluster");
+    assert.equal(new Limiter(redis4.createClient()).clientKind, "node-redis");
+    assert.equal(new Limiter(redis4.createClient({ legacyMode: true })).clientKind, "node-redis");
+    assert.equal(new Limiter(redis4.createCluster({ rootNodes: [] })).clientKind, "node-redis-cluster");
+    assert.equal(new Limiter(new Redis({ lazyConnect: true, keyPrefix: "a:" })).keyPrefix, "a:");
+    assert.equal(new Limiter(new Cluster([], { lazyConnect: true, keyPrefix: "c:" })).keyPrefix, "c:");
+    assert.equal(new Limiter(createClient({ keyPrefix: "n:" })).keyPrefix, "n:");
+    io.disconnect();
+    ioc.disconnect();
+  });
+  it("refuses what is not a client", () => {
+    assert.throws(() => new Limiter({} as never), /needs an ioredis Redis or Cluster, or a node-redis client/);
+    assert.throws(() => new Limiter(null as never), TypeError);
+    assert.throws(() => new Limiter(new Redis({ lazyConnect: true }).pipeline() as never), /not a pipeline or MULTI/);
+    assert.throws(() => new Limiter(createClient().multi() as never), /not a pipeline or MULTI/);
+    const io = new Redis({ lazyConnect: true });
+    assert.throws(() => new Limiter(io, { denialcache: true } as never), /unknown option "denialcache"/);
+    assert.throws(() => new Limiter(io, { denialCache: "yes" } as never), /denialCache/);
+    assert.throws(() => new Limiter(io, { keyPrefix: 1 } as never), /keyPrefix/);
+    assert.throws(() => new Limiter(io, { ioredisCommand: {} }), /Command class/);
+    io.disconnect();
   });
 });
