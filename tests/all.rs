@@ -5,41 +5,21 @@ mod common;
 use common::*;
 use redis::Value;
 
-/// `[allowed, retry_after, [six ints]...]`, panicking on an error reply.
-fn all(con: &mut redis::Connection, args: &[&str]) -> (i64, i64, Vec<[i64; 6]>) {
-    let reply = cmd(con, &[&["RL.ALL"], args].concat()).unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    let Value::Array(items) = reply else {
-        panic!("not an array: {reply:?}")
-    };
-    let int = |v: &Value| match v {
-        Value::Int(i) => *i,
-        other => panic!("not an integer: {other:?}"),
-    };
-    let clauses = items[2..]
-        .iter()
-        .map(|c| match c {
-            Value::Array(six) => six.iter().map(int).collect::<Vec<_>>().try_into().unwrap(),
-            other => panic!("not a clause reply: {other:?}"),
-        })
-        .collect();
-    (int(&items[0]), int(&items[1]), clauses)
-}
-
 #[test]
 fn admits_only_when_every_clause_admits_and_then_records_all() {
     on_each_server(|_, con| {
         let call = [
             "FIXED", "ip:s", "2", "1s", "SLIDING", "ip:m", "3", "1m", "TOKEN", "key:d", "5", "1d",
         ];
-        let (allowed, retry, replies) = all(con, &call);
+        let (allowed, retry, replies) = rl_all(con, &call);
         assert_eq!((allowed, retry), (1, 0));
         assert_eq!(replies[0][..5], [1, 1, 0, 2, 1]);
         assert_eq!(replies[1][..5], [1, 1, 0, 3, 2]);
         assert_eq!(replies[2][..5], [1, 1, 0, 5, 4]);
-        assert_eq!(all(con, &call).0, 1);
+        assert_eq!(rl_all(con, &call).0, 1);
         // The per-second limit is now full: nothing else may be recorded.
         let before = snapshot(con);
-        let (allowed, retry, replies) = all(con, &call);
+        let (allowed, retry, replies) = rl_all(con, &call);
         assert_eq!(allowed, 0);
         assert_eq!(replies[0][0], 0, "the FIXED clause is the reason");
         assert_eq!(
@@ -59,11 +39,11 @@ fn retry_after_is_the_largest_or_never() {
         limiter(con, &["RL.FIXED", "a", "1", "10s"]);
         limiter(con, &["RL.FIXED", "b", "1", "60s"]);
         let (allowed, retry, replies) =
-            all(con, &["FIXED", "a", "1", "10s", "FIXED", "b", "1", "60s"]);
+            rl_all(con, &["FIXED", "a", "1", "10s", "FIXED", "b", "1", "60s"]);
         assert_eq!(allowed, 0);
         assert_eq!(retry, replies[1][2]);
         assert!(retry > 59_000, "{retry}");
-        let (_, retry, _) = all(
+        let (_, retry, _) = rl_all(
             con,
             &[
                 "FIXED", "a", "1", "10s", "TOKEN", "t", "1", "1s", "COST", "2",
@@ -77,7 +57,7 @@ fn retry_after_is_the_largest_or_never() {
 fn peek_changes_nothing() {
     on_each_server(|_, con| {
         let before = snapshot(con);
-        let (allowed, retry, replies) = all(
+        let (allowed, retry, replies) = rl_all(
             con,
             &["FIXED", "p", "1", "1m", "TOKEN", "q", "2", "1m", "PEEK"],
         );
@@ -95,7 +75,7 @@ fn overrides_apply_inside_clauses() {
             &["RL.OVERRIDE.SET", "o:vip", "100", "1m", "BURST", "7"],
         )
         .unwrap();
-        let (_, _, replies) = all(
+        let (_, _, replies) = rl_all(
             con,
             &[
                 "SLIDING", "s", "1", "1m", "OVERRIDE", "o:vip", "TOKEN", "t", "1", "1m",
@@ -190,15 +170,14 @@ fn getkeys_reports_every_key_and_okey() {
 
 #[test]
 fn replica_and_aof_replay_match_the_primary() {
-    for flavor in FLAVORS {
-        let (mut primary, replica) =
-            primary_and_replica(flavor, &["--appendonly", "yes", "--appendfsync", "always"]);
+    for_each_flavor(|flavor| {
+        let (mut primary, replica) = primary_and_replica(flavor, &AOF);
         let (mut p, mut r) = (primary.conn(), replica.conn());
         cmd(&mut p, &["RL.OVERRIDE.SET", "o", "4", "1h", "BURST", "6"]).unwrap();
         for i in 0..200 {
             let ip = format!("ip:{}", i % 7);
             let user = format!("user:{}", i % 3);
-            let _ = all(
+            let _ = rl_all(
                 &mut p,
                 &[
                     "FIXED",
@@ -230,5 +209,5 @@ fn replica_and_aof_replay_match_the_primary() {
         assert_eq!(snapshot(&mut r), on_primary);
         primary.restart();
         assert_eq!(snapshot(&mut primary.conn()), on_primary);
-    }
+    });
 }

@@ -4,23 +4,8 @@
 mod common;
 
 use common::*;
-use redis::Value;
 
 const LIMITERS: [&str; 3] = ["RL.FIXED", "RL.SLIDING", "RL.TOKEN"];
-
-fn strings(v: &Value) -> Vec<String> {
-    match v {
-        Value::Array(items) | Value::Set(items) => items.iter().flat_map(strings).collect(),
-        Value::BulkString(b) => vec![String::from_utf8_lossy(b).into_owned()],
-        Value::SimpleString(s) => vec![s.clone()],
-        Value::Int(i) => vec![i.to_string()],
-        Value::Map(pairs) => pairs
-            .iter()
-            .flat_map(|(k, v)| [strings(k), strings(v)].concat())
-            .collect(),
-        _ => vec![],
-    }
-}
 
 #[test]
 fn getkeys_reports_key_and_override_key() {

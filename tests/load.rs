@@ -23,7 +23,7 @@ mod common;
 use common::*;
 use std::collections::HashMap;
 use std::sync::{Barrier, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 const CLIENTS: usize = 50;
 const RUN: Duration = Duration::from_millis(1200);
@@ -31,13 +31,6 @@ const WINDOW_MS: u64 = 250;
 
 /// The load tests run one at a time: each already saturates the machine.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-}
 
 /// One call as its client saw it.
 #[derive(Clone, Debug)]
@@ -268,7 +261,7 @@ fn check<M: Model>(what: &str, model: M, history: &[Admission], calls: &[Call]) 
     }
 }
 
-fn int(v: u64) -> i64 {
+fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap()
 }
 
@@ -307,22 +300,22 @@ impl Model for FixedModel {
         if count + cost <= l {
             [
                 1,
-                int(count + cost),
+                to_i64(count + cost),
                 0,
-                int(l),
-                int(l - count - cost),
-                int(end - now),
+                to_i64(l),
+                to_i64(l - count - cost),
+                to_i64(end - now),
             ]
         } else {
             let live = self.live(now).is_some();
-            let retry = if cost > l { -1 } else { int(end - now) };
-            let reset = if live { int(end - now) } else { 0 };
+            let retry = if cost > l { -1 } else { to_i64(end - now) };
+            let reset = if live { to_i64(end - now) } else { 0 };
             [
                 0,
-                int(count),
+                to_i64(count),
                 retry,
-                int(l),
-                int(l.saturating_sub(count)),
+                to_i64(l),
+                to_i64(l.saturating_sub(count)),
                 reset,
             ]
         }
@@ -347,7 +340,7 @@ impl Model for FixedModel {
 fn fixed_windows_admit_exactly_the_limit_under_load() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     const LIMIT: u64 = 20;
-    for flavor in FLAVORS {
+    for flavor in flavors() {
         let server = start(flavor);
         let window = format!("{WINDOW_MS}ms");
         let aligned = vec!["RL.FIXED", "fx:aligned", "20", &window, "ALIGNED"];
@@ -421,11 +414,11 @@ impl Model for LogModel {
         if count + cost <= l {
             return [
                 1,
-                int(count + cost),
+                to_i64(count + cost),
                 0,
-                int(l),
-                int(l - count - cost),
-                int(w),
+                to_i64(l),
+                to_i64(l - count - cost),
+                to_i64(w),
             ];
         }
         let retry = if cost > l {
@@ -439,15 +432,15 @@ impl Model for LogModel {
                     left += e.1;
                     left >= must_leave
                 })
-                .map_or(int(w), |e| int(e.0 + w - now))
+                .map_or(to_i64(w), |e| to_i64(e.0 + w - now))
         };
-        let reset = live.last().map_or(0, |e| int(e.0 + w - now));
+        let reset = live.last().map_or(0, |e| to_i64(e.0 + w - now));
         [
             0,
-            int(count),
+            to_i64(count),
             retry,
-            int(l),
-            int(l.saturating_sub(count)),
+            to_i64(l),
+            to_i64(l.saturating_sub(count)),
             reset,
         ]
     }
@@ -493,11 +486,11 @@ impl Model for ApproxModel {
         if count + cost <= l {
             return [
                 1,
-                int(count + cost),
+                to_i64(count + cost),
                 0,
-                int(l),
-                int(l - count - cost),
-                int(start + 2 * w - now),
+                to_i64(l),
+                to_i64(l - count - cost),
+                to_i64(start + 2 * w - now),
             ];
         }
         let retry = if cost > l {
@@ -506,21 +499,21 @@ impl Model for ApproxModel {
             // Brute force: nothing else is admitted meanwhile.
             (1..=2 * w + 1)
                 .find(|&d| self.fits(now + d, cost))
-                .map_or(-2, int)
+                .map_or(-2, to_i64)
         };
         let reset = if current > 0 {
-            int(start + 2 * w - now)
+            to_i64(start + 2 * w - now)
         } else if previous > 0 {
-            int(start + w - now)
+            to_i64(start + w - now)
         } else {
             0
         };
         [
             0,
-            int(count),
+            to_i64(count),
             retry,
-            int(l),
-            int(l.saturating_sub(count)),
+            to_i64(l),
+            to_i64(l.saturating_sub(count)),
             reset,
         ]
     }
@@ -535,7 +528,7 @@ impl Model for ApproxModel {
 fn sliding_never_counts_more_than_the_limit_under_load() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     const LIMIT: u64 = 25;
-    for flavor in FLAVORS {
+    for flavor in flavors() {
         let server = start(flavor);
         let window = format!("{WINDOW_MS}ms");
         let exact = vec!["RL.SLIDING", "sl:log", "25", &window];
@@ -571,7 +564,7 @@ fn sliding_never_counts_more_than_the_limit_under_load() {
             );
         }
         for c in &mine {
-            assert!(c.reply[1] <= int(LIMIT), "{what}: {c:?}");
+            assert!(c.reply[1] <= to_i64(LIMIT), "{what}: {c:?}");
         }
         let span = history.last().unwrap().now - history[0].now;
         assert!(
@@ -650,11 +643,11 @@ impl Model for BucketModel {
         let (_, level) = self.level(now);
         let (w, r) = (u128::from(self.window), u128::from(self.rate));
         let need = u128::from(cost) * w;
-        let c = int(self.capacity);
+        let c = to_i64(self.capacity);
         let reply = |allowed: i64, level: u128, retry: i64| {
             let missing = self.full() - level;
-            let count = int(u64::try_from(missing.div_ceil(w)).unwrap());
-            let reset = int(u64::try_from(missing.div_ceil(r)).unwrap());
+            let count = to_i64(u64::try_from(missing.div_ceil(w)).unwrap());
+            let reset = to_i64(u64::try_from(missing.div_ceil(r)).unwrap());
             [allowed, count, retry, c, c - count, reset]
         };
         if need <= level {
@@ -662,7 +655,7 @@ impl Model for BucketModel {
         } else if cost > self.capacity {
             reply(0, level, -1)
         } else {
-            let retry = int(u64::try_from((need - level).div_ceil(r)).unwrap());
+            let retry = to_i64(u64::try_from((need - level).div_ceil(r)).unwrap());
             reply(0, level, retry)
         }
     }
@@ -680,7 +673,7 @@ fn token_bucket_never_goes_below_zero_under_load() {
     // 20 tokens per 250 ms (one per 12.5 ms), bursts of 30.
     const RATE: u64 = 20;
     const CAPACITY: u64 = 30;
-    for flavor in FLAVORS {
+    for flavor in flavors() {
         let server = start(flavor);
         let window = format!("{WINDOW_MS}ms");
         let bucket = vec!["RL.TOKEN", "tk", "20", &window, "BURST", "30"];
@@ -697,7 +690,7 @@ fn token_bucket_never_goes_below_zero_under_load() {
         let checked = check(&what, model, &history, &calls);
         for c in &calls {
             assert!(
-                c.reply[4] >= 0 && c.reply[1] <= int(CAPACITY),
+                c.reply[4] >= 0 && c.reply[1] <= to_i64(CAPACITY),
                 "{what}: {c:?}"
             );
         }

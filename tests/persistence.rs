@@ -1,0 +1,294 @@
+//! Persistence: AOF and RDB restarts, a rewritten AOF, and the key
+//! commands that move a limiter's value (DUMP/RESTORE, COPY, RENAME). A
+//! restart gives back the same state with the same absolute expiry times,
+//! never extended by downtime; replaying ignores the mode.
+//!
+//! Windows are long (an hour or more, aligned ones chosen so that they do
+//! not end for at least ten minutes) so nothing expires while a test runs,
+//! and every wait is for a condition.
+
+mod common;
+
+use common::*;
+
+// ---------------------------------------------------------------------------
+// AOF and RDB
+// ---------------------------------------------------------------------------
+
+#[test]
+fn aof_restart_restores_values_and_absolute_expiry() {
+    for_each_flavor(|flavor| {
+        let mut server = Server::start_with(flavor, &AOF);
+        let mut con = server.conn();
+        fixed_workload(&mut con, "wl", 3, 600);
+        let before = snapshot(&mut con);
+        let digest_before = digest(&mut con);
+        // Let the clock move on: a replay that read it would give later ends.
+        let_the_clock_move(&mut con, 50);
+        let mut con = crash_and_restart(&mut server);
+        assert_eq!(snapshot(&mut con), before, "{flavor:?}: AOF replay");
+        assert_eq!(digest(&mut con), digest_before, "{flavor:?}: AOF replay");
+
+        // Rewritten: the state now lives in the base file, later calls in
+        // the incremental one.
+        bgrewriteaof(&mut con);
+        let rewritten = snapshot(&mut con);
+        assert_eq!(rewritten, before);
+        let mut con = crash_and_restart(&mut server);
+        assert_eq!(snapshot(&mut con), before, "{flavor:?}: rewritten AOF");
+
+        fixed_workload(&mut con, "wl2", 4, 300);
+        let after_more = snapshot(&mut con);
+        let digest_more = digest(&mut con);
+        assert_ne!(after_more, before);
+        let_the_clock_move(&mut con, 50);
+        let mut con = crash_and_restart(&mut server);
+        assert_eq!(
+            snapshot(&mut con),
+            after_more,
+            "{flavor:?}: rewritten AOF plus increments"
+        );
+        assert_eq!(digest(&mut con), digest_more);
+    });
+}
+
+#[test]
+fn rdb_restart_restores_values_and_absolute_expiry() {
+    for_each_flavor(|flavor| {
+        let mut server = Server::start(flavor);
+        let mut con = server.conn();
+        fixed_workload(&mut con, "wl", 5, 600);
+        cmd(&mut con, &["SAVE"]).unwrap();
+        let before = snapshot(&mut con);
+        let digest_before = digest(&mut con);
+        let_the_clock_move(&mut con, 50);
+        let mut con = crash_and_restart(&mut server);
+        assert_eq!(
+            info_i64(&mut con, "persistence", "rdb_last_load_keys_loaded"),
+            before.len() as i64,
+            "{flavor:?}: dump.rdb was not loaded"
+        );
+        assert_eq!(snapshot(&mut con), before, "{flavor:?}: RDB load");
+        assert_eq!(digest(&mut con), digest_before, "{flavor:?}: RDB load");
+    });
+}
+
+#[test]
+fn limiter_continues_exactly_after_aof_restart() {
+    for_each_flavor(|flavor| {
+        let mut server = Server::start_with(flavor, &AOF);
+        let mut con = server.conn();
+        let aligned = aligned_windows(&mut con)[0];
+        let plain = ["RL.FIXED", "p", "5", "1h"];
+        let with_aligned = ["RL.FIXED", "a", "5", aligned, "ALIGNED"];
+        let plain_end = use_three_of_five(&mut con, &plain);
+        let aligned_end = use_three_of_five(&mut con, &with_aligned);
+        let_the_clock_move(&mut con, 50);
+        let mut con = crash_and_restart(&mut server);
+        continues_with_two_more(&mut con, &plain, plain_end);
+        continues_with_two_more(&mut con, &with_aligned, aligned_end);
+    });
+}
+
+#[test]
+fn limiter_continues_exactly_after_rewritten_aof_restart() {
+    for_each_flavor(|flavor| {
+        let mut server = Server::start_with(flavor, &AOF);
+        let mut con = server.conn();
+        let plain = ["RL.FIXED", "p", "5", "1h"];
+        limiter(&mut con, &["RL.FIXED", "p", "5", "1h", "COST", "2"]);
+        bgrewriteaof(&mut con);
+        // One unit in the rewritten base, one in the increment.
+        assert_eq!(limiter(&mut con, &plain)[..2], [1, 3]);
+        let end = pexpiretime(&mut con, "p");
+        let mut con = crash_and_restart(&mut server);
+        continues_with_two_more(&mut con, &plain, end);
+    });
+}
+
+#[test]
+fn limiter_continues_exactly_after_rdb_restart() {
+    for_each_flavor(|flavor| {
+        let mut server = Server::start(flavor);
+        let mut con = server.conn();
+        let aligned = aligned_windows(&mut con)[0];
+        let plain = ["RL.FIXED", "p", "5", "1h"];
+        let with_aligned = ["RL.FIXED", "a", "5", aligned, "ALIGNED"];
+        let plain_end = use_three_of_five(&mut con, &plain);
+        let aligned_end = use_three_of_five(&mut con, &with_aligned);
+        cmd(&mut con, &["SAVE"]).unwrap();
+        let_the_clock_move(&mut con, 50);
+        let mut con = crash_and_restart(&mut server);
+        continues_with_two_more(&mut con, &plain, plain_end);
+        continues_with_two_more(&mut con, &with_aligned, aligned_end);
+    });
+}
+
+#[test]
+fn aof_restarts_restore_every_command() {
+    for_each_flavor(|flavor| {
+        let mut server = Server::start_with(flavor, &AOF);
+        let mut con = server.conn();
+        workload(&mut con, "w", 51, 800);
+        let before = snapshot(&mut con);
+        let digest_before = digest(&mut con);
+        // The clock moves on while the server is down: a replay that read
+        // it would give other window ends and TTLs.
+        let_the_clock_move(&mut con, 20);
+        let mut con = crash_and_restart(&mut server);
+        assert_same_snapshot(
+            &snapshot(&mut con),
+            &before,
+            &format!("{flavor:?}: AOF after SIGKILL"),
+        );
+        assert_eq!(digest(&mut con), digest_before);
+
+        bgrewriteaof(&mut con);
+        let mut con = crash_and_restart(&mut server);
+        assert_same_snapshot(
+            &snapshot(&mut con),
+            &before,
+            &format!("{flavor:?}: rewritten AOF"),
+        );
+
+        workload(&mut con, "w", 52, 400);
+        let after_more = snapshot(&mut con);
+        assert_ne!(after_more, before);
+        let mut con = crash_and_restart(&mut server);
+        assert_same_snapshot(
+            &snapshot(&mut con),
+            &after_more,
+            &format!("{flavor:?}: rewritten AOF plus increments"),
+        );
+
+        // Replaying ignores the mode: a server started with the same AOF
+        // and `mode off` still rebuilds every limiter.
+        server.kill();
+        let off = start_from_aof(flavor, &server.dir.join("appendonlydir"), "off");
+        assert_same_snapshot(
+            &snapshot(&mut off.conn()),
+            &after_more,
+            &format!("{flavor:?}: AOF replayed under mode off"),
+        );
+    });
+}
+
+/// A server started in `mode` on a copy of another server's AOF.
+fn start_from_aof(flavor: Flavor, aof_dir: &std::path::Path, mode: &str) -> Server {
+    Server::start_prepared_with_module_args(flavor, &AOF, &["mode", mode], |dir| {
+        copy_dir(aof_dir, &dir.join("appendonlydir"));
+    })
+}
+
+#[test]
+fn rdb_restart_restores_every_command() {
+    for_each_flavor(|flavor| {
+        let mut server = Server::start(flavor);
+        let mut con = server.conn();
+        workload(&mut con, "w", 61, 800);
+        cmd(&mut con, &["SAVE"]).unwrap();
+        let before = snapshot(&mut con);
+        let digest_before = digest(&mut con);
+        let_the_clock_move(&mut con, 20);
+        let mut con = crash_and_restart(&mut server);
+        assert_eq!(
+            info_i64(&mut con, "persistence", "rdb_last_load_keys_loaded"),
+            before.len() as i64,
+            "{flavor:?}: dump.rdb was not loaded"
+        );
+        assert_same_snapshot(
+            &snapshot(&mut con),
+            &before,
+            &format!("{flavor:?}: RDB load"),
+        );
+        assert_eq!(digest(&mut con), digest_before);
+    });
+}
+
+// ---------------------------------------------------------------------------
+// DUMP/RESTORE, COPY, RENAME
+// ---------------------------------------------------------------------------
+
+/// After 2 of a limit of 3 were used in the window ending at `end`, `key`
+/// admits exactly one more unit, then denies, and still ends at `end`.
+fn admits_the_last_unit(con: &mut redis::Connection, key: &str, end: i64) {
+    let args = ["RL.FIXED", key, "3", "1h"];
+    admitted_in_window(con, &args, [1, 3, 0, 3, 0], end);
+    let denied = limiter(con, &args);
+    assert_eq!(denied[..2], [0, 3], "{key}: {denied:?}");
+    assert_eq!(denied[3..5], [3, 0], "{key}: {denied:?}");
+    assert_eq!(pexpiretime(con, key), end, "{key}: the window moved");
+}
+
+// ---------------------------------------------------------------------------
+// A real replica
+// ---------------------------------------------------------------------------
+
+/// A limit of 3 with 2 used; returns the window's end.
+fn two_of_three_used(con: &mut redis::Connection, key: &str) -> i64 {
+    let reply = limiter(con, &["RL.FIXED", key, "3", "1h", "COST", "2"]);
+    assert_eq!(reply[..5], [1, 2, 0, 3, 1]);
+    pexpiretime(con, key)
+}
+
+#[test]
+fn renamed_limiter_keeps_counting() {
+    on_each_server(|_, con| {
+        let end = two_of_three_used(con, "a");
+        cmd(con, &["RENAME", "a", "b"]).unwrap();
+        assert_eq!(pexpiretime(con, "b"), end);
+        admits_the_last_unit(con, "b", end);
+        // The old name is gone: it starts a window of its own.
+        assert_eq!(limiter(con, &["RL.FIXED", "a", "3", "1h"])[..2], [1, 1]);
+    });
+}
+
+#[test]
+fn copied_limiter_counts_on_from_the_original_independently() {
+    on_each_server(|_, con| {
+        let end = two_of_three_used(con, "orig");
+        cmd(con, &["COPY", "orig", "copy"]).unwrap();
+        assert_eq!(pexpiretime(con, "copy"), end);
+        admits_the_last_unit(con, "copy", end);
+        // The original still had one unit left.
+        admits_the_last_unit(con, "orig", end);
+    });
+}
+
+#[test]
+fn restored_limiter_keeps_counting() {
+    on_each_server(|_, con| {
+        let end = two_of_three_used(con, "orig");
+        let payload: Vec<u8> = redis::cmd("DUMP").arg("orig").query(con).unwrap();
+        redis::cmd("RESTORE")
+            .arg("abs")
+            .arg(end)
+            .arg(&payload)
+            .arg("ABSTTL")
+            .query::<()>(con)
+            .unwrap();
+        assert_eq!(pexpiretime(con, "abs"), end);
+        admits_the_last_unit(con, "abs", end);
+        // Restored without a TTL: the stored window still ends where it
+        // did, and the next admitted call puts the expiry back there.
+        redis::cmd("RESTORE")
+            .arg("nottl")
+            .arg(0)
+            .arg(&payload)
+            .query::<()>(con)
+            .unwrap();
+        assert_eq!(pexpiretime(con, "nottl"), -1);
+        admits_the_last_unit(con, "nottl", end);
+        // REPLACE over a used-up limiter brings back the dumped count.
+        redis::cmd("RESTORE")
+            .arg("abs")
+            .arg(end)
+            .arg(&payload)
+            .arg("ABSTTL")
+            .arg("REPLACE")
+            .query::<()>(con)
+            .unwrap();
+        admits_the_last_unit(con, "abs", end);
+        admits_the_last_unit(con, "orig", end);
+    });
+}
