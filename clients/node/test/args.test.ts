@@ -18,9 +18,9 @@ import { DenialCache } from "../src/cache.js";
 import Redis, { Cluster } from "ioredis";
 import Redis5 from "ioredis5";
 import { createClient, createCluster } from "redis";
-import * as redis4 from "redis4";
 import { Fixed, Limiter, Sliding, Token, keySlot, type Decision } from "../src/index.js";
 import { crc16 } from "../src/slot.js";
+import { redis4 } from "./clients.js";
 import { parseAllDecision, parseDecision, parseOverrideInfo, parseOverrideList } from "../src/reply.js";
 
 const argv = (call: Parameters<typeof limiterArgv>[0], prefix = "") => limiterArgv(call, prefix);

@@ -95,7 +95,8 @@ for (const { name: serverName, bin } of SERVERS) {
           });
           const d = await rl.token(k, 10, "1s", { burst: 50 });
           assert.equal(d.allowed, false);
-          assert.ok(d.retryAfterMs > 90 && d.retryAfterMs <= 100, String(d.retryAfterMs));
+          // 100 ms less the time between the two calls (tens of ms on a loaded machine)
+          assert.ok(d.retryAfterMs > 0 && d.retryAfterMs <= 100, String(d.retryAfterMs));
         });
 
         it("all: all-or-nothing over clauses", async () => {
@@ -221,7 +222,7 @@ for (const { name: serverName, bin } of SERVERS) {
           const again = await cached.all(clauses);
           assert.equal(again.allowed, false);
           assert.equal(await server.admin.commandCalls("rl.all"), calls);
-          await sleep(again.retryAfterMs);
+          await sleep(again.retryAfterMs + 2); // (+2: timers are not as exact as the cache)
           assert.equal((await cached.all(clauses)).allowed, true, "admitted once the cached wait has passed");
         });
       });
