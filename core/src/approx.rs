@@ -11,8 +11,11 @@
 //! a full previous window's calls all came in its last millisecond); if they
 //! were bunched at its start, it under-admits by the same reasoning. It never
 //! admits more than `limit` in any single aligned window.
+//!
+//! REFUND lowers the current aligned window's counter (never below 0); the
+//! previous window's counter is history and is not touched.
 
-use super::decision::{Decision, RetryAfter, Verdict};
+use super::decision::{Change, Decision, Refunded, RetryAfter, Status, Verdict};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ApproxParams {
@@ -73,7 +76,7 @@ pub fn decide(
     let left = window - elapsed;
     let count = current.saturating_add(weighted(previous, left, window));
     // The counters matter until the window after this one ends.
-    let expires_at_ms = start_ms.saturating_add(2 * window);
+    let expires_at_ms = start_ms.saturating_add(window.saturating_mul(2));
     if let Some(after) = count.checked_add(cost).filter(|&c| c <= params.limit) {
         return Decision {
             count: after,
@@ -86,6 +89,7 @@ pub fn decide(
                     previous,
                 },
                 expires_at_ms,
+                wait_ms: 0,
             },
         };
     }
@@ -100,19 +104,72 @@ pub fn decide(
             params.limit - cost,
         ))
     };
-    let reset_after_ms = if current > 0 {
-        expires_at_ms - now
-    } else if previous > 0 {
-        left
-    } else {
-        0
-    };
     Decision {
         count,
         verdict: Verdict::Deny(retry_after),
         limit: params.limit,
+        reset_after_ms: life(current, previous, start_ms, window, now),
+    }
+}
+
+/// Milliseconds until counters `current` (window at `start_ms`) and
+/// `previous` (the one before) both stop counting.
+fn life(current: u64, previous: u64, start_ms: u64, window: u64, now: u64) -> u64 {
+    if current > 0 {
+        start_ms.saturating_add(window.saturating_mul(2)) - now
+    } else if previous > 0 {
+        start_ms.saturating_add(window) - now
+    } else {
+        0
+    }
+}
+
+/// REFUND `units`: the current aligned window's counter drops by up to
+/// `units`. Nothing changes when it is already 0 (nothing recorded in this
+/// window, or the stored counters are from an earlier one).
+pub fn refund(
+    params: &ApproxParams,
+    state: Option<ApproxState>,
+    now: u64,
+    units: u64,
+) -> Refunded<ApproxState> {
+    let window = params.window_ms.max(1);
+    let now = now.max(state.map_or(0, |s| s.start_ms));
+    let start_ms = now - now % window;
+    let (current, previous) = match state {
+        Some(s) if s.start_ms == start_ms => (s.current, s.previous),
+        Some(s) if s.start_ms.saturating_add(window) == start_ms => (0, s.current),
+        _ => (0, 0),
+    };
+    let refunded = current.saturating_sub(units);
+    let left = window - (now - start_ms);
+    let count = refunded.saturating_add(weighted(previous, left, window));
+    let reset_after_ms = life(refunded, previous, start_ms, window, now);
+    let change = if refunded == current {
+        Change::Unchanged
+    } else if reset_after_ms == 0 {
+        Change::Clear
+    } else {
+        Change::Store {
+            state: ApproxState {
+                start_ms,
+                current: refunded,
+                previous,
+            },
+            expires_at_ms: now + reset_after_ms,
+        }
+    };
+    Refunded {
+        change,
+        count,
+        limit: params.limit,
         reset_after_ms,
     }
+}
+
+/// The counts at `now` without a call (what a call during a block reports).
+pub fn status(params: &ApproxParams, state: Option<ApproxState>, now: u64) -> Status {
+    refund(params, state, now, 0).status()
 }
 
 /// The least wait after which `count + cost <= limit`, given `room = limit
@@ -193,6 +250,112 @@ mod tests {
                 if let Some(s) = d.into_state() {
                     prop_assert!(s.current <= limit);
                     state = Some(s);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn refund_lowers_only_the_current_window() {
+        let p = ApproxParams {
+            limit: 10,
+            window_ms: 1000,
+        };
+        let s = Some(ApproxState {
+            start_ms: 1000,
+            current: 3,
+            previous: 8,
+        });
+        // 250 ms in: 3 + floor(8 * 750 / 1000) = 9 counted.
+        let r = refund(&p, s, 1250, 2);
+        assert_eq!(r.reply(), [1, 7, 0, 10, 3, 1750]);
+        assert_eq!(
+            r.change,
+            Change::Store {
+                state: ApproxState {
+                    start_ms: 1000,
+                    current: 1,
+                    previous: 8
+                },
+                expires_at_ms: 3000
+            }
+        );
+        // The current counter empties; the previous still counts this window.
+        let r = refund(&p, s, 1250, 5);
+        assert_eq!(r.reply(), [1, 6, 0, 10, 4, 750]);
+        assert_eq!(
+            r.change,
+            Change::Store {
+                state: ApproxState {
+                    start_ms: 1000,
+                    current: 0,
+                    previous: 8
+                },
+                expires_at_ms: 2000
+            }
+        );
+        // Nothing of the previous window can be given back.
+        let r = refund(&p, s, 2250, 5);
+        assert_eq!(
+            (r.change, r.reply()),
+            (Change::Unchanged, [1, 2, 0, 10, 8, 750])
+        );
+        // Both counters empty: the key goes.
+        let only_current = Some(ApproxState {
+            start_ms: 1000,
+            current: 3,
+            previous: 0,
+        });
+        let r = refund(&p, only_current, 1999, 3);
+        assert_eq!((r.change, r.reply()), (Change::Clear, [1, 0, 0, 10, 10, 0]));
+        assert_eq!(refund(&p, None, 0, 1).change, Change::Unchanged);
+    }
+
+    proptest! {
+        /// Calls and refunds against a model that keeps the units recorded
+        /// per aligned window: a refund takes back at most what the current
+        /// window recorded, and the count is always the weighted sum of
+        /// what is left.
+        #[test]
+        fn refund_gives_back_only_what_this_window_recorded(
+            limit in 1u64..40,
+            window_ms in 1u64..500,
+            steps in prop::collection::vec((0u64..300, any::<bool>(), 1u64..10), 1..120),
+        ) {
+            let p = ApproxParams { limit, window_ms };
+            let mut state = None;
+            let mut per_window: std::collections::BTreeMap<u64, u64> = Default::default();
+            let mut now = 1_000_000u64;
+            for (gap, is_refund, n) in steps {
+                now += gap;
+                let start = now - now % window_ms;
+                let cur = per_window.get(&start).copied().unwrap_or(0);
+                let prev = per_window.get(&(start - window_ms)).copied().unwrap_or(0);
+                let weighted = prev * (window_ms - (now - start)) / window_ms;
+                if is_refund {
+                    let r = refund(&p, state, now, n);
+                    let left = cur.saturating_sub(n);
+                    prop_assert_eq!(r.count, left + weighted);
+                    prop_assert_eq!(r.changed(), left != cur);
+                    match r.change {
+                        Change::Unchanged => {}
+                        Change::Clear => {
+                            prop_assert_eq!((left, prev), (0, 0));
+                            state = None;
+                        }
+                        Change::Store { state: s, expires_at_ms } => {
+                            prop_assert_eq!(expires_at_ms, now + r.reset_after_ms);
+                            state = Some(s);
+                        }
+                    }
+                    per_window.insert(start, left);
+                } else {
+                    let d = decide(&p, state, now, n);
+                    prop_assert_eq!(d.allowed(), cur + weighted + n <= limit);
+                    if let Some(s) = d.into_state() {
+                        *per_window.entry(start).or_default() += n;
+                        state = Some(s);
+                    }
                 }
             }
         }

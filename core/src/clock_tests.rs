@@ -1,12 +1,14 @@
 //! Every algorithm under a clock that steps backwards and jumps across huge
 //! spans: nothing panics, no count goes past the limit or below zero, and
-//! every admitted call leaves state that expires (in the future).
+//! every admitted call leaves state that expires (in the future). The same
+//! for refunds (never above the count before, state stored only with a
+//! future expiry) and reservations (debt within its bound).
 
 use super::approx::{self, ApproxParams};
-use super::decision::Decision;
+use super::decision::{Change, Decision, Refunded, Status};
 use super::fixed::{self, FixedParams};
 use super::sliding::{self, SlidingParams, VecLog};
-use super::token::{self, TokenParams};
+use super::token::{self, Bucket, TokenParams};
 use super::{MAX_AMOUNT, MAX_WINDOW_MS};
 use proptest::prelude::*;
 
@@ -39,7 +41,120 @@ fn check<S>(d: &Decision<S>, now: u64, limit: u64) -> Result<(), TestCaseError> 
     Ok(())
 }
 
+/// A refund at `now`, given the status just before it.
+fn check_refund<S>(r: &Refunded<S>, before: &Status, now: u64) -> Result<(), TestCaseError> {
+    prop_assert!(r.count <= before.count, "a refund never raises the count");
+    prop_assert_eq!(r.limit, before.limit);
+    prop_assert_eq!(r.reply()[0], 1);
+    prop_assert_eq!(r.reply()[2], 0);
+    match r.change {
+        Change::Unchanged => prop_assert_eq!(r.count, before.count),
+        Change::Clear => prop_assert_eq!((r.count, r.reset_after_ms), (0, 0)),
+        Change::Store { expires_at_ms, .. } => {
+            prop_assert!(r.count < before.count || r.reset_after_ms < before.reset_after_ms);
+            prop_assert!(expires_at_ms > now, "stored state expires later");
+        }
+    }
+    Ok(())
+}
+
+/// Either a call of some cost, or a refund of some units.
+fn call_or_refund() -> impl Strategy<Value = (bool, u64)> {
+    (prop::bool::weighted(0.3), 1u64..5)
+}
+
 proptest! {
+    #[test]
+    fn refunds_survive_any_clock(
+        limit in 1u64..=MAX_AMOUNT, window_ms in 1u64..=MAX_WINDOW_MS, aligned in any::<bool>(),
+        small_limit in 1u64..50,
+        start in 0..=i64::MAX as u64,
+        steps in prop::collection::vec((step(), call_or_refund()), 1..60),
+    ) {
+        let fp = FixedParams { limit, window_ms, aligned };
+        let ap = ApproxParams { limit, window_ms };
+        let sp = SlidingParams { limit: small_limit, window_ms };
+        let (mut now, mut f, mut a, mut log) = (start, None, None, VecLog::default());
+        for (by, (is_refund, n)) in steps {
+            now = advance(now, by);
+            if is_refund {
+                let r = fixed::refund(&fp, f, now, n);
+                check_refund(&r, &fixed::status(&fp, f, now), now)?;
+                match r.change {
+                    Change::Store { state, .. } => f = Some(state),
+                    Change::Clear => f = None,
+                    Change::Unchanged => {}
+                }
+                let r = approx::refund(&ap, a, now, n);
+                check_refund(&r, &approx::status(&ap, a, now), now)?;
+                match r.change {
+                    Change::Store { state, .. } => a = Some(state),
+                    Change::Clear => a = None,
+                    Change::Unchanged => {}
+                }
+                let r = sliding::refund(&sp, Some(&log), now, n).expect("a VecLog is never corrupt");
+                check_refund(&r, &sliding::status(&sp, Some(&log), now).unwrap(), now)?;
+                match r.change {
+                    Change::Store { state, .. } => log.refund(&state),
+                    Change::Clear => log = VecLog::default(),
+                    Change::Unchanged => {}
+                }
+            } else {
+                if let Some(s) = fixed::decide(&fp, f, now, n).into_state() {
+                    f = Some(s);
+                }
+                if let Some(s) = approx::decide(&ap, a, now, n).into_state() {
+                    a = Some(s);
+                }
+                if let Some(s) = sliding::decide(&sp, Some(&log), now, n).unwrap().into_state() {
+                    log.apply(&s);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn reservations_survive_any_clock(
+        rate in 1u64..=MAX_AMOUNT, window_ms in 1u64..=MAX_WINDOW_MS, capacity in 1u64..=MAX_AMOUNT,
+        start in 0..=i64::MAX as u64,
+        steps in prop::collection::vec((step(), call_or_refund(), 0u64..=MAX_WINDOW_MS, 0u64..3), 1..60),
+    ) {
+        let p = TokenParams { rate, window_ms, capacity };
+        let (mut now, mut bucket): (u64, Option<Bucket>) = (start, None);
+        for (by, (is_refund, n), max_wait, scale) in steps {
+            now = advance(now, by);
+            // Costs up to the whole capacity, so debts grow large.
+            let cost = if scale == 0 { n } else { capacity / scale.max(1) }.max(1);
+            if is_refund {
+                let r = token::refund(&p, bucket, now, cost);
+                check_refund(&r, &token::status(&p, bucket, now), now)?;
+                match r.change {
+                    Change::Store { state, .. } => {
+                        prop_assert!(state.is_consistent());
+                        bucket = Some(state);
+                    }
+                    Change::Clear => bucket = None,
+                    Change::Unchanged => {}
+                }
+                continue;
+            }
+            let d = token::reserve(&p, bucket, now, cost, max_wait);
+            prop_assert!(d.remaining() <= d.limit);
+            if let Some(wait) = d.wait_ms() {
+                prop_assert!(wait <= max_wait);
+                prop_assert!(d.reset_after_ms > 0);
+                prop_assert!(d.admitted().is_some_and(|(_, e)| e > now));
+                if wait == 0 {
+                    prop_assert!(d.count <= capacity);
+                }
+            }
+            if let Some(b) = d.into_state() {
+                prop_assert!(b.is_consistent(), "{:?}", b);
+                bucket = Some(b);
+            }
+        }
+    }
+
     #[test]
     fn fixed_survives_any_clock(
         limit in 1u64..=MAX_AMOUNT, window_ms in 1u64..=MAX_WINDOW_MS, aligned in any::<bool>(),

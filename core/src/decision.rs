@@ -1,4 +1,7 @@
-//! What a limiter answers for one call, shared by every algorithm.
+//! What a limiter answers for one call, shared by every algorithm: a
+//! [`Decision`] for a call that asks to consume units (COST, RESERVE), a
+//! [`Refunded`] for a call that gives units back (REFUND), and the
+//! [`Status`] a call reports when it changes nothing.
 
 /// Why a denied call was denied, as the wait that would change that.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,6 +40,11 @@ pub enum Verdict<S> {
         /// Absolute time (ms) at which the stored state stops mattering:
         /// the key's expiry.
         expires_at_ms: u64,
+        /// How long the caller must wait before acting: 0 for every
+        /// algorithm except a token bucket's RESERVE, whose admitted call
+        /// takes tokens that only exist this many ms after the decision's
+        /// `now`. The reply's retry_after.
+        wait_ms: u64,
     },
     Deny(RetryAfter),
 }
@@ -73,8 +81,50 @@ impl<S> Decision<S> {
             Verdict::Admit {
                 state,
                 expires_at_ms,
+                ..
             } => Some((state, *expires_at_ms)),
             Verdict::Deny(_) => None,
+        }
+    }
+
+    /// When admitted, the ms the caller waits before acting (RESERVE's
+    /// turn; 0 for a call that may act now). WAIT holds its reply this
+    /// long: the reserved millisecond is the decision's `now` plus this.
+    pub fn wait_ms(&self) -> Option<u64> {
+        match self.verdict {
+            Verdict::Admit { wait_ms, .. } => Some(wait_ms),
+            Verdict::Deny(_) => None,
+        }
+    }
+
+    /// The same decision with its state turned into another type (e.g. a
+    /// richer stored state into the one an older caller expects).
+    pub fn map<T>(self, f: impl FnOnce(S) -> T) -> Decision<T> {
+        Decision {
+            verdict: match self.verdict {
+                Verdict::Admit {
+                    state,
+                    expires_at_ms,
+                    wait_ms,
+                } => Verdict::Admit {
+                    state: f(state),
+                    expires_at_ms,
+                    wait_ms,
+                },
+                Verdict::Deny(retry) => Verdict::Deny(retry),
+            },
+            count: self.count,
+            limit: self.limit,
+            reset_after_ms: self.reset_after_ms,
+        }
+    }
+
+    /// The counts the decision reports, without its verdict.
+    pub fn status(&self) -> Status {
+        Status {
+            count: self.count,
+            limit: self.limit,
+            reset_after_ms: self.reset_after_ms,
         }
     }
 
@@ -92,15 +142,120 @@ impl<S> Decision<S> {
 
     /// The six-integer limiter reply of the SPEC:
     /// `[allowed, count, retry_after, limit, remaining, reset_after]`.
+    /// retry_after is the denial's wait, or an admitted RESERVE's wait
+    /// (0 for every other admitted call).
     pub fn reply(&self) -> [i64; 6] {
-        let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        let retry_after = match self.verdict {
+            Verdict::Admit { wait_ms, .. } => int(wait_ms),
+            Verdict::Deny(retry) => retry.as_reply(),
+        };
+        self.status().reply(self.allowed(), retry_after)
+    }
+}
+
+fn int(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// A limiter's counts at some `now`: what a reply reports besides its
+/// verdict. A call that changes nothing (a call during a block, a refund of
+/// nothing) reports the limiter's status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Status {
+    /// Units counted against the limit.
+    pub count: u64,
+    /// The effective limit (for a token bucket, its capacity).
+    pub limit: u64,
+    /// Milliseconds until the limiter is back to empty; the key's remaining life.
+    pub reset_after_ms: u64,
+}
+
+impl Status {
+    pub fn remaining(&self) -> u64 {
+        self.limit.saturating_sub(self.count)
+    }
+
+    /// The six-integer reply with these counts and the given verdict.
+    pub fn reply(&self, allowed: bool, retry_after: i64) -> [i64; 6] {
         [
-            i64::from(self.allowed()),
+            i64::from(allowed),
             int(self.count),
-            self.denied().map_or(0, RetryAfter::as_reply),
+            retry_after,
             int(self.limit),
             int(self.remaining()),
             int(self.reset_after_ms),
         ]
+    }
+}
+
+/// What a refund does to the limiter's stored state. "Nothing changed" is
+/// its own variant, so it can never be written or propagated by mistake.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change<S> {
+    /// Nothing recorded was given back (nothing recorded, or the window
+    /// has ended): no write, no propagation.
+    Unchanged,
+    /// Store this (the new state, or for the exact log the change to apply
+    /// to it); the key expires at `expires_at_ms`.
+    Store { state: S, expires_at_ms: u64 },
+    /// Nothing is counted any more: the limiter is empty, so its key goes
+    /// (deleted, as it would have expired at once). Under a block in force
+    /// the key keeps the block alone (see `block`).
+    Clear,
+}
+
+/// A REFUND's outcome: what it does to the key, and the counts after it.
+/// Its reply has allowed=1 and retry_after=0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Refunded<S> {
+    pub change: Change<S>,
+    /// Units counted against the limit after the refund.
+    pub count: u64,
+    pub limit: u64,
+    /// Milliseconds until the limiter is back to empty after the refund.
+    pub reset_after_ms: u64,
+}
+
+impl<S> Refunded<S> {
+    /// Whether the refund writes (and so propagates) anything.
+    pub fn changed(&self) -> bool {
+        !matches!(self.change, Change::Unchanged)
+    }
+
+    pub fn status(&self) -> Status {
+        Status {
+            count: self.count,
+            limit: self.limit,
+            reset_after_ms: self.reset_after_ms,
+        }
+    }
+
+    pub fn remaining(&self) -> u64 {
+        self.limit.saturating_sub(self.count)
+    }
+
+    /// The six-integer reply: `[1, count, 0, limit, remaining, reset_after]`.
+    pub fn reply(&self) -> [i64; 6] {
+        self.status().reply(true, 0)
+    }
+
+    /// The refund's change with its state turned into another type.
+    pub fn map<T>(self, f: impl FnOnce(S) -> T) -> Refunded<T> {
+        Refunded {
+            change: match self.change {
+                Change::Unchanged => Change::Unchanged,
+                Change::Store {
+                    state,
+                    expires_at_ms,
+                } => Change::Store {
+                    state: f(state),
+                    expires_at_ms,
+                },
+                Change::Clear => Change::Clear,
+            },
+            count: self.count,
+            limit: self.limit,
+            reset_after_ms: self.reset_after_ms,
+        }
     }
 }

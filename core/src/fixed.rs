@@ -1,8 +1,13 @@
 //! FIXED: a counter per window. A window opens at the first admitted call
 //! (or, ALIGNED, on a multiple of the window in Unix time) and covers the
 //! half-open range `[start, start + window)`.
+//!
+//! REFUND gives back units of the current window only: its count drops,
+//! never below 0, and a window that has ended is not touched. A window
+//! refunded to 0 is empty, so its key goes: the next admitted call opens
+//! a window as on an empty key (ALIGNED: the same aligned window).
 
-use super::decision::{Decision, RetryAfter, Verdict};
+use super::decision::{Change, Decision, Refunded, RetryAfter, Status, Verdict};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FixedParams {
@@ -68,6 +73,7 @@ pub fn decide(
             verdict: Verdict::Admit {
                 state: FixedState { count, ..window },
                 expires_at_ms: window.end_ms,
+                wait_ms: 0,
             },
         },
         None => Decision {
@@ -83,6 +89,59 @@ pub fn decide(
             reset_after_ms: if live.is_some() { until_end } else { 0 },
         },
     }
+}
+
+/// REFUND `units`: the live window's count drops by up to `units`. Nothing
+/// changes when no window is live (none stored, or it has ended).
+pub fn refund(
+    params: &FixedParams,
+    state: Option<FixedState>,
+    now: u64,
+    units: u64,
+) -> Refunded<FixedState> {
+    // The same clock rule as `decide`: a step back stands still at the
+    // window's start.
+    let live = state.filter(|s| now.max(s.start_ms) < s.end_ms);
+    let Some(window) = live else {
+        return Refunded {
+            change: Change::Unchanged,
+            count: 0,
+            limit: params.limit,
+            reset_after_ms: 0,
+        };
+    };
+    let now = now.max(window.start_ms);
+    let count = window.count.saturating_sub(units);
+    let (change, reset_after_ms) = if count == 0 {
+        // (A stored count of 0 is not ours; it reports empty and stays.)
+        let change = if window.count == 0 {
+            Change::Unchanged
+        } else {
+            Change::Clear
+        };
+        (change, 0)
+    } else if count == window.count {
+        (Change::Unchanged, window.end_ms - now)
+    } else {
+        (
+            Change::Store {
+                state: FixedState { count, ..window },
+                expires_at_ms: window.end_ms,
+            },
+            window.end_ms - now,
+        )
+    };
+    Refunded {
+        change,
+        count,
+        limit: params.limit,
+        reset_after_ms,
+    }
+}
+
+/// The counts at `now` without a call (what a call during a block reports).
+pub fn status(params: &FixedParams, state: Option<FixedState>, now: u64) -> Status {
+    refund(params, state, now, 0).status()
 }
 
 #[cfg(test)]
@@ -239,6 +298,109 @@ mod tests {
                 }
                 if let Some(s) = d.into_state() {
                     state = Some(s);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn refund_table() {
+        let p = params(5, 1000, false);
+        let s = decide(&p, None, 1000, 4).into_state();
+        let r = refund(&p, s, 1200, 1);
+        assert_eq!(r.reply(), [1, 3, 0, 5, 2, 800]);
+        assert_eq!(
+            r.change,
+            Change::Store {
+                state: FixedState {
+                    start_ms: 1000,
+                    end_ms: 2000,
+                    count: 3
+                },
+                expires_at_ms: 2000
+            }
+        );
+        // More than was counted: down to 0, and the key goes.
+        let r = refund(&p, s, 1200, 9);
+        assert_eq!((r.change, r.reply()), (Change::Clear, [1, 0, 0, 5, 5, 0]));
+        // The window has ended: nothing to give back.
+        let r = refund(&p, s, 2000, 1);
+        assert_eq!(
+            (r.change, r.reply()),
+            (Change::Unchanged, [1, 0, 0, 5, 5, 0])
+        );
+        assert_eq!(refund(&p, None, 0, 1).change, Change::Unchanged);
+        // A clock step back stands still at the window's start.
+        assert_eq!(refund(&p, s, 0, 1).reply(), [1, 3, 0, 5, 2, 1000]);
+        assert_eq!(
+            status(&p, s, 1500),
+            Status {
+                count: 4,
+                limit: 5,
+                reset_after_ms: 500
+            }
+        );
+    }
+
+    proptest! {
+        /// Calls and refunds against a model that keeps the units each
+        /// admitted call recorded in the live window: a refund takes back
+        /// at most what is recorded there, never more, never from an ended
+        /// window, and later decisions see exactly what is left.
+        #[test]
+        fn refund_gives_back_only_what_the_window_recorded(
+            p in arb_params(),
+            steps in prop::collection::vec((0u64..700, any::<bool>(), 1u64..6), 1..150),
+        ) {
+            let mut now = 1_000_000u64;
+            let mut state: Option<FixedState> = None;
+            // The model: the live window's end and the units recorded in it.
+            let mut window: Option<(u64, Vec<u64>)> = None;
+            for (gap, is_refund, n) in steps {
+                now += gap;
+                if window.as_ref().is_some_and(|w| now >= w.0) {
+                    window = None;
+                }
+                let recorded: u64 = window.as_ref().map_or(0, |w| w.1.iter().sum());
+                if is_refund {
+                    let r = refund(&p, state, now, n);
+                    let left = recorded.saturating_sub(n);
+                    prop_assert_eq!(r.count, left);
+                    prop_assert_eq!(r.changed(), left != recorded);
+                    prop_assert_eq!(r.reply()[..3].to_vec(), vec![1, left as i64, 0]);
+                    match r.change {
+                        Change::Unchanged => {}
+                        Change::Clear => {
+                            prop_assert_eq!(left, 0);
+                            prop_assert_eq!(r.reset_after_ms, 0);
+                            state = None;
+                            window = None;
+                        }
+                        Change::Store { state: s, expires_at_ms } => {
+                            prop_assert!(s.is_consistent());
+                            prop_assert_eq!(s.count, left);
+                            prop_assert_eq!(expires_at_ms, now + r.reset_after_ms);
+                            let w = window.as_mut().unwrap();
+                            prop_assert_eq!(expires_at_ms, w.0);
+                            // Take the units back from the model, newest first.
+                            let mut back = n;
+                            while back > 0 {
+                                let last = w.1.last_mut().unwrap();
+                                let take = back.min(*last);
+                                *last -= take;
+                                back -= take;
+                                if *last == 0 { w.1.pop(); }
+                            }
+                            state = Some(s);
+                        }
+                    }
+                } else {
+                    let d = decide(&p, state, now, n);
+                    prop_assert_eq!(d.allowed(), recorded + n <= p.limit);
+                    if let Some(s) = d.into_state() {
+                        window.get_or_insert((s.end_ms, Vec::new())).1.push(n);
+                        state = Some(s);
+                    }
                 }
             }
         }

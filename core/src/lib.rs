@@ -2,9 +2,17 @@
 //! algorithm is a function of its parameters, its stored state, an explicit
 //! `now` in milliseconds and the call's cost, so it is tested without a server
 //! and replayed identically on replicas.
+//!
+//! Each algorithm module has `decide` (a call that consumes units), `refund`
+//! (REFUND: units given back, as a [`decision::Refunded`] whose "nothing
+//! changed" cannot be written) and `status` (the counts without a call);
+//! `token` adds `reserve` (RESERVE and WAIT: the bucket as a queue, which
+//! may go into debt) over its debt-aware [`token::Bucket`]. [`block`] is
+//! BLOCK's penalty, a layer over any algorithm's decision.
 #![forbid(unsafe_code)]
 
 pub mod approx;
+pub mod block;
 #[cfg(test)]
 mod clock_tests;
 pub mod decision;

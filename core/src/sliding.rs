@@ -5,8 +5,13 @@
 //! an `Append` that says what committing means (drop entries at or before
 //! the cutoff, log the cost at `now`), so the log's storage layout lives
 //! elsewhere and several limits can be decided before any is committed.
+//!
+//! REFUND removes the newest logged units inside the window, newest first;
+//! like admission, it is decided from the read-only log and returned as a
+//! [`Refund`] that says what committing means, so the stored log applies it
+//! in its own layout ([`VecLog::refund`] is the reference).
 
-use super::decision::{Decision, RetryAfter, Verdict};
+use super::decision::{Change, Decision, Refunded, RetryAfter, Status, Verdict};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SlidingParams {
@@ -34,6 +39,20 @@ pub struct Append {
     pub now_ms: u64,
     pub cost: u64,
     /// Entries logged at or before this time have left the window.
+    pub cutoff_ms: u64,
+}
+
+/// What committing a refund does to the log: drop the entries logged at or
+/// before `cutoff_ms` (they have left the window), then take `units` off
+/// the newest entries, newest first, removing each entry that reaches 0.
+/// `units` never exceeds what the entries after the cutoff hold, and some
+/// units always remain (a refund of everything is `Change::Clear`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Refund {
+    /// The refund's time (the clock as the log sees it: never before its
+    /// newest entry).
+    pub now_ms: u64,
+    pub units: u64,
     pub cutoff_ms: u64,
 }
 
@@ -70,6 +89,7 @@ pub fn decide<L: Log>(
                     cutoff_ms,
                 },
                 expires_at_ms: now.saturating_add(window),
+                wait_ms: 0,
             },
         });
     }
@@ -102,6 +122,85 @@ pub fn decide<L: Log>(
     })
 }
 
+/// REFUND `units`: the newest logged units inside `(now - window, now]` are
+/// removed, newest first, down to an empty window at most. Nothing changes
+/// when the window holds nothing.
+pub fn refund<L: Log>(
+    params: &SlidingParams,
+    log: Option<&L>,
+    now: u64,
+    units: u64,
+) -> Result<Refunded<Refund>, CorruptLog> {
+    let now = now.max(log.and_then(Log::newest_ms).unwrap_or(0));
+    let window = params.window_ms;
+    let cutoff_ms = now.saturating_sub(window);
+    // As `decide` counts: the header's total less the entries that have
+    // left the window (read oldest-first up to the cutoff).
+    let mut expired = 0u64;
+    for entry in log.into_iter().flat_map(|l| l.entries()) {
+        let (t, c) = entry?;
+        if t > cutoff_ms {
+            break;
+        }
+        expired = expired.saturating_add(c);
+    }
+    let inside = log.map_or(0, |l| l.total()).saturating_sub(expired);
+    let removed = units.min(inside);
+    let count = inside - removed;
+    // The newest entry that still holds a counted unit: the log's newest
+    // when nothing is removed, else the one where the oldest-first sum of
+    // the window's units reaches what stays.
+    let newest_kept = if count == 0 {
+        None
+    } else if removed == 0 {
+        log.and_then(Log::newest_ms)
+    } else {
+        let mut seen = 0u64;
+        let mut found = None;
+        for entry in log.into_iter().flat_map(|l| l.entries()) {
+            let (t, c) = entry?;
+            if t > cutoff_ms {
+                seen = seen.saturating_add(c);
+                if seen >= count {
+                    found = Some(t);
+                    break;
+                }
+            }
+        }
+        // Entries that hold fewer units than the header's total: not ours.
+        Some(found.ok_or(CorruptLog)?)
+    };
+    let expires_at_ms = newest_kept.map(|t| t.saturating_add(window));
+    let reset_after_ms = expires_at_ms.map_or(0, |e| e.saturating_sub(now));
+    let change = match expires_at_ms {
+        _ if removed == 0 => Change::Unchanged,
+        None => Change::Clear,
+        Some(expires_at_ms) => Change::Store {
+            state: Refund {
+                now_ms: now,
+                units: removed,
+                cutoff_ms,
+            },
+            expires_at_ms,
+        },
+    };
+    Ok(Refunded {
+        change,
+        count,
+        limit: params.limit,
+        reset_after_ms,
+    })
+}
+
+/// The counts at `now` without a call (what a call during a block reports).
+pub fn status<L: Log>(
+    params: &SlidingParams,
+    log: Option<&L>,
+    now: u64,
+) -> Result<Status, CorruptLog> {
+    refund(params, log, now, 0).map(|r| r.status())
+}
+
 /// The obvious log, one entry per admitted call: the reference the compact
 /// stored log is tested against, and an in-process log for callers that
 /// keep state in memory.
@@ -126,6 +225,22 @@ impl VecLog {
         match self.0.last_mut() {
             Some(last) if last.0 == a.now_ms => last.1 += a.cost,
             _ => self.0.push((a.now_ms, a.cost)),
+        }
+    }
+
+    pub fn refund(&mut self, r: &Refund) {
+        self.0.retain(|&(t, _)| t > r.cutoff_ms);
+        let mut units = r.units;
+        while units > 0 {
+            let Some(last) = self.0.last_mut() else {
+                break;
+            };
+            let take = units.min(last.1);
+            last.1 -= take;
+            units -= take;
+            if last.1 == 0 {
+                self.0.pop();
+            }
         }
     }
 }
@@ -240,6 +355,115 @@ mod tests {
                 let newest = all.iter().rev().find(|e| e.0 + window_ms > now);
                 let reset = newest.map_or(0, |e| e.0 + window_ms - now);
                 prop_assert_eq!(d.reset_after_ms, reset);
+            }
+        }
+    }
+
+    #[test]
+    fn refund_takes_the_newest_units_first() {
+        let p = SlidingParams {
+            limit: 10,
+            window_ms: 1000,
+        };
+        let mut log = VecLog(vec![(100, 2), (200, 3), (300, 1)]);
+        let r = refund(&p, Some(&log), 400, 2).unwrap();
+        assert_eq!(r.reply(), [1, 4, 0, 10, 6, 800]);
+        let Change::Store {
+            state,
+            expires_at_ms,
+        } = r.change
+        else {
+            panic!("{r:?}");
+        };
+        assert_eq!(expires_at_ms, 1200);
+        log.refund(&state);
+        assert_eq!(log.0, [(100, 2), (200, 2)]);
+        // Entries that left the window are not given back: only (200, 2)
+        // still counts at 1150.
+        let r = refund(&p, Some(&log), 1150, 5).unwrap();
+        assert_eq!((r.change, r.reply()), (Change::Clear, [1, 0, 0, 10, 10, 0]));
+        let r = refund(&p, Some(&log), 1150, 1).unwrap();
+        assert_eq!(r.reply(), [1, 1, 0, 10, 9, 50]);
+        let Change::Store { state, .. } = r.change else {
+            panic!("{r:?}");
+        };
+        log.refund(&state);
+        assert_eq!(log.0, [(200, 1)]);
+        // Nothing inside the window: nothing changes.
+        assert_eq!(
+            refund(&p, Some(&log), 1200, 1).unwrap().change,
+            Change::Unchanged
+        );
+        assert_eq!(
+            refund::<VecLog>(&p, None, 0, 1).unwrap().change,
+            Change::Unchanged
+        );
+        assert_eq!(
+            status(&p, Some(&log), 1100).unwrap(),
+            Status {
+                count: 1,
+                limit: 10,
+                reset_after_ms: 100
+            }
+        );
+    }
+
+    proptest! {
+        /// Calls and refunds against a plain list of recorded units: a
+        /// refund removes the newest units inside the window, never more
+        /// than the window holds; the log after it counts exactly what the
+        /// list does, at every later time.
+        #[test]
+        fn refund_matches_a_list_of_recorded_units(
+            limit in 1u64..30,
+            window_ms in 1u64..2000,
+            steps in prop::collection::vec((0u64..400, any::<bool>(), 1u64..8), 1..120),
+        ) {
+            let p = SlidingParams { limit, window_ms };
+            let mut all: Vec<(u64, u64)> = Vec::new();
+            let mut log = VecLog::default();
+            let mut now = 1_000_000u64;
+            for (gap, is_refund, n) in steps {
+                now += gap;
+                let count = count_at(&all, now, window_ms);
+                if is_refund {
+                    let r = refund(&p, Some(&log), now, n).unwrap();
+                    prop_assert_eq!(r.count, count.saturating_sub(n));
+                    prop_assert_eq!(r.changed(), count > 0);
+                    // The model: take n units off the newest entries in the window.
+                    let mut back = n;
+                    while back > 0 {
+                        match all.last_mut() {
+                            Some(last) if last.0 + window_ms > now => {
+                                let take = back.min(last.1);
+                                last.1 -= take;
+                                back -= take;
+                                if last.1 == 0 { all.pop(); }
+                            }
+                            _ => break,
+                        }
+                    }
+                    match r.change {
+                        Change::Unchanged => {}
+                        Change::Clear => log = VecLog::default(),
+                        Change::Store { state, expires_at_ms } => {
+                            prop_assert_eq!(expires_at_ms, now + r.reset_after_ms);
+                            log.refund(&state);
+                        }
+                    }
+                    let newest = all.iter().rev().find(|e| e.0 + window_ms > now);
+                    prop_assert_eq!(r.reset_after_ms, newest.map_or(0, |e| e.0 + window_ms - now));
+                } else {
+                    let d = decide(&p, Some(&log), now, n).unwrap();
+                    prop_assert_eq!(d.allowed(), count + n <= limit);
+                    if let Some(a) = d.into_state() {
+                        log.apply(&a);
+                        all.push((now, n));
+                    }
+                }
+                for later in [now, now + 1, now + window_ms / 2, now + window_ms] {
+                    prop_assert_eq!(count_at(&log.0, later, window_ms), count_at(&all, later, window_ms));
+                }
             }
         }
     }

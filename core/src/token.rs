@@ -7,8 +7,20 @@
 //! holds 2^50 tokens times 3650 days in ms with room to spare); nothing
 //! rounds until a reply is formed, and then only towards the caller's
 //! safety: waits round up, remaining tokens round down.
+//!
+//! RESERVE (the leaky bucket as a queue): a call may take tokens that do
+//! not exist yet, as long as they will within `max_wait`; the bucket then
+//! owes them (its debt, below empty), later calls queue behind the debt,
+//! and the caller is told how long to wait. Units are handed out exactly
+//! `window / rate` ms apart, first come, first served. The stored
+//! [`Bucket`] keeps the debt apart from the ordinary shortfall because a
+//! capacity lowered by an override caps the shortfall at the new capacity
+//! (the bucket is at most empty) but never forgives what reservations owe.
+//!
+//! REFUND returns tokens: the debt is repaid first, then the bucket fills,
+//! up to its capacity.
 
-use super::decision::{Decision, RetryAfter, Verdict};
+use super::decision::{Change, Decision, Refunded, RetryAfter, Status, Verdict};
 use super::{MAX_AMOUNT, MAX_WINDOW_MS};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,6 +48,39 @@ impl TokenState {
     }
 }
 
+/// The most units a bucket can owe: a reservation waits at most 3650 days
+/// (the longest `max_wait`) at most 2^50 units per ms (the largest rate),
+/// so a debt written by `reserve` never exceeds this, whatever the window.
+pub const MAX_DEBT: u128 = MAX_AMOUNT as u128 * MAX_WINDOW_MS as u128;
+
+/// A token bucket as stored once RESERVE exists: `state.missing` is the
+/// shortfall within the capacity (at most the capacity, in
+/// 1/`state.window_ms` units as of `state.at_ms`) and `debt` the units
+/// reservations took beyond empty, in the same units. The level is
+/// `capacity - missing - debt` tokens; refilling repays the debt first.
+/// A bucket written by [`decide`] (or before RESERVE existed) is
+/// `Bucket::from(state)`, with no debt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bucket {
+    pub state: TokenState,
+    pub debt: u128,
+}
+
+impl From<TokenState> for Bucket {
+    fn from(state: TokenState) -> Bucket {
+        Bucket { state, debt: 0 }
+    }
+}
+
+impl Bucket {
+    /// What any bucket written by this module satisfies: a consistent
+    /// shortfall (never 0: an empty bucket is no key; with debt the
+    /// shortfall is the whole capacity) and a debt of at most [`MAX_DEBT`].
+    pub fn is_consistent(&self) -> bool {
+        self.state.is_consistent() && self.debt <= MAX_DEBT
+    }
+}
+
 fn div_ceil(a: u128, b: u128) -> u128 {
     a.div_ceil(b.max(1))
 }
@@ -44,63 +89,249 @@ fn to_u64(v: u128) -> u64 {
     u64::try_from(v).unwrap_or(u64::MAX)
 }
 
+/// A bucket refilled up to the decision's `now`.
+struct Level {
+    /// The decision's time: a clock that steps back stands still at the
+    /// bucket's last call.
+    now: u64,
+    /// Units short of full, debt included.
+    short: u128,
+}
+
+struct Units {
+    window: u128,
+    rate: u128,
+    full: u128,
+}
+
+impl Units {
+    fn of(params: &TokenParams) -> Units {
+        let window = u128::from(params.window_ms);
+        Units {
+            window,
+            rate: u128::from(params.rate).max(1),
+            full: u128::from(params.capacity) * window,
+        }
+    }
+
+    /// The bucket refilled to `now` (inlined so that a plain state's debt
+    /// of 0 folds away).
+    #[inline(always)]
+    fn level(
+        &self,
+        params: &TokenParams,
+        state: Option<TokenState>,
+        debt: u128,
+        now: u64,
+    ) -> Level {
+        let Some(s) = state else {
+            return Level { now, short: 0 };
+        };
+        let now = now.max(s.at_ms);
+        // A changed window rescales the shortfall and the debt, rounding
+        // towards fewer tokens.
+        let rescale = |units: u128| {
+            if s.window_ms == params.window_ms {
+                units
+            } else {
+                units
+                    .checked_mul(self.window)
+                    .map_or(u128::MAX, |m| div_ceil(m, u128::from(s.window_ms)))
+            }
+        };
+        let refilled = u128::from(now - s.at_ms) * self.rate;
+        // Refilling repays the debt first. A smaller capacity caps the
+        // shortfall (never below empty), never the debt.
+        let debt = rescale(debt).min(MAX_DEBT);
+        let repaid = refilled.min(debt);
+        let missing = rescale(s.missing)
+            .saturating_sub(refilled - repaid)
+            .min(self.full);
+        Level {
+            now,
+            short: missing.saturating_add(debt - repaid),
+        }
+    }
+
+    fn level_of(&self, params: &TokenParams, bucket: Option<Bucket>, now: u64) -> Level {
+        let debt = bucket.map_or(0, |b| b.debt);
+        self.level(params, bucket.map(|b| b.state), debt, now)
+    }
+
+    /// The stored form of a shortfall: the part within the capacity, and
+    /// the debt beyond it.
+    fn bucket(&self, params: &TokenParams, now: u64, short: u128) -> Bucket {
+        let missing = short.min(self.full);
+        Bucket {
+            state: TokenState {
+                at_ms: now,
+                window_ms: params.window_ms,
+                missing,
+            },
+            debt: short - missing,
+        }
+    }
+
+    /// Takes `cost` tokens, waiting at most `max_wait_ms` (see `reserve`),
+    /// from a bucket given as its plain state and debt; `store` builds the
+    /// state type the caller commits. Inlined into each caller so that
+    /// `decide`'s constant debt and wait of 0 fold away.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn take<S>(
+        &self,
+        params: &TokenParams,
+        state: Option<TokenState>,
+        debt: u128,
+        now: u64,
+        cost: u64,
+        max_wait_ms: u64,
+        store: impl FnOnce(Bucket) -> S,
+    ) -> Decision<S> {
+        let Level { now, short } = self.level(params, state, debt, now);
+        let after = short.saturating_add(u128::from(cost) * self.window);
+        // What the bucket would owe beyond empty once the call's tokens
+        // are taken; each ms repays `rate` units of it, so the call may act
+        // after ceil(owed / rate) ms.
+        let owed = after.saturating_sub(self.full);
+        let fits = owed == 0
+            || (cost <= params.capacity
+                && owed <= u128::from(max_wait_ms) * self.rate
+                && owed <= MAX_DEBT);
+        if fits {
+            let status = self.status(params, after);
+            return Decision {
+                count: status.count,
+                limit: status.limit,
+                reset_after_ms: status.reset_after_ms,
+                verdict: Verdict::Admit {
+                    state: store(self.bucket(params, now, after)),
+                    expires_at_ms: now.saturating_add(status.reset_after_ms),
+                    wait_ms: to_u64(div_ceil(owed, self.rate)),
+                },
+            };
+        }
+        let retry_after = if cost > params.capacity {
+            RetryAfter::Never
+        } else {
+            // The wait shrinks by exactly 1 per ms waited, so the call fits
+            // once it is down to max_wait. (At least 1: a denial always
+            // waits; only a debt beyond MAX_DEBT, out of any valid
+            // parameters' reach, could deny a wait within max_wait.)
+            let wait = div_ceil(owed, self.rate);
+            RetryAfter::After(to_u64(wait.saturating_sub(u128::from(max_wait_ms))).max(1))
+        };
+        let status = self.status(params, short);
+        Decision {
+            count: status.count,
+            verdict: Verdict::Deny(retry_after),
+            limit: status.limit,
+            reset_after_ms: status.reset_after_ms,
+        }
+    }
+
+    fn status(&self, params: &TokenParams, short: u128) -> Status {
+        Status {
+            count: to_u64(div_ceil(short, self.window)),
+            limit: params.capacity,
+            reset_after_ms: to_u64(div_ceil(short, self.rate)),
+        }
+    }
+}
+
+/// TOKEN: admitted when at least `cost` tokens are in the bucket now.
 pub fn decide(
     params: &TokenParams,
     state: Option<TokenState>,
     now: u64,
     cost: u64,
 ) -> Decision<TokenState> {
-    let window = u128::from(params.window_ms);
-    let rate = u128::from(params.rate).max(1);
-    let full = u128::from(params.capacity) * window;
-    let (now, missing) = match state {
-        None => (now, 0),
-        Some(s) => {
-            // A clock that steps back stands still at the last call's time.
-            let now = now.max(s.at_ms);
-            // A changed window rescales the shortfall, rounding towards
-            // fewer tokens; a smaller capacity caps it (never below empty).
-            let rescaled = if s.window_ms == params.window_ms {
-                s.missing
-            } else {
-                s.missing
-                    .checked_mul(window)
-                    .map_or(u128::MAX, |m| div_ceil(m, u128::from(s.window_ms)))
-            };
-            let refilled = u128::from(now - s.at_ms) * rate;
-            (now, rescaled.saturating_sub(refilled).min(full))
+    // With no wait allowed no debt is ever taken, so the bucket written is
+    // the plain state.
+    Units::of(params).take(params, state, 0, now, cost, 0, |b| b.state)
+}
+
+/// TOKEN without RESERVE on a bucket that may be in debt: admitted when at
+/// least `cost` tokens are there now, debt repaid; a bucket in debt denies
+/// every call until its reservations are repaid and the call's tokens
+/// refilled. The same as `reserve` with `max_wait_ms` 0.
+pub fn decide_bucket(
+    params: &TokenParams,
+    bucket: Option<Bucket>,
+    now: u64,
+    cost: u64,
+) -> Decision<Bucket> {
+    reserve(params, bucket, now, cost, 0)
+}
+
+/// RESERVE `max_wait_ms`: admitted now when the bucket has `cost` tokens
+/// left after every earlier reservation within `max_wait_ms`; the tokens it
+/// lacks are taken from the future (the bucket goes into debt) and the
+/// decision's `wait_ms` (the reply's retry_after) is the ms until they
+/// exist, rounded up. count may then exceed the capacity (remaining 0) and
+/// reset_after is the time until the bucket is full again.
+///
+/// A call whose wait would exceed `max_wait_ms` reserves nothing and is
+/// denied with the least extra wait after which the same call is admitted
+/// (denied at `now + retry_after - 1`, admitted at `now + retry_after`,
+/// nothing else happening meanwhile). A cost above the capacity is denied
+/// with `RetryAfter::Never`: no wait helps.
+pub fn reserve(
+    params: &TokenParams,
+    bucket: Option<Bucket>,
+    now: u64,
+    cost: u64,
+    max_wait_ms: u64,
+) -> Decision<Bucket> {
+    let debt = bucket.map_or(0, |b| b.debt);
+    Units::of(params).take(
+        params,
+        bucket.map(|b| b.state),
+        debt,
+        now,
+        cost,
+        max_wait_ms,
+        |b| b,
+    )
+}
+
+/// REFUND `units`: that many tokens return to the bucket, repaying its
+/// debt first, up to full. Nothing changes when the bucket is full.
+pub fn refund(
+    params: &TokenParams,
+    bucket: Option<Bucket>,
+    now: u64,
+    units: u64,
+) -> Refunded<Bucket> {
+    let u = Units::of(params);
+    let Level { now, short } = u.level_of(params, bucket, now);
+    let after = short.saturating_sub(u128::from(units) * u.window);
+    let status = u.status(params, after);
+    let change = if after == short {
+        Change::Unchanged
+    } else if after == 0 {
+        Change::Clear
+    } else {
+        Change::Store {
+            state: u.bucket(params, now, after),
+            expires_at_ms: now.saturating_add(status.reset_after_ms),
         }
     };
-    let need = u128::from(cost) * window;
-    if missing + need <= full {
-        let missing = missing + need;
-        let reset_after_ms = to_u64(div_ceil(missing, rate));
-        return Decision {
-            count: to_u64(div_ceil(missing, window)),
-            limit: params.capacity,
-            reset_after_ms,
-            verdict: Verdict::Admit {
-                state: TokenState {
-                    at_ms: now,
-                    window_ms: params.window_ms,
-                    missing,
-                },
-                expires_at_ms: now.saturating_add(reset_after_ms),
-            },
-        };
+    Refunded {
+        change,
+        count: status.count,
+        limit: status.limit,
+        reset_after_ms: status.reset_after_ms,
     }
-    let retry_after = if cost > params.capacity {
-        RetryAfter::Never
-    } else {
-        RetryAfter::After(to_u64(div_ceil(missing + need - full, rate)))
-    };
-    let reset_after_ms = to_u64(div_ceil(missing, rate));
-    Decision {
-        count: to_u64(div_ceil(missing, window)),
-        verdict: Verdict::Deny(retry_after),
-        limit: params.capacity,
-        reset_after_ms,
-    }
+}
+
+/// The counts at `now` without a call (what a call during a block reports;
+/// also what WAIT's reply shows at the reserved millisecond, given the
+/// committed bucket and `now + wait_ms`).
+pub fn status(params: &TokenParams, bucket: Option<Bucket>, now: u64) -> Status {
+    let u = Units::of(params);
+    let Level { short, .. } = u.level_of(params, bucket, now);
+    u.status(params, short)
 }
 
 #[cfg(test)]
@@ -308,6 +539,340 @@ mod tests {
                     model = Model { level: level_after, at: now };
                     state = d.into_state();
                 }
+            }
+        }
+    }
+
+    fn reserving(
+        p: &TokenParams,
+        bucket: &mut Option<Bucket>,
+        now: u64,
+        cost: u64,
+        max_wait_ms: u64,
+    ) -> [i64; 6] {
+        let d = reserve(p, *bucket, now, cost, max_wait_ms);
+        if let Some(b) = d.into_state() {
+            *bucket = Some(b);
+        }
+        d.reply()
+    }
+
+    #[test]
+    fn reservations_queue_and_plain_calls_wait_behind_them() {
+        // One token a second, a bucket of two, waits of up to 3 s.
+        let p = params(1, 1000, 2);
+        let mut b = None;
+        let r = |b: &mut Option<Bucket>, now, cost, max_wait| reserving(&p, b, now, cost, max_wait);
+        // [allowed, count, retry_after, limit, remaining, reset_after]
+        assert_eq!(r(&mut b, 0, 2, 3000), [1, 2, 0, 2, 0, 2000]);
+        assert_eq!(r(&mut b, 0, 1, 3000), [1, 3, 1000, 2, 0, 3000]);
+        assert_eq!(r(&mut b, 0, 1, 3000), [1, 4, 2000, 2, 0, 4000]);
+        assert_eq!(r(&mut b, 0, 1, 3000), [1, 5, 3000, 2, 0, 5000]);
+        // The next turn is 4 s away: 1 s more than allowed, nothing taken.
+        assert_eq!(r(&mut b, 0, 1, 3000), [0, 5, 1000, 2, 0, 5000]);
+        assert_eq!(r(&mut b, 999, 1, 3000), [0, 5, 1, 2, 0, 4001]);
+        // A plain call waits for the whole queue.
+        assert_eq!(decide_bucket(&p, b, 0, 1).reply(), [0, 5, 4000, 2, 0, 5000]);
+        assert_eq!(decide_bucket(&p, b, 3999, 1).reply(), [0, 2, 1, 2, 0, 1001]);
+        assert!(decide_bucket(&p, b, 4000, 1).allowed());
+        // Max wait 0 is the plain call.
+        assert_eq!(r(&mut b, 0, 1, 0), [0, 5, 4000, 2, 0, 5000]);
+        // A cost above the capacity never fits, debt or not.
+        assert_eq!(r(&mut b, 1000, 3, 100_000), [0, 4, -1, 2, 0, 4000]);
+        assert_eq!(r(&mut b, 1000, 1, 3000), [1, 5, 3000, 2, 0, 5000]);
+        assert_eq!(b.map(|b| b.debt), Some(3000));
+        // A refund repays the debt first: two tokens back, two turns sooner.
+        let back = refund(&p, b, 1000, 2);
+        assert_eq!(back.reply(), [1, 3, 0, 2, 0, 3000]);
+        let Change::Store {
+            state,
+            expires_at_ms,
+        } = back.change
+        else {
+            panic!("{back:?}");
+        };
+        assert_eq!(
+            (state.debt, state.state.missing, expires_at_ms),
+            (1000, 2000, 4000)
+        );
+        assert_eq!(
+            reserve(&p, Some(state), 1000, 1, 3000).wait_ms(),
+            Some(2000)
+        );
+        // Refunding more than is missing fills the bucket: the key goes.
+        let all = refund(&p, Some(state), 1000, 10);
+        assert_eq!(
+            (all.change, all.reply()),
+            (Change::Clear, [1, 0, 0, 2, 2, 0])
+        );
+        // A full bucket has nothing to refund.
+        assert_eq!(refund(&p, None, 0, 1).change, Change::Unchanged);
+        assert_eq!(refund(&p, Some(state), 10_000, 1).change, Change::Unchanged);
+    }
+
+    #[test]
+    fn fractional_turns_round_up_and_do_not_drift() {
+        // 3 per second: turns every 333.33.. ms, each rounded up on its own.
+        let p = params(3, 1000, 1);
+        let mut b = None;
+        let waits: Vec<_> = (0..7)
+            .map(|_| reserving(&p, &mut b, 0, 1, 10_000)[2])
+            .collect();
+        assert_eq!(waits, [0, 334, 667, 1000, 1334, 1667, 2000]);
+    }
+
+    #[test]
+    fn a_lower_capacity_caps_the_shortfall_but_keeps_the_debt() {
+        let p = params(10, 1000, 10);
+        let mut b = None;
+        reserving(&p, &mut b, 0, 10, 0);
+        reserving(&p, &mut b, 0, 5, 1000);
+        assert_eq!(b.map(|b| (b.state.missing, b.debt)), Some((10_000, 5000)));
+        // Capacity 4: the bucket is empty (4 short) and still owes 5.
+        let small = params(10, 1000, 4);
+        assert_eq!(status(&small, b, 0).count, 9);
+        assert_eq!(
+            decide_bucket(&small, b, 0, 1).reply(),
+            [0, 9, 600, 4, 0, 900]
+        );
+        // Capacity back to 10: the shortfall was never lost.
+        assert_eq!(status(&p, b, 0).count, 15);
+        // A doubled window halves the refill speed of both.
+        let slow = params(10, 2000, 10);
+        assert_eq!(
+            decide_bucket(&slow, b, 0, 1).reply(),
+            [0, 15, 1200, 10, 0, 3000]
+        );
+    }
+
+    #[test]
+    fn a_plain_state_is_a_bucket_without_debt() {
+        let p = params(3, 1000, 5);
+        let s = decide(&p, None, 0, 4).into_state();
+        for (now, cost) in [(0, 1), (0, 2), (100, 2), (400, 1), (5000, 5)] {
+            let plain = decide(&p, s, now, cost);
+            let bucket = decide_bucket(&p, s.map(Bucket::from), now, cost);
+            assert_eq!(plain, bucket.map(|b| b.state));
+            assert_eq!(
+                bucket.into_state().map(|b| b.debt),
+                plain.allowed().then_some(0)
+            );
+        }
+    }
+
+    #[test]
+    fn extreme_reservations_saturate() {
+        // The slowest rate, the largest bucket, the longest wait.
+        let p = params(1, MAX_WINDOW_MS, MAX_AMOUNT);
+        let d = reserve(&p, None, 0, MAX_AMOUNT, MAX_WINDOW_MS);
+        let d2 = reserve(&p, d.into_state(), 0, 1, MAX_WINDOW_MS);
+        assert_eq!(d2.wait_ms(), Some(MAX_WINDOW_MS));
+        let b = d2.into_state().unwrap();
+        assert!(b.is_consistent());
+        assert_eq!(b.debt, u128::from(MAX_WINDOW_MS));
+        assert_eq!(
+            reserve(&p, Some(b), 0, 1, MAX_WINDOW_MS).denied(),
+            Some(RetryAfter::After(MAX_WINDOW_MS))
+        );
+        // The fastest rate with the longest wait: the debt bound holds.
+        let p = params(MAX_AMOUNT, 1, MAX_AMOUNT);
+        let mut b = None;
+        for _ in 0..4 {
+            reserving(&p, &mut b, 7, MAX_AMOUNT, MAX_WINDOW_MS);
+        }
+        assert!(b.is_some_and(|b| b.is_consistent() && b.debt == 3 * u128::from(MAX_AMOUNT)));
+        // A debt taken under a 1 ms window, read under the longest one.
+        let wide = params(MAX_AMOUNT, MAX_WINDOW_MS, MAX_AMOUNT);
+        let d = reserve(&wide, b, 7, 1, MAX_WINDOW_MS);
+        assert!(!d.allowed());
+        let r = refund(&wide, b, 7, 1);
+        if let Change::Store { state, .. } = r.change {
+            assert!(state.is_consistent());
+        }
+        // Nonsense parameters do not panic.
+        let zero = TokenParams {
+            rate: 0,
+            window_ms: 0,
+            capacity: 0,
+        };
+        let _ = reserve(&zero, b, u64::MAX, u64::MAX, u64::MAX);
+        let _ = refund(&zero, b, u64::MAX, u64::MAX);
+        let huge = TokenParams {
+            rate: u64::MAX,
+            window_ms: u64::MAX,
+            capacity: u64::MAX,
+        };
+        let _ = reserve(&huge, b, u64::MAX, u64::MAX, u64::MAX);
+        let _ = refund(&huge, b, 0, u64::MAX);
+        let _ = status(&huge, b, 0);
+    }
+
+    /// A million reservations at 3 per second through a bucket of 5: after
+    /// the burst, the k-th unit's turn is ceil(k * 1000 / 3) ms exactly,
+    /// callers served in arrival order, each arriving at some time before
+    /// its turn.
+    #[test]
+    fn a_million_reservations_start_exactly_a_third_of_a_second_apart() {
+        let (rate, window_ms, capacity) = (3u64, 1000u64, 5u64);
+        let p = params(rate, window_ms, capacity);
+        let mut bucket = None;
+        let mut now = 0u64;
+        let mut unit = 0u64;
+        let mut lcg = 0x2545_f491_4f6c_dd1du64;
+        let mut last_start = 0u64;
+        for call in 0..1_000_000u64 {
+            lcg = lcg.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let cost = 1 + (lcg >> 62) % 3;
+            let d = reserve(&p, bucket, now, cost, 10_000);
+            let wait = d
+                .wait_ms()
+                .unwrap_or_else(|| panic!("call {call} denied: {d:?}"));
+            assert!(wait <= 10_000);
+            unit += cost;
+            // The call's last unit: the burst is free, then one unit per
+            // window/rate ms after the bucket started emptying at 0.
+            let want = (unit.saturating_sub(capacity) * window_ms).div_ceil(rate);
+            assert_eq!(now + wait, want, "call {call} (unit {unit})");
+            assert!(now + wait >= last_start, "first come, first served");
+            last_start = now + wait;
+            bucket = d.into_state();
+            // The next caller arrives at some time up to this turn.
+            now += (lcg >> 33) % (wait + 1);
+        }
+        assert_eq!(last_start, ((unit - capacity) * window_ms).div_ceil(rate));
+    }
+
+    /// An independent model of the bucket as a queue: the theoretical
+    /// arrival time `tat` (in 1/rate ms, so exact), the time at which the
+    /// bucket would be full again. A call of `cost` takes the slot after
+    /// `max(tat, now)`; it may act once the bucket's level, taken that far,
+    /// is back to 0: at `tat' - capacity * window / rate`.
+    #[derive(Clone, Copy, Debug)]
+    struct Queue {
+        tat: u128,
+    }
+
+    impl Queue {
+        /// The ms the call would wait at `now`, None if its cost never fits.
+        fn wait(&self, p: &TokenParams, now: u64, cost: u64) -> Option<u128> {
+            let r = u128::from(p.rate);
+            let tat =
+                self.tat.max(u128::from(now) * r) + u128::from(cost) * u128::from(p.window_ms);
+            let start = tat.saturating_sub(u128::from(p.capacity) * u128::from(p.window_ms));
+            (cost <= p.capacity).then(|| start.div_ceil(r).saturating_sub(u128::from(now)))
+        }
+        fn take(&mut self, p: &TokenParams, now: u64, cost: u64) {
+            let r = u128::from(p.rate);
+            self.tat =
+                self.tat.max(u128::from(now) * r) + u128::from(cost) * u128::from(p.window_ms);
+        }
+        fn give(&mut self, p: &TokenParams, now: u64, units: u64) {
+            let r = u128::from(p.rate);
+            let now = u128::from(now) * r;
+            self.tat = self
+                .tat
+                .saturating_sub(u128::from(units) * u128::from(p.window_ms))
+                .max(now);
+        }
+        /// Tokens short of full at `now`, times window.
+        fn short(&self, p: &TokenParams, now: u64) -> u128 {
+            self.tat
+                .saturating_sub(u128::from(now) * u128::from(p.rate))
+        }
+    }
+
+    #[derive(Clone, Copy, Debug)]
+    enum Op {
+        Reserve(u64, u64),
+        Plain(u64),
+        Refund(u64),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            3 => (1u64..8, 0u64..5000).prop_map(|(c, w)| Op::Reserve(c, w)),
+            1 => (1u64..8).prop_map(Op::Plain),
+            1 => (1u64..8).prop_map(Op::Refund),
+        ]
+    }
+
+    proptest! {
+        /// RESERVE, plain calls on a bucket in debt, and REFUND against the
+        /// queue model: the same verdicts, waits and counts; a wait never
+        /// exceeds max_wait; a denial's retry_after is exact (denied 1 ms
+        /// before, admitted then); a denial changes nothing (the model is
+        /// not advanced, and the next step must still agree).
+        #[test]
+        fn reserve_matches_the_queue_model(
+            rate in 1u64..20,
+            window_ms in 1u64..3000,
+            capacity in 1u64..10,
+            steps in prop::collection::vec((0u64..1500, op()), 1..80),
+        ) {
+            let p = params(rate, window_ms, capacity);
+            let w = u128::from(window_ms);
+            let mut model = Queue { tat: 0 };
+            let mut bucket: Option<Bucket> = None;
+            let mut now = 0u64;
+            for (gap, op) in steps {
+                now += gap;
+                let (cost, max_wait) = match op {
+                    Op::Reserve(c, m) => (c, m),
+                    Op::Plain(c) => (c, 0),
+                    Op::Refund(units) => {
+                        let r = refund(&p, bucket, now, units);
+                        let before = model.short(&p, now);
+                        model.give(&p, now, units);
+                        let short = model.short(&p, now);
+                        prop_assert_eq!(u128::from(r.count), short.div_ceil(w));
+                        prop_assert_eq!(u128::from(r.reset_after_ms), short.div_ceil(u128::from(rate)));
+                        prop_assert_eq!(r.reply()[..3].to_vec(), vec![1, r.count as i64, 0]);
+                        prop_assert_eq!(r.changed(), short != before);
+                        match r.change {
+                            Change::Unchanged => {}
+                            Change::Clear => { prop_assert_eq!(short, 0); bucket = None; }
+                            Change::Store { state, expires_at_ms } => {
+                                prop_assert!(state.is_consistent());
+                                prop_assert_eq!(expires_at_ms, now + r.reset_after_ms);
+                                bucket = Some(state);
+                            }
+                        }
+                        continue;
+                    }
+                };
+                let d = if max_wait == 0 && matches!(op, Op::Plain(_)) {
+                    decide_bucket(&p, bucket, now, cost)
+                } else {
+                    reserve(&p, bucket, now, cost, max_wait)
+                };
+                let model_wait = model.wait(&p, now, cost);
+                let admits = model_wait.is_some_and(|x| x <= u128::from(max_wait));
+                prop_assert_eq!(d.allowed(), admits);
+                match d.denied() {
+                    None => {
+                        let wait = d.wait_ms().unwrap();
+                        prop_assert!(wait <= max_wait);
+                        prop_assert_eq!(Some(u128::from(wait)), model_wait);
+                        model.take(&p, now, cost);
+                        let b = d.into_state().unwrap();
+                        prop_assert!(b.is_consistent());
+                        prop_assert_eq!(d.admitted().map(|a| a.1), Some(now + d.reset_after_ms));
+                        bucket = Some(b);
+                    }
+                    Some(RetryAfter::Never) => prop_assert!(cost > capacity),
+                    Some(RetryAfter::After(r)) => {
+                        prop_assert!(r >= 1);
+                        let later = |t: u64| model.wait(&p, t, cost).is_some_and(|x| x <= u128::from(max_wait));
+                        prop_assert!(later(now + r));
+                        prop_assert!(!later(now + r - 1));
+                        prop_assert!(reserve(&p, bucket, now + r, cost, max_wait).allowed());
+                        prop_assert!(!reserve(&p, bucket, now + r - 1, cost, max_wait).allowed());
+                    }
+                }
+                let short = model.short(&p, now);
+                prop_assert_eq!(u128::from(d.count), short.div_ceil(w));
+                prop_assert_eq!(u128::from(d.reset_after_ms), short.div_ceil(u128::from(rate)));
+                prop_assert_eq!(u128::from(d.remaining()), u128::from(capacity).saturating_sub(short.div_ceil(w)));
             }
         }
     }
