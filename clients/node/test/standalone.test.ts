@@ -187,14 +187,14 @@ for (const { name: serverName, bin } of SERVERS) {
         it("denial cache: repeated denials are answered locally until retryAfterMs has passed", async () => {
           const cached = new Limiter(conn.client, { denialCache: true });
           const k = key("cache");
-          await cached.fixed(k, 2, "400ms");
-          await cached.fixed(k, 2, "400ms");
+          await cached.fixed(k, 2, "800ms");
+          await cached.fixed(k, 2, "800ms");
           const calls0 = await server.admin.commandCalls("rl.fixed");
-          const first = await cached.fixed(k, 2, "400ms");
+          const first = await cached.fixed(k, 2, "800ms");
           assert.equal(first.allowed, false);
           let last = first.retryAfterMs;
           for (let i = 0; i < 50; i++) {
-            const d = await cached.fixed(k, 2, "400ms");
+            const d = await cached.fixed(k, 2, "800ms");
             assert.equal(d.allowed, false);
             assert.ok(d.retryAfterMs <= last && d.retryAfterMs > 0);
             assert.equal(d.resetAfterMs, d.retryAfterMs);
@@ -202,19 +202,19 @@ for (const { name: serverName, bin } of SERVERS) {
           }
           assert.equal(await server.admin.commandCalls("rl.fixed"), calls0 + 1, "only the first denial reached the server");
           // Other arguments are another call; -1 is never cached.
-          await cached.fixed(k, 2, "400ms", { cost: 2 });
-          await cached.fixed(k, 2, "400ms", { cost: 3 });
-          await cached.fixed(k, 2, "400ms", { cost: 3 });
+          await cached.fixed(k, 2, "800ms", { cost: 2 });
+          await cached.fixed(k, 2, "800ms", { cost: 3 });
+          await cached.fixed(k, 2, "800ms", { cost: 3 });
           assert.equal(await server.admin.commandCalls("rl.fixed"), calls0 + 4);
           // After the wait, the same call goes to the server and is admitted.
           await sleep(last + 5);
-          assertDecision(await cached.fixed(k, 2, "400ms"), { allowed: true, count: 1 });
+          assertDecision(await cached.fixed(k, 2, "800ms"), { allowed: true, count: 1 });
         });
 
         it("denial cache covers RL.ALL and never answers early", async () => {
           const cached = new Limiter(conn.client, { denialCache: true });
           const a = key("cache-all");
-          const clauses = [Fixed(a, 1, "300ms"), Sliding(a + "s", 10, 60)];
+          const clauses = [Fixed(a, 1, "600ms"), Sliding(a + "s", 10, 60)];
           assert.equal((await cached.all(clauses)).allowed, true);
           const denied = await cached.all(clauses);
           assert.equal(denied.allowed, false);
