@@ -9,6 +9,7 @@ import { after, before, describe, it } from "node:test";
 import { Fixed, Limiter, Sliding, Token, type Decision } from "../src/index.js";
 import { CLIENT_NAMES, OLDER_VARIANTS, connectStandalone, kindOf, type Connected } from "./clients.js";
 import { SERVERS, sleep, startServer, type Server } from "./helpers.js";
+import { createClientPool } from "redis";
 
 let unique = 0;
 const key = (what: string) => `t:${what}:${process.pid}:${++unique}`;
@@ -272,6 +273,21 @@ for (const { name: serverName, bin } of SERVERS) {
         }
       });
     }
+
+    it("node-redis client pool", async () => {
+      const pool = createClientPool({ url: `redis://127.0.0.1:${server.port}` }, { maximum: 4 });
+      pool.on("error", () => {});
+      await pool.connect();
+      try {
+        const rl = new Limiter(pool);
+        assert.equal(rl.clientKind, "node-redis");
+        const k = key("pool");
+        const results = await Promise.all(Array.from({ length: 40 }, () => rl.fixed(k, 25, 60)));
+        assert.equal(results.filter((d) => d.allowed).length, 25);
+      } finally {
+        pool.destroy();
+      }
+    });
 
     it("node-redis with RESP3", async () => {
       const conn = await connectStandalone("node-redis", server.port, { resp3: true });
