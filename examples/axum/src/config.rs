@@ -1,5 +1,5 @@
-//! What the operator chooses: where Redis is, what to do when it is not
-//! there, which proxies to believe, and whether loopback is exempt.
+//! What the operator chooses: where Redis is (a server or a cluster), what
+//! to do when it is not there, which proxies to believe, and whether loopback is exempt.
 
 use std::net::IpAddr;
 use std::str::FromStr;
@@ -8,18 +8,24 @@ use std::time::Duration;
 use axum::http::HeaderName;
 use ipnet::IpNet;
 
-/// What a request gets when Redis cannot answer (seed 004's fail mode).
+/// What a request gets when Redis cannot answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FailMode {
     /// Let the request through unlimited, and log a warning.
     Open,
     /// Answer 503 with a problem body, and log an error.
     Closed,
+    /// Enforce the policies in this process with the module's own
+    /// algorithms (per process, without overrides), and log a warning.
+    Local,
 }
 
 #[derive(Clone, Debug)]
 pub struct Config {
     pub redis_url: String,
+    /// A Redis Cluster's node URLs (some of them suffice); when not empty,
+    /// `redis_url` is not used.
+    pub cluster_nodes: Vec<String>,
     /// Put before every key the middleware writes.
     pub key_prefix: String,
     pub fail_mode: FailMode,
@@ -35,12 +41,15 @@ pub struct Config {
     /// The largest body buffered to count its size when it has no
     /// Content-Length; a larger one is answered 413.
     pub max_body_bytes: usize,
+    /// The most limiter keys the `local` fail mode holds in memory.
+    pub local_max_keys: usize,
 }
 
 impl Default for Config {
     fn default() -> Config {
         Config {
             redis_url: "redis://127.0.0.1:6379".into(),
+            cluster_nodes: Vec::new(),
             key_prefix: "rl:".into(),
             fail_mode: FailMode::Open,
             trusted_proxies: Vec::new(),
@@ -48,6 +57,7 @@ impl Default for Config {
             api_key_header: HeaderName::from_static("x-api-key"),
             redis_timeout: Duration::from_millis(250),
             max_body_bytes: 8 << 20,
+            local_max_keys: 100_000,
         }
     }
 }
@@ -58,8 +68,10 @@ impl Config {
     /// | variable | meaning | default |
     /// |---|---|---|
     /// | `REDIS_URL` | where librl is loaded | `redis://127.0.0.1:6379` |
+    /// | `REDIS_CLUSTER_NODES` | comma-separated node URLs of a cluster | none |
     /// | `RATE_LIMIT_PREFIX` | key prefix | `rl:` |
-    /// | `RATE_LIMIT_FAIL_MODE` | `open` or `closed` | `open` |
+    /// | `RATE_LIMIT_FAIL_MODE` | `open`, `closed` or `local` | `open` |
+    /// | `RATE_LIMIT_LOCAL_KEYS` | keys the `local` mode holds | `100000` |
     /// | `TRUSTED_PROXIES` | comma-separated IPs or CIDRs | none |
     /// | `EXEMPT_LOOPBACK` | `true` or `false` | `true` |
     /// | `API_KEY_HEADER` | header name | `x-api-key` |
@@ -73,6 +85,14 @@ impl Config {
         if let Some(url) = var("REDIS_URL") {
             config.redis_url = url;
         }
+        if let Some(list) = var("REDIS_CLUSTER_NODES") {
+            config.cluster_nodes = list
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect();
+        }
         if let Some(prefix) = var("RATE_LIMIT_PREFIX") {
             config.key_prefix = prefix;
         }
@@ -80,7 +100,12 @@ impl Config {
             config.fail_mode = match mode.to_ascii_lowercase().as_str() {
                 "open" => FailMode::Open,
                 "closed" => FailMode::Closed,
-                _ => return Err(format!("RATE_LIMIT_FAIL_MODE={mode}: use open or closed")),
+                "local" => FailMode::Local,
+                _ => {
+                    return Err(format!(
+                        "RATE_LIMIT_FAIL_MODE={mode}: use open, closed or local"
+                    ))
+                }
             };
         }
         if let Some(list) = var("TRUSTED_PROXIES") {
@@ -105,6 +130,13 @@ impl Config {
                 .filter(|&ms| ms > 0)
                 .ok_or(format!("REDIS_TIMEOUT_MS={ms}: use a positive integer"))?;
             config.redis_timeout = Duration::from_millis(ms);
+        }
+        if let Some(n) = var("RATE_LIMIT_LOCAL_KEYS") {
+            config.local_max_keys = n
+                .parse()
+                .ok()
+                .filter(|&n: &usize| n > 0)
+                .ok_or(format!("RATE_LIMIT_LOCAL_KEYS={n}: use a positive integer"))?;
         }
         Ok(config)
     }
@@ -152,6 +184,11 @@ mod tests {
             ("EXEMPT_LOOPBACK", "false"),
             ("API_KEY_HEADER", "X-Token"),
             ("REDIS_TIMEOUT_MS", "40"),
+            (
+                "REDIS_CLUSTER_NODES",
+                "redis://10.0.0.1:7000, redis://10.0.0.2:7000",
+            ),
+            ("RATE_LIMIT_LOCAL_KEYS", "500"),
         ])
         .unwrap();
         assert_eq!(c.fail_mode, FailMode::Closed);
@@ -160,6 +197,13 @@ mod tests {
         assert!(!c.exempt_loopback);
         assert_eq!(c.api_key_header, "x-token");
         assert_eq!(c.redis_timeout, Duration::from_millis(40));
+        assert_eq!(
+            c.cluster_nodes,
+            ["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"]
+        );
+        assert_eq!(c.local_max_keys, 500);
+        let local = from(&[("RATE_LIMIT_FAIL_MODE", "local")]).unwrap();
+        assert_eq!(local.fail_mode, FailMode::Local);
     }
 
     #[test]
@@ -169,6 +213,7 @@ mod tests {
             ("TRUSTED_PROXIES", "10.0.0.0/33"),
             ("EXEMPT_LOOPBACK", "sometimes"),
             ("REDIS_TIMEOUT_MS", "0"),
+            ("RATE_LIMIT_LOCAL_KEYS", "none"),
         ] {
             let err = from(&[(var, value)]).unwrap_err();
             assert!(err.starts_with(var), "{err}");

@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 
-use crate::policy::{Check, Cost, Reply};
+use crate::policy::{reset_after_secs, retry_after_secs, Check, Cost, Decision};
 
 pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
@@ -16,7 +16,7 @@ pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-r
 /// The index of the reply a client most needs to see. Among denials, the
 /// longest wait (a cost no wait can fit first). When all admitted, the
 /// smallest share of its limit left (seed 004), then the later reset.
-pub fn most_restrictive(replies: &[Reply]) -> Option<usize> {
+pub fn most_restrictive(replies: &[Decision]) -> Option<usize> {
     let denied = replies.iter().enumerate().filter(|(_, r)| !r.allowed);
     if let Some((i, _)) = denied.max_by_key(|(_, r)| r.retry_after) {
         return Some(i);
@@ -29,7 +29,7 @@ pub fn most_restrictive(replies: &[Reply]) -> Option<usize> {
 }
 
 /// Orders `a` before `b` when less of its limit is left.
-fn tighter(a: &Reply, b: &Reply) -> Ordering {
+fn tighter(a: &Decision, b: &Decision) -> Ordering {
     let left_a = u128::from(a.remaining) * u128::from(b.limit);
     let left_b = u128::from(b.remaining) * u128::from(a.limit);
     left_a
@@ -37,8 +37,11 @@ fn tighter(a: &Reply, b: &Reply) -> Ordering {
         .then(b.reset_after_ms.cmp(&a.reset_after_ms))
 }
 
-/// Writes every header for the checks made and their replies (same order).
-pub fn write(headers: &mut HeaderMap, checks: &[Check<'_>], replies: &[Reply]) {
+/// Writes every header for the checks made and their replies (same order);
+/// `Retry-After` only when the request was refused (`admitted` is false).
+/// (In librl's monitor mode a request is admitted while a clause still
+/// says it would have refused: that clause is reported, without a wait.)
+pub fn write(headers: &mut HeaderMap, checks: &[Check<'_>], replies: &[Decision], admitted: bool) {
     let Some(worst) = most_restrictive(replies) else {
         return;
     };
@@ -62,14 +65,14 @@ pub fn write(headers: &mut HeaderMap, checks: &[Check<'_>], replies: &[Reply]) {
             "\"{}\";r={};t={}",
             check.policy.name,
             reply.remaining,
-            reply.reset_after_secs()
+            reset_after_secs(reply)
         ),
     );
     set(X_RATELIMIT_LIMIT, reply.limit.to_string());
     set(X_RATELIMIT_REMAINING, reply.remaining.to_string());
-    set(X_RATELIMIT_RESET, reply.reset_after_secs().to_string());
-    if !reply.allowed {
-        if let Some(secs) = reply.retry_after_secs() {
+    set(X_RATELIMIT_RESET, reset_after_secs(reply).to_string());
+    if !admitted && !reply.allowed {
+        if let Some(secs) = retry_after_secs(reply) {
             set(axum::http::header::RETRY_AFTER, secs.to_string());
         }
     }
@@ -77,7 +80,7 @@ pub fn write(headers: &mut HeaderMap, checks: &[Check<'_>], replies: &[Reply]) {
 
 /// `"name";q=<effective limit>;w=<window s>`, with `qu="content-bytes"`
 /// when the policy counts body bytes.
-fn policy_item(check: &Check<'_>, reply: &Reply) -> String {
+fn policy_item(check: &Check<'_>, reply: &Decision) -> String {
     let unit = match check.policy.cost {
         Cost::BodyBytes => ";qu=\"content-bytes\"",
         Cost::One | Cost::Header(_) => "",
@@ -97,8 +100,8 @@ mod tests {
     use crate::policy::{Policy, RetryAfter};
     use std::time::Duration;
 
-    fn reply(allowed: bool, limit: u64, remaining: u64, retry: RetryAfter, reset: u64) -> Reply {
-        Reply {
+    fn reply(allowed: bool, limit: u64, remaining: u64, retry: RetryAfter, reset: u64) -> Decision {
+        Decision {
             allowed,
             count: limit - remaining,
             retry_after: retry,
@@ -152,7 +155,7 @@ mod tests {
             reply(true, 1000, 999, RetryAfter::Ms(0), 2),
         ];
         let mut h = HeaderMap::new();
-        write(&mut h, &checks, &replies);
+        write(&mut h, &checks, &replies, false);
         assert_eq!(
             h[RATELIMIT_POLICY],
             "\"burst\";q=2;w=10, \"bytes\";q=1000;w=2;qu=\"content-bytes\""

@@ -1,6 +1,9 @@
-//! Rate limiting for axum with librl: each route's layer checks its
-//! policies with one `RL.FIXED`, `RL.SLIDING` or `RL.TOKEN` call each, and
-//! answers with RateLimit headers, or 429 with a problem+json body.
+//! Rate limiting for axum with librl: each route's layer checks all its
+//! policies in one `RL.ALL` call through `librl-client` (a request refused
+//! by one policy is counted by none), and answers with RateLimit headers,
+//! or 429 with a problem+json body. While Redis cannot answer, the fail
+//! mode decides: let requests through, refuse them, or limit them in the
+//! process with the module's own algorithms (`librl-core`).
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -20,9 +23,11 @@
 //! peer address is how a client without credentials is told apart.
 
 pub mod config;
+pub mod core_adapter;
 pub mod headers;
 pub mod identity;
 pub mod limiter;
+pub mod local;
 pub mod middleware;
 pub mod policy;
 pub mod problem;

@@ -1,17 +1,32 @@
 //! The Redis side: one connection shared by every request, made on first
-//! use (so the app starts while Redis is down) and remade after a loss.
+//! use (so the app starts while Redis is down) and remade after a loss. A
+//! route's checks are one `RL.ALL`: all-or-nothing, one round trip.
 
 use std::fmt;
 use std::time::Duration;
 
+use librl_client::{slot, All, AllDecision, AsyncLimiter, Clause, Fixed, Sliding, Token};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
 use tokio::sync::OnceCell;
 
-use crate::policy::{Check, Reply};
+use crate::policy::{Check, Decision};
+
+/// A standalone server (through a `ConnectionManager`) or a cluster.
+enum Backend {
+    Standalone {
+        client: redis::Client,
+        limiter: OnceCell<AsyncLimiter<ConnectionManager>>,
+    },
+    Cluster {
+        client: Box<ClusterClient>,
+        limiter: OnceCell<AsyncLimiter<ClusterConnection>>,
+    },
+}
 
 pub struct Limiter {
-    client: redis::Client,
-    manager: OnceCell<ConnectionManager>,
+    backend: Backend,
     timeout: Duration,
 }
 
@@ -31,52 +46,151 @@ impl fmt::Display for Unavailable {
     }
 }
 
+/// The checks' verdict: admitted or not, and every check's reply in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub admitted: bool,
+    pub replies: Vec<Decision>,
+}
+
 impl Limiter {
-    /// Parses the URL; connects on the first request.
-    pub fn new(url: &str, timeout: Duration) -> redis::RedisResult<Limiter> {
-        Ok(Limiter {
-            client: redis::Client::open(url)?,
-            manager: OnceCell::new(),
-            timeout,
-        })
+    /// Parses the URL (or, for a cluster, the node URLs); connects on the
+    /// first request.
+    pub fn new(
+        url: &str,
+        cluster_nodes: &[String],
+        timeout: Duration,
+    ) -> redis::RedisResult<Limiter> {
+        let backend = if cluster_nodes.is_empty() {
+            Backend::Standalone {
+                client: redis::Client::open(url)?,
+                limiter: OnceCell::new(),
+            }
+        } else {
+            Backend::Cluster {
+                client: Box::new(
+                    ClusterClient::builder(cluster_nodes.to_vec())
+                        .connection_timeout(timeout)
+                        .response_timeout(timeout)
+                        .build()?,
+                ),
+                limiter: OnceCell::new(),
+            }
+        };
+        Ok(Limiter { backend, timeout })
     }
 
-    /// Runs the checks in order, one RL.* call each, and stops at the first
-    /// denial: its reply is the last one returned. Policies checked before
-    /// it have counted the request; with `RL.ALL` (one call whose clauses
-    /// are each check's `clause()`) nothing would be, and a denial would
-    /// come with every clause's reply. The whole exchange has `timeout`.
-    pub async fn check(&self, checks: &[Check<'_>]) -> Result<Vec<Reply>, Unavailable> {
+    /// Checks every policy in one `RL.ALL`: the request is admitted and
+    /// recorded by all, or refused and recorded by none. The whole exchange
+    /// has `timeout`.
+    ///
+    /// In a cluster, one call's keys must share a slot. They do when they
+    /// share the subject's hash tag; when a route mixes subjects (an IP
+    /// policy and a per-API-key one), the checks go as one `RL.ALL` per
+    /// slot, in order, and a refusal by a later one refunds what the earlier
+    /// ones recorded (`REFUND`), so the outcome is still all-or-nothing,
+    /// though not in one atomic step.
+    pub async fn check(&self, checks: &[Check<'_>]) -> Result<Verdict, Unavailable> {
         let exchange = async {
-            let mut con = self.connection().await?;
-            let mut replies = Vec::with_capacity(checks.len());
-            for check in checks {
-                let reply: Reply = check.command().query_async(&mut con).await?;
-                replies.push(reply);
-                if !reply.allowed {
-                    break;
+            match &self.backend {
+                Backend::Standalone { client, limiter } => {
+                    let limiter = limiter
+                        .get_or_try_init(|| async {
+                            // One attempt per reconnection: a request that
+                            // finds Redis gone fails at once, and the next
+                            // request tries again.
+                            let config = ConnectionManagerConfig::new()
+                                .set_number_of_retries(0)
+                                .set_connection_timeout(Some(self.timeout))
+                                .set_response_timeout(Some(self.timeout));
+                            let manager =
+                                ConnectionManager::new_with_config(client.clone(), config).await?;
+                            redis::RedisResult::Ok(AsyncLimiter::new(manager))
+                        })
+                        .await?;
+                    let all = limiter.run(&all_of(checks.iter())).await?;
+                    Ok(verdict(all))
+                }
+                Backend::Cluster { client, limiter } => {
+                    let limiter = limiter
+                        .get_or_try_init(|| async {
+                            redis::RedisResult::Ok(AsyncLimiter::new(
+                                client.get_async_connection().await?,
+                            ))
+                        })
+                        .await?;
+                    check_by_slot(limiter, checks).await
                 }
             }
-            Ok(replies)
         };
         tokio::time::timeout(self.timeout, exchange)
             .await
             .map_err(|_| Unavailable::Timeout(self.timeout))?
             .map_err(Unavailable::Redis)
     }
+}
 
-    async fn connection(&self) -> redis::RedisResult<ConnectionManager> {
-        self.manager
-            .get_or_try_init(|| {
-                // One attempt per reconnection: a request that finds Redis
-                // gone fails at once, and the next request tries again.
-                let config = ConnectionManagerConfig::new()
-                    .set_number_of_retries(0)
-                    .set_connection_timeout(self.timeout)
-                    .set_response_timeout(self.timeout);
-                ConnectionManager::new_with_config(self.client.clone(), config)
-            })
-            .await
-            .cloned()
+fn all_of<'a>(checks: impl Iterator<Item = &'a Check<'a>>) -> All {
+    checks.map(Check::clause).collect()
+}
+
+fn verdict(all: AllDecision) -> Verdict {
+    Verdict {
+        admitted: all.allowed,
+        replies: all.decisions,
+    }
+}
+
+/// One `RL.ALL` per slot, in the order the slots first appear; after a
+/// refusal, the groups already admitted are refunded and the rest are
+/// peeked, so every check has its reply.
+async fn check_by_slot(
+    limiter: &AsyncLimiter<ClusterConnection>,
+    checks: &[Check<'_>],
+) -> redis::RedisResult<Verdict> {
+    let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
+    for (i, check) in checks.iter().enumerate() {
+        let s = slot(check.key.as_bytes());
+        match groups.iter_mut().find(|(g, _)| *g == s) {
+            Some((_, members)) => members.push(i),
+            None => groups.push((s, vec![i])),
+        }
+    }
+    let mut replies: Vec<Option<Decision>> = vec![None; checks.len()];
+    let mut admitted_groups = Vec::new();
+    let mut admitted = true;
+    for (_, members) in &groups {
+        let all = all_of(members.iter().map(|&i| &checks[i]));
+        let all = if admitted { all } else { all.peek() };
+        let reply = limiter.run(&all).await?;
+        for (&i, d) in members.iter().zip(reply.decisions) {
+            replies[i] = Some(d);
+        }
+        if admitted && reply.allowed {
+            admitted_groups.push(members);
+        } else {
+            admitted = false;
+        }
+    }
+    if !admitted {
+        for members in admitted_groups {
+            let refund: All = members.iter().map(|&i| refund(&checks[i])).collect();
+            if let Err(e) = limiter.run(&refund).await {
+                tracing::warn!("could not refund a request refused by a later policy: {e}");
+            }
+        }
+    }
+    Ok(Verdict {
+        admitted,
+        replies: replies.into_iter().flatten().collect(),
+    })
+}
+
+/// The check's clause with `REFUND cost` instead of `COST cost`.
+fn refund(check: &Check<'_>) -> Clause {
+    match check.clause() {
+        Clause::Fixed(c) => Clause::from(Fixed::refund(c, check.cost)),
+        Clause::Sliding(c) => Clause::from(Sliding::refund(c, check.cost)),
+        Clause::Token(c) => Clause::from(Token::refund(c, check.cost)),
     }
 }

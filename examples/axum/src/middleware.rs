@@ -15,7 +15,8 @@ use tower::{Layer, Service};
 use crate::config::{Config, FailMode};
 use crate::headers;
 use crate::identity::Client;
-use crate::limiter::Limiter;
+use crate::limiter::{Limiter, Verdict};
+use crate::local::LocalLimiter;
 use crate::policy::{Check, Cost, Policy, MAX_UNITS};
 use crate::problem;
 
@@ -28,14 +29,25 @@ pub struct RateLimiter {
 struct Shared {
     config: Config,
     limiter: Limiter,
+    /// The `local` fail mode's limiter (empty until Redis fails).
+    local: LocalLimiter,
 }
 
 impl RateLimiter {
     /// Checks the Redis URL; the connection is made by the first request.
     pub fn new(config: Config) -> redis::RedisResult<RateLimiter> {
-        let limiter = Limiter::new(&config.redis_url, config.redis_timeout)?;
+        let limiter = Limiter::new(
+            &config.redis_url,
+            &config.cluster_nodes,
+            config.redis_timeout,
+        )?;
+        let local = LocalLimiter::new(config.local_max_keys);
         Ok(RateLimiter {
-            shared: Arc::new(Shared { config, limiter }),
+            shared: Arc::new(Shared {
+                config,
+                limiter,
+                local,
+            }),
         })
     }
 
@@ -43,7 +55,8 @@ impl RateLimiter {
         &self.shared.config
     }
 
-    /// A layer for one route (`route_layer`), checking `policies` in order.
+    /// A layer for one route (`route_layer`), checking `policies` together:
+    /// a request is recorded by all of them or, refused, by none.
     pub fn layer(&self, policies: impl IntoIterator<Item = Policy>) -> RateLimitLayer {
         RateLimitLayer {
             shared: self.shared.clone(),
@@ -111,27 +124,37 @@ impl RateLimitLayer {
         if checks.is_empty() {
             return call(inner, req).await;
         }
-        let replies = match self.shared.limiter.check(&checks).await {
-            Ok(replies) => replies,
-            Err(e) => {
-                return match self.shared.config.fail_mode {
-                    FailMode::Open => {
-                        tracing::warn!("rate limiting skipped (fail-open): {e}");
-                        call(inner, req).await
-                    }
-                    FailMode::Closed => {
-                        tracing::error!("request refused (fail-closed): {e}");
-                        problem::limiter_unavailable()
-                    }
-                };
+        let verdict = match self.shared.limiter.check(&checks).await {
+            Ok(verdict) => verdict,
+            Err(e) => match self.shared.config.fail_mode {
+                FailMode::Open => {
+                    tracing::warn!("rate limiting skipped (fail-open): {e}");
+                    return call(inner, req).await;
+                }
+                FailMode::Closed => {
+                    tracing::error!("request refused (fail-closed): {e}");
+                    return problem::limiter_unavailable();
+                }
+                FailMode::Local => {
+                    tracing::warn!("rate limiting in this process (fail-local): {e}");
+                    let (admitted, replies) = self.shared.local.check(&checks);
+                    Verdict { admitted, replies }
+                }
+            },
+        };
+        let Verdict { admitted, replies } = verdict;
+        let checks = &checks[..replies.len().min(checks.len())];
+        let mut response = if admitted {
+            call(inner, req).await
+        } else {
+            // The refusal names the most restrictive denying policy.
+            let worst = headers::most_restrictive(&replies).unwrap_or(0);
+            match (checks.get(worst), replies.get(worst)) {
+                (Some(check), Some(reply)) => problem::too_many_requests(check, reply),
+                _ => problem::limiter_unavailable(),
             }
         };
-        let checks = &checks[..replies.len()];
-        let mut response = match replies.iter().position(|r| !r.allowed) {
-            Some(denied) => problem::too_many_requests(&checks[denied], &replies[denied]),
-            None => call(inner, req).await,
-        };
-        headers::write(response.headers_mut(), checks, &replies);
+        headers::write(response.headers_mut(), checks, &replies, admitted);
         response
     }
 

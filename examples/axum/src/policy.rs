@@ -1,11 +1,13 @@
-//! Per-route policies, the RL.* clause each one sends, and the six-integer
-//! limiter reply it gets back.
+//! Per-route policies, and the `RL.ALL` clause each one becomes for one
+//! request. Replies are the client's six-integer [`Decision`].
 
 use std::fmt;
 use std::time::Duration;
 
 use axum::http::HeaderName;
-use redis::{FromRedisValue, RedisResult, Value};
+use librl_client::{Clause, Fixed, Sliding, Token};
+
+pub use librl_client::{Decision, RetryAfter};
 
 /// 2^50: the largest limit, rate, burst and cost the module accepts.
 pub const MAX_UNITS: u64 = 1 << 50;
@@ -95,8 +97,10 @@ impl Policy {
             "policy {name}: limit {limit} is not from 1 to 2^50"
         );
         assert!(
-            window >= Duration::from_millis(1) && window <= MAX_WINDOW,
-            "policy {name}: window {window:?} is not from 1 ms to 3650 days"
+            window >= Duration::from_millis(1)
+                && window <= MAX_WINDOW
+                && window.subsec_nanos().is_multiple_of(1_000_000),
+            "policy {name}: window {window:?} is not whole milliseconds from 1 ms to 3650 days"
         );
         Policy {
             name: name.to_string(),
@@ -173,103 +177,48 @@ pub struct Check<'p> {
 
 impl Check<'_> {
     /// The policy as an `RL.ALL` clause: algorithm, key, limit, window and
-    /// options. The single-policy command is `RL.` + the same words.
-    pub fn clause(&self) -> Vec<String> {
+    /// options. A route's checks are one `RL.ALL` of their clauses.
+    pub fn clause(&self) -> Clause {
         let p = self.policy;
-        let (name, flag) = match p.algorithm {
-            Algorithm::Fixed { aligned } => ("FIXED", aligned.then_some("ALIGNED")),
-            Algorithm::Sliding { approx } => ("SLIDING", approx.then_some("APPROX")),
-            Algorithm::Token { .. } => ("TOKEN", None),
+        let (key, window) = (self.key.as_str(), p.window);
+        let mut clause: Clause = match p.algorithm {
+            Algorithm::Fixed { aligned } => {
+                let fixed = Fixed::new(key, p.limit, window).cost(self.cost);
+                (if aligned { fixed.aligned() } else { fixed }).into()
+            }
+            Algorithm::Sliding { approx } => {
+                let sliding = Sliding::new(key, p.limit, window).cost(self.cost);
+                (if approx { sliding.approx() } else { sliding }).into()
+            }
+            Algorithm::Token { burst } => {
+                let token = Token::new(key, p.limit, window).cost(self.cost);
+                match burst {
+                    Some(capacity) => token.burst(capacity).into(),
+                    None => token.into(),
+                }
+            }
         };
-        let mut words = vec![
-            name.to_string(),
-            self.key.clone(),
-            p.limit.to_string(),
-            format!("{}ms", p.window.as_millis()),
-        ];
-        words.extend(flag.map(String::from));
-        if let Algorithm::Token { burst: Some(b) } = p.algorithm {
-            words.extend(["BURST".to_string(), b.to_string()]);
-        }
-        if self.cost != 1 {
-            words.extend(["COST".to_string(), self.cost.to_string()]);
-        }
         if let Some(okey) = &self.override_key {
-            words.extend(["OVERRIDE".to_string(), okey.clone()]);
+            clause = match clause {
+                Clause::Fixed(c) => c.override_key(okey).into(),
+                Clause::Sliding(c) => c.override_key(okey).into(),
+                Clause::Token(c) => c.override_key(okey).into(),
+            };
         }
-        words
-    }
-
-    /// The one RL.* command that checks this policy alone.
-    pub fn command(&self) -> redis::Cmd {
-        let words = self.clause();
-        let mut cmd = redis::cmd(&format!("RL.{}", words[0]));
-        cmd.arg(&words[1..]);
-        cmd
+        clause
     }
 }
 
-/// How long until a call with the same cost would be admitted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum RetryAfter {
-    /// Milliseconds; 0 when the call was admitted.
-    Ms(u64),
-    /// The cost exceeds the limit: no wait helps (the module's -1).
-    Never,
+/// The reply's `reset_after` in whole seconds, rounded up.
+pub fn reset_after_secs(d: &Decision) -> u64 {
+    ceil_secs(d.reset_after_ms)
 }
 
-/// The module's six-integer limiter reply.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Reply {
-    pub allowed: bool,
-    pub count: u64,
-    pub retry_after: RetryAfter,
-    /// The effective limit (after any override); for TOKEN the capacity.
-    pub limit: u64,
-    pub remaining: u64,
-    /// Until the limiter is back to empty (TOKEN: full).
-    pub reset_after_ms: u64,
-}
-
-impl Reply {
-    pub fn from_integers(v: &[i64]) -> Result<Reply, String> {
-        let [allowed, count, retry, limit, remaining, reset] = v else {
-            return Err(format!("a limiter reply has six integers, not {v:?}"));
-        };
-        let unsigned = |x: i64| u64::try_from(x).map_err(|_| format!("negative field in {v:?}"));
-        Ok(Reply {
-            allowed: *allowed == 1,
-            count: unsigned(*count)?,
-            retry_after: if *retry == -1 {
-                RetryAfter::Never
-            } else {
-                RetryAfter::Ms(unsigned(*retry)?)
-            },
-            limit: unsigned(*limit)?,
-            remaining: unsigned(*remaining)?,
-            reset_after_ms: unsigned(*reset)?,
-        })
-    }
-
-    pub fn reset_after_secs(&self) -> u64 {
-        ceil_secs(self.reset_after_ms)
-    }
-
-    /// Whole seconds for `Retry-After`, at least 1; None when no wait helps.
-    pub fn retry_after_secs(&self) -> Option<u64> {
-        match self.retry_after {
-            RetryAfter::Ms(ms) => Some(ceil_secs(ms).max(1)),
-            RetryAfter::Never => None,
-        }
-    }
-}
-
-impl FromRedisValue for Reply {
-    fn from_redis_value(v: &Value) -> RedisResult<Reply> {
-        let ints: Vec<i64> = FromRedisValue::from_redis_value(v)?;
-        Reply::from_integers(&ints).map_err(|e| {
-            redis::RedisError::from((redis::ErrorKind::TypeError, "bad limiter reply", e))
-        })
+/// Whole seconds for `Retry-After`, at least 1; None when no wait helps.
+pub fn retry_after_secs(d: &Decision) -> Option<u64> {
+    match d.retry_after {
+        RetryAfter::Ms(ms) => Some(ceil_secs(ms).max(1)),
+        RetryAfter::Never => None,
     }
 }
 
@@ -294,13 +243,19 @@ mod tests {
     use super::*;
 
     fn check(policy: &Policy, cost: u64, okey: Option<&str>) -> Vec<String> {
-        Check {
+        let clause = Check {
             policy,
             key: "k".into(),
             override_key: okey.map(String::from),
             cost,
         }
-        .clause()
+        .clause();
+        let all = librl_client::All::new().clause(clause);
+        let prepared = librl_client::Command::prepare(&all).unwrap();
+        prepared.argv()[1..]
+            .iter()
+            .map(|w| String::from_utf8_lossy(w).into_owned())
+            .collect()
     }
 
     #[test]
@@ -323,15 +278,31 @@ mod tests {
         );
     }
 
+    fn decision(retry: RetryAfter, reset_after_ms: u64) -> Decision {
+        Decision {
+            allowed: false,
+            count: 3,
+            retry_after: retry,
+            limit: 3,
+            remaining: 0,
+            reset_after_ms,
+        }
+    }
+
     #[test]
-    fn reply_maps_minus_one_to_never() {
-        let r = Reply::from_integers(&[0, 3, -1, 3, 0, 1200]).unwrap();
-        assert_eq!(r.retry_after, RetryAfter::Never);
-        assert_eq!(r.retry_after_secs(), None);
-        assert_eq!(r.reset_after_secs(), 2);
-        let r = Reply::from_integers(&[0, 3, 1, 3, 0, 1]).unwrap();
-        assert_eq!(r.retry_after_secs(), Some(1));
-        assert!(Reply::from_integers(&[1, 2, 3]).is_err());
+    fn seconds_round_up_and_never_has_none() {
+        let never = decision(RetryAfter::Never, 1200);
+        assert_eq!(retry_after_secs(&never), None);
+        assert_eq!(reset_after_secs(&never), 2);
+        let soon = decision(RetryAfter::Ms(1), 1);
+        assert_eq!(retry_after_secs(&soon), Some(1));
+        assert_eq!(reset_after_secs(&soon), 1);
+    }
+
+    #[test]
+    #[should_panic(expected = "whole milliseconds")]
+    fn refuses_a_sub_millisecond_window() {
+        Policy::fixed("a", 1, Duration::from_micros(1500));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 
-use crate::policy::{Check, Reply};
+use crate::policy::{retry_after_secs, Check, Decision};
 
 pub const CONTENT_TYPE: &str = "application/problem+json";
 
@@ -30,12 +30,12 @@ pub fn response(status: StatusCode, detail: &str, extra: Map<String, Value>) -> 
 
 /// 429 for the policy that denied; `retry_after` (seconds) is absent when
 /// the request's cost exceeds the limit, since no wait would help.
-pub fn too_many_requests(check: &Check<'_>, reply: &Reply) -> Response {
+pub fn too_many_requests(check: &Check<'_>, reply: &Decision) -> Response {
     let policy = check.policy;
     let mut extra = Map::new();
     extra.insert("policy".into(), json!(policy.name));
     extra.insert("limit".into(), json!(reply.limit));
-    let detail = match reply.retry_after_secs() {
+    let detail = match retry_after_secs(reply) {
         Some(secs) => {
             extra.insert("retry_after".into(), json!(secs));
             format!(

@@ -518,3 +518,106 @@ async fn fail_closed_answers_503_while_redis_is_down() {
     })
     .await;
 }
+
+/// Regression (Forja's bug): policies checked one call each counted a
+/// request that a later policy refused. In one RL.ALL, a refused request is
+/// counted by none.
+#[tokio::test]
+async fn a_request_refused_by_a_later_policy_is_not_counted_by_earlier_ones() {
+    let redis = Redis::start();
+    let base = app_with(
+        config(&redis.url()),
+        vec![
+            Policy::fixed("minute", 10, secs(60)),
+            Policy::sliding("burst", 1, secs(60)),
+        ],
+    )
+    .await;
+    let client = http();
+    let first = send(client.get(format!("{base}/x"))).await;
+    assert_eq!(first.status, 200);
+    for _ in 0..3 {
+        let refused = send(client.get(format!("{base}/x"))).await;
+        assert_eq!(refused.status, 429);
+        assert_eq!(refused.problem()["policy"], "burst");
+        // Both policies are advertised, with their replies from the one call.
+        assert_eq!(
+            refused.header("ratelimit-policy"),
+            Some("\"minute\";q=10;w=60, \"burst\";q=1;w=60")
+        );
+    }
+    let mut con = redis.conn();
+    let peek: Vec<i64> = redis::cmd("RL.FIXED")
+        .arg("rl:{ip:127.0.0.1}:minute")
+        .arg(10)
+        .arg(60)
+        .arg("PEEK")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(peek[1], 2, "one admitted request, plus the PEEK's own unit");
+}
+
+/// `FailMode::Local`: with Redis down the process keeps enforcing the
+/// route's policies itself (all-or-nothing too), and Redis decides again
+/// once it is back.
+#[tokio::test]
+async fn fail_local_keeps_limiting_in_the_process_while_redis_is_down() {
+    let port = free_port();
+    let base = app_with(
+        Config {
+            fail_mode: FailMode::Local,
+            ..config(&format!("redis://127.0.0.1:{port}/"))
+        },
+        vec![
+            Policy::fixed("minute", 3, secs(60)),
+            Policy::token("burst", 2, secs(60)),
+        ],
+    )
+    .await;
+    let client = http();
+    let get = || send(client.get(format!("{base}/x")));
+
+    // No Redis yet: limited in the process, with the usual headers.
+    let a = get().await;
+    assert_eq!(a.status, 200, "{a:?}");
+    assert_eq!(
+        a.header("ratelimit-policy"),
+        Some("\"minute\";q=3;w=60, \"burst\";q=2;w=60")
+    );
+    assert_eq!(a.header("ratelimit"), Some("\"burst\";r=1;t=30"));
+    assert_eq!(get().await.int("x-ratelimit-remaining"), 0);
+    let refused = get().await;
+    assert_eq!(refused.status, 429);
+    assert_eq!(refused.problem()["policy"], "burst");
+    assert!(
+        (29..=30).contains(&refused.int("retry-after")),
+        "{refused:?}"
+    );
+    // Redis is back: it decides, from its own (empty) counters.
+    let mut redis = Redis::start_on(port);
+    let deadline = Instant::now() + secs(10);
+    loop {
+        let up = get().await;
+        if up.status == 200 {
+            assert_eq!(up.header("ratelimit"), Some("\"burst\";r=1;t=30"));
+            break;
+        }
+        assert!(Instant::now() < deadline, "Redis never answered: {up:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut con = redis.conn();
+    let peek: Vec<i64> = redis::cmd("RL.FIXED")
+        .arg("rl:{ip:127.0.0.1}:minute")
+        .arg(3)
+        .arg(60)
+        .arg("PEEK")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(peek[1], 2, "one request counted in Redis");
+
+    // Down again: the process's own counters carry on where they were.
+    redis.kill();
+    let refused = get().await;
+    assert_eq!(refused.status, 429, "{refused:?}");
+    assert_eq!(refused.problem()["policy"], "burst");
+}
