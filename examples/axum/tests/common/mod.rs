@@ -38,6 +38,8 @@ static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
 
 pub struct Redis {
     pub port: u16,
+    /// A cluster node's bus port (0 otherwise).
+    pub bus_port: u16,
     dir: PathBuf,
     child: Option<Child>,
 }
@@ -57,7 +59,21 @@ impl Redis {
         Redis::try_start_on(port).expect("redis-server did not start")
     }
 
+    /// A cluster-enabled node, its bus on a free port of its own.
+    pub fn start_cluster_node() -> Redis {
+        for _ in 0..5 {
+            if let Some(redis) = Redis::try_start(free_port(), Some(free_port())) {
+                return redis;
+            }
+        }
+        panic!("redis-server did not start");
+    }
+
     fn try_start_on(port: u16) -> Option<Redis> {
+        Redis::try_start(port, None)
+    }
+
+    fn try_start(port: u16, bus_port: Option<u16>) -> Option<Redis> {
         let dir = std::env::temp_dir().join(format!(
             "librl-axum-test-{}-{}",
             std::process::id(),
@@ -70,6 +86,14 @@ impl Redis {
             .arg("--dir")
             .arg(&dir)
             .args(["--logfile", "server.log"])
+            .args(bus_port.map_or(Vec::new(), |bus| {
+                vec![
+                    "--cluster-enabled".to_string(),
+                    "yes".to_string(),
+                    "--cluster-port".to_string(),
+                    bus.to_string(),
+                ]
+            }))
             .arg("--loadmodule")
             .arg(module_path())
             .stdout(Stdio::null())
@@ -86,6 +110,7 @@ impl Redis {
                 if redis::cmd("PING").query::<String>(&mut con).is_ok() {
                     return Some(Redis {
                         port,
+                        bus_port: bus_port.unwrap_or(0),
                         dir,
                         child: Some(child),
                     });
@@ -215,4 +240,75 @@ pub async fn send(request: reqwest::RequestBuilder) -> Answer {
 
 pub fn http() -> reqwest::Client {
     reqwest::Client::builder().no_proxy().build().unwrap()
+}
+
+/// Three cluster-enabled `redis-server`s with librl, splitting the slots.
+pub struct Cluster {
+    pub nodes: Vec<Redis>,
+}
+
+impl Cluster {
+    pub fn start() -> Cluster {
+        let nodes: Vec<Redis> = (0..3).map(|_| Redis::start_cluster_node()).collect();
+        let mut cons: Vec<redis::Connection> = nodes.iter().map(Redis::conn).collect();
+        for (con, (from, to)) in cons
+            .iter_mut()
+            .zip([(0, 5460), (5461, 10922), (10923, 16383)])
+        {
+            let () = redis::cmd("CLUSTER")
+                .arg("ADDSLOTSRANGE")
+                .arg(from)
+                .arg(to)
+                .query(con)
+                .unwrap();
+        }
+        for node in &nodes[1..] {
+            let () = redis::cmd("CLUSTER")
+                .arg("MEET")
+                .arg("127.0.0.1")
+                .arg(node.port)
+                .arg(node.bus_port)
+                .query(&mut cons[0])
+                .unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !cons.iter_mut().all(|c| {
+            let info: String = redis::cmd("CLUSTER").arg("INFO").query(c).unwrap();
+            info.contains("cluster_state:ok") && info.contains("cluster_known_nodes:3")
+        }) {
+            assert!(Instant::now() < deadline, "the cluster did not form");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Cluster { nodes }
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(Redis::url).collect()
+    }
+
+    /// Summed over the nodes: `(calls of name, COMMAND GETKEYS, MOVED)`.
+    pub fn stats(&self, name: &str) -> (u64, u64, u64) {
+        let mut sum = (0, 0, 0);
+        for node in &self.nodes {
+            let mut con = node.conn();
+            let mut field = |section: &str, field: &str, key: &str| -> u64 {
+                let info: String = redis::cmd("INFO").arg(section).query(&mut con).unwrap();
+                info.lines()
+                    .find_map(|l| {
+                        let (name, value) = l.split_once(':')?;
+                        (name.eq_ignore_ascii_case(field)).then(|| {
+                            value
+                                .split(',')
+                                .find_map(|kv| kv.strip_prefix(key)?.parse().ok())
+                                .unwrap_or(0)
+                        })
+                    })
+                    .unwrap_or(0)
+            };
+            sum.0 += field("commandstats", &format!("cmdstat_{name}"), "calls=");
+            sum.1 += field("commandstats", "cmdstat_command|getkeys", "calls=");
+            sum.2 += field("errorstats", "errorstat_MOVED", "count=");
+        }
+        sum
+    }
 }
