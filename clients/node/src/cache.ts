@@ -48,7 +48,11 @@ export class DenialCache {
   /** Bumped by every refund and override change: a denial read before one is not cached. */
   #generation = 0;
 
-  constructor(options: DenialCacheOptions = {}) {
+  readonly #now: () => number;
+
+  /** `now` is the monotonic clock in ms (tests pass their own). */
+  constructor(options: DenialCacheOptions = {}, now: () => number = () => performance.now()) {
+    this.#now = now;
     const max = options.maxEntries ?? 10_000;
     if (!Number.isSafeInteger(max) || max < 1) {
       throw new TypeError(`denialCache.maxEntries must be a positive integer, got ${String(max)}`);
@@ -69,7 +73,7 @@ export class DenialCache {
   get(id: string): Decision | AllDecision | undefined {
     const entry = this.#entries.get(id);
     if (entry === undefined) return undefined;
-    const elapsed = performance.now() - entry.at;
+    const elapsed = this.#now() - entry.at;
     if (elapsed >= entry.retryAfterMs) {
       this.#delete(id, entry);
       return undefined;
@@ -95,7 +99,7 @@ export class DenialCache {
     const old = this.#entries.get(id);
     if (old !== undefined) this.#delete(id, old);
     if (this.#entries.size >= this.#maxEntries) this.#makeRoom();
-    this.#entries.set(id, { at: performance.now(), retryAfterMs: reply.retryAfterMs, reply, keys });
+    this.#entries.set(id, { at: this.#now(), retryAfterMs: reply.retryAfterMs, reply, keys });
     for (const key of keys) {
       let ids = this.#byKey.get(key);
       if (ids === undefined) this.#byKey.set(key, (ids = new Set()));
@@ -132,7 +136,7 @@ export class DenialCache {
   }
 
   #makeRoom(): void {
-    const now = performance.now();
+    const now = this.#now();
     for (const [id, entry] of this.#entries) {
       if (now - entry.at >= entry.retryAfterMs) this.#delete(id, entry);
     }

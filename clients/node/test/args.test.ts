@@ -208,15 +208,15 @@ describe("denial cache", () => {
   const denied = (retry: number, reset = retry): Decision => ({
     allowed: false, count: 5, retryAfterMs: retry, limit: 5, remaining: 0, resetAfterMs: reset,
   });
-  const busyWait = (ms: number) => {
-    const end = performance.now() + ms;
-    while (performance.now() < end) {
-      // spin: the cache reads the monotonic clock
-    }
+  /** A cache on a clock the test moves. */
+  const withClock = (maxEntries?: number) => {
+    const clock = { ms: 1000 };
+    const cache = new DenialCache(maxEntries === undefined ? {} : { maxEntries }, () => clock.ms);
+    return { clock, cache };
   };
 
   it("keeps only denials with retryAfterMs > 0", () => {
-    const cache = new DenialCache();
+    const { cache } = withClock();
     cache.offer("a", ["k"], { ...denied(100), allowed: true, retryAfterMs: 0 }, cache.generation);
     cache.offer("b", ["k"], denied(-1), cache.generation);
     cache.offer("c", ["k"], denied(0), cache.generation);
@@ -225,48 +225,40 @@ describe("denial cache", () => {
     assert.equal(cache.size, 1);
   });
   it("ages retryAfterMs and resetAfterMs, rounding up, and expires", () => {
-    const cache = new DenialCache();
+    const { clock, cache } = withClock();
     cache.offer("a", ["k"], denied(40, 60), cache.generation);
-    const first = cache.get("a") as Decision;
-    assert.ok(first.retryAfterMs <= 40 && first.retryAfterMs >= 39, String(first.retryAfterMs));
-    busyWait(10.2);
+    assert.deepEqual(cache.get("a"), denied(40, 60));
+    clock.ms += 10.2;
     const later = cache.get("a") as Decision;
-    assert.ok(later.retryAfterMs <= 30 && later.retryAfterMs >= 1, String(later.retryAfterMs));
-    assert.equal(later.resetAfterMs - later.retryAfterMs, 20);
+    assert.equal(later.retryAfterMs, 30); // 29.8 rounded up: never early
+    assert.equal(later.resetAfterMs, 50);
     assert.equal(later.count, 5);
-    busyWait(31);
+    clock.ms += 29.7;
+    assert.equal((cache.get("a") as Decision).retryAfterMs, 1);
+    clock.ms += 0.1; // 40 ms since the reply: the server admits again
     assert.equal(cache.get("a"), undefined);
     assert.equal(cache.size, 0);
   });
   it("ages RL.ALL replies clause by clause", () => {
-    const cache = new DenialCache();
-    cache.offer("all", ["a", "b"], {
-      allowed: false,
-      retryAfterMs: 50,
-      decisions: [{ ...denied(0, 10), allowed: true }, denied(50, 80)],
-    }, cache.generation);
-    busyWait(5);
+    const { clock, cache } = withClock();
+    cache.offer(
+      "all",
+      ["a", "b"],
+      { allowed: false, retryAfterMs: 50, decisions: [{ ...denied(0, 10), allowed: true }, denied(50, 80)] },
+      cache.generation,
+    );
+    clock.ms += 5;
     const hit = cache.get("all");
     assert.ok(hit !== undefined && "decisions" in hit);
-    assert.ok(hit.retryAfterMs <= 45 && hit.retryAfterMs > 0);
-    assert.equal(hit.decisions[0]!.retryAfterMs, 0);
-    assert.ok(hit.decisions[0]!.resetAfterMs <= 5);
-    assert.equal(hit.decisions[1]!.resetAfterMs - hit.decisions[1]!.retryAfterMs, 30);
-  });
-  it("clearKey drops every entry involving the key; clear drops all", () => {
-    const cache = new DenialCache();
-    cache.offer("1", ["a"], denied(1000), cache.generation);
-    cache.offer("2", ["a", "b"], denied(1000), cache.generation);
-    cache.offer("3", ["b"], denied(1000), cache.generation);
-    cache.clearKey("a");
-    assert.equal(cache.get("1"), undefined);
-    assert.equal(cache.get("2"), undefined);
-    assert.notEqual(cache.get("3"), undefined);
-    cache.clear();
-    assert.equal(cache.size, 0);
+    assert.equal(hit.retryAfterMs, 45);
+    assert.deepEqual(hit.decisions.map((d) => [d.retryAfterMs, d.resetAfterMs]), [[0, 5], [45, 75]]);
+    clock.ms += 20;
+    const later = cache.get("all");
+    assert.ok(later !== undefined && "decisions" in later);
+    assert.equal(later.decisions[0]!.resetAfterMs, 0); // never below 0
   });
   it("does not keep a denial read before a refund or an override change", () => {
-    const cache = new DenialCache();
+    const { cache } = withClock();
     const before = cache.generation;
     cache.clearKey("other");
     cache.offer("a", ["k"], denied(1000), before);
@@ -278,12 +270,24 @@ describe("denial cache", () => {
     cache.offer("a", ["k"], denied(1000), cache.generation);
     assert.equal(cache.size, 1);
   });
+  it("clearKey drops every entry involving the key; clear drops all", () => {
+    const { cache } = withClock();
+    cache.offer("1", ["a"], denied(1000), cache.generation);
+    cache.offer("2", ["a", "b"], denied(1000), cache.generation);
+    cache.offer("3", ["b"], denied(1000), cache.generation);
+    cache.clearKey("a");
+    assert.equal(cache.get("1"), undefined);
+    assert.equal(cache.get("2"), undefined);
+    assert.notEqual(cache.get("3"), undefined);
+    cache.clear();
+    assert.equal(cache.size, 0);
+  });
   it("is bounded: expired entries go first, then the oldest", () => {
-    const cache = new DenialCache({ maxEntries: 3 });
+    const { clock, cache } = withClock(3);
     cache.offer("short", ["s"], denied(1), cache.generation);
     cache.offer("x", ["x"], denied(10_000), cache.generation);
     cache.offer("y", ["y"], denied(10_000), cache.generation);
-    busyWait(2);
+    clock.ms += 2;
     cache.offer("z", ["z"], denied(10_000), cache.generation);
     assert.equal(cache.size, 3);
     assert.notEqual(cache.get("x"), undefined);

