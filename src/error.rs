@@ -1,7 +1,7 @@
 //! Every error a command can reply, with its user-facing text.
 
-use crate::args::ArgError;
-use crate::codec::DecodeError;
+use crate::request::ArgError;
+use crate::state::layout::DecodeError;
 use redis_module::RedisError;
 use std::fmt;
 
@@ -16,8 +16,10 @@ pub enum RlError {
     /// A value carrying our marker that fails validation: written by a
     /// newer librl, or tampered with.
     BadState(DecodeError),
-    /// A panic was caught at the handler boundary.
-    Internal,
+    /// Something that cannot happen did: a panic caught at the handler
+    /// boundary, or a server reply of an unexpected shape. Says what, for
+    /// the server log; the client sees a generic message.
+    Internal(&'static str),
 }
 
 impl fmt::Display for RlError {
@@ -35,7 +37,7 @@ impl fmt::Display for RlError {
                  which this librl does not know; upgrade the module"
             ),
             RlError::BadState(_) => write!(f, "ERR key holds a corrupt librl value"),
-            RlError::Internal => write!(
+            RlError::Internal(_) => write!(
                 f,
                 "ERR internal error in librl, nothing was changed (see the server log)"
             ),

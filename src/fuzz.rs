@@ -4,16 +4,18 @@
 //! property is the one a server needs: nothing panics. (cargo-fuzz needs a
 //! nightly toolchain, which this project's machines do not have.)
 
-use crate::args::{
-    parse_all, parse_limiter, parse_override_del, parse_override_get, parse_override_list,
-    parse_override_set, Algorithm,
+use crate::request::{
+    find_keys, parse_all, parse_limiter, parse_override_del, parse_override_get,
+    parse_override_list, parse_override_set, Algorithm, DOTTED,
 };
-use crate::codec::{self, sliding_log};
-use librl_core::approx::{self, ApproxParams, ApproxState};
-use librl_core::fixed::{self, FixedParams, FixedState};
+use crate::server::Value;
+use crate::state::{self, approx, fixed, overrides, sliding, token};
+use librl_core::approx::{ApproxParams, ApproxState};
+use librl_core::fixed::{FixedParams, FixedState};
+use librl_core::limit::Limit;
 use librl_core::overrides::Override;
-use librl_core::sliding::{self, Log, SlidingParams};
-use librl_core::token::{self, TokenParams, TokenState};
+use librl_core::sliding::SlidingParams;
+use librl_core::token::{TokenParams, TokenState};
 
 /// xorshift64*: deterministic, so a failure reproduces from its seed.
 struct Rng(u64);
@@ -98,31 +100,31 @@ fn argv(rng: &mut Rng) -> Vec<Vec<u8>> {
 fn valid_encodings(rng: &mut Rng) -> Vec<Vec<u8>> {
     let n = rng.next();
     vec![
-        codec::encode_fixed(&FixedState {
+        fixed::encode_fixed(&FixedState {
             start_ms: n % 1000,
             end_ms: n % 1000 + 1 + rng.next() % 1000,
             count: 1 + rng.next() % 100,
         })
         .to_vec(),
-        codec::encode_token(&TokenState {
+        token::encode_token(&TokenState {
             at_ms: n,
             window_ms: 1 + rng.next() % 10_000,
             missing: u128::from(1 + rng.next() % 10_000),
         })
         .to_vec(),
-        codec::encode_approx(&ApproxState {
+        approx::encode_approx(&ApproxState {
             start_ms: n,
             current: rng.next() % 100,
             previous: rng.next() % 100,
         })
         .to_vec(),
-        codec::encode_override(&Override {
+        overrides::encode_override(&Override {
             limit: 1 + rng.next() % 100,
             window_ms: 1 + rng.next() % 1000,
             burst: None,
         })
         .to_vec(),
-        sliding_log::build(&[(n % 1000, 1), (n % 1000 + 3, 2), (n % 1000 + 9, 1)]),
+        sliding::build(&[(n % 1000, 1), (n % 1000 + 3, 2), (n % 1000 + 9, 1)]),
     ]
 }
 
@@ -144,48 +146,33 @@ fn mutate(rng: &mut Rng, mut bytes: Vec<u8>) -> Vec<u8> {
     bytes
 }
 
-/// Decodes `bytes` as every kind of state and runs each decision on it.
-fn exercise_state(bytes: &mut [u8], now: u64, cost: u64) {
-    let fp = FixedParams {
-        limit: 5,
-        window_ms: 100,
-        aligned: now.is_multiple_of(2),
-    };
-    if let Ok(s) = codec::decode_fixed(bytes) {
-        let _ = fixed::decide(&fp, Some(s), now, cost);
+/// Runs every limit's whole pure path on `bytes` as a key's value: load
+/// (decode and classify), decide, and prepare the commit.
+fn exercise_state(bytes: &[u8], now: u64, cost: u64) {
+    let limits = [
+        Limit::Fixed(FixedParams {
+            limit: 5,
+            window_ms: 100,
+            aligned: now.is_multiple_of(2),
+        }),
+        Limit::Token(TokenParams {
+            rate: 3,
+            window_ms: 1000,
+            capacity: 7,
+        }),
+        Limit::Approx(ApproxParams {
+            limit: 5,
+            window_ms: 100,
+        }),
+        Limit::Sliding(SlidingParams {
+            limit: 50,
+            window_ms: 10,
+        }),
+    ];
+    for limit in &limits {
+        let _ = state::check(limit, Value::String(bytes), now, cost);
     }
-    let tp = TokenParams {
-        rate: 3,
-        window_ms: 1000,
-        capacity: 7,
-    };
-    if let Ok(s) = codec::decode_token(bytes) {
-        let _ = token::decide(&tp, Some(s), now, cost);
-    }
-    let ap = ApproxParams {
-        limit: 5,
-        window_ms: 100,
-    };
-    if let Ok(s) = codec::decode_approx(bytes) {
-        let _ = approx::decide(&ap, Some(s), now, cost);
-    }
-    let _ = codec::decode_override(bytes);
-    let sp = SlidingParams {
-        limit: 50,
-        window_ms: 10,
-    };
-    let append = match sliding_log::view(bytes) {
-        Ok(log) => {
-            let _ = log.entries().count();
-            sliding::decide(&sp, Some(&log), now, cost)
-                .ok()
-                .and_then(|d| d.into_state())
-        }
-        Err(_) => None,
-    };
-    if let Some(append) = append {
-        let _ = sliding_log::apply(Some(bytes), &append);
-    }
+    let _ = overrides::load_override(Value::String(bytes));
 }
 
 #[test]
@@ -205,14 +192,16 @@ fn parsers_and_decoders_never_panic() {
             let _ = parse_limiter(algorithm, &argv, trusted);
         }
         let _ = parse_all(&argv, trusted);
-        let _ = parse_override_set(&argv, trusted);
-        let _ = parse_override_get(&argv);
-        let _ = parse_override_del(&argv);
-        let _ = parse_override_list(&argv);
+        let _ = find_keys(&argv, true);
+        let _ = find_keys(&argv, false);
+        let _ = parse_override_set(&argv, trusted, DOTTED.set);
+        let _ = parse_override_get(&argv, DOTTED.get);
+        let _ = parse_override_del(&argv, DOTTED.del);
+        let _ = parse_override_list(&argv, DOTTED.list);
     }
     let decoder_inputs = 200_000;
     for i in 0..decoder_inputs {
-        let mut bytes = if i % 4 == 0 {
+        let bytes = if i % 4 == 0 {
             rng.bytes(64)
         } else {
             let valid = valid_encodings(&mut rng);
@@ -224,7 +213,7 @@ fn parsers_and_decoders_never_panic() {
             1 => rng.next() % 5000,
             _ => u64::MAX - rng.next() % 10,
         };
-        exercise_state(&mut bytes, now, 1 + rng.next() % 10);
+        exercise_state(&bytes, now, 1 + rng.next() % 10);
     }
     eprintln!(
         "fuzz: {parser_inputs} argv inputs x 8 parsers, {decoder_inputs} state inputs x 5 decoders: no panic"

@@ -1,22 +1,28 @@
 //! librl: native rate-limiting commands for Redis and Valkey.
 //!
-//! Registration lives here; the algorithms are in `core`, argument parsing
-//! in `args`, key layout in `codec`, key I/O in `store`, handlers in
-//! `commands`, command metadata in `cmdinfo`.
+//! Registration lives here. The algorithms are the `librl-core` crate;
+//! `request` turns argv into typed requests, `state` keeps each limiter in
+//! its key, `server` is the only contact with the server's API, `commands`
+//! holds one short handler per command, `docs` their metadata.
 
-mod args;
-mod cmdinfo;
-mod codec;
 mod commands;
+mod docs;
 mod error;
 #[cfg(test)]
 mod fuzz;
 mod mode;
+mod request;
+mod server;
+mod state;
 mod stats;
-mod store;
 
+use commands::{all, limiter, overrides};
 use redis_module::configuration::ConfigurationFlags;
 use redis_module::{redis_module, Context, RedisString, Status};
+use request::Algorithm;
+use server::entry;
+use server::register::{self, Handler};
+use std::ffi::CStr;
 
 // Redis's allocator in the server; the system one in unit tests, which run
 // without a server to provide it.
@@ -29,16 +35,115 @@ type Allocator = std::alloc::System;
 #[cfg(test)]
 const ALLOCATOR: Allocator = std::alloc::System;
 
-const COMMAND_DOCS: [&cmdinfo::CommandDoc; 8] = [
-    &commands::fixed::DOC,
-    &commands::all::DOC,
-    &commands::sliding::DOC,
-    &commands::token::DOC,
-    &commands::overrides::SET_DOC,
-    &commands::overrides::GET_DOC,
-    &commands::overrides::DEL_DOC,
-    &commands::overrides::LIST_DOC,
+/// Flags every limiter command (and RL.ALL) is registered with.
+const LIMITER_FLAGS: &CStr = c"write deny-oom fast getkeys-api";
+
+/// One override command: its flags, its handlers in both forms, its doc.
+struct OverrideCommand {
+    sub: &'static CStr,
+    dotted: &'static CStr,
+    flags: &'static CStr,
+    container_handler: Handler,
+    dotted_handler: Handler,
+    doc: &'static docs::CommandDoc,
+}
+
+const OVERRIDE_COMMANDS: [OverrideCommand; 4] = [
+    OverrideCommand {
+        sub: c"SET",
+        dotted: c"RL.OVERRIDE.SET",
+        flags: c"write deny-oom fast",
+        container_handler: entry::<overrides::Set<true>>,
+        dotted_handler: entry::<overrides::Set<false>>,
+        doc: &docs::OVERRIDE_SET,
+    },
+    OverrideCommand {
+        sub: c"GET",
+        dotted: c"RL.OVERRIDE.GET",
+        flags: c"readonly fast",
+        container_handler: entry::<overrides::Get<true>>,
+        dotted_handler: entry::<overrides::Get<false>>,
+        doc: &docs::OVERRIDE_GET,
+    },
+    OverrideCommand {
+        sub: c"DEL",
+        dotted: c"RL.OVERRIDE.DEL",
+        flags: c"write fast",
+        container_handler: entry::<overrides::Del<true>>,
+        dotted_handler: entry::<overrides::Del<false>>,
+        doc: &docs::OVERRIDE_DEL,
+    },
+    OverrideCommand {
+        sub: c"LIST",
+        dotted: c"RL.OVERRIDE.LIST",
+        flags: c"readonly",
+        container_handler: entry::<overrides::List<true>>,
+        dotted_handler: entry::<overrides::List<false>>,
+        doc: &docs::OVERRIDE_LIST,
+    },
 ];
+
+fn limiter_handler(algorithm: Algorithm) -> Handler {
+    match algorithm {
+        Algorithm::Fixed => entry::<limiter::Fixed>,
+        Algorithm::Sliding => entry::<limiter::Sliding>,
+        Algorithm::Token => entry::<limiter::Token>,
+    }
+}
+
+/// Registers every command on the raw API (the handlers read argv as a
+/// slice, with no per-call conversion) and attaches its metadata.
+fn register_commands(ctx: &Context) -> Result<(), String> {
+    let no_keys = (0, 0, 0);
+    let ok = |status: Status, what: &CStr| {
+        if status == Status::Ok {
+            Ok(())
+        } else {
+            Err(format!("could not register {}", what.to_string_lossy()))
+        }
+    };
+    for algorithm in Algorithm::ALL {
+        let name = algorithm.command_cstr();
+        let handler = limiter_handler(algorithm);
+        ok(
+            register::command(ctx, name, handler, LIMITER_FLAGS, no_keys),
+            name,
+        )?;
+        ok(register::attach(ctx, name, algorithm.doc(), 0), name)?;
+    }
+    ok(
+        register::command(ctx, c"RL.ALL", entry::<all::All>, LIMITER_FLAGS, no_keys),
+        c"RL.ALL",
+    )?;
+    ok(register::attach(ctx, c"RL.ALL", &docs::ALL, 0), c"RL.ALL")?;
+    ok(register::container(ctx, c"RL.OVERRIDE"), c"RL.OVERRIDE")?;
+    ok(
+        register::attach(ctx, c"RL.OVERRIDE", &docs::OVERRIDE, 0),
+        c"RL.OVERRIDE",
+    )?;
+    for c in &OVERRIDE_COMMANDS {
+        ok(
+            register::subcommand(
+                ctx,
+                c"RL.OVERRIDE",
+                c.sub,
+                c.container_handler,
+                c.flags,
+                no_keys,
+            ),
+            c.sub,
+        )?;
+        let full = format!("RL.OVERRIDE|{}", c.sub.to_string_lossy());
+        let full = std::ffi::CString::new(full).map_err(|e| e.to_string())?;
+        ok(register::attach(ctx, &full, c.doc, 1), &full)?;
+        ok(
+            register::command(ctx, c.dotted, c.dotted_handler, c.flags, no_keys),
+            c.dotted,
+        )?;
+        ok(register::attach(ctx, c.dotted, c.doc, 0), c.dotted)?;
+    }
+    Ok(())
+}
 
 /// Module arguments are `name value` pairs of the module's configs (the
 /// crate applies them); anything else would be silently ignored, so a typo
@@ -57,6 +162,26 @@ fn check_module_args(ctx: &Context, args: &[RedisString]) -> Status {
     }
 }
 
+/// Logs a panic's message and location to the server log before the
+/// handler's boundary turns it into an error reply, then lets any earlier
+/// hook (another module's, or the default) see it too.
+fn install_panic_hook() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(no message)".to_string());
+        let location = info
+            .location()
+            .map_or_else(|| "unknown location".to_string(), |l| l.to_string());
+        server::log_warning(&format!("librl: panic at {location}: {message}"));
+        previous(info);
+    }));
+}
+
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
     if check_module_args(ctx, args) == Status::Err {
         return Status::Err;
@@ -64,16 +189,12 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // Writes signal WATCH and client-side caching explicitly, so a denied
     // call that opened its key for writing does not look like a change.
     ctx.set_module_options(redis_module::raw::ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED);
-    cmdinfo::add_acl_category(ctx);
-    for doc in COMMAND_DOCS {
-        if cmdinfo::attach(ctx, doc) == Status::Err {
-            ctx.log_warning(&format!(
-                "librl: could not attach command info to {}",
-                doc.name.to_string_lossy()
-            ));
-            return Status::Err;
-        }
+    register::add_acl_category(ctx);
+    if let Err(what) = register_commands(ctx) {
+        ctx.log_warning(&format!("librl: {what}; refusing to load"));
+        return Status::Err;
     }
+    install_panic_hook();
     Status::Ok
 }
 
@@ -83,16 +204,7 @@ redis_module! {
     allocator: (Allocator, ALLOCATOR),
     data_types: [],
     init: init,
-    commands: [
-        ["RL.FIXED", commands::fixed::rl_fixed, "write deny-oom fast getkeys-api", 0, 0, 0, ""],
-        ["RL.SLIDING", commands::sliding::rl_sliding, "write deny-oom fast getkeys-api", 0, 0, 0, ""],
-        ["RL.TOKEN", commands::token::rl_token, "write deny-oom fast getkeys-api", 0, 0, 0, ""],
-        ["RL.ALL", commands::all::rl_all, "write deny-oom fast getkeys-api", 0, 0, 0, ""],
-        ["RL.OVERRIDE.SET", commands::overrides::rl_override_set, "write deny-oom fast", 0, 0, 0, ""],
-        ["RL.OVERRIDE.GET", commands::overrides::rl_override_get, "readonly fast", 0, 0, 0, ""],
-        ["RL.OVERRIDE.DEL", commands::overrides::rl_override_del, "write fast", 0, 0, 0, ""],
-        ["RL.OVERRIDE.LIST", commands::overrides::rl_override_list, "readonly", 0, 0, 0, ""],
-    ],
+    commands: [],
     configurations: [
         i64: [],
         string: [],

@@ -1,6 +1,7 @@
 //! The `rl.mode` module config: `on`, `off` or `monitor`, settable at load
 //! (`--loadmodule librl.so mode monitor`) and at run time (`CONFIG SET
-//! rl.mode monitor`): seed 003's gradual roll-out.
+//! rl.mode monitor`): the gradual roll-out of application-kit's single Lua
+//! script.
 
 use redis_module::configuration::{ConfigurationContext, ConfigurationValue};
 use redis_module::{enum_configuration, RedisError};

@@ -2,6 +2,7 @@
 //! fields (plain integers, so exporters scrape them unchanged).
 
 use crate::mode::MODE;
+use crate::request::Algorithm;
 use redis_module::{InfoContext, RedisResult};
 use redis_module_macros::info_command_handler;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,6 +49,16 @@ impl Command {
             self,
             Command::Fixed | Command::Sliding | Command::Token | Command::All
         )
+    }
+}
+
+impl From<Algorithm> for Command {
+    fn from(algorithm: Algorithm) -> Command {
+        match algorithm {
+            Algorithm::Fixed => Command::Fixed,
+            Algorithm::Sliding => Command::Sliding,
+            Algorithm::Token => Command::Token,
+        }
     }
 }
 

@@ -2,33 +2,97 @@
 //!         [SLIDING key limit window [APPROX] [COST n] [OVERRIDE okey]]
 //!         [TOKEN key rate window [BURST capacity] [COST n] [OVERRIDE okey]]
 //!         ... [PEEK]`
+//!
+//! Every clause is decided, and its commit prepared, before any key is
+//! written: admitted only if all admit, and then all record the call.
 
-use super::{guarded, limiter};
-use crate::cmdinfo::{Arg, ArgKind, CommandDoc};
-use crate::stats::Command;
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use super::guarded;
+use super::limiter::{
+    count_outcome, decide, declare_clause_keys, effective_mode, off_reply, propagate,
+};
+use crate::error::RlError;
+use crate::mode::Mode;
+use crate::request::{find_keys, parse_all};
+use crate::server::{Call, Entry};
+use crate::stats::{self, Command, Counter};
+use librl_core::decision::RetryAfter;
 
-pub fn rl_all(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    if ctx.is_keys_position_request() {
-        limiter::all_keys(ctx, &args);
-        return Ok(RedisValue::NoReply);
+pub struct All;
+
+impl Entry for All {
+    fn run(call: Call<'_>) {
+        if call.ctx.is_keys_request() {
+            declare_keys(call);
+            return;
+        }
+        guarded(call, Command::All, || run(call));
     }
-    guarded(ctx, Command::All, || limiter::run_all(ctx, &args))
 }
 
-pub const DOC: CommandDoc = CommandDoc {
-    name: c"RL.ALL",
-    acl: "write fast",
-    summary: c"Checks several limits in one atomic step: admitted only if all admit, and then all record the call.",
-    complexity: c"O(N) where N is the number of clauses (each clause as its own command).",
-    arity: -2,
-    // Keys are reported through the getkeys API: clauses vary in length.
-    keys: &[],
-    args: &[Arg {
-        name: c"clause",
-        kind: ArgKind::String,
-        token: None,
-        optional: false,
-        summary: c"FIXED|SLIDING|TOKEN key amount window [options], repeatable; then optional PEEK.",
-    }],
-};
+fn run(call: Call<'_>) -> Result<(), RlError> {
+    let replayed = call.ctx.is_replayed();
+    let request = parse_all(call.args, replayed)?;
+    let mode = effective_mode(replayed);
+    if mode == Mode::off {
+        stats::count(Command::All, Counter::Allowed);
+        call.reply_array(2 + request.clauses.len());
+        call.reply_integer(1);
+        call.reply_integer(0);
+        for clause in &request.clauses {
+            call.reply_integers(&off_reply(clause));
+        }
+        return Ok(());
+    }
+    let now = request
+        .replayed_now_ms
+        .unwrap_or_else(crate::server::now_ms);
+    let decided = request
+        .clauses
+        .iter()
+        .map(|clause| decide(call, clause, request.peek, now))
+        .collect::<Result<Vec<_>, _>>()?;
+    // The largest wait among the denying clauses; never beats any wait.
+    let denied = decided
+        .iter()
+        .filter_map(|d| d.checked.denied)
+        .reduce(RetryAfter::max);
+    if denied.is_none() && !request.peek {
+        for d in &decided {
+            if let Some(commit) = &d.checked.commit {
+                commit.apply(&d.key);
+            }
+        }
+        propagate(call, c"RL.ALL", replayed, now);
+    }
+    if !replayed {
+        count_outcome(Command::All, denied.is_none(), mode);
+    }
+    // Monitor admits the call; the clause replies still say which limits
+    // would have refused it.
+    let replied_allowed = denied.is_none() || mode == Mode::monitor;
+    call.reply_array(2 + decided.len());
+    call.reply_integer(i64::from(replied_allowed));
+    call.reply_integer(denied.map_or(0, RetryAfter::as_reply));
+    for d in &decided {
+        call.reply_integers(&d.checked.reply);
+    }
+    Ok(())
+}
+
+/// Reports RL.ALL's keys to the server (getkeys API): every clause's key,
+/// read and written, and every okey, only read. A call that does not parse
+/// still reports every key it can find, so a cluster client routes it and
+/// its node replies librl's own error.
+fn declare_keys(call: Call<'_>) {
+    match parse_all(call.args, true) {
+        Ok(request) => request
+            .clauses
+            .iter()
+            .for_each(|c| declare_clause_keys(call, c)),
+        Err(_) => {
+            for (pos, written) in find_keys(call.args, true) {
+                call.declare_key(pos, written);
+            }
+        }
+    }
+}

@@ -1,5 +1,6 @@
-//! The flow every limiter command shares: parse, read the key, decide with
-//! an explicit `now`, write and replicate only if admitted, reply.
+//! The flow every limiter command shares, top to bottom: parse, resolve the
+//! override, read the key, decide with an explicit `now`, write and
+//! replicate only if admitted, reply.
 //!
 //! Replication: the primary propagates the call as it came plus its own
 //! decision time (`NOW ms`), so replicas and AOF replay reach the same
@@ -8,78 +9,69 @@
 //! their own clock. Denied calls and PEEK propagate nothing. Replies are
 //! written directly: this is the hot path.
 
-use super::overrides::OVERRIDE_EXPECTED;
-use super::{byte_args, guarded, stored};
-use crate::args::{parse_all, parse_limiter, Algorithm, Clause};
-use crate::codec::sliding_log::{self, Applied};
-use crate::codec::{self, DecodeError};
+use super::guarded;
 use crate::error::RlError;
 use crate::mode::{Mode, MODE};
+use crate::request::{find_keys, parse_limiter, Algorithm, Clause};
+use crate::server::{Access, Arg, Call, Entry, Key};
+use crate::state::{self, overrides::load_override, Checked};
 use crate::stats::{self, Command, Counter};
-use crate::store::{self, Access, Key, Value};
-use librl_core::approx::{self, ApproxParams};
-use librl_core::decision::Decision;
-use librl_core::fixed::{self, FixedParams};
-use librl_core::sliding::{self, Append, SlidingParams};
-use librl_core::token::{self, TokenParams};
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use std::ffi::CStr;
 
-/// A clause decided against its key's value, not yet committed.
-struct Checked {
-    reply: [i64; 6],
-    /// What committing writes and the key's absolute expiry, when admitted.
-    commit: Option<(Commit, u64)>,
-}
+/// `RL.FIXED key limit window [ALIGNED] [COST n] [OVERRIDE okey] [PEEK]`
+pub struct Fixed;
+/// `RL.SLIDING key limit window [APPROX] [COST n] [OVERRIDE okey] [PEEK]`
+pub struct Sliding;
+/// `RL.TOKEN key rate window [BURST capacity] [COST n] [OVERRIDE okey] [PEEK]`
+pub struct Token;
 
-enum Commit {
-    /// The key's new value.
-    Replace(Vec<u8>),
-    /// An entry for the exact sliding log, written in place.
-    Log(Append),
-}
-
-impl Commit {
-    fn write(&self, key: &Key<'_>, expire_at_ms: u64) {
-        match self {
-            Commit::Replace(bytes) => key.write(bytes, Some(expire_at_ms)),
-            Commit::Log(append) => key.modify(Some(expire_at_ms), |existing| {
-                match sliding_log::apply(existing, append) {
-                    Applied::InPlace => None,
-                    Applied::Replace(bytes) => Some(bytes),
-                }
-            }),
-        }
+impl Entry for Fixed {
+    fn run(call: Call<'_>) {
+        handle(call, Algorithm::Fixed);
     }
 }
 
-/// The handler of `RL.FIXED`, `RL.SLIDING` and `RL.TOKEN`: answers a
-/// getkeys request, or runs the call behind the panic boundary.
-pub fn handle(ctx: &Context, args: &[RedisString], algorithm: Algorithm) -> RedisResult {
-    if ctx.is_keys_position_request() {
-        limiter_keys(ctx, args, algorithm);
-        return Ok(RedisValue::NoReply);
+impl Entry for Sliding {
+    fn run(call: Call<'_>) {
+        handle(call, Algorithm::Sliding);
     }
-    guarded(ctx, stats_command(algorithm), || run(ctx, args, algorithm))
 }
 
-/// `RL.FIXED`, `RL.SLIDING`, `RL.TOKEN`: one clause.
-fn run(ctx: &Context, args: &[RedisString], algorithm: Algorithm) -> Result<RedisValue, RlError> {
-    let replayed = store::is_replayed(ctx);
-    let call = parse_limiter(algorithm, &byte_args(args), replayed)?;
+impl Entry for Token {
+    fn run(call: Call<'_>) {
+        handle(call, Algorithm::Token);
+    }
+}
+
+/// Answers a getkeys request, or runs the call behind the panic boundary.
+fn handle(call: Call<'_>, algorithm: Algorithm) {
+    if call.ctx.is_keys_request() {
+        declare_keys(call, algorithm);
+        return;
+    }
+    guarded(call, Command::from(algorithm), || run(call, algorithm));
+}
+
+fn run(call: Call<'_>, algorithm: Algorithm) -> Result<(), RlError> {
+    let replayed = call.ctx.is_replayed();
+    let request = parse_limiter(algorithm, call.args, replayed)?;
     let mode = effective_mode(replayed);
-    let command = stats_command(algorithm);
+    let command = Command::from(algorithm);
     if mode == Mode::off {
         stats::count(command, Counter::Allowed);
-        store::reply_integers(ctx, &off_reply(&call.clause));
-        return Ok(RedisValue::NoReply);
+        call.reply_integers(&off_reply(&request.clause));
+        return Ok(());
     }
-    let now = call.replayed_now_ms.unwrap_or_else(store::now_ms);
-    let decided = decide(ctx, args, call.clause, call.peek, now)?;
-    let allowed = decided.allowed();
-    if !call.peek && allowed {
-        decided.commit();
-        propagate(ctx, algorithm.command_cstr(), args, replayed, now);
+    let now = request
+        .replayed_now_ms
+        .unwrap_or_else(crate::server::now_ms);
+    let decided = decide(call, &request.clause, request.peek, now)?;
+    let allowed = decided.checked.denied.is_none();
+    if !request.peek {
+        if let Some(commit) = &decided.checked.commit {
+            commit.apply(&decided.key);
+            propagate(call, algorithm.command_cstr(), replayed, now);
+        }
     }
     let mut reply = decided.checked.reply;
     if !replayed {
@@ -89,22 +81,22 @@ fn run(ctx: &Context, args: &[RedisString], algorithm: Algorithm) -> Result<Redi
         // Admit, but keep retry_after so the application can log it.
         reply[0] = 1;
     }
-    store::reply_integers(ctx, &reply);
-    Ok(RedisValue::NoReply)
+    call.reply_integers(&reply);
+    Ok(())
 }
 
 /// Propagates an admitted call: as it came plus the primary's NOW, or, when
 /// it is itself a replay, exactly as it came.
-fn propagate(ctx: &Context, command: &CStr, args: &[RedisString], replayed: bool, now: u64) {
+pub fn propagate(call: Call<'_>, command: &CStr, replayed: bool, now: u64) {
     if replayed {
-        store::replicate_verbatim(ctx);
+        call.replicate_verbatim();
     } else {
-        store::replicate_with_now(ctx, command, args, now);
+        call.replicate_with_now(command, now);
     }
 }
 
 /// Replayed calls apply the primary's decision whatever this node's mode.
-fn effective_mode(replayed: bool) -> Mode {
+pub fn effective_mode(replayed: bool) -> Mode {
     if replayed {
         Mode::on
     } else {
@@ -112,15 +104,9 @@ fn effective_mode(replayed: bool) -> Mode {
     }
 }
 
-fn stats_command(algorithm: Algorithm) -> Command {
-    match algorithm {
-        Algorithm::Fixed => Command::Fixed,
-        Algorithm::Sliding => Command::Sliding,
-        Algorithm::Token => Command::Token,
-    }
-}
-
-fn count_outcome(command: Command, allowed: bool, mode: Mode) {
+/// Monitor mode admits what `on` would deny: counted as allowed, and as
+/// would-deny.
+pub fn count_outcome(command: Command, allowed: bool, mode: Mode) {
     match (allowed, mode) {
         (true, _) => stats::count(command, Counter::Allowed),
         (false, Mode::monitor) => {
@@ -131,198 +117,63 @@ fn count_outcome(command: Command, allowed: bool, mode: Mode) {
     }
 }
 
-/// `off`: nothing read or written; admitted with an untouched limit.
-fn off_reply(clause: &Clause) -> [i64; 6] {
-    let limit = match clause.algorithm {
-        Algorithm::Token => clause.burst.unwrap_or(clause.amount),
-        Algorithm::Fixed | Algorithm::Sliding => clause.amount,
-    };
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+/// `off` mode: admitted, nothing counted, remaining = the call's limit.
+pub fn off_reply(clause: &Clause<'_, Arg>) -> [i64; 6] {
+    let limit = i64::try_from(clause.limit.reported_limit()).unwrap_or(i64::MAX);
     [1, 0, 0, limit, limit, 0]
 }
 
-/// `RL.ALL clause [clause ...] [PEEK]`: admitted only if every clause
-/// admits; then every clause records its cost, else nothing is written.
-pub fn run_all(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, RlError> {
-    let replayed = store::is_replayed(ctx);
-    let call = parse_all(&byte_args(args), replayed)?;
-    let mode = effective_mode(replayed);
-    if mode == Mode::off {
-        stats::count(Command::All, Counter::Allowed);
-        store::reply_array(ctx, 2 + call.clauses.len());
-        store::reply_integer(ctx, 1);
-        store::reply_integer(ctx, 0);
-        for clause in &call.clauses {
-            store::reply_integers(ctx, &off_reply(clause));
-        }
-        return Ok(RedisValue::NoReply);
-    }
-    let now = call.replayed_now_ms.unwrap_or_else(store::now_ms);
-    let decided = call
-        .clauses
-        .iter()
-        .map(|clause| decide(ctx, args, *clause, call.peek, now))
-        .collect::<Result<Vec<_>, _>>()?;
-    let allowed = decided.iter().all(Decided::allowed);
-    if allowed && !call.peek {
-        for d in &decided {
-            d.commit();
-        }
-        propagate(ctx, c"RL.ALL", args, replayed, now);
-    }
-    let retries = decided
-        .iter()
-        .filter(|d| !d.allowed())
-        .map(|d| d.checked.reply[2]);
-    let retry_after = if allowed {
-        0
-    } else if retries.clone().any(|r| r < 0) {
-        -1
-    } else {
-        retries.max().unwrap_or(0)
-    };
-    if !replayed {
-        count_outcome(Command::All, allowed, mode);
-    }
-    // Monitor admits the call; the clause replies still say which limits
-    // would have refused it.
-    let replied_allowed = allowed || mode == Mode::monitor;
-    store::reply_array(ctx, 2 + decided.len());
-    store::reply_integer(ctx, i64::from(replied_allowed));
-    store::reply_integer(ctx, retry_after);
-    for d in &decided {
-        store::reply_integers(ctx, &d.checked.reply);
-    }
-    Ok(RedisValue::NoReply)
-}
-
-/// Reports RL.ALL's keys to the server (getkeys API): every clause's key,
-/// read and written, and every okey, only read.
-pub fn all_keys(ctx: &Context, args: &[RedisString]) {
-    let Ok(call) = parse_all(&byte_args(args), true) else {
-        return;
-    };
-    call.clauses
-        .iter()
-        .for_each(|c| declare_clause_keys(ctx, c));
-}
-
-/// Reports a single limiter's key and okey (getkeys API). The key specs
-/// describe them too, but Redis's cluster slot check only asks the getkeys
-/// API, so without it an okey in another slot would go unnoticed. A call
-/// that does not parse still names its key, so it is routed and then
-/// refused by its own node.
-fn limiter_keys(ctx: &Context, args: &[RedisString], algorithm: Algorithm) {
-    match parse_limiter(algorithm, &byte_args(args), true) {
-        Ok(call) => declare_clause_keys(ctx, &call.clause),
-        Err(_) if args.len() > 1 => store::declare_key(ctx, 1, true),
-        Err(_) => {}
-    }
-}
-
-fn declare_clause_keys(ctx: &Context, clause: &Clause) {
-    store::declare_key(ctx, clause.key, true);
-    if let Some(okey) = clause.override_key {
-        store::declare_key(ctx, okey, false);
-    }
-}
-
 /// A clause decided against its key, the key still open for the commit.
-struct Decided<'c> {
-    key: Key<'c>,
-    checked: Checked,
-}
-
-impl Decided<'_> {
-    fn allowed(&self) -> bool {
-        self.checked.commit.is_some()
-    }
-
-    fn commit(&self) {
-        if let Some((commit, expire_at_ms)) = &self.checked.commit {
-            commit.write(&self.key, *expire_at_ms);
-        }
-    }
+pub struct Decided<'c> {
+    pub key: Key<'c>,
+    pub checked: Checked,
 }
 
 /// Resolves the clause's override, opens its key and decides, changing
-/// nothing.
-fn decide<'c>(
-    ctx: &'c Context,
-    args: &'c [RedisString],
-    mut clause: Clause,
+/// nothing; the commit is prepared in `checked`.
+pub fn decide<'c>(
+    call: Call<'c>,
+    clause: &Clause<'c, Arg>,
     peek: bool,
     now: u64,
 ) -> Result<Decided<'c>, RlError> {
-    if let Some(okey) = clause.override_key {
-        let okey = Key::open(ctx, args.get(okey).ok_or(RlError::Internal)?, Access::Read);
-        if let Some(o) = stored(okey.value(), codec::decode_override, OVERRIDE_EXPECTED)? {
-            // Read in the same atomic step as the decision.
-            clause.amount = o.limit;
-            clause.window_ms = o.window_ms;
-            // A burst only means something to a token bucket.
-            if clause.algorithm == Algorithm::Token {
-                clause.burst = o.burst;
-            }
+    let mut limit = clause.limit;
+    if let Some(okey) = clause.okey {
+        // Read in the same atomic step as the decision.
+        let okey = call.open(okey.word, Access::Read);
+        if let Some(o) = load_override(okey.value())? {
+            limit = limit.with_override(&o);
         }
     }
-    let name = args.get(clause.key).ok_or(RlError::Internal)?;
     let access = if peek {
         Access::Read
     } else {
         Access::ReadWrite
     };
-    let key = Key::open(ctx, name, access);
-    let checked = check(&clause, key.value(), now)?;
+    let key = call.open(clause.key.word, access);
+    let checked = state::check(&limit, key.value(), now, clause.cost)?;
     Ok(Decided { key, checked })
 }
 
-fn check(clause: &Clause, value: Value<'_>, now: u64) -> Result<Checked, RlError> {
-    let (limit, window_ms, cost) = (clause.amount, clause.window_ms, clause.cost);
-    match clause.algorithm {
-        Algorithm::Fixed => {
-            let state = stored(value, codec::decode_fixed, "an RL.FIXED limiter")?;
-            let params = FixedParams {
-                limit,
-                window_ms,
-                aligned: clause.aligned,
-            };
-            let d = fixed::decide(&params, state, now, cost);
-            Ok(replacing(&d, |s| codec::encode_fixed(s).to_vec()))
-        }
-        Algorithm::Token => {
-            let state = stored(value, codec::decode_token, "an RL.TOKEN limiter")?;
-            let params = TokenParams {
-                rate: limit,
-                window_ms,
-                capacity: clause.burst.unwrap_or(limit),
-            };
-            let d = token::decide(&params, state, now, cost);
-            Ok(replacing(&d, |s| codec::encode_token(s).to_vec()))
-        }
-        Algorithm::Sliding if clause.approx => {
-            let state = stored(value, codec::decode_approx, "an RL.SLIDING APPROX limiter")?;
-            let d = approx::decide(&ApproxParams { limit, window_ms }, state, now, cost);
-            Ok(replacing(&d, |s| codec::encode_approx(s).to_vec()))
-        }
-        Algorithm::Sliding => {
-            let log = stored(value, sliding_log::view, "an RL.SLIDING limiter")?;
-            let d = sliding::decide(&SlidingParams { limit, window_ms }, log.as_ref(), now, cost)
-                .map_err(|_| RlError::BadState(DecodeError::Corrupt))?;
-            Ok(Checked {
-                reply: d.reply(),
-                commit: d.admitted().map(|(a, expires)| (Commit::Log(*a), expires)),
-            })
+/// Reports a single limiter's key and okey (getkeys API). The key specs
+/// describe them too, but Redis's cluster slot check only asks the getkeys
+/// API, so without it an okey in another slot would go unnoticed. A call
+/// that does not parse still names the keys it can find, so it is routed
+/// and then refused by its own node.
+fn declare_keys(call: Call<'_>, algorithm: Algorithm) {
+    match parse_limiter(algorithm, call.args, true) {
+        Ok(request) => declare_clause_keys(call, &request.clause),
+        Err(_) => {
+            for (pos, written) in find_keys(call.args, false) {
+                call.declare_key(pos, written);
+            }
         }
     }
 }
 
-/// A decision whose commit replaces the key's value with `encode(state)`.
-fn replacing<S>(d: &Decision<S>, encode: impl Fn(&S) -> Vec<u8>) -> Checked {
-    Checked {
-        reply: d.reply(),
-        commit: d
-            .admitted()
-            .map(|(s, expires)| (Commit::Replace(encode(s)), expires)),
+pub fn declare_clause_keys(call: Call<'_>, clause: &Clause<'_, Arg>) {
+    call.declare_key(clause.key.pos, true);
+    if let Some(okey) = clause.okey {
+        call.declare_key(okey.pos, false);
     }
 }

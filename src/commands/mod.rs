@@ -1,68 +1,37 @@
-//! Command handlers: one short function per command, over a shared limiter
-//! flow (parse, read, decide, write, replicate, reply).
+//! Command handlers: one short body per command, each run behind the panic
+//! boundary. The shared limiter flow is in `limiter.rs`.
 
 pub mod all;
-pub mod fixed;
-mod limiter;
+pub mod limiter;
 pub mod overrides;
-pub mod sliding;
-pub mod token;
 
-use crate::codec::DecodeError;
 use crate::error::RlError;
+use crate::server::Call;
 use crate::stats::{self, Command, Counter};
-use crate::store::{self, Value};
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-/// Runs a handler body behind a panic boundary: a bug must cost one error
-/// reply, never the user's server. Every write happens last in a handler,
-/// so a panic before it leaves the dataset unchanged.
+/// Runs a handler body behind the panic boundary and replies its error: a
+/// bug must cost one error reply, never the user's server. Every write
+/// happens last in a handler, after everything it writes is prepared, so a
+/// panic before it leaves the dataset unchanged. (The panic's message and
+/// location reach the server log through the hook `lib.rs` installs.)
 /// Calls and errors are counted for `INFO rl`, except calls replayed from
 /// the replication link or the AOF, which no client made here.
-fn guarded(
-    ctx: &Context,
-    command: Command,
-    body: impl FnOnce() -> Result<RedisValue, RlError>,
-) -> RedisResult {
-    let counted = !store::is_replayed(ctx);
+pub fn guarded(call: Call<'_>, command: Command, body: impl FnOnce() -> Result<(), RlError>) {
+    let counted = !call.ctx.is_replayed();
     if counted {
         stats::count(command, Counter::Calls);
     }
-    let result = match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(result) => result,
-        Err(_) => {
-            ctx.log_warning("librl: a command handler panicked; replied an error instead");
-            Err(RlError::Internal)
+    let result = catch_unwind(AssertUnwindSafe(body))
+        .unwrap_or(Err(RlError::Internal("a command handler panicked")));
+    if let Err(e) = result {
+        if let RlError::Internal(what) = e {
+            call.ctx
+                .log_warning(&format!("librl: internal error ({what}); replied an error"));
         }
-    };
-    if counted && result.is_err() {
-        stats::count(command, Counter::Errors);
-    }
-    result.map_err(Into::into)
-}
-
-fn byte_args(args: &[RedisString]) -> Vec<&[u8]> {
-    args.iter().map(RedisString::as_slice).collect()
-}
-
-/// Decodes a key's value with `decode`, mapping every foreign or broken
-/// value to the error its user should see; `expected` names what the
-/// command accepts, for the WRONGTYPE message.
-fn stored<'v, S>(
-    value: Value<'v>,
-    decode: fn(&'v [u8]) -> Result<S, DecodeError>,
-    expected: &'static str,
-) -> Result<Option<S>, RlError> {
-    match value {
-        Value::Empty => Ok(None),
-        Value::OtherType => Err(RlError::WrongType { expected }),
-        Value::String(bytes) => match decode(bytes) {
-            Ok(s) => Ok(Some(s)),
-            Err(DecodeError::Foreign | DecodeError::OtherTag) => {
-                Err(RlError::WrongType { expected })
-            }
-            Err(e) => Err(RlError::BadState(e)),
-        },
+        if counted {
+            stats::count(command, Counter::Errors);
+        }
+        call.reply_error(&e.to_string());
     }
 }

@@ -1,22 +1,16 @@
-//! How limiter state is laid out in a key's bytes. Limiters are plain Redis
-//! strings, so RDB, AOF rewrite, DUMP/RESTORE, COPY, RENAME and DEBUG DIGEST
-//! work natively; this file is the only place that knows their layout.
+//! The prefix every librl value starts with, and the field reader and
+//! writer the fixed-size layouts share. Limiters are plain Redis strings, so
+//! RDB, AOF rewrite, DUMP/RESTORE, COPY, RENAME and DEBUG DIGEST work
+//! natively.
 //!
 //! Layout: `00 'r' 'l' <version> <tag>` then the algorithm's fields as
-//! little-endian u64s. The leading NUL keeps ordinary text values from ever
-//! looking like ours; the version lets a later layout be refused cleanly by
-//! an older module.
+//! little-endian integers. The leading NUL keeps ordinary text values from
+//! ever looking like ours; the version lets a later layout be refused
+//! cleanly by an older module.
 
-pub mod sliding_log;
-
-use librl_core::approx::ApproxState;
-use librl_core::fixed::FixedState;
-use librl_core::overrides::Override;
-use librl_core::token::TokenState;
-
-const MAGIC: [u8; 3] = [0, b'r', b'l'];
+pub const MAGIC: [u8; 3] = [0, b'r', b'l'];
 pub const VERSION: u8 = 1;
-const HEADER_LEN: usize = MAGIC.len() + 2;
+pub const HEADER_LEN: usize = MAGIC.len() + 2;
 
 /// Which kind of value a librl key holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,7 +23,7 @@ pub enum Tag {
 }
 
 impl Tag {
-    fn from_byte(b: u8) -> Option<Tag> {
+    pub fn from_byte(b: u8) -> Option<Tag> {
         match b {
             b'F' => Some(Tag::Fixed),
             b'T' => Some(Tag::Token),
@@ -53,125 +47,20 @@ pub enum DecodeError {
     Corrupt,
 }
 
-pub const FIXED_LEN: usize = HEADER_LEN + 3 * 8;
-
-pub fn encode_fixed(s: &FixedState) -> [u8; FIXED_LEN] {
-    let mut out = [0u8; FIXED_LEN];
-    let mut w = Writer::new(&mut out, Tag::Fixed);
-    w.u64(s.start_ms);
-    w.u64(s.end_ms);
-    w.u64(s.count);
-    out
-}
-
-pub fn decode_fixed(bytes: &[u8]) -> Result<FixedState, DecodeError> {
-    let mut r = Reader::new(bytes, Tag::Fixed)?;
-    let s = FixedState {
-        start_ms: r.u64()?,
-        end_ms: r.u64()?,
-        count: r.u64()?,
-    };
-    r.finish()?;
-    if s.is_consistent() {
-        Ok(s)
-    } else {
-        Err(DecodeError::Corrupt)
-    }
-}
-
-pub const TOKEN_LEN: usize = HEADER_LEN + 2 * 8 + 16;
-
-pub fn encode_token(s: &TokenState) -> [u8; TOKEN_LEN] {
-    let mut out = [0u8; TOKEN_LEN];
-    let mut w = Writer::new(&mut out, Tag::Token);
-    w.u64(s.at_ms);
-    w.u64(s.window_ms);
-    w.bytes(&s.missing.to_le_bytes());
-    out
-}
-
-pub fn decode_token(bytes: &[u8]) -> Result<TokenState, DecodeError> {
-    let mut r = Reader::new(bytes, Tag::Token)?;
-    let s = TokenState {
-        at_ms: r.u64()?,
-        window_ms: r.u64()?,
-        missing: r.u128()?,
-    };
-    r.finish()?;
-    if s.is_consistent() {
-        Ok(s)
-    } else {
-        Err(DecodeError::Corrupt)
-    }
-}
-
-pub const APPROX_LEN: usize = HEADER_LEN + 3 * 8;
-
-pub fn encode_approx(s: &ApproxState) -> [u8; APPROX_LEN] {
-    let mut out = [0u8; APPROX_LEN];
-    let mut w = Writer::new(&mut out, Tag::Approx);
-    w.u64(s.start_ms);
-    w.u64(s.current);
-    w.u64(s.previous);
-    out
-}
-
-pub fn decode_approx(bytes: &[u8]) -> Result<ApproxState, DecodeError> {
-    let mut r = Reader::new(bytes, Tag::Approx)?;
-    let s = ApproxState {
-        start_ms: r.u64()?,
-        current: r.u64()?,
-        previous: r.u64()?,
-    };
-    r.finish()?;
-    if s.is_consistent() {
-        Ok(s)
-    } else {
-        Err(DecodeError::Corrupt)
-    }
-}
-
-pub const OVERRIDE_LEN: usize = HEADER_LEN + 3 * 8;
-
-/// An override's TTL is the key's own expiry, so it is not encoded here.
-pub fn encode_override(o: &Override) -> [u8; OVERRIDE_LEN] {
-    let mut out = [0u8; OVERRIDE_LEN];
-    let mut w = Writer::new(&mut out, Tag::Override);
-    w.u64(o.limit);
-    w.u64(o.window_ms);
-    w.u64(o.burst.unwrap_or(0));
-    out
-}
-
-pub fn decode_override(bytes: &[u8]) -> Result<Override, DecodeError> {
-    let mut r = Reader::new(bytes, Tag::Override)?;
-    let o = Override {
-        limit: r.u64()?,
-        window_ms: r.u64()?,
-        burst: Some(r.u64()?).filter(|&b| b != 0),
-    };
-    r.finish()?;
-    if o.is_consistent() {
-        Ok(o)
-    } else {
-        Err(DecodeError::Corrupt)
-    }
-}
-
-struct Writer<'a> {
+pub struct Writer<'a> {
     out: &'a mut [u8],
     pos: usize,
 }
 
 impl<'a> Writer<'a> {
-    fn new(out: &'a mut [u8], tag: Tag) -> Self {
+    pub fn new(out: &'a mut [u8], tag: Tag) -> Self {
         let mut w = Writer { out, pos: 0 };
         w.bytes(&MAGIC);
         w.bytes(&[VERSION, tag as u8]);
         w
     }
 
-    fn bytes(&mut self, b: &[u8]) {
+    pub fn bytes(&mut self, b: &[u8]) {
         // Callers size `out` exactly from the layout constants.
         if let Some(dst) = self.out.get_mut(self.pos..self.pos + b.len()) {
             dst.copy_from_slice(b);
@@ -179,19 +68,19 @@ impl<'a> Writer<'a> {
         self.pos += b.len();
     }
 
-    fn u64(&mut self, v: u64) {
+    pub fn u64(&mut self, v: u64) {
         self.bytes(&v.to_le_bytes());
     }
 }
 
-struct Reader<'a> {
+pub struct Reader<'a> {
     rest: &'a [u8],
 }
 
 impl<'a> Reader<'a> {
     /// Checks marker, version and tag, in that order, so that a foreign
     /// value, a newer layout and another algorithm each get their own error.
-    fn new(bytes: &'a [u8], want: Tag) -> Result<Self, DecodeError> {
+    pub fn new(bytes: &'a [u8], want: Tag) -> Result<Self, DecodeError> {
         let Some((header, rest)) = bytes.split_first_chunk::<HEADER_LEN>() else {
             return Err(DecodeError::Foreign);
         };
@@ -209,7 +98,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn u64(&mut self) -> Result<u64, DecodeError> {
+    pub fn u64(&mut self) -> Result<u64, DecodeError> {
         let (head, rest) = self
             .rest
             .split_first_chunk::<8>()
@@ -218,7 +107,7 @@ impl<'a> Reader<'a> {
         Ok(u64::from_le_bytes(*head))
     }
 
-    fn u128(&mut self) -> Result<u128, DecodeError> {
+    pub fn u128(&mut self) -> Result<u128, DecodeError> {
         let (head, rest) = self
             .rest
             .split_first_chunk::<16>()
@@ -227,7 +116,7 @@ impl<'a> Reader<'a> {
         Ok(u128::from_le_bytes(*head))
     }
 
-    fn finish(self) -> Result<(), DecodeError> {
+    pub fn finish(self) -> Result<(), DecodeError> {
         if self.rest.is_empty() {
             Ok(())
         } else {
@@ -238,7 +127,14 @@ impl<'a> Reader<'a> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::approx::decode_approx;
+    use super::super::fixed::{decode_fixed, encode_fixed, FIXED_LEN};
+    use super::super::overrides::{decode_override, encode_override};
+    use super::super::token::{decode_token, encode_token};
     use super::*;
+    use librl_core::fixed::FixedState;
+    use librl_core::overrides::Override;
+    use librl_core::token::TokenState;
     use proptest::prelude::*;
 
     #[test]

@@ -1,6 +1,6 @@
-//! The exact sliding log's layout: a compact, append-only byte log that is
-//! updated in place, so an admitted call costs amortized O(1) whatever the
-//! log's length.
+//! RL.SLIDING's exact log: a compact, append-only byte log that is updated
+//! in place, so an admitted call costs amortized O(1) whatever the log's
+//! length.
 //!
 //! Layout after the common 5-byte prefix (tag `S`), all little-endian:
 //! `head:u32 tail:u32 last:u32 total:u64 first_ms:u64 last_ms:u64`, then the
@@ -17,8 +17,11 @@
 //! Every rebuild copies O(live) bytes after at least live/4 appends or
 //! trims, which keeps a call amortized O(1).
 
-use super::{DecodeError, Tag, HEADER_LEN, MAGIC, VERSION};
-use librl_core::sliding::{Append, CorruptLog, Log};
+use super::layout::{DecodeError, Tag, HEADER_LEN, MAGIC, VERSION};
+use super::{load, Checked, Commit, Write};
+use crate::error::RlError;
+use crate::server::Value;
+use librl_core::sliding::{self as core, Append, CorruptLog, Log, SlidingParams};
 
 const FIELDS_LEN: usize = 3 * 4 + 3 * 8;
 pub const DATA_START: usize = HEADER_LEN + FIELDS_LEN;
@@ -96,6 +99,13 @@ impl Header {
     }
 
     fn write(&self, bytes: &mut [u8]) {
+        if let Some(prefix) = bytes.get_mut(..DATA_START) {
+            self.write_prefix(prefix);
+        }
+    }
+
+    /// Writes the value's first `DATA_START` bytes: prefix and fields.
+    fn write_prefix(&self, bytes: &mut [u8]) {
         let f = HEADER_LEN;
         let mut put = |at: usize, v: &[u8]| {
             if let Some(dst) = bytes.get_mut(at..at + v.len()) {
@@ -136,11 +146,103 @@ fn get_varint(data: &[u8], pos: &mut usize) -> Option<u64> {
     None
 }
 
-fn encode_entry(delta_ms: u64, cost: u64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(4);
-    put_varint(&mut out, delta_ms);
-    put_varint(&mut out, cost);
-    out
+/// The longest entry: two 10-byte varints.
+const MAX_ENTRY: usize = 20;
+
+fn encode_entry(delta_ms: u64, cost: u64) -> ([u8; MAX_ENTRY], usize) {
+    let mut out = [0u8; MAX_ENTRY];
+    let mut len = 0;
+    for mut v in [delta_ms, cost] {
+        loop {
+            let byte = (v & 0x7f) as u8;
+            v >>= 7;
+            if let Some(slot) = out.get_mut(len) {
+                *slot = if v == 0 { byte } else { byte | 0x80 };
+            }
+            len += 1;
+            if v == 0 {
+                break;
+            }
+        }
+    }
+    (out, len)
+}
+
+/// An in-place update of a log: its new prefix and fields, and one entry
+/// written at `entry_at` (an offset in the value).
+pub struct LogPatch {
+    pub header: [u8; DATA_START],
+    pub entry_at: usize,
+    entry: [u8; MAX_ENTRY],
+    entry_len: usize,
+}
+
+impl LogPatch {
+    pub fn entry(&self) -> &[u8] {
+        self.entry.get(..self.entry_len).unwrap_or_default()
+    }
+}
+
+/// How committing an admitted call changes the log's bytes.
+pub enum Edit {
+    InPlace(LogPatch),
+    /// The key's value must become these bytes.
+    Replace(Vec<u8>),
+}
+
+#[cfg(test)]
+impl Edit {
+    /// Applies the edit to a value held in memory (tests, fuzzing).
+    pub fn apply_to(self, value: &mut Vec<u8>) {
+        match self {
+            Edit::Replace(bytes) => *value = bytes,
+            Edit::InPlace(p) => {
+                let end = p.entry_at + p.entry_len;
+                if let Some(dst) = value.get_mut(p.entry_at..end) {
+                    dst.copy_from_slice(p.entry());
+                }
+                if let Some(dst) = value.get_mut(..DATA_START) {
+                    dst.copy_from_slice(&p.header);
+                }
+            }
+        }
+    }
+}
+
+/// Decides `cost` on the log at `now`; when admitted, prepares the edit
+/// that commits it (reading every entry a rebuild needs first, so a
+/// corrupt log is refused before anything is written).
+pub(super) fn check(
+    p: &SlidingParams,
+    value: Value<'_>,
+    now: u64,
+    cost: u64,
+) -> Result<Checked, RlError> {
+    let bytes = match value {
+        Value::String(b) => Some(b),
+        _ => None,
+    };
+    let log = load(value, view, "an RL.SLIDING limiter")?;
+    let corrupt = |_| RlError::BadState(DecodeError::Corrupt);
+    let d = core::decide(p, log.as_ref(), now, cost).map_err(corrupt)?;
+    let commit = match d.admitted() {
+        None => None,
+        Some((append, expires_at_ms)) => {
+            let write = match plan(bytes, append).map_err(corrupt)? {
+                Edit::InPlace(patch) => Write::Log(patch),
+                Edit::Replace(bytes) => Write::Replace(bytes),
+            };
+            Some(Commit {
+                write,
+                expires_at_ms,
+            })
+        }
+    };
+    Ok(Checked {
+        reply: d.reply(),
+        denied: d.denied(),
+        commit,
+    })
 }
 
 /// A validated header over the key's bytes, readable oldest-first.
@@ -221,28 +323,20 @@ impl Iterator for Entries<'_> {
     }
 }
 
-/// How a commit changed the key's bytes.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Applied {
-    /// The existing bytes were updated in place.
-    InPlace,
-    /// The key's value must become these bytes.
-    Replace(Vec<u8>),
-}
-
-/// Commits an admitted call: drops entries at or before the cutoff, logs the
-/// cost at `now`, and returns whether the bytes were updated in place.
-/// `existing` must be a log `view` accepted and the decision was made on.
-pub fn apply(existing: Option<&mut [u8]>, a: &Append) -> Applied {
+/// Plans the commit of an admitted call: drop entries at or before the
+/// cutoff, log the cost at `now`, in place when it fits. `existing` is the
+/// value the decision was made on. Pure: nothing is written here.
+pub fn plan(existing: Option<&[u8]>, a: &Append) -> Result<Edit, CorruptLog> {
+    let fresh = || Ok(Edit::Replace(build(&[(a.now_ms, a.cost)])));
     let Some(bytes) = existing else {
-        return Applied::Replace(build(&[(a.now_ms, a.cost)]));
+        return fresh();
     };
     let Ok(mut h) = Header::parse(bytes) else {
-        return Applied::Replace(build(&[(a.now_ms, a.cost)]));
+        return fresh();
     };
     let capacity = bytes.len() - DATA_START;
-    let Some(data) = bytes.get_mut(DATA_START..) else {
-        return Applied::Replace(build(&[(a.now_ms, a.cost)]));
+    let Some(data) = bytes.get(DATA_START..) else {
+        return fresh();
     };
     // Trim: advance head past entries that left the window.
     let mut pos = h.head;
@@ -267,7 +361,7 @@ pub fn apply(existing: Option<&mut [u8]>, a: &Append) -> Applied {
         h.head = pos;
     }
     if h.head >= h.tail || h.total == 0 {
-        return Applied::Replace(build(&[(a.now_ms, a.cost)]));
+        return fresh();
     }
     // Log: same millisecond as the newest entry merges into it.
     let (at, entry) = if a.now_ms == h.last_ms {
@@ -280,15 +374,14 @@ pub fn apply(existing: Option<&mut [u8]>, a: &Append) -> Applied {
     } else {
         (h.tail, encode_entry(a.now_ms - h.last_ms, a.cost))
     };
-    let new_tail = at + entry.len();
+    let (entry, entry_len) = entry;
+    let new_tail = at + entry_len;
     let live = new_tail - h.head;
     let oversized = capacity > 4 * MIN_SLACK && live.saturating_mul(4) < capacity;
     if new_tail > capacity || oversized || live > MAX_LOG_BYTES {
-        // (Reading stops at a corrupt entry, as the decision's reading did.)
         let mut entries: Vec<(u64, u64)> = LogView { data, header: h }
             .entries()
-            .map_while(Result::ok)
-            .collect();
+            .collect::<Result<_, _>>()?;
         match entries.last_mut() {
             Some(last) if last.0 == a.now_ms => last.1 = last.1.saturating_add(a.cost),
             _ => entries.push((a.now_ms, a.cost)),
@@ -296,17 +389,20 @@ pub fn apply(existing: Option<&mut [u8]>, a: &Append) -> Applied {
         if live > MAX_LOG_BYTES {
             entries = merge_pairs(&entries);
         }
-        return Applied::Replace(build(&entries));
-    }
-    if let Some(dst) = data.get_mut(at..new_tail) {
-        dst.copy_from_slice(&entry);
+        return Ok(Edit::Replace(build(&entries)));
     }
     h.last = at;
     h.tail = new_tail;
     h.last_ms = a.now_ms;
     h.total = h.total.saturating_add(a.cost);
-    h.write(bytes);
-    Applied::InPlace
+    let mut header = [0u8; DATA_START];
+    h.write_prefix(&mut header);
+    Ok(Edit::InPlace(LogPatch {
+        header,
+        entry_at: DATA_START + at,
+        entry,
+        entry_len,
+    }))
 }
 
 /// Merges entries pairwise into the later of each pair, halving the log.
@@ -353,15 +449,15 @@ pub fn build(entries: &[(u64, u64)]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use librl_core::sliding::{decide, SlidingParams, VecLog};
+    use librl_core::sliding::{decide, VecLog};
     use proptest::prelude::*;
 
-    /// Applies a commit to an owned value the way the store does.
+    /// Applies a commit to an owned value the way the server shim does.
     fn commit(value: &mut Option<Vec<u8>>, a: &Append) {
-        match apply(value.as_deref_mut(), a) {
-            Applied::InPlace => {}
-            Applied::Replace(bytes) => *value = Some(bytes),
-        }
+        let edit = plan(value.as_deref(), a).expect("a log we built is not corrupt");
+        let mut bytes = value.take().unwrap_or_default();
+        edit.apply_to(&mut bytes);
+        *value = Some(bytes);
     }
 
     #[test]
@@ -452,8 +548,7 @@ mod tests {
                 let _: Vec<_> = v.entries().collect();
                 let p = SlidingParams { limit: 5, window_ms: 100 };
                 if let Some(a) = decide(&p, Some(&v), now, cost).ok().and_then(|d| d.into_state()) {
-                    let mut owned = bytes.clone();
-                    let _ = apply(Some(&mut owned), &a);
+                    let _ = plan(Some(&bytes), &a);
                 }
             }
         }

@@ -1,62 +1,106 @@
-//! Redis 7 command metadata (`COMMAND DOCS`, `COMMAND INFO`, key specs),
-//! attached with the raw `RedisModule_SetCommandInfo` because the crate's
-//! `#[command]` attribute needs Redis 7.2 APIs and would not load on 7.0.
+//! Registration: commands (on the raw API, with `entry` as the handler),
+//! the RL.OVERRIDE container and its subcommands, and their metadata
+//! (`COMMAND DOCS`, key specs, ACL categories) from `docs`, attached with
+//! the raw `RedisModule_SetCommandInfo` because the crate's `#[command]`
+//! attribute needs Redis 7.2 APIs and would not load on 7.0.
 
+use crate::docs::{Arg, ArgKind, CommandDoc, KeyAt, KeySpec};
 use redis_module::{raw, Context, Status};
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 use std::os::raw::c_int;
 use std::ptr;
 
-/// How a command finds one of its keys.
-#[derive(Clone, Copy)]
-pub enum KeyAt {
-    /// A fixed argv index.
-    Index(c_int),
-    /// The argument after the first `keyword` at or after argv index `from`.
-    AfterKeyword(&'static CStr, c_int),
-    /// Every argument from this argv index to the end.
-    AllFrom(c_int),
+/// The server's signature for a command handler (`super::entry::<E>`).
+pub type Handler = unsafe extern "C" fn(
+    *mut raw::RedisModuleCtx,
+    *mut *mut raw::RedisModuleString,
+    c_int,
+) -> c_int;
+
+/// Legacy key positions `(first, last, step)`: `(0, 0, 0)` for none.
+pub type KeyRange = (c_int, c_int, c_int);
+
+fn status(code: c_int) -> Status {
+    if code == raw::REDISMODULE_OK as c_int {
+        Status::Ok
+    } else {
+        Status::Err
+    }
 }
 
-/// A key the command touches, with Redis's access flags for it.
-#[derive(Clone, Copy)]
-pub struct KeySpec {
-    pub at: KeyAt,
-    pub flags: u32,
+/// Registers a top-level command.
+pub fn command(
+    ctx: &Context,
+    name: &CStr,
+    handler: Handler,
+    flags: &CStr,
+    keys: KeyRange,
+) -> Status {
+    // SAFETY: called during load with valid C strings and a handler of the
+    // server's signature.
+    let code = unsafe {
+        raw::RedisModule_CreateCommand.map_or(raw::REDISMODULE_ERR as c_int, |f| {
+            f(
+                ctx.ctx,
+                name.as_ptr(),
+                Some(handler),
+                flags.as_ptr(),
+                keys.0,
+                keys.1,
+                keys.2,
+            )
+        })
+    };
+    status(code)
 }
 
-pub const LIMITER_KEY: u32 =
-    raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_ACCESS | raw::REDISMODULE_CMD_KEY_UPDATE;
-pub const OVERRIDE_KEY: u32 = raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS;
-
-#[derive(Clone, Copy)]
-pub enum ArgKind {
-    Key(c_int),
-    Integer,
-    String,
-    /// A bare option word such as PEEK.
-    Flag,
+/// Registers a container command (no handler of its own): the server
+/// dispatches to its subcommands and answers `HELP`-style errors itself.
+pub fn container(ctx: &Context, name: &CStr) -> Status {
+    // SAFETY: as above; a null handler is how the API declares a container.
+    let code = unsafe {
+        raw::RedisModule_CreateCommand.map_or(raw::REDISMODULE_ERR as c_int, |f| {
+            f(ctx.ctx, name.as_ptr(), None, c"".as_ptr(), 0, 0, 0)
+        })
+    };
+    status(code)
 }
 
-#[derive(Clone, Copy)]
-pub struct Arg {
-    pub name: &'static CStr,
-    pub kind: ArgKind,
-    pub token: Option<&'static CStr>,
-    pub optional: bool,
-    pub summary: &'static CStr,
-}
-
-pub struct CommandDoc {
-    pub name: &'static CStr,
-    /// The ACL categories its flags imply; `ratelimit` is added where the
-    /// server supports module categories.
-    pub acl: &'static str,
-    pub summary: &'static CStr,
-    pub complexity: &'static CStr,
-    pub arity: c_int,
-    pub keys: &'static [KeySpec],
-    pub args: &'static [Arg],
+/// Registers `sub` under the container `parent` (Redis 7's subcommand API).
+pub fn subcommand(
+    ctx: &Context,
+    parent: &CStr,
+    sub: &CStr,
+    handler: Handler,
+    flags: &CStr,
+    keys: KeyRange,
+) -> Status {
+    // SAFETY: read once, after RedisModule_Init; valid C strings.
+    let (Some(get_command), Some(create_sub)) = (unsafe {
+        (
+            raw::RedisModule_GetCommand,
+            raw::RedisModule_CreateSubcommand,
+        )
+    }) else {
+        return Status::Err;
+    };
+    let parent = unsafe { get_command(ctx.ctx, parent.as_ptr()) };
+    if parent.is_null() {
+        return Status::Err;
+    }
+    // SAFETY: parent is this module's container command, during load.
+    let code = unsafe {
+        create_sub(
+            parent,
+            sub.as_ptr(),
+            Some(handler),
+            flags.as_ptr(),
+            keys.0,
+            keys.1,
+            keys.2,
+        )
+    };
+    status(code)
 }
 
 const SINCE: &CStr = c"0.1.0";
@@ -73,9 +117,12 @@ pub fn add_acl_category(ctx: &Context) {
     }
 }
 
-/// Attaches `doc` to its already-registered command. The server copies
-/// everything it is given, so the arrays only live for the call.
-pub fn attach(ctx: &Context, doc: &CommandDoc) -> Status {
+/// Attaches `doc` to its already-registered command, named `name` (a
+/// subcommand as `parent|sub`). The server copies everything it is given,
+/// so the arrays only live for the call.
+/// A subcommand's arguments start one later than its doc's positions say
+/// (argv[1] is the subcommand's name): `key_offset` shifts its key specs.
+pub fn attach(ctx: &Context, name: &CStr, doc: &CommandDoc, key_offset: c_int) -> Status {
     // SAFETY: the API pointers are written once by RedisModule_Init, before init runs.
     let (Some(get_command), Some(set_info)) =
         (unsafe { (raw::RedisModule_GetCommand, raw::RedisModule_SetCommandInfo) })
@@ -84,15 +131,15 @@ pub fn attach(ctx: &Context, doc: &CommandDoc) -> Status {
         // positions given at registration still apply.
         return Status::Ok;
     };
-    // SAFETY: ctx is the load context; doc.name is a valid C string.
-    let command = unsafe { get_command(ctx.ctx, doc.name.as_ptr()) };
+    // SAFETY: ctx is the load context; name is a valid C string.
+    let command = unsafe { get_command(ctx.ctx, name.as_ptr()) };
     if command.is_null() {
         return Status::Err;
     }
     let mut key_specs: Vec<raw::RedisModuleCommandKeySpec> = doc
         .keys
         .iter()
-        .map(key_spec)
+        .map(|spec| key_spec(spec, key_offset))
         .chain(std::iter::once(zeroed_key_spec()))
         .collect();
     let mut args: Vec<raw::RedisModuleCommandArg> = doc
@@ -114,7 +161,9 @@ pub fn attach(ctx: &Context, doc: &CommandDoc) -> Status {
         since: SINCE.as_ptr(),
         history: ptr::null_mut(),
         tips: ptr::null(),
-        arity: doc.arity,
+        // A subcommand counts the container's name too; its own handler
+        // checks the rest, so both forms reply the same messages.
+        arity: if key_offset > 0 { -2 } else { doc.arity },
         key_specs: key_specs.as_mut_ptr(),
         args: args.as_mut_ptr(),
     };
@@ -137,7 +186,7 @@ fn set_acl_categories(command: *mut raw::RedisModuleCommand, implied: &str) {
         return;
     };
     for categories in [format!("{implied} ratelimit"), implied.to_string()] {
-        let Ok(categories) = std::ffi::CString::new(categories) else {
+        let Ok(categories) = CString::new(categories) else {
             continue;
         };
         // SAFETY: command is a live command of this module during load.
@@ -147,7 +196,7 @@ fn set_acl_categories(command: *mut raw::RedisModuleCommand, implied: &str) {
     }
 }
 
-fn key_spec(spec: &KeySpec) -> raw::RedisModuleCommandKeySpec {
+fn key_spec(spec: &KeySpec, offset: c_int) -> raw::RedisModuleCommandKeySpec {
     let mut out = zeroed_key_spec();
     out.flags = u64::from(spec.flags);
     let mut lastkey = 0;
@@ -155,19 +204,19 @@ fn key_spec(spec: &KeySpec) -> raw::RedisModuleCommandKeySpec {
         KeyAt::AllFrom(pos) => {
             out.begin_search_type =
                 raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
-            out.bs.index.pos = pos;
+            out.bs.index.pos = pos + offset;
             lastkey = -1;
         }
         KeyAt::Index(pos) => {
             out.begin_search_type =
                 raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
-            out.bs.index.pos = pos;
+            out.bs.index.pos = pos + offset;
         }
         KeyAt::AfterKeyword(keyword, from) => {
             out.begin_search_type =
                 raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_KEYWORD;
             out.bs.keyword.keyword = keyword.as_ptr();
-            out.bs.keyword.startfrom = from;
+            out.bs.keyword.startfrom = from + offset;
         }
     }
     out.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
@@ -216,56 +265,3 @@ fn zeroed_arg() -> raw::RedisModuleCommandArg {
     // SAFETY: as above; null pointers and zero integers are valid here.
     unsafe { std::mem::zeroed() }
 }
-
-/// The key specs every single-limiter command shares: its key at argv 1
-/// and an optional override key after the OVERRIDE keyword.
-pub const LIMITER_KEYS: &[KeySpec] = &[
-    KeySpec {
-        at: KeyAt::Index(1),
-        flags: LIMITER_KEY,
-    },
-    KeySpec {
-        at: KeyAt::AfterKeyword(c"OVERRIDE", 4),
-        flags: OVERRIDE_KEY,
-    },
-];
-
-pub const KEY_ARG: Arg = Arg {
-    name: c"key",
-    kind: ArgKind::Key(0),
-    token: None,
-    optional: false,
-    summary: c"The limiter's key.",
-};
-
-pub const WINDOW_ARG: Arg = Arg {
-    name: c"window",
-    kind: ArgKind::String,
-    token: None,
-    optional: false,
-    summary: c"An integer with an optional unit ms, s, m, h or d (bare is seconds), 1ms to 3650d.",
-};
-
-pub const COST_ARG: Arg = Arg {
-    name: c"cost",
-    kind: ArgKind::Integer,
-    token: Some(c"COST"),
-    optional: true,
-    summary: c"Units this call consumes, 1 to 2^50, default 1.",
-};
-
-pub const OVERRIDE_ARG: Arg = Arg {
-    name: c"okey",
-    kind: ArgKind::Key(1),
-    token: Some(c"OVERRIDE"),
-    optional: true,
-    summary: c"Key of an override whose values replace this call's.",
-};
-
-pub const PEEK_ARG: Arg = Arg {
-    name: c"peek",
-    kind: ArgKind::Flag,
-    token: Some(c"PEEK"),
-    optional: true,
-    summary: c"Answer as if the call were made, changing nothing.",
-};

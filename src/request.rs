@@ -1,11 +1,21 @@
 //! argv to typed requests. Nothing here touches Redis: every rule of the
 //! SPEC's Arguments section lives here and is unit-tested without a server.
+//!
+//! The parser reads any argument type that derefs to bytes (`W`), so the
+//! module hands it the server's own argument objects and a request's keys
+//! are references to them, with their argv positions for the getkeys API.
 
+use librl_core::approx::ApproxParams;
+use librl_core::fixed::FixedParams;
+use librl_core::limit::Limit;
 use librl_core::overrides::Override;
+use librl_core::sliding::SlidingParams;
+use librl_core::token::TokenParams;
 use librl_core::{MAX_AMOUNT, MAX_WINDOW_MS};
 use std::fmt;
 
-/// A limiter algorithm, as named by its command and by RL.ALL clauses.
+/// A limiter command, as named by its command and by RL.ALL clauses. This
+/// one identity drives names, docs, stats and registration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Algorithm {
     Fixed,
@@ -14,8 +24,10 @@ pub enum Algorithm {
 }
 
 impl Algorithm {
+    pub const ALL: [Algorithm; 3] = [Algorithm::Fixed, Algorithm::Sliding, Algorithm::Token];
+
     /// The word that opens this algorithm's clause in RL.ALL.
-    fn from_word(upper: &[u8]) -> Option<Algorithm> {
+    pub fn from_word(upper: &[u8]) -> Option<Algorithm> {
         match upper {
             b"FIXED" => Some(Algorithm::Fixed),
             b"SLIDING" => Some(Algorithm::Sliding),
@@ -175,28 +187,51 @@ pub fn parse_duration_ms(arg: &[u8], name: &'static str) -> Result<u64, ArgError
     }
 }
 
-/// One limit to check: a key, its algorithm's parameters and options.
-/// Keys are argv indices so the glue opens them without copying.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Clause {
-    pub algorithm: Algorithm,
-    pub key: usize,
-    /// `limit` (FIXED, SLIDING) or `rate` (TOKEN).
-    pub amount: u64,
-    pub window_ms: u64,
-    pub cost: u64,
-    pub aligned: bool,
-    /// SLIDING's two-window approximation instead of the exact log.
-    pub approx: bool,
-    /// TOKEN's capacity; None means the rate.
-    pub burst: Option<u64>,
-    pub override_key: Option<usize>,
+/// A key argument: the server's argument object and its argv position
+/// (which the getkeys API reports).
+#[derive(Debug, PartialEq, Eq)]
+pub struct KeyArg<'a, W> {
+    pub word: &'a W,
+    pub pos: usize,
 }
 
+impl<W> Clone for KeyArg<'_, W> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<W> Copy for KeyArg<'_, W> {}
+
+impl<W: AsRef<[u8]>> KeyArg<'_, W> {
+    pub fn bytes(&self) -> &[u8] {
+        self.word.as_ref()
+    }
+}
+
+/// One limit to check: its key, the limit with only its algorithm's
+/// parameters, the call's cost and the key of its override, if any.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Clause<'a, W> {
+    pub algorithm: Algorithm,
+    pub key: KeyArg<'a, W>,
+    pub limit: Limit,
+    pub cost: u64,
+    pub okey: Option<KeyArg<'a, W>>,
+}
+
+impl<W> Clone for Clause<'_, W> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<W> Copy for Clause<'_, W> {}
+
 /// A single limiter command: its clause plus call-wide options.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LimiterCall {
-    pub clause: Clause,
+#[derive(Debug, PartialEq, Eq)]
+pub struct LimiterCall<'a, W> {
+    pub clause: Clause<'a, W>,
     pub peek: bool,
     /// The primary's decision time, present only on calls replayed from the
     /// replication stream or the AOF.
@@ -206,11 +241,11 @@ pub struct LimiterCall {
 /// Parses `key amount window [options...]` where `argv[0]` is the command
 /// name. `trusted` allows the internal `NOW ms` option, which only the
 /// replication link and AOF loading may use.
-pub fn parse_limiter(
+pub fn parse_limiter<'a, W: AsRef<[u8]>>(
     algorithm: Algorithm,
-    argv: &[&[u8]],
+    argv: &'a [W],
     trusted: bool,
-) -> Result<LimiterCall, ArgError> {
+) -> Result<LimiterCall<'a, W>, ArgError> {
     let mut flags = CallFlags::new(trusted);
     let (clause, _) = parse_clause(algorithm, argv, 1, false, &mut flags)?;
     Ok(LimiterCall {
@@ -223,17 +258,17 @@ pub fn parse_limiter(
 /// `RL.ALL clause [clause ...] [PEEK]`: every clause opened by its
 /// algorithm's name.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AllCall {
-    pub clauses: Vec<Clause>,
+pub struct AllCall<'a, W> {
+    pub clauses: Vec<Clause<'a, W>>,
     pub peek: bool,
     pub replayed_now_ms: Option<u64>,
 }
 
-pub fn parse_all(argv: &[&[u8]], trusted: bool) -> Result<AllCall, ArgError> {
+pub fn parse_all<W: AsRef<[u8]>>(argv: &[W], trusted: bool) -> Result<AllCall<'_, W>, ArgError> {
     let mut flags = CallFlags::new(trusted);
-    let mut clauses: Vec<Clause> = Vec::new();
+    let mut clauses: Vec<Clause<'_, W>> = Vec::new();
     let mut i = 1;
-    while let Some(word) = argv.get(i) {
+    while let Some(word) = argv.get(i).map(AsRef::as_ref) {
         let upper = word.to_ascii_uppercase();
         if let Some(algorithm) = Algorithm::from_word(&upper) {
             let (clause, next) = parse_clause(algorithm, argv, i + 1, true, &mut flags)?;
@@ -249,11 +284,9 @@ pub fn parse_all(argv: &[&[u8]], trusted: bool) -> Result<AllCall, ArgError> {
         return Err(ArgError::NoClause);
     }
     for (n, clause) in clauses.iter().enumerate() {
-        let key = argv.get(clause.key);
-        if clauses[..n].iter().any(|c| argv.get(c.key) == key) {
-            return Err(ArgError::DuplicateKey(printable(
-                key.copied().unwrap_or_default(),
-            )));
+        let key = clause.key.bytes();
+        if clauses.iter().take(n).any(|c| c.key.bytes() == key) {
+            return Err(ArgError::DuplicateKey(printable(key)));
         }
     }
     Ok(AllCall {
@@ -283,10 +316,10 @@ impl CallFlags {
 
     /// Takes PEEK or (trusted) `NOW ms` at `argv[*i]`, whose upper-cased
     /// form is `upper`; false if the word is neither.
-    fn call_option(
+    fn call_option<W: AsRef<[u8]>>(
         &mut self,
         upper: &[u8],
-        argv: &[&[u8]],
+        argv: &[W],
         i: &mut usize,
     ) -> Result<bool, ArgError> {
         match upper {
@@ -310,19 +343,19 @@ impl CallFlags {
 /// Parses one clause, `key amount window [options...]` with the key at
 /// `argv[start]`; returns it and the index after it. Inside RL.ALL a clause
 /// ends at the next algorithm word.
-fn parse_clause(
+fn parse_clause<'a, W: AsRef<[u8]>>(
     algorithm: Algorithm,
-    argv: &[&[u8]],
+    argv: &'a [W],
     start: usize,
     in_all: bool,
     flags: &mut CallFlags,
-) -> Result<(Clause, usize), ArgError> {
+) -> Result<(Clause<'a, W>, usize), ArgError> {
     let name = if in_all {
         algorithm.clause_name()
     } else {
         algorithm.command_name()
     };
-    let (Some(_), Some(amount), Some(window)) =
+    let (Some(key), Some(amount), Some(window)) =
         (argv.get(start), argv.get(start + 1), argv.get(start + 2))
     else {
         return Err(if in_all {
@@ -331,20 +364,12 @@ fn parse_clause(
             ArgError::WrongArity(name)
         });
     };
-    let mut clause = Clause {
-        algorithm,
-        key: start,
-        amount: parse_amount(amount, algorithm.amount_name())?,
-        window_ms: parse_duration_ms(window, "window")?,
-        cost: 1,
-        aligned: false,
-        approx: false,
-        burst: None,
-        override_key: None,
-    };
+    let amount = parse_amount(amount.as_ref(), algorithm.amount_name())?;
+    let window_ms = parse_duration_ms(window.as_ref(), "window")?;
+    let (mut aligned, mut approx, mut burst, mut cost, mut okey) = (false, false, None, 1, None);
     let mut seen = Seen::default();
     let mut i = start + 3;
-    while let Some(word) = argv.get(i) {
+    while let Some(word) = argv.get(i).map(AsRef::as_ref) {
         let option = word.to_ascii_uppercase();
         if in_all && Algorithm::from_word(&option).is_some() {
             break;
@@ -356,51 +381,141 @@ fn parse_clause(
         match option.as_slice() {
             b"ALIGNED" if algorithm == Algorithm::Fixed => {
                 seen.once("ALIGNED")?;
-                clause.aligned = true;
+                aligned = true;
             }
             b"APPROX" if algorithm == Algorithm::Sliding => {
                 seen.once("APPROX")?;
-                clause.approx = true;
+                approx = true;
             }
             b"BURST" if algorithm == Algorithm::Token => {
                 seen.once("BURST")?;
-                clause.burst = Some(parse_amount(value(argv, &mut i, "BURST")?, "BURST")?);
+                burst = Some(parse_amount(value(argv, &mut i, "BURST")?, "BURST")?);
             }
             b"COST" => {
                 seen.once("COST")?;
-                clause.cost = parse_amount(value(argv, &mut i, "COST")?, "COST")?;
+                cost = parse_amount(value(argv, &mut i, "COST")?, "COST")?;
             }
             b"OVERRIDE" => {
                 seen.once("OVERRIDE")?;
-                value(argv, &mut i, "OVERRIDE")?;
-                clause.override_key = Some(i - 1);
+                let pos = i;
+                let word = argv.get(pos).ok_or(ArgError::MissingValue("OVERRIDE"))?;
+                i += 1;
+                okey = Some(KeyArg { word, pos });
             }
             other => return Err(foreign_option(name, other, word)),
         }
     }
+    let limit = match algorithm {
+        Algorithm::Fixed => Limit::Fixed(FixedParams {
+            limit: amount,
+            window_ms,
+            aligned,
+        }),
+        Algorithm::Sliding if approx => Limit::Approx(ApproxParams {
+            limit: amount,
+            window_ms,
+        }),
+        Algorithm::Sliding => Limit::Sliding(SlidingParams {
+            limit: amount,
+            window_ms,
+        }),
+        Algorithm::Token => Limit::Token(TokenParams {
+            rate: amount,
+            window_ms,
+            capacity: burst.unwrap_or(amount),
+        }),
+    };
+    let key = KeyArg {
+        word: key,
+        pos: start,
+    };
+    let clause = Clause {
+        algorithm,
+        key,
+        limit,
+        cost,
+        okey,
+    };
     Ok((clause, i))
+}
+
+/// The keys a limiter call that may not parse names, as far as they can be
+/// found (getkeys must still route a malformed call so its node can reply
+/// librl's own error): `(position, written)` for the word after each clause
+/// name (RL.ALL) or at argv 1 (single limiters), and after each OVERRIDE.
+pub fn find_keys<W: AsRef<[u8]>>(argv: &[W], all: bool) -> Vec<(usize, bool)> {
+    let mut keys = Vec::new();
+    if !all && argv.len() > 1 {
+        keys.push((1, true));
+    }
+    let mut i = 1;
+    while let Some(word) = argv.get(i).map(AsRef::as_ref) {
+        let upper = word.to_ascii_uppercase();
+        let written = if all && Algorithm::from_word(&upper).is_some() {
+            Some(true)
+        } else if upper == b"OVERRIDE" {
+            Some(false)
+        } else {
+            None
+        };
+        match written {
+            Some(written) if i + 1 < argv.len() => {
+                keys.push((i + 1, written));
+                i += 2;
+            }
+            _ => i += 1,
+        }
+    }
+    keys
 }
 
 /// `RL.OVERRIDE.SET okey limit window [BURST capacity] [TTL duration]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct OverrideSet {
+pub struct OverrideSet<'a, W> {
+    pub okey: &'a W,
     pub value: Override,
     pub ttl_ms: Option<u64>,
     pub replayed_now_ms: Option<u64>,
 }
 
-pub const OVERRIDE_SET: &str = "RL.OVERRIDE.SET";
-pub const OVERRIDE_GET: &str = "RL.OVERRIDE.GET";
-pub const OVERRIDE_DEL: &str = "RL.OVERRIDE.DEL";
-pub const OVERRIDE_LIST: &str = "RL.OVERRIDE.LIST";
+/// How an override command is named in its messages: as the client wrote
+/// it, the dotted alias or the container's subcommand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OverrideNames {
+    pub set: &'static str,
+    pub get: &'static str,
+    pub del: &'static str,
+    pub list: &'static str,
+}
 
-/// The okey is argv[1]. `trusted` allows the internal `NOW ms` option that
-/// anchors a TTL to the primary's clock on replicas and AOF replay.
-pub fn parse_override_set(argv: &[&[u8]], trusted: bool) -> Result<OverrideSet, ArgError> {
-    let (Some(_), Some(limit), Some(window)) = (argv.get(1), argv.get(2), argv.get(3)) else {
-        return Err(ArgError::WrongArity(OVERRIDE_SET));
+pub const DOTTED: OverrideNames = OverrideNames {
+    set: "RL.OVERRIDE.SET",
+    get: "RL.OVERRIDE.GET",
+    del: "RL.OVERRIDE.DEL",
+    list: "RL.OVERRIDE.LIST",
+};
+
+pub const CONTAINER: OverrideNames = OverrideNames {
+    set: "RL.OVERRIDE SET",
+    get: "RL.OVERRIDE GET",
+    del: "RL.OVERRIDE DEL",
+    list: "RL.OVERRIDE LIST",
+};
+
+/// The okey is argv[1] (argv[0] being the command or subcommand name).
+/// `trusted` allows the internal `NOW ms` option that anchors a TTL to the
+/// primary's clock on replicas and AOF replay.
+pub fn parse_override_set<'a, W: AsRef<[u8]>>(
+    argv: &'a [W],
+    trusted: bool,
+    name: &'static str,
+) -> Result<OverrideSet<'a, W>, ArgError> {
+    let (Some(okey), Some(limit), Some(window)) = (argv.get(1), argv.get(2), argv.get(3)) else {
+        return Err(ArgError::WrongArity(name));
     };
+    let (limit, window) = (limit.as_ref(), window.as_ref());
     let mut set = OverrideSet {
+        okey,
         value: Override {
             limit: parse_amount(limit, "limit")?,
             window_ms: parse_duration_ms(window, "window")?,
@@ -411,7 +526,7 @@ pub fn parse_override_set(argv: &[&[u8]], trusted: bool) -> Result<OverrideSet, 
     };
     let mut seen = Seen::default();
     let mut i = 4;
-    while let Some(word) = argv.get(i) {
+    while let Some(word) = argv.get(i).map(AsRef::as_ref) {
         let option = word.to_ascii_uppercase();
         i += 1;
         match option.as_slice() {
@@ -428,27 +543,25 @@ pub fn parse_override_set(argv: &[&[u8]], trusted: bool) -> Result<OverrideSet, 
                 let now = parse_plain_u64(value(argv, &mut i, "NOW")?);
                 set.replayed_now_ms = Some(now.ok_or(ArgError::BadAmount("NOW"))?);
             }
-            other => return Err(foreign_option(OVERRIDE_SET, other, word)),
+            other => return Err(foreign_option(name, other, word)),
         }
     }
     Ok(set)
 }
 
 /// `RL.OVERRIDE.GET okey`: exactly one key.
-pub fn parse_override_get(argv: &[&[u8]]) -> Result<(), ArgError> {
-    if argv.len() == 2 {
-        Ok(())
-    } else {
-        Err(ArgError::WrongArity(OVERRIDE_GET))
+pub fn parse_override_get<'a, W>(argv: &'a [W], name: &'static str) -> Result<&'a W, ArgError> {
+    match argv {
+        [_, okey] => Ok(okey),
+        _ => Err(ArgError::WrongArity(name)),
     }
 }
 
 /// `RL.OVERRIDE.DEL okey [okey ...]`: at least one key.
-pub fn parse_override_del(argv: &[&[u8]]) -> Result<(), ArgError> {
-    if argv.len() >= 2 {
-        Ok(())
-    } else {
-        Err(ArgError::WrongArity(OVERRIDE_DEL))
+pub fn parse_override_del<'a, W>(argv: &'a [W], name: &'static str) -> Result<&'a [W], ArgError> {
+    match argv {
+        [_, okeys @ ..] if !okeys.is_empty() => Ok(okeys),
+        _ => Err(ArgError::WrongArity(name)),
     }
 }
 
@@ -460,16 +573,19 @@ pub struct ListRequest<'a> {
     pub count: Option<u64>,
 }
 
-pub fn parse_override_list<'a>(argv: &[&'a [u8]]) -> Result<ListRequest<'a>, ArgError> {
-    let cursor = argv.get(1).ok_or(ArgError::WrongArity(OVERRIDE_LIST))?;
+pub fn parse_override_list<'a, W: AsRef<[u8]>>(
+    argv: &'a [W],
+    name: &'static str,
+) -> Result<ListRequest<'a>, ArgError> {
+    let cursor = argv.get(1).ok_or(ArgError::WrongArity(name))?;
     let mut request = ListRequest {
-        cursor: parse_plain_u64(cursor).ok_or(ArgError::BadCursor)?,
+        cursor: parse_plain_u64(cursor.as_ref()).ok_or(ArgError::BadCursor)?,
         pattern: None,
         count: None,
     };
     let mut seen = Seen::default();
     let mut i = 2;
-    while let Some(word) = argv.get(i) {
+    while let Some(word) = argv.get(i).map(AsRef::as_ref) {
         let option = word.to_ascii_uppercase();
         i += 1;
         match option.as_slice() {
@@ -481,17 +597,21 @@ pub fn parse_override_list<'a>(argv: &[&'a [u8]]) -> Result<ListRequest<'a>, Arg
                 seen.once("COUNT")?;
                 request.count = Some(parse_amount(value(argv, &mut i, "COUNT")?, "COUNT")?);
             }
-            other => return Err(foreign_option(OVERRIDE_LIST, other, word)),
+            other => return Err(foreign_option(name, other, word)),
         }
     }
     Ok(request)
 }
 
 /// The value after an option, advancing past it.
-fn value<'a>(argv: &[&'a [u8]], i: &mut usize, option: &'static str) -> Result<&'a [u8], ArgError> {
+fn value<'a, W: AsRef<[u8]>>(
+    argv: &'a [W],
+    i: &mut usize,
+    option: &'static str,
+) -> Result<&'a [u8], ArgError> {
     let v = argv.get(*i).ok_or(ArgError::MissingValue(option))?;
     *i += 1;
-    Ok(v)
+    Ok(v.as_ref())
 }
 
 /// Options that belong to some librl command, to tell "wrong command"
@@ -549,20 +669,44 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn parse(algorithm: Algorithm, args: &[&str]) -> Result<LimiterCall, ArgError> {
-        let mut argv: Vec<&[u8]> = vec![algorithm.command_name().as_bytes()];
-        argv.extend(args.iter().map(|a| a.as_bytes()));
-        parse_limiter(algorithm, &argv, false)
+    /// A parsed limiter call, its keys as owned (position, bytes).
+    #[derive(Debug, PartialEq, Eq)]
+    struct Parsed {
+        limit: Limit,
+        cost: u64,
+        key: (usize, Vec<u8>),
+        okey: Option<(usize, Vec<u8>)>,
+        peek: bool,
+        replayed_now_ms: Option<u64>,
     }
 
-    fn fixed(args: &[&str]) -> Result<LimiterCall, ArgError> {
+    fn parse(algorithm: Algorithm, args: &[&str]) -> Result<Parsed, ArgError> {
+        let mut argv: Vec<&[u8]> = vec![algorithm.command_name().as_bytes()];
+        argv.extend(args.iter().map(|a| a.as_bytes()));
+        parse_limiter(algorithm, &argv, false).map(|c| Parsed {
+            limit: c.clause.limit,
+            cost: c.clause.cost,
+            key: (c.clause.key.pos, c.clause.key.bytes().to_vec()),
+            okey: c.clause.okey.map(|o| (o.pos, o.bytes().to_vec())),
+            peek: c.peek,
+            replayed_now_ms: c.replayed_now_ms,
+        })
+    }
+
+    fn fixed(args: &[&str]) -> Result<Parsed, ArgError> {
         parse(Algorithm::Fixed, args)
     }
 
     #[test]
     fn sliding_with_approx() {
         let call = parse(Algorithm::Sliding, &["k", "10", "1s", "approx"]).unwrap();
-        assert!(call.clause.approx);
+        assert_eq!(
+            call.limit,
+            Limit::Approx(ApproxParams {
+                limit: 10,
+                window_ms: 1000
+            })
+        );
         let cases: &[(&[&str], ArgError)] = &[
             (
                 &["k", "1", "1s", "APPROX", "APPROX"],
@@ -600,8 +744,15 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            (call.clause.amount, call.clause.burst, call.clause.cost),
-            (10, Some(50), 2)
+            (call.limit, call.cost),
+            (
+                Limit::Token(TokenParams {
+                    rate: 10,
+                    window_ms: 1000,
+                    capacity: 50
+                }),
+                2
+            )
         );
         let cases: &[(&[&str], ArgError)] = &[
             (&["k", "0", "1s"], ArgError::BadAmount("rate")),
@@ -717,11 +868,18 @@ mod tests {
             "k", "10", "1m", "aligned", "COST", "3", "Override", "o", "peek",
         ])
         .unwrap();
-        assert_eq!(call.clause.amount, 10);
-        assert_eq!(call.clause.window_ms, 60_000);
-        assert_eq!(call.clause.cost, 3);
-        assert!(call.clause.aligned && call.peek);
-        assert_eq!(call.clause.override_key, Some(8));
+        assert_eq!(
+            call.limit,
+            Limit::Fixed(FixedParams {
+                limit: 10,
+                window_ms: 60_000,
+                aligned: true
+            })
+        );
+        assert_eq!(call.cost, 3);
+        assert!(call.peek);
+        assert_eq!(call.key, (1, b"k".to_vec()));
+        assert_eq!(call.okey, Some((8, b"o".to_vec())));
         assert_eq!(call.replayed_now_ms, None);
     }
 
@@ -813,11 +971,8 @@ mod tests {
 
     #[test]
     fn override_set() {
-        let set = parse_override_set(
-            &args(OVERRIDE_SET, &["o", "5", "1h", "burst", "9", "TTL", "1d"]),
-            false,
-        )
-        .unwrap();
+        let argv = args(DOTTED.set, &["o", "5", "1h", "burst", "9", "TTL", "1d"]);
+        let set = parse_override_set(&argv, false, DOTTED.set).unwrap();
         assert_eq!(
             set.value,
             Override {
@@ -828,7 +983,7 @@ mod tests {
         );
         assert_eq!(set.ttl_ms, Some(86_400_000));
         let cases: &[(&[&str], ArgError)] = &[
-            (&["o", "5"], ArgError::WrongArity(OVERRIDE_SET)),
+            (&["o", "5"], ArgError::WrongArity(DOTTED.set)),
             (&["o", "x", "1s"], ArgError::BadAmount("limit")),
             (&["o", "5", "1x"], ArgError::BadDuration("window")),
             (&["o", "5", "1s", "TTL"], ArgError::MissingValue("TTL")),
@@ -844,21 +999,21 @@ mod tests {
             (
                 &["o", "5", "1s", "COST", "1"],
                 ArgError::OptionNotFor {
-                    command: OVERRIDE_SET,
+                    command: DOTTED.set,
                     option: "COST",
                 },
             ),
             (
                 &["o", "5", "1s", "NOW", "1"],
                 ArgError::UnknownOption {
-                    command: OVERRIDE_SET,
+                    command: DOTTED.set,
                     option: "NOW".into(),
                 },
             ),
         ];
         for (rest, want) in cases {
             assert_eq!(
-                parse_override_set(&args(OVERRIDE_SET, rest), false)
+                parse_override_set(&args(DOTTED.set, rest), false, DOTTED.set)
                     .as_ref()
                     .err(),
                 Some(want),
@@ -869,18 +1024,19 @@ mod tests {
 
     #[test]
     fn override_list() {
-        let req = parse_override_list(&args(OVERRIDE_LIST, &["0", "MATCH", "rl:*", "count", "10"]))
-            .unwrap();
+        let argv = args(DOTTED.list, &["0", "MATCH", "rl:*", "count", "10"]);
+        let req = parse_override_list(&argv, DOTTED.list).unwrap();
         assert_eq!(
             (req.cursor, req.pattern, req.count),
             (0, Some(&b"rl:*"[..]), Some(10))
         );
         assert_eq!(
-            parse_override_list(&args(OVERRIDE_LIST, &["18446744073709551615"])).map(|r| r.cursor),
+            parse_override_list(&args(DOTTED.list, &["18446744073709551615"]), DOTTED.list)
+                .map(|r| r.cursor),
             Ok(u64::MAX)
         );
         let cases: &[(&[&str], ArgError)] = &[
-            (&[], ArgError::WrongArity(OVERRIDE_LIST)),
+            (&[], ArgError::WrongArity(DOTTED.list)),
             (&["-1"], ArgError::BadCursor),
             (&["x"], ArgError::BadCursor),
             (&["18446744073709551616"], ArgError::BadCursor),
@@ -893,14 +1049,14 @@ mod tests {
             (
                 &["0", "TYPE", "string"],
                 ArgError::UnknownOption {
-                    command: OVERRIDE_LIST,
+                    command: DOTTED.list,
                     option: "TYPE".into(),
                 },
             ),
         ];
         for (rest, want) in cases {
             assert_eq!(
-                parse_override_list(&args(OVERRIDE_LIST, rest))
+                parse_override_list(&args(DOTTED.list, rest), DOTTED.list)
                     .as_ref()
                     .err(),
                 Some(want),
@@ -908,16 +1064,16 @@ mod tests {
             );
         }
         assert_eq!(
-            parse_override_get(&args(OVERRIDE_GET, &[])),
-            Err(ArgError::WrongArity(OVERRIDE_GET))
+            parse_override_get(&args(DOTTED.get, &[]), DOTTED.get).map(|_| ()),
+            Err(ArgError::WrongArity(DOTTED.get))
         );
         assert_eq!(
-            parse_override_get(&args(OVERRIDE_GET, &["a", "b"])),
-            Err(ArgError::WrongArity(OVERRIDE_GET))
+            parse_override_get(&args(DOTTED.get, &["a", "b"]), DOTTED.get).map(|_| ()),
+            Err(ArgError::WrongArity(DOTTED.get))
         );
         assert_eq!(
-            parse_override_del(&args(OVERRIDE_DEL, &[])),
-            Err(ArgError::WrongArity(OVERRIDE_DEL))
+            parse_override_del(&args(DOTTED.del, &[]), DOTTED.del).map(|_| ()),
+            Err(ArgError::WrongArity(DOTTED.del))
         );
     }
 
@@ -938,13 +1094,22 @@ mod tests {
             [Algorithm::Fixed, Algorithm::Sliding, Algorithm::Token]
         );
         assert_eq!(
-            call.clauses.iter().map(|c| c.key).collect::<Vec<_>>(),
+            call.clauses.iter().map(|c| c.key.pos).collect::<Vec<_>>(),
             [2, 7, 14]
         );
         // An option's value may be a clause word: it is taken as the value.
-        assert_eq!(call.clauses[2].override_key, Some(20));
-        assert!(call.clauses[0].aligned && call.clauses[1].approx);
-        assert_eq!((call.clauses[1].cost, call.clauses[2].burst), (2, Some(9)));
+        let okey = call.clauses[2].okey.map(|o| (o.pos, o.bytes().to_vec()));
+        assert_eq!(okey, Some((20, b"FIXED".to_vec())));
+        assert!(matches!(
+            call.clauses[0].limit,
+            Limit::Fixed(FixedParams { aligned: true, .. })
+        ));
+        assert!(matches!(call.clauses[1].limit, Limit::Approx(_)));
+        assert!(matches!(
+            call.clauses[2].limit,
+            Limit::Token(TokenParams { capacity: 9, .. })
+        ));
+        assert_eq!(call.clauses[1].cost, 2);
 
         let cases: &[(&[&str], ArgError)] = &[
             (&[], ArgError::NoClause),
@@ -1006,6 +1171,18 @@ mod tests {
         );
     }
 
+    #[test]
+    fn malformed_calls_still_name_the_keys_they_can_find() {
+        let all = args(
+            "RL.ALL",
+            &["FIXED", "k1", "x", "y", "OVERRIDE", "o", "token", "k2"],
+        );
+        assert_eq!(find_keys(&all, true), [(2, true), (6, false), (8, true)]);
+        let single = args("RL.FIXED", &["k", "x"]);
+        assert_eq!(find_keys(&single, false), [(1, true)]);
+        assert_eq!(find_keys(&args("RL.ALL", &["FIXED"]), true), []);
+    }
+
     proptest! {
         #[test]
         fn arbitrary_argv_never_panics(argv in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..12), 0..10), trusted in any::<bool>()) {
@@ -1014,8 +1191,8 @@ mod tests {
             let _ = parse_limiter(Algorithm::Token, &slices, trusted);
             let _ = parse_limiter(Algorithm::Sliding, &slices, trusted);
             let _ = parse_all(&slices, trusted);
-            let _ = parse_override_set(&slices, trusted);
-            let _ = parse_override_list(&slices);
+            let _ = parse_override_set(&slices, trusted, DOTTED.set);
+            let _ = parse_override_list(&slices, DOTTED.list);
         }
     }
 }

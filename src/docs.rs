@@ -1,0 +1,357 @@
+//! Redis 7 command metadata as data: what `COMMAND DOCS` and `COMMAND
+//! INFO` show (summary, complexity, arguments) and each command's key
+//! specs. The server shim attaches it at load.
+
+use crate::request::Algorithm;
+use redis_module::raw;
+use std::ffi::CStr;
+use std::os::raw::c_int;
+/// How a command finds one of its keys.
+#[derive(Clone, Copy)]
+pub enum KeyAt {
+    /// A fixed argv index.
+    Index(c_int),
+    /// The argument after the first `keyword` at or after argv index `from`.
+    AfterKeyword(&'static CStr, c_int),
+    /// Every argument from this argv index to the end.
+    AllFrom(c_int),
+}
+
+/// A key the command touches, with Redis's access flags for it.
+#[derive(Clone, Copy)]
+pub struct KeySpec {
+    pub at: KeyAt,
+    pub flags: u32,
+}
+
+pub const LIMITER_KEY: u32 =
+    raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_ACCESS | raw::REDISMODULE_CMD_KEY_UPDATE;
+pub const OVERRIDE_KEY: u32 = raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS;
+
+#[derive(Clone, Copy)]
+pub enum ArgKind {
+    Key(c_int),
+    Integer,
+    String,
+    /// A bare option word such as PEEK.
+    Flag,
+}
+
+#[derive(Clone, Copy)]
+pub struct Arg {
+    pub name: &'static CStr,
+    pub kind: ArgKind,
+    pub token: Option<&'static CStr>,
+    pub optional: bool,
+    pub summary: &'static CStr,
+}
+
+pub struct CommandDoc {
+    pub name: &'static CStr,
+    /// The ACL categories its flags imply; `ratelimit` is added where the
+    /// server supports module categories.
+    pub acl: &'static str,
+    pub summary: &'static CStr,
+    pub complexity: &'static CStr,
+    pub arity: c_int,
+    pub keys: &'static [KeySpec],
+    pub args: &'static [Arg],
+}
+
+/// The key specs every single-limiter command shares: its key at argv 1
+/// and an optional override key after the OVERRIDE keyword.
+pub const LIMITER_KEYS: &[KeySpec] = &[
+    KeySpec {
+        at: KeyAt::Index(1),
+        flags: LIMITER_KEY,
+    },
+    KeySpec {
+        at: KeyAt::AfterKeyword(c"OVERRIDE", 4),
+        flags: OVERRIDE_KEY,
+    },
+];
+
+pub const KEY_ARG: Arg = Arg {
+    name: c"key",
+    kind: ArgKind::Key(0),
+    token: None,
+    optional: false,
+    summary: c"The limiter's key.",
+};
+
+pub const WINDOW_ARG: Arg = Arg {
+    name: c"window",
+    kind: ArgKind::String,
+    token: None,
+    optional: false,
+    summary: c"An integer with an optional unit ms, s, m, h or d (bare is seconds), 1ms to 3650d.",
+};
+
+pub const COST_ARG: Arg = Arg {
+    name: c"cost",
+    kind: ArgKind::Integer,
+    token: Some(c"COST"),
+    optional: true,
+    summary: c"Units this call consumes, 1 to 2^50, default 1.",
+};
+
+pub const OVERRIDE_ARG: Arg = Arg {
+    name: c"okey",
+    kind: ArgKind::Key(1),
+    token: Some(c"OVERRIDE"),
+    optional: true,
+    summary: c"Key of an override whose values replace this call's.",
+};
+
+pub const PEEK_ARG: Arg = Arg {
+    name: c"peek",
+    kind: ArgKind::Flag,
+    token: Some(c"PEEK"),
+    optional: true,
+    summary: c"Answer as if the call were made, changing nothing.",
+};
+
+pub const FIXED: CommandDoc = CommandDoc {
+    name: c"RL.FIXED",
+    acl: "write fast",
+    summary: c"Counts a call against a fixed-window limit and says whether it is admitted.",
+    complexity: c"O(1)",
+    arity: -4,
+    keys: LIMITER_KEYS,
+    args: &[
+        KEY_ARG,
+        Arg {
+            name: c"limit",
+            kind: ArgKind::Integer,
+            token: None,
+            optional: false,
+            summary: c"Units admitted per window, 1 to 2^50.",
+        },
+        WINDOW_ARG,
+        Arg {
+            name: c"aligned",
+            kind: ArgKind::Flag,
+            token: Some(c"ALIGNED"),
+            optional: true,
+            summary: c"Windows start on multiples of the window in Unix time.",
+        },
+        COST_ARG,
+        OVERRIDE_ARG,
+        PEEK_ARG,
+    ],
+};
+
+pub const SLIDING: CommandDoc = CommandDoc {
+    name: c"RL.SLIDING",
+    acl: "write fast",
+    summary: c"Counts a call against a sliding-window limit (an exact log, or APPROX's two-window counter).",
+    complexity: c"O(1) amortized for an admitted call; a denied call reads the entries that must leave the window before it fits.",
+    arity: -4,
+    keys: LIMITER_KEYS,
+    args: &[
+        KEY_ARG,
+        Arg {
+            name: c"limit",
+            kind: ArgKind::Integer,
+            token: None,
+            optional: false,
+            summary: c"Units admitted in any window, 1 to 2^50.",
+        },
+        WINDOW_ARG,
+        Arg {
+            name: c"approx",
+            kind: ArgKind::Flag,
+            token: Some(c"APPROX"),
+            optional: true,
+            summary: c"Use the weighted two-window counter: constant memory, approximate.",
+        },
+        COST_ARG,
+        OVERRIDE_ARG,
+        PEEK_ARG,
+    ],
+};
+
+pub const TOKEN: CommandDoc = CommandDoc {
+    name: c"RL.TOKEN",
+    acl: "write fast",
+    summary:
+        c"Takes tokens from a continuously refilling bucket and says whether the call is admitted.",
+    complexity: c"O(1)",
+    arity: -4,
+    keys: LIMITER_KEYS,
+    args: &[
+        KEY_ARG,
+        Arg {
+            name: c"rate",
+            kind: ArgKind::Integer,
+            token: None,
+            optional: false,
+            summary: c"Tokens refilled per window, 1 to 2^50.",
+        },
+        WINDOW_ARG,
+        Arg {
+            name: c"capacity",
+            kind: ArgKind::Integer,
+            token: Some(c"BURST"),
+            optional: true,
+            summary: c"Bucket size, 1 to 2^50; default the rate. The bucket starts full.",
+        },
+        COST_ARG,
+        OVERRIDE_ARG,
+        PEEK_ARG,
+    ],
+};
+
+pub const ALL: CommandDoc = CommandDoc {
+    name: c"RL.ALL",
+    acl: "write fast",
+    summary: c"Checks several limits in one atomic step: admitted only if all admit, and then all record the call.",
+    complexity: c"O(N) where N is the number of clauses (each clause as its own command).",
+    arity: -2,
+    // Keys are reported through the getkeys API: clauses vary in length.
+    keys: &[],
+    args: &[Arg {
+        name: c"clause",
+        kind: ArgKind::String,
+        token: None,
+        optional: false,
+        summary: c"FIXED|SLIDING|TOKEN key amount window [options], repeatable; then optional PEEK.",
+    }],
+};
+
+const OKEY_ARG: Arg = Arg {
+    name: c"okey",
+    kind: ArgKind::Key(0),
+    token: None,
+    optional: false,
+    summary: c"The override's key.",
+};
+
+pub const OVERRIDE_SET: CommandDoc = CommandDoc {
+    name: c"RL.OVERRIDE.SET",
+    acl: "write fast",
+    summary: c"Stores an override whose limit, window and burst replace those of limiter calls naming it.",
+    complexity: c"O(1)",
+    arity: -4,
+    keys: &[KeySpec {
+        at: KeyAt::Index(1),
+        flags: raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE,
+    }],
+    args: &[
+        OKEY_ARG,
+        Arg {
+            name: c"limit",
+            kind: ArgKind::Integer,
+            token: None,
+            optional: false,
+            summary: c"The limit (TOKEN: rate), 1 to 2^50.",
+        },
+        Arg {
+            name: c"window",
+            kind: ArgKind::String,
+            token: None,
+            optional: false,
+            summary: c"An integer with an optional unit ms, s, m, h or d (bare is seconds), 1ms to 3650d.",
+        },
+        Arg {
+            name: c"capacity",
+            kind: ArgKind::Integer,
+            token: Some(c"BURST"),
+            optional: true,
+            summary: c"TOKEN's bucket size; default the limit.",
+        },
+        Arg {
+            name: c"duration",
+            kind: ArgKind::String,
+            token: Some(c"TTL"),
+            optional: true,
+            summary: c"How long the override lives; without it, until deleted.",
+        },
+    ],
+};
+
+pub const OVERRIDE_GET: CommandDoc = CommandDoc {
+    name: c"RL.OVERRIDE.GET",
+    acl: "read fast",
+    summary: c"Returns an override as [limit, window_ms, burst, ttl_ms], or nil.",
+    complexity: c"O(1)",
+    arity: 2,
+    keys: &[KeySpec {
+        at: KeyAt::Index(1),
+        flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS,
+    }],
+    args: &[OKEY_ARG],
+};
+
+pub const OVERRIDE_DEL: CommandDoc = CommandDoc {
+    name: c"RL.OVERRIDE.DEL",
+    acl: "write fast",
+    summary: c"Deletes overrides and returns how many were deleted.",
+    complexity: c"O(N) where N is the number of keys",
+    arity: -2,
+    keys: &[KeySpec {
+        at: KeyAt::AllFrom(1),
+        flags: raw::REDISMODULE_CMD_KEY_RM | raw::REDISMODULE_CMD_KEY_DELETE,
+    }],
+    args: &[Arg {
+        name: c"okey",
+        kind: ArgKind::Key(0),
+        token: None,
+        optional: false,
+        summary: c"Override keys; repeatable.",
+    }],
+};
+
+pub const OVERRIDE_LIST: CommandDoc = CommandDoc {
+    name: c"RL.OVERRIDE.LIST",
+    acl: "read slow",
+    summary: c"Iterates this node's overrides with SCAN's cursor contract.",
+    complexity: c"O(1) for every call. O(N) for a complete iteration, N the number of keys.",
+    arity: -2,
+    keys: &[],
+    args: &[
+        Arg {
+            name: c"cursor",
+            kind: ArgKind::Integer,
+            token: None,
+            optional: false,
+            summary: c"0 to start; then the cursor the previous call returned.",
+        },
+        Arg {
+            name: c"pattern",
+            kind: ArgKind::String,
+            token: Some(c"MATCH"),
+            optional: true,
+            summary: c"Only keys matching this glob pattern.",
+        },
+        Arg {
+            name: c"count",
+            kind: ArgKind::Integer,
+            token: Some(c"COUNT"),
+            optional: true,
+            summary: c"How many keys to examine per call (a hint, as in SCAN).",
+        },
+    ],
+};
+
+/// The container `RL.OVERRIDE` itself: its subcommands carry the details.
+pub const OVERRIDE: CommandDoc = CommandDoc {
+    name: c"RL.OVERRIDE",
+    acl: "",
+    summary: c"Manages overrides: SET, GET, DEL and LIST.",
+    complexity: c"Depends on the subcommand.",
+    arity: -2,
+    keys: &[],
+    args: &[],
+};
+
+impl Algorithm {
+    /// This limiter command's metadata.
+    pub fn doc(self) -> &'static CommandDoc {
+        match self {
+            Algorithm::Fixed => &FIXED,
+            Algorithm::Sliding => &SLIDING,
+            Algorithm::Token => &TOKEN,
+        }
+    }
+}

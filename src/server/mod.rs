@@ -1,0 +1,397 @@
+//! The server shim: librl's only contact with the server. Every raw FFI
+//! call lives in this room, made once: the clock, the command entry point
+//! and its arguments, replies, replication, the getkeys API, SCAN, keys
+//! (`key.rs`) and registration with command metadata (`register.rs`).
+
+mod key;
+pub mod register;
+
+pub use key::{Access, Key, Patch, Value};
+
+use crate::error::RlError;
+use redis_module::{raw, CallOptionsBuilder, CallReply, CallResult, Context};
+use std::ffi::{CStr, CString};
+use std::marker::PhantomData;
+use std::os::raw::{c_int, c_long, c_longlong};
+
+/// The running command's context, valid for `'a`.
+#[derive(Clone, Copy)]
+pub struct Ctx<'a> {
+    raw: *mut raw::RedisModuleCtx,
+    _call: PhantomData<&'a ()>,
+}
+
+impl Ctx<'_> {
+    fn raw(self) -> *mut raw::RedisModuleCtx {
+        self.raw
+    }
+
+    /// The crate's safe wrapper, for the few calls made through it.
+    fn context(self) -> Context {
+        Context::new(self.raw)
+    }
+
+    /// True when this call arrives over the replication link or from the
+    /// AOF: then the primary has already decided, with its own clock.
+    pub fn is_replayed(self) -> bool {
+        // SAFETY: the context is the running command's.
+        let flags = unsafe { raw::RedisModule_GetContextFlags.map_or(0, |f| f(self.raw)) };
+        let replayed = raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING;
+        flags & replayed as c_int != 0
+    }
+
+    /// True when the server asks only which arguments are keys.
+    pub fn is_keys_request(self) -> bool {
+        // SAFETY: as above.
+        unsafe { raw::RedisModule_IsKeysPositionRequest.is_some_and(|f| f(self.raw) != 0) }
+    }
+
+    pub fn log_warning(self, message: &str) {
+        self.context().log_warning(message);
+    }
+}
+
+/// The server's clock in Unix milliseconds. The only clock librl reads.
+pub fn now_ms() -> u64 {
+    // SAFETY: RedisModule_Milliseconds takes no arguments and is set by
+    // RedisModule_Init before any command can run.
+    let ms = unsafe { raw::RedisModule_Milliseconds.map_or(0, |f| f()) };
+    u64::try_from(ms).unwrap_or(0)
+}
+
+/// One argument of the running command: the server's object and its bytes.
+pub struct Arg {
+    raw: *mut raw::RedisModuleString,
+    ptr: *const u8,
+    len: usize,
+}
+
+impl Arg {
+    fn new(raw: *mut raw::RedisModuleString) -> Arg {
+        let mut len = 0usize;
+        // SAFETY: raw is an argument of the running command; its bytes live
+        // as long as it does.
+        let ptr =
+            unsafe { raw::RedisModule_StringPtrLen.map_or(std::ptr::null(), |f| f(raw, &mut len)) };
+        Arg {
+            raw,
+            ptr: ptr.cast::<u8>(),
+            len: if ptr.is_null() { 0 } else { len },
+        }
+    }
+
+    fn raw(&self) -> *mut raw::RedisModuleString {
+        self.raw
+    }
+}
+
+impl AsRef<[u8]> for Arg {
+    fn as_ref(&self) -> &[u8] {
+        if self.ptr.is_null() {
+            return &[];
+        }
+        // SAFETY: the server guarantees `len` bytes at `ptr` for as long as
+        // the argument lives, which outlives every borrow of `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+/// One running command: its context and arguments (argv[0] is its name).
+#[derive(Clone, Copy)]
+pub struct Call<'a> {
+    pub ctx: Ctx<'a>,
+    pub args: &'a [Arg],
+    argv: &'a [*mut raw::RedisModuleString],
+}
+
+/// Commands up to this many arguments are served without allocating.
+const STACK_ARGS: usize = 24;
+
+/// A command's body, run by `entry`.
+pub trait Entry {
+    fn run(call: Call<'_>);
+}
+
+/// The `extern "C"` function the server calls for command `E`: reads argv
+/// as a slice (no copies of the arguments) and runs `E` on it.
+///
+/// # Safety
+/// Called by the server with a live context and `argc` arguments at `argv`.
+pub unsafe extern "C" fn entry<E: Entry>(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    let argc = usize::try_from(argc).unwrap_or(0);
+    let argv: &[*mut raw::RedisModuleString] = if argv.is_null() || argc == 0 {
+        &[]
+    } else {
+        // SAFETY: the server passes argc valid argument pointers.
+        unsafe { std::slice::from_raw_parts(argv, argc) }
+    };
+    let ctx = Ctx {
+        raw: ctx,
+        _call: PhantomData,
+    };
+    if argv.len() <= STACK_ARGS {
+        let mut buf: [Arg; STACK_ARGS] = std::array::from_fn(|_| Arg {
+            raw: std::ptr::null_mut(),
+            ptr: std::ptr::null(),
+            len: 0,
+        });
+        for (slot, &a) in buf.iter_mut().zip(argv) {
+            *slot = Arg::new(a);
+        }
+        let args = buf.get(..argv.len()).unwrap_or_default();
+        E::run(Call { ctx, args, argv });
+    } else {
+        let args: Vec<Arg> = argv.iter().map(|&a| Arg::new(a)).collect();
+        E::run(Call {
+            ctx,
+            args: &args,
+            argv,
+        });
+    }
+    raw::REDISMODULE_OK as c_int
+}
+
+impl<'a> Call<'a> {
+    /// The same call seen from its subcommand: argv[0] becomes the
+    /// subcommand's name (`RL.OVERRIDE SET okey ...` reads as `SET okey ...`).
+    pub fn subcommand(self) -> Call<'a> {
+        Call {
+            ctx: self.ctx,
+            args: self.args.get(1..).unwrap_or_default(),
+            argv: self.argv.get(1..).unwrap_or_default(),
+        }
+    }
+
+    /// Propagates the running call as it came, plus `NOW now`: the client's
+    /// own argument objects are passed, so nothing is copied.
+    pub fn replicate_with_now(self, command: &CStr, now: u64) {
+        let args = self.argv.get(1..).unwrap_or_default();
+        let now = c_longlong::try_from(now).unwrap_or(c_longlong::MAX);
+        // SAFETY: the format "vcl" takes (array, count), a C string and a
+        // long long, matching the arguments; all live for the call.
+        unsafe {
+            if let Some(replicate) = raw::RedisModule_Replicate {
+                replicate(
+                    self.ctx.raw(),
+                    command.as_ptr(),
+                    c"vcl".as_ptr(),
+                    args.as_ptr(),
+                    args.len(),
+                    c"NOW".as_ptr(),
+                    now,
+                );
+            }
+        }
+    }
+
+    /// Propagates the running call exactly as it came (a replayed call
+    /// already carries the primary's NOW).
+    pub fn replicate_verbatim(self) {
+        // SAFETY: the context is the running command's.
+        unsafe {
+            if let Some(verbatim) = raw::RedisModule_ReplicateVerbatim {
+                verbatim(self.ctx.raw());
+            }
+        }
+    }
+
+    /// Propagates `command args...` in place of the call that ran.
+    pub fn replicate(self, command: &str, args: &[&[u8]]) {
+        self.ctx.context().replicate(command, args);
+    }
+
+    /// Answers a getkeys request: argv[`pos`] is a key, written too if
+    /// `written`, else only read (so ACL read-only key patterns apply).
+    pub fn declare_key(self, pos: usize, written: bool) {
+        let Ok(pos) = c_int::try_from(pos) else {
+            return;
+        };
+        let flags = if written {
+            raw::REDISMODULE_CMD_KEY_RW
+                | raw::REDISMODULE_CMD_KEY_ACCESS
+                | raw::REDISMODULE_CMD_KEY_UPDATE
+        } else {
+            raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS
+        };
+        // SAFETY: the context is a getkeys request and pos indexes its argv.
+        unsafe {
+            if let Some(with_flags) = raw::RedisModule_KeyAtPosWithFlags {
+                with_flags(self.ctx.raw(), pos, flags as c_int);
+            } else if let Some(plain) = raw::RedisModule_KeyAtPos {
+                plain(self.ctx.raw(), pos);
+            }
+        }
+    }
+
+    pub fn open(self, name: &'a Arg, access: Access) -> Key<'a> {
+        Key::open(self.ctx, name, access)
+    }
+
+    /// Opens a key named by bytes the server did not pass as an argument
+    /// (SCAN's results).
+    pub fn open_named(self, name: &'a OwnedName, access: Access) -> Key<'a> {
+        Key::open_raw(self.ctx, name.raw, access)
+    }
+
+    /// Replies a limiter's integers without building an intermediate value.
+    pub fn reply_integers(self, values: &[i64]) {
+        self.reply_array(values.len());
+        for &v in values {
+            self.reply_integer(v);
+        }
+    }
+
+    /// Opens an array reply of `len` elements, to be followed by `len` replies.
+    pub fn reply_array(self, len: usize) {
+        // SAFETY: the context is the running command's; the caller replies
+        // `len` elements next.
+        unsafe {
+            if let Some(array) = raw::RedisModule_ReplyWithArray {
+                array(self.ctx.raw(), c_long::try_from(len).unwrap_or(c_long::MAX));
+            }
+        }
+    }
+
+    pub fn reply_integer(self, value: i64) {
+        // SAFETY: the context is the running command's.
+        unsafe {
+            if let Some(int) = raw::RedisModule_ReplyWithLongLong {
+                int(self.ctx.raw(), value);
+            }
+        }
+    }
+
+    pub fn reply_null(self) {
+        // SAFETY: as above.
+        unsafe {
+            if let Some(null) = raw::RedisModule_ReplyWithNull {
+                null(self.ctx.raw());
+            }
+        }
+    }
+
+    pub fn reply_ok(self) {
+        // SAFETY: as above; the string is a valid C string.
+        unsafe {
+            if let Some(simple) = raw::RedisModule_ReplyWithSimpleString {
+                simple(self.ctx.raw(), c"OK".as_ptr());
+            }
+        }
+    }
+
+    pub fn reply_bulk(self, bytes: &[u8]) {
+        // SAFETY: as above; `bytes` is valid for its length.
+        unsafe {
+            if let Some(bulk) = raw::RedisModule_ReplyWithStringBuffer {
+                bulk(self.ctx.raw(), bytes.as_ptr().cast(), bytes.len());
+            }
+        }
+    }
+
+    /// Replies an error; `message` starts with its code (`ERR`, `WRONGTYPE`).
+    pub fn reply_error(self, message: &str) {
+        // Messages are built from printable renderings, but a NUL would cut
+        // the C string: replace rather than fail.
+        let text = CString::new(message.replace('\0', "?")).unwrap_or_default();
+        // SAFETY: as above; text is a valid C string.
+        unsafe {
+            if let Some(error) = raw::RedisModule_ReplyWithError {
+                error(self.ctx.raw(), text.as_ptr());
+            }
+        }
+    }
+
+    /// One SCAN step over this node's string keys (every librl value is a
+    /// string): the next cursor and the keys found. Delegating to SCAN keeps
+    /// its cursor contract exactly, including across rehashing.
+    pub fn scan_strings(
+        self,
+        cursor: u64,
+        pattern: Option<&[u8]>,
+        count: Option<u64>,
+    ) -> Result<(u64, Vec<OwnedName>), RlError> {
+        let cursor = cursor.to_string();
+        let count = count.map(|c| c.to_string());
+        let mut args: Vec<&[u8]> = vec![cursor.as_bytes()];
+        if let Some(pattern) = pattern {
+            args.extend([b"MATCH".as_slice(), pattern]);
+        }
+        if let Some(count) = &count {
+            args.extend([b"COUNT".as_slice(), count.as_bytes()]);
+        }
+        args.extend([b"TYPE".as_slice(), b"string"]);
+        let options = CallOptionsBuilder::new().build();
+        let ctx = self.ctx.context();
+        let reply: CallResult = ctx.call_ext("SCAN", &options, args.as_slice());
+        let Ok(CallReply::Array(parts)) = reply else {
+            return Err(RlError::Internal("SCAN did not reply an array"));
+        };
+        let next = match parts.get(0) {
+            Some(Ok(CallReply::String(s))) => s.to_string().and_then(|s| s.parse().ok()),
+            _ => None,
+        };
+        let keys = match parts.get(1) {
+            Some(Ok(CallReply::Array(keys))) => keys
+                .iter()
+                .filter_map(|k| match k {
+                    Ok(CallReply::String(s)) => Some(OwnedName::new(self.ctx, s.as_bytes())),
+                    _ => None,
+                })
+                .collect(),
+            _ => return Err(RlError::Internal("SCAN's reply has no key array")),
+        };
+        let next = next.ok_or(RlError::Internal("SCAN's reply has no cursor"))?;
+        Ok((next, keys))
+    }
+}
+
+/// A key name the module created (from SCAN's reply), freed on drop.
+pub struct OwnedName {
+    ctx: *mut raw::RedisModuleCtx,
+    raw: *mut raw::RedisModuleString,
+    bytes: Vec<u8>,
+}
+
+impl OwnedName {
+    fn new(ctx: Ctx<'_>, bytes: &[u8]) -> OwnedName {
+        // SAFETY: the context is live; the bytes are copied by the server
+        // (names may hold NUL bytes: the length is explicit).
+        let raw = unsafe {
+            raw::RedisModule_CreateString.map_or(std::ptr::null_mut(), |f| {
+                f(ctx.raw(), bytes.as_ptr().cast(), bytes.len())
+            })
+        };
+        OwnedName {
+            ctx: ctx.raw(),
+            raw,
+            bytes: bytes.to_vec(),
+        }
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl Drop for OwnedName {
+    fn drop(&mut self) {
+        if self.raw.is_null() {
+            return;
+        }
+        // SAFETY: created by us with this context, freed once.
+        unsafe {
+            if let Some(free) = raw::RedisModule_FreeString {
+                free(self.ctx, self.raw);
+            }
+        }
+    }
+}
+
+/// Logs to the server log without a command context (panic hook).
+pub fn log_warning(message: &str) {
+    redis_module::logging::log_warning(message);
+}
