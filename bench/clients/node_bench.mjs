@@ -8,17 +8,16 @@
 //   node bench/clients/node_bench.mjs --module target/release/librl.so \
 //        --redis-server redis-server [--calls 2000]
 //
-// Uses clients/node's own dependencies (run `npm ci` there first) and its
-// build (dist/, built here with its tsc when missing). Starts and stops its
-// own servers on free loopback ports.
-import { spawn } from "node:child_process";
+// Uses clients/node's own dependencies (run `npm ci` there first) and
+// builds its dist/ first. Starts and stops its own servers on free loopback
+// ports.
+import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { execFileSync } from "node:child_process";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, "..", "..");
@@ -38,12 +37,11 @@ if (!existsSync(MODULE)) throw new Error(`module not found: ${MODULE}`);
 if (!existsSync(path.join(pkgDir, "node_modules"))) {
   throw new Error(`run npm ci in ${pkgDir} first`);
 }
-if (!existsSync(path.join(pkgDir, "dist", "index.js"))) {
-  execFileSync(path.join(pkgDir, "node_modules", ".bin", "tsc"), ["-p", "tsconfig.build.json"], {
-    cwd: pkgDir,
-    stdio: "inherit",
-  });
-}
+// Always measure the current sources: (re)build dist/ (a few seconds).
+execFileSync(path.join(pkgDir, "node_modules", ".bin", "tsc"), ["-p", "tsconfig.build.json"], {
+  cwd: pkgDir,
+  stdio: "inherit",
+});
 const require = createRequire(path.join(pkgDir, "package.json"));
 const { Limiter } = require(path.join(pkgDir, "dist", "index.js"));
 const IORedis = require("ioredis");
