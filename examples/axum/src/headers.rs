@@ -15,7 +15,7 @@ pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-r
 
 /// The index of the reply a client most needs to see. Among denials, the
 /// longest wait (a cost no wait can fit first). When all admitted, the
-/// smallest share of its limit left (seed 004), then the later reset.
+/// smallest share of its limit left (as Forja reports), then the later reset.
 pub fn most_restrictive(replies: &[Decision]) -> Option<usize> {
     let denied = replies.iter().enumerate().filter(|(_, r)| !r.allowed);
     if let Some((i, _)) = denied.max_by_key(|(_, r)| r.retry_after) {

@@ -21,9 +21,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .init();
     let config = Config::from_env()?;
     let listen = std::env::var("LISTEN").unwrap_or_else(|_| "127.0.0.1:3000".into());
+    let redis = if config.cluster_nodes.is_empty() {
+        config.redis_url.clone()
+    } else {
+        format!("cluster {}", config.cluster_nodes.join(","))
+    };
     tracing::info!(
-        "redis {} (fail-{:?}), trusted proxies {:?}, loopback exempt: {}",
-        config.redis_url,
+        "redis {redis} (fail-{:?}), trusted proxies {:?}, loopback exempt: {}",
         config.fail_mode,
         config.trusted_proxies,
         config.exempt_loopback
