@@ -73,7 +73,13 @@ def main_cases(have_cell):
     """Every command of the main table, with the limits of a real API limit
     (100 per minute). With random keys over a keyspace of a million, every
     call is admitted, so each run measures the admitted path: read, decide,
-    write, expire, replicate, reply."""
+    write, expire, replicate, reply. Every key written lives 60 s, as the
+    floor's: a shorter life would let keys expire during a run (under
+    callgrind especially), leaving smaller tables and cheaper key work than
+    the floor's. So the token buckets are 1 per minute (one call leaves the
+    bucket a minute from full; `RL.TOKEN key 100 60` would leave it 0.6 s
+    from full, its key gone before the run ends), and RL.ALL's clauses are
+    one of each algorithm."""
     sha = {name: sha1(script_text(name)) for name in SCRIPTS}
     uuid_like = "0190b6f0-7c1a-7abc-8def-__rand_int__"  # 36 characters
     cases = [
@@ -90,17 +96,18 @@ def main_cases(have_cell):
              ["RL.SLIDING", "b:sliding:__rand_int__", "100", "60"]),
         Case("approx", "RL.SLIDING APPROX", "librl", "rl.sliding",
              ["RL.SLIDING", "b:approx:__rand_int__", "100", "60", "APPROX"]),
-        Case("token", "RL.TOKEN", "librl", "rl.token", ["RL.TOKEN", "b:token:__rand_int__", "100", "60"]),
+        Case("token", "RL.TOKEN", "librl", "rl.token",
+             ["RL.TOKEN", "b:token:__rand_int__", "1", "60"]),
         Case("all", "RL.ALL (3 clauses)", "librl", "rl.all",
-             ["RL.ALL", "FIXED", "b:all:s:__rand_int__", "50", "1s", "ALIGNED",
-              "FIXED", "b:all:m:__rand_int__", "500", "1m", "ALIGNED",
-              "TOKEN", "b:all:k:__rand_int__", "10000", "1d"], keys=3,
-             what="three keys: its floor is three floor calls"),
+             ["RL.ALL", "FIXED", "b:all:f:__rand_int__", "100", "60",
+              "SLIDING", "b:all:s:__rand_int__", "100", "60",
+              "TOKEN", "b:all:t:__rand_int__", "1", "60"], keys=3,
+             what="one clause of each algorithm, three keys: its floor is three floor calls"),
     ]
     if have_cell:
         cases.append(Case("cell", "CL.THROTTLE (redis-cell 0.2.2)", "peer", "cl.throttle",
-                          ["CL.THROTTLE", "b:cell:__rand_int__", "99", "100", "60"],
-                          what="the same bucket as RL.TOKEN: burst 99+1, 100 per 60 s"))
+                          ["CL.THROTTLE", "b:cell:__rand_int__", "0", "1", "60"],
+                          what="the same bucket as RL.TOKEN: max_burst 0 (capacity 1), 1 per 60 s"))
     cases += [
         Case("lua_fixed", "Lua fixed window", "lua", "evalsha",
              ["EVALSHA", sha["fixed_window"], "1", "b:lfixed:__rand_int__", "100", "60", "1"]),
@@ -109,7 +116,7 @@ def main_cases(have_cell):
         Case("lua_approx", "Lua two-window counter", "lua", "evalsha",
              ["EVALSHA", sha["sliding_counter"], "1", "b:lapprox:__rand_int__", "60000", "100", "1"]),
         Case("lua_token", "Lua hash token bucket", "lua", "evalsha",
-             ["EVALSHA", sha["token_bucket"], "1", "b:ltoken:__rand_int__", "100", "60000", "100", "1"]),
+             ["EVALSHA", sha["token_bucket"], "1", "b:ltoken:__rand_int__", "1", "60000", "1", "1"]),
     ]
     return cases
 
@@ -135,9 +142,16 @@ def phase_throughput(modules, cases, rounds, calls):
         server.stop()
 
 
+def lua_ins_calls(calls):
+    """Calls per Lua script under callgrind: a script is 5-7 times a librl
+    call and judged by no target, so a tenth of the calls does."""
+    return max(200, calls // 10)
+
+
 def phase_instructions(modules, cases, calls, keep=None):
     return instructions.run(
-        modules, [(c.id, c.command) for c in cases], calls, KEYSPACE, CLIENTS, PIPELINE,
+        modules, [(c.id, c.command, lua_ins_calls(calls) if c.kind == "lua" else calls) for c in cases],
+        calls, KEYSPACE, CLIENTS, PIPELINE,
         setup=load_scripts, keep=keep, log=log,
     )
 
@@ -238,7 +252,8 @@ def report(data):
       f"commit {meta['commit']}, module `{os.path.relpath(meta['module'], ROOT)}`, {meta['redis']}, "
       f"{meta['cpu']} ({meta['cores']} cores), "
       f"redis-benchmark -c {CLIENTS} -P {PIPELINE} -n {meta['calls']:,} per timed run, "
-      f"{meta['rounds']} interleaved rounds, {meta['ins_calls']:,} calls per case under callgrind; "
+      f"{meta['rounds']} interleaved rounds, {meta['ins_calls']:,} calls per command under callgrind "
+      f"({lua_ins_calls(meta['ins_calls']):,} per Lua script); "
       f"the whole run took {meta['seconds']:.0f} s.")
     w("")
     w("## Against the floor and the peer")
@@ -246,7 +261,8 @@ def report(data):
     w("Every command in one `redis-server` (librl, the floor module `bench/floor`"
       + (", redis-cell 0.2.2" if have_cell else "") + " and the Lua scripts loaded together), "
       f"random keys over a keyspace of {KEYSPACE:,}, so every call is admitted and creates or updates "
-      "its key. **Instructions** are callgrind's count inside Redis's `call()` per command (the "
+      "its key, which lives 60 s like the floor's (FIXED and SLIDING 100 per minute; the token buckets 1 per "
+      "minute, as `RL.TOKEN key 100 60` would leave its key only 0.6 s to live). **Instructions** are callgrind's count inside Redis's `call()` per command (the "
       "stable measure). **µs** is `usec_per_call` of INFO commandstats (the server's own time, no "
       "networking), the median over the rounds; its ratios are the median of each round's ratio. "
       "The floor is `FLOOR.WRITE`: the key work a limiter call must do through the module API and "
@@ -337,7 +353,7 @@ def report(data):
     w("## The pure algorithms (ns per decision)")
     w("")
     w("`bench/core`: each algorithm's `decide` from the `librl-core` crate outside Redis, median of 7 runs "
-      "of a million calls, `now` advancing 1 ms per call, every admitted call's new state kept (in memory, "
+      "of 500,000 calls, `now` advancing 1 ms per call, every admitted call's new state kept (in memory, "
       "not the module's byte layout). What a call costs in the server, layout included, is the table above.")
     w("")
     w(data["cores"])
@@ -590,8 +606,8 @@ def build_modules():
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--calls", type=int, default=50_000, help="calls per timed redis-benchmark run")
-    ap.add_argument("--ins-calls", type=int, default=10_000, help="calls per case under callgrind")
+    ap.add_argument("--calls", type=int, default=30_000, help="calls per timed redis-benchmark run")
+    ap.add_argument("--ins-calls", type=int, default=5_000, help="calls per case under callgrind")
     ap.add_argument("--quick", action="store_true",
                     help="a smoke run: few calls, no 1,000,000-entry logs; results not written to bench/results")
     ap.add_argument("--skip-clients", action="store_true", help="leave out the client packages' rows")

@@ -32,7 +32,8 @@ def dump_total(path):
 
 
 def run(modules, cases, calls, keyspace, clients, pipeline, setup=None, keep=None, log=print):
-    """cases: [(id, command)]. Returns {id: instructions per call}; with
+    """cases: [(id, command)] or [(id, command, calls)] (calls for that case
+    instead of `calls`). Returns {id: instructions per call}; with
     `keep` (a directory), the dumps stay there as `<id>.callgrind`.
     `setup(conn)` runs once after the server starts (e.g. SCRIPT LOAD)."""
     cg_dir = tempfile.mkdtemp(prefix="librl-callgrind-")
@@ -48,15 +49,16 @@ def run(modules, cases, calls, keyspace, clients, pipeline, setup=None, keep=Non
         conn = server.conn()
         if setup:
             setup(conn)
-        for cid, command in cases:
+        for cid, command, *own in cases:
+            n = own[0] if own else calls
             # A warm-up run of the same command first, so each case starts
             # from the allocator and table state its own calls leave (not
             # what the case before it left), then the counted run.
             conn.call("FLUSHALL", "SYNC")
-            redis_benchmark(server.port, command, max(100, calls // 5), keyspace, clients, pipeline)
+            redis_benchmark(server.port, command, max(100, n // 5), keyspace, clients, pipeline)
             conn.call("FLUSHALL", "SYNC")
             subprocess.run(["callgrind_control", "--zero", str(server.proc.pid)], check=True, capture_output=True)
-            redis_benchmark(server.port, command, calls, keyspace, clients, pipeline)
+            redis_benchmark(server.port, command, n, keyspace, clients, pipeline)
             before = set(glob.glob(out_file + ".*"))
             subprocess.run(["callgrind_control", f"--dump={cid}", str(server.proc.pid)], check=True,
                            capture_output=True)
@@ -77,11 +79,11 @@ def run(modules, cases, calls, keyspace, clients, pipeline, setup=None, keep=Non
                     time.sleep(0.1)
             else:
                 total = dump_total(dump)
-            per_call[cid] = total / calls
+            per_call[cid] = total / n
             if keep:
                 os.makedirs(keep, exist_ok=True)
                 shutil.move(dump, os.path.join(keep, f"{cid}.callgrind"))
-            log(f"instructions {cid:<16} {total / calls:>9,.0f} per call")
+            log(f"instructions {cid:<16} {total / n:>9,.0f} per call ({n:,} calls)")
         conn.close()
     finally:
         if server:

@@ -412,14 +412,32 @@ CLIENT_SCRIPTS = [
 CLIENT_TIMEOUT = 300
 
 
+BUILD_TIMEOUT = 900
+
+
 def client_command(kind, path):
     if kind == "python":
         venv = os.path.join(ROOT, ".deps", "venv", "bin", "python")
         return [venv if os.path.exists(venv) else "python3", path]
     if kind == "node":
         return ["node", path]
-    return ["cargo", "run", "--release", "--quiet", "--manifest-path", path,
-            "--target-dir", os.path.join(ROOT, "target"), "--"]
+    # The crate's own target dir (its own lock and dependencies).
+    return ["cargo", "run", "--release", "--quiet", "--manifest-path", path, "--"]
+
+
+def run_group(cmd, timeout):
+    """Runs cmd in its own process group; on timeout the whole group (cargo
+    and its rustc children, a script and its servers) is killed.
+    Returns (returncode, stdout, stderr), returncode None on timeout."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        return proc.returncode, out, err
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        out, err = proc.communicate()
+        return None, out, err
 
 
 def parse_client_output(out):
@@ -451,21 +469,28 @@ def phase_clients(module, redis_server):
             results.append({"package": name, "status": "not present", "script": f"bench/clients/{rel}"})
             continue
         cmd = client_command(kind, path) + ["--module", module, "--redis-server", redis_server]
-        started = time.monotonic()
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CLIENT_TIMEOUT, cwd=ROOT)
-        except subprocess.TimeoutExpired:
-            log(f"clients: {name}: no result within {CLIENT_TIMEOUT} s")
-            results.append({"package": name, "status": f"timed out after {CLIENT_TIMEOUT} s"})
-            continue
+            if kind == "cargo":
+                # Built first, apart from the timed run (a first build takes minutes).
+                log(f"clients: {name}: building bench/clients/{rel} (release)")
+                code, out, err = run_group(["cargo", "build", "--release", "--quiet", "--manifest-path", path],
+                                           BUILD_TIMEOUT)
+                if code != 0:
+                    why = "build timed out" if code is None else f"build failed (exit {code})"
+                    log(f"clients: {name}: {why}: {err.strip()[-500:]}")
+                    results.append({"package": name, "status": why, "script": f"bench/clients/{rel}"})
+                    continue
+            started = time.monotonic()
+            code, out, err = run_group(cmd, CLIENT_TIMEOUT)
         except OSError as e:
-            results.append({"package": name, "status": f"could not run: {e}"})
+            results.append({"package": name, "status": f"could not run: {e}", "script": f"bench/clients/{rel}"})
             continue
-        rows = parse_client_output(proc.stdout)
         seconds = time.monotonic() - started
-        if proc.returncode != 0 or not rows:
-            why = f"exit {proc.returncode}" if proc.returncode else "no JSON result"
-            log(f"clients: {name}: {why}: {(proc.stderr or proc.stdout).strip()[-500:]}")
+        rows = parse_client_output(out)
+        if code != 0 or not rows:
+            why = (f"no result within {CLIENT_TIMEOUT} s" if code is None
+                   else f"exit {code}" if code else "no JSON result")
+            log(f"clients: {name}: {why}: {(err or out).strip()[-500:]}")
             results.append({"package": name, "status": why, "script": f"bench/clients/{rel}"})
             continue
         for row in rows:

@@ -82,7 +82,7 @@ def tree(p, root, total, calls, min_share, depth=0, seen=None, expanded=None, ma
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--calls", type=int, default=10_000)
+    ap.add_argument("--calls", type=int, default=5_000)
     ap.add_argument("--out", default=os.path.join(bench.RESULTS, "profile.md"))
     args = ap.parse_args()
     started = time.monotonic()

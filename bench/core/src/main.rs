@@ -173,7 +173,7 @@ fn sliding_row(entries: u64, iters: u64) -> Row {
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
-    let iters = if quick { 100_000 } else { 1_000_000 };
+    let iters = if quick { 100_000 } else { 500_000 };
     let rows = [
         fixed_row(iters),
         sliding_row(10, iters),
