@@ -176,8 +176,24 @@ describe("new features, cluster", () => {
         }
         const errors = await cluster.perNode(async (a) => (await a.errorCount("MOVED")) + (await a.errorCount("ASK")));
         assert.deepEqual(errors, [0, 0, 0]);
-        const all = await rl.all([Sliding(`{${okeys[0]}}:a`, 5, 60, { refund: 1 }), Token(`{${okeys[0]}}:b`, 5, 60, { reserve: "1s" })]);
+      } finally {
+        await conn.close();
+      }
+    });
+
+    it(`${clientName}: REFUND, BLOCK and RESERVE clauses in RL.ALL on a cluster`, async () => {
+      const conn = await connectCluster(clientName, cluster.ports);
+      try {
+        const rl = new Limiter(conn.client);
+        const tag = `{opts:${clientName}:${process.pid}}`;
+        await rl.sliding(`${tag}:a`, 5, 60, { cost: 2 });
+        const all = await rl.all([
+          Sliding(`${tag}:a`, 5, 60, { refund: 1 }),
+          Token(`${tag}:b`, 5, 60, { reserve: "1s" }),
+          Fixed(`${tag}:c`, 5, 60, { block: "1m" }),
+        ]);
         assert.equal(all.allowed, true);
+        assert.equal(all.decisions[0]!.count, 1);
       } finally {
         await conn.close();
       }
