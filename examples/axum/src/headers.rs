@@ -50,7 +50,9 @@ pub fn write(headers: &mut HeaderMap, checks: &[Check<'_>], replies: &[Decision]
         .zip(replies)
         .map(|(check, reply)| policy_item(check, reply))
         .collect();
-    let (check, reply) = (&checks[worst], &replies[worst]);
+    let (Some(check), Some(reply)) = (checks.get(worst), replies.get(worst)) else {
+        return;
+    };
     let mut set = |name: HeaderName, value: String| {
         // Policy names are checked tokens and the rest are integers, so
         // every value is a valid header value.

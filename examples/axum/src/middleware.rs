@@ -143,18 +143,20 @@ impl RateLimitLayer {
             },
         };
         let Verdict { admitted, replies } = verdict;
-        let checks = &checks[..replies.len().min(checks.len())];
+        // One reply per check (a reply of another length is cut to match).
+        let n = replies.len().min(checks.len());
+        let (checks, replies) = (&checks[..n], &replies[..n]);
         let mut response = if admitted {
             call(inner, req).await
         } else {
             // The refusal names the most restrictive denying policy.
-            let worst = headers::most_restrictive(&replies).unwrap_or(0);
+            let worst = headers::most_restrictive(replies).unwrap_or(0);
             match (checks.get(worst), replies.get(worst)) {
                 (Some(check), Some(reply)) => problem::too_many_requests(check, reply),
                 _ => problem::limiter_unavailable(),
             }
         };
-        headers::write(response.headers_mut(), checks, &replies, admitted);
+        headers::write(response.headers_mut(), checks, replies, admitted);
         response
     }
 
