@@ -370,6 +370,10 @@ def report_life(w, life):
           "error). The rows appear by themselves once it does.")
         w("")
         return
+    if "error" in life:
+        w(f"The module takes RESERVE, but the runs failed: {life['error']}")
+        w("")
+        return
     runs = life["runs"]
     w(f"The same {phases.LIFE_KEYS:,} existing buckets in each run (same server, interleaved rounds), every "
       "call writing and replicating: plain admitted calls, reservations into the bucket's future, and "
@@ -381,6 +385,11 @@ def report_life(w, life):
         w(f"| {life['labels'][cid]} | {med(runs[cid]):.2f} | {med(runs[cid], 'rps'):,.0f} | "
           f"{ratio(runs[cid], runs['plain']):.2f}× | `{life['commands'][cid]}` |")
     w("")
+    probe = life.get("reserve_probe")
+    if isinstance(probe, list) and len(probe) > 2:
+        w(f"After the RESERVE runs, one more reservation on a bucket would wait {probe[2]:,} ms "
+          "(retry_after): the runs did take tokens from the future.")
+        w("")
     wait = life["wait"]
     if "error" in wait:
         w(f"WAIT lateness: not measured ({wait['error']}).")

@@ -376,16 +376,19 @@ def phase_life(module, rounds, calls):
             return None
         cases = life_cases()
         runs = {cid: [] for cid, _, _, _ in cases}
-        for r in range(rounds):
-            for cid, label, command, prepare in cases if r % 2 == 0 else cases[::-1]:
-                conn.call("FLUSHALL", "SYNC")
-                conn.pipeline(prepare(bench_key(command[1].split("__")[0], i)) for i in range(LIFE_KEYS))
-                usec, rps = timed_run(conn, server.port, "rl.token", command, calls, LIFE_KEYS, flush=False)
-                runs[cid].append({"usec_per_call": usec, "rps": rps})
-                log(f"round {r + 1}/{rounds} {label:<40} {usec:6.2f} µs/call {rps:>10,.0f} calls/s")
-        # The runs did what they say: a RESERVE call now waits, a REFUND
-        # call gave a token back.
-        probe = conn.call("RL.TOKEN", bench_key("b:reserve:", 0), "1000", "1d", "RESERVE", "3650d", "PEEK")
+        try:
+            for r in range(rounds):
+                for cid, label, command, prepare in cases if r % 2 == 0 else cases[::-1]:
+                    conn.call("FLUSHALL", "SYNC")
+                    conn.pipeline(prepare(bench_key(command[1].split("__")[0], i)) for i in range(LIFE_KEYS))
+                    usec, rps = timed_run(conn, server.port, "rl.token", command, calls, LIFE_KEYS, flush=False)
+                    runs[cid].append({"usec_per_call": usec, "rps": rps})
+                    log(f"round {r + 1}/{rounds} {label:<40} {usec:6.2f} µs/call {rps:>10,.0f} calls/s")
+            # What the RESERVE run left: the next call would wait this long.
+            probe = conn.call("RL.TOKEN", bench_key("b:reserve:", 0), "1000", "1d", "RESERVE", "3650d")
+        except (ReplyError, RuntimeError, subprocess.CalledProcessError) as e:
+            log(f"RESERVE/REFUND runs failed: {e}")
+            return {"error": str(e)}
         conn.close()
         try:
             wait = wait_lateness(server.conn, 10)

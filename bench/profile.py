@@ -107,7 +107,7 @@ def main():
     w = out.append
     w("# librl profile: where the instructions go (callgrind)")
     w("")
-    w(f"`make bench-profile`: redis-server 7.0.15 with librl, the floor module"
+    w("`make bench-profile`: redis-server 7.0.15 with librl, the floor module"
       + (" and redis-cell 0.2.2" if have_cell else "") + " loaded, under `valgrind --tool=callgrind "
       f"--toggle-collect=call` (only what runs inside Redis's `call()`, as commandstats times it), "
       f"{args.calls:,} calls per command from redis-benchmark (-c {bench.CLIENTS} -P {bench.PIPELINE}, random "
