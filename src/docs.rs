@@ -103,6 +103,38 @@ pub const OVERRIDE_ARG: Arg = Arg {
     summary: c"Key of an override whose values replace this call's.",
 };
 
+pub const REFUND_ARG: Arg = Arg {
+    name: c"refund",
+    kind: ArgKind::Integer,
+    token: Some(c"REFUND"),
+    optional: true,
+    summary: c"Instead of COST: give back up to n units this limiter recorded, newest first.",
+};
+
+pub const BLOCK_ARG: Arg = Arg {
+    name: c"block",
+    kind: ArgKind::String,
+    token: Some(c"BLOCK"),
+    optional: true,
+    summary: c"A denial starts a block this long (a duration): every call is denied until it ends.",
+};
+
+pub const RESERVE_ARG: Arg = Arg {
+    name: c"reserve",
+    kind: ArgKind::String,
+    token: Some(c"RESERVE"),
+    optional: true,
+    summary: c"Admit now if the tokens exist within this max wait (0 or a duration), queued first come first served; retry_after is the wait.",
+};
+
+pub const WAIT_ARG: Arg = Arg {
+    name: c"wait",
+    kind: ArgKind::String,
+    token: Some(c"WAIT"),
+    optional: true,
+    summary: c"RESERVE, and the server holds the reply until the reserved time.",
+};
+
 pub const PEEK_ARG: Arg = Arg {
     name: c"peek",
     kind: ArgKind::Flag,
@@ -136,6 +168,8 @@ pub const FIXED: CommandDoc = CommandDoc {
             summary: c"Windows start on multiples of the window in Unix time.",
         },
         COST_ARG,
+        REFUND_ARG,
+        BLOCK_ARG,
         OVERRIDE_ARG,
         PEEK_ARG,
     ],
@@ -166,6 +200,8 @@ pub const SLIDING: CommandDoc = CommandDoc {
             summary: c"Use the weighted two-window counter: constant memory, approximate.",
         },
         COST_ARG,
+        REFUND_ARG,
+        BLOCK_ARG,
         OVERRIDE_ARG,
         PEEK_ARG,
     ],
@@ -197,6 +233,10 @@ pub const TOKEN: CommandDoc = CommandDoc {
             summary: c"Bucket size, 1 to 2^50; default the rate. The bucket starts full.",
         },
         COST_ARG,
+        REFUND_ARG,
+        RESERVE_ARG,
+        WAIT_ARG,
+        BLOCK_ARG,
         OVERRIDE_ARG,
         PEEK_ARG,
     ],

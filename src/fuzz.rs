@@ -9,7 +9,8 @@ use crate::request::{
     parse_override_list, parse_override_set, Algorithm, DOTTED,
 };
 use crate::server::Value;
-use crate::state::{self, approx, fixed, overrides, sliding, token};
+use crate::request::{Action, Reserve};
+use crate::state::{self, approx, fixed, overrides, sliding, token, Step};
 use librl_core::approx::{ApproxParams, ApproxState};
 use librl_core::fixed::{FixedParams, FixedState};
 use librl_core::limit::Limit;
@@ -169,8 +170,30 @@ fn exercise_state(bytes: &[u8], now: u64, cost: u64) {
             window_ms: 10,
         }),
     ];
+    let actions = [
+        Action::Take {
+            cost,
+            reserve: None,
+        },
+        Action::Take {
+            cost,
+            reserve: Some(Reserve {
+                max_wait_ms: now % 5000,
+                wait: false,
+            }),
+        },
+        Action::Refund(cost),
+    ];
     for limit in &limits {
-        let _ = state::check(limit, Value::String(bytes), now, cost);
+        for action in actions {
+            let step = Step {
+                now,
+                action,
+                block_ms: Some(1 + now % 1000).filter(|_| now.is_multiple_of(3)),
+                peek: now.is_multiple_of(7),
+            };
+            let _ = state::check(limit, Value::String(bytes), &step);
+        }
     }
     let _ = overrides::load_override(Value::String(bytes));
 }

@@ -182,6 +182,16 @@ fn install_panic_hook() {
     }));
 }
 
+/// Unloading while clients wait would leave their timers pointing at
+/// freed code: refuse until every WAIT has replied.
+fn deinit(ctx: &Context) -> Status {
+    if server::waiting() > 0 {
+        ctx.log_warning("librl: clients are waiting on WAIT; refusing to unload");
+        return Status::Err;
+    }
+    Status::Ok
+}
+
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
     if check_module_args(ctx, args) == Status::Err {
         return Status::Err;
@@ -204,6 +214,7 @@ redis_module! {
     allocator: (Allocator, ALLOCATOR),
     data_types: [],
     init: init,
+    deinit: deinit,
     commands: [],
     configurations: [
         i64: [],

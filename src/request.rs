@@ -79,6 +79,8 @@ pub enum ArgError {
     BadAmount(&'static str),
     /// A window or duration that is not `<integer>[ms|s|m|h|d]` within range.
     BadDuration(&'static str),
+    /// A RESERVE/WAIT max_wait that is neither 0 nor a duration.
+    BadWait(&'static str),
     UnknownOption {
         command: &'static str,
         option: String,
@@ -89,6 +91,8 @@ pub enum ArgError {
         option: &'static str,
     },
     RepeatedOption(&'static str),
+    /// Two options that cannot be given together, such as COST and REFUND.
+    Exclusive(&'static str, &'static str),
     MissingValue(&'static str),
     /// A SCAN-style cursor that is not an unsigned 64-bit decimal.
     BadCursor,
@@ -117,6 +121,11 @@ impl fmt::Display for ArgError {
                 "ERR {name} must be a duration from 1ms to 3650d: a positive integer \
                  with an optional unit ms, s, m, h or d (bare integers are seconds)"
             ),
+            ArgError::BadWait(name) => write!(
+                f,
+                "ERR {name} must be 0 or a duration up to 3650d: a non-negative integer \
+                 with an optional unit ms, s, m, h or d (bare integers are seconds)"
+            ),
             ArgError::UnknownOption { command, option } => {
                 write!(f, "ERR unknown option '{option}' for {command}")
             }
@@ -125,6 +134,9 @@ impl fmt::Display for ArgError {
             }
             ArgError::RepeatedOption(option) => {
                 write!(f, "ERR option {option} is given more than once")
+            }
+            ArgError::Exclusive(a, b) => {
+                write!(f, "ERR options {a} and {b} cannot be given together")
             }
             ArgError::MissingValue(option) => write!(f, "ERR option {option} needs a value"),
             ArgError::BadCursor => write!(f, "ERR invalid cursor"),
@@ -209,14 +221,51 @@ impl<W: AsRef<[u8]>> KeyArg<'_, W> {
     }
 }
 
+/// What a clause does to its limiter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Consume `cost` units (COST, default 1), now or, with RESERVE/WAIT
+    /// (TOKEN), from the future.
+    Take { cost: u64, reserve: Option<Reserve> },
+    /// REFUND n: give back up to n units the limiter recorded.
+    Refund(u64),
+}
+
+/// RESERVE or WAIT `max_wait` on a TOKEN clause.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reserve {
+    pub max_wait_ms: u64,
+    /// WAIT: the server holds the reply until the reserved time.
+    pub wait: bool,
+}
+
+/// A RESERVE or WAIT `max_wait`: a duration as `parse_duration_ms` takes
+/// it, or 0 (admit only if no wait is needed).
+pub fn parse_wait_ms(arg: &[u8], name: &'static str) -> Result<u64, ArgError> {
+    let digits = arg.iter().take_while(|b| b.is_ascii_digit()).count();
+    let zero = arg.first() == Some(&b'0') && digits == 1;
+    if zero {
+        // "0" with or without a unit is no wait at all.
+        let unit = arg.get(1..).unwrap_or_default().to_ascii_lowercase();
+        return match unit.as_slice() {
+            b"" | b"ms" | b"s" | b"m" | b"h" | b"d" => Ok(0),
+            _ => Err(ArgError::BadWait(name)),
+        };
+    }
+    parse_duration_ms(arg, name).map_err(|_| ArgError::BadWait(name))
+}
+
 /// One limit to check: its key, the limit with only its algorithm's
-/// parameters, the call's cost and the key of its override, if any.
+/// parameters, what the call does to it, its BLOCK penalty and the key of
+/// its override, if any.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Clause<'a, W> {
     pub algorithm: Algorithm,
     pub key: KeyArg<'a, W>,
     pub limit: Limit,
-    pub cost: u64,
+    pub action: Action,
+    /// BLOCK duration: a denial starts a block this long.
+    pub block_ms: Option<u64>,
     pub okey: Option<KeyArg<'a, W>>,
 }
 
@@ -269,12 +318,12 @@ pub fn parse_all<W: AsRef<[u8]>>(argv: &[W], trusted: bool) -> Result<AllCall<'_
     let mut clauses: Vec<Clause<'_, W>> = Vec::new();
     let mut i = 1;
     while let Some(word) = argv.get(i).map(AsRef::as_ref) {
-        let upper = word.to_ascii_uppercase();
-        if let Some(algorithm) = Algorithm::from_word(&upper) {
+        let upper = Upper::of(word);
+        if let Some(algorithm) = Algorithm::from_word(upper.as_slice()) {
             let (clause, next) = parse_clause(algorithm, argv, i + 1, true, &mut flags)?;
             clauses.push(clause);
             i = next;
-        } else if flags.call_option(&upper, argv, &mut i)? {
+        } else if flags.call_option(upper.as_slice(), argv, &mut i)? {
             continue;
         } else {
             return Err(ArgError::UnknownClause(printable(word)));
@@ -366,19 +415,21 @@ fn parse_clause<'a, W: AsRef<[u8]>>(
     };
     let amount = parse_amount(amount.as_ref(), algorithm.amount_name())?;
     let window_ms = parse_duration_ms(window.as_ref(), "window")?;
-    let (mut aligned, mut approx, mut burst, mut cost, mut okey) = (false, false, None, 1, None);
+    let (mut aligned, mut approx, mut burst, mut okey) = (false, false, None, None);
+    let (mut cost, mut refund, mut block_ms, mut reserve) = (None, None, None, None);
     let mut seen = Seen::default();
     let mut i = start + 3;
     while let Some(word) = argv.get(i).map(AsRef::as_ref) {
-        let option = word.to_ascii_uppercase();
-        if in_all && Algorithm::from_word(&option).is_some() {
+        let upper = Upper::of(word);
+        let option = upper.as_slice();
+        if in_all && Algorithm::from_word(option).is_some() {
             break;
         }
-        if flags.call_option(&option, argv, &mut i)? {
+        if flags.call_option(option, argv, &mut i)? {
             continue;
         }
         i += 1;
-        match option.as_slice() {
+        match option {
             b"ALIGNED" if algorithm == Algorithm::Fixed => {
                 seen.once("ALIGNED")?;
                 aligned = true;
@@ -393,7 +444,25 @@ fn parse_clause<'a, W: AsRef<[u8]>>(
             }
             b"COST" => {
                 seen.once("COST")?;
-                cost = parse_amount(value(argv, &mut i, "COST")?, "COST")?;
+                cost = Some(parse_amount(value(argv, &mut i, "COST")?, "COST")?);
+            }
+            b"REFUND" => {
+                seen.once("REFUND")?;
+                refund = Some(parse_amount(value(argv, &mut i, "REFUND")?, "REFUND")?);
+            }
+            b"BLOCK" => {
+                seen.once("BLOCK")?;
+                block_ms = Some(parse_duration_ms(value(argv, &mut i, "BLOCK")?, "BLOCK")?);
+            }
+            b"RESERVE" | b"WAIT" if algorithm == Algorithm::Token => {
+                let (option, wait) = if option == b"WAIT" {
+                    ("WAIT", true)
+                } else {
+                    ("RESERVE", false)
+                };
+                seen.once(option)?;
+                let max_wait_ms = parse_wait_ms(value(argv, &mut i, option)?, option)?;
+                reserve = Some(Reserve { max_wait_ms, wait });
             }
             b"OVERRIDE" => {
                 seen.once("OVERRIDE")?;
@@ -425,6 +494,23 @@ fn parse_clause<'a, W: AsRef<[u8]>>(
             capacity: burst.unwrap_or(amount),
         }),
     };
+    for (a, b) in [
+        ("COST", "REFUND"),
+        ("RESERVE", "WAIT"),
+        ("REFUND", "RESERVE"),
+        ("REFUND", "WAIT"),
+    ] {
+        if seen.has(a) && seen.has(b) {
+            return Err(ArgError::Exclusive(a, b));
+        }
+    }
+    let action = match (refund, reserve) {
+        (Some(units), _) => Action::Refund(units),
+        (None, reserve) => Action::Take {
+            cost: cost.unwrap_or(1),
+            reserve,
+        },
+    };
     let key = KeyArg {
         word: key,
         pos: start,
@@ -433,7 +519,8 @@ fn parse_clause<'a, W: AsRef<[u8]>>(
         algorithm,
         key,
         limit,
-        cost,
+        action,
+        block_ms,
         okey,
     };
     Ok((clause, i))
@@ -450,10 +537,10 @@ pub fn find_keys<W: AsRef<[u8]>>(argv: &[W], all: bool) -> Vec<(usize, bool)> {
     }
     let mut i = 1;
     while let Some(word) = argv.get(i).map(AsRef::as_ref) {
-        let upper = word.to_ascii_uppercase();
-        let written = if all && Algorithm::from_word(&upper).is_some() {
+        let upper = Upper::of(word);
+        let written = if all && Algorithm::from_word(upper.as_slice()).is_some() {
             Some(true)
-        } else if upper == b"OVERRIDE" {
+        } else if upper.as_slice() == b"OVERRIDE" {
             Some(false)
         } else {
             None
@@ -616,8 +703,9 @@ fn value<'a, W: AsRef<[u8]>>(
 
 /// Options that belong to some librl command, to tell "wrong command"
 /// apart from "unknown".
-const KNOWN_OPTIONS: [&str; 9] = [
-    "ALIGNED", "APPROX", "BURST", "COST", "OVERRIDE", "PEEK", "TTL", "MATCH", "COUNT",
+const KNOWN_OPTIONS: [&str; 13] = [
+    "ALIGNED", "APPROX", "BURST", "COST", "OVERRIDE", "PEEK", "TTL", "MATCH", "COUNT", "REFUND",
+    "BLOCK", "RESERVE", "WAIT",
 ];
 
 fn foreign_option(command: &'static str, upper: &[u8], original: &[u8]) -> ArgError {
@@ -651,16 +739,61 @@ fn printable(bytes: &[u8]) -> String {
     out
 }
 
+/// Which options a call has given, to refuse repeats (a bit per name in
+/// `OPTION_NAMES`; no allocation on the hot path).
 #[derive(Default)]
-struct Seen(Vec<&'static str>);
+struct Seen(u32);
+
+const OPTION_NAMES: [&str; 15] = [
+    "ALIGNED", "APPROX", "BURST", "COST", "OVERRIDE", "PEEK", "TTL", "MATCH", "COUNT", "REFUND",
+    "BLOCK", "RESERVE", "WAIT", "NOW", "?",
+];
 
 impl Seen {
     fn once(&mut self, option: &'static str) -> Result<(), ArgError> {
-        if self.0.contains(&option) {
+        let index = OPTION_NAMES
+            .iter()
+            .position(|o| *o == option)
+            .unwrap_or(OPTION_NAMES.len() - 1);
+        let bit = 1u32 << index;
+        if self.0 & bit != 0 {
             return Err(ArgError::RepeatedOption(option));
         }
-        self.0.push(option);
+        self.0 |= bit;
         Ok(())
+    }
+
+    fn has(&self, option: &'static str) -> bool {
+        OPTION_NAMES
+            .iter()
+            .position(|o| *o == option)
+            .is_some_and(|index| self.0 & (1u32 << index) != 0)
+    }
+}
+
+/// A word upper-cased on the stack: every option and clause name fits in
+/// 8 bytes; a longer word is no keyword (its upper-cased form is empty).
+struct Upper {
+    buf: [u8; 8],
+    len: usize,
+}
+
+impl Upper {
+    fn of(word: &[u8]) -> Upper {
+        let mut buf = [0u8; 8];
+        let len = if word.len() <= buf.len() {
+            word.len()
+        } else {
+            0
+        };
+        for (dst, src) in buf.iter_mut().zip(word.iter().take(len)) {
+            *dst = src.to_ascii_uppercase();
+        }
+        Upper { buf, len }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        self.buf.get(..self.len).unwrap_or_default()
     }
 }
 
@@ -673,7 +806,8 @@ mod tests {
     #[derive(Debug, PartialEq, Eq)]
     struct Parsed {
         limit: Limit,
-        cost: u64,
+        action: Action,
+        block_ms: Option<u64>,
         key: (usize, Vec<u8>),
         okey: Option<(usize, Vec<u8>)>,
         peek: bool,
@@ -685,7 +819,8 @@ mod tests {
         argv.extend(args.iter().map(|a| a.as_bytes()));
         parse_limiter(algorithm, &argv, false).map(|c| Parsed {
             limit: c.clause.limit,
-            cost: c.clause.cost,
+            action: c.clause.action,
+            block_ms: c.clause.block_ms,
             key: (c.clause.key.pos, c.clause.key.bytes().to_vec()),
             okey: c.clause.okey.map(|o| (o.pos, o.bytes().to_vec())),
             peek: c.peek,
@@ -744,14 +879,17 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            (call.limit, call.cost),
+            (call.limit, call.action),
             (
                 Limit::Token(TokenParams {
                     rate: 10,
                     window_ms: 1000,
                     capacity: 50
                 }),
-                2
+                Action::Take {
+                    cost: 2,
+                    reserve: None
+                }
             )
         );
         let cases: &[(&[&str], ArgError)] = &[
@@ -876,7 +1014,13 @@ mod tests {
                 aligned: true
             })
         );
-        assert_eq!(call.cost, 3);
+        assert_eq!(
+            call.action,
+            Action::Take {
+                cost: 3,
+                reserve: None
+            }
+        );
         assert!(call.peek);
         assert_eq!(call.key, (1, b"k".to_vec()));
         assert_eq!(call.okey, Some((8, b"o".to_vec())));
@@ -1109,7 +1253,13 @@ mod tests {
             call.clauses[2].limit,
             Limit::Token(TokenParams { capacity: 9, .. })
         ));
-        assert_eq!(call.clauses[1].cost, 2);
+        assert_eq!(
+            call.clauses[1].action,
+            Action::Take {
+                cost: 2,
+                reserve: None
+            }
+        );
 
         let cases: &[(&[&str], ArgError)] = &[
             (&[], ArgError::NoClause),

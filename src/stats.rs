@@ -80,8 +80,47 @@ const COUNTERS: [(Counter, &str); 5] = [
     (Counter::Errors, "errors"),
 ];
 
+pub use crate::state::Event as StateEvent;
+
+/// What calls did beyond admitting or denying (all commands together).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    Refunded,
+    BlockStarted,
+    DeniedByBlock,
+    Reserved,
+    /// A WAIT whose reply the server held.
+    Waited,
+}
+
+impl From<StateEvent> for Event {
+    fn from(e: StateEvent) -> Event {
+        match e {
+            StateEvent::Refunded => Event::Refunded,
+            StateEvent::BlockStarted => Event::BlockStarted,
+            StateEvent::DeniedByBlock => Event::DeniedByBlock,
+            StateEvent::Reserved => Event::Reserved,
+        }
+    }
+}
+
+const EVENTS: [(Event, &str); 5] = [
+    (Event::Refunded, "refunds"),
+    (Event::BlockStarted, "blocks_started"),
+    (Event::DeniedByBlock, "denied_by_block"),
+    (Event::Reserved, "reservations"),
+    (Event::Waited, "waits"),
+];
+
 #[allow(clippy::declare_interior_mutable_const)]
 const ZERO: AtomicU64 = AtomicU64::new(0);
+static EVENT_COUNTS: [AtomicU64; EVENTS.len()] = [ZERO; EVENTS.len()];
+
+pub fn count_event(event: impl Into<Event>) {
+    if let Some(c) = EVENT_COUNTS.get(event.into() as usize) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+}
 #[allow(clippy::declare_interior_mutable_const)]
 const ZERO_ROW: [AtomicU64; COUNTERS.len()] = [ZERO; COUNTERS.len()];
 static COUNTS: [[AtomicU64; COUNTERS.len()]; COMMANDS.len()] = [ZERO_ROW; COMMANDS.len()];
@@ -113,6 +152,12 @@ fn info(ctx: &InfoContext, _for_crash_report: bool) -> RedisResult<()> {
             let value = i64::try_from(get(command, counter)).unwrap_or(i64::MAX);
             section = section.field(&format!("{}_{counter_name}", command.name()), value)?;
         }
+    }
+    for (event, name) in EVENTS {
+        let value = EVENT_COUNTS
+            .get(event as usize)
+            .map_or(0, |c| c.load(Ordering::Relaxed));
+        section = section.field(name, i64::try_from(value).unwrap_or(i64::MAX))?;
     }
     section.build_section()?.build_info()?;
     Ok(())

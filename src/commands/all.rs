@@ -8,13 +8,14 @@
 
 use super::guarded;
 use super::limiter::{
-    count_outcome, decide, declare_clause_keys, effective_mode, off_reply, propagate,
+    count_outcome, decide, declare_clause_keys, effective_mode, off_reply, propagate, wants_wait,
 };
 use crate::error::RlError;
 use crate::mode::Mode;
 use crate::request::{find_keys, parse_all};
-use crate::server::{Call, Entry};
-use crate::stats::{self, Command, Counter};
+use crate::server::{Call, Entry, HeldReply};
+use crate::state::Event as StateEvent;
+use crate::stats::{self, Command, Counter, Event};
 use librl_core::decision::RetryAfter;
 
 pub struct All;
@@ -56,23 +57,67 @@ fn run(call: Call<'_>) -> Result<(), RlError> {
         .iter()
         .filter_map(|d| d.checked.denied)
         .reduce(RetryAfter::max);
-    if denied.is_none() && !request.peek {
+    if !request.peek {
+        // Admitted: every clause records its commit. Denied: only the
+        // blocks its denying clauses start are written.
+        let mut wrote = false;
         for d in &decided {
-            if let Some(commit) = &d.checked.commit {
+            let write = if denied.is_none() {
+                d.checked.commit.as_ref()
+            } else {
+                d.checked.penalty.as_ref()
+            };
+            if let Some(commit) = write {
                 commit.apply(&d.key);
+                wrote = true;
             }
         }
-        propagate(call, c"RL.ALL", replayed, now);
+        if wrote {
+            propagate(call, c"RL.ALL", replayed, now);
+        }
     }
     if !replayed {
         count_outcome(Command::All, denied.is_none(), mode);
+        if !request.peek && denied.is_none() {
+            decided
+                .iter()
+                .filter_map(|d| d.checked.event)
+                .for_each(stats::count_event);
+        } else if !request.peek {
+            decided
+                .iter()
+                .filter_map(|d| d.checked.event)
+                .filter(|e| matches!(e, StateEvent::BlockStarted | StateEvent::DeniedByBlock))
+                .for_each(stats::count_event);
+        }
+    }
+    // An admitted call with reservations waits for the latest of them.
+    let wait_ms = if denied.is_none() {
+        decided.iter().map(|d| d.checked.wait_ms).max().unwrap_or(0)
+    } else {
+        0
+    };
+    let waits =
+        denied.is_none() && !request.peek && wait_ms > 0 && request.clauses.iter().any(wants_wait);
+    if waits && call.can_block() {
+        let held = decided.iter().map(|d| d.checked.held).collect();
+        if call.hold(wait_ms, now.saturating_add(wait_ms), HeldReply::All(held)) {
+            if !replayed {
+                stats::count_event(Event::Waited);
+            }
+            return Ok(());
+        }
     }
     // Monitor admits the call; the clause replies still say which limits
     // would have refused it.
     let replied_allowed = denied.is_none() || mode == Mode::monitor;
+    let retry_after = match denied {
+        Some(retry) => retry.as_reply(),
+        None => i64::try_from(wait_ms).unwrap_or(i64::MAX),
+    };
     call.reply_array(2 + decided.len());
     call.reply_integer(i64::from(replied_allowed));
-    call.reply_integer(denied.map_or(0, RetryAfter::as_reply));
+    call.reply_integer(retry_after);
     for d in &decided {
         call.reply_integers(&d.checked.reply);
     }

@@ -12,10 +12,10 @@
 use super::guarded;
 use crate::error::RlError;
 use crate::mode::{Mode, MODE};
-use crate::request::{find_keys, parse_limiter, Algorithm, Clause};
-use crate::server::{Access, Arg, Call, Entry, Key};
-use crate::state::{self, overrides::load_override, Checked};
-use crate::stats::{self, Command, Counter};
+use crate::request::{find_keys, parse_limiter, Action, Algorithm, Clause};
+use crate::server::{Access, Arg, Call, Entry, HeldReply, Key};
+use crate::state::{self, overrides::load_override, Checked, Step};
+use crate::stats::{self, Command, Counter, Event};
 use std::ffi::CStr;
 
 /// `RL.FIXED key limit window [ALIGNED] [COST n] [OVERRIDE okey] [PEEK]`
@@ -66,23 +66,52 @@ fn run(call: Call<'_>, algorithm: Algorithm) -> Result<(), RlError> {
         .replayed_now_ms
         .unwrap_or_else(crate::server::now_ms);
     let decided = decide(call, &request.clause, request.peek, now)?;
-    let allowed = decided.checked.denied.is_none();
+    let checked = &decided.checked;
+    let allowed = checked.denied.is_none();
     if !request.peek {
-        if let Some(commit) = &decided.checked.commit {
+        // An admitted call writes its commit; a denied one only the block
+        // it starts.
+        let write = if allowed {
+            checked.commit.as_ref()
+        } else {
+            checked.penalty.as_ref()
+        };
+        if let Some(commit) = write {
             commit.apply(&decided.key);
             propagate(call, algorithm.command_cstr(), replayed, now);
         }
     }
-    let mut reply = decided.checked.reply;
     if !replayed {
         count_outcome(command, allowed, mode);
+        if !request.peek {
+            if let Some(event) = checked.event {
+                stats::count_event(event);
+            }
+        }
     }
+    let mut reply = checked.reply;
     if mode == Mode::monitor {
         // Admit, but keep retry_after so the application can log it.
         reply[0] = 1;
     }
+    let waits = allowed && !request.peek && wants_wait(&request.clause) && checked.wait_ms > 0;
+    if waits && call.can_block() {
+        let reserved_at = now.saturating_add(checked.wait_ms);
+        if call.hold(checked.wait_ms, reserved_at, HeldReply::One(checked.held)) {
+            if !replayed {
+                stats::count_event(Event::Waited);
+            }
+            return Ok(());
+        }
+    }
     call.reply_integers(&reply);
     Ok(())
+}
+
+/// WAIT on a TOKEN clause: the server holds the reply until the reserved
+/// time (where it can block the client; elsewhere WAIT acts as RESERVE).
+pub fn wants_wait(clause: &Clause<'_, Arg>) -> bool {
+    matches!(clause.action, Action::Take { reserve: Some(r), .. } if r.wait)
 }
 
 /// Propagates an admitted call: as it came plus the primary's NOW, or, when
@@ -151,7 +180,13 @@ pub fn decide<'c>(
         Access::ReadWrite
     };
     let key = call.open(clause.key.word, access);
-    let checked = state::check(&limit, key.value(), now, clause.cost)?;
+    let step = Step {
+        now,
+        action: clause.action,
+        block_ms: clause.block_ms,
+        peek,
+    };
+    let checked = state::check(&limit, key.value(), &step)?;
     Ok(Decided { key, checked })
 }
 

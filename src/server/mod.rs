@@ -5,8 +5,10 @@
 
 mod key;
 pub mod register;
+mod wait;
 
 pub use key::{Access, Key, Patch, Value};
+pub use wait::{waiting, HeldReply};
 
 use crate::error::RlError;
 use redis_module::{raw, CallOptionsBuilder, CallReply, CallResult, Context};

@@ -2,10 +2,9 @@
 //! u64s after the prefix (tag `A`).
 
 use super::layout::{DecodeError, Reader, Tag, Writer, HEADER_LEN};
-use super::{load, replacing, Checked};
-use crate::error::RlError;
-use crate::server::Value;
+use super::{FixedSize, SmallBytes};
 use librl_core::approx::{self as core, ApproxParams, ApproxState};
+use librl_core::decision::{Decision, Refunded, Status};
 
 pub const APPROX_LEN: usize = HEADER_LEN + 3 * 8;
 
@@ -33,12 +32,33 @@ pub fn decode_approx(bytes: &[u8]) -> Result<ApproxState, DecodeError> {
     }
 }
 
-pub(super) fn check(
-    p: &ApproxParams,
-    value: Value<'_>,
-    now: u64,
-    cost: u64,
-) -> Result<Checked, RlError> {
-    let state = load(value, decode_approx, "an RL.SLIDING APPROX limiter")?;
-    Ok(replacing(&core::decide(p, state, now, cost), encode_approx))
+impl FixedSize for ApproxParams {
+    type S = ApproxState;
+    const EXPECTED: &'static str = "an RL.SLIDING APPROX limiter";
+
+    fn decode(bytes: &[u8]) -> Result<ApproxState, DecodeError> {
+        decode_approx(bytes)
+    }
+
+    fn encode(s: &ApproxState) -> SmallBytes {
+        SmallBytes::new(&encode_approx(s))
+    }
+
+    fn decide(
+        &self,
+        s: Option<ApproxState>,
+        now: u64,
+        cost: u64,
+        _: Option<u64>,
+    ) -> Decision<ApproxState> {
+        core::decide(self, s, now, cost)
+    }
+
+    fn status(&self, s: Option<ApproxState>, now: u64) -> Status {
+        core::status(self, s, now)
+    }
+
+    fn refund(&self, s: Option<ApproxState>, now: u64, units: u64) -> Refunded<ApproxState> {
+        core::refund(self, s, now, units)
+    }
 }

@@ -2,9 +2,8 @@
 //! prefix (tag `F`).
 
 use super::layout::{DecodeError, Reader, Tag, Writer, HEADER_LEN};
-use super::{load, replacing, Checked};
-use crate::error::RlError;
-use crate::server::Value;
+use super::{FixedSize, SmallBytes};
+use librl_core::decision::{Decision, Refunded, Status};
 use librl_core::fixed::{self as core, FixedParams, FixedState};
 
 pub const FIXED_LEN: usize = HEADER_LEN + 3 * 8;
@@ -33,12 +32,33 @@ pub fn decode_fixed(bytes: &[u8]) -> Result<FixedState, DecodeError> {
     }
 }
 
-pub(super) fn check(
-    p: &FixedParams,
-    value: Value<'_>,
-    now: u64,
-    cost: u64,
-) -> Result<Checked, RlError> {
-    let state = load(value, decode_fixed, "an RL.FIXED limiter")?;
-    Ok(replacing(&core::decide(p, state, now, cost), encode_fixed))
+impl FixedSize for FixedParams {
+    type S = FixedState;
+    const EXPECTED: &'static str = "an RL.FIXED limiter";
+
+    fn decode(bytes: &[u8]) -> Result<FixedState, DecodeError> {
+        decode_fixed(bytes)
+    }
+
+    fn encode(s: &FixedState) -> SmallBytes {
+        SmallBytes::new(&encode_fixed(s))
+    }
+
+    fn decide(
+        &self,
+        s: Option<FixedState>,
+        now: u64,
+        cost: u64,
+        _: Option<u64>,
+    ) -> Decision<FixedState> {
+        core::decide(self, s, now, cost)
+    }
+
+    fn status(&self, s: Option<FixedState>, now: u64) -> Status {
+        core::status(self, s, now)
+    }
+
+    fn refund(&self, s: Option<FixedState>, now: u64, units: u64) -> Refunded<FixedState> {
+        core::refund(self, s, now, units)
+    }
 }

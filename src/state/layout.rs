@@ -9,7 +9,13 @@
 //! cleanly by an older module.
 
 pub const MAGIC: [u8; 3] = [0, b'r', b'l'];
+/// The version every layout of the first release has, and what librl
+/// writes whenever the value needs nothing newer.
 pub const VERSION: u8 = 1;
+/// Version 2: the block wrapper (tag `B`) and a token bucket in debt (tag
+/// `T` with a debt field). A module that knows only version 1 refuses
+/// these values cleanly.
+pub const VERSION_2: u8 = 2;
 pub const HEADER_LEN: usize = MAGIC.len() + 2;
 
 /// Which kind of value a librl key holds.
@@ -20,6 +26,8 @@ pub enum Tag {
     Override = b'O' as isize,
     Sliding = b'S' as isize,
     Approx = b'A' as isize,
+    /// A BLOCK in force, wrapping the limiter's own value (version 2).
+    Block = b'B' as isize,
 }
 
 impl Tag {
@@ -30,6 +38,7 @@ impl Tag {
             b'O' => Some(Tag::Override),
             b'S' => Some(Tag::Sliding),
             b'A' => Some(Tag::Approx),
+            b'B' => Some(Tag::Block),
             _ => None,
         }
     }
@@ -47,6 +56,36 @@ pub enum DecodeError {
     Corrupt,
 }
 
+/// The block wrapper's length before the wrapped value.
+pub const BLOCK_LEN: usize = HEADER_LEN + 8;
+
+/// Splits a value into its stored block end (version 2, tag `B`, then
+/// `until_ms` as a little-endian u64) and the limiter's own value, which
+/// may be empty (a key blocked before it held any state). Any other value
+/// has no block.
+pub fn split_block(bytes: &[u8]) -> Result<(Option<u64>, &[u8]), DecodeError> {
+    match bytes.get(..HEADER_LEN) {
+        Some([0, b'r', b'l', VERSION_2, b'B']) => {
+            let until = bytes
+                .get(HEADER_LEN..BLOCK_LEN)
+                .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                .map(u64::from_le_bytes)
+                .ok_or(DecodeError::Corrupt)?;
+            Ok((Some(until), bytes.get(BLOCK_LEN..).unwrap_or_default()))
+        }
+        _ => Ok((None, bytes)),
+    }
+}
+
+/// A block ending at `until_ms` around the limiter's own value `inner`.
+pub fn wrap_block(until_ms: u64, inner: &[u8]) -> Vec<u8> {
+    let mut out = vec![0u8; BLOCK_LEN];
+    let mut w = Writer::versioned(&mut out, VERSION_2, Tag::Block);
+    w.u64(until_ms);
+    out.extend_from_slice(inner);
+    out
+}
+
 pub struct Writer<'a> {
     out: &'a mut [u8],
     pos: usize,
@@ -54,9 +93,13 @@ pub struct Writer<'a> {
 
 impl<'a> Writer<'a> {
     pub fn new(out: &'a mut [u8], tag: Tag) -> Self {
+        Self::versioned(out, VERSION, tag)
+    }
+
+    pub fn versioned(out: &'a mut [u8], version: u8, tag: Tag) -> Self {
         let mut w = Writer { out, pos: 0 };
         w.bytes(&MAGIC);
-        w.bytes(&[VERSION, tag as u8]);
+        w.bytes(&[version, tag as u8]);
         w
     }
 
@@ -81,6 +124,12 @@ impl<'a> Reader<'a> {
     /// Checks marker, version and tag, in that order, so that a foreign
     /// value, a newer layout and another algorithm each get their own error.
     pub fn new(bytes: &'a [u8], want: Tag) -> Result<Self, DecodeError> {
+        Self::versioned(bytes, want, VERSION).map(|(reader, _)| reader)
+    }
+
+    /// Like `new`, accepting versions 1 to `newest` of this tag; returns
+    /// the value's version too.
+    pub fn versioned(bytes: &'a [u8], want: Tag, newest: u8) -> Result<(Self, u8), DecodeError> {
         let Some((header, rest)) = bytes.split_first_chunk::<HEADER_LEN>() else {
             return Err(DecodeError::Foreign);
         };
@@ -88,11 +137,13 @@ impl<'a> Reader<'a> {
         if [m0, m1, m2] != MAGIC {
             return Err(DecodeError::Foreign);
         }
-        if version != VERSION {
+        if !(VERSION..=VERSION_2).contains(&version) {
             return Err(DecodeError::UnsupportedVersion(version));
         }
         match Tag::from_byte(tag) {
-            Some(t) if t == want => Ok(Reader { rest }),
+            Some(t) if t == want && version <= newest => Ok((Reader { rest }, version)),
+            // A version this tag does not have yet: a newer module's layout.
+            Some(t) if t == want => Err(DecodeError::UnsupportedVersion(version)),
             Some(_) => Err(DecodeError::OtherTag),
             None => Err(DecodeError::Corrupt),
         }

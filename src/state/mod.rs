@@ -15,22 +15,54 @@ pub mod sliding;
 pub mod token;
 
 use crate::error::RlError;
+use crate::request::Action;
 use crate::server::{Key, Patch, Value};
 use layout::DecodeError;
-use librl_core::decision::{Decision, RetryAfter};
+use librl_core::block::{self, BlockRule, Guarded, RefundWrite};
+use librl_core::decision::{Decision, Refunded, RetryAfter, Status};
 use librl_core::limit::Limit;
 
+/// One clause's call as the state room sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct Step {
+    /// The decision's time: the server's clock, or the primary's NOW.
+    pub now: u64,
+    pub action: Action,
+    /// BLOCK duration, if given.
+    pub block_ms: Option<u64>,
+    pub peek: bool,
+}
+
+/// What a call did beyond admitting or denying, for `INFO rl`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A refund that gave units back.
+    Refunded,
+    BlockStarted,
+    DeniedByBlock,
+    /// An admitted RESERVE or WAIT that must wait.
+    Reserved,
+}
+
 /// A limit decided against its key's value, not yet committed: the reply,
-/// why it was denied (None when admitted) and, when admitted, everything
-/// committing writes, prepared before any key is written.
+/// why it was denied (None when admitted, refunds included), the wait an
+/// admitted reservation must observe, and everything a commit writes,
+/// prepared before any key is written.
 pub struct Checked {
     pub reply: [i64; 6],
     pub denied: Option<RetryAfter>,
+    pub wait_ms: u64,
+    /// Written when the call as a whole is admitted (for a refund: always).
     pub commit: Option<Commit>,
+    /// Written although the call is denied: the denial that starts a block.
+    pub penalty: Option<Commit>,
+    /// WAIT's reply at the reserved time (retry_after 0).
+    pub held: [i64; 6],
+    pub event: Option<Event>,
 }
 
-/// A prepared write: committing it copies bytes and sets the expiry; it
-/// cannot fail or meet a value it has not already checked.
+/// A prepared write: committing it copies bytes, sets the expiry or
+/// deletes; it cannot fail or meet a value it has not already checked.
 pub struct Commit {
     write: Write,
     expires_at_ms: u64,
@@ -39,28 +71,40 @@ pub struct Commit {
 enum Write {
     /// The key's new value, for the fixed-size layouts.
     Small { bytes: [u8; SMALL], len: usize },
-    /// The key's new value, for a rebuilt log.
+    /// The key's new value: a rebuilt log, or a value under a block.
     Replace(Vec<u8>),
     /// An in-place update of the exact log: its fields and one entry.
     Log(sliding::LogPatch),
+    /// The limiter is empty again: the key goes.
+    Delete,
 }
 
-/// Room for the largest fixed-size layout (TOKEN's, 37 bytes).
-const SMALL: usize = 40;
+/// Room for the largest fixed-size layout (a TOKEN bucket in debt, 53
+/// bytes).
+const SMALL: usize = 56;
 
-impl Commit {
-    fn small(bytes: &[u8], expires_at_ms: u64) -> Commit {
-        let mut buf = [0u8; SMALL];
-        let len = bytes.len().min(SMALL);
-        if let (Some(dst), Some(src)) = (buf.get_mut(..len), bytes.get(..len)) {
+/// Up to `SMALL` bytes of a fixed-size layout.
+pub struct SmallBytes {
+    bytes: [u8; SMALL],
+    len: usize,
+}
+
+impl SmallBytes {
+    fn new(src: &[u8]) -> SmallBytes {
+        let mut bytes = [0u8; SMALL];
+        let len = src.len().min(SMALL);
+        if let (Some(dst), Some(src)) = (bytes.get_mut(..len), src.get(..len)) {
             dst.copy_from_slice(src);
         }
-        Commit {
-            write: Write::Small { bytes: buf, len },
-            expires_at_ms,
-        }
+        SmallBytes { bytes, len }
     }
 
+    pub fn as_slice(&self) -> &[u8] {
+        self.bytes.get(..self.len).unwrap_or_default()
+    }
+}
+
+impl Commit {
     pub fn apply(&self, key: &Key<'_>) {
         let expiry = Some(self.expires_at_ms);
         match &self.write {
@@ -79,30 +123,208 @@ impl Commit {
                 ],
                 expiry,
             ),
+            Write::Delete => key.delete(),
         }
     }
 }
 
-/// Decides `cost` against `limit` on the key's value at `now`, preparing
-/// the commit if admitted. Changes nothing.
-pub fn check(limit: &Limit, value: Value<'_>, now: u64, cost: u64) -> Result<Checked, RlError> {
+/// Decides the clause's step against `limit` on the key's value, preparing
+/// what committing writes. Changes nothing.
+pub fn check(limit: &Limit, value: Value<'_>, step: &Step) -> Result<Checked, RlError> {
     match limit {
-        Limit::Fixed(p) => fixed::check(p, value, now, cost),
-        Limit::Sliding(p) => sliding::check(p, value, now, cost),
-        Limit::Approx(p) => approx::check(p, value, now, cost),
-        Limit::Token(p) => token::check(p, value, now, cost),
+        Limit::Fixed(p) => sized(p, value, step),
+        Limit::Approx(p) => sized(p, value, step),
+        Limit::Token(p) => sized(p, value, step),
+        Limit::Sliding(p) => sliding::check(p, value, step),
     }
 }
 
-/// A checked decision whose commit stores `bytes(state)`.
-fn replacing<S, const N: usize>(d: &Decision<S>, bytes: impl Fn(&S) -> [u8; N]) -> Checked {
-    Checked {
-        reply: d.reply(),
-        denied: d.denied(),
-        commit: d
-            .admitted()
-            .map(|(s, expires_at_ms)| Commit::small(&bytes(s), expires_at_ms)),
+/// The key's value split into its block end and the limiter's own bytes
+/// (`None` for no key or a key holding only a block).
+fn split<'v>(
+    value: Value<'v>,
+    expected: &'static str,
+) -> Result<(Option<u64>, Option<&'v [u8]>), RlError> {
+    match value {
+        Value::Empty => Ok((None, None)),
+        Value::OtherType => Err(RlError::WrongType { expected }),
+        Value::String(bytes) => {
+            let (block, inner) = layout::split_block(bytes).map_err(RlError::BadState)?;
+            Ok((
+                block,
+                Some(inner).filter(|b| !b.is_empty() || block.is_none()),
+            ))
+        }
     }
+}
+
+/// A fixed-size algorithm as the state room drives it: its layout and its
+/// pure functions.
+trait FixedSize: Copy {
+    type S: Copy;
+    const EXPECTED: &'static str;
+    fn decode(bytes: &[u8]) -> Result<Self::S, DecodeError>;
+    fn encode(s: &Self::S) -> SmallBytes;
+    fn decide(
+        &self,
+        s: Option<Self::S>,
+        now: u64,
+        cost: u64,
+        max_wait_ms: Option<u64>,
+    ) -> Decision<Self::S>;
+    fn status(&self, s: Option<Self::S>, now: u64) -> Status;
+    fn refund(&self, s: Option<Self::S>, now: u64, units: u64) -> Refunded<Self::S>;
+    /// WAIT's reply at `at` for a committed state, when it differs from the
+    /// decision's counts (a token bucket refills meanwhile).
+    fn held(&self, _committed: &Self::S, _at: u64) -> Option<[i64; 6]> {
+        None
+    }
+}
+
+fn sized<A: FixedSize>(p: &A, value: Value<'_>, step: &Step) -> Result<Checked, RlError> {
+    let (block, inner) = split(value, A::EXPECTED)?;
+    let state = inner
+        .map(|b| load(Value::String(b), A::decode, A::EXPECTED))
+        .transpose()?
+        .flatten();
+    let now = step.now;
+    flow(
+        step,
+        block,
+        inner.unwrap_or_default(),
+        |cost, max_wait| Ok(p.decide(state, now, cost, max_wait)),
+        || Ok(p.status(state, now)),
+        |units| Ok(p.refund(state, now, units)),
+        |s| {
+            let encoded = A::encode(s);
+            Ok(Write::Small {
+                bytes: encoded.bytes,
+                len: encoded.len,
+            })
+        },
+        |s| Ok(A::encode(s).as_slice().to_vec()),
+        |s, at| p.held(s, at),
+    )
+}
+
+/// The flow every algorithm shares, BLOCK and REFUND included: the
+/// algorithm's parts are passed in.
+#[allow(clippy::too_many_arguments)]
+fn flow<S, R>(
+    step: &Step,
+    block: Option<u64>,
+    inner: &[u8],
+    decide: impl FnOnce(u64, Option<u64>) -> Result<Decision<S>, RlError>,
+    status: impl FnOnce() -> Result<Status, RlError>,
+    refund: impl FnOnce(u64) -> Result<Refunded<R>, RlError>,
+    admit: impl FnOnce(&S) -> Result<Write, RlError>,
+    refunded_bytes: impl FnOnce(&R) -> Result<Vec<u8>, RlError>,
+    held: impl FnOnce(&S, u64) -> Option<[i64; 6]>,
+) -> Result<Checked, RlError> {
+    let now = step.now;
+    let (cost, max_wait_ms) = match step.action {
+        Action::Refund(units) => {
+            let guarded = block::refund(block, now, refund(units)?);
+            let reply = guarded.reply();
+            let (write, expires_at_ms) = match guarded.write {
+                RefundWrite::Nothing => (None, 0),
+                RefundWrite::Store {
+                    state,
+                    expires_at_ms,
+                } => {
+                    let bytes = refunded_bytes(&state)?;
+                    let bytes = match block::in_force(block, now) {
+                        Some(b) => layout::wrap_block(b.until_ms, &bytes),
+                        None => bytes,
+                    };
+                    (Some(Write::Replace(bytes)), expires_at_ms)
+                }
+                RefundWrite::Delete => (Some(Write::Delete), 0),
+                RefundWrite::KeepBlock { until_ms } => (
+                    Some(Write::Replace(layout::wrap_block(until_ms, &[]))),
+                    until_ms,
+                ),
+            };
+            let event = write.is_some().then_some(Event::Refunded);
+            return Ok(Checked {
+                reply,
+                denied: None,
+                wait_ms: 0,
+                commit: write.map(|write| Commit {
+                    write,
+                    expires_at_ms,
+                }),
+                penalty: None,
+                held: reply,
+                event,
+            });
+        }
+        Action::Take { cost, reserve } => (cost, reserve.map(|r| r.max_wait_ms)),
+    };
+    let guarded = match block::in_force(block, now) {
+        Some(b) => b.deny(status()?, cost),
+        None => {
+            let rule = BlockRule {
+                duration_ms: step.block_ms,
+                peek: step.peek,
+            };
+            block::after(decide(cost, max_wait_ms)?, now, rule)
+        }
+    };
+    let reply = guarded.reply();
+    let mut checked = Checked {
+        reply,
+        denied: guarded.decision().denied(),
+        wait_ms: 0,
+        commit: None,
+        penalty: None,
+        held: [reply[0], reply[1], 0, reply[3], reply[4], reply[5]],
+        event: None,
+    };
+    match guarded {
+        Guarded::Decided(d) => {
+            if let Some((state, expires_at_ms)) = d.admitted() {
+                checked.wait_ms = d.wait_ms().unwrap_or(0);
+                if checked.wait_ms > 0 {
+                    checked.event = Some(Event::Reserved);
+                    if let Some(h) = held(state, now.saturating_add(checked.wait_ms)) {
+                        checked.held = h;
+                    }
+                }
+                // Any ended block stored in the key is dropped.
+                let write = if block.is_some() {
+                    Write::Replace(match admit(state)? {
+                        Write::Small { bytes, len } => {
+                            bytes.get(..len).unwrap_or_default().to_vec()
+                        }
+                        Write::Replace(b) => b,
+                        Write::Log(_) | Write::Delete => {
+                            return Err(RlError::Internal("an in-place edit under a block"))
+                        }
+                    })
+                } else {
+                    admit(state)?
+                };
+                checked.commit = Some(Commit {
+                    write,
+                    expires_at_ms,
+                });
+            }
+        }
+        Guarded::Starts {
+            until_ms,
+            expires_at_ms,
+            ..
+        } => {
+            checked.event = Some(Event::BlockStarted);
+            checked.penalty = Some(Commit {
+                write: Write::Replace(layout::wrap_block(until_ms, inner)),
+                expires_at_ms,
+            });
+        }
+        Guarded::Blocked(_) => checked.event = Some(Event::DeniedByBlock),
+    }
+    Ok(checked)
 }
 
 /// Decodes a key's value with `decode`, mapping every foreign or broken

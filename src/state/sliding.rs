@@ -18,10 +18,10 @@
 //! trims, which keeps a call amortized O(1).
 
 use super::layout::{DecodeError, Tag, HEADER_LEN, MAGIC, VERSION};
-use super::{load, Checked, Commit, Write};
+use super::{flow, load, split, Checked, Step, Write};
 use crate::error::RlError;
 use crate::server::Value;
-use librl_core::sliding::{self as core, Append, CorruptLog, Log, SlidingParams};
+use librl_core::sliding::{self as core, Append, CorruptLog, Log, SlidingParams, VecLog};
 
 const FIELDS_LEN: usize = 3 * 4 + 3 * 8;
 pub const DATA_START: usize = HEADER_LEN + FIELDS_LEN;
@@ -190,7 +190,6 @@ pub enum Edit {
     Replace(Vec<u8>),
 }
 
-#[cfg(test)]
 impl Edit {
     /// Applies the edit to a value held in memory (tests, fuzzing).
     pub fn apply_to(self, value: &mut Vec<u8>) {
@@ -212,37 +211,46 @@ impl Edit {
 /// Decides `cost` on the log at `now`; when admitted, prepares the edit
 /// that commits it (reading every entry a rebuild needs first, so a
 /// corrupt log is refused before anything is written).
-pub(super) fn check(
-    p: &SlidingParams,
-    value: Value<'_>,
-    now: u64,
-    cost: u64,
-) -> Result<Checked, RlError> {
-    let bytes = match value {
-        Value::String(b) => Some(b),
-        _ => None,
-    };
-    let log = load(value, view, "an RL.SLIDING limiter")?;
+pub(super) fn check(p: &SlidingParams, value: Value<'_>, step: &Step) -> Result<Checked, RlError> {
+    const EXPECTED: &str = "an RL.SLIDING limiter";
+    let (block, inner) = split(value, EXPECTED)?;
+    let log = inner
+        .map(|b| load(Value::String(b), view, EXPECTED))
+        .transpose()?
+        .flatten();
     let corrupt = |_| RlError::BadState(DecodeError::Corrupt);
-    let d = core::decide(p, log.as_ref(), now, cost).map_err(corrupt)?;
-    let commit = match d.admitted() {
-        None => None,
-        Some((append, expires_at_ms)) => {
-            let write = match plan(bytes, append).map_err(corrupt)? {
+    let now = step.now;
+    flow(
+        step,
+        block,
+        inner.unwrap_or_default(),
+        |cost, _| core::decide(p, log.as_ref(), now, cost).map_err(corrupt),
+        || core::status(p, log.as_ref(), now).map_err(corrupt),
+        |units| core::refund(p, log.as_ref(), now, units).map_err(corrupt),
+        |append| {
+            let edit = plan(inner, append).map_err(corrupt)?;
+            Ok(match edit {
+                // Under a stored (ended) block the value is rebuilt whole.
+                Edit::InPlace(patch) if block.is_some() => {
+                    let mut bytes = inner.unwrap_or_default().to_vec();
+                    Edit::InPlace(patch).apply_to(&mut bytes);
+                    Write::Replace(bytes)
+                }
                 Edit::InPlace(patch) => Write::Log(patch),
                 Edit::Replace(bytes) => Write::Replace(bytes),
-            };
-            Some(Commit {
-                write,
-                expires_at_ms,
             })
-        }
-    };
-    Ok(Checked {
-        reply: d.reply(),
-        denied: d.denied(),
-        commit,
-    })
+        },
+        |r| {
+            let mut entries: Vec<(u64, u64)> = match &log {
+                Some(l) => l.entries().collect::<Result<_, _>>().map_err(corrupt)?,
+                None => Vec::new(),
+            };
+            let mut reference = VecLog(std::mem::take(&mut entries));
+            reference.refund(r);
+            Ok(build(&reference.0))
+        },
+        |_, _| None,
+    )
 }
 
 /// A validated header over the key's bytes, readable oldest-first.

@@ -1,13 +1,17 @@
 //! RL.TOKEN's state: `at_ms window_ms` as little-endian u64s and `missing`
-//! as a little-endian u128 after the prefix (tag `T`).
+//! as a little-endian u128 after the prefix (tag `T`, version 1); a bucket
+//! in debt (RESERVE) is version 2, with `debt` as one more u128. A bucket
+//! without debt is always written as version 1.
 
+use super::layout::VERSION_2;
 use super::layout::{DecodeError, Reader, Tag, Writer, HEADER_LEN};
-use super::{load, replacing, Checked};
-use crate::error::RlError;
-use crate::server::Value;
-use librl_core::token::{self as core, TokenParams, TokenState};
+use super::{FixedSize, SmallBytes};
+use librl_core::decision::{Decision, Refunded, Status};
+use librl_core::token::{self as core, Bucket, TokenParams, TokenState};
 
 pub const TOKEN_LEN: usize = HEADER_LEN + 2 * 8 + 16;
+/// A bucket in debt: version 2, one more u128.
+pub const TOKEN_DEBT_LEN: usize = TOKEN_LEN + 16;
 
 pub fn encode_token(s: &TokenState) -> [u8; TOKEN_LEN] {
     let mut out = [0u8; TOKEN_LEN];
@@ -18,27 +22,81 @@ pub fn encode_token(s: &TokenState) -> [u8; TOKEN_LEN] {
     out
 }
 
+/// A version-1 bucket only (tests of the first layout).
+#[cfg(test)]
 pub fn decode_token(bytes: &[u8]) -> Result<TokenState, DecodeError> {
-    let mut r = Reader::new(bytes, Tag::Token)?;
-    let s = TokenState {
-        at_ms: r.u64()?,
-        window_ms: r.u64()?,
-        missing: r.u128()?,
-    };
-    r.finish()?;
-    if s.is_consistent() {
-        Ok(s)
+    let bucket = decode_bucket(bytes)?;
+    if bucket.debt == 0 {
+        Ok(bucket.state)
     } else {
         Err(DecodeError::Corrupt)
     }
 }
 
-pub(super) fn check(
-    p: &TokenParams,
-    value: Value<'_>,
-    now: u64,
-    cost: u64,
-) -> Result<Checked, RlError> {
-    let state = load(value, decode_token, "an RL.TOKEN limiter")?;
-    Ok(replacing(&core::decide(p, state, now, cost), encode_token))
+/// Either version: a version-1 value is a bucket without debt.
+pub fn decode_bucket(bytes: &[u8]) -> Result<Bucket, DecodeError> {
+    let (mut r, version) = Reader::versioned(bytes, Tag::Token, VERSION_2)?;
+    let state = TokenState {
+        at_ms: r.u64()?,
+        window_ms: r.u64()?,
+        missing: r.u128()?,
+    };
+    let debt = if version == VERSION_2 { r.u128()? } else { 0 };
+    r.finish()?;
+    let bucket = Bucket { state, debt };
+    // Version 2 exists only for debt.
+    if bucket.is_consistent() && (version != VERSION_2 || debt > 0) {
+        Ok(bucket)
+    } else {
+        Err(DecodeError::Corrupt)
+    }
+}
+
+/// Version 1 unless the bucket is in debt.
+pub fn encode_bucket(b: &Bucket) -> SmallBytes {
+    if b.debt == 0 {
+        return SmallBytes::new(&encode_token(&b.state));
+    }
+    let mut out = [0u8; TOKEN_DEBT_LEN];
+    let mut w = Writer::versioned(&mut out, VERSION_2, Tag::Token);
+    w.u64(b.state.at_ms);
+    w.u64(b.state.window_ms);
+    w.bytes(&b.state.missing.to_le_bytes());
+    w.bytes(&b.debt.to_le_bytes());
+    SmallBytes::new(&out)
+}
+
+impl FixedSize for TokenParams {
+    type S = Bucket;
+    const EXPECTED: &'static str = "an RL.TOKEN limiter";
+
+    fn decode(bytes: &[u8]) -> Result<Bucket, DecodeError> {
+        decode_bucket(bytes)
+    }
+
+    fn encode(b: &Bucket) -> SmallBytes {
+        encode_bucket(b)
+    }
+
+    fn decide(
+        &self,
+        b: Option<Bucket>,
+        now: u64,
+        cost: u64,
+        max_wait_ms: Option<u64>,
+    ) -> Decision<Bucket> {
+        core::reserve(self, b, now, cost, max_wait_ms.unwrap_or(0))
+    }
+
+    fn status(&self, b: Option<Bucket>, now: u64) -> Status {
+        core::status(self, b, now)
+    }
+
+    fn refund(&self, b: Option<Bucket>, now: u64, units: u64) -> Refunded<Bucket> {
+        core::refund(self, b, now, units)
+    }
+
+    fn held(&self, committed: &Bucket, at: u64) -> Option<[i64; 6]> {
+        Some(core::status(self, Some(*committed), at).reply(true, 0))
+    }
 }
