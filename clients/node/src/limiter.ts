@@ -80,6 +80,15 @@ export interface RedisLikeClient {
   sendCommand(...args: never[]): unknown;
 }
 
+/** Runs `f`, turning a synchronous throw (a client-side check) into a rejection. */
+function attempt<T>(f: () => Promise<T>): Promise<T> {
+  try {
+    return f();
+  } catch (err) {
+    return Promise.reject(err);
+  }
+}
+
 /** The unique identity of a call for the denial cache. */
 function callId(argv: readonly string[]): string {
   return JSON.stringify(argv);
@@ -127,18 +136,18 @@ export class Limiter {
   }
 
   /** RL.FIXED: a fixed window of `limit` units per `window`. */
-  async fixed(key: string, limit: number, window: Duration, options?: FixedOptions): Promise<Decision> {
-    return this.#limit(fixedCall(key, limit, window, options));
+  fixed(key: string, limit: number, window: Duration, options?: FixedOptions): Promise<Decision> {
+    return attempt(() => this.#limit(fixedCall(key, limit, window, options)));
   }
 
   /** RL.SLIDING: an exact sliding log (or, with `approx`, the two-window counter). */
-  async sliding(key: string, limit: number, window: Duration, options?: SlidingOptions): Promise<Decision> {
-    return this.#limit(slidingCall(key, limit, window, options));
+  sliding(key: string, limit: number, window: Duration, options?: SlidingOptions): Promise<Decision> {
+    return attempt(() => this.#limit(slidingCall(key, limit, window, options)));
   }
 
   /** RL.TOKEN: a bucket refilling `rate` tokens per `window`, of capacity `burst` (default `rate`). */
-  async token(key: string, rate: number, window: Duration, options?: TokenOptions): Promise<Decision> {
-    return this.#limit(tokenCall(key, rate, window, options));
+  token(key: string, rate: number, window: Duration, options?: TokenOptions): Promise<Decision> {
+    return attempt(() => this.#limit(tokenCall(key, rate, window, options)));
   }
 
   /** RL.ALL: every clause admits the call and records it, or none does. */
@@ -204,21 +213,33 @@ export class Limiter {
     return parseOverrideList(await this.#transport.send(argv, [], true));
   }
 
-  async #limit(call: LimiterCall): Promise<Decision> {
+  /** Throws client-side errors synchronously (the public methods turn them into rejections). */
+  #limit(call: LimiterCall): Promise<Decision> {
     const argv = limiterArgv(call, this.#prefix);
     const keys = clauseKeys(call, this.#prefix);
     if (keys.length > 1) this.#checkSlots(argv[0] as string, keys);
     return this.#cached(argv, keys, call.refund, (reply) => parseDecision(reply, argv[0] as string));
   }
 
-  async #cached<T extends Decision | AllDecision>(
+  #cached<T extends Decision | AllDecision>(
     argv: readonly string[],
     keys: readonly string[],
     refund: boolean,
     parse: (reply: unknown) => T,
   ): Promise<T> {
     const cache = this.#cache;
-    if (cache === undefined) return parse(await this.#transport.send(argv, keys, false));
+    // The hot path: no cache, one promise from the client, one .then.
+    if (cache === undefined) return this.#transport.send(argv, keys, false).then(parse);
+    return this.#throughCache(cache, argv, keys, refund, parse);
+  }
+
+  async #throughCache<T extends Decision | AllDecision>(
+    cache: DenialCache,
+    argv: readonly string[],
+    keys: readonly string[],
+    refund: boolean,
+    parse: (reply: unknown) => T,
+  ): Promise<T> {
     if (refund) {
       // A refund can make a cached denial wrong: forget the key's entries
       // (again after the reply, in case a denial arrived meanwhile).
