@@ -1,8 +1,8 @@
 """Real servers for the tests and the bench: redis-server or valkey-server
 with librl loaded, on free loopback ports, standalone or as a 3-primary
 Redis Cluster. Every process started here is killed when the Python process
-exits (atexit), and also if it dies without running atexit (the kernel's
-parent-death signal).
+exits (atexit, which also removes their directories), and also if it dies
+without running atexit (the kernel's parent-death signal).
 
 Environment: LIBRL_MODULE (the module), REDIS_SERVER and VALKEY_SERVER (the
 binaries).
@@ -35,6 +35,7 @@ BINARIES: Dict[str, str] = {
 FLAVORS = ("redis", "valkey")
 
 _live: List[subprocess.Popen[bytes]] = []
+_dirs: List[str] = []
 
 
 def _die_with_parent() -> None:
@@ -45,6 +46,8 @@ def _die_with_parent() -> None:
 def _kill_all() -> None:
     for proc in list(_live):
         _stop(proc)
+    for path in _dirs:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 atexit.register(_kill_all)
@@ -99,6 +102,7 @@ class Server:
         self.flavor = flavor
         self.port = free_port(cluster)
         self.dir = tempfile.mkdtemp(prefix=f"librl-py-{flavor}-")
+        _dirs.append(self.dir)
         args = [
             binary(flavor),
             "--port",
