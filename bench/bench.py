@@ -254,7 +254,9 @@ def report(data):
       f"redis-benchmark -c {CLIENTS} -P {PIPELINE} -n {meta['calls']:,} per timed run, "
       f"{meta['rounds']} interleaved rounds, {meta['ins_calls']:,} calls per command under callgrind "
       f"({lua_ins_calls(meta['ins_calls']):,} per Lua script); "
-      f"the whole run took {meta['seconds']:.0f} s.")
+      f"the whole run took {meta['seconds']:.0f} s. The machine's load average (1 min) was "
+      f"{meta.get('load_before', 0):.1f} at the start and {meta.get('load_after', 0):.1f} at the end "
+      f"(on {meta['cores']} cores: other work shares them, which moves the timings, not the instructions).")
     w("")
     w("## Against the floor and the peer")
     w("")
@@ -385,10 +387,12 @@ def report_life(w, life):
         w(f"| {life['labels'][cid]} | {med(runs[cid]):.2f} | {med(runs[cid], 'rps'):,.0f} | "
           f"{ratio(runs[cid], runs['plain']):.2f}× | `{life['commands'][cid]}` |")
     w("")
-    probe = life.get("reserve_probe")
-    if isinstance(probe, list) and len(probe) > 2:
-        w(f"After the RESERVE runs, one more reservation on a bucket would wait {probe[2]:,} ms "
-          "(retry_after): the runs did take tokens from the future.")
+    peeks = {cid: runs[cid][-1].get("peek") for cid in ("reserve", "refund")}
+    if all(isinstance(p, list) and len(p) == 6 for p in peeks.values()):
+        w(f"Checked after the last round with a PEEK at one bucket of each run: after the reservations its "
+          f"count is {peeks['reserve'][1]:,} of a capacity of {peeks['reserve'][3]:,} (in debt) and the "
+          f"bucket is full again in {peeks['reserve'][5] / 3_600_000:,.1f} h; after the refunds, "
+          f"{peeks['refund'][3] - peeks['refund'][1]:,} tokens are back.")
         w("")
     wait = life["wait"]
     if "error" in wait:
@@ -641,6 +645,7 @@ def main():
             "ins_calls": args.ins_calls,
             "rounds": args.rounds,
             "module": MODULE,
+            "load_before": os.getloadavg()[0],
         },
         "cases": [{"id": c.id, "label": c.label, "kind": c.kind, "keys": c.keys, "what": c.what,
                    "command": " ".join(c.command)} for c in cases],
@@ -662,6 +667,7 @@ def main():
     log("phase 5/5: memory per key and hot keys")
     data["memory_hot"] = phases.phase_memory_and_hot(MODULE, args.rounds, args.calls, full=not args.quick)
     data["meta"]["seconds"] = time.monotonic() - started
+    data["meta"]["load_after"] = os.getloadavg()[0]
     md = report(data)
     print()
     print(md)
