@@ -505,6 +505,42 @@ mod tests {
         assert!(v.entries().any(|e| e.is_err()));
     }
 
+    /// Regression: committing used to read the entries a rebuild needs only
+    /// while writing, so a corrupt entry past what the decision read was
+    /// silently dropped, and in RL.ALL could surface after other clauses
+    /// were written. Now the rebuild is planned before anything is written,
+    /// and the corrupt log is refused.
+    #[test]
+    fn a_corrupt_entry_met_while_planning_a_rebuild_is_refused_before_writing() {
+        let good = build(&[(5, 1), (9, 2)]);
+        let tail = u32::from_le_bytes(good[HEADER_LEN + 4..HEADER_LEN + 8].try_into().unwrap());
+        // No slack left: the next append must rebuild the log.
+        let mut full = good[..DATA_START + tail as usize].to_vec();
+        // The second entry's cost becomes an unterminated varint.
+        let last = full.len() - 1;
+        full[last] = 0x80;
+        let p = SlidingParams {
+            limit: 100,
+            window_ms: 1_000,
+        };
+        let step = Step {
+            now: 10,
+            action: crate::request::Action::Take {
+                cost: 1,
+                reserve: None,
+            },
+            block_ms: None,
+            peek: false,
+        };
+        // The decision itself reads no further than the first live entry.
+        let log = view(&full).unwrap();
+        assert!(core::decide(&p, Some(&log), 10, 1).is_ok());
+        assert!(matches!(
+            check(&p, Value::String(&full), &step),
+            Err(RlError::BadState(DecodeError::Corrupt))
+        ));
+    }
+
     #[test]
     fn merging_is_conservative() {
         assert_eq!(merge_pairs(&[(1, 1), (2, 2), (3, 3)]), [(2, 3), (3, 3)]);
