@@ -50,7 +50,7 @@ struct OverrideCommand {
 
 const OVERRIDE_COMMANDS: [OverrideCommand; 4] = [
     OverrideCommand {
-        sub: c"SET",
+        sub: c"set",
         dotted: c"RL.OVERRIDE.SET",
         flags: c"write deny-oom fast",
         container_handler: entry::<overrides::Set<true>>,
@@ -58,7 +58,7 @@ const OVERRIDE_COMMANDS: [OverrideCommand; 4] = [
         doc: &docs::OVERRIDE_SET,
     },
     OverrideCommand {
-        sub: c"GET",
+        sub: c"get",
         dotted: c"RL.OVERRIDE.GET",
         flags: c"readonly fast",
         container_handler: entry::<overrides::Get<true>>,
@@ -66,7 +66,7 @@ const OVERRIDE_COMMANDS: [OverrideCommand; 4] = [
         doc: &docs::OVERRIDE_GET,
     },
     OverrideCommand {
-        sub: c"DEL",
+        sub: c"del",
         dotted: c"RL.OVERRIDE.DEL",
         flags: c"write fast",
         container_handler: entry::<overrides::Del<true>>,
@@ -74,7 +74,7 @@ const OVERRIDE_COMMANDS: [OverrideCommand; 4] = [
         doc: &docs::OVERRIDE_DEL,
     },
     OverrideCommand {
-        sub: c"LIST",
+        sub: c"list",
         dotted: c"RL.OVERRIDE.LIST",
         flags: c"readonly",
         container_handler: entry::<overrides::List<true>>,
@@ -116,16 +116,18 @@ fn register_commands(ctx: &Context) -> Result<(), String> {
         c"RL.ALL",
     )?;
     ok(register::attach(ctx, c"RL.ALL", &docs::ALL, 0), c"RL.ALL")?;
-    ok(register::container(ctx, c"RL.OVERRIDE"), c"RL.OVERRIDE")?;
+    // Lower case, as the server's own containers (`config|get`): clients
+    // such as redis-py match subcommand names from COMMAND exactly.
+    ok(register::container(ctx, c"rl.override"), c"rl.override")?;
     ok(
-        register::attach(ctx, c"RL.OVERRIDE", &docs::OVERRIDE, 0),
-        c"RL.OVERRIDE",
+        register::attach(ctx, c"rl.override", &docs::OVERRIDE, 0),
+        c"rl.override",
     )?;
     for c in &OVERRIDE_COMMANDS {
         ok(
             register::subcommand(
                 ctx,
-                c"RL.OVERRIDE",
+                c"rl.override",
                 c.sub,
                 c.container_handler,
                 c.flags,
@@ -133,7 +135,7 @@ fn register_commands(ctx: &Context) -> Result<(), String> {
             ),
             c.sub,
         )?;
-        let full = format!("RL.OVERRIDE|{}", c.sub.to_string_lossy());
+        let full = format!("rl.override|{}", c.sub.to_string_lossy());
         let full = std::ffi::CString::new(full).map_err(|e| e.to_string())?;
         ok(register::attach(ctx, &full, c.doc, 1), &full)?;
         ok(
