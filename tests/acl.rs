@@ -262,11 +262,26 @@ fn category(con: &mut redis::Connection, name: &str) -> Result<Vec<String>, Stri
     Ok(listed.into_iter().map(|c| c.to_lowercase()).collect())
 }
 
+/// Whether the server has module ACL categories (`RM_AddACLCategory`):
+/// Redis 7.0 has none; Redis 8 and Valkey 8 and 9 have them.
+fn has_module_categories(flavor: Flavor) -> bool {
+    match flavor {
+        Flavor::Redis7 => false,
+        Flavor::Redis8 | Flavor::Valkey8 | Flavor::Valkey9 => true,
+    }
+}
+
+/// The container and its subcommands (`rl.override|set`), which
+/// `acl_rules_apply_to_override_subcommands` checks.
+fn is_container(command: &str) -> bool {
+    command == "rl.override" || command.starts_with("rl.override|")
+}
+
 #[test]
 fn acl_categories_where_the_server_supports_them() {
     on_each_server(|server, admin| {
         assert!(module_names(admin).contains(&"rl".to_string()));
-        if server.flavor == Flavor::Redis7 {
+        if !has_module_categories(server.flavor) {
             // Redis 7.0 has no module ACL categories: the module loads
             // without them and the category does not exist.
             let err = category(admin, "ratelimit").unwrap_err();
@@ -278,6 +293,7 @@ fn acl_categories_where_the_server_supports_them() {
             return;
         }
         let mut listed = category(admin, "ratelimit").unwrap();
+        listed.retain(|c| !is_container(c));
         listed.sort();
         let mut want = ALL_COMMANDS.map(String::from).to_vec();
         want.sort();
@@ -344,5 +360,158 @@ fn acl_categories_where_the_server_supports_them() {
         }
         assert_noperm(&mut rlonly, &["GET", "rl:f"]);
         assert_allowed(&mut norl, &["GET", "rl:f"]);
+    });
+}
+
+/// ACL rules name the container's subcommands (`-rl.override|set`,
+/// `+rl.override|get`) and the container as a whole (`+rl.override`), key
+/// patterns and read/write key permissions apply to the container form's
+/// okeys, and the categories hold the subcommands with the flags of their
+/// dotted aliases. A refused call writes nothing.
+#[test]
+fn acl_rules_apply_to_override_subcommands() {
+    on_each_server(|server, admin| {
+        let flavor = server.flavor;
+        cmd(admin, &["RL.OVERRIDE.SET", "rl:o", "3", "1h"]).unwrap();
+        cmd(admin, &["SET", "other", "x"]).unwrap();
+        let users: [&[&str]; 5] = [
+            &["nosetsub", "~*", "+@all", "-rl.override|set"],
+            &["onlyget", "~rl:*", "+rl.override|get", "+rl.override|list"],
+            &["container", "~rl:*", "+rl.override"],
+            &["reader", "%R~rl:*", "+@all"],
+            &["nowrite", "~*", "+@all", "-@write"],
+        ];
+        for user in users {
+            let mut args = vec!["ACL", "SETUSER", user[0], "on", ">pw"];
+            args.extend(&user[1..]);
+            cmd(admin, &args).unwrap_or_else(|e| panic!("{flavor:?} {args:?}: {e}"));
+        }
+        let set = ["RL.OVERRIDE", "SET", "rl:n", "5", "1h"];
+        let set_lower = ["rl.override", "set", "rl:n", "5", "1h"];
+        let get = ["RL.OVERRIDE", "GET", "rl:o"];
+        let del = ["RL.OVERRIDE", "DEL", "rl:none"];
+        let list = ["RL.OVERRIDE", "LIST", "0"];
+        let before = snapshot(admin);
+
+        // -rl.override|set: that subcommand alone; its dotted alias is a
+        // command of its own, which the rule does not name.
+        let mut con = user_conn(server, "nosetsub");
+        assert_noperm(&mut con, &set);
+        assert_noperm(&mut con, &set_lower);
+        for args in [&get[..], &del, &list, &["RL.OVERRIDE.GET", "rl:o"]] {
+            assert_allowed(&mut con, args);
+        }
+        assert_allowed(&mut con, &["RL.OVERRIDE.SET", "rl:dotted", "5", "1h"]);
+        cmd(admin, &["DEL", "rl:dotted"]).unwrap();
+
+        // +rl.override|get and |list: nothing else.
+        let mut con = user_conn(server, "onlyget");
+        assert_allowed(&mut con, &get);
+        assert_allowed(&mut con, &["rl.override", "get", "rl:o"]);
+        assert_allowed(&mut con, &list);
+        for args in [
+            &set[..],
+            &del,
+            &["RL.OVERRIDE.GET", "rl:o"],
+            &["GET", "rl:o"],
+        ] {
+            assert_noperm(&mut con, args);
+        }
+        // Key patterns apply to the container form's okeys.
+        assert_noperm(&mut con, &["RL.OVERRIDE", "GET", "other"]);
+
+        // +rl.override: every subcommand, on rl: keys only.
+        let mut con = user_conn(server, "container");
+        for args in [&get[..], &list, &del] {
+            assert_allowed(&mut con, args);
+        }
+        assert_allowed(&mut con, &["RL.OVERRIDE", "SET", "rl:c", "5", "1h"]);
+        assert_allowed(&mut con, &["RL.OVERRIDE", "DEL", "rl:c"]);
+        for args in [
+            &["RL.OVERRIDE", "SET", "other", "5", "1h"][..],
+            &["RL.OVERRIDE", "DEL", "rl:o", "other"],
+            &["RL.OVERRIDE", "GET", "other"],
+            &["RL.OVERRIDE.GET", "rl:o"],
+            &["RL.FIXED", "rl:f", "5", "1h"],
+        ] {
+            assert_noperm(&mut con, args);
+        }
+
+        // Read-only keys: GET and LIST read, SET and DEL write.
+        let mut con = user_conn(server, "reader");
+        assert_allowed(&mut con, &get);
+        assert_allowed(&mut con, &list);
+        assert_noperm(&mut con, &set);
+        assert_noperm(&mut con, &["RL.OVERRIDE", "DEL", "rl:o"]);
+
+        // -@write: GET and LIST are not writes, SET and DEL are.
+        let mut con = user_conn(server, "nowrite");
+        assert_allowed(&mut con, &get);
+        assert_allowed(&mut con, &list);
+        assert_noperm(&mut con, &set);
+        assert_noperm(&mut con, &["RL.OVERRIDE", "DEL", "rl:o"]);
+
+        assert_same_snapshot(
+            &snapshot(admin),
+            &before,
+            &format!("{flavor:?}: a refused call wrote"),
+        );
+
+        if has_module_categories(flavor) {
+            // The category holds the four subcommands (and perhaps the
+            // container itself), with the read/write split of the aliases.
+            let listed = category(admin, "ratelimit").unwrap();
+            let mut subcommands: Vec<&String> = listed
+                .iter()
+                .filter(|c| c.starts_with("rl.override|"))
+                .collect();
+            subcommands.sort();
+            assert_eq!(
+                subcommands,
+                [
+                    "rl.override|del",
+                    "rl.override|get",
+                    "rl.override|list",
+                    "rl.override|set"
+                ],
+                "{flavor:?}: {listed:?}"
+            );
+            let (write, read) = (
+                category(admin, "write").unwrap(),
+                category(admin, "read").unwrap(),
+            );
+            for sub in ["set", "del"] {
+                let c = format!("rl.override|{sub}");
+                assert!(write.contains(&c) && !read.contains(&c), "{flavor:?}: {c}");
+            }
+            for sub in ["get", "list"] {
+                let c = format!("rl.override|{sub}");
+                assert!(read.contains(&c) && !write.contains(&c), "{flavor:?}: {c}");
+            }
+            cmd(
+                admin,
+                &["ACL", "SETUSER", "rlonly", "on", ">pw", "~*", "+@ratelimit"],
+            )
+            .unwrap();
+            cmd(
+                admin,
+                &[
+                    "ACL",
+                    "SETUSER",
+                    "norl",
+                    "on",
+                    ">pw",
+                    "~*",
+                    "+@all",
+                    "-@ratelimit",
+                ],
+            )
+            .unwrap();
+            let (mut rlonly, mut norl) = (user_conn(server, "rlonly"), user_conn(server, "norl"));
+            for args in [&get[..], &list, &del, &set] {
+                assert_allowed(&mut rlonly, args);
+                assert_noperm(&mut norl, args);
+            }
+        }
     });
 }

@@ -211,3 +211,85 @@ fn replica_and_aof_replay_match_the_primary() {
         assert_eq!(snapshot(&mut primary.conn()), on_primary);
     });
 }
+
+/// SPEC, Several limits at once: a call that does not parse still reports
+/// every key it can find (each word after a clause name, and OVERRIDE
+/// values), so that a cluster client routes it and the user sees librl's
+/// own error rather than a client-side "missing key".
+#[test]
+fn getkeys_finds_the_keys_of_a_call_that_does_not_parse() {
+    on_each_server(|_, con| {
+        let cases: &[(&[&str], &[&str], &str)] = &[
+            (
+                &["FIXED", "k1", "x", "y"],
+                &["k1"],
+                "ERR limit must be an integer",
+            ),
+            (
+                &["FIXED", "{a}k", "notanumber", "60"],
+                &["{a}k"],
+                "ERR limit must be an integer",
+            ),
+            (
+                &["fixed", "k1", "5", "0"],
+                &["k1"],
+                "ERR window must be a duration",
+            ),
+            (
+                &["FIXED", "k1"],
+                &["k1"],
+                "ERR RL.ALL FIXED clause needs key, limit and window",
+            ),
+            (
+                &["FIXED", "k1", "5", "60", "TOKEN", "k2", "x"],
+                &["k1", "k2"],
+                "ERR RL.ALL TOKEN clause needs key, rate and window",
+            ),
+            (
+                &[
+                    "FIXED", "k1", "5", "60", "BOGUS", "SLIDING", "k2", "5", "60",
+                ],
+                &["k1", "k2"],
+                "ERR unknown option 'BOGUS' for RL.ALL FIXED",
+            ),
+            (
+                &["FIXED", "k1", "5", "x", "OVERRIDE", "o1"],
+                &["k1", "o1"],
+                "ERR window must be a duration",
+            ),
+            (
+                &[
+                    "SLIDING", "k1", "5", "60", "OVERRIDE", "o1", "TOKEN", "k2", "5", "60",
+                    "BURST", "0",
+                ],
+                &["k1", "o1", "k2"],
+                "ERR BURST must be an integer",
+            ),
+            (
+                &["TOKEN", "k1", "5", "60", "OVERRIDE"],
+                &["k1"],
+                "ERR option OVERRIDE needs a value",
+            ),
+            (
+                &["FIXED", "k1", "5", "60", "APPROX", "TOKEN", "k2", "5", "60"],
+                &["k1", "k2"],
+                "ERR APPROX is not an option of RL.ALL FIXED",
+            ),
+        ];
+        let before = snapshot(con);
+        for (args, keys, error) in cases {
+            let mut getkeys = vec!["COMMAND", "GETKEYS", "RL.ALL"];
+            getkeys.extend(*args);
+            let got = cmd(con, &getkeys).map(|v| strings(&v));
+            assert_eq!(
+                got,
+                Ok(keys.iter().map(|k| k.to_string()).collect()),
+                "{args:?}"
+            );
+            // And the call itself is librl's error, as before.
+            let err = cmd(con, &[&["RL.ALL"], *args].concat()).unwrap_err();
+            assert!(err.starts_with(error), "{args:?}: {err}");
+        }
+        assert_eq!(snapshot(con), before);
+    });
+}

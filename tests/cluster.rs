@@ -1,9 +1,13 @@
 //! Redis Cluster: a real cluster of three primaries with one replica each,
-//! on loopback, the module loaded on every node. Through the `redis`
-//! crate's cluster client, every command runs on keys in every slot
-//! without an error; a limiter key and its override key must hash to one
-//! slot (CROSSSLOT otherwise, hash tags make them meet), RL.ALL too; and a
-//! manual failover of every shard keeps every limiter's state exactly.
+//! on loopback, the module loaded on every node, on every server flavor.
+//! Through the `redis` crate's cluster client, every command runs on keys
+//! in every slot without an error, the override commands in the container
+//! form (`RL.OVERRIDE SET|GET|DEL|LIST`) and by their dotted aliases; a
+//! limiter key and its override key must hash to one slot (CROSSSLOT
+//! otherwise, hash tags make them meet), RL.ALL too; a malformed RL.ALL
+//! reaches a node and gets librl's own error; a manual failover of every
+//! shard keeps every limiter's state exactly; and redis-py's RedisCluster
+//! (tests/python/redis_py_cluster.py) drives the same commands.
 //!
 //! Windows are long (aligned ones chosen so that they do not end for at
 //! least ten minutes) so that nothing expires or rolls over while a test
@@ -664,6 +668,7 @@ fn run_cluster_test(flavor: Flavor) {
     };
     assert_eq!(int(&parts[0]), 1);
     assert_eq!(six(&parts[3])[..5], [1, 1, 0, 7, 6]);
+
     eprintln!("{flavor:?}: workload done at {:?}", started.elapsed());
 
     // ---- Failover of every shard -----------------------------------------
@@ -788,7 +793,184 @@ fn run_cluster_test(flavor: Flavor) {
             ("token", 0)
         ])
     );
+    eprintln!(
+        "{flavor:?}: checked after failover at {:?}",
+        started.elapsed()
+    );
+
+    // ---- The container form, a malformed RL.ALL, redis-py -------------
+    // The container form RL.OVERRIDE SET|GET|DEL|LIST and its dotted
+    // aliases, on okeys all over the slots, each call routed to its okey.
+    for (n, tag) in sample.iter().enumerate().step_by(7) {
+        let okey = format!("{{{tag}}}:co");
+        let spell = |sub: &str| {
+            if n % 2 == 0 {
+                sub.to_string()
+            } else {
+                sub.to_lowercase()
+            }
+        };
+        let (set, get, del) = (spell("SET"), spell("GET"), spell("DEL"));
+        let ok = routed(
+            &mut con,
+            &okey,
+            &["RL.OVERRIDE", &set, &okey, "9", "1h", "BURST", "11"],
+        );
+        assert_eq!(ok, Ok(Value::Okay), "{flavor:?} {okey}");
+        let want: Vec<Value> = [9, 3_600_000, 11, -1].map(Value::Int).to_vec();
+        for args in [
+            &["RL.OVERRIDE", &get, &okey][..],
+            &["RL.OVERRIDE.GET", &okey],
+        ] {
+            let got = routed(&mut con, &okey, args);
+            assert_eq!(got, Ok(Value::Array(want.clone())), "{flavor:?} {args:?}");
+        }
+        let limited = format!("{{{tag}}}:cf");
+        let r = routed(
+            &mut con,
+            &okey,
+            &["RL.FIXED", &limited, "100", "1s", "OVERRIDE", &okey],
+        );
+        assert_eq!(r.map(|v| six(&v)[..5].to_vec()), Ok(vec![1, 1, 0, 9, 8]));
+        let none = format!("{{{tag}}}:none");
+        let deleted = routed(&mut con, &okey, &["RL.OVERRIDE", &del, &okey, &none]);
+        assert_eq!(deleted, Ok(Value::Int(1)), "{flavor:?} {okey}");
+        let gone = routed(&mut con, &okey, &["RL.OVERRIDE.GET", &okey]);
+        assert_eq!(gone, Ok(Value::Nil), "{flavor:?} {okey}");
+        // One left in place, for LIST.
+        routed(&mut con, &okey, &["RL.OVERRIDE", "SET", &okey, "4", "1h"]).unwrap();
+    }
+    // LIST per node: the container form lists what the dotted name lists.
+    for p in cluster.primaries() {
+        let mut node = cluster.conn(p);
+        let mut full_list = |command: &[&str]| -> BTreeSet<String> {
+            let mut cursor = "0".to_string();
+            let mut names = BTreeSet::new();
+            loop {
+                let mut args = command.to_vec();
+                args.extend([cursor.as_str(), "MATCH", "*:co", "COUNT", "500"]);
+                let Value::Array(parts) = cmd(&mut node, &args).unwrap() else {
+                    panic!("{args:?}")
+                };
+                cursor = redis::from_redis_value(&parts[0]).unwrap();
+                let Value::Array(entries) = &parts[1] else {
+                    panic!("{parts:?}")
+                };
+                for entry in entries {
+                    names.insert(strings(entry)[0].clone());
+                }
+                if cursor == "0" {
+                    return names;
+                }
+            }
+        };
+        let dotted = full_list(&["RL.OVERRIDE.LIST"]);
+        assert!(!dotted.is_empty(), "{flavor:?}: node {p} lists no *:co");
+        assert_eq!(full_list(&["RL.OVERRIDE", "list"]), dotted, "{flavor:?}");
+    }
+    // Through the client's own routing, which takes argv[1] (the
+    // subcommand) for a key: the node it picks answers MOVED unless it owns
+    // the okey, and the client follows.
+    for (sub, args, want) in [
+        ("SET", &["{user:3}:co", "2", "1m"][..], Value::Okay),
+        (
+            "GET",
+            &["{user:3}:co"],
+            Value::Array([2, 60_000, 0, -1].map(Value::Int).to_vec()),
+        ),
+        ("DEL", &["{user:3}:co"], Value::Int(1)),
+    ] {
+        let argv = [&["RL.OVERRIDE", sub][..], args].concat();
+        assert_eq!(
+            cmd_cluster(&mut con, &argv),
+            Ok(want),
+            "{flavor:?} {argv:?}"
+        );
+    }
+    // CROSSSLOT for the container form as for the dotted name.
+    let err = routed(
+        &mut con,
+        "{user:1}:override",
+        &[
+            "RL.OVERRIDE",
+            "DEL",
+            "{user:1}:override",
+            "{user:2}:override",
+        ],
+    )
+    .unwrap_err();
+    assert!(err.starts_with("CROSSSLOT"), "{flavor:?}: {err}");
+
+    // A malformed RL.ALL reaches a node and returns librl's own error:
+    // its getkeys reports the keys it can find, so COMMAND GETKEYS (what
+    // redis-py asks before routing) names the key, and the slot check
+    // sends the call to the key's node.
+    let malformed = ["RL.ALL", "FIXED", "{a}k", "notanumber", "60"];
+    let librl_error = "ERR limit must be an integer from 1 to 1125899906842624 (2^50)";
+    assert_eq!(
+        cmd(
+            &mut cluster.conn(0),
+            &[&["COMMAND", "GETKEYS"][..], &malformed].concat()
+        )
+        .map(|v| strings(&v)),
+        Ok(vec!["{a}k".to_string()]),
+        "{flavor:?}"
+    );
+    assert_eq!(
+        routed(&mut con, "{a}k", &malformed),
+        Err(librl_error.to_string()),
+        "{flavor:?}"
+    );
+    assert_eq!(
+        cmd_cluster(&mut con, &malformed),
+        Err(librl_error.to_string()),
+        "{flavor:?}: through the client's own routing"
+    );
+    // Again no module error but the WRONGTYPE and the two malformed RL.ALL
+    // calls: MOVED, like CROSSSLOT, is the server's refusal.
+    let mut errors = BTreeMap::new();
+    for n in 0..cluster.nodes.len() {
+        let mut c = cluster.conn(n);
+        for command in COUNTED {
+            *errors.entry(command).or_insert(0) +=
+                info_i64(&mut c, "rl", &format!("rl_{command}_errors"));
+        }
+    }
+    let mut want: BTreeMap<&str, i64> = COUNTED.iter().map(|&c| (c, 0)).collect();
+    want.insert("all", 3);
+    assert_eq!(errors, want, "{flavor:?}");
+
+    run_redis_py(&cluster);
     eprintln!("{:?}: done in {:?}", cluster.flavor, started.elapsed());
+}
+
+/// tests/python/redis_py_cluster.py (redis-py's RedisCluster, sync,
+/// asyncio and pipelines) against the running cluster.
+fn run_redis_py(cluster: &Cluster) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = root.join(".deps/venv/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/install-deps.sh test (make test does), which installs \
+         redis-py into the project's virtualenv",
+        python.display()
+    );
+    let out = std::process::Command::new(&python)
+        .arg(root.join("tests/python/redis_py_cluster.py"))
+        .args(cluster.nodes.iter().map(|n| n.port.to_string()))
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", python.display()));
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success(),
+        "{:?}: redis-py's RedisCluster failed ({}):\n{stdout}\n{stderr}",
+        cluster.flavor,
+        out.status
+    );
+    eprintln!("{:?}: redis-py\n{stdout}", cluster.flavor);
 }
 
 /// A command through the cluster client's own routing (first key).
@@ -845,6 +1027,43 @@ fn cross_slot_calls_are_refused_before_the_module_runs() {
             cmd(&mut con, args).unwrap_or_else(|e| panic!("{flavor:?} {args:?}: {e}"));
         }
         assert!(all_zero_errors(&mut con));
+    });
+}
+
+/// The container form is refused across slots as its dotted alias is; a
+/// malformed RL.ALL still declares the keys it can find, so across slots
+/// it is CROSSSLOT, and within one slot it gets librl's own error.
+#[test]
+fn container_and_malformed_all_in_a_cluster_node() {
+    for_each_flavor(|flavor| {
+        let node = single_node_cluster(flavor);
+        let mut con = node.conn();
+        for args in [
+            &["RL.OVERRIDE", "DEL", "{a}o", "{b}o"][..],
+            &["rl.override", "del", "{a}o", "{a}p", "{b}o"],
+            &[
+                "RL.ALL", "FIXED", "{a}1", "x", "1h", "TOKEN", "{b}1", "5", "1h",
+            ],
+            &[
+                "RL.ALL", "FIXED", "{a}1", "5", "1h", "OVERRIDE", "{b}o", "BOGUS",
+            ],
+        ] {
+            let err = cmd(&mut con, args).unwrap_err();
+            assert!(err.starts_with("CROSSSLOT"), "{flavor:?} {args:?}: {err}");
+        }
+        for args in [
+            &["RL.OVERRIDE", "SET", "{a}o", "5", "1h"][..],
+            &["RL.OVERRIDE", "GET", "{a}o"],
+            &["RL.OVERRIDE", "DEL", "{a}o", "{a}p"],
+        ] {
+            cmd(&mut con, args).unwrap_or_else(|e| panic!("{flavor:?} {args:?}: {e}"));
+        }
+        assert!(all_zero_errors(&mut con), "{flavor:?}");
+        assert_eq!(
+            cmd(&mut con, &["RL.ALL", "FIXED", "{a}k", "notanumber", "60"]),
+            Err("ERR limit must be an integer from 1 to 1125899906842624 (2^50)".into()),
+            "{flavor:?}"
+        );
     });
 }
 

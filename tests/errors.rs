@@ -472,6 +472,7 @@ impl Grammar {
     }
 }
 
+#[derive(Clone)]
 enum Want {
     Exact(String),
     /// For replies with a variable tail (a script's name, say).
@@ -489,12 +490,15 @@ enum Via {
     LuaCall,
 }
 
+#[derive(Clone)]
 struct Case {
     what: String,
-    /// The command and its arguments; argv[1] is the key.
+    /// The command (`words` of them: 2 for `RL.OVERRIDE SET`) and its
+    /// arguments; the first argument after the command is the key.
     argv: Vec<Vec<u8>>,
     want: Want,
     via: Via,
+    words: usize,
 }
 
 impl Case {
@@ -504,24 +508,37 @@ impl Case {
             argv,
             want: Want::Exact(want),
             via: Via::Direct,
+            words: 1,
         }
     }
 
     fn sent(&self) -> Vec<Vec<u8>> {
-        let script: &[u8] = match self.via {
-            Via::Direct => return self.argv.clone(),
-            Via::LuaPcall => b"return redis.pcall(ARGV[1], KEYS[1], unpack(ARGV, 2))",
-            Via::LuaCall => b"return redis.call(ARGV[1], KEYS[1], unpack(ARGV, 2))",
+        let script: &[u8] = match (self.via, self.words) {
+            (Via::Direct, _) => return self.argv.clone(),
+            (Via::LuaPcall, 1) => b"return redis.pcall(ARGV[1], KEYS[1], unpack(ARGV, 2))",
+            (Via::LuaCall, 1) => b"return redis.call(ARGV[1], KEYS[1], unpack(ARGV, 2))",
+            (Via::LuaPcall, _) => b"return redis.pcall(ARGV[1], ARGV[2], KEYS[1], unpack(ARGV, 3))",
+            (Via::LuaCall, _) => b"return redis.call(ARGV[1], ARGV[2], KEYS[1], unpack(ARGV, 3))",
         };
+        let w = self.words;
         let mut argv = vec![
             b"EVAL".to_vec(),
             script.to_vec(),
             b"1".to_vec(),
-            self.argv[1].clone(),
-            self.argv[0].clone(),
+            self.argv[w].clone(),
         ];
-        argv.extend(self.argv[2..].iter().cloned());
+        argv.extend(self.argv[..w].iter().cloned());
+        argv.extend(self.argv[w + 1..].iter().cloned());
         argv
+    }
+
+    /// The command as sent: `RL.FIXED`, `RL.OVERRIDE set`.
+    fn command(&self) -> String {
+        let words: Vec<String> = self.argv[..self.words.min(self.argv.len())]
+            .iter()
+            .map(|w| String::from_utf8_lossy(w).into_owned())
+            .collect();
+        words.join(" ")
     }
 }
 
@@ -1444,7 +1461,7 @@ fn run_catalogue(con: &mut redis::Connection, cases: &[Case]) -> Vec<String> {
 fn per_command(cases: &[Case]) -> String {
     let mut counts: Vec<(String, usize)> = Vec::new();
     for case in cases {
-        let name = String::from_utf8_lossy(&case.argv[0]).into_owned();
+        let name = case.command().to_ascii_uppercase();
         match counts.iter_mut().find(|(n, _)| *n == name) {
             Some((_, count)) => *count += 1,
             None => counts.push((name, 1)),
@@ -1515,6 +1532,174 @@ fn bad_input_is_refused_with_its_exact_error_and_changes_nothing() {
         assert_eq!(digest(con), digest_start, "{:?}", server.flavor);
         eprintln!(
             "{:?}: {} bad-input cases refused ({})",
+            server.flavor,
+            cases.len(),
+            per_command(&cases)
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------
+// RL.OVERRIDE SET|GET|DEL|LIST: the container form
+// ---------------------------------------------------------------------------
+
+/// The container form of a dotted override row: `RL.OVERRIDE SUB` in place
+/// of `RL.OVERRIDE.SUB`, the subcommand spelled in upper, lower or mixed
+/// case by turns (subcommand names are case-insensitive), and the module's
+/// own messages naming the command as the client wrote it: where the
+/// dotted form says `RL.OVERRIDE.SET`, the container form says
+/// `RL.OVERRIDE SET`. Rows of other commands have no twin.
+fn container_twin(case: &Case, turn: usize) -> Option<Case> {
+    let name = std::str::from_utf8(&case.argv[0]).ok()?;
+    let sub = name.strip_prefix("RL.OVERRIDE.")?;
+    let spelled = match turn % 3 {
+        0 => sub.to_string(),
+        1 => sub.to_ascii_lowercase(),
+        _ => format!("{}{}", &sub[..1], sub[1..].to_ascii_lowercase()),
+    };
+    let (dotted, container) = (format!("RL.OVERRIDE.{sub}"), format!("RL.OVERRIDE {sub}"));
+    let rename = |w: &String| w.replace(&dotted, &container);
+    let want = match &case.want {
+        Want::Exact(w) => Want::Exact(rename(w)),
+        Want::Prefix(w) => Want::Prefix(rename(w)),
+    };
+    let mut argv = vec![b"RL.OVERRIDE".to_vec(), spelled.clone().into_bytes()];
+    argv.extend(case.argv[1..].iter().cloned());
+    Some(Case {
+        what: format!("{} (as RL.OVERRIDE {spelled})", case.what),
+        argv,
+        want,
+        via: case.via,
+        words: 2,
+    })
+}
+
+/// `RL.OVERRIDE` without a subcommand: the server's own arity error for a
+/// container command. All four servers say the same (checked on each).
+fn container_without_subcommand(flavor: Flavor) -> String {
+    match flavor {
+        Flavor::Redis7 | Flavor::Redis8 | Flavor::Valkey8 | Flavor::Valkey9 => {
+            "ERR wrong number of arguments for 'RL.OVERRIDE' command".to_string()
+        }
+    }
+}
+
+/// An unknown subcommand: the server's own error, echoing the word as
+/// written, cut at 128 bytes, line breaks as spaces. All four servers say
+/// the same (checked on each).
+fn unknown_subcommand(flavor: Flavor, shown: &str) -> String {
+    match flavor {
+        Flavor::Redis7 | Flavor::Redis8 | Flavor::Valkey8 | Flavor::Valkey9 => {
+            format!("ERR unknown subcommand '{shown}'. Try RL.OVERRIDE HELP.")
+        }
+    }
+}
+
+/// Rows only the container form has: no subcommand, and subcommands that
+/// do not exist (other commands' names, near misses, the dotted suffix).
+fn container_cases(flavor: Flavor) -> Vec<Case> {
+    let long = "x".repeat(200);
+    let mut rows: Vec<(Vec<&[u8]>, String)> = vec![
+        (vec![b"RL.OVERRIDE"], container_without_subcommand(flavor)),
+        (vec![b"rl.override"], container_without_subcommand(flavor)),
+    ];
+    let unknown: [(&[u8], &str); 13] = [
+        (b"FOO", "FOO"),
+        (b"foo", "foo"),
+        (b"", ""),
+        (b"HELP", "HELP"),
+        (b"SETX", "SETX"),
+        (b"SET.", "SET."),
+        (b".SET", ".SET"),
+        (b"GETS", "GETS"),
+        (b"FIXED", "FIXED"),
+        (b"OVERRIDE", "OVERRIDE"),
+        (b"SET GET", "SET GET"),
+        (b"a\r\nb", "a  b"),
+        (long.as_bytes(), &long[..128]),
+    ];
+    for (word, shown) in unknown {
+        let want = unknown_subcommand(flavor, shown);
+        rows.push((vec![b"RL.OVERRIDE", word], want.clone()));
+        rows.push((vec![b"RL.OVERRIDE", word, b"ovr:a"], want.clone()));
+        rows.push((vec![b"rl.override", word, b"ovr:a", b"5", b"60"], want));
+    }
+    rows.into_iter()
+        .map(|(argv, want)| {
+            let argv: Vec<Vec<u8>> = argv.iter().map(|w| w.to_vec()).collect();
+            Case {
+                words: 2,
+                ..Case::new(show(&argv.join(&b' ')), argv, want)
+            }
+        })
+        .collect()
+}
+
+/// Bad input on `RL.OVERRIDE SET|GET|DEL|LIST` gets the same catalogue as
+/// the dotted names (every row of RL.OVERRIDE.SET, GET, DEL and LIST, as a
+/// container call), plus the container's own: clear `ERR`, nothing
+/// written, the server answering.
+#[test]
+fn container_override_bad_input_is_refused_like_the_dotted_names() {
+    let twins: Vec<Case> = catalogue()
+        .iter()
+        .filter_map({
+            let mut turn = 0;
+            move |case| {
+                let twin = container_twin(case, turn);
+                turn += usize::from(twin.is_some());
+                twin
+            }
+        })
+        .collect();
+    assert!(
+        twins.len() > 1500,
+        "the container rows shrank: {}",
+        twins.len()
+    );
+    on_each_server(|server, con| {
+        let mut cases = container_cases(server.flavor);
+        cases.extend(twins.iter().cloned());
+        seed(con);
+        // Control: valid container calls, in every case of the subcommand.
+        for control in [
+            &[
+                "RL.OVERRIDE",
+                "SET",
+                "absent",
+                "10",
+                "60",
+                "BURST",
+                "20",
+                "TTL",
+                "1h",
+            ][..],
+            &["RL.OVERRIDE", "set", "absent", "10", "60"],
+            &["RL.OVERRIDE", "Get", "absent"],
+            &["RL.OVERRIDE", "dEl", "absent"],
+            &["RL.OVERRIDE", "GET", "ovr:a"],
+            &["RL.OVERRIDE", "DEL", "absent"],
+            &["RL.OVERRIDE", "LIST", "0", "MATCH", "*", "COUNT", "10"],
+            &["rl.override", "list", "18446744073709551615"],
+        ] {
+            cmd(con, control).unwrap_or_else(|e| panic!("control call {control:?}: {e}"));
+        }
+        assert_eq!(cmd(con, &["EXISTS", "absent"]).unwrap(), Value::Int(0));
+        let start = snapshot(con);
+        let digest_start = digest(con);
+        let failures = run_catalogue(con, &cases);
+        assert!(
+            failures.is_empty(),
+            "{:?}: {} failure(s) among {} cases:\n  {}",
+            server.flavor,
+            failures.len(),
+            cases.len(),
+            failures.join("\n  ")
+        );
+        assert_eq!(snapshot(con), start, "{:?}", server.flavor);
+        assert_eq!(digest(con), digest_start, "{:?}", server.flavor);
+        eprintln!(
+            "{:?}: {} container bad-input cases refused ({})",
             server.flavor,
             cases.len(),
             per_command(&cases)

@@ -12,12 +12,11 @@ fn admits_up_to_limit_then_denies_with_the_window_remainder() {
         assert!(first[5] > 59_000 && first[5] <= 60_000, "{first:?}");
         let second = limiter(con, &["RL.FIXED", "user:42", "3", "60", "COST", "2"]);
         assert_eq!(second[..5], [1, 3, 0, 3, 0]);
-        let denied = limiter(con, &["RL.FIXED", "user:42", "3", "60"]);
+        let (denied, pttl) = limiter_then_pttl(con, &["RL.FIXED", "user:42", "3", "60"]);
         assert_eq!(denied[..2], [0, 3]);
         assert_eq!(denied[3..5], [3, 0]);
         // Denied: retry when the window ends, which is the key's life.
         assert!(denied[2] > 0 && denied[2] == denied[5], "{denied:?}");
-        let pttl: i64 = redis::cmd("PTTL").arg("user:42").query(con).unwrap();
         assert!((pttl - denied[5]).abs() <= 2, "pttl {pttl} vs {denied:?}");
     });
 }
@@ -26,9 +25,9 @@ fn admits_up_to_limit_then_denies_with_the_window_remainder() {
 fn admitted_call_leaves_key_expiring_at_window_end() {
     on_each_server(|_, con| {
         for _ in 0..3 {
-            let reply = limiter(con, &["RL.FIXED", "k", "10", "1500ms"]);
-            let pttl: i64 = redis::cmd("PTTL").arg("k").query(con).unwrap();
-            // PTTL is read a moment after the reply: equal up to clock ticks.
+            // PTTL is read in the same MULTI, a moment after the reply:
+            // equal up to clock ticks.
+            let (reply, pttl) = limiter_then_pttl(con, &["RL.FIXED", "k", "10", "1500ms"]);
             assert!(
                 pttl <= reply[5] && reply[5] - pttl <= 2,
                 "pttl {pttl} vs {reply:?}"

@@ -1087,13 +1087,46 @@ fn every_error_of_the_override_commands_is_exact_and_writes_nothing() {
 // Durability
 
 /// Overrides with and without TTL, replaced, deleted, and used by limiters.
+/// How the override commands are spelled: by their dotted names, or as
+/// the container command (`RL.OVERRIDE set ...`, in lower case: subcommand
+/// names are case-insensitive).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Form {
+    Dotted,
+    Container,
+}
+
+impl Form {
+    fn spell<'a>(self, args: &[&'a str]) -> Vec<&'a str> {
+        let sub = match (self, args[0]) {
+            (Form::Container, "RL.OVERRIDE.SET") => "set",
+            (Form::Container, "RL.OVERRIDE.GET") => "get",
+            (Form::Container, "RL.OVERRIDE.DEL") => "del",
+            (Form::Container, "RL.OVERRIDE.LIST") => "list",
+            _ => return args.to_vec(),
+        };
+        [&["RL.OVERRIDE", sub][..], &args[1..]].concat()
+    }
+}
+
 fn populate(con: &mut redis::Connection) {
-    ok(con, &["RL.OVERRIDE.SET", "plain", "5", "60"]);
-    ok(con, &["RL.OVERRIDE.SET", "burst", "7", "1m", "BURST", "9"]);
-    ok(con, &["RL.OVERRIDE.SET", "ttl", "3", "10s", "TTL", "1h"]);
+    populate_as(con, Form::Dotted);
+}
+
+/// `populate` with the override commands spelled in `form`.
+fn populate_as(con: &mut redis::Connection, form: Form) {
+    ok(con, &form.spell(&["RL.OVERRIDE.SET", "plain", "5", "60"]));
     ok(
         con,
-        &[
+        &form.spell(&["RL.OVERRIDE.SET", "burst", "7", "1m", "BURST", "9"]),
+    );
+    ok(
+        con,
+        &form.spell(&["RL.OVERRIDE.SET", "ttl", "3", "10s", "TTL", "1h"]),
+    );
+    ok(
+        con,
+        &form.spell(&[
             "RL.OVERRIDE.SET",
             "both",
             "2",
@@ -1102,16 +1135,31 @@ fn populate(con: &mut redis::Connection) {
             "4",
             "TTL",
             "2h",
-        ],
+        ]),
     );
-    ok(con, &["RL.OVERRIDE.SET", "cleared", "1", "1s", "TTL", "1h"]);
-    ok(con, &["RL.OVERRIDE.SET", "cleared", "8", "8s"]);
-    ok(con, &["RL.OVERRIDE.SET", "retimed", "1", "1s", "TTL", "1h"]);
-    ok(con, &["RL.OVERRIDE.SET", "retimed", "1", "1s", "TTL", "3h"]);
-    ok(con, &["RL.OVERRIDE.SET", "gone", "1", "1s", "TTL", "1h"]);
-    ok(con, &["RL.OVERRIDE.SET", "gone2", "1", "1s"]);
+    ok(
+        con,
+        &form.spell(&["RL.OVERRIDE.SET", "cleared", "1", "1s", "TTL", "1h"]),
+    );
+    ok(con, &form.spell(&["RL.OVERRIDE.SET", "cleared", "8", "8s"]));
+    ok(
+        con,
+        &form.spell(&["RL.OVERRIDE.SET", "retimed", "1", "1s", "TTL", "1h"]),
+    );
+    ok(
+        con,
+        &form.spell(&["RL.OVERRIDE.SET", "retimed", "1", "1s", "TTL", "3h"]),
+    );
+    ok(
+        con,
+        &form.spell(&["RL.OVERRIDE.SET", "gone", "1", "1s", "TTL", "1h"]),
+    );
+    ok(con, &form.spell(&["RL.OVERRIDE.SET", "gone2", "1", "1s"]));
     assert_eq!(
-        cmd(con, &["RL.OVERRIDE.DEL", "gone", "gone2", "never"]),
+        cmd(
+            con,
+            &form.spell(&["RL.OVERRIDE.DEL", "gone", "gone2", "never"])
+        ),
         Ok(Value::Int(2))
     );
     limiter(
@@ -1425,5 +1473,204 @@ fn override_commands_declare_keys_and_flags() {
                 "{command}: {info:?}"
             );
         }
+    });
+}
+
+// ---------------------------------------------------------------------------
+// The container form: RL.OVERRIDE SET|GET|DEL|LIST
+
+/// Replies with the command names of the container form spelled as the
+/// dotted ones, `prefix` taken off every string, and a TTL told only by
+/// its sign (the two runs are moments apart).
+fn comparable(reply: Result<Value, String>, prefix: &str, ttl_at: Option<usize>) -> Vec<String> {
+    match reply {
+        Err(e) => {
+            let mut e = e;
+            for sub in ["SET", "GET", "DEL", "LIST"] {
+                e = e.replace(&format!("RL.OVERRIDE {sub}"), &format!("RL.OVERRIDE.{sub}"));
+            }
+            vec![format!("error: {}", e.replace(prefix, ""))]
+        }
+        Ok(v) => {
+            let mut words: Vec<String> = strings(&v)
+                .into_iter()
+                .map(|w| w.strip_prefix(prefix).map(str::to_string).unwrap_or(w))
+                .collect();
+            if let Some(at) = ttl_at {
+                for w in words.iter_mut().skip(at).step_by(5) {
+                    if w.parse::<i64>().is_ok_and(|ttl| ttl > 0) {
+                        *w = "ttl>0".into();
+                    }
+                }
+            }
+            words
+        }
+    }
+}
+
+/// SPEC, Commands: the dotted names stay as aliases with identical
+/// behaviour. The same calls, once by the dotted names on `d:` keys and
+/// once by the container form (subcommands in every case) on `c:` keys,
+/// get the same replies and leave the same values.
+#[test]
+fn container_form_answers_exactly_as_the_dotted_names() {
+    on_each_server(|server, con| {
+        let flavor = server.flavor;
+        // (subcommand, arguments with {p} for the prefix, where GET's or
+        // LIST's TTLs stand)
+        let steps: &[(&str, &[&str], Option<usize>)] = &[
+            ("GET", &["{p}none"], None),
+            ("LIST", &["0", "MATCH", "{p}*"], None),
+            ("SET", &["{p}a", "5", "60"], None),
+            ("GET", &["{p}a"], Some(3)),
+            ("SET", &["{p}b", "7", "1500ms", "BURST", "20"], None),
+            ("SET", &["{p}c", "3", "2h", "TTL", "10m"], None),
+            ("GET", &["{p}c"], Some(3)),
+            ("SET", &["{p}d", "1", "1d", "ttl", "1h", "burst", "2"], None),
+            ("SET", &["{p}b", "9", "1s"], None),
+            ("GET", &["{p}b"], Some(3)),
+            ("LIST", &["0", "COUNT", "1000", "MATCH", "{p}*"], Some(5)),
+            ("DEL", &["{p}a"], None),
+            ("DEL", &["{p}a"], None),
+            ("DEL", &["{p}b", "{p}c", "{p}missing"], None),
+            ("GET", &["{p}a"], None),
+            ("SET", &["{p}l", "5", "60"], None),
+            ("SET", &["{p}l", "0", "60"], None),
+            ("SET", &["{p}l", "5", "60", "COST", "1"], None),
+            ("SET", &["{p}l", "5", "60", "FOO"], None),
+            ("SET", &["{p}l", "5"], None),
+            ("GET", &["{p}l", "extra"], None),
+            ("DEL", &[], None),
+            ("LIST", &["x"], None),
+            ("LIST", &["0", "COUNT", "0"], None),
+            ("GET", &["{p}limiter"], None),
+            ("SET", &["{p}limiter", "5", "60"], None),
+            ("DEL", &["{p}d", "{p}limiter"], None),
+            ("LIST", &["0", "MATCH", "{p}*", "COUNT", "1000"], Some(5)),
+        ];
+        let mut runs = Vec::new();
+        for (prefix, form) in [("d:", Form::Dotted), ("c:", Form::Container)] {
+            limiter(con, &["RL.FIXED", &format!("{prefix}limiter"), "5", "60"]);
+            let mut replies = Vec::new();
+            for (n, (sub, args, ttl_at)) in steps.iter().enumerate() {
+                let args: Vec<String> = args.iter().map(|a| a.replace("{p}", prefix)).collect();
+                let mut argv: Vec<String> = match form {
+                    Form::Dotted => vec![format!("RL.OVERRIDE.{sub}")],
+                    Form::Container => {
+                        // The subcommand in upper, lower and mixed case.
+                        let spelled: String = match n % 4 {
+                            0 => sub.to_string(),
+                            1 => sub.to_lowercase(),
+                            2 => format!("{}{}", &sub[..1], sub[1..].to_lowercase()),
+                            _ => sub
+                                .chars()
+                                .enumerate()
+                                .map(|(i, c)| {
+                                    if i % 2 == 0 {
+                                        c.to_ascii_lowercase()
+                                    } else {
+                                        c
+                                    }
+                                })
+                                .collect(),
+                        };
+                        vec!["RL.OVERRIDE".into(), spelled]
+                    }
+                };
+                argv.extend(args);
+                let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+                replies.push((argv.join(" "), comparable(cmd(con, &argv), prefix, *ttl_at)));
+                // A limiter reads the override the same way.
+                let okey = format!("{prefix}a");
+                replies.push((
+                    "RL.FIXED ... OVERRIDE a".into(),
+                    comparable(
+                        cmd(
+                            con,
+                            &[
+                                "RL.FIXED",
+                                &format!("{prefix}f{n}"),
+                                "9",
+                                "1h",
+                                "OVERRIDE",
+                                &okey,
+                                "PEEK",
+                            ],
+                        ),
+                        prefix,
+                        None,
+                    ),
+                ));
+            }
+            runs.push(replies);
+        }
+        for ((dotted_call, dotted), (container_call, container)) in runs[0].iter().zip(&runs[1]) {
+            assert_eq!(
+                container, dotted,
+                "{flavor:?}: {container_call:?} answered otherwise than {dotted_call:?}"
+            );
+        }
+        // The same values, expiring or not alike.
+        let snap = snapshot(con);
+        let values = |prefix: &str| -> Vec<(Vec<u8>, Vec<u8>, bool)> {
+            snap.iter()
+                .filter_map(|(k, v, at)| {
+                    k.strip_prefix(prefix.as_bytes())
+                        .map(|k| (k.to_vec(), v.clone(), *at > 0))
+                })
+                .collect()
+        };
+        assert!(values("d:").len() >= 2, "{flavor:?}: {snap:?}");
+        assert_eq!(values("c:"), values("d:"), "{flavor:?}");
+    });
+}
+
+/// The container form goes through a replica and an AOF replay as the
+/// dotted names do; a read-only replica serves GET and LIST, and refuses
+/// SET and DEL, in the container form too.
+#[test]
+fn container_form_replicates_and_replays_like_the_dotted_names() {
+    for_each_flavor(|flavor| {
+        let mut primary = start_primary(flavor, &AOF);
+        let replica = start_replica(&primary);
+        let (mut pc, mut rc) = (primary.conn(), replica.conn());
+        populate_as(&mut pc, Form::Container);
+        wait_in_sync(&mut pc, &mut rc);
+        let on_primary = snapshot(&mut pc);
+        assert_same_snapshot(
+            &snapshot(&mut rc),
+            &on_primary,
+            &format!("{flavor:?} replica"),
+        );
+        assert_eq!(digest(&mut rc), digest(&mut pc), "{flavor:?}");
+        assert_populated(&mut pc);
+
+        assert_eq!(
+            cmd(&mut rc, &["RL.OVERRIDE", "GET", "plain"]).map(|v| strings(&v)),
+            Ok(["5", "60000", "0", "-1"].map(String::from).to_vec()),
+            "{flavor:?}"
+        );
+        let listed = cmd(&mut rc, &["RL.OVERRIDE", "LIST", "0", "COUNT", "1000"]).unwrap();
+        assert!(
+            strings(&listed).iter().any(|w| w == "burst"),
+            "{flavor:?}: {listed:?}"
+        );
+        for args in [
+            &["RL.OVERRIDE", "SET", "x", "1", "1"][..],
+            &["RL.OVERRIDE", "del", "plain"],
+        ] {
+            let err = cmd(&mut rc, args).unwrap_err();
+            assert!(err.starts_with("READONLY "), "{flavor:?} {args:?}: {err}");
+        }
+        drop((pc, rc));
+        drop(replica);
+
+        let mut pc = crash_and_restart(&mut primary);
+        assert_same_snapshot(
+            &snapshot(&mut pc),
+            &on_primary,
+            &format!("{flavor:?}: AOF replay"),
+        );
+        assert_populated(&mut pc);
     });
 }

@@ -124,3 +124,19 @@ pub fn resp_commands<'a>(commands: impl IntoIterator<Item = Vec<&'a [u8]>>) -> V
     }
     out
 }
+
+/// A limiter call and `PTTL` of its key in one MULTI, so that both read
+/// the server's clock at the same moment however busy the machine is.
+pub fn limiter_then_pttl(con: &mut redis::Connection, args: &[&str]) -> ([i64; 6], i64) {
+    let mut pipe = redis::pipe();
+    pipe.atomic()
+        .cmd(args[0])
+        .arg(&args[1..])
+        .cmd("PTTL")
+        .arg(args[1]);
+    let (reply, pttl): (Vec<i64>, i64) = pipe
+        .query(con)
+        .unwrap_or_else(|e| panic!("{args:?} failed: {}", error_line(&e)));
+    let reply = reply.try_into().expect("a limiter reply has six integers");
+    (reply, pttl)
+}
