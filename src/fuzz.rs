@@ -8,8 +8,8 @@ use crate::request::{
     find_keys, parse_all, parse_limiter, parse_override_del, parse_override_get,
     parse_override_list, parse_override_set, Algorithm, DOTTED,
 };
-use crate::server::Value;
 use crate::request::{Action, Reserve};
+use crate::server::Value;
 use crate::state::{self, approx, fixed, overrides, sliding, token, Step};
 use librl_core::approx::{ApproxParams, ApproxState};
 use librl_core::fixed::{FixedParams, FixedState};

@@ -26,12 +26,11 @@ impl Entry for All {
             declare_keys(call);
             return;
         }
-        guarded(call, Command::All, || run(call));
+        guarded(call, Command::All, |replayed| run(call, replayed));
     }
 }
 
-fn run(call: Call<'_>) -> Result<(), RlError> {
-    let replayed = call.ctx.is_replayed();
+fn run(call: Call<'_>, replayed: bool) -> Result<(), RlError> {
     let request = parse_all(call.args, replayed)?;
     let mode = effective_mode(replayed);
     if mode == Mode::off {

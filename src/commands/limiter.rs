@@ -49,11 +49,12 @@ fn handle(call: Call<'_>, algorithm: Algorithm) {
         declare_keys(call, algorithm);
         return;
     }
-    guarded(call, Command::from(algorithm), || run(call, algorithm));
+    guarded(call, Command::from(algorithm), |replayed| {
+        run(call, algorithm, replayed)
+    });
 }
 
-fn run(call: Call<'_>, algorithm: Algorithm) -> Result<(), RlError> {
-    let replayed = call.ctx.is_replayed();
+fn run(call: Call<'_>, algorithm: Algorithm, replayed: bool) -> Result<(), RlError> {
     let request = parse_limiter(algorithm, call.args, replayed)?;
     let mode = effective_mode(replayed);
     let command = Command::from(algorithm);

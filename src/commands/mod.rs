@@ -17,12 +17,16 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 /// location reach the server log through the hook `lib.rs` installs.)
 /// Calls and errors are counted for `INFO rl`, except calls replayed from
 /// the replication link or the AOF, which no client made here.
-pub fn guarded(call: Call<'_>, command: Command, body: impl FnOnce() -> Result<(), RlError>) {
-    let counted = !call.ctx.is_replayed();
+///
+/// The body is told whether the call is replayed (asked of the server once
+/// per call: it is on the hot path).
+pub fn guarded(call: Call<'_>, command: Command, body: impl FnOnce(bool) -> Result<(), RlError>) {
+    let replayed = call.ctx.is_replayed();
+    let counted = !replayed;
     if counted {
         stats::count(command, Counter::Calls);
     }
-    let result = catch_unwind(AssertUnwindSafe(body))
+    let result = catch_unwind(AssertUnwindSafe(|| body(replayed)))
         .unwrap_or(Err(RlError::Internal("a command handler panicked")));
     if let Err(e) = result {
         if let RlError::Internal(what) = e {

@@ -36,31 +36,39 @@ fn form(call: Call<'_>, container: bool) -> (Call<'_>, &'static OverrideNames) {
 
 impl<const C: bool> Entry for Set<C> {
     fn run(call: Call<'_>) {
-        guarded(call, Command::OverrideSet, || set(call, C));
+        guarded(call, Command::OverrideSet, |replayed| {
+            set(call, C, replayed)
+        });
     }
 }
 
 impl<const C: bool> Entry for Get<C> {
     fn run(call: Call<'_>) {
-        guarded(call, Command::OverrideGet, || get(call, C));
+        guarded(call, Command::OverrideGet, |replayed| {
+            get(call, C, replayed)
+        });
     }
 }
 
 impl<const C: bool> Entry for Del<C> {
     fn run(call: Call<'_>) {
-        guarded(call, Command::OverrideDel, || del(call, C));
+        guarded(call, Command::OverrideDel, |replayed| {
+            del(call, C, replayed)
+        });
     }
 }
 
 impl<const C: bool> Entry for List<C> {
     fn run(call: Call<'_>) {
-        guarded(call, Command::OverrideList, || list(call, C));
+        guarded(call, Command::OverrideList, |replayed| {
+            list(call, C, replayed)
+        });
     }
 }
 
-fn set(call: Call<'_>, container: bool) -> Result<(), RlError> {
+fn set(call: Call<'_>, container: bool, replayed: bool) -> Result<(), RlError> {
     let (sub, names) = form(call, container);
-    let request = parse_override_set(sub.args, call.ctx.is_replayed(), names.set)?;
+    let request = parse_override_set(sub.args, replayed, names.set)?;
     let name = request.okey;
     let key = call.open(name, Access::ReadWrite);
     load_override(key.value())?;
@@ -106,7 +114,7 @@ fn fields(o: &Override, ttl_ms: Option<u64>) -> [i64; 4] {
     ]
 }
 
-fn get(call: Call<'_>, container: bool) -> Result<(), RlError> {
+fn get(call: Call<'_>, container: bool, _replayed: bool) -> Result<(), RlError> {
     let (sub, names) = form(call, container);
     let okey = parse_override_get(sub.args, names.get)?;
     let key = call.open(okey, Access::Read);
@@ -117,7 +125,7 @@ fn get(call: Call<'_>, container: bool) -> Result<(), RlError> {
     Ok(())
 }
 
-fn del(call: Call<'_>, container: bool) -> Result<(), RlError> {
+fn del(call: Call<'_>, container: bool, _replayed: bool) -> Result<(), RlError> {
     let (sub, names) = form(call, container);
     let okeys = parse_override_del(sub.args, names.del)?;
     // Check every key before deleting any, so a WRONGTYPE deletes nothing.
@@ -140,7 +148,7 @@ fn del(call: Call<'_>, container: bool) -> Result<(), RlError> {
     Ok(())
 }
 
-fn list(call: Call<'_>, container: bool) -> Result<(), RlError> {
+fn list(call: Call<'_>, container: bool, _replayed: bool) -> Result<(), RlError> {
     let (sub, names) = form(call, container);
     let request = parse_override_list(sub.args, names.list)?;
     let (next, keys) = call.scan_strings(request.cursor, request.pattern, request.count)?;

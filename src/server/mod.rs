@@ -69,6 +69,12 @@ pub struct Arg {
 }
 
 impl Arg {
+    const EMPTY: Arg = Arg {
+        raw: std::ptr::null_mut(),
+        ptr: std::ptr::null(),
+        len: 0,
+    };
+
     fn new(raw: *mut raw::RedisModuleString) -> Arg {
         let mut len = 0usize;
         // SAFETY: raw is an argument of the running command; its bytes live
@@ -106,8 +112,9 @@ pub struct Call<'a> {
     argv: &'a [*mut raw::RedisModuleString],
 }
 
-/// Commands up to this many arguments are served without allocating.
-const STACK_ARGS: usize = 24;
+/// Commands up to this many arguments are served without allocating
+/// (a single limiter with every option fits).
+const STACK_ARGS: usize = 16;
 
 /// A command's body, run by `entry`.
 pub trait Entry {
@@ -136,11 +143,7 @@ pub unsafe extern "C" fn entry<E: Entry>(
         _call: PhantomData,
     };
     if argv.len() <= STACK_ARGS {
-        let mut buf: [Arg; STACK_ARGS] = std::array::from_fn(|_| Arg {
-            raw: std::ptr::null_mut(),
-            ptr: std::ptr::null(),
-            len: 0,
-        });
+        let mut buf: [Arg; STACK_ARGS] = [const { Arg::EMPTY }; STACK_ARGS];
         for (slot, &a) in buf.iter_mut().zip(argv) {
             *slot = Arg::new(a);
         }

@@ -79,9 +79,9 @@ enum Write {
     Delete,
 }
 
-/// Room for the largest fixed-size layout (a TOKEN bucket in debt, 53
-/// bytes).
-const SMALL: usize = 56;
+/// Room for the largest value written without allocating: a fresh exact
+/// log of one entry (at most 93 bytes).
+const SMALL: usize = 96;
 
 /// Up to `SMALL` bytes of a fixed-size layout.
 pub struct SmallBytes {
@@ -101,6 +101,15 @@ impl SmallBytes {
 
     pub fn as_slice(&self) -> &[u8] {
         self.bytes.get(..self.len).unwrap_or_default()
+    }
+}
+
+impl Write {
+    fn small(bytes: &SmallBytes) -> Write {
+        Write::Small {
+            bytes: bytes.bytes,
+            len: bytes.len,
+        }
     }
 }
 
@@ -195,13 +204,7 @@ fn sized<A: FixedSize>(p: &A, value: Value<'_>, step: &Step) -> Result<Checked, 
         |cost, max_wait| Ok(p.decide(state, now, cost, max_wait)),
         || Ok(p.status(state, now)),
         |units| Ok(p.refund(state, now, units)),
-        |s| {
-            let encoded = A::encode(s);
-            Ok(Write::Small {
-                bytes: encoded.bytes,
-                len: encoded.len,
-            })
-        },
+        |s| Ok(Write::small(&A::encode(s))),
         |s| Ok(A::encode(s).as_slice().to_vec()),
         |s, at| p.held(s, at),
     )

@@ -18,7 +18,7 @@
 //! trims, which keeps a call amortized O(1).
 
 use super::layout::{DecodeError, Tag, HEADER_LEN, MAGIC, VERSION};
-use super::{flow, load, split, Checked, Step, Write};
+use super::{flow, load, split, Checked, SmallBytes, Step, Write};
 use crate::error::RlError;
 use crate::server::Value;
 use librl_core::sliding::{self as core, Append, CorruptLog, Log, SlidingParams, VecLog};
@@ -186,6 +186,9 @@ impl LogPatch {
 /// How committing an admitted call changes the log's bytes.
 pub enum Edit {
     InPlace(LogPatch),
+    /// A new log of one entry, built without allocating (the common case
+    /// of a first call on a key).
+    Fresh(SmallBytes),
     /// The key's value must become these bytes.
     Replace(Vec<u8>),
 }
@@ -195,6 +198,7 @@ impl Edit {
     pub fn apply_to(self, value: &mut Vec<u8>) {
         match self {
             Edit::Replace(bytes) => *value = bytes,
+            Edit::Fresh(bytes) => *value = bytes.as_slice().to_vec(),
             Edit::InPlace(p) => {
                 let end = p.entry_at + p.entry_len;
                 if let Some(dst) = value.get_mut(p.entry_at..end) {
@@ -237,6 +241,7 @@ pub(super) fn check(p: &SlidingParams, value: Value<'_>, step: &Step) -> Result<
                     Write::Replace(bytes)
                 }
                 Edit::InPlace(patch) => Write::Log(patch),
+                Edit::Fresh(bytes) => Write::small(&bytes),
                 Edit::Replace(bytes) => Write::Replace(bytes),
             })
         },
@@ -335,7 +340,7 @@ impl Iterator for Entries<'_> {
 /// cutoff, log the cost at `now`, in place when it fits. `existing` is the
 /// value the decision was made on. Pure: nothing is written here.
 pub fn plan(existing: Option<&[u8]>, a: &Append) -> Result<Edit, CorruptLog> {
-    let fresh = || Ok(Edit::Replace(build(&[(a.now_ms, a.cost)])));
+    let fresh = || Ok(Edit::Fresh(fresh(a.now_ms, a.cost)));
     let Some(bytes) = existing else {
         return fresh();
     };
@@ -422,6 +427,27 @@ fn merge_pairs(entries: &[(u64, u64)]) -> Vec<(u64, u64)> {
             (t, pair.iter().map(|e| e.1).fold(0u64, u64::saturating_add))
         })
         .collect()
+}
+
+/// A fresh log of one entry, as `build(&[(now_ms, cost)])` lays it out,
+/// on the stack.
+fn fresh(now_ms: u64, cost: u64) -> SmallBytes {
+    let (entry, len) = encode_entry(0, cost);
+    let size = DATA_START + len + MIN_SLACK;
+    let mut out = [0u8; DATA_START + MAX_ENTRY + MIN_SLACK];
+    Header {
+        head: 0,
+        tail: len,
+        last: 0,
+        total: cost,
+        first_ms: now_ms,
+        last_ms: now_ms,
+    }
+    .write(&mut out);
+    if let (Some(dst), Some(src)) = (out.get_mut(DATA_START..DATA_START + len), entry.get(..len)) {
+        dst.copy_from_slice(src);
+    }
+    SmallBytes::new(out.get(..size).unwrap_or_default())
 }
 
 /// A fresh log holding `entries` (oldest first, distinct increasing times),
@@ -539,6 +565,13 @@ mod tests {
             check(&p, Value::String(&full), &step),
             Err(RlError::BadState(DecodeError::Corrupt))
         ));
+    }
+
+    #[test]
+    fn a_fresh_log_is_laid_out_as_build_lays_it_out() {
+        for (now, cost) in [(0, 1), (5_000_000, 3), (u64::MAX, 1 << 50)] {
+            assert_eq!(fresh(now, cost).as_slice(), build(&[(now, cost)]));
+        }
     }
 
     #[test]
