@@ -23,9 +23,11 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the work tree
@@ -146,6 +148,27 @@ def lua_ins_calls(calls):
     """Calls per Lua script under callgrind: a script is 5-7 times a librl
     call and judged by no target, so a tenth of the calls does."""
     return max(200, calls // 10)
+
+
+GAP_CASES = ("floor", "fixed", "sliding", "approx", "token")
+
+
+def phase_instructions_with_gap(modules, cases, calls):
+    """Instructions per call, and for the floor and the single limiters the
+    split of a call (instructions.breakdown), per call."""
+    keep = tempfile.mkdtemp(prefix="librl-bench-dumps-")
+    try:
+        per_call = phase_instructions(modules, cases, calls, keep=keep)
+        gap = {}
+        for cid in GAP_CASES:
+            path = os.path.join(keep, f"{cid}.callgrind")
+            if os.path.exists(path):
+                lines = instructions.breakdown(instructions.Profile(path))
+                if lines:
+                    gap[cid] = {k: v / calls for k, v in lines.items()}
+        return per_call, gap
+    finally:
+        shutil.rmtree(keep, ignore_errors=True)
 
 
 def phase_instructions(modules, cases, calls, keep=None):
@@ -308,6 +331,7 @@ def report(data):
         gap = "" if value <= limit else f", by {100 * (value / limit - 1):.0f}%"
         w(f"- {label}: {what} {value:.2f} (≤ {limit:.2f}) {verdict(value <= limit)}{gap}")
     w("")
+    report_gap(w, data, rows)
     w("Each round's µs/call, in the order of the table:")
     w("")
     for c in cases:
@@ -362,6 +386,40 @@ def report(data):
     w("")
     w("![librl against the floor and the peer](latest.png)")
     return "\n".join(out) + "\n"
+
+
+def report_gap(w, data, rows):
+    """Where each limiter's instructions above the floor go: the lines of
+    instructions.breakdown that differ from the floor's by 40 or more."""
+    gap = data.get("gap") or {}
+    if "floor" not in gap:
+        return
+    cols = [cid for cid in GAP_CASES[1:] if cid in gap]
+    labels = {c["id"]: c["label"] for c in data["cases"]}
+    floor = gap["floor"]
+    names = [n for n in set().union(*(gap[c] for c in cols + ["floor"]))
+             if any(abs(gap[c].get(n, 0) - floor.get(n, 0)) >= 40 for c in cols)]
+    names.sort(key=lambda n: -max(gap[c].get(n, 0) - floor.get(n, 0) for c in cols))
+    w("### Where the instructions above the floor go")
+    w("")
+    w("Each limiter's call split as `make bench-profile` splits it (bench/results/profile.md has every line "
+      "and the call trees): per call, the difference to the floor's line, for the lines that differ by 40 "
+      "or more. API lines are a module-API function's inclusive cost (what runs inside Redis for it), "
+      "summed over the module's calls to it; *the module's own code* is the rest of the handler: argument "
+      "conversion, parsing, mode and statistics, the decision, encoding, the Rust side of allocations.")
+    w("")
+    w("| line | floor | " + " | ".join(labels[c] for c in cols) + " |")
+    w("|---|---:|" + "---:|" * len(cols))
+    for n in names:
+        label = f"*{n}*" if n == instructions.OWN else (n if " " in n else f"API: `{n}`")
+        w(f"| {label} | {floor.get(n, 0):,.0f} | "
+          + " | ".join(f"{gap[c].get(n, 0) - floor.get(n, 0):+,.0f}" for c in cols) + " |")
+    rest = {c: (rows[c]["ins"] - rows["floor"]["ins"]) - sum(gap[c].get(n, 0) - floor.get(n, 0) for n in names)
+            for c in cols}
+    w("| the other lines | | " + " | ".join(f"{rest[c]:+,.0f}" for c in cols) + " |")
+    w("| **above the floor** | | " + " | ".join(f"**{rows[c]['ins'] - rows['floor']['ins']:+,.0f}**"
+                                               for c in cols) + " |")
+    w("")
 
 
 def report_life(w, life):
@@ -657,7 +715,7 @@ def main():
         f"{len(cases)} commands")
     data["throughput"] = phase_throughput(modules, cases, args.rounds, args.calls)
     log(f"phase 3/5: instructions per call under callgrind, {args.ins_calls:,} calls per command")
-    data["instructions"] = phase_instructions(modules, cases, args.ins_calls)
+    data["instructions"], data["gap"] = phase_instructions_with_gap(modules, cases, args.ins_calls)
     log("phase 4/5: RL.ALL against three calls; RESERVE, REFUND, WAIT; client packages")
     data["all"] = phases.phase_all(MODULE, args.rounds, phases.ALL_REQUESTS if not args.quick else 2_000)
     data["life"] = phases.phase_life(MODULE, args.rounds, args.calls)

@@ -154,3 +154,31 @@ class Profile:
         if not f:
             return 0
         return max(0, f["ir"] - sum(ir for ir, _ in f["callees"].values()))
+
+
+DISPATCHER = "RedisModuleCommandDispatcher"
+AROUND = "Redis's call() around the command"
+CONTEXT = "module context (RedisModuleCommandDispatcher)"
+OWN = "the module's own code"
+
+
+def breakdown(p):
+    """{line: instructions} for a module command's dump (None for a command
+    that is not a module's): Redis's call() around the command, the module
+    context, each module-API function the module calls (inclusive, summed
+    over its calls), and the module's own code (everything else under the
+    handler, libc calls from it included)."""
+    if p.ir(DISPATCHER) == 0:
+        return None
+    server_obj = p.functions["call"]["obj"] if "call" in p.functions else None
+    handlers = {n: ir for n, (ir, _) in p.callees(DISPATCHER).items() if p.is_module(n)}
+    handler_ir = sum(handlers.values())
+    lines = {AROUND: p.total - p.ir(DISPATCHER), CONTEXT: p.ir(DISPATCHER) - handler_ir}
+    api = {}
+    for name in p.module_functions():
+        for callee, (ir, _) in p.callees(name).items():
+            if not p.is_module(callee) and p.functions.get(callee, {}).get("obj") == server_obj:
+                api[callee] = api.get(callee, 0) + ir
+    lines.update(api)
+    lines[OWN] = handler_ir - sum(api.values())
+    return lines

@@ -26,32 +26,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402
 import instructions  # noqa: E402
 
-DISPATCHER = "RedisModuleCommandDispatcher"
+DISPATCHER = instructions.DISPATCHER
 PROFILED = ["incr", "floor_empty", "floor_verbatim", "floor", "fixed", "sliding", "approx", "token", "all", "cell"]
 LIBRL = ["fixed", "sliding", "approx", "token", "all"]
-
-
-def breakdown(p):
-    """{line: instructions} for a module command's dump (None for a
-    command that is not a module's)."""
-    if p.ir(DISPATCHER) == 0:
-        return None
-    server_obj = p.functions["call"]["obj"] if "call" in p.functions else None
-    handlers = {n: ir for n, (ir, _) in p.callees(DISPATCHER).items() if p.is_module(n)}
-    handler_ir = sum(handlers.values())
-    lines = {
-        "Redis's call() around the command": p.total - p.ir(DISPATCHER),
-        "module context (RedisModuleCommandDispatcher)": p.ir(DISPATCHER) - handler_ir,
-    }
-    api = {}
-    for name in p.module_functions():
-        for callee, (ir, _) in p.callees(name).items():
-            if not p.is_module(callee) and p.functions.get(callee, {}).get("obj") == server_obj:
-                api[callee] = api.get(callee, 0) + ir
-    for name, ir in api.items():
-        lines[name] = ir
-    lines["the module's own code"] = handler_ir - sum(api.values())
-    return lines
 
 
 def tree(p, root, total, calls, min_share, depth=0, seen=None, expanded=None, max_depth=6):
@@ -130,14 +107,14 @@ def main():
     w("")
 
     # The gap, line by line.
-    split = {cid: breakdown(p) for cid, p in profiles.items()}
+    split = {cid: instructions.breakdown(p) for cid, p in profiles.items()}
     cols = [cid for cid in ["floor", "fixed", "sliding", "approx", "token", "cell"] if split.get(cid)]
     lines = {}
     for cid in cols:
         for name, ir in split[cid].items():
             lines.setdefault(name, {})[cid] = ir / args.calls
-    fixed_lines = ["Redis's call() around the command", "module context (RedisModuleCommandDispatcher)"]
-    own = "the module's own code"
+    fixed_lines = [instructions.AROUND, instructions.CONTEXT]
+    own = instructions.OWN
     api_lines = sorted((n for n in lines if n not in fixed_lines and n != own),
                        key=lambda n: -max(lines[n].values()))
     small = [n for n in api_lines if max(lines[n].values()) < 60]
