@@ -691,7 +691,10 @@ def main():
     started = time.monotonic()
     modules, have_cell = build_modules()
     cases = main_cases(have_cell)
-    dirty = git("status", "--porcelain", "--untracked-files=no")
+    # "+changes" when what is measured differs from the commit: the module's
+    # sources or the floor's (not, say, the previous run's results).
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", "src", "core", "Cargo.toml", "Cargo.lock",
+                "bench/floor")
     data = {
         "meta": {
             "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
