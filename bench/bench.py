@@ -439,11 +439,13 @@ def report_life(w, life):
       "call writing and replicating: plain admitted calls, reservations into the bucket's future, and "
       "refunds.")
     w("")
-    w("| call | µs/call | calls/s | ÷ plain (µs) | command |")
-    w("|---|---:|---:|---:|---|")
+    ins = life.get("instructions") or {}
+    w("| call | instructions/call | ÷ plain | µs/call | ÷ plain (µs) | calls/s | command |")
+    w("|---|---:|---:|---:|---:|---:|---|")
     for cid in ("plain", "reserve", "refund"):
-        w(f"| {life['labels'][cid]} | {med(runs[cid]):.2f} | {med(runs[cid], 'rps'):,.0f} | "
-          f"{ratio(runs[cid], runs['plain']):.2f}× | `{life['commands'][cid]}` |")
+        i = f"{ins[cid]:,.0f} | {ins[cid] / ins['plain']:.2f}×" if cid in ins and "plain" in ins else "– | –"
+        w(f"| {life['labels'][cid]} | {i} | {med(runs[cid]):.2f} | {ratio(runs[cid], runs['plain']):.2f}× | "
+          f"{med(runs[cid], 'rps'):,.0f} | `{life['commands'][cid]}` |")
     w("")
     peeks = {cid: runs[cid][-1].get("peek") for cid in ("reserve", "refund")}
     if all(isinstance(p, list) and len(p) == 6 for p in peeks.values()):

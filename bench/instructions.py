@@ -32,8 +32,10 @@ def dump_total(path):
 
 
 def run(modules, cases, calls, keyspace, clients, pipeline, setup=None, keep=None, log=print):
-    """cases: [(id, command)] or [(id, command, calls)] (calls for that case
-    instead of `calls`). Returns {id: instructions per call}; with
+    """cases: [(id, command)], or [(id, command, calls[, keyspace[,
+    prepare]])] for a case's own number of calls, keyspace, and
+    `prepare(conn)` run after each FLUSHALL (not counted). Returns
+    {id: instructions per call}; with
     `keep` (a directory), the dumps stay there as `<id>.callgrind`.
     `setup(conn)` runs once after the server starts (e.g. SCRIPT LOAD)."""
     cg_dir = tempfile.mkdtemp(prefix="librl-callgrind-")
@@ -51,14 +53,18 @@ def run(modules, cases, calls, keyspace, clients, pipeline, setup=None, keep=Non
             setup(conn)
         for cid, command, *own in cases:
             n = own[0] if own else calls
+            ks = own[1] if len(own) > 1 else keyspace
+            prepare = own[2] if len(own) > 2 else (lambda _conn: None)
             # A warm-up run of the same command first, so each case starts
             # from the allocator and table state its own calls leave (not
             # what the case before it left), then the counted run.
             conn.call("FLUSHALL", "SYNC")
-            redis_benchmark(server.port, command, max(100, n // 5), keyspace, clients, pipeline)
+            prepare(conn)
+            redis_benchmark(server.port, command, max(100, n // 5), ks, clients, pipeline)
             conn.call("FLUSHALL", "SYNC")
+            prepare(conn)
             subprocess.run(["callgrind_control", "--zero", str(server.proc.pid)], check=True, capture_output=True)
-            redis_benchmark(server.port, command, n, keyspace, clients, pipeline)
+            redis_benchmark(server.port, command, n, ks, clients, pipeline)
             before = set(glob.glob(out_file + ".*"))
             subprocess.run(["callgrind_control", f"--dump={cid}", str(server.proc.pid)], check=True,
                            capture_output=True)

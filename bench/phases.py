@@ -365,6 +365,24 @@ def wait_lateness(conn_factory, rounds):
             "min_ms": late[0], "early": sum(x < 0 for x in late)}
 
 
+LIFE_INS_CALLS = 5_000
+
+
+def life_instructions(module, cases):
+    """Instructions per call of the same three runs under callgrind
+    (bench/instructions.py), each on its prepared buckets."""
+    import instructions
+
+    def preparer(command, prepare):
+        prefix = command[1].split("__")[0]
+        return lambda conn: conn.pipeline(prepare(bench_key(prefix, i)) for i in range(LIFE_KEYS))
+
+    return instructions.run(
+        [module], [(cid, command, LIFE_INS_CALLS, LIFE_KEYS, preparer(command, prepare))
+                   for cid, _, command, prepare in cases],
+        LIFE_INS_CALLS, LIFE_KEYS, CLIENTS, PIPELINE, log=log)
+
+
 def phase_life(module, rounds, calls):
     """RESERVE and REFUND calls against plain RL.TOKEN (same server,
     interleaved rounds), and WAIT's lateness; None when the module has no
@@ -393,6 +411,13 @@ def phase_life(module, rounds, calls):
             log(f"RESERVE/REFUND runs failed: {e}")
             return {"error": str(e)}
         conn.close()
+        server.stop()
+        try:
+            ins = life_instructions(module, cases)
+        except (RuntimeError, ReplyError, OSError, subprocess.CalledProcessError) as e:
+            log(f"RESERVE/REFUND instructions not measured: {e}")
+            ins = {}
+        server = Server(module, "wait")
         try:
             wait = wait_lateness(server.conn, 10)
             log(f"WAIT lateness over {wait['samples']} replies: p50 {wait['p50_ms']:.2f} ms, "
@@ -402,7 +427,7 @@ def phase_life(module, rounds, calls):
             wait = {"error": str(e)}
         return {"labels": {cid: label for cid, label, _, _ in cases},
                 "commands": {cid: " ".join(command) for cid, _, command, _ in cases},
-                "runs": runs, "wait": wait}
+                "runs": runs, "wait": wait, "instructions": ins}
     finally:
         server.stop()
 
