@@ -494,14 +494,17 @@ fn parse_clause<'a, W: AsRef<[u8]>>(
             capacity: burst.unwrap_or(amount),
         }),
     };
-    for (a, b) in [
-        ("COST", "REFUND"),
-        ("RESERVE", "WAIT"),
-        ("REFUND", "RESERVE"),
-        ("REFUND", "WAIT"),
-    ] {
-        if seen.has(a) && seen.has(b) {
-            return Err(ArgError::Exclusive(a, b));
+    // Only calls that give options can combine them wrongly.
+    if seen.any() {
+        for (a, b) in [
+            ("COST", "REFUND"),
+            ("RESERVE", "WAIT"),
+            ("REFUND", "RESERVE"),
+            ("REFUND", "WAIT"),
+        ] {
+            if seen.has(a) && seen.has(b) {
+                return Err(ArgError::Exclusive(a, b));
+            }
         }
     }
     let action = match (refund, reserve) {
@@ -761,6 +764,10 @@ impl Seen {
         }
         self.0 |= bit;
         Ok(())
+    }
+
+    fn any(&self) -> bool {
+        self.0 != 0
     }
 
     fn has(&self, option: &'static str) -> bool {

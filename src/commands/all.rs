@@ -6,10 +6,11 @@
 //! Every clause is decided, and its commit prepared, before any key is
 //! written: admitted only if all admit, and then all record the call.
 
-use super::guarded;
 use super::limiter::{
-    count_outcome, decide, declare_clause_keys, effective_mode, off_reply, propagate, wants_wait,
+    count_outcome, decide, declare_clause_keys, effective_mode, off_reply, propagate, replayed,
+    wants_wait,
 };
+use super::{guarded, Origin};
 use crate::error::RlError;
 use crate::mode::Mode;
 use crate::request::{find_keys, parse_all};
@@ -26,12 +27,27 @@ impl Entry for All {
             declare_keys(call);
             return;
         }
-        guarded(call, Command::All, |replayed| run(call, replayed));
+        guarded(call, Command::All, |origin| run(call, origin));
     }
 }
 
-fn run(call: Call<'_>, replayed: bool) -> Result<(), RlError> {
-    let request = parse_all(call.args, replayed)?;
+fn run(call: Call<'_>, origin: &Origin<'_>) -> Result<(), RlError> {
+    // As for single limiters: parsed as if replayed, errors parsed again
+    // knowing the origin.
+    let request = match parse_all(call.args, true) {
+        Ok(request) => request,
+        Err(e) => {
+            return Err(parse_all(call.args, origin.replayed())
+                .err()
+                .unwrap_or(e)
+                .into())
+        }
+    };
+    let replayed = replayed(origin, request.replayed_now_ms.is_some())?;
+    if !replayed && request.replayed_now_ms.is_some() {
+        // NOW is the replication link's: a client gets today's error.
+        parse_all(call.args, false)?;
+    }
     let mode = effective_mode(replayed);
     if mode == Mode::off {
         stats::count(Command::All, Counter::Allowed);
@@ -61,12 +77,7 @@ fn run(call: Call<'_>, replayed: bool) -> Result<(), RlError> {
         // blocks its denying clauses start are written.
         let mut wrote = false;
         for d in &decided {
-            let write = if denied.is_none() {
-                d.checked.commit.as_ref()
-            } else {
-                d.checked.penalty.as_ref()
-            };
-            if let Some(commit) = write {
+            if let Some(commit) = d.checked.write(denied.is_none()) {
                 commit.apply(&d.key);
                 wrote = true;
             }

@@ -9,7 +9,7 @@
 //! their own clock. Denied calls and PEEK propagate nothing. Replies are
 //! written directly: this is the hot path.
 
-use super::guarded;
+use super::{guarded, Origin};
 use crate::error::RlError;
 use crate::mode::{Mode, MODE};
 use crate::request::{find_keys, parse_limiter, Action, Algorithm, Clause};
@@ -49,13 +49,26 @@ fn handle(call: Call<'_>, algorithm: Algorithm) {
         declare_keys(call, algorithm);
         return;
     }
-    guarded(call, Command::from(algorithm), |replayed| {
-        run(call, algorithm, replayed)
+    guarded(call, Command::from(algorithm), |origin| {
+        run(call, algorithm, origin)
     });
 }
 
-fn run(call: Call<'_>, algorithm: Algorithm, replayed: bool) -> Result<(), RlError> {
-    let request = parse_limiter(algorithm, call.args, replayed)?;
+fn run(call: Call<'_>, algorithm: Algorithm, origin: &Origin<'_>) -> Result<(), RlError> {
+    // Parsed as if replayed (NOW allowed); a client's error is the one its
+    // own parse gives, so errors are parsed again knowing the origin.
+    let request = match parse_limiter(algorithm, call.args, true) {
+        Ok(request) => request,
+        Err(e) => {
+            let own = parse_limiter(algorithm, call.args, origin.replayed()).err();
+            return Err(own.unwrap_or(e).into());
+        }
+    };
+    let replayed = replayed(origin, request.replayed_now_ms.is_some())?;
+    if !replayed && request.replayed_now_ms.is_some() {
+        // NOW is the replication link's: a client gets today's error.
+        parse_limiter(algorithm, call.args, false)?;
+    }
     let mode = effective_mode(replayed);
     let command = Command::from(algorithm);
     if mode == Mode::off {
@@ -72,12 +85,7 @@ fn run(call: Call<'_>, algorithm: Algorithm, replayed: bool) -> Result<(), RlErr
     if !request.peek {
         // An admitted call writes its commit; a denied one only the block
         // it starts.
-        let write = if allowed {
-            checked.commit.as_ref()
-        } else {
-            checked.penalty.as_ref()
-        };
-        if let Some(commit) = write {
+        if let Some(commit) = checked.write(allowed) {
             commit.apply(&decided.key);
             propagate(call, algorithm.command_cstr(), replayed, now);
         }
@@ -113,6 +121,16 @@ fn run(call: Call<'_>, algorithm: Algorithm, replayed: bool) -> Result<(), RlErr
 /// time (where it can block the client; elsewhere WAIT acts as RESERVE).
 pub fn wants_wait(clause: &Clause<'_, Arg>) -> bool {
     matches!(clause.action, Action::Take { reserve: Some(r), .. } if r.wait)
+}
+
+/// Whether a limiter call is replayed: only a call carrying NOW can be.
+pub fn replayed(origin: &Origin<'_>, has_now: bool) -> Result<bool, RlError> {
+    if has_now {
+        Ok(origin.replayed())
+    } else {
+        origin.mark_client();
+        Ok(false)
+    }
 }
 
 /// Propagates an admitted call: as it came plus the primary's NOW, or, when

@@ -8,7 +8,33 @@ pub mod overrides;
 use crate::error::RlError;
 use crate::server::Call;
 use crate::stats::{self, Command, Counter};
+use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Whether the running call is replayed from the replication link or the
+/// AOF, asked of the server at most once, and only if needed: a limiter
+/// call without `NOW` is a client's (a replayed one always carries the
+/// primary's NOW), which saves the question on the hot path.
+pub struct Origin<'a> {
+    call: Call<'a>,
+    known: Cell<Option<bool>>,
+}
+
+impl Origin<'_> {
+    pub fn replayed(&self) -> bool {
+        if let Some(known) = self.known.get() {
+            return known;
+        }
+        let replayed = self.call.ctx.is_replayed();
+        self.known.set(Some(replayed));
+        replayed
+    }
+
+    /// The call is known to come from a client.
+    pub fn mark_client(&self) {
+        self.known.set(Some(false));
+    }
+}
 
 /// Runs a handler body behind the panic boundary and replies its error: a
 /// bug must cost one error reply, never the user's server. Every write
@@ -17,17 +43,21 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 /// location reach the server log through the hook `lib.rs` installs.)
 /// Calls and errors are counted for `INFO rl`, except calls replayed from
 /// the replication link or the AOF, which no client made here.
-///
-/// The body is told whether the call is replayed (asked of the server once
-/// per call: it is on the hot path).
-pub fn guarded(call: Call<'_>, command: Command, body: impl FnOnce(bool) -> Result<(), RlError>) {
-    let replayed = call.ctx.is_replayed();
-    let counted = !replayed;
+pub fn guarded<'a>(
+    call: Call<'a>,
+    command: Command,
+    body: impl FnOnce(&Origin<'a>) -> Result<(), RlError>,
+) {
+    let origin = Origin {
+        call,
+        known: Cell::new(None),
+    };
+    let result = catch_unwind(AssertUnwindSafe(|| body(&origin)))
+        .unwrap_or(Err(RlError::Internal("a command handler panicked")));
+    let counted = !origin.replayed();
     if counted {
         stats::count(command, Counter::Calls);
     }
-    let result = catch_unwind(AssertUnwindSafe(|| body(replayed)))
-        .unwrap_or(Err(RlError::Internal("a command handler panicked")));
     if let Err(e) = result {
         if let RlError::Internal(what) = e {
             call.ctx

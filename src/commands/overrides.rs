@@ -37,7 +37,7 @@ fn form(call: Call<'_>, container: bool) -> (Call<'_>, &'static OverrideNames) {
 impl<const C: bool> Entry for Set<C> {
     fn run(call: Call<'_>) {
         guarded(call, Command::OverrideSet, |replayed| {
-            set(call, C, replayed)
+            set(call, C, replayed.replayed())
         });
     }
 }
@@ -45,7 +45,7 @@ impl<const C: bool> Entry for Set<C> {
 impl<const C: bool> Entry for Get<C> {
     fn run(call: Call<'_>) {
         guarded(call, Command::OverrideGet, |replayed| {
-            get(call, C, replayed)
+            get(call, C, replayed.replayed())
         });
     }
 }
@@ -53,7 +53,7 @@ impl<const C: bool> Entry for Get<C> {
 impl<const C: bool> Entry for Del<C> {
     fn run(call: Call<'_>) {
         guarded(call, Command::OverrideDel, |replayed| {
-            del(call, C, replayed)
+            del(call, C, replayed.replayed())
         });
     }
 }
@@ -61,7 +61,7 @@ impl<const C: bool> Entry for Del<C> {
 impl<const C: bool> Entry for List<C> {
     fn run(call: Call<'_>) {
         guarded(call, Command::OverrideList, |replayed| {
-            list(call, C, replayed)
+            list(call, C, replayed.replayed())
         });
     }
 }

@@ -52,10 +52,10 @@ pub struct Checked {
     pub reply: [i64; 6],
     pub denied: Option<RetryAfter>,
     pub wait_ms: u64,
-    /// Written when the call as a whole is admitted (for a refund: always).
+    /// What the call writes: when the call as a whole is admitted (for a
+    /// refund: always), or, for the denial that starts a block, although
+    /// the call is denied (`on_denial`).
     pub commit: Option<Commit>,
-    /// Written although the call is denied: the denial that starts a block.
-    pub penalty: Option<Commit>,
     /// WAIT's reply at the reserved time (retry_after 0).
     pub held: [i64; 6],
     pub event: Option<Event>,
@@ -66,6 +66,8 @@ pub struct Checked {
 pub struct Commit {
     write: Write,
     expires_at_ms: u64,
+    /// The denial that starts a block: written although the call is denied.
+    pub on_denial: bool,
 }
 
 enum Write {
@@ -110,6 +112,14 @@ impl Write {
             bytes: bytes.bytes,
             len: bytes.len,
         }
+    }
+}
+
+impl Checked {
+    /// What to write given whether the call as a whole is admitted: an
+    /// admitted call writes its commit, a denied one only a block it starts.
+    pub fn write(&self, admitted: bool) -> Option<&Commit> {
+        self.commit.as_ref().filter(|c| c.on_denial != admitted)
     }
 }
 
@@ -256,8 +266,8 @@ fn flow<S, R>(
                 commit: write.map(|write| Commit {
                     write,
                     expires_at_ms,
+                    on_denial: false,
                 }),
-                penalty: None,
                 held: reply,
                 event,
             });
@@ -280,7 +290,6 @@ fn flow<S, R>(
         denied: guarded.decision().denied(),
         wait_ms: 0,
         commit: None,
-        penalty: None,
         held: [reply[0], reply[1], 0, reply[3], reply[4], reply[5]],
         event: None,
     };
@@ -311,6 +320,7 @@ fn flow<S, R>(
                 checked.commit = Some(Commit {
                     write,
                     expires_at_ms,
+                    on_denial: false,
                 });
             }
         }
@@ -320,9 +330,10 @@ fn flow<S, R>(
             ..
         } => {
             checked.event = Some(Event::BlockStarted);
-            checked.penalty = Some(Commit {
+            checked.commit = Some(Commit {
                 write: Write::Replace(layout::wrap_block(until_ms, inner)),
                 expires_at_ms,
+                on_denial: true,
             });
         }
         Guarded::Blocked(_) => checked.event = Some(Event::DeniedByBlock),

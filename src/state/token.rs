@@ -85,7 +85,14 @@ impl FixedSize for TokenParams {
         cost: u64,
         max_wait_ms: Option<u64>,
     ) -> Decision<Bucket> {
-        core::reserve(self, b, now, cost, max_wait_ms.unwrap_or(0))
+        match (b, max_wait_ms) {
+            // The plain bucket, as before RESERVE existed: the hot path.
+            (None, None) => core::decide(self, None, now, cost).map(Bucket::from),
+            (Some(b), None) if b.debt == 0 => {
+                core::decide(self, Some(b.state), now, cost).map(Bucket::from)
+            }
+            (b, max_wait_ms) => core::reserve(self, b, now, cost, max_wait_ms.unwrap_or(0)),
+        }
     }
 
     fn status(&self, b: Option<Bucket>, now: u64) -> Status {
