@@ -395,3 +395,13 @@ impl Algorithm {
         }
     }
 }
+
+pub const OVERRIDE_HELP: CommandDoc = CommandDoc {
+    name: c"RL.OVERRIDE HELP",
+    acl: "read fast",
+    summary: c"Shows the RL.OVERRIDE subcommands.",
+    complexity: c"O(1)",
+    arity: 2,
+    keys: &[],
+    args: &[],
+};

@@ -144,6 +144,21 @@ fn register_commands(ctx: &Context) -> Result<(), String> {
         )?;
         ok(register::attach(ctx, c.dotted, c.doc, 0), c.dotted)?;
     }
+    ok(
+        register::subcommand(
+            ctx,
+            c"rl.override",
+            c"help",
+            entry::<overrides::Help>,
+            c"readonly fast",
+            no_keys,
+        ),
+        c"help",
+    )?;
+    ok(
+        register::attach(ctx, c"rl.override|help", &docs::OVERRIDE_HELP, 1),
+        c"rl.override|help",
+    )?;
     Ok(())
 }
 

@@ -23,6 +23,31 @@ pub struct Set<const CONTAINER: bool>;
 pub struct Get<const CONTAINER: bool>;
 pub struct Del<const CONTAINER: bool>;
 pub struct List<const CONTAINER: bool>;
+/// `RL.OVERRIDE HELP`: what the server's "Try RL.OVERRIDE HELP" points to.
+pub struct Help;
+
+const HELP: [&str; 10] = [
+    "RL.OVERRIDE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "SET <okey> <limit> <window> [BURST <capacity>] [TTL <duration>]",
+    "    Store an override whose limit, window and burst replace those of limiter calls naming it.",
+    "GET <okey>",
+    "    Return [limit, window_ms, burst, ttl_ms], or nil.",
+    "DEL <okey> [<okey> ...]",
+    "    Delete overrides; return how many were deleted.",
+    "LIST <cursor> [MATCH <pattern>] [COUNT <count>]",
+    "    Iterate this node's overrides with SCAN's cursor contract.",
+    "HELP",
+];
+
+impl Entry for Help {
+    fn run(call: Call<'_>) {
+        call.reply_array(HELP.len() + 1);
+        for line in HELP {
+            call.reply_simple(line);
+        }
+        call.reply_simple("    Print this help.");
+    }
+}
 
 /// The call as its handler reads it (argv[0] the command or subcommand
 /// name), and the names its messages use.

@@ -288,6 +288,17 @@ impl<'a> Call<'a> {
         }
     }
 
+    /// A status line (help text: no CR or LF inside).
+    pub fn reply_simple(self, line: &str) {
+        let text = CString::new(line.replace(['\r', '\n', '\0'], " ")).unwrap_or_default();
+        // SAFETY: as above; text is a valid C string.
+        unsafe {
+            if let Some(simple) = raw::RedisModule_ReplyWithSimpleString {
+                simple(self.ctx.raw(), text.as_ptr());
+            }
+        }
+    }
+
     pub fn reply_bulk(self, bytes: &[u8]) {
         // SAFETY: as above; `bytes` is valid for its length.
         unsafe {
