@@ -36,6 +36,18 @@ pub const COUNTED: [&str; 8] = [
 const LIMITER_COUNTERS: [&str; 5] = ["calls", "allowed", "denied", "monitor_would_deny", "errors"];
 const OVERRIDE_COUNTERS: [&str; 2] = ["calls", "errors"];
 
+/// Counters of a request's whole life, over all commands: refunds that
+/// gave something back, denials that started a block, calls denied because
+/// a block was in force, admitted RESERVE or WAIT calls that must wait, and
+/// WAIT calls whose reply the server held.
+pub const LIFE_COUNTERS: [&str; 5] = [
+    "rl_refunds",
+    "rl_blocks_started",
+    "rl_denied_by_block",
+    "rl_reservations",
+    "rl_waits",
+];
+
 /// Every counter of `INFO rl`, checking that each is a plain
 /// `name:integer` line and that exactly the expected fields are there.
 pub fn counters(con: &mut redis::Connection) -> BTreeMap<String, i64> {
@@ -74,6 +86,7 @@ pub fn counters(con: &mut redis::Connection) -> BTreeMap<String, i64> {
         };
         expected.extend(names.iter().map(|c| format!("rl_{command}_{c}")));
     }
+    expected.extend(LIFE_COUNTERS.map(String::from));
     expected.sort();
     assert_eq!(
         found.keys().cloned().collect::<Vec<_>>(),
