@@ -107,11 +107,40 @@ fn run(call: Call<'_>, origin: &Origin<'_>) -> Result<(), RlError> {
     } else {
         0
     };
-    let waits =
-        denied.is_none() && !request.peek && wait_ms > 0 && request.clauses.iter().any(wants_wait);
-    if waits && call.can_block() {
-        let held = decided.iter().map(|d| d.checked.held).collect();
-        if call.hold(wait_ms, now.saturating_add(wait_ms), HeldReply::All(held)) {
+    // WAIT clauses hold the reply, each for its own wait (within its own
+    // max_wait); a RESERVE clause's longer wait is left to the caller, as
+    // the held reply's retry_after.
+    let hold_ms = if denied.is_none() && !request.peek {
+        decided
+            .iter()
+            .zip(&request.clauses)
+            .filter(|(_, c)| wants_wait(c))
+            .map(|(d, _)| d.checked.wait_ms)
+            .max()
+            .unwrap_or(0)
+    } else {
+        0
+    };
+    if hold_ms > 0 && call.can_block() {
+        let held = decided
+            .iter()
+            .zip(&request.clauses)
+            .map(|(d, c)| {
+                if wants_wait(c) {
+                    d.checked.held
+                } else {
+                    let mut reply = d.checked.reply;
+                    reply[2] = reply[2].saturating_sub(i64::try_from(hold_ms).unwrap_or(i64::MAX));
+                    reply
+                }
+            })
+            .collect();
+        let left = i64::try_from(wait_ms - hold_ms).unwrap_or(i64::MAX);
+        let reply = HeldReply::All {
+            retry_after: left,
+            clauses: held,
+        };
+        if call.hold(hold_ms, now.saturating_add(hold_ms), reply) {
             if !replayed {
                 stats::count_event(Event::Waited);
             }

@@ -18,8 +18,12 @@ use std::sync::Mutex;
 pub enum HeldReply {
     /// A single limiter's six integers.
     One([i64; 6]),
-    /// RL.ALL: `[1, 0, clause replies...]`.
-    All(Vec<[i64; 6]>),
+    /// RL.ALL: `[1, retry_after, clause replies...]`, retry_after being
+    /// what a RESERVE clause still asks the caller to wait.
+    All {
+        retry_after: i64,
+        clauses: Vec<[i64; 6]>,
+    },
 }
 
 struct Waiter {
@@ -120,10 +124,15 @@ fn reply_held(call: Call<'_>, reply: &HeldReply, retry_after: i64) {
             six[2] = retry_after;
             call.reply_integers(&six);
         }
-        HeldReply::All(clauses) => {
+        HeldReply::All {
+            retry_after: left,
+            clauses,
+        } => {
             call.reply_array(2 + clauses.len());
             call.reply_integer(1);
-            call.reply_integer(retry_after);
+            // The reservations' wait counts from the end of the hold (an
+            // early unblock adds the hold's time left).
+            call.reply_integer(retry_after.saturating_add(*left));
             for six in clauses {
                 call.reply_integers(six);
             }
