@@ -114,3 +114,13 @@ pub fn assert_same_dataset(
     assert_eq!(digest(a), digest(b), "{what}: digests differ");
     snap
 }
+
+/// The keys of a snapshot that still live at `now_ms` (no expiry, or one
+/// after it): what two snapshots taken either side of `now_ms` must agree
+/// on when keys with short lives may expire in between.
+pub fn alive_at(snap: &Snapshot, now_ms: i64) -> Snapshot {
+    snap.iter()
+        .filter(|(_, _, at)| *at == -1 || *at > now_ms)
+        .cloned()
+        .collect()
+}
