@@ -1,0 +1,926 @@
+//! Bad input for the options of a request's whole life (SPEC, Errors and
+//! "A request's whole life"; issue 16), catalogued in the style of
+//! tests/errors.rs: every failure path of REFUND, BLOCK, RESERVE and WAIT
+//! (bad values, missing values, repeats, options that exclude each other,
+//! options of other commands, in RL.ALL clauses too, keys of the wrong
+//! kind, tampered values of the layouts these options write) is answered by
+//! its exact error; the server keeps answering, no client is left blocked,
+//! and the dataset stays byte for byte the same (every key's DUMP and
+//! absolute expiry, and DEBUG DIGEST), checked after each row and over the
+//! whole catalogue.
+
+mod common;
+#[path = "common/lifecycle.rs"]
+mod life;
+
+use common::*;
+use life::*;
+use redis::Value;
+
+// The expected replies are spelled out here rather than imported from the
+// module, so that a changed message shows up as a contract change.
+
+fn amount_error(name: &str) -> String {
+    format!("ERR {name} must be an integer from 1 to 1125899906842624 (2^50)")
+}
+
+fn duration_error(name: &str) -> String {
+    format!(
+        "ERR {name} must be a duration from 1ms to 3650d: a positive integer \
+         with an optional unit ms, s, m, h or d (bare integers are seconds)"
+    )
+}
+
+fn wait_error(name: &str) -> String {
+    format!(
+        "ERR {name} must be 0 or a duration up to 3650d: a non-negative integer \
+         with an optional unit ms, s, m, h or d (bare integers are seconds)"
+    )
+}
+
+fn exclusive(a: &str, b: &str) -> String {
+    format!("ERR options {a} and {b} cannot be given together")
+}
+
+fn not_an_option(command: &str, option: &str) -> String {
+    format!("ERR {option} is not an option of {command}")
+}
+
+fn repeated(option: &str) -> String {
+    format!("ERR option {option} is given more than once")
+}
+
+fn needs_value(option: &str) -> String {
+    format!("ERR option {option} needs a value")
+}
+
+fn wrongtype(owner: &str) -> String {
+    format!(
+        "WRONGTYPE Operation against a key holding the wrong kind of value \
+         (expected {owner} or no key)"
+    )
+}
+
+fn newer_version(version: u8) -> String {
+    format!(
+        "ERR key holds a librl value of encoding version {version}, \
+         which this librl does not know; upgrade the module"
+    )
+}
+
+const CORRUPT: &str = "ERR key holds a corrupt librl value";
+
+/// Not integers from 1 to 2^50: bad REFUND amounts and, carrying no valid
+/// unit either, bad BLOCK durations.
+const BAD_NUMBERS: &[&[u8]] = &[
+    b"",
+    b"abc",
+    b"-5",
+    b"-0",
+    b"0",
+    b"00",
+    b"1.5",
+    b"5.0",
+    b"0x10",
+    b" 5",
+    b"5 ",
+    b"+5",
+    b"05",
+    b"1e3",
+    b"5\x00",
+    b"\xff",
+    b"\xef\xbc\x95",
+    b"1125899906842625",
+    b"9223372036854775808",
+    b"18446744073709551616",
+    b"123456789012345678901234567890",
+];
+
+/// Bad as durations (BLOCK): zero in every unit, signs, fractions, spacing,
+/// unknown units, and just past 3650d in every unit.
+const BAD_DURATIONS: &[&[u8]] = &[
+    b"0ms",
+    b"0s",
+    b"0m",
+    b"0h",
+    b"0d",
+    b"10x",
+    b"ms",
+    b"s",
+    b"-5s",
+    b"-1h",
+    b"+5s",
+    b"1.5s",
+    b"0.5s",
+    b"05s",
+    b"5 s",
+    b" 5s",
+    b"5s ",
+    b"5sec",
+    b"5msms",
+    b"5us",
+    b"1w",
+    b"1h30m",
+    b"3651d",
+    b"87601h",
+    b"5256001m",
+    b"315360001",
+    b"315360001s",
+    b"315360000001ms",
+    b"99999999999999999999d",
+];
+
+/// Bad as a RESERVE/WAIT max_wait, which may be 0 (`0`, `0ms`, `0s`, ...):
+/// every bad duration that is not a zero, and malformed zeros.
+fn bad_waits() -> Vec<&'static [u8]> {
+    let zeros: &[&[u8]] = &[b"0", b"0ms", b"0s", b"0m", b"0h", b"0d"];
+    let mut out: Vec<&[u8]> = BAD_NUMBERS
+        .iter()
+        .chain(BAD_DURATIONS)
+        .copied()
+        .filter(|v| !zeros.contains(v))
+        .collect();
+    out.extend([
+        &b"00"[..],
+        b"00s",
+        b"0x",
+        b"0 ",
+        b" 0",
+        b"-0s",
+        b"+0",
+        b"0.0",
+        b"0sms",
+        b"0\x00",
+    ]);
+    out
+}
+
+/// Valid max_waits: each must be accepted (the control calls).
+const GOOD_WAITS: &[&str] = &["0", "0ms", "0S", "0d", "1", "1ms", "3650d", "87600h"];
+
+struct Row {
+    what: String,
+    argv: Vec<Vec<u8>>,
+    want: String,
+}
+
+fn row(what: impl Into<String>, argv: &[&[u8]], want: impl Into<String>) -> Row {
+    Row {
+        what: what.into(),
+        argv: argv.iter().map(|a| a.to_vec()).collect(),
+        want: want.into(),
+    }
+}
+
+/// A limiter command's call shape: the words before the options, and the
+/// command's name as its errors give it.
+struct Shape {
+    /// `RL.FIXED`, or `RL.ALL FIXED` for a clause.
+    name: &'static str,
+    /// The words up to the options (a clause: `RL.ALL FIXED ok 5 1h FIXED`).
+    head: Vec<&'static [u8]>,
+    /// Words after the key's positionals (APPROX).
+    flags: Vec<&'static [u8]>,
+    token: bool,
+}
+
+/// Every limiter shape, on `key`: the commands, and each as the second
+/// clause of RL.ALL (after a valid first one).
+fn shapes(key: &'static [u8]) -> Vec<Shape> {
+    let mut out = Vec::new();
+    for (command, clause, amount, approx, token) in [
+        ("RL.FIXED", "RL.ALL FIXED", "5", false, false),
+        ("RL.SLIDING", "RL.ALL SLIDING", "5", false, false),
+        ("RL.SLIDING", "RL.ALL SLIDING", "5", true, false),
+        ("RL.TOKEN", "RL.ALL TOKEN", "5", false, true),
+    ] {
+        let flags: Vec<&'static [u8]> = if approx { vec![b"APPROX"] } else { vec![] };
+        out.push(Shape {
+            name: command,
+            head: vec![command.as_bytes(), key, amount.as_bytes(), b"1h"],
+            flags: flags.clone(),
+            token,
+        });
+        let word = &clause["RL.ALL ".len()..];
+        out.push(Shape {
+            name: clause,
+            head: vec![
+                b"RL.ALL",
+                b"FIXED",
+                b"all:first",
+                b"5",
+                b"1h",
+                word.as_bytes(),
+                key,
+                amount.as_bytes(),
+                b"1h",
+            ],
+            flags,
+            token,
+        });
+    }
+    out
+}
+
+impl Shape {
+    fn with<'a>(&'a self, options: &[&'a [u8]]) -> Vec<&'a [u8]> {
+        let mut argv: Vec<&[u8]> = self.head.clone();
+        argv.extend(&self.flags);
+        argv.extend(options);
+        argv
+    }
+}
+
+/// The rows of one shape aimed at one key.
+fn shape_rows(shape: &Shape, key: &str) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let n = shape.name;
+    let mut add = |what: String, options: &[&[u8]], want: String| {
+        rows.push(row(
+            format!("{n} {key}: {what}"),
+            &shape.with(options),
+            want,
+        ));
+    };
+    // REFUND's amount.
+    for bad in BAD_NUMBERS {
+        add(
+            format!("REFUND {}", bad.escape_ascii()),
+            &[b"REFUND", bad],
+            amount_error("REFUND"),
+        );
+    }
+    add(
+        "refund, lower case".into(),
+        &[b"refund", b"x"],
+        amount_error("REFUND"),
+    );
+    add("REFUND alone".into(), &[b"REFUND"], needs_value("REFUND"));
+    add(
+        "REFUND at the end".into(),
+        &[b"PEEK", b"REFUND"],
+        needs_value("REFUND"),
+    );
+    add(
+        "REFUND twice".into(),
+        &[b"REFUND", b"1", b"REFUND", b"2"],
+        repeated("REFUND"),
+    );
+    add(
+        "REFUND and refund".into(),
+        &[b"REFUND", b"1", b"refund", b"1"],
+        repeated("REFUND"),
+    );
+    // REFUND with COST, in either order, whatever else.
+    for options in [
+        &[&b"COST"[..], b"1", b"REFUND", b"1"][..],
+        &[b"REFUND", b"1", b"COST", b"1"],
+        &[b"refund", b"5", b"PEEK", b"cost", b"2"],
+        &[b"COST", b"2", b"BLOCK", b"1h", b"REFUND", b"1"],
+        &[b"REFUND", b"3", b"OVERRIDE", b"ovr:a", b"COST", b"3"],
+    ] {
+        add(
+            format!("{}", options.join(&b' ').escape_ascii()),
+            options,
+            exclusive("COST", "REFUND"),
+        );
+    }
+    // A bad value is found before the options are weighed together.
+    add(
+        "COST and REFUND with a bad BLOCK".into(),
+        &[b"COST", b"2", b"REFUND", b"1", b"BLOCK", b"0"],
+        duration_error("BLOCK"),
+    );
+    add(
+        "COST and a bad REFUND".into(),
+        &[b"COST", b"2", b"REFUND", b"x"],
+        amount_error("REFUND"),
+    );
+    add(
+        "a bad COST and REFUND".into(),
+        &[b"COST", b"0", b"REFUND", b"1"],
+        amount_error("COST"),
+    );
+    // BLOCK's duration.
+    for bad in BAD_NUMBERS.iter().chain(BAD_DURATIONS) {
+        add(
+            format!("BLOCK {}", bad.escape_ascii()),
+            &[b"BLOCK", bad],
+            duration_error("BLOCK"),
+        );
+    }
+    add(
+        "block, lower case".into(),
+        &[b"block", b"0"],
+        duration_error("BLOCK"),
+    );
+    add("BLOCK alone".into(), &[b"BLOCK"], needs_value("BLOCK"));
+    add(
+        "BLOCK twice".into(),
+        &[b"BLOCK", b"1h", b"BLOCK", b"1h"],
+        repeated("BLOCK"),
+    );
+    add(
+        "BLOCK twice with REFUND".into(),
+        &[b"BLOCK", b"1h", b"REFUND", b"1", b"Block", b"2h"],
+        repeated("BLOCK"),
+    );
+    if shape.token {
+        for option in ["RESERVE", "WAIT"] {
+            let o = option.as_bytes();
+            let lower = option.to_ascii_lowercase();
+            for bad in bad_waits() {
+                add(
+                    format!("{option} {}", bad.escape_ascii()),
+                    &[o, bad],
+                    wait_error(option),
+                );
+            }
+            add(
+                format!("{lower} -1"),
+                &[lower.as_bytes(), b"-1"],
+                wait_error(option),
+            );
+            add(format!("{option} alone"), &[o], needs_value(option));
+            add(
+                format!("{option} twice"),
+                &[o, b"1s", o, b"1s"],
+                repeated(option),
+            );
+            add(
+                format!("{option} twice, once bad"),
+                &[o, b"1s", o, b"x"],
+                repeated(option),
+            );
+            // REFUND reserves nothing.
+            add(
+                format!("REFUND with {option}"),
+                &[b"REFUND", b"1", o, b"1s"],
+                exclusive("REFUND", option),
+            );
+            add(
+                format!("{option} with REFUND"),
+                &[o, b"0", b"PEEK", b"REFUND", b"1"],
+                exclusive("REFUND", option),
+            );
+        }
+        for options in [
+            &[&b"RESERVE"[..], b"1s", b"WAIT", b"1s"][..],
+            &[b"WAIT", b"1s", b"RESERVE", b"1s"],
+            &[b"wait", b"0", b"BLOCK", b"1h", b"reserve", b"0"],
+        ] {
+            add(
+                format!("{}", options.join(&b' ').escape_ascii()),
+                options,
+                exclusive("RESERVE", "WAIT"),
+            );
+        }
+        add(
+            "COST, REFUND and WAIT".into(),
+            &[b"COST", b"1", b"REFUND", b"1", b"WAIT", b"1s"],
+            exclusive("COST", "REFUND"),
+        );
+        add(
+            "RESERVE, WAIT and a bad BLOCK".into(),
+            &[b"RESERVE", b"1s", b"WAIT", b"1s", b"BLOCK", b"-1"],
+            duration_error("BLOCK"),
+        );
+    } else {
+        // RESERVE and WAIT are TOKEN's alone, with any value.
+        for option in ["RESERVE", "WAIT"] {
+            for value in [&b"1s"[..], b"0", b"x"] {
+                add(
+                    format!("{option} {}", value.escape_ascii()),
+                    &[option.as_bytes(), value],
+                    not_an_option(n, option),
+                );
+            }
+            let lower = option.to_ascii_lowercase();
+            add(
+                format!("{lower} after REFUND"),
+                &[b"REFUND", b"1", lower.as_bytes(), b"1s"],
+                not_an_option(n, option),
+            );
+            add(
+                format!("{option} alone"),
+                &[option.as_bytes()],
+                not_an_option(n, option),
+            );
+        }
+    }
+    rows
+}
+
+/// The new options on RL.OVERRIDE.SET and its container form: none is its.
+fn override_rows() -> Vec<Row> {
+    let mut rows = Vec::new();
+    for (name, head) in [
+        (
+            "RL.OVERRIDE.SET",
+            vec![&b"RL.OVERRIDE.SET"[..], b"ovr:new", b"5", b"1h"],
+        ),
+        (
+            "RL.OVERRIDE SET",
+            vec![&b"RL.OVERRIDE"[..], b"SET", b"ovr:new", b"5", b"1h"],
+        ),
+    ] {
+        for (option, value) in [
+            ("REFUND", &b"1"[..]),
+            ("BLOCK", b"1h"),
+            ("RESERVE", b"1s"),
+            ("WAIT", b"0"),
+        ] {
+            let mut argv = head.clone();
+            argv.extend([option.as_bytes(), value]);
+            rows.push(row(
+                format!("{name} {option}"),
+                &argv,
+                not_an_option(name, option),
+            ));
+        }
+    }
+    rows
+}
+
+/// Keys of one kind used with the options of another: WRONGTYPE, before
+/// anything is decided, the option's own checks having passed.
+fn wrongtype_rows() -> Vec<Row> {
+    let fixed = wrongtype("an RL.FIXED limiter");
+    let sliding = wrongtype("an RL.SLIDING limiter");
+    let approx = wrongtype("an RL.SLIDING APPROX limiter");
+    let token = wrongtype("an RL.TOKEN limiter");
+    let rows: Vec<(&[&[u8]], &String)> = vec![
+        (
+            &[b"RL.FIXED", b"tok:debt", b"5", b"1h", b"REFUND", b"1"],
+            &fixed,
+        ),
+        (
+            &[b"RL.FIXED", b"tok:debt", b"5", b"1h", b"BLOCK", b"1h"],
+            &fixed,
+        ),
+        (
+            &[b"RL.FIXED", b"sl:blocked", b"5", b"1h", b"REFUND", b"1"],
+            &fixed,
+        ),
+        (
+            &[b"RL.FIXED", b"list", b"5", b"1h", b"BLOCK", b"1h", b"PEEK"],
+            &fixed,
+        ),
+        (
+            &[b"RL.FIXED", b"string", b"5", b"1h", b"REFUND", b"1"],
+            &fixed,
+        ),
+        (
+            &[b"RL.FIXED", b"ovr:a", b"5", b"1h", b"REFUND", b"1"],
+            &fixed,
+        ),
+        (
+            &[b"RL.SLIDING", b"fix:blocked", b"5", b"1h", b"REFUND", b"1"],
+            &sliding,
+        ),
+        (
+            &[b"RL.SLIDING", b"ap:a", b"5", b"1h", b"BLOCK", b"1h"],
+            &sliding,
+        ),
+        (
+            &[
+                b"RL.SLIDING",
+                b"sl:blocked",
+                b"5",
+                b"1h",
+                b"APPROX",
+                b"REFUND",
+                b"1",
+            ],
+            &approx,
+        ),
+        (
+            &[
+                b"RL.SLIDING",
+                b"hash",
+                b"5",
+                b"1h",
+                b"APPROX",
+                b"BLOCK",
+                b"1h",
+            ],
+            &approx,
+        ),
+        (
+            &[b"RL.TOKEN", b"fix:blocked", b"5", b"1h", b"RESERVE", b"1m"],
+            &token,
+        ),
+        (
+            &[b"RL.TOKEN", b"fix:a", b"5", b"1h", b"WAIT", b"1m"],
+            &token,
+        ),
+        (
+            &[b"RL.TOKEN", b"sl:blocked", b"5", b"1h", b"REFUND", b"1"],
+            &token,
+        ),
+        (
+            &[b"RL.TOKEN", b"list", b"5", b"1h", b"WAIT", b"1m", b"PEEK"],
+            &token,
+        ),
+        (
+            &[
+                b"RL.TOKEN",
+                b"zset",
+                b"5",
+                b"1h",
+                b"RESERVE",
+                b"0",
+                b"BLOCK",
+                b"1h",
+            ],
+            &token,
+        ),
+        (
+            &[
+                b"RL.ALL",
+                b"FIXED",
+                b"all:first",
+                b"5",
+                b"1h",
+                b"TOKEN",
+                b"fix:blocked",
+                b"5",
+                b"1h",
+                b"WAIT",
+                b"1m",
+            ],
+            &token,
+        ),
+        (
+            &[
+                b"RL.ALL",
+                b"TOKEN",
+                b"tok:debt",
+                b"5",
+                b"1h",
+                b"REFUND",
+                b"1",
+                b"FIXED",
+                b"tok:a",
+                b"5",
+                b"1h",
+            ],
+            &fixed,
+        ),
+    ];
+    rows.into_iter()
+        .map(|(argv, want)| {
+            let what = argv
+                .iter()
+                .map(|a| a.escape_ascii().to_string())
+                .collect::<Vec<_>>()
+                .join(" ");
+            row(what, argv, want.clone())
+        })
+        .collect()
+}
+
+/// Tampered values of the layouts these options write: the block wrapper
+/// (version 2, tag `B`, the block's end, then the limiter's own value) and
+/// a version byte no librl knows.
+fn tampered_values() -> Vec<(&'static str, Vec<u8>)> {
+    let until = (FAR as u64).to_le_bytes();
+    let fixed = fixed_v1(FAR as u64, FAR as u64 + 1000, 2);
+    vec![
+        ("bad:block-short", b"\x00rl\x02B\x01\x02\x03".to_vec()),
+        ("bad:block-header", b"\x00rl\x02B".to_vec()),
+        (
+            "bad:block-inner-short",
+            [&b"\x00rl\x02B"[..], &until, &fixed[..20]].concat(),
+        ),
+        (
+            "bad:block-v3",
+            [&b"\x00rl\x03B"[..], &until, &fixed].concat(),
+        ),
+        (
+            "bad:block-inner-v3",
+            [
+                &b"\x00rl\x02B"[..],
+                &until,
+                &[0, b'r', b'l', 3],
+                &fixed[4..],
+            ]
+            .concat(),
+        ),
+        ("bad:token-v3", {
+            let mut t = token_v1(FAR as u64, 1000, 5);
+            t[3] = 3;
+            t
+        }),
+        (
+            "bad:token-short-debt",
+            [&token_v1(FAR as u64, 1000, 5)[..], &[1, 2, 3]].concat(),
+        ),
+    ]
+}
+
+fn tampered_rows() -> Vec<Row> {
+    let mut rows = Vec::new();
+    for (key, value) in tampered_values() {
+        let want = if value[3] == 3 || value.get(13..17) == Some(&[0, b'r', b'l', 3][..]) {
+            newer_version(3)
+        } else {
+            CORRUPT.to_string()
+        };
+        let command: &[u8] = if key.starts_with("bad:token") {
+            b"RL.TOKEN"
+        } else {
+            b"RL.FIXED"
+        };
+        for options in [
+            &[&b"REFUND"[..], b"1"][..],
+            &[b"BLOCK", b"1h"],
+            &[b"BLOCK", b"1h", b"PEEK"],
+            &[],
+        ] {
+            let mut argv: Vec<&[u8]> = vec![command, key.as_bytes(), b"5", b"1h"];
+            argv.extend(options);
+            rows.push(row(
+                format!(
+                    "{} {key} {}",
+                    command.escape_ascii(),
+                    options.join(&b' ').escape_ascii()
+                ),
+                &argv,
+                want.clone(),
+            ));
+        }
+        if command == b"RL.TOKEN" {
+            for options in [&[&b"RESERVE"[..], b"1m"][..], &[b"WAIT", b"1m"]] {
+                let mut argv: Vec<&[u8]> = vec![command, key.as_bytes(), b"5", b"1h"];
+                argv.extend(options);
+                rows.push(row(
+                    format!("RL.TOKEN {key} {}", options.join(&b' ').escape_ascii()),
+                    &argv,
+                    want.clone(),
+                ));
+            }
+        }
+    }
+    rows
+}
+
+/// Live keys of every kind for the rows to aim at: limiters of each
+/// algorithm (a TOKEN bucket in debt, keys under a block), an override,
+/// other Redis types, and tampered values. Every key has an expiry but the
+/// override and the tampered values, as a user's would.
+fn seed(con: &mut redis::Connection) {
+    let calls: &[&[&str]] = &[
+        &["RL.FIXED", "fix:a", "5", "1h", "COST", "2"],
+        &["RL.FIXED", "fix:blocked", "1", "1h"],
+        &["RL.FIXED", "fix:blocked", "1", "1h", "BLOCK", "2h"],
+        &["RL.SLIDING", "sl:a", "5", "1h", "COST", "2"],
+        &["RL.SLIDING", "sl:blocked", "1", "1h"],
+        &["RL.SLIDING", "sl:blocked", "1", "1h", "BLOCK", "2h"],
+        &["RL.SLIDING", "ap:a", "5", "1h", "APPROX", "COST", "2"],
+        &["RL.TOKEN", "tok:a", "5", "1h", "COST", "2"],
+        &["RL.TOKEN", "tok:debt", "1", "1h", "BURST", "1"],
+        &[
+            "RL.TOKEN", "tok:debt", "1", "1h", "BURST", "1", "RESERVE", "1d",
+        ],
+        &["RL.FIXED", "all:first", "100000", "1h"],
+    ];
+    for args in calls {
+        limiter(con, args);
+    }
+    ok(
+        con,
+        &["RL.OVERRIDE.SET", "ovr:a", "100", "1m", "BURST", "200"],
+    );
+    ok(con, &["SET", "string", "hello", "PX", "3600000"]);
+    cmd(con, &["RPUSH", "list", "a"]).unwrap();
+    cmd(con, &["HSET", "hash", "f", "v"]).unwrap();
+    cmd(con, &["ZADD", "zset", "1", "m"]).unwrap();
+    for (key, value) in tampered_values() {
+        put(con, key, &value, 0);
+    }
+}
+
+fn catalogue() -> Vec<Row> {
+    let mut rows = Vec::new();
+    // Arguments are checked before the key is read: the same error on a
+    // live key of the right kind, a missing key, a blocked key and a key of
+    // another type.
+    for key in ["fix:a", "absent", "fix:blocked", "list"] {
+        let k: &'static [u8] = Box::leak(key.as_bytes().to_vec().into_boxed_slice());
+        for shape in shapes(k) {
+            // Aim each shape at its own kind's live key, not FIXED's.
+            let k = own_key(&shape, key);
+            let shape = Shape {
+                head: shape
+                    .head
+                    .iter()
+                    .map(|w| if *w == key.as_bytes() { k } else { *w })
+                    .collect(),
+                ..shape
+            };
+            rows.extend(shape_rows(&shape, std::str::from_utf8(k).unwrap()));
+        }
+    }
+    rows.extend(override_rows());
+    rows.extend(wrongtype_rows());
+    rows.extend(tampered_rows());
+    rows
+}
+
+/// The live key of `shape`'s own kind standing for `key` (`fix:a` and
+/// `fix:blocked` are FIXED's; the other kinds have their own).
+fn own_key(shape: &Shape, key: &str) -> &'static [u8] {
+    let approx = !shape.flags.is_empty();
+    let kind = if shape.token {
+        "tok"
+    } else if approx {
+        "ap"
+    } else if shape.name.ends_with("SLIDING") {
+        "sl"
+    } else {
+        "fix"
+    };
+    match (key, kind) {
+        ("fix:a", "tok") => b"tok:a",
+        ("fix:a", "ap") => b"ap:a",
+        ("fix:a", "sl") => b"sl:a",
+        ("fix:blocked", "tok") => b"tok:debt",
+        ("fix:blocked", "sl") => b"sl:blocked",
+        ("fix:blocked", "ap") => b"ap:a",
+        _ => Box::leak(key.as_bytes().to_vec().into_boxed_slice()),
+    }
+}
+
+/// Which keys differ between two snapshots, and how.
+fn changes(before: &Snapshot, after: &Snapshot) -> String {
+    let mut out = Vec::new();
+    for (key, dump, at) in after {
+        match before.iter().find(|(k, _, _)| k == key) {
+            None => out.push(format!("created {}", key.escape_ascii())),
+            Some((_, d, _)) if d != dump => out.push(format!("rewrote {}", key.escape_ascii())),
+            Some((_, _, a)) if a != at => out.push(format!(
+                "expiry of {} moved {a} -> {at}",
+                key.escape_ascii()
+            )),
+            Some(_) => {}
+        }
+    }
+    for (key, _, _) in before {
+        if !after.iter().any(|(k, _, _)| k == key) {
+            out.push(format!("deleted {}", key.escape_ascii()));
+        }
+    }
+    out.join(", ")
+}
+
+/// Runs every row; returns one line per failure. Stops if the server stops
+/// answering.
+fn run_catalogue(con: &mut redis::Connection, rows: &[Row]) -> Vec<String> {
+    let mut failures = Vec::new();
+    let mut before = snapshot(con);
+    let mut digest_before = digest(con);
+    for r in rows {
+        let args: Vec<&[u8]> = r.argv.iter().map(Vec::as_slice).collect();
+        let reply = call(con, &args);
+        if reply.as_ref() != Err(&r.want) {
+            failures.push(format!(
+                "{}\n      sent {:?}\n      got  {reply:?}\n      want {:?}",
+                r.what,
+                args.iter()
+                    .map(|a| a.escape_ascii().to_string())
+                    .collect::<Vec<_>>(),
+                r.want
+            ));
+        }
+        // The same connection answers at once: nothing holds it (a WAIT).
+        match cmd(con, &["PING"]) {
+            Ok(Value::SimpleString(s)) if s == "PONG" => {}
+            other => {
+                failures.push(format!(
+                    "{}: the server stopped answering: {other:?}",
+                    r.what
+                ));
+                break;
+            }
+        }
+        let after = snapshot(con);
+        let digest_after = digest(con);
+        if after != before || digest_after != digest_before {
+            failures.push(format!(
+                "{}: the dataset changed: {} (digest {digest_before} -> {digest_after})",
+                r.what,
+                changes(&before, &after)
+            ));
+            before = after;
+            digest_before = digest_after;
+        }
+    }
+    failures
+}
+
+#[test]
+fn bad_lifecycle_input_is_refused_with_its_exact_error_and_changes_nothing() {
+    let rows = catalogue();
+    assert!(rows.len() > 1500, "the catalogue shrank: {}", rows.len());
+    on_each_server(|server, con| {
+        seed(con);
+        // Control: valid calls with every new option and every valid
+        // max_wait (on keys the catalogue does not use).
+        for wait in GOOD_WAITS {
+            for option in ["RESERVE", "WAIT"] {
+                let args = ["RL.TOKEN", "control:t", "1000", "1s", option, wait];
+                cmd(con, &args).unwrap_or_else(|e| panic!("control call {args:?}: {e}"));
+            }
+        }
+        for args in [
+            &[
+                "RL.FIXED",
+                "control:f",
+                "5",
+                "1h",
+                "REFUND",
+                "1",
+                "BLOCK",
+                "1h",
+            ][..],
+            &["RL.SLIDING", "control:s", "5", "1h", "BLOCK", "1ms", "PEEK"],
+            &[
+                "RL.SLIDING",
+                "control:a",
+                "5",
+                "1h",
+                "APPROX",
+                "REFUND",
+                "2",
+            ],
+            &[
+                "RL.TOKEN",
+                "control:t",
+                "5",
+                "1h",
+                "REFUND",
+                "3",
+                "BLOCK",
+                "3650d",
+            ],
+            &[
+                "RL.TOKEN",
+                "control:t",
+                "5",
+                "1h",
+                "COST",
+                "2",
+                "RESERVE",
+                "1m",
+                "BLOCK",
+                "1h",
+            ],
+            &[
+                "RL.ALL",
+                "FIXED",
+                "control:f",
+                "5",
+                "1h",
+                "REFUND",
+                "1",
+                "TOKEN",
+                "control:t",
+                "5",
+                "1h",
+                "WAIT",
+                "0",
+                "BLOCK",
+                "1h",
+            ],
+        ] {
+            cmd(con, args).unwrap_or_else(|e| panic!("control call {args:?}: {e}"));
+        }
+        cmd(
+            con,
+            &["DEL", "control:t", "control:f", "control:s", "control:a"],
+        )
+        .unwrap();
+        assert_eq!(blocked_clients(con), 0);
+        let start = snapshot(con);
+        let digest_start = digest(con);
+        let failures = run_catalogue(con, &rows);
+        assert!(
+            failures.is_empty(),
+            "{:?}: {} failure(s) among {} rows:\n  {}",
+            server.flavor,
+            failures.len(),
+            rows.len(),
+            failures.join("\n  ")
+        );
+        assert_eq!(snapshot(con), start, "{:?}", server.flavor);
+        assert_eq!(digest(con), digest_start, "{:?}", server.flavor);
+        assert_eq!(blocked_clients(con), 0, "{:?}", server.flavor);
+        log_is_clean(&server.log(), &format!("{:?}", server.flavor));
+        eprintln!(
+            "{:?}: {} bad lifecycle inputs refused",
+            server.flavor,
+            rows.len()
+        );
+    });
+}
