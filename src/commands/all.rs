@@ -130,7 +130,9 @@ fn run(call: Call<'_>, origin: &Origin<'_>) -> Result<(), RlError> {
                     d.checked.held
                 } else {
                     let mut reply = d.checked.reply;
-                    reply[2] = reply[2].saturating_sub(i64::try_from(hold_ms).unwrap_or(i64::MAX));
+                    reply[2] = reply[2]
+                        .saturating_sub(i64::try_from(hold_ms).unwrap_or(i64::MAX))
+                        .max(0);
                     reply
                 }
             })

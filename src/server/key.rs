@@ -202,12 +202,30 @@ impl<'c> Key<'c> {
 
     /// Milliseconds the key has left, or None when it has no expiry.
     pub fn ttl_ms(&self) -> Option<u64> {
-        if self.raw.is_null() {
+        if self.raw.is_null() || matches!(self.value(), Value::Empty) {
             return None;
         }
         // SAFETY: self.raw is an open key handle.
         let ttl = unsafe { raw::RedisModule_GetExpire.map_or(-1, |f| f(self.raw)) };
         u64::try_from(ttl).ok()
+    }
+
+    /// The key's absolute expiry in Unix ms, or None when it has none. Exact
+    /// where the server has `RedisModule_GetAbsExpire` (Redis 7.2+, Valkey);
+    /// on Redis 7.0, the clock plus the time to live.
+    pub fn expires_at_ms(&self) -> Option<u64> {
+        // (Redis 8.2's GetAbsExpire dereferences the value: never ask it of
+        // an empty key.)
+        if self.raw.is_null() || matches!(self.value(), Value::Empty) {
+            return None;
+        }
+        // SAFETY: self.raw is an open key handle; the API pointer is set at
+        // load when the server has it.
+        let absolute = unsafe { raw::RedisModule_GetAbsExpire.map(|f| f(self.raw)) };
+        match absolute {
+            Some(at) => u64::try_from(at).ok(),
+            None => self.ttl_ms().map(|ttl| super::now_ms().saturating_add(ttl)),
+        }
     }
 
     fn signal_modified(&self) {

@@ -125,7 +125,14 @@ impl Checked {
 
 impl Commit {
     pub fn apply(&self, key: &Key<'_>) {
-        let expiry = Some(self.expires_at_ms);
+        let expiry = if self.on_denial {
+            // A block keeps the key alive at least until it ends, and never
+            // shortens a life the limiter's state already has (as when the
+            // clock has stepped back behind the state's times).
+            Some(self.expires_at_ms.max(key.expires_at_ms().unwrap_or(0)))
+        } else {
+            Some(self.expires_at_ms)
+        };
         match &self.write {
             Write::Small { bytes, len } => key.write(bytes.get(..*len).unwrap_or_default(), expiry),
             Write::Replace(bytes) => key.write(bytes, expiry),
