@@ -1830,38 +1830,6 @@ fn valid_edges_are_accepted() {
     });
 }
 
-type Listed = Vec<(Vec<u8>, Vec<i64>)>;
-
-/// Every entry of a full RL.OVERRIDE.LIST iteration: okey and its four
-/// integers.
-fn list_all(con: &mut redis::Connection, options: &[&[u8]]) -> Listed {
-    try_list_all(con, options).unwrap_or_else(|e| panic!("RL.OVERRIDE.LIST {options:?}: {e}"))
-}
-
-/// `list_all`, or the first error line.
-fn try_list_all(con: &mut redis::Connection, options: &[&[u8]]) -> Result<Listed, String> {
-    let mut cursor = b"0".to_vec();
-    let mut entries = Vec::new();
-    loop {
-        let mut args: Vec<&[u8]> = vec![b"RL.OVERRIDE.LIST", &cursor];
-        args.extend(options);
-        let reply = call(con, &args)?;
-        let (next, found): (Vec<u8>, Vec<Value>) =
-            redis::from_redis_value(&reply).unwrap_or_else(|e| panic!("{reply:?}: {e}"));
-        for entry in found {
-            let Value::Array(mut parts) = entry else {
-                panic!("an entry is an array: {entry:?}");
-            };
-            let name: Vec<u8> = redis::from_redis_value(&parts.remove(0)).unwrap();
-            entries.push((name, ints(&Value::Array(parts))));
-        }
-        if next == b"0" {
-            return Ok(entries);
-        }
-        cursor = next;
-    }
-}
-
 /// `[limit, window_ms, burst]` and the TTL of RL.OVERRIDE.GET's reply.
 fn get_override(con: &mut redis::Connection, okey: &[u8]) -> ([i64; 3], i64) {
     let reply = ints(&call(con, &[b"RL.OVERRIDE.GET", okey]).unwrap());
@@ -2054,7 +2022,7 @@ fn valid_edges_of_sliding_token_and_overrides_are_accepted() {
             let reply = cmd(con, &["RL.OVERRIDE.LIST", cursor, "COUNT", MAX_AMOUNT]);
             assert!(matches!(reply, Ok(Value::Array(_))), "{cursor}: {reply:?}");
         }
-        let all = list_all(con, &[b"COUNT", b"1"]);
+        let all = list_overrides(con, &[b"COUNT", b"1"]);
         let mut names: Vec<&[u8]> = all.iter().map(|(n, _)| n.as_slice()).collect();
         names.sort();
         assert_eq!(names, [&b"o:max"[..], b"o:min", b"o:units"]);
@@ -2087,7 +2055,7 @@ fn valid_edges_of_sliding_token_and_overrides_are_accepted() {
             assert_eq!(call(con, &[b"EXISTS", args[1]]), Ok(Value::Int(1)));
         }
         assert_eq!(
-            list_all(con, &[b"MATCH", b"\xc3\x28ovr*", b"COUNT", b"1000"]),
+            list_overrides(con, &[b"MATCH", b"\xc3\x28ovr*", b"COUNT", b"1000"]),
             [(okey.to_vec(), vec![3, 60_000, 0, -1])]
         );
         assert_eq!(call(con, &[b"RL.OVERRIDE.DEL", okey]), Ok(Value::Int(1)));
@@ -2116,7 +2084,7 @@ fn valid_edges_of_sliding_token_and_overrides_are_accepted() {
             &[b"RL.FIXED", b"f:big-okey", b"1", b"1s", b"OVERRIDE", &okey],
         );
         assert_eq!(ints(&reply.unwrap()), [1, 1, 0, 7, 6, 60_000]);
-        let listed = list_all(con, &[b"MATCH", b"ooo*", b"COUNT", b"1000"]);
+        let listed = list_overrides(con, &[b"MATCH", b"ooo*", b"COUNT", b"1000"]);
         assert_eq!(listed.len(), 1);
         assert!(listed[0].0 == okey, "the 512 KB okey is listed whole");
         assert_eq!(listed[0].1[..3], [7, 60_000, 0]);
@@ -2182,7 +2150,7 @@ fn valid_edges_of_sliding_token_and_overrides_are_accepted() {
         let (values, ttl) = get_override(con, b"m:o");
         assert_eq!(values, [5, 1000, 9]);
         assert!(ttl > 3_500_000, "{ttl}");
-        let listed = list_all(con, &[b"mAtCh", b"m:*", b"cOuNt", b"1000"]);
+        let listed = list_overrides(con, &[b"mAtCh", b"m:*", b"cOuNt", b"1000"]);
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].0, b"m:o");
         assert_eq!(
@@ -2222,7 +2190,7 @@ fn override_list_takes_key_names_with_nul_bytes() {
         assert_eq!(get_override(con, okey), ([3, 60_000, 0], -1));
         check(
             "an override named with a NUL byte",
-            try_list_all(con, &[b"COUNT", b"1000"]),
+            try_list_overrides(con, &[b"COUNT", b"1000"]),
             vec![(okey.to_vec(), vec![3, 60_000, 0, -1])],
         );
         assert_eq!(call(con, &[b"RL.OVERRIDE.DEL", okey]), Ok(Value::Int(1)));
@@ -2232,7 +2200,7 @@ fn override_list_takes_key_names_with_nul_bytes() {
         call(con, &[b"RL.OVERRIDE.SET", b"ovr:plain", b"4", b"1s"]).unwrap();
         check(
             "an override next to a plain string named with a NUL byte",
-            try_list_all(con, &[b"COUNT", b"1000"]),
+            try_list_overrides(con, &[b"COUNT", b"1000"]),
             vec![(b"ovr:plain".to_vec(), vec![4, 1000, 0, -1])],
         );
         assert_eq!(cmd(con, &["PING"]), Ok(Value::SimpleString("PONG".into())));

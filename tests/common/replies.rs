@@ -140,3 +140,47 @@ pub fn limiter_then_pttl(con: &mut redis::Connection, args: &[&str]) -> ([i64; 6
     let reply = reply.try_into().expect("a limiter reply has six integers");
     (reply, pttl)
 }
+
+/// RL.OVERRIDE.LIST's entries: each okey with its four integers
+/// (`[limit, window_ms, burst, ttl_ms]`).
+pub type Listed = Vec<(Vec<u8>, Vec<i64>)>;
+
+/// Every entry of a full RL.OVERRIDE.LIST iteration with `options`, from
+/// cursor 0 back to 0 (duplicates included), or the first error line.
+pub fn try_list_overrides(
+    con: &mut redis::Connection,
+    options: &[&[u8]],
+) -> Result<Listed, String> {
+    let mut cursor = b"0".to_vec();
+    let mut entries = Vec::new();
+    for _ in 0..100_000 {
+        let mut args: Vec<&[u8]> = vec![b"RL.OVERRIDE.LIST", &cursor];
+        args.extend(options);
+        let reply = call(con, &args)?;
+        let (next, found): (Vec<u8>, Vec<Value>) =
+            redis::from_redis_value(&reply).unwrap_or_else(|e| panic!("{reply:?}: {e}"));
+        std::str::from_utf8(&next)
+            .ok()
+            .and_then(|c| c.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("the cursor is not a number: {reply:?}"));
+        for entry in found {
+            let Value::Array(mut parts) = entry else {
+                panic!("an entry is an array: {entry:?}");
+            };
+            let name: Vec<u8> = redis::from_redis_value(&parts.remove(0)).unwrap();
+            let fields = ints(&Value::Array(parts));
+            assert_eq!(fields.len(), 4, "an entry has five fields");
+            entries.push((name, fields));
+        }
+        if next == b"0" {
+            return Ok(entries);
+        }
+        cursor = next;
+    }
+    panic!("RL.OVERRIDE.LIST {options:?} never returned cursor 0");
+}
+
+/// `try_list_overrides`, panicking on an error reply.
+pub fn list_overrides(con: &mut redis::Connection, options: &[&[u8]]) -> Listed {
+    try_list_overrides(con, options).unwrap_or_else(|e| panic!("RL.OVERRIDE.LIST {options:?}: {e}"))
+}
