@@ -185,12 +185,13 @@ fn parse_plain_u64(arg: &[u8]) -> Option<u64> {
 pub fn parse_duration_ms(arg: &[u8], name: &'static str) -> Result<u64, ArgError> {
     let digits = arg.iter().take_while(|b| b.is_ascii_digit()).count();
     let (number, unit) = arg.split_at(digits);
-    let scale: u64 = match unit.to_ascii_lowercase().as_slice() {
-        b"" | b"s" => 1000,
-        b"ms" => 1,
-        b"m" => 60 * 1000,
-        b"h" => 60 * 60 * 1000,
-        b"d" => 24 * 60 * 60 * 1000,
+    let scale: u64 = match Upper::of(unit).as_slice() {
+        b"" if unit.is_empty() => 1000,
+        b"S" => 1000,
+        b"MS" => 1,
+        b"M" => 60 * 1000,
+        b"H" => 60 * 60 * 1000,
+        b"D" => 24 * 60 * 60 * 1000,
         _ => return Err(ArgError::BadDuration(name)),
     };
     match parse_plain_u64(number).and_then(|n| n.checked_mul(scale)) {
