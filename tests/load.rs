@@ -22,6 +22,7 @@ mod common;
 
 use common::*;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
@@ -58,7 +59,9 @@ fn start(flavor: Flavor) -> Server {
     )
 }
 
-/// `CLIENTS` threads, each with its own connection, started together and
+/// `CLIENTS` threads, each with its own connection, started together at
+/// the start of an aligned window (so that the first ALIGNED window is a
+/// whole one, which 50 clients exhaust at once like every other) and
 /// calling for `RUN`. Client `c`'s `i`-th call is `commands[(c + i) % n]`
 /// with `COST cost_of(c)`.
 fn hammer(
@@ -66,17 +69,26 @@ fn hammer(
     commands: &[Vec<&str>],
     cost_of: impl Fn(usize) -> u64 + Sync,
 ) -> Vec<Call> {
-    let barrier = Barrier::new(CLIENTS);
+    let (connected, start_ms) = (Barrier::new(CLIENTS), AtomicU64::new(0));
+    let start_known = Barrier::new(CLIENTS);
     let per_client: Vec<Vec<Call>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..CLIENTS)
             .map(|c| {
-                let (barrier, cost_of) = (&barrier, &cost_of);
+                let (connected, start_ms, start_known, cost_of) =
+                    (&connected, &start_ms, &start_known, &cost_of);
                 scope.spawn(move || {
                     let mut con = server.conn();
                     let cost = cost_of(c);
                     let cost_text = cost.to_string();
                     let mut calls = Vec::new();
-                    barrier.wait();
+                    if connected.wait().is_leader() {
+                        let next_window = (unix_ms() / WINDOW_MS + 1) * WINDOW_MS;
+                        start_ms.store(next_window, Ordering::SeqCst);
+                    }
+                    start_known.wait();
+                    let start = start_ms.load(Ordering::SeqCst);
+                    let wait = start.saturating_sub(unix_ms());
+                    std::thread::sleep(Duration::from_millis(wait));
                     let deadline = Instant::now() + RUN;
                     let mut i = c;
                     while Instant::now() < deadline {
