@@ -1,0 +1,264 @@
+//! The words of every command: amounts, durations, waits, option words
+//! and the errors they give. Every rule of the SPEC's Arguments section
+//! lives here.
+
+use librl_core::{MAX_AMOUNT, MAX_WINDOW_MS};
+use std::fmt;
+
+use super::Algorithm;
+
+/// Every way argv can be wrong. `Display` is the user-facing reply.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ArgError {
+    WrongArity(&'static str),
+    /// An integer argument that is not a plain decimal from 1 to 2^50.
+    BadAmount(&'static str),
+    /// A window or duration that is not `<integer>[ms|s|m|h|d]` within range.
+    BadDuration(&'static str),
+    /// A RESERVE/WAIT max_wait that is neither 0 nor a duration.
+    BadWait(&'static str),
+    UnknownOption {
+        command: &'static str,
+        option: String,
+    },
+    /// An option of another limiter command, such as BURST on RL.FIXED.
+    OptionNotFor {
+        command: &'static str,
+        option: &'static str,
+    },
+    RepeatedOption(&'static str),
+    /// Two options that cannot be given together, such as COST and REFUND.
+    Exclusive(&'static str, &'static str),
+    MissingValue(&'static str),
+    /// A SCAN-style cursor that is not an unsigned 64-bit decimal.
+    BadCursor,
+    /// RL.ALL without any clause.
+    NoClause,
+    /// An RL.ALL word where a clause should start.
+    UnknownClause(String),
+    /// An RL.ALL clause without its key, amount and window.
+    ClauseArity(Algorithm),
+    /// The same key in two RL.ALL clauses.
+    DuplicateKey(String),
+}
+
+impl fmt::Display for ArgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ArgError::WrongArity(command) => {
+                write!(f, "ERR wrong number of arguments for '{command}' command")
+            }
+            ArgError::BadAmount(name) => write!(
+                f,
+                "ERR {name} must be an integer from 1 to {MAX_AMOUNT} (2^50)"
+            ),
+            ArgError::BadDuration(name) => write!(
+                f,
+                "ERR {name} must be a duration from 1ms to 3650d: a positive integer \
+                 with an optional unit ms, s, m, h or d (bare integers are seconds)"
+            ),
+            ArgError::BadWait(name) => write!(
+                f,
+                "ERR {name} must be 0 or a duration up to 3650d: a non-negative integer \
+                 with an optional unit ms, s, m, h or d (bare integers are seconds)"
+            ),
+            ArgError::UnknownOption { command, option } => {
+                write!(f, "ERR unknown option '{option}' for {command}")
+            }
+            ArgError::OptionNotFor { command, option } => {
+                write!(f, "ERR {option} is not an option of {command}")
+            }
+            ArgError::RepeatedOption(option) => {
+                write!(f, "ERR option {option} is given more than once")
+            }
+            ArgError::Exclusive(a, b) => {
+                write!(f, "ERR options {a} and {b} cannot be given together")
+            }
+            ArgError::MissingValue(option) => write!(f, "ERR option {option} needs a value"),
+            ArgError::BadCursor => write!(f, "ERR invalid cursor"),
+            ArgError::NoClause => write!(
+                f,
+                "ERR RL.ALL needs at least one clause: FIXED, SLIDING or TOKEN followed by its arguments"
+            ),
+            ArgError::UnknownClause(word) => write!(
+                f,
+                "ERR unknown clause '{word}' for RL.ALL: expected FIXED, SLIDING or TOKEN"
+            ),
+            ArgError::ClauseArity(algorithm) => write!(
+                f,
+                "ERR {} clause needs key, {} and window",
+                algorithm.clause_name(),
+                algorithm.amount_name()
+            ),
+            ArgError::DuplicateKey(key) => {
+                write!(f, "ERR key '{key}' appears in more than one RL.ALL clause")
+            }
+        }
+    }
+}
+
+/// Parses a strictly decimal integer in `1..=2^50`: no sign, no spaces, no
+/// leading zeros, no fractions (the same strictness as Redis's own integers).
+pub fn parse_amount(arg: &[u8], name: &'static str) -> Result<u64, ArgError> {
+    match parse_plain_u64(arg) {
+        Some(v) if (1..=MAX_AMOUNT).contains(&v) => Ok(v),
+        _ => Err(ArgError::BadAmount(name)),
+    }
+}
+
+pub(super) fn parse_plain_u64(arg: &[u8]) -> Option<u64> {
+    let leading_zero = arg.len() > 1 && arg.first() == Some(&b'0');
+    if arg.is_empty() || leading_zero || !arg.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    arg.iter().try_fold(0u64, |acc, &d| {
+        acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })
+}
+
+/// Parses `<integer>[ms|s|m|h|d]` (units case-insensitive, bare means
+/// seconds) into milliseconds within `1..=3650d`.
+pub fn parse_duration_ms(arg: &[u8], name: &'static str) -> Result<u64, ArgError> {
+    let digits = arg.iter().take_while(|b| b.is_ascii_digit()).count();
+    let (number, unit) = arg.split_at(digits);
+    let scale: u64 = match Upper::of(unit).as_slice() {
+        b"" if unit.is_empty() => 1000,
+        b"S" => 1000,
+        b"MS" => 1,
+        b"M" => 60 * 1000,
+        b"H" => 60 * 60 * 1000,
+        b"D" => 24 * 60 * 60 * 1000,
+        _ => return Err(ArgError::BadDuration(name)),
+    };
+    match parse_plain_u64(number).and_then(|n| n.checked_mul(scale)) {
+        Some(ms) if (1..=MAX_WINDOW_MS).contains(&ms) => Ok(ms),
+        _ => Err(ArgError::BadDuration(name)),
+    }
+}
+
+/// A RESERVE or WAIT `max_wait`: a duration as `parse_duration_ms` takes
+/// it, or 0 (admit only if no wait is needed).
+pub fn parse_wait_ms(arg: &[u8], name: &'static str) -> Result<u64, ArgError> {
+    let digits = arg.iter().take_while(|b| b.is_ascii_digit()).count();
+    let zero = arg.first() == Some(&b'0') && digits == 1;
+    if zero {
+        // "0" with or without a unit is no wait at all.
+        let unit = arg.get(1..).unwrap_or_default().to_ascii_lowercase();
+        return match unit.as_slice() {
+            b"" | b"ms" | b"s" | b"m" | b"h" | b"d" => Ok(0),
+            _ => Err(ArgError::BadWait(name)),
+        };
+    }
+    parse_duration_ms(arg, name).map_err(|_| ArgError::BadWait(name))
+}
+
+/// The value after an option, advancing past it.
+pub(super) fn value<'a, W: AsRef<[u8]>>(
+    argv: &'a [W],
+    i: &mut usize,
+    option: &'static str,
+) -> Result<&'a [u8], ArgError> {
+    let v = argv.get(*i).ok_or(ArgError::MissingValue(option))?;
+    *i += 1;
+    Ok(v.as_ref())
+}
+
+/// Options that belong to some librl command, to tell "wrong command"
+/// apart from "unknown".
+pub(super) const KNOWN_OPTIONS: [&str; 13] = [
+    "ALIGNED", "APPROX", "BURST", "COST", "OVERRIDE", "PEEK", "TTL", "MATCH", "COUNT", "REFUND",
+    "BLOCK", "RESERVE", "WAIT",
+];
+
+pub(super) fn foreign_option(command: &'static str, upper: &[u8], original: &[u8]) -> ArgError {
+    match KNOWN_OPTIONS.iter().find(|o| o.as_bytes() == upper) {
+        Some(option) => ArgError::OptionNotFor { command, option },
+        None => ArgError::UnknownOption {
+            command,
+            option: printable(original),
+        },
+    }
+}
+
+/// A short, single-line, printable rendering of user bytes for an error
+/// message (a reply error may not contain CR or LF).
+pub(super) fn printable(bytes: &[u8]) -> String {
+    const MAX: usize = 32;
+    let mut out: String = bytes
+        .iter()
+        .take(MAX)
+        .map(|&b| {
+            if b.is_ascii_graphic() || b == b' ' {
+                char::from(b)
+            } else {
+                '?'
+            }
+        })
+        .collect();
+    if bytes.len() > MAX {
+        out.push_str("...");
+    }
+    out
+}
+
+/// Which options a call has given, to refuse repeats (a bit per name in
+/// `OPTION_NAMES`; no allocation on the hot path).
+#[derive(Default)]
+pub(super) struct Seen(u32);
+
+pub(super) const OPTION_NAMES: [&str; 15] = [
+    "ALIGNED", "APPROX", "BURST", "COST", "OVERRIDE", "PEEK", "TTL", "MATCH", "COUNT", "REFUND",
+    "BLOCK", "RESERVE", "WAIT", "NOW", "?",
+];
+
+impl Seen {
+    pub(super) fn once(&mut self, option: &'static str) -> Result<(), ArgError> {
+        let index = OPTION_NAMES
+            .iter()
+            .position(|o| *o == option)
+            .unwrap_or(OPTION_NAMES.len() - 1);
+        let bit = 1u32 << index;
+        if self.0 & bit != 0 {
+            return Err(ArgError::RepeatedOption(option));
+        }
+        self.0 |= bit;
+        Ok(())
+    }
+
+    pub(super) fn any(&self) -> bool {
+        self.0 != 0
+    }
+
+    pub(super) fn has(&self, option: &'static str) -> bool {
+        OPTION_NAMES
+            .iter()
+            .position(|o| *o == option)
+            .is_some_and(|index| self.0 & (1u32 << index) != 0)
+    }
+}
+
+/// A word upper-cased on the stack: every option and clause name fits in
+/// 8 bytes; a longer word is no keyword (its upper-cased form is empty).
+pub(super) struct Upper {
+    buf: [u8; 8],
+    len: usize,
+}
+
+impl Upper {
+    pub(super) fn of(word: &[u8]) -> Upper {
+        let mut buf = [0u8; 8];
+        let len = if word.len() <= buf.len() {
+            word.len()
+        } else {
+            0
+        };
+        for (dst, src) in buf.iter_mut().zip(word.iter().take(len)) {
+            *dst = src.to_ascii_uppercase();
+        }
+        Upper { buf, len }
+    }
+
+    pub(super) fn as_slice(&self) -> &[u8] {
+        self.buf.get(..self.len).unwrap_or_default()
+    }
+}
