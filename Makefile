@@ -103,7 +103,7 @@ leakcheck: build
 	rm -rf $(LEAKCHECK_LOGS) && mkdir -p $(LEAKCHECK_LOGS)
 	REDIS_SERVER=$(CURDIR)/scripts/valgrind-server.sh \
 	VALKEY_SERVER=$(CURDIR)/scripts/valgrind-server.sh \
-	LEAKCHECK_SERVER=$(VALKEY) LEAKCHECK_LOGS=$(LEAKCHECK_LOGS) LIBRL_SLOW=1 \
+	LEAKCHECK_SERVER=$(VALKEY) LEAKCHECK_LOGS=$(LEAKCHECK_LOGS) LIBRL_SLOW=1 LIBRL_SERVERS=valkey9 \
 	cargo test --release --locked --no-fail-fast $(addprefix --test ,$(LEAKCHECK_TESTS)) \
 		-- --test-threads=$(LEAKCHECK_THREADS) 2>&1 | tee $(LEAKCHECK_LOGS)/cargo-test.out || true
 	scripts/leak-report.py $(LEAKCHECK_LOGS) $(LEAKCHECK_LOGS)/cargo-test.out
