@@ -82,7 +82,7 @@ bench-lint:
 	cargo clippy --release --locked --manifest-path bench/Cargo.toml --target-dir target --workspace --all-targets -- -D warnings
 	@if [ -f bench/clients/rust/Cargo.toml ]; then \
 	  cargo fmt --manifest-path bench/clients/rust/Cargo.toml --check && \
-	  cargo clippy --release --locked --manifest-path bench/clients/rust/Cargo.toml --all-targets -- -D warnings; \
+	  cargo clippy --locked --manifest-path bench/clients/rust/Cargo.toml --target-dir target --all-targets -- -D warnings; \
 	fi
 
 # Valgrind over the module inside real servers (slow; not part of `make

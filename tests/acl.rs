@@ -472,8 +472,9 @@ fn acl_rules_apply_to_override_subcommands() {
         );
 
         if has_module_categories(flavor) {
-            // The category holds the four subcommands (and perhaps the
-            // container itself), with the read/write split of the aliases.
+            // The category holds the four subcommands and HELP (and perhaps
+            // the container itself), with the read/write split of the
+            // aliases.
             let listed = category(admin, "ratelimit").unwrap();
             let mut subcommands: Vec<&String> = listed
                 .iter()
@@ -485,6 +486,7 @@ fn acl_rules_apply_to_override_subcommands() {
                 [
                     "rl.override|del",
                     "rl.override|get",
+                    "rl.override|help",
                     "rl.override|list",
                     "rl.override|set"
                 ],

@@ -120,6 +120,16 @@ fn override_container_lists_subcommands_with_flags_keys_and_docs() {
             let sub = name
                 .strip_prefix("rl.override|")
                 .unwrap_or_else(|| panic!("{flavor:?}: {name} is not an rl.override subcommand"));
+            if sub == "help" {
+                // HELP has no dotted alias: read-only, no keys.
+                let flags = sorted(strings(&entry[2]));
+                assert!(
+                    flags.iter().any(|f| f == "readonly"),
+                    "{flavor:?}: {flags:?}"
+                );
+                names.push(name);
+                continue;
+            }
             let dotted = command_info(con, &format!("RL.OVERRIDE.{sub}"));
             let flags = sorted(strings(&entry[2]));
             assert_eq!(
@@ -173,6 +183,7 @@ fn override_container_lists_subcommands_with_flags_keys_and_docs() {
             [
                 "rl.override|del",
                 "rl.override|get",
+                "rl.override|help",
                 "rl.override|list",
                 "rl.override|set"
             ],

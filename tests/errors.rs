@@ -1609,7 +1609,7 @@ fn container_cases(flavor: Flavor) -> Vec<Case> {
         (b"FOO", "FOO"),
         (b"foo", "foo"),
         (b"", ""),
-        (b"HELP", "HELP"),
+        (b"HELPS", "HELPS"),
         (b"SETX", "SETX"),
         (b"SET.", "SET."),
         (b".SET", ".SET"),
