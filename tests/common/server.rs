@@ -409,14 +409,30 @@ fn wait_ready(port: u16, child: &mut Child) -> bool {
             return false;
         }
         if let Ok(mut con) = client.get_connection_with_timeout(Duration::from_millis(200)) {
-            // PING fails with LOADING while an AOF or RDB is read back.
+            // PING fails with LOADING while an AOF or RDB is read back. The
+            // server answering must be ours: another test's server can take
+            // the port between `free_port` and our bind, and ours then exits.
             if redis::cmd("PING").query::<String>(&mut con).is_ok() {
-                return true;
+                return is_our_process(&mut con, child);
             }
         }
         std::thread::sleep(Duration::from_millis(20));
     }
     false
+}
+
+/// True when the server on `con` is `child` (valgrind, through the
+/// leakcheck wrapper's `exec`, keeps the pid).
+fn is_our_process(con: &mut redis::Connection, child: &mut Child) -> bool {
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query(con)
+        .unwrap_or_default();
+    let pid = info
+        .lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .and_then(|p| p.trim().parse::<u32>().ok());
+    pid == Some(child.id()) && matches!(child.try_wait(), Ok(None))
 }
 
 impl Drop for Server {
