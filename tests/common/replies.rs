@@ -127,6 +127,9 @@ pub fn resp_commands<'a>(commands: impl IntoIterator<Item = Vec<&'a [u8]>>) -> V
 
 /// A limiter call and `PTTL` of its key in one MULTI, so that both read
 /// the server's clock at the same moment however busy the machine is.
+/// (The reply's times are the module's clock during the command, PTTL's the
+/// server's command-time snapshot: either can be a millisecond ahead, so
+/// callers compare them within a tolerance both ways.)
 pub fn limiter_then_pttl(con: &mut redis::Connection, args: &[&str]) -> ([i64; 6], i64) {
     let mut pipe = redis::pipe();
     pipe.atomic()
