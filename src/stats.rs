@@ -80,28 +80,17 @@ const COUNTERS: [(Counter, &str); 5] = [
     (Counter::Errors, "errors"),
 ];
 
-pub use crate::state::Event as StateEvent;
-
 /// What calls did beyond admitting or denying (all commands together).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
+    /// A refund that gave units back.
     Refunded,
     BlockStarted,
     DeniedByBlock,
+    /// An admitted RESERVE or WAIT that must wait.
     Reserved,
     /// A WAIT whose reply the server held.
     Waited,
-}
-
-impl From<StateEvent> for Event {
-    fn from(e: StateEvent) -> Event {
-        match e {
-            StateEvent::Refunded => Event::Refunded,
-            StateEvent::BlockStarted => Event::BlockStarted,
-            StateEvent::DeniedByBlock => Event::DeniedByBlock,
-            StateEvent::Reserved => Event::Reserved,
-        }
-    }
 }
 
 const EVENTS: [(Event, &str); 5] = [
@@ -116,8 +105,8 @@ const EVENTS: [(Event, &str); 5] = [
 const ZERO: AtomicU64 = AtomicU64::new(0);
 static EVENT_COUNTS: [AtomicU64; EVENTS.len()] = [ZERO; EVENTS.len()];
 
-pub fn count_event(event: impl Into<Event>) {
-    if let Some(c) = EVENT_COUNTS.get(event.into() as usize) {
+pub fn count_event(event: Event) {
+    if let Some(c) = EVENT_COUNTS.get(event as usize) {
         c.fetch_add(1, Ordering::Relaxed);
     }
 }

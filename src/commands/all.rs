@@ -15,7 +15,6 @@ use crate::error::RlError;
 use crate::mode::Mode;
 use crate::request::{find_keys, parse_all};
 use crate::server::{Call, Entry, HeldReply};
-use crate::state::Event as StateEvent;
 use crate::stats::{self, Command, Counter, Event};
 use librl_core::decision::RetryAfter;
 
@@ -43,7 +42,7 @@ fn run(call: Call<'_>, origin: &Origin<'_>) -> Result<(), RlError> {
                 .into())
         }
     };
-    let replayed = replayed(origin, request.replayed_now_ms.is_some())?;
+    let replayed = replayed(origin, request.replayed_now_ms.is_some());
     if !replayed && request.replayed_now_ms.is_some() {
         // NOW is the replication link's: a client gets today's error.
         parse_all(call.args, false)?;
@@ -88,16 +87,14 @@ fn run(call: Call<'_>, origin: &Origin<'_>) -> Result<(), RlError> {
     }
     if !replayed {
         count_outcome(Command::All, denied.is_none(), mode);
-        if !request.peek && denied.is_none() {
+        if !request.peek {
+            // A denied call records nothing but the blocks it meets or starts.
             decided
                 .iter()
                 .filter_map(|d| d.checked.event)
-                .for_each(stats::count_event);
-        } else if !request.peek {
-            decided
-                .iter()
-                .filter_map(|d| d.checked.event)
-                .filter(|e| matches!(e, StateEvent::BlockStarted | StateEvent::DeniedByBlock))
+                .filter(|e| {
+                    denied.is_none() || matches!(e, Event::BlockStarted | Event::DeniedByBlock)
+                })
                 .for_each(stats::count_event);
         }
     }

@@ -64,7 +64,7 @@ fn run(call: Call<'_>, algorithm: Algorithm, origin: &Origin<'_>) -> Result<(), 
             return Err(own.unwrap_or(e).into());
         }
     };
-    let replayed = replayed(origin, request.replayed_now_ms.is_some())?;
+    let replayed = replayed(origin, request.replayed_now_ms.is_some());
     if !replayed && request.replayed_now_ms.is_some() {
         // NOW is the replication link's: a client gets today's error.
         parse_limiter(algorithm, call.args, false)?;
@@ -124,12 +124,12 @@ pub fn wants_wait(clause: &Clause<'_, Arg>) -> bool {
 }
 
 /// Whether a limiter call is replayed: only a call carrying NOW can be.
-pub fn replayed(origin: &Origin<'_>, has_now: bool) -> Result<bool, RlError> {
+pub fn replayed(origin: &Origin<'_>, has_now: bool) -> bool {
     if has_now {
-        Ok(origin.replayed())
+        origin.replayed()
     } else {
         origin.mark_client();
-        Ok(false)
+        false
     }
 }
 

@@ -17,6 +17,7 @@ pub mod token;
 use crate::error::RlError;
 use crate::request::Action;
 use crate::server::{Key, Patch, Value};
+use crate::stats::Event;
 use layout::DecodeError;
 use librl_core::block::{self, BlockRule, Guarded, RefundWrite};
 use librl_core::decision::{Decision, Refunded, RetryAfter, Status};
@@ -31,17 +32,6 @@ pub struct Step {
     /// BLOCK duration, if given.
     pub block_ms: Option<u64>,
     pub peek: bool,
-}
-
-/// What a call did beyond admitting or denying, for `INFO rl`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Event {
-    /// A refund that gave units back.
-    Refunded,
-    BlockStarted,
-    DeniedByBlock,
-    /// An admitted RESERVE or WAIT that must wait.
-    Reserved,
 }
 
 /// A limit decided against its key's value, not yet committed: the reply,
