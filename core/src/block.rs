@@ -217,44 +217,61 @@ pub fn refund<S>(blocked_until_ms: Option<u64>, now: u64, r: Refunded<S>) -> Gua
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algorithm::Algorithm;
     use crate::fixed::{self, FixedParams, FixedState};
-    use crate::token::{self, Bucket, TokenParams};
+    use crate::token::{Bucket, TokenParams};
     use proptest::prelude::*;
+    use std::convert::Infallible;
 
-    /// A limiter algorithm as the block tests drive it.
-    trait Algo {
-        type S: Copy + std::fmt::Debug + PartialEq;
-        fn decide(&self, s: Option<Self::S>, now: u64, cost: u64) -> Decision<Self::S>;
-        fn status(&self, s: Option<Self::S>, now: u64) -> Status;
-        fn refund(&self, s: Option<Self::S>, now: u64, units: u64) -> Refunded<Self::S>;
-    }
-
-    impl Algo for FixedParams {
-        type S = FixedState;
-        fn decide(&self, s: Option<FixedState>, now: u64, cost: u64) -> Decision<FixedState> {
-            fixed::decide(self, s, now, cost)
-        }
-        fn status(&self, s: Option<FixedState>, now: u64) -> Status {
-            fixed::status(self, s, now)
-        }
-        fn refund(&self, s: Option<FixedState>, now: u64, units: u64) -> Refunded<FixedState> {
-            fixed::refund(self, s, now, units)
-        }
-    }
-
-    /// A token bucket whose calls reserve up to `max_wait_ms`.
+    /// A token bucket whose every call reserves up to `max_wait_ms`.
     struct Reserving(TokenParams, u64);
 
-    impl Algo for Reserving {
+    impl Algorithm for Reserving {
+        type State = Bucket;
+        type Admit = Bucket;
+        type Refund = Bucket;
+        type Error = Infallible;
+        fn decide(
+            &self,
+            s: Option<&Bucket>,
+            now: u64,
+            cost: u64,
+        ) -> Result<Decision<Bucket>, Infallible> {
+            self.0.reserve(s, now, cost, self.1)
+        }
+        fn status(&self, s: Option<&Bucket>, now: u64) -> Result<Status, Infallible> {
+            self.0.status(s, now)
+        }
+        fn refund(
+            &self,
+            s: Option<&Bucket>,
+            now: u64,
+            units: u64,
+        ) -> Result<Refunded<Bucket>, Infallible> {
+            self.0.refund(s, now, units)
+        }
+    }
+
+    /// The algorithms the block tests drive: fixed-size states that cannot
+    /// be corrupt, committed by storing the decision's state.
+    trait Plain:
+        Algorithm<State = Self::S, Admit = Self::S, Refund = Self::S, Error = Infallible>
+    {
+        type S: Copy + std::fmt::Debug + PartialEq;
+    }
+
+    impl Plain for FixedParams {
+        type S = FixedState;
+    }
+
+    impl Plain for Reserving {
         type S = Bucket;
-        fn decide(&self, s: Option<Bucket>, now: u64, cost: u64) -> Decision<Bucket> {
-            token::reserve(&self.0, s, now, cost, self.1)
-        }
-        fn status(&self, s: Option<Bucket>, now: u64) -> Status {
-            token::status(&self.0, s, now)
-        }
-        fn refund(&self, s: Option<Bucket>, now: u64, units: u64) -> Refunded<Bucket> {
-            token::refund(&self.0, s, now, units)
+    }
+
+    fn ok<T>(r: Result<T, Infallible>) -> T {
+        match r {
+            Ok(v) => v,
+            Err(never) => match never {},
         }
     }
 
@@ -291,10 +308,17 @@ mod tests {
     }
 
     /// One call through the block layer, as the module would make it.
-    fn call<A: Algo>(a: &A, key: Key<A::S>, now: u64, cost: u64, rule: BlockRule) -> Guarded<A::S> {
+    fn call<A: Plain>(
+        a: &A,
+        key: Key<A::S>,
+        now: u64,
+        cost: u64,
+        rule: BlockRule,
+    ) -> Guarded<A::S> {
+        let state = key.state.as_ref();
         match in_force(key.blocked_until_ms, now) {
-            Some(b) => b.deny(a.status(key.state, now), cost),
-            None => after(a.decide(key.state, now, cost), now, rule),
+            Some(b) => b.deny(ok(a.status(state, now)), cost),
+            None => after(ok(a.decide(state, now, cost)), now, rule),
         }
     }
 
@@ -449,7 +473,11 @@ mod tests {
         }
         assert_eq!(key.blocked_until_ms, Some(5002));
         // One unit back: counts drop, the block stays, the key lives on.
-        let g = refund(key.blocked_until_ms, 10, LOGIN.refund(key.state, 10, 1));
+        let g = refund(
+            key.blocked_until_ms,
+            10,
+            ok(LOGIN.refund(key.state.as_ref(), 10, 1)),
+        );
         assert_eq!(g.reply(), [1, 1, 0, 2, 1, 4992]);
         key = commit_refund(key, &g);
         assert_eq!(
@@ -461,7 +489,11 @@ mod tests {
             [0, 1, 4991, 2, 1, 4991]
         );
         // Everything back: the state goes, the block alone stays.
-        let g = refund(key.blocked_until_ms, 20, LOGIN.refund(key.state, 20, 5));
+        let g = refund(
+            key.blocked_until_ms,
+            20,
+            ok(LOGIN.refund(key.state.as_ref(), 20, 5)),
+        );
         assert_eq!(g.write, RefundWrite::KeepBlock { until_ms: 5002 });
         assert_eq!(g.reply(), [1, 0, 0, 2, 2, 4982]);
         key = commit_refund(key, &g);
@@ -470,11 +502,15 @@ mod tests {
             [0, 0, 4981, 2, 2, 4981]
         );
         // A refund of nothing writes nothing, block or not.
-        let g = refund(key.blocked_until_ms, 30, LOGIN.refund(key.state, 30, 1));
+        let g = refund(
+            key.blocked_until_ms,
+            30,
+            ok(LOGIN.refund(key.state.as_ref(), 30, 1)),
+        );
         assert!(!g.changed());
         // Without a block, emptying the limiter deletes the key.
         let s = fixed::decide(&LOGIN, None, 0, 1).into_state();
-        let g = refund(Some(0), 5, LOGIN.refund(s, 5, 1));
+        let g = refund(Some(0), 5, ok(LOGIN.refund(s.as_ref(), 5, 1)));
         assert_eq!(g.write, RefundWrite::Delete);
         assert_eq!(g.reply(), [1, 0, 0, 2, 2, 0]);
     }
@@ -504,7 +540,7 @@ mod tests {
     /// ms before, the algorithm's own decision then); outside a block the
     /// algorithm's decision stands unless a BLOCK denial starts one; and
     /// every reply's reset_after is the key's remaining life.
-    fn run_workload<A: Algo>(a: &A, limit: u64, steps: &[(u64, Op)]) -> Result<(), TestCaseError> {
+    fn run_workload<A: Plain>(a: &A, limit: u64, steps: &[(u64, Op)]) -> Result<(), TestCaseError> {
         let mut now = 1_000_000u64;
         let mut key = Key::<A::S>::empty();
         for &(gap, op) in steps {
@@ -522,14 +558,14 @@ mod tests {
                         peek,
                     };
                     let g = call(a, key, now, cost, rule);
-                    let inner = a.decide(key.state, now, cost);
+                    let inner = ok(a.decide(key.state.as_ref(), now, cost));
                     match block {
                         Some(b) => {
                             let want = if cost > limit { -1 } else { b.left_ms as i64 };
                             prop_assert!(matches!(g, Guarded::Blocked(_)));
                             prop_assert_eq!(
                                 &g.reply()[..3],
-                                &[0, a.status(key.state, now).count as i64, want]
+                                &[0, ok(a.status(key.state.as_ref(), now)).count as i64, want]
                             );
                         }
                         None if inner.allowed() || peek || block_ms.is_none() => {
@@ -553,7 +589,11 @@ mod tests {
                             let first = call(a, at_end, until_ms, cost, BlockRule::default());
                             prop_assert_eq!(
                                 first,
-                                Guarded::Decided(a.decide(at_end.state, until_ms, cost))
+                                Guarded::Decided(ok(a.decide(
+                                    at_end.state.as_ref(),
+                                    until_ms,
+                                    cost
+                                )))
                             );
                         }
                     }
@@ -570,7 +610,11 @@ mod tests {
                     }
                 }
                 Op::Refund(units) => {
-                    let g = refund(key.blocked_until_ms, now, a.refund(key.state, now, units));
+                    let g = refund(
+                        key.blocked_until_ms,
+                        now,
+                        ok(a.refund(key.state.as_ref(), now, units)),
+                    );
                     key = commit_refund(key, &g);
                     // REFUND never lifts a block.
                     if let Some(b) = block {

@@ -4,13 +4,15 @@
 //! for refunds (never above the count before, state stored only with a
 //! future expiry) and reservations (debt within its bound).
 
-use super::approx::{self, ApproxParams};
+use super::algorithm::{Exact, InMemory};
+use super::approx::ApproxParams;
 use super::decision::{Change, Decision, Refunded, Status};
-use super::fixed::{self, FixedParams};
-use super::sliding::{self, SlidingParams, VecLog};
+use super::fixed::FixedParams;
+use super::sliding::{SlidingParams, VecLog};
 use super::token::{self, Bucket, TokenParams};
 use super::{MAX_AMOUNT, MAX_WINDOW_MS};
 use proptest::prelude::*;
+use std::fmt::Debug;
 
 /// A clock step: small moves either way, or a jump of up to half the u64
 /// range either way.
@@ -63,6 +65,54 @@ fn call_or_refund() -> impl Strategy<Value = (bool, u64)> {
     (prop::bool::weighted(0.3), 1u64..5)
 }
 
+/// Calls and refunds of `a` at the clock's `steps` from `start`, each
+/// checked, every commit kept; `consistent` holds for every stored state.
+fn survives<A: InMemory>(
+    a: &A,
+    limit: u64,
+    start: u64,
+    steps: &[(i128, (bool, u64))],
+    consistent: impl Fn(&A::State) -> bool,
+) -> Result<(), TestCaseError>
+where
+    A::Error: Debug,
+    A::State: Debug,
+{
+    let (mut now, mut state) = (start, None::<A::State>);
+    for &(by, (is_refund, n)) in steps {
+        now = advance(now, by);
+        if is_refund {
+            let before = a
+                .status(state.as_ref(), now)
+                .expect("an in-memory state is never corrupt");
+            let r = a
+                .refund(state.as_ref(), now, n)
+                .expect("an in-memory state is never corrupt");
+            check_refund(&r, &before, now)?;
+            state = A::refunded(state, r.change);
+        } else {
+            let d = a
+                .decide(state.as_ref(), now, n)
+                .expect("an in-memory state is never corrupt");
+            check(&d, now, limit)?;
+            if let Some(admit) = d.into_state() {
+                state = Some(A::admit(state, admit));
+            }
+        }
+        if let Some(s) = &state {
+            prop_assert!(consistent(s), "{:?}", s);
+        }
+    }
+    Ok(())
+}
+
+fn calls_only(steps: Vec<(i128, u64)>) -> Vec<(i128, (bool, u64))> {
+    steps
+        .into_iter()
+        .map(|(by, cost)| (by, (false, cost)))
+        .collect()
+}
+
 proptest! {
     #[test]
     fn refunds_survive_any_clock(
@@ -72,45 +122,13 @@ proptest! {
         steps in prop::collection::vec((step(), call_or_refund()), 1..60),
     ) {
         let fp = FixedParams { limit, window_ms, aligned };
+        survives(&fp, limit, start, &steps, |s| s.start_ms < s.end_ms)?;
         let ap = ApproxParams { limit, window_ms };
+        survives(&ap, limit, start, &steps, |s| s.is_consistent())?;
         let sp = SlidingParams { limit: small_limit, window_ms };
-        let (mut now, mut f, mut a, mut log) = (start, None, None, VecLog::default());
-        for (by, (is_refund, n)) in steps {
-            now = advance(now, by);
-            if is_refund {
-                let r = fixed::refund(&fp, f, now, n);
-                check_refund(&r, &fixed::status(&fp, f, now), now)?;
-                match r.change {
-                    Change::Store { state, .. } => f = Some(state),
-                    Change::Clear => f = None,
-                    Change::Unchanged => {}
-                }
-                let r = approx::refund(&ap, a, now, n);
-                check_refund(&r, &approx::status(&ap, a, now), now)?;
-                match r.change {
-                    Change::Store { state, .. } => a = Some(state),
-                    Change::Clear => a = None,
-                    Change::Unchanged => {}
-                }
-                let r = sliding::refund(&sp, Some(&log), now, n).expect("a VecLog is never corrupt");
-                check_refund(&r, &sliding::status(&sp, Some(&log), now).unwrap(), now)?;
-                match r.change {
-                    Change::Store { state, .. } => log.refund(&state),
-                    Change::Clear => log = VecLog::default(),
-                    Change::Unchanged => {}
-                }
-            } else {
-                if let Some(s) = fixed::decide(&fp, f, now, n).into_state() {
-                    f = Some(s);
-                }
-                if let Some(s) = approx::decide(&ap, a, now, n).into_state() {
-                    a = Some(s);
-                }
-                if let Some(s) = sliding::decide(&sp, Some(&log), now, n).unwrap().into_state() {
-                    log.apply(&s);
-                }
-            }
-        }
+        survives(&Exact::<VecLog>::new(sp), small_limit, start, &steps, |_| true)?;
+        let tp = TokenParams { rate: limit, window_ms, capacity: limit };
+        survives(&tp, limit, start, &steps, |b| b.is_consistent())?;
     }
 
     #[test]
@@ -161,16 +179,7 @@ proptest! {
         start in 0..=i64::MAX as u64, steps in prop::collection::vec((step(), 1u64..5), 1..60),
     ) {
         let p = FixedParams { limit, window_ms, aligned };
-        let (mut now, mut state) = (start, None);
-        for (by, cost) in steps {
-            now = advance(now, by);
-            let d = fixed::decide(&p, state, now, cost);
-            check(&d, now, limit)?;
-            if let Some(s) = d.into_state() {
-                prop_assert!(s.start_ms < s.end_ms);
-                state = Some(s);
-            }
-        }
+        survives(&p, limit, start, &calls_only(steps), |s| s.start_ms < s.end_ms)?;
     }
 
     #[test]
@@ -179,17 +188,7 @@ proptest! {
         start in 0..=i64::MAX as u64, steps in prop::collection::vec((step(), 1u64..5), 1..60),
     ) {
         let p = TokenParams { rate, window_ms, capacity };
-        let (mut now, mut state) = (start, None);
-        for (by, cost) in steps {
-            now = advance(now, by);
-            let d = token::decide(&p, state, now, cost);
-            check(&d, now, capacity)?;
-            prop_assert!(d.count <= capacity);
-            if let Some(s) = d.into_state() {
-                prop_assert!(s.is_consistent());
-                state = Some(s);
-            }
-        }
+        survives(&p, capacity, start, &calls_only(steps), |b| b.is_consistent() && b.debt == 0)?;
     }
 
     #[test]
@@ -197,16 +196,8 @@ proptest! {
         limit in 1u64..50, window_ms in 1u64..=MAX_WINDOW_MS,
         start in 0..=i64::MAX as u64, steps in prop::collection::vec((step(), 1u64..5), 1..60),
     ) {
-        let p = SlidingParams { limit, window_ms };
-        let (mut now, mut log) = (start, VecLog::default());
-        for (by, cost) in steps {
-            now = advance(now, by);
-            let d = sliding::decide(&p, Some(&log), now, cost).expect("a VecLog is never corrupt");
-            check(&d, now, limit)?;
-            if let Some(a) = d.into_state() {
-                log.apply(&a);
-            }
-        }
+        let p = Exact::<VecLog>::new(SlidingParams { limit, window_ms });
+        survives(&p, limit, start, &calls_only(steps), |_| true)?;
     }
 
     #[test]
@@ -215,14 +206,6 @@ proptest! {
         start in 0..=i64::MAX as u64, steps in prop::collection::vec((step(), 1u64..5), 1..60),
     ) {
         let p = ApproxParams { limit, window_ms };
-        let (mut now, mut state) = (start, None);
-        for (by, cost) in steps {
-            now = advance(now, by);
-            let d = approx::decide(&p, state, now, cost);
-            check(&d, now, limit)?;
-            if let Some(s) = d.into_state() {
-                state = Some(s);
-            }
-        }
+        survives(&p, limit, start, &calls_only(steps), |s| s.is_consistent())?;
     }
 }

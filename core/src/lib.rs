@@ -9,8 +9,13 @@
 //! `token` adds `reserve` (RESERVE and WAIT: the bucket as a queue, which
 //! may go into debt) over its debt-aware [`token::Bucket`]. [`block`] is
 //! BLOCK's penalty, a layer over any algorithm's decision.
+//! [`algorithm::Algorithm`] is the shape all four share (state type,
+//! decide, refund, status), so a caller is written once for every
+//! algorithm; [`algorithm::InMemory`] adds how a state kept as a plain
+//! value commits.
 #![forbid(unsafe_code)]
 
+pub mod algorithm;
 pub mod approx;
 pub mod block;
 #[cfg(test)]

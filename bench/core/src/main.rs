@@ -1,14 +1,16 @@
 //! Nanoseconds per decision of librl's pure algorithms (the `librl-core`
-//! crate), outside Redis: each algorithm's `decide`, with `now` advancing
+//! crate), outside Redis: each algorithm's `decide` (one generic loop over
+//! `librl_core::algorithm::Algorithm`), with `now` advancing
 //! 1 ms per call and every admitted call's new state kept (in a plain
 //! in-memory value, not the module's byte layout: the whole call's cost,
 //! layout included, is what the in-server measurements show).
 //! Prints a Markdown table; `make bench` puts it in the results.
 
-use librl_core::approx::{self, ApproxParams};
-use librl_core::fixed::{self, FixedParams};
-use librl_core::sliding::{self, Append, CorruptLog, Log, SlidingParams};
-use librl_core::token::{self, TokenParams};
+use librl_core::algorithm::{Exact, InMemory, OwnedLog};
+use librl_core::approx::ApproxParams;
+use librl_core::fixed::FixedParams;
+use librl_core::sliding::{Append, CorruptLog, Log, Refund, SlidingParams};
+use librl_core::token::TokenParams;
 use librl_core::MAX_AMOUNT;
 use std::collections::VecDeque;
 use std::hint::black_box;
@@ -42,23 +44,47 @@ struct Row {
     ns: f64,
 }
 
+/// One call of cost 1 per ms through `algorithm` from `state`, every
+/// admitted call's state kept.
+fn row<A: InMemory>(
+    core: &'static str,
+    state: String,
+    algorithm: &A,
+    mut kept: Option<A::State>,
+    start_ms: u64,
+    iters: u64,
+) -> (Row, Option<A::State>)
+where
+    A::Error: std::fmt::Debug,
+{
+    let ns = measure(iters, |i| {
+        let d = algorithm
+            .decide(kept.as_ref(), start_ms + i, 1)
+            .expect("a well-formed state");
+        black_box(d.reply());
+        if let Some(admit) = d.into_state() {
+            kept = Some(A::admit(kept.take(), admit));
+        }
+    });
+    (Row { core, state, ns }, kept)
+}
+
+/// A state of `algorithm` after one call at `BASE_MS`.
+fn first<A: InMemory>(algorithm: &A) -> Option<A::State>
+where
+    A::Error: std::fmt::Debug,
+{
+    let d = algorithm.decide(None, BASE_MS, 1).expect("an empty state");
+    d.into_state().map(|admit| A::admit(None, admit))
+}
+
 fn fixed_row(iters: u64) -> Row {
     let p = FixedParams {
         limit: MAX_AMOUNT,
         window_ms: DAY_MS,
         aligned: false,
     };
-    let mut state = fixed::decide(&p, None, BASE_MS, 1).into_state();
-    let ns = measure(iters, |i| {
-        let d = fixed::decide(&p, state, BASE_MS + i, 1);
-        black_box(d.reply());
-        state = d.into_state().or(state);
-    });
-    Row {
-        core: "FIXED",
-        state: "one window".into(),
-        ns,
-    }
+    row("FIXED", "one window".into(), &p, first(&p), BASE_MS, iters).0
 }
 
 fn approx_row(iters: u64) -> Row {
@@ -66,17 +92,8 @@ fn approx_row(iters: u64) -> Row {
         limit: MAX_AMOUNT,
         window_ms: DAY_MS,
     };
-    let mut state = approx::decide(&p, None, BASE_MS, 1).into_state();
-    let ns = measure(iters, |i| {
-        let d = approx::decide(&p, state, BASE_MS + i, 1);
-        black_box(d.reply());
-        state = d.into_state().or(state);
-    });
-    Row {
-        core: "SLIDING APPROX",
-        state: "two counters".into(),
-        ns,
-    }
+    let state = "two counters".into();
+    row("SLIDING APPROX", state, &p, first(&p), BASE_MS, iters).0
 }
 
 fn token_row(iters: u64) -> Row {
@@ -85,17 +102,7 @@ fn token_row(iters: u64) -> Row {
         window_ms: 1000,
         capacity: 1_000_000,
     };
-    let mut state = token::decide(&p, None, BASE_MS, 1).into_state();
-    let ns = measure(iters, |i| {
-        let d = token::decide(&p, state, BASE_MS + i, 1);
-        black_box(d.reply());
-        state = d.into_state().or(state);
-    });
-    Row {
-        core: "TOKEN",
-        state: "a bucket".into(),
-        ns,
-    }
+    row("TOKEN", "a bucket".into(), &p, first(&p), BASE_MS, iters).0
 }
 
 /// The exact log as a plain queue of (ms, cost) with its running total:
@@ -118,7 +125,7 @@ impl Log for QueueLog {
     }
 }
 
-impl QueueLog {
+impl OwnedLog for QueueLog {
     fn apply(&mut self, a: &Append) {
         while let Some(&(t, c)) = self.entries.front() {
             if t > a.cutoff_ms {
@@ -132,6 +139,20 @@ impl QueueLog {
             _ => self.entries.push_back((a.now_ms, a.cost)),
         }
         self.total += a.cost;
+    }
+
+    /// (Never called: the benchmark does not refund.)
+    fn refund(&mut self, r: &Refund) {
+        let mut units = r.units;
+        while let Some(last) = self.entries.back_mut().filter(|_| units > 0) {
+            let take = units.min(last.1);
+            last.1 -= take;
+            self.total -= take;
+            units -= take;
+            if last.1 == 0 {
+                self.entries.pop_back();
+            }
+        }
     }
 }
 
@@ -152,23 +173,23 @@ fn sliding_row(entries: u64, iters: u64) -> Row {
         });
     }
     let start = BASE_MS + entries;
-    let ns = measure(iters, |i| {
-        let d = sliding::decide(&p, Some(&log), start + i, 1).expect("a well-formed log");
-        black_box(d.reply());
-        if let Some(a) = d.into_state() {
-            log.apply(&a);
-        }
-    });
+    let state = format!("{entries} entries");
+    let exact = Exact::new(p);
+    let (row, log) = row(
+        "SLIDING (exact log)",
+        state,
+        &exact,
+        Some(log),
+        start,
+        iters,
+    );
+    let log: QueueLog = log.expect("a log");
     assert_eq!(
         log.entries.len() as u64,
         entries,
         "the log stayed at its size"
     );
-    Row {
-        core: "SLIDING (exact log)",
-        state: format!("{entries} entries"),
-        ns,
-    }
+    row
 }
 
 fn main() {
