@@ -14,7 +14,7 @@
 from ._args import Clause, Duration, Fixed, Sliding, Token
 from ._async import AsyncLimiter
 from ._sync import Limiter
-from ._types import AllDecision, Decision, KeyT, Override, OverrideEntry
+from ._types import AllDecision, Decision, DurabilityError, KeyT, Override, OverrideEntry
 
 __version__ = "0.1.0"
 
@@ -23,6 +23,7 @@ __all__ = [
     "AsyncLimiter",
     "Clause",
     "Decision",
+    "DurabilityError",
     "Duration",
     "Fixed",
     "KeyT",

@@ -1,32 +1,23 @@
-"""AsyncLimiter: librl over redis.asyncio's Redis and RedisCluster."""
+"""AsyncLimiter: librl over redis.asyncio's Redis and RedisCluster.
+
+The commands are _commands.Commands, as Limiter's; this file performs their
+sends with redis.asyncio.
+"""
 
 from __future__ import annotations
 
-from time import monotonic
-from typing import Any, AsyncIterator, Callable, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, AsyncIterator, List, Optional, Tuple, Union
 
 from redis.asyncio.client import Pipeline, Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
-from redis.exceptions import SlotNotCoveredError
+from redis.exceptions import ResponseError, SlotNotCoveredError
 
-from . import _args
 from ._args import Arg, Clause, Duration
 from ._cache import DenialCache
-from ._cluster import RETRY_ERRORS, hint_key_positions, one_slot, retries
-from ._sync import _by_slot
-from ._types import (
-    AllDecision,
-    Decision,
-    KeyT,
-    Override,
-    OverrideEntry,
-    parse_all,
-    parse_decision,
-    parse_list,
-    parse_override,
-)
-
-R = TypeVar("R", Decision, AllDecision)
+from ._cluster import hint_key_positions, retries
+from ._commands import Command, Commands, Send, T, check_durable
+from ._sync import RETRY_OR_REDIRECT, redirected
+from ._types import AllDecision, Decision, KeyT, Override, OverrideEntry
 
 
 class AsyncLimiter:
@@ -39,6 +30,12 @@ class AsyncLimiter:
     ``denial_cache=True``: after a denial with retry_after_ms > 0, the same
     call is answered locally until that time has passed (see the README for
     when that is exact). ``denial_cache_size`` bounds the entries kept.
+
+    ``durable=(numreplicas, timeout_ms)``: every call that may write (not
+    PEEK, not a GET or LIST) is followed by ``WAIT numreplicas timeout_ms``
+    on the same connection, so that a failover cannot forget it; when fewer
+    replicas acknowledge it in time, ``librl.DurabilityError`` is raised
+    with the call's result attached.
     """
 
     def __init__(
@@ -47,6 +44,7 @@ class AsyncLimiter:
         *,
         denial_cache: bool = False,
         denial_cache_size: int = 10_000,
+        durable: Optional[Tuple[int, int]] = None,
     ) -> None:
         if not isinstance(client, (Redis, RedisCluster)) or isinstance(client, Pipeline):
             raise TypeError(
@@ -57,7 +55,8 @@ class AsyncLimiter:
             )
         self._client: Any = client
         self._cluster = isinstance(client, RedisCluster)
-        self._cache = DenialCache(denial_cache_size) if denial_cache else None
+        cache = DenialCache(denial_cache_size) if denial_cache else None
+        self._commands = Commands(client, self._cluster, cache, check_durable(durable))
         self._hinted: Any = None
         self._retries = retries(client) if self._cluster else 0
 
@@ -81,9 +80,11 @@ class AsyncLimiter:
         override: Optional[KeyT] = None,
         peek: bool = False,
     ) -> Decision:
-        """``RL.FIXED``: a fixed window of ``limit`` units per ``window``."""
-        argv = _args.fixed_args(key, limit, window, aligned, cost, refund, block, override)
-        return await self._one("RL.FIXED", argv, override, refund is not None, peek)
+        """``RL.FIXED``: a fixed window of ``limit`` units per ``window``.
+        ``cost=0`` reads the limiter without counting."""
+        return await self._run(
+            self._commands.fixed(key, limit, window, aligned, cost, refund, block, override, peek)
+        )
 
     async def sliding(
         self,
@@ -100,8 +101,9 @@ class AsyncLimiter:
     ) -> Decision:
         """``RL.SLIDING``: an exact sliding log, or the weighted two-window
         counter with ``approx=True``."""
-        argv = _args.sliding_args(key, limit, window, approx, cost, refund, block, override)
-        return await self._one("RL.SLIDING", argv, override, refund is not None, peek)
+        return await self._run(
+            self._commands.sliding(key, limit, window, approx, cost, refund, block, override, peek)
+        )
 
     async def token(
         self,
@@ -122,10 +124,11 @@ class AsyncLimiter:
         refilled at ``rate`` per ``window``. With ``wait``, the server holds
         the reply until the reserved time: give the client a socket timeout
         longer than ``wait``."""
-        argv = _args.token_args(
-            key, rate, window, burst, cost, refund, reserve, wait, block, override
+        return await self._run(
+            self._commands.token(
+                key, rate, window, burst, cost, refund, reserve, wait, block, override, peek
+            )
         )
-        return await self._one("RL.TOKEN", argv, override, refund is not None, peek)
 
     async def all(self, *clauses: Clause, peek: bool = False) -> AllDecision:
         """``RL.ALL``: every clause admits the call, and records it, or none does.
@@ -133,56 +136,7 @@ class AsyncLimiter:
         In a cluster all keys and override keys must hash to one slot (use a
         hash tag); otherwise RedisClusterException is raised before sending.
         """
-        argv = _args.all_args(clauses, peek)
-        keys = [k for clause in clauses for k in clause.keys()]
-        if self._cluster:
-            one_slot(self._client, "RL.ALL", keys)
-        refund = any(clause.refund for clause in clauses)
-        return await self._decide(argv, clauses[0].key, keys, refund, parse_all)
-
-    async def _one(
-        self, command: str, argv: List[Arg], override: Optional[KeyT], refund: bool, peek: bool
-    ) -> Decision:
-        key: KeyT = argv[0]  # type: ignore[assignment]
-        argv.insert(0, command)
-        if peek:
-            argv.append("PEEK")
-        keys: Sequence[KeyT] = (key,) if override is None else (key, override)
-        if self._cache is None:  # the hot path, kept short
-            if not self._cluster:
-                return parse_decision(await self._client.execute_command(*argv))
-            if override is not None:
-                one_slot(self._client, command, keys)
-            return parse_decision(await self._send(key, argv))
-        if override is not None and self._cluster:
-            one_slot(self._client, command, keys)
-        return await self._decide(argv, key, keys, refund, parse_decision)
-
-    async def _decide(
-        self,
-        argv: List[Arg],
-        route: KeyT,
-        keys: Sequence[KeyT],
-        refund: bool,
-        parse: Callable[[Any], R],
-    ) -> R:
-        cache = self._cache
-        if cache is None:
-            return parse(await self._send(route, argv))
-        if refund:
-            reply = parse(await self._send(route, argv))
-            cache.forget_keys(keys)
-            return reply
-        cached_argv = tuple(argv)
-        hit = cache.get(cached_argv)
-        if hit is not None:
-            return hit  # type: ignore[return-value]
-        generation = cache.generation
-        sent_at = monotonic()
-        reply = parse(await self._send(route, argv))
-        if not reply.allowed and reply.retry_after_ms > 0:
-            cache.put(cached_argv, keys, reply, sent_at, monotonic(), generation)
-        return reply
+        return await self._run(self._commands.all(clauses, peek))
 
     # -- overrides ------------------------------------------------------------
 
@@ -196,15 +150,11 @@ class AsyncLimiter:
         ttl: Optional[Duration] = None,
     ) -> None:
         """``RL.OVERRIDE SET``: store an override at ``okey`` (replacing any)."""
-        argv = _args.override_set_args(okey, limit, window, burst, ttl)
-        await self._send(okey, argv)
-        if self._cache is not None:
-            self._cache.clear()
+        await self._run(self._commands.override_set(okey, limit, window, burst, ttl))
 
     async def override_get(self, okey: KeyT) -> Optional[Override]:
         """``RL.OVERRIDE GET``: the override at ``okey``, or None."""
-        okey = _args.check_key("okey", okey)
-        return parse_override(await self._send(okey, ["RL.OVERRIDE", "GET", okey]))
+        return await self._run(self._commands.override_get(okey))
 
     async def override_delete(self, *okeys: KeyT) -> int:
         """``RL.OVERRIDE DEL``: delete overrides, return how many existed.
@@ -212,19 +162,7 @@ class AsyncLimiter:
         In a cluster the keys are grouped by slot, one command per slot (each
         group all-or-nothing on WRONGTYPE, as the command is).
         """
-        if not okeys:
-            raise ValueError("override_delete() needs at least one okey")
-        checked = [_args.check_key("okey", k) for k in okeys]
-        try:
-            if not self._cluster:
-                return int(await self._send(checked[0], ["RL.OVERRIDE", "DEL", *checked]))
-            deleted = 0
-            for group in _by_slot(self._client, checked):
-                deleted += int(await self._send(group[0], ["RL.OVERRIDE", "DEL", *group]))
-            return deleted
-        finally:
-            if self._cache is not None:
-                self._cache.clear()
+        return await self._run(self._commands.override_delete(okeys))
 
     async def override_list(
         self,
@@ -240,18 +178,7 @@ class AsyncLimiter:
         ``client.get_primaries()``): cursors belong to a node. To list every
         override of a cluster, use ``override_scan_iter()``.
         """
-        argv = _args.override_list_args(cursor, match, count)
-        if self._cluster:
-            if node is None:
-                raise ValueError(
-                    "override_list() on a RedisCluster needs node= (one of "
-                    "client.get_primaries()): each node has its own cursor. "
-                    "override_scan_iter() lists every primary."
-                )
-            return parse_list(await self._client.execute_command(*argv, target_nodes=node))
-        if node is not None:
-            raise ValueError("node= is for RedisCluster clients only")
-        return parse_list(await self._client.execute_command(*argv))
+        return await self._run(self._commands.override_list(cursor, match, count, node))
 
     async def override_scan_iter(
         self, *, match: Optional[KeyT] = None, count: Optional[int] = None
@@ -275,15 +202,37 @@ class AsyncLimiter:
 
     def clear_denial_cache(self) -> None:
         """Forget every cached denial (no-op without the denial cache)."""
-        if self._cache is not None:
-            self._cache.clear()
+        self._commands.clear_cache()
 
     # -- sending --------------------------------------------------------------
 
-    async def _send(self, route: KeyT, argv: List[Arg]) -> Any:
+    async def _run(self, command: Command[T]) -> T:
+        """Performs a command's sends until it returns."""
+        try:
+            send = next(command)
+            while True:
+                try:
+                    reply = await self._send(send)
+                except Exception as e:
+                    send = command.throw(e)
+                else:
+                    send = command.send(reply)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+    async def _send(self, send: Send) -> Any:
         client = self._client
         if not self._cluster:
-            return await client.execute_command(*argv)
+            if send.wait is None:
+                return await client.execute_command(*send.argv)
+            pool = client.connection_pool
+            conn = await pool.get_connection()
+            try:
+                return await _with_wait(conn, send.argv, send.wait)
+            finally:
+                await pool.release(conn)
+        if send.node is not None:
+            return await client.execute_command(*send.argv, target_nodes=send.node)
         attempt = 0
         while True:
             try:
@@ -294,12 +243,38 @@ class AsyncLimiter:
                 parser = getattr(client, "commands_parser", None)
                 if getattr(parser, "commands", None) is not self._hinted:
                     self._hinted = hint_key_positions(parser)
-                node = client.get_node_from_key(route)
-                return await client.execute_command(*argv, target_nodes=node)
-            except RETRY_ERRORS as e:
+                node = client.get_node_from_key(send.route)
+                if send.wait is None:
+                    return await client.execute_command(*send.argv, target_nodes=node)
+                conn = node.acquire_connection()
+                try:
+                    return await _with_wait(conn, send.argv, send.wait)
+                finally:
+                    node.release(conn)
+            except RETRY_OR_REDIRECT as e:
+                if isinstance(e, ResponseError) and not redirected(e):
+                    raise
                 attempt += 1
                 if attempt > self._retries:
                     raise
-                # A slot missing from the map means the map is stale.
-                if isinstance(e, SlotNotCoveredError):
+                # A slot missing from the map (or, on WAIT's raw connection,
+                # a redirection) means the map is stale.
+                if isinstance(e, (SlotNotCoveredError, ResponseError)):
                     await client.nodes_manager.initialize()
+
+
+async def _with_wait(conn: Any, argv: List[Arg], wait: Tuple[int, int]) -> Tuple[Any, Any]:
+    """``argv`` then ``WAIT`` on one connection (WAIT counts the replicas
+    that have this connection's writes), in one round trip."""
+    try:
+        await conn.send_packed_command(conn.pack_commands([argv, ("WAIT", *wait)]))
+        try:
+            reply = await conn.read_response()
+        except ResponseError:
+            await conn.read_response()  # WAIT's reply, so the connection stays in step
+            raise
+        return reply, await conn.read_response()
+    except BaseException as e:
+        if not isinstance(e, ResponseError):
+            await conn.disconnect()  # a half-read connection goes back empty
+        raise

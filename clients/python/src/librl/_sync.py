@@ -1,36 +1,37 @@
-"""Limiter: librl over redis-py's Redis and RedisCluster."""
+"""Limiter: librl over redis-py's Redis and RedisCluster.
+
+The commands are _commands.Commands; this file performs their sends with
+the blocking client.
+"""
 
 from __future__ import annotations
 
-from time import monotonic
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Iterator, List, Optional, Tuple, Union
 
 from redis.client import Pipeline, Redis
 from redis.cluster import ClusterNode, ClusterPipeline, RedisCluster
-from redis.exceptions import SlotNotCoveredError
+from redis.exceptions import ResponseError, SlotNotCoveredError
 
-from . import _args
 from ._args import Arg, Clause, Duration
 from ._cache import DenialCache
-from ._cluster import RETRY_ERRORS, hint_key_positions, one_slot, retries
-from ._types import (
-    AllDecision,
-    Decision,
-    KeyT,
-    Override,
-    OverrideEntry,
-    parse_all,
-    parse_decision,
-    parse_list,
-    parse_override,
-)
-
-R = TypeVar("R", Decision, AllDecision)
+from ._cluster import RETRY_ERRORS, hint_key_positions, retries
+from ._commands import Command, Commands, Send, T, check_durable
+from ._types import AllDecision, Decision, KeyT, Override, OverrideEntry
 
 
 def _is_async(client: object) -> bool:
     module = type(client).__module__
     return module.startswith("redis.asyncio")
+
+
+#: What a cluster send retries: RedisCluster's own retries, and a MOVED or
+#: ASK read off WAIT's raw connection.
+RETRY_OR_REDIRECT: Tuple[type[Exception], ...] = (*RETRY_ERRORS, ResponseError)
+
+
+def redirected(e: ResponseError) -> bool:
+    """A MOVED or ASK reply read off a raw connection (WAIT's path)."""
+    return str(e).startswith(("MOVED ", "ASK "))
 
 
 class Limiter:
@@ -42,6 +43,12 @@ class Limiter:
     ``denial_cache=True``: after a denial with retry_after_ms > 0, the same
     call is answered locally until that time has passed (see the README for
     when that is exact). ``denial_cache_size`` bounds the entries kept.
+
+    ``durable=(numreplicas, timeout_ms)``: every call that may write (not
+    PEEK, not a GET or LIST) is followed by ``WAIT numreplicas timeout_ms``
+    on the same connection, so that a failover cannot forget it; when fewer
+    replicas acknowledge it in time, ``librl.DurabilityError`` is raised
+    with the call's result attached.
     """
 
     def __init__(
@@ -50,6 +57,7 @@ class Limiter:
         *,
         denial_cache: bool = False,
         denial_cache_size: int = 10_000,
+        durable: Optional[Tuple[int, int]] = None,
     ) -> None:
         if _is_async(client):
             raise TypeError("this is an asyncio client: use librl.AsyncLimiter")
@@ -62,7 +70,8 @@ class Limiter:
             )
         self._client: Any = client
         self._cluster = isinstance(client, RedisCluster)
-        self._cache = DenialCache(denial_cache_size) if denial_cache else None
+        cache = DenialCache(denial_cache_size) if denial_cache else None
+        self._commands = Commands(client, self._cluster, cache, check_durable(durable))
         self._hinted: Any = None
         self._retries = retries(client) if self._cluster else 0
 
@@ -86,9 +95,11 @@ class Limiter:
         override: Optional[KeyT] = None,
         peek: bool = False,
     ) -> Decision:
-        """``RL.FIXED``: a fixed window of ``limit`` units per ``window``."""
-        argv = _args.fixed_args(key, limit, window, aligned, cost, refund, block, override)
-        return self._one("RL.FIXED", argv, override, refund is not None, peek)
+        """``RL.FIXED``: a fixed window of ``limit`` units per ``window``.
+        ``cost=0`` reads the limiter without counting."""
+        return self._run(
+            self._commands.fixed(key, limit, window, aligned, cost, refund, block, override, peek)
+        )
 
     def sliding(
         self,
@@ -105,8 +116,9 @@ class Limiter:
     ) -> Decision:
         """``RL.SLIDING``: an exact sliding log, or the weighted two-window
         counter with ``approx=True``."""
-        argv = _args.sliding_args(key, limit, window, approx, cost, refund, block, override)
-        return self._one("RL.SLIDING", argv, override, refund is not None, peek)
+        return self._run(
+            self._commands.sliding(key, limit, window, approx, cost, refund, block, override, peek)
+        )
 
     def token(
         self,
@@ -127,10 +139,11 @@ class Limiter:
         refilled at ``rate`` per ``window``. With ``wait``, the server holds
         the reply until the reserved time: give the client a socket timeout
         longer than ``wait``."""
-        argv = _args.token_args(
-            key, rate, window, burst, cost, refund, reserve, wait, block, override
+        return self._run(
+            self._commands.token(
+                key, rate, window, burst, cost, refund, reserve, wait, block, override, peek
+            )
         )
-        return self._one("RL.TOKEN", argv, override, refund is not None, peek)
 
     def all(self, *clauses: Clause, peek: bool = False) -> AllDecision:
         """``RL.ALL``: every clause admits the call, and records it, or none does.
@@ -138,56 +151,7 @@ class Limiter:
         In a cluster all keys and override keys must hash to one slot (use a
         hash tag); otherwise RedisClusterException is raised before sending.
         """
-        argv = _args.all_args(clauses, peek)
-        keys = [k for clause in clauses for k in clause.keys()]
-        if self._cluster:
-            one_slot(self._client, "RL.ALL", keys)
-        refund = any(clause.refund for clause in clauses)
-        return self._decide(argv, clauses[0].key, keys, refund, parse_all)
-
-    def _one(
-        self, command: str, argv: List[Arg], override: Optional[KeyT], refund: bool, peek: bool
-    ) -> Decision:
-        key: KeyT = argv[0]  # type: ignore[assignment]
-        argv.insert(0, command)
-        if peek:
-            argv.append("PEEK")
-        keys: Sequence[KeyT] = (key,) if override is None else (key, override)
-        if self._cache is None:  # the hot path, kept short
-            if not self._cluster:
-                return parse_decision(self._client.execute_command(*argv))
-            if override is not None:
-                one_slot(self._client, command, keys)
-            return parse_decision(self._send(key, argv))
-        if override is not None and self._cluster:
-            one_slot(self._client, command, keys)
-        return self._decide(argv, key, keys, refund, parse_decision)
-
-    def _decide(
-        self,
-        argv: List[Arg],
-        route: KeyT,
-        keys: Sequence[KeyT],
-        refund: bool,
-        parse: Callable[[Any], R],
-    ) -> R:
-        cache = self._cache
-        if cache is None:
-            return parse(self._send(route, argv))
-        if refund:
-            reply = parse(self._send(route, argv))
-            cache.forget_keys(keys)
-            return reply
-        cached_argv = tuple(argv)
-        hit = cache.get(cached_argv)
-        if hit is not None:
-            return hit  # type: ignore[return-value]
-        generation = cache.generation
-        sent_at = monotonic()
-        reply = parse(self._send(route, argv))
-        if not reply.allowed and reply.retry_after_ms > 0:
-            cache.put(cached_argv, keys, reply, sent_at, monotonic(), generation)
-        return reply
+        return self._run(self._commands.all(clauses, peek))
 
     # -- overrides ------------------------------------------------------------
 
@@ -201,15 +165,11 @@ class Limiter:
         ttl: Optional[Duration] = None,
     ) -> None:
         """``RL.OVERRIDE SET``: store an override at ``okey`` (replacing any)."""
-        argv = _args.override_set_args(okey, limit, window, burst, ttl)
-        self._send(okey, argv)
-        if self._cache is not None:
-            self._cache.clear()
+        self._run(self._commands.override_set(okey, limit, window, burst, ttl))
 
     def override_get(self, okey: KeyT) -> Optional[Override]:
         """``RL.OVERRIDE GET``: the override at ``okey``, or None."""
-        okey = _args.check_key("okey", okey)
-        return parse_override(self._send(okey, ["RL.OVERRIDE", "GET", okey]))
+        return self._run(self._commands.override_get(okey))
 
     def override_delete(self, *okeys: KeyT) -> int:
         """``RL.OVERRIDE DEL``: delete overrides, return how many existed.
@@ -217,19 +177,7 @@ class Limiter:
         In a cluster the keys are grouped by slot, one command per slot (each
         group all-or-nothing on WRONGTYPE, as the command is).
         """
-        if not okeys:
-            raise ValueError("override_delete() needs at least one okey")
-        checked = [_args.check_key("okey", k) for k in okeys]
-        try:
-            if not self._cluster:
-                return int(self._send(checked[0], ["RL.OVERRIDE", "DEL", *checked]))
-            deleted = 0
-            for group in _by_slot(self._client, checked):
-                deleted += int(self._send(group[0], ["RL.OVERRIDE", "DEL", *group]))
-            return deleted
-        finally:
-            if self._cache is not None:
-                self._cache.clear()
+        return self._run(self._commands.override_delete(okeys))
 
     def override_list(
         self,
@@ -245,18 +193,7 @@ class Limiter:
         ``client.get_primaries()``): cursors belong to a node. To list every
         override of a cluster, use ``override_scan_iter()``.
         """
-        argv = _args.override_list_args(cursor, match, count)
-        if self._cluster:
-            if node is None:
-                raise ValueError(
-                    "override_list() on a RedisCluster needs node= (one of "
-                    "client.get_primaries()): each node has its own cursor. "
-                    "override_scan_iter() lists every primary."
-                )
-            return parse_list(self._client.execute_command(*argv, target_nodes=node))
-        if node is not None:
-            raise ValueError("node= is for RedisCluster clients only")
-        return parse_list(self._client.execute_command(*argv))
+        return self._run(self._commands.override_list(cursor, match, count, node))
 
     def override_scan_iter(
         self, *, match: Optional[KeyT] = None, count: Optional[int] = None
@@ -275,35 +212,70 @@ class Limiter:
 
     def clear_denial_cache(self) -> None:
         """Forget every cached denial (no-op without the denial cache)."""
-        if self._cache is not None:
-            self._cache.clear()
+        self._commands.clear_cache()
 
     # -- sending --------------------------------------------------------------
 
-    def _send(self, route: KeyT, argv: List[Arg]) -> Any:
+    def _run(self, command: Command[T]) -> T:
+        """Performs a command's sends until it returns."""
+        try:
+            send = next(command)
+            while True:
+                try:
+                    reply = self._send(send)
+                except Exception as e:
+                    send = command.throw(e)
+                else:
+                    send = command.send(reply)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+    def _send(self, send: Send) -> Any:
         client = self._client
         if not self._cluster:
-            return client.execute_command(*argv)
+            if send.wait is None:
+                return client.execute_command(*send.argv)
+            return _with_wait(client.connection_pool, send.argv, send.wait)
+        if send.node is not None:
+            return client.execute_command(*send.argv, target_nodes=send.node)
         parser = getattr(client, "commands_parser", None)
         if getattr(parser, "commands", None) is not self._hinted:
             self._hinted = hint_key_positions(parser)
         attempt = 0
         while True:
             try:
-                node = client.get_node_from_key(route)
-                return client.execute_command(*argv, target_nodes=node)
-            except RETRY_ERRORS as e:
+                node = client.get_node_from_key(send.route)
+                if send.wait is None:
+                    return client.execute_command(*send.argv, target_nodes=node)
+                return _with_wait(node.redis_connection.connection_pool, send.argv, send.wait)
+            except RETRY_OR_REDIRECT as e:
+                if isinstance(e, ResponseError) and not redirected(e):
+                    raise
                 attempt += 1
                 if attempt > self._retries:
                     raise
                 # redis-py refreshes its slot map itself on a connection error
-                # or CLUSTERDOWN; a slot missing from the map means it is stale.
-                if isinstance(e, SlotNotCoveredError):
+                # or CLUSTERDOWN; a slot missing from the map (or, on WAIT's
+                # raw connection, a redirection) means it is stale.
+                if isinstance(e, (SlotNotCoveredError, ResponseError)):
                     client.nodes_manager.initialize()
 
 
-def _by_slot(client: Any, keys: List[KeyT]) -> List[List[KeyT]]:
-    groups: dict[int, List[KeyT]] = {}
-    for key in keys:
-        groups.setdefault(client.keyslot(key), []).append(key)
-    return list(groups.values())
+def _with_wait(pool: Any, argv: List[Arg], wait: Tuple[int, int]) -> Tuple[Any, Any]:
+    """``argv`` then ``WAIT`` on one connection of ``pool`` (WAIT counts the
+    replicas that have this connection's writes), in one round trip."""
+    conn = pool.get_connection()
+    try:
+        conn.send_packed_command(conn.pack_commands([argv, ("WAIT", *wait)]))
+        try:
+            reply = conn.read_response()
+        except ResponseError:
+            conn.read_response()  # WAIT's reply, so the connection stays in step
+            raise
+        return reply, conn.read_response()
+    except BaseException as e:
+        if not isinstance(e, ResponseError):
+            conn.disconnect()  # a half-read connection goes back empty
+        raise
+    finally:
+        pool.release(conn)

@@ -81,6 +81,21 @@ class OverrideEntry:
     ttl_ms: Optional[int]
 
 
+class DurabilityError(Exception):
+    """A durable limiter's call took effect on the primary, but fewer replicas
+    than asked acknowledged it within the timeout (``WAIT`` replied
+    ``replicas``). ``reply`` is the call's result, as it stands on the
+    primary: the caller decides whether to act on it."""
+
+    def __init__(self, reply: Any, replicas: int, numreplicas: int, timeout_ms: int) -> None:
+        super().__init__(
+            f"librl: {replicas} of {numreplicas} replicas acknowledged the call within "
+            f"{timeout_ms} ms (WAIT {numreplicas} {timeout_ms}); the primary has it"
+        )
+        self.reply = reply
+        self.replicas = replicas
+
+
 def _unexpected(what: str, reply: Any) -> InvalidResponse:
     return InvalidResponse(f"librl: unexpected reply to {what}: {reply!r}")
 
