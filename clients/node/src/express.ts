@@ -1,0 +1,101 @@
+/**
+ * librl/express: the HTTP rate limiter as Express middleware (Express 4
+ * and 5). `rateLimit(options)` is a middleware applying the configuration's
+ * `routes`; `.policies(...names)` is a middleware for one router or route.
+ * No import of express: the middleware speaks Node's request and response.
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { HttpLimiter, type HttpLimiterOptions, type Verdict } from "./http/core.js";
+import type { Policy } from "./http/config.js";
+import { defaultUser, headerOf, pathOf, readUpTo } from "./http/request.js";
+import type { Refusal } from "./http/response.js";
+
+export { ConfigError, loadConfig, parseConfig, type Config } from "./http/config.js";
+export type { DecisionEvent, Outcome, PolicyDecision, Logger } from "./http/core.js";
+
+/** The request as Express hands it to middleware (Node's, plus what Express and auth layers add). */
+export interface ExpressRequest extends IncomingMessage {
+  originalUrl?: string;
+  user?: unknown;
+  body?: unknown;
+}
+
+export type NextFunction = (err?: unknown) => void;
+export type Middleware = (req: ExpressRequest, res: ServerResponse, next: NextFunction) => void;
+
+export interface ExpressRateLimitOptions extends HttpLimiterOptions {
+  /**
+   * The authenticated user for `key: user` policies. Default: `req.user`
+   * (a string or number, or its `id`, else its `username`), where Passport
+   * and express-jwt put it. Return undefined for an anonymous request.
+   */
+  user?: (req: ExpressRequest) => string | undefined;
+}
+
+export interface ExpressRateLimit extends Middleware {
+  /** A middleware checking these named policies (one decision) for the routes it is mounted on. */
+  policies(...names: string[]): Middleware;
+  /** The framework-free limiter underneath (its `config`, its `limiter`). */
+  readonly core: HttpLimiter;
+}
+
+function send(res: ServerResponse, refusal: Refusal): void {
+  res.statusCode = refusal.status;
+  for (const [name, value] of Object.entries(refusal.headers)) res.setHeader(name, value);
+  res.setHeader("Content-Type", refusal.contentType);
+  res.setHeader("Content-Length", Buffer.byteLength(refusal.body));
+  res.end(refusal.body);
+}
+
+/**
+ * The middleware for the configuration's `routes` (mount it with
+ * `app.use()` before the routes); `.policies(...)` gives per-route ones.
+ * Bad configuration throws here, naming the field.
+ */
+export function rateLimit(options: ExpressRateLimitOptions): ExpressRateLimit {
+  const core = new HttpLimiter(options);
+  const user = options.user ?? ((req: ExpressRequest) => defaultUser(req.user));
+  if (typeof user !== "function") throw new TypeError("librl: the `user` option must be a function (req) => string | undefined");
+
+  const run = (req: ExpressRequest, res: ServerResponse, next: NextFunction, policies: readonly Policy[] | undefined) => {
+    const path = pathOf(req.originalUrl ?? req.url);
+    const method = req.method ?? "GET";
+    const chosen = policies ?? core.routePolicies(method, path);
+    if (chosen.length === 0) return next();
+    const info = {
+      method,
+      path,
+      peer: req.socket?.remoteAddress,
+      header: (name: string) => headerOf(req.headers, name),
+      get user() {
+        return user(req);
+      },
+    };
+    // A body without Content-Length is read to be measured; it stays in
+    // req.body as a Buffer (req._body set, so body parsers skip it).
+    const measure = async (max: number) => {
+      const body = await readUpTo(req, max);
+      if (body !== undefined) {
+        req.body = body;
+        (req as { _body?: boolean })._body = true;
+      }
+      return body?.length;
+    };
+    core.check(info, chosen, measure).then((verdict: Verdict) => {
+      if (!verdict.pass) return send(res, verdict.refusal);
+      for (const [name, value] of Object.entries(verdict.headers)) res.setHeader(name, value);
+      const after = verdict.after;
+      res.once("finish", () => after(res.statusCode));
+      next();
+    }, next);
+  };
+
+  const middleware = ((req, res, next) => run(req, res, next, undefined)) as ExpressRateLimit;
+  Object.defineProperty(middleware, "core", { value: core });
+  middleware.policies = (...names: string[]): Middleware => {
+    const chosen = core.policies(names);
+    return (req, res, next) => run(req, res, next, chosen);
+  };
+  return middleware;
+}
+

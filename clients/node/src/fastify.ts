@@ -1,0 +1,142 @@
+/**
+ * librl/fastify: the HTTP rate limiter as a Fastify plugin (Fastify 4 and
+ * 5). Registered once, it checks every request in a `preParsing` hook
+ * (after `onRequest`, where authentication sets `request.user`; before the
+ * body is parsed): a route's `config: { librl: { policies: [...] } }`
+ * names its policies, else the configuration's `routes` apply. No import
+ * of fastify: the plugin is marked global the way fastify-plugin does it.
+ */
+import { Readable } from "node:stream";
+import type { IncomingMessage } from "node:http";
+import { HttpLimiter, type HttpLimiterOptions } from "./http/core.js";
+import type { Policy } from "./http/config.js";
+import { defaultUser, headerOf, pathOf, readUpTo } from "./http/request.js";
+
+export { ConfigError, loadConfig, parseConfig, type Config } from "./http/config.js";
+export type { DecisionEvent, Outcome, PolicyDecision, Logger } from "./http/core.js";
+
+/** The parts of a Fastify request the plugin reads. */
+export interface FastifyRequestLike {
+  readonly raw: IncomingMessage;
+  readonly method: string;
+  readonly url: string;
+  readonly user?: unknown;
+  readonly routeOptions?: { readonly config?: unknown; readonly url?: string | undefined };
+}
+
+/** The parts of a Fastify reply the plugin writes. */
+export interface FastifyReplyLike {
+  readonly statusCode: number;
+  code(status: number): FastifyReplyLike;
+  header(name: string, value: string): FastifyReplyLike;
+  send(payload?: unknown): FastifyReplyLike;
+}
+
+type Hook = (...args: never[]) => unknown;
+
+/** The parts of a Fastify instance the plugin uses. */
+export interface FastifyInstanceLike {
+  addHook(name: string, hook: Hook): unknown;
+  decorate(name: string, value: unknown): unknown;
+  hasDecorator?(name: string): boolean;
+}
+
+export interface FastifyRateLimitOptions extends HttpLimiterOptions {
+  /**
+   * The authenticated user for `key: user` policies. Default:
+   * `request.user` (a string or number, or its `id`, else its `username`),
+   * where @fastify/jwt and @fastify/passport put it.
+   */
+  user?: (request: FastifyRequestLike) => string | undefined;
+}
+
+/** A route's own policies: `{ config: { librl: { policies: ["ip-second"] } } }`; `policies: []` exempts it. */
+export interface LibrlRouteConfig {
+  librl?: { policies: string[] };
+}
+
+const AFTER = Symbol("librl.after");
+
+type WithAfter = { [AFTER]?: (status: number) => void };
+
+/** A Readable that Fastify's body parsers accept in place of the request. */
+type Payload = Readable & { receivedEncodedLength?: number };
+
+/**
+ * The plugin: `await app.register(librl, { client, config })`. Decorates
+ * the instance with `librl` (the framework-free limiter).
+ */
+async function librlFastify(fastify: FastifyInstanceLike, options: FastifyRateLimitOptions): Promise<void> {
+  const core = new HttpLimiter(options);
+  const user = options.user ?? ((request: FastifyRequestLike) => defaultUser(request.user));
+  if (typeof user !== "function") throw new TypeError("librl: the `user` option must be a function (request) => string | undefined");
+  // Each route's own policies, resolved (and checked) once.
+  const own = new WeakMap<object, readonly Policy[] | null>();
+  const routePolicies = (config: unknown, where: string): readonly Policy[] | null => {
+    if (typeof config !== "object" || config === null) return null;
+    let found = own.get(config);
+    if (found === undefined) {
+      const spec = (config as LibrlRouteConfig).librl;
+      found = spec === undefined ? null : core.policies(spec.policies, `${where} config.librl.policies`);
+      own.set(config, found);
+    }
+    return found;
+  };
+
+  fastify.decorate("librl", core);
+  // A route naming a missing policy fails when it is added, not at its first request.
+  fastify.addHook("onRoute", ((route: { url?: string; method?: unknown; config?: unknown }) => {
+    routePolicies(route.config, `route ${String(route.method)} ${route.url ?? ""}`);
+  }) as Hook);
+
+  fastify.addHook("preParsing", (async (request: FastifyRequestLike, reply: FastifyReplyLike, payload: Payload) => {
+    const path = pathOf(request.url);
+    const chosen = routePolicies(request.routeOptions?.config, "route") ?? core.routePolicies(request.method, path);
+    if (chosen.length === 0) return payload;
+    let replaced: Payload | undefined;
+    const measure = async (max: number) => {
+      const body = await readUpTo(payload, max);
+      if (body === undefined) return undefined;
+      replaced = Readable.from([body]) as Payload;
+      replaced.receivedEncodedLength = body.length;
+      return body.length;
+    };
+    const verdict = await core.check(
+      {
+        method: request.method,
+        path,
+        peer: request.raw.socket?.remoteAddress,
+        header: (name: string) => headerOf(request.raw.headers, name),
+        get user() {
+          return user(request);
+        },
+      },
+      chosen,
+      measure,
+    );
+    if (!verdict.pass) {
+      const { refusal } = verdict;
+      reply.code(refusal.status);
+      for (const [name, value] of Object.entries(refusal.headers)) reply.header(name, value);
+      reply.header("content-type", refusal.contentType);
+      reply.send(refusal.body);
+      return reply;
+    }
+    for (const [name, value] of Object.entries(verdict.headers)) reply.header(name, value);
+    (request as WithAfter)[AFTER] = verdict.after;
+    return replaced ?? payload;
+  }) as Hook);
+
+  fastify.addHook("onResponse", (async (request: FastifyRequestLike, reply: FastifyReplyLike) => {
+    (request as WithAfter)[AFTER]?.(reply.statusCode);
+  }) as Hook);
+}
+
+// What fastify-plugin sets: the hooks apply to the whole instance, not an encapsulated child.
+Object.assign(librlFastify, {
+  [Symbol.for("skip-override")]: true,
+  [Symbol.for("fastify.display-name")]: "librl",
+  [Symbol.for("plugin-meta")]: { name: "librl", fastify: ">=4" },
+});
+
+export { librlFastify as librl };

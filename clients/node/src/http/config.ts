@@ -1,0 +1,499 @@
+/**
+ * The shared HTTP configuration (docs/http.md, One configuration): read
+ * from an object, a JSON file or a YAML file, and checked whole at start-up.
+ * Every mistake is a ConfigError whose message starts with the field's path
+ * (`policies[0].burst`, `routes[1].policies[0]`, `timeout`).
+ */
+import { readFileSync } from "node:fs";
+
+/** 2^50: the largest limit, rate, burst and cost the module accepts. */
+export const MAX_UNITS = 2 ** 50;
+/** The module's longest window, 3650 days, in ms. */
+const MAX_WINDOW_MS = 3650 * 86_400_000;
+
+/** A configuration that cannot work; `field` is the path of the field at fault. */
+export class ConfigError extends Error {
+  override readonly name = "ConfigError";
+  constructor(
+    readonly field: string,
+    problem: string,
+  ) {
+    super(`${field}: ${problem}`);
+  }
+}
+
+export type AlgorithmName = "fixed" | "sliding" | "approx" | "token";
+
+/** Whose counter a policy uses. */
+export type KeyKind =
+  | { kind: "ip" }
+  | { kind: "api-key" }
+  | { kind: "user" }
+  | { kind: "header"; header: string }
+  | { kind: "global" };
+
+/** What one request costs against a policy. */
+export type CostSpec = { kind: "units"; units: number } | { kind: "body-bytes" } | { kind: "header"; header: string };
+
+export type CountMode = "all" | "failed" | "succeeded";
+
+/** One named limit, checked. */
+export interface Policy {
+  readonly name: string;
+  readonly algorithm: AlgorithmName;
+  /** The limit (token: the rate per window). */
+  readonly limit: number;
+  readonly windowMs: number;
+  readonly aligned: boolean;
+  readonly burst: number | undefined;
+  readonly key: KeyKind;
+  readonly cost: CostSpec;
+  readonly count: CountMode;
+  readonly overridable: boolean;
+}
+
+export interface Route {
+  readonly path: string;
+  /** Upper-case methods; undefined: every method. */
+  readonly methods: readonly string[] | undefined;
+  readonly policies: readonly Policy[];
+}
+
+export type HeadersMode = "both" | "ietf" | "legacy" | "none";
+
+/** The whole configuration, checked, with every default filled in. */
+export interface Config {
+  readonly prefix: string;
+  readonly mode: "enforce" | "shadow";
+  readonly fail: "open" | "closed";
+  readonly timeoutMs: number;
+  readonly headers: HeadersMode;
+  readonly trustedProxies: readonly Cidr[];
+  readonly exemptLoopback: boolean;
+  /** Lower-case header name. */
+  readonly apiKeyHeader: string;
+  readonly deny: { readonly status: number; readonly body: "problem" | "text"; readonly message: string };
+  /** The most bytes read to measure a body without Content-Length (`body-bytes` costs); more is 413. */
+  readonly maxBodyBytes: number;
+  readonly policies: ReadonlyMap<string, Policy>;
+  /** Longest path prefix first. */
+  readonly routes: readonly Route[];
+}
+
+/** An IPv4 or IPv6 network, as 16 bytes (IPv4 mapped into IPv6) and a prefix length. */
+export interface Cidr {
+  readonly bytes: Uint8Array;
+  readonly bits: number;
+  readonly text: string;
+}
+
+const TOP_FIELDS = new Set([
+  "prefix",
+  "mode",
+  "fail",
+  "timeout",
+  "headers",
+  "trusted_proxies",
+  "exempt_loopback",
+  "api_key_header",
+  "deny",
+  "max_body_bytes",
+  "policies",
+  "routes",
+]);
+const POLICY_FIELDS = new Set([
+  "name",
+  "algorithm",
+  "limit",
+  "window",
+  "rate",
+  "aligned",
+  "burst",
+  "key",
+  "cost",
+  "count",
+  "overridable",
+]);
+const ROUTE_FIELDS = new Set(["path", "methods", "policies"]);
+const DENY_FIELDS = new Set(["status", "body", "message"]);
+const HTTP_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const POLICY_NAME = /^[A-Za-z0-9._-]+$/;
+
+type Obj = Record<string, unknown>;
+
+function isObject(value: unknown): value is Obj {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function shown(value: unknown): string {
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}
+
+function checkFields(where: string, value: Obj, known: ReadonlySet<string>): void {
+  for (const name of Object.keys(value)) {
+    if (!known.has(name)) {
+      throw new ConfigError(where === "" ? name : `${where}.${name}`, `unknown field (expected one of ${[...known].join(", ")})`);
+    }
+  }
+}
+
+function oneOf<T extends string>(field: string, value: unknown, allowed: readonly T[], fallback: T): T {
+  if (value === undefined) return fallback;
+  if (typeof value === "string" && (allowed as readonly string[]).includes(value)) return value as T;
+  throw new ConfigError(field, `${shown(value)} is not one of ${allowed.join(", ")}`);
+}
+
+function bool(field: string, value: unknown, fallback: boolean): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value !== "boolean") throw new ConfigError(field, `${shown(value)} is not true or false`);
+  return value;
+}
+
+function units(field: string, value: unknown): number {
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 1 || value > MAX_UNITS) {
+    throw new ConfigError(field, `${shown(value)} is not an integer from 1 to 2^50`);
+  }
+  return value;
+}
+
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/**
+ * A duration in ms: a positive integer with an optional unit (ms, s, m, h,
+ * d), a bare integer (or a JSON number) being seconds, as the commands take it.
+ */
+export function parseDuration(field: string, value: unknown): number {
+  let ms: number | undefined;
+  if (typeof value === "number" && Number.isSafeInteger(value)) ms = value * 1000;
+  else if (typeof value === "string") {
+    const m = /^\s*([0-9]+)\s*(ms|s|m|h|d)?\s*$/.exec(value);
+    if (m) ms = Number(m[1]) * (UNIT_MS[m[2] ?? "s"] as number);
+  }
+  if (ms === undefined || !Number.isSafeInteger(ms)) {
+    throw new ConfigError(field, `${shown(value)} is not a duration (an integer with a unit ms, s, m, h or d: "250ms", "1s", "15m")`);
+  }
+  if (ms < 1 || ms > MAX_WINDOW_MS) throw new ConfigError(field, `${shown(value)} is not from 1 ms to 3650 days`);
+  return ms;
+}
+
+const RATE_UNITS: Record<string, number> = {
+  s: 1000,
+  sec: 1000,
+  second: 1000,
+  m: 60_000,
+  min: 60_000,
+  minute: 60_000,
+  h: 3_600_000,
+  hour: 3_600_000,
+  d: 86_400_000,
+  day: 86_400_000,
+};
+
+/** `100/minute`, `5/s`, `10/90s`: the `limits` library's shorthand, as [limit, window ms]. */
+export function parseRate(field: string, value: unknown): [number, number] {
+  const m = typeof value === "string" ? /^\s*([0-9]+)\s*\/\s*(\S+)\s*$/.exec(value) : null;
+  if (!m) {
+    throw new ConfigError(field, `${shown(value)} is not a rate such as "100/minute", "5/s" or "10/90s"`);
+  }
+  const limit = units(field, Number(m[1]));
+  const per = (m[2] as string).toLowerCase();
+  const unit = RATE_UNITS[per] ?? RATE_UNITS[per.replace(/s$/, "")];
+  return [limit, unit ?? parseDuration(field, per)];
+}
+
+/** `10.0.0.0/8`, `127.0.0.1`, `::1/128`, `2001:db8::/32`. */
+export function parseCidr(field: string, value: unknown): Cidr {
+  if (typeof value !== "string") throw new ConfigError(field, `${shown(value)} is not an IP address or CIDR`);
+  const [addr, bitsText, extra] = value.trim().split("/");
+  const bytes = addr === undefined ? undefined : ipBytes(addr);
+  if (bytes === undefined || extra !== undefined) {
+    throw new ConfigError(field, `${shown(value)} is not an IP address or CIDR`);
+  }
+  const v4 = !addr!.includes(":");
+  const max = v4 ? 32 : 128;
+  let bits = max;
+  if (bitsText !== undefined) {
+    bits = /^[0-9]{1,3}$/.test(bitsText) ? Number(bitsText) : -1;
+    if (bits < 0 || bits > max) throw new ConfigError(field, `${shown(value)}: the prefix length must be 0 to ${max}`);
+  }
+  return { bytes, bits: v4 ? bits + 96 : bits, text: value.trim() };
+}
+
+/** An IPv4 or IPv6 address as 16 bytes (IPv4 as ::ffff:a.b.c.d), or undefined. */
+export function ipBytes(text: string): Uint8Array | undefined {
+  const v4 = (s: string): number[] | undefined => {
+    const parts = s.split(".");
+    if (parts.length !== 4) return undefined;
+    const out: number[] = [];
+    for (const p of parts) {
+      if (!/^[0-9]{1,3}$/.test(p) || Number(p) > 255) return undefined;
+      out.push(Number(p));
+    }
+    return out;
+  };
+  const four = v4(text);
+  if (four) return Uint8Array.from([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, ...four]);
+  let s = text;
+  const zone = s.indexOf("%");
+  if (zone >= 0) s = s.slice(0, zone);
+  if (!s.includes(":")) return undefined;
+  let tail: number[] = [];
+  const lastColon = s.lastIndexOf(":");
+  if (s.slice(lastColon + 1).includes(".")) {
+    const embedded = v4(s.slice(lastColon + 1));
+    if (!embedded) return undefined;
+    tail = embedded;
+    s = s.slice(0, lastColon + 1) + "0:0";
+  }
+  const halves = s.split("::");
+  if (halves.length > 2) return undefined;
+  const group = (part: string): number[] | undefined => {
+    if (part === "") return [];
+    const out: number[] = [];
+    for (const g of part.split(":")) {
+      if (!/^[0-9a-fA-F]{1,4}$/.test(g)) return undefined;
+      const n = parseInt(g, 16);
+      out.push(n >> 8, n & 0xff);
+    }
+    return out;
+  };
+  const head = group(halves[0] as string);
+  const rest = halves.length === 2 ? group(halves[1] as string) : [];
+  if (head === undefined || rest === undefined) return undefined;
+  let bytes: number[];
+  if (halves.length === 2) {
+    if (head.length + rest.length > 14) return undefined;
+    bytes = [...head, ...new Array<number>(16 - head.length - rest.length).fill(0), ...rest];
+  } else {
+    if (head.length !== 16) return undefined;
+    bytes = head;
+  }
+  if (tail.length === 4) bytes.splice(12, 4, ...tail);
+  return Uint8Array.from(bytes);
+}
+
+function parseKey(field: string, value: unknown): KeyKind {
+  if (value === undefined) return { kind: "ip" };
+  if (value === "ip" || value === "api-key" || value === "user" || value === "global") return { kind: value };
+  if (typeof value === "string" && value.startsWith("header:")) {
+    const header = value.slice("header:".length).trim();
+    if (HTTP_TOKEN.test(header)) return { kind: "header", header: header.toLowerCase() };
+  }
+  throw new ConfigError(field, `${shown(value)} is not one of ip, api-key, user, header:<Name>, global`);
+}
+
+function parseCost(field: string, value: unknown): CostSpec {
+  if (value === undefined) return { kind: "units", units: 1 };
+  if (value === "body-bytes") return { kind: "body-bytes" };
+  if (typeof value === "string" && value.startsWith("header:")) {
+    const header = value.slice("header:".length).trim();
+    if (HTTP_TOKEN.test(header)) return { kind: "header", header: header.toLowerCase() };
+  }
+  if (typeof value === "number") return { kind: "units", units: units(field, value) };
+  throw new ConfigError(field, `${shown(value)} is not an integer from 1 to 2^50, body-bytes or header:<Name>`);
+}
+
+function parsePolicy(where: string, raw: unknown): Policy {
+  if (!isObject(raw)) throw new ConfigError(where, "a policy must be an object");
+  checkFields(where, raw, POLICY_FIELDS);
+  const name = raw["name"];
+  if (typeof name !== "string" || !POLICY_NAME.test(name)) {
+    throw new ConfigError(`${where}.name`, `${shown(name)} is not a name of letters, digits, '.', '_' and '-'`);
+  }
+  const algorithm = oneOf<AlgorithmName>(`${where}.algorithm`, raw["algorithm"], ["fixed", "sliding", "approx", "token"], "fixed");
+  if (raw["algorithm"] === undefined) throw new ConfigError(`${where}.algorithm`, "missing (fixed, sliding, approx or token)");
+  let limit: number;
+  let windowMs: number;
+  if (raw["rate"] !== undefined) {
+    if (raw["limit"] !== undefined || raw["window"] !== undefined) {
+      throw new ConfigError(`${where}.rate`, "give either rate or limit and window, not both");
+    }
+    [limit, windowMs] = parseRate(`${where}.rate`, raw["rate"]);
+  } else {
+    if (raw["limit"] === undefined) throw new ConfigError(`${where}.limit`, "missing (or give rate, e.g. \"100/minute\")");
+    if (raw["window"] === undefined) throw new ConfigError(`${where}.window`, "missing (e.g. \"1s\", \"1m\")");
+    limit = units(`${where}.limit`, raw["limit"]);
+    windowMs = parseDuration(`${where}.window`, raw["window"]);
+  }
+  if (raw["aligned"] !== undefined && algorithm !== "fixed") {
+    throw new ConfigError(`${where}.aligned`, `aligned is for fixed policies, not ${algorithm}`);
+  }
+  if (raw["burst"] !== undefined && algorithm !== "token") {
+    throw new ConfigError(`${where}.burst`, `burst is for token policies, not ${algorithm}`);
+  }
+  return {
+    name,
+    algorithm,
+    limit,
+    windowMs,
+    aligned: bool(`${where}.aligned`, raw["aligned"], false),
+    burst: raw["burst"] === undefined ? undefined : units(`${where}.burst`, raw["burst"]),
+    key: parseKey(`${where}.key`, raw["key"]),
+    cost: parseCost(`${where}.cost`, raw["cost"]),
+    count: oneOf<CountMode>(`${where}.count`, raw["count"], ["all", "failed", "succeeded"], "all"),
+    overridable: bool(`${where}.overridable`, raw["overridable"], false),
+  };
+}
+
+/** Policy names -> policies, checking each name exists (`where` is the list's path). */
+export function resolvePolicies(where: string, names: unknown, policies: ReadonlyMap<string, Policy>): Policy[] {
+  if (!Array.isArray(names)) throw new ConfigError(where, "must be a list of policy names");
+  return names.map((name, i) => {
+    const policy = typeof name === "string" ? policies.get(name) : undefined;
+    if (policy === undefined) {
+      const known = [...policies.keys()].join(", ") || "none";
+      throw new ConfigError(`${where}[${i}]`, `no policy named ${shown(name)} (policies: ${known})`);
+    }
+    return policy;
+  });
+}
+
+function parseRoute(where: string, raw: unknown, policies: ReadonlyMap<string, Policy>): Route {
+  if (!isObject(raw)) throw new ConfigError(where, "a route must be an object");
+  checkFields(where, raw, ROUTE_FIELDS);
+  const path = raw["path"];
+  if (typeof path !== "string" || !path.startsWith("/")) {
+    throw new ConfigError(`${where}.path`, `${shown(path)} is not a path starting with /`);
+  }
+  let methods: string[] | undefined;
+  if (raw["methods"] !== undefined) {
+    const list = raw["methods"];
+    if (!Array.isArray(list) || list.length === 0) throw new ConfigError(`${where}.methods`, "must be a non-empty list of methods");
+    methods = list.map((m, i) => {
+      if (typeof m !== "string" || !HTTP_TOKEN.test(m)) throw new ConfigError(`${where}.methods[${i}]`, `${shown(m)} is not a method`);
+      return m.toUpperCase();
+    });
+  }
+  return { path, methods, policies: resolvePolicies(`${where}.policies`, raw["policies"] ?? [], policies) };
+}
+
+/** Checks a configuration document (the JSON form, or the same as an object). */
+export function parseConfig(raw: unknown): Config {
+  if (!isObject(raw)) throw new ConfigError("(root)", "the configuration must be an object");
+  checkFields("", raw, TOP_FIELDS);
+  const prefix = raw["prefix"] ?? "rl:";
+  if (typeof prefix !== "string") throw new ConfigError("prefix", `${shown(prefix)} is not a string`);
+  const fail = raw["fail"];
+  if (fail === "local") {
+    throw new ConfigError("fail", "local is the Rust integration's mode only; use open or closed");
+  }
+  const apiKeyHeader = raw["api_key_header"] ?? "X-Api-Key";
+  if (typeof apiKeyHeader !== "string" || !HTTP_TOKEN.test(apiKeyHeader)) {
+    throw new ConfigError("api_key_header", `${shown(apiKeyHeader)} is not a header name`);
+  }
+  const proxies = raw["trusted_proxies"] ?? [];
+  if (!Array.isArray(proxies)) throw new ConfigError("trusted_proxies", "must be a list of IPs or CIDRs");
+  const denyRaw = raw["deny"] ?? {};
+  if (!isObject(denyRaw)) throw new ConfigError("deny", "must be an object {status, body, message}");
+  checkFields("deny", denyRaw, DENY_FIELDS);
+  const status = denyRaw["status"] ?? 429;
+  if (typeof status !== "number" || !Number.isInteger(status) || status < 400 || status > 599) {
+    throw new ConfigError("deny.status", `${shown(status)} is not a status from 400 to 599`);
+  }
+  const body = oneOf<"problem" | "text">("deny.body", denyRaw["body"], ["problem", "text"], "problem");
+  const message = denyRaw["message"] ?? "Too Many Requests";
+  if (typeof message !== "string") throw new ConfigError("deny.message", `${shown(message)} is not a string`);
+  const maxBody = raw["max_body_bytes"] ?? 8 * 1024 * 1024;
+  if (typeof maxBody !== "number" || !Number.isSafeInteger(maxBody) || maxBody < 1) {
+    throw new ConfigError("max_body_bytes", `${shown(maxBody)} is not a positive integer`);
+  }
+
+  const rawPolicies = raw["policies"] ?? [];
+  if (!Array.isArray(rawPolicies)) throw new ConfigError("policies", "must be a list of policies");
+  const policies = new Map<string, Policy>();
+  rawPolicies.forEach((p, i) => {
+    const policy = parsePolicy(`policies[${i}]`, p);
+    if (policies.has(policy.name)) throw new ConfigError(`policies[${i}].name`, `${shown(policy.name)} is defined twice`);
+    policies.set(policy.name, policy);
+  });
+  const rawRoutes = raw["routes"] ?? [];
+  if (!Array.isArray(rawRoutes)) throw new ConfigError("routes", "must be a list of routes");
+  const routes = rawRoutes.map((r, i) => parseRoute(`routes[${i}]`, r, policies));
+  // Longest prefix first; among equal paths, the file's order.
+  const ordered = routes
+    .map((route, i) => ({ route, i }))
+    .sort((a, b) => b.route.path.length - a.route.path.length || a.i - b.i)
+    .map(({ route }) => route);
+
+  return {
+    prefix,
+    mode: oneOf("mode", raw["mode"], ["enforce", "shadow"], "enforce"),
+    fail: oneOf("fail", fail, ["open", "closed"], "open"),
+    timeoutMs: raw["timeout"] === undefined ? 250 : parseDuration("timeout", raw["timeout"]),
+    headers: oneOf<HeadersMode>("headers", raw["headers"], ["both", "ietf", "legacy", "none"], "both"),
+    trustedProxies: proxies.map((p, i) => parseCidr(`trusted_proxies[${i}]`, p)),
+    exemptLoopback: bool("exempt_loopback", raw["exempt_loopback"], false),
+    apiKeyHeader: apiKeyHeader.toLowerCase(),
+    deny: { status, body, message },
+    maxBodyBytes: maxBody,
+    policies,
+    routes: ordered,
+  };
+}
+
+/** A YAML parser: `parse(text)` as the `yaml` package's `parse` or js-yaml's `load`. */
+export type YamlParser = (text: string) => unknown;
+
+export interface LoadOptions {
+  /** Parses YAML; default: the optional peer dependency `yaml`, when installed. */
+  parseYaml?: YamlParser;
+}
+
+/** The optional peer dependency `yaml`, or undefined when it is not installed. */
+function installedYaml(): YamlParser | undefined {
+  try {
+    const mod = require("yaml") as { parse?: YamlParser };
+    return typeof mod.parse === "function" ? (text) => mod.parse!(text) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Reads and checks a configuration file: `.json` as JSON; anything else as
+ * YAML (JSON is YAML too) with `options.parseYaml`, else the `yaml` package.
+ */
+export function loadConfig(file: string, options: LoadOptions = {}): Config {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    throw new ConfigError("(file)", `cannot read ${file}: ${(err as Error).message}`);
+  }
+  let doc: unknown;
+  if (/\.json$/i.test(file)) {
+    try {
+      doc = JSON.parse(text);
+    } catch (err) {
+      throw new ConfigError("(file)", `${file} is not JSON: ${(err as Error).message}`);
+    }
+  } else {
+    const parse = options.parseYaml ?? installedYaml();
+    if (parse === undefined) {
+      throw new ConfigError(
+        "(file)",
+        `${file} is YAML: install the \`yaml\` package (npm install yaml) or pass { parseYaml } (or use a .json file)`,
+      );
+    }
+    try {
+      doc = parse(text);
+    } catch (err) {
+      throw new ConfigError("(file)", `${file} is not YAML: ${(err as Error).message}`);
+    }
+  }
+  return parseConfig(doc);
+}
+
+/** A configuration given as a checked Config, a document object, or a file path. */
+export type ConfigSource = Config | Record<string, unknown> | string;
+
+/** Distinguishes an already checked Config (it has a policies Map). */
+export function toConfig(source: ConfigSource, options: LoadOptions = {}): Config {
+  if (typeof source === "string") return loadConfig(source, options);
+  if (isObject(source) && source["policies"] instanceof Map) return source as unknown as Config;
+  return parseConfig(source);
+}

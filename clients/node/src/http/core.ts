@@ -1,0 +1,368 @@
+/**
+ * The framework-free HTTP rate limiter (docs/http.md, Behaviour): which
+ * policies apply to a request, its subjects and keys, one RL.ALL per
+ * subject (admitted subjects refunded when another denies), the fail
+ * modes, shadow mode, the decision hook, and the refunds of `count:
+ * failed|succeeded` after the response. The Express and Fastify adapters
+ * only read requests and write responses.
+ */
+import { Fixed, Sliding, Token, type Clause } from "../args.js";
+import { Limiter, type LimiterOptions, type RedisLikeClient } from "../limiter.js";
+import type { AllDecision, Decision } from "../reply.js";
+import { MAX_UNITS, resolvePolicies, toConfig, type Config, type ConfigSource, type LoadOptions, type Policy } from "./config.js";
+import { Identity, type RequestFacts, type Subject } from "./identity.js";
+import {
+  badCost,
+  denied,
+  mostRestrictive,
+  rateLimitHeaders,
+  tooLarge,
+  unavailable,
+  type Checked,
+  type Refusal,
+} from "./response.js";
+
+/** One policy's part of a request's decision, as the decision hook sees it. */
+export interface PolicyDecision extends Decision {
+  readonly policy: string;
+  /** The subject counted: `ip:203.0.113.9`, `user:alice`, `api-key:<hash>`, `global`. */
+  readonly subject: string;
+  readonly key: string;
+  readonly cost: number;
+}
+
+/**
+ * What happened to a request:
+ * - `allowed`: every policy admitted it;
+ * - `denied`: a policy refused it (answered with the deny status);
+ * - `shadow-denied`: a policy would have refused it; shadow mode let it pass;
+ * - `fail-open` / `fail-closed`: Redis did not answer in time; passed / 503.
+ */
+export type Outcome = "allowed" | "denied" | "shadow-denied" | "fail-open" | "fail-closed";
+
+/** The decision hook's argument, once per checked request. */
+export interface DecisionEvent {
+  readonly method: string;
+  readonly path: string;
+  readonly outcome: Outcome;
+  /** The distinct subjects the policies counted. */
+  readonly subjects: readonly string[];
+  /** Each policy's reply, in the order the policies apply (empty on fail-open/closed). */
+  readonly policies: readonly PolicyDecision[];
+  /** The policy that denied (or would have, in shadow mode). */
+  readonly deniedBy: string | undefined;
+  /** Why Redis gave no answer (fail-open/closed). */
+  readonly error: Error | undefined;
+}
+
+export interface Logger {
+  warn(message: string): void;
+}
+
+export interface HttpLimiterOptions {
+  /** An ioredis Redis or Cluster, or a node-redis client or cluster (connected, or connecting). */
+  client: RedisLikeClient;
+  /** The configuration: a file path (YAML or JSON), a document object, or a loaded Config. */
+  config: ConfigSource;
+  /** Parses a YAML configuration file (default: the `yaml` package, when installed). */
+  parseYaml?: LoadOptions["parseYaml"];
+  /** Called once per checked request, for logs and metrics; its errors are logged, never thrown. */
+  onDecision?: (event: DecisionEvent) => void;
+  /** Where warnings go (fail-open, shadow would-deny, failed refunds); default `console`. */
+  logger?: Logger;
+  /** Options of the underlying Limiter (a keyPrefix of the client is not applied: `prefix` is). */
+  limiterOptions?: Omit<LimiterOptions, "keyPrefix">;
+}
+
+/** A request as the adapters describe it. */
+export interface RequestInfo extends RequestFacts {
+  readonly method: string;
+  /** The path, without the query string. */
+  readonly path: string;
+}
+
+/** Reads the body of a request without Content-Length, up to `max` bytes: its length, or undefined past max. */
+export type MeasureBody = (max: number) => Promise<number | undefined>;
+
+/** The verdict on a request before its handler runs. */
+export type Verdict =
+  | {
+      readonly pass: true;
+      /** Headers for the response (rate-limit headers of the checks made). */
+      readonly headers: Readonly<Record<string, string>>;
+      /** Call with the response's status once it is known (`count: failed|succeeded` refunds). */
+      readonly after: (status: number) => void;
+    }
+  | { readonly pass: false; readonly refusal: Refusal };
+
+const NOTHING_AFTER = (): void => {};
+const PASS_UNCHECKED: Verdict = { pass: true, headers: {}, after: NOTHING_AFTER };
+
+/** One policy applied to one request. */
+interface Check {
+  readonly policy: Policy;
+  readonly subject: Subject;
+  readonly key: string;
+  readonly okey: string | undefined;
+  readonly cost: number;
+}
+
+class Unanswered extends Error {
+  override readonly name = "RedisTimeout";
+}
+
+/** How often the fail-open warning is logged at most. */
+const WARN_INTERVAL_MS = 10_000;
+
+export class HttpLimiter {
+  readonly config: Config;
+  readonly limiter: Limiter;
+  readonly #onDecision: ((event: DecisionEvent) => void) | undefined;
+  readonly #logger: Logger;
+  #lastWarning = -Infinity;
+
+  constructor(options: HttpLimiterOptions) {
+    if (options === null || typeof options !== "object") throw new TypeError("librl: give { client, config }");
+    if (options.client === undefined) throw new TypeError("librl: the `client` option is missing (an ioredis or node-redis client)");
+    if (options.config === undefined) throw new TypeError("librl: the `config` option is missing (a file path or a configuration object)");
+    const load: LoadOptions = options.parseYaml === undefined ? {} : { parseYaml: options.parseYaml };
+    this.config = toConfig(options.config, load);
+    this.limiter = new Limiter(options.client, { ...options.limiterOptions, keyPrefix: "" });
+    if (options.onDecision !== undefined && typeof options.onDecision !== "function") {
+      throw new TypeError("librl: onDecision must be a function");
+    }
+    this.#onDecision = options.onDecision;
+    this.#logger = options.logger ?? console;
+  }
+
+  /** Named policies, checked now (a missing name throws, naming it). */
+  policies(names: readonly string[], where = "policies"): Policy[] {
+    return resolvePolicies(where, names, this.config.policies);
+  }
+
+  /** The file's `routes`: the policies of the longest matching path prefix (and method), or none. */
+  routePolicies(method: string, path: string): readonly Policy[] {
+    const upper = method.toUpperCase();
+    for (const route of this.config.routes) {
+      if (!pathHasPrefix(path, route.path)) continue;
+      if (route.methods !== undefined && !route.methods.includes(upper)) continue;
+      return route.policies;
+    }
+    return [];
+  }
+
+  /** Checks `policies` for a request: pass (with headers and the after-response step) or a refusal. */
+  async check(req: RequestInfo, policies: readonly Policy[], measureBody: MeasureBody): Promise<Verdict> {
+    if (policies.length === 0) return PASS_UNCHECKED;
+    const identity = new Identity(req, this.config);
+    const applying: Array<{ policy: Policy; subject: Subject }> = [];
+    for (const policy of policies) {
+      const subject = identity.subject(policy.key);
+      if (this.config.exemptLoopback && subject.loopback) continue;
+      applying.push({ policy, subject });
+    }
+    if (applying.length === 0) return PASS_UNCHECKED;
+
+    let bodyLength: number | undefined;
+    const checks: Check[] = [];
+    for (const { policy, subject } of applying) {
+      let cost: number;
+      switch (policy.cost.kind) {
+        case "units":
+          cost = policy.cost.units;
+          break;
+        case "header": {
+          const value = req.header(policy.cost.header);
+          if (value === undefined) cost = 1;
+          else {
+            const n = /^\s*[0-9]+\s*$/.test(value) ? Number(value) : NaN;
+            if (!(n >= 1 && n <= MAX_UNITS)) return { pass: false, refusal: badCost(headerName(policy.cost.header)) };
+            cost = n;
+          }
+          break;
+        }
+        case "body-bytes": {
+          if (bodyLength === undefined) {
+            const declared = req.header("content-length");
+            if (declared !== undefined && /^\s*[0-9]+\s*$/.test(declared)) bodyLength = Number(declared);
+            else {
+              const measured = await measureBody(this.config.maxBodyBytes);
+              if (measured === undefined) return { pass: false, refusal: tooLarge(this.config.maxBodyBytes) };
+              bodyLength = measured;
+            }
+          }
+          cost = Math.min(Math.max(bodyLength, 1), MAX_UNITS);
+          break;
+        }
+      }
+      // The subject is the hash tag: one subject's keys share a cluster slot.
+      const base = `${this.config.prefix}{${subject.tag}}`;
+      checks.push({
+        policy,
+        subject,
+        key: `${base}:${policy.name}`,
+        okey: policy.overridable ? `${base}:override:${policy.name}` : undefined,
+        cost,
+      });
+    }
+
+    let result: { admitted: boolean; decisions: Decision[] };
+    try {
+      result = await this.#withTimeout(this.#decide(checks));
+    } catch (err) {
+      const error = err instanceof Error ? err : new Error(String(err));
+      const closed = this.config.fail === "closed";
+      this.#warn(`librl: Redis did not answer (${error.message}); ${closed ? "refusing requests (fail: closed)" : "passing requests unlimited (fail: open)"}`);
+      this.#emit(req, closed ? "fail-closed" : "fail-open", checks, [], undefined, error);
+      return closed ? { pass: false, refusal: unavailable() } : PASS_UNCHECKED;
+    }
+
+    const checked: Checked[] = checks.map((c, i) => ({ policy: c.policy, decision: result.decisions[i] as Decision }));
+    const worst = mostRestrictive(checked) ?? 0;
+    const shadow = this.config.mode === "shadow";
+    if (!result.admitted) {
+      const deniedBy = (checks[worst] as Check).policy.name;
+      if (!shadow) {
+        this.#emit(req, "denied", checks, result.decisions, deniedBy, undefined);
+        const headers = rateLimitHeaders(this.config, checked, true);
+        return { pass: false, refusal: denied(this.config, checked[worst] as Checked, (checks[worst] as Check).cost, headers) };
+      }
+      this.#logger.warn(`librl: shadow mode: ${req.method} ${req.path} would be refused by policy "${deniedBy}"`);
+      this.#emit(req, "shadow-denied", checks, result.decisions, deniedBy, undefined);
+      return { pass: true, headers: rateLimitHeaders(this.config, checked, false), after: NOTHING_AFTER };
+    }
+    this.#emit(req, "allowed", checks, result.decisions, undefined, undefined);
+    const later = checks.filter((c) => c.policy.count !== "all");
+    const after =
+      later.length === 0
+        ? NOTHING_AFTER
+        : (status: number) => {
+            const refund = later.filter((c) => (c.policy.count === "failed" ? status < 400 : status >= 400));
+            if (refund.length > 0) void this.#refund(refund);
+          };
+    return { pass: true, headers: rateLimitHeaders(this.config, checked, false), after };
+  }
+
+  /**
+   * One RL.ALL per subject, in the order subjects first appear. After a
+   * denial, the groups already admitted are refunded and the rest are
+   * peeked, so every check has a reply and a refused request is counted by
+   * no policy.
+   */
+  async #decide(checks: readonly Check[]): Promise<{ admitted: boolean; decisions: Decision[] }> {
+    const groups = new Map<string, number[]>();
+    checks.forEach((c, i) => {
+      const members = groups.get(c.subject.tag);
+      if (members === undefined) groups.set(c.subject.tag, [i]);
+      else members.push(i);
+    });
+    const decisions = new Array<Decision>(checks.length);
+    const admittedGroups: number[][] = [];
+    let admitted = true;
+    for (const members of groups.values()) {
+      const clauses = members.map((i) => clause(checks[i] as Check, "cost"));
+      const reply: AllDecision = await this.limiter.all(clauses, admitted ? undefined : { peek: true });
+      members.forEach((i, j) => (decisions[i] = reply.decisions[j] as Decision));
+      if (admitted && reply.allowed) admittedGroups.push(members);
+      else admitted = false;
+    }
+    if (!admitted) {
+      for (const members of admittedGroups) await this.#refund(members.map((i) => checks[i] as Check));
+    }
+    return { admitted, decisions };
+  }
+
+  /** Gives the checks' costs back (one RL.ALL of REFUND clauses per subject); failures are logged. */
+  async #refund(checks: readonly Check[]): Promise<void> {
+    const groups = new Map<string, Check[]>();
+    for (const c of checks) {
+      const members = groups.get(c.subject.tag);
+      if (members === undefined) groups.set(c.subject.tag, [c]);
+      else members.push(c);
+    }
+    for (const members of groups.values()) {
+      try {
+        await this.#withTimeout(this.limiter.all(members.map((c) => clause(c, "refund"))));
+      } catch (err) {
+        this.#logger.warn(`librl: could not refund ${members.map((c) => c.key).join(", ")}: ${(err as Error).message}`);
+      }
+    }
+  }
+
+  #withTimeout<T>(work: Promise<T>): Promise<T> {
+    const ms = this.config.timeoutMs;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Unanswered(`no answer within ${ms} ms`)), ms);
+    });
+    // A late reply or error of the abandoned work is dropped.
+    work.catch(() => {});
+    return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
+  }
+
+  #warn(message: string): void {
+    const now = Date.now();
+    if (now - this.#lastWarning < WARN_INTERVAL_MS) return;
+    this.#lastWarning = now;
+    this.#logger.warn(message);
+  }
+
+  #emit(
+    req: RequestInfo,
+    outcome: Outcome,
+    checks: readonly Check[],
+    decisions: readonly Decision[],
+    deniedBy: string | undefined,
+    error: Error | undefined,
+  ): void {
+    const hook = this.#onDecision;
+    if (hook === undefined) return;
+    const event: DecisionEvent = {
+      method: req.method,
+      path: req.path,
+      outcome,
+      subjects: [...new Set(checks.map((c) => c.subject.tag))],
+      policies: decisions.map((d, i) => {
+        const c = checks[i] as Check;
+        return { ...d, policy: c.policy.name, subject: c.subject.tag, key: c.key, cost: c.cost };
+      }),
+      deniedBy,
+      error,
+    };
+    try {
+      hook(event);
+    } catch (err) {
+      this.#logger.warn(`librl: the decision hook threw: ${(err as Error).message}`);
+    }
+  }
+}
+
+/** `/api` matches `/api`, `/api/x`, not `/apix`; `/` matches everything. */
+function pathHasPrefix(path: string, prefix: string): boolean {
+  if (prefix === "/" || path === prefix) return true;
+  if (!path.startsWith(prefix)) return false;
+  return prefix.endsWith("/") || path.charAt(prefix.length) === "/";
+}
+
+/** `x-batch-size` -> `X-Batch-Size`, for messages. */
+function headerName(lower: string): string {
+  return lower.replace(/(^|-)([a-z])/g, (_, dash: string, c: string) => dash + c.toUpperCase());
+}
+
+/** A check as an RL.ALL clause, consuming (`cost`) or giving back (`refund`) its cost. */
+function clause(c: Check, as: "cost" | "refund"): Clause {
+  const p = c.policy;
+  const window = `${p.windowMs}ms`;
+  const amount = as === "cost" ? { cost: c.cost } : { refund: c.cost };
+  const override = c.okey === undefined ? {} : { override: c.okey };
+  switch (p.algorithm) {
+    case "fixed":
+      return Fixed(c.key, p.limit, window, { ...amount, ...override, ...(p.aligned ? { aligned: true } : {}) });
+    case "sliding":
+      return Sliding(c.key, p.limit, window, { ...amount, ...override });
+    case "approx":
+      return Sliding(c.key, p.limit, window, { ...amount, ...override, approx: true });
+    case "token":
+      return Token(c.key, p.limit, window, { ...amount, ...override, ...(p.burst === undefined ? {} : { burst: p.burst }) });
+  }
+}
