@@ -92,85 +92,54 @@ fn replaced<S>(state: Option<S>, change: Change<S>) -> Option<S> {
     }
 }
 
-impl Algorithm for FixedParams {
-    type State = FixedState;
-    type Admit = FixedState;
-    type Refund = FixedState;
-    type Error = Infallible;
+/// FIXED and SLIDING APPROX: a fixed-size state, decided by the
+/// algorithm module's own functions and stored whole.
+macro_rules! stored_whole {
+    ($params:ty, $state:ty, $module:ident) => {
+        impl Algorithm for $params {
+            type State = $state;
+            type Admit = $state;
+            type Refund = $state;
+            type Error = Infallible;
 
-    #[inline]
-    fn decide(
-        &self,
-        state: Option<&FixedState>,
-        now: u64,
-        cost: u64,
-    ) -> Result<Decision<FixedState>, Infallible> {
-        Ok(fixed::decide(self, state.copied(), now, cost))
-    }
+            #[inline]
+            fn decide(
+                &self,
+                state: Option<&$state>,
+                now: u64,
+                cost: u64,
+            ) -> Result<Decision<$state>, Infallible> {
+                Ok($module::decide(self, state.copied(), now, cost))
+            }
 
-    fn refund(
-        &self,
-        state: Option<&FixedState>,
-        now: u64,
-        units: u64,
-    ) -> Result<Refunded<FixedState>, Infallible> {
-        Ok(fixed::refund(self, state.copied(), now, units))
-    }
+            fn refund(
+                &self,
+                state: Option<&$state>,
+                now: u64,
+                units: u64,
+            ) -> Result<Refunded<$state>, Infallible> {
+                Ok($module::refund(self, state.copied(), now, units))
+            }
 
-    fn status(&self, state: Option<&FixedState>, now: u64) -> Result<Status, Infallible> {
-        Ok(fixed::status(self, state.copied(), now))
-    }
+            fn status(&self, state: Option<&$state>, now: u64) -> Result<Status, Infallible> {
+                Ok($module::status(self, state.copied(), now))
+            }
+        }
+
+        impl InMemory for $params {
+            fn admit(_: Option<$state>, admit: $state) -> $state {
+                admit
+            }
+
+            fn refunded(state: Option<$state>, change: Change<$state>) -> Option<$state> {
+                replaced(state, change)
+            }
+        }
+    };
 }
 
-impl InMemory for FixedParams {
-    fn admit(_: Option<FixedState>, admit: FixedState) -> FixedState {
-        admit
-    }
-
-    fn refunded(state: Option<FixedState>, change: Change<FixedState>) -> Option<FixedState> {
-        replaced(state, change)
-    }
-}
-
-impl Algorithm for ApproxParams {
-    type State = ApproxState;
-    type Admit = ApproxState;
-    type Refund = ApproxState;
-    type Error = Infallible;
-
-    #[inline]
-    fn decide(
-        &self,
-        state: Option<&ApproxState>,
-        now: u64,
-        cost: u64,
-    ) -> Result<Decision<ApproxState>, Infallible> {
-        Ok(approx::decide(self, state.copied(), now, cost))
-    }
-
-    fn refund(
-        &self,
-        state: Option<&ApproxState>,
-        now: u64,
-        units: u64,
-    ) -> Result<Refunded<ApproxState>, Infallible> {
-        Ok(approx::refund(self, state.copied(), now, units))
-    }
-
-    fn status(&self, state: Option<&ApproxState>, now: u64) -> Result<Status, Infallible> {
-        Ok(approx::status(self, state.copied(), now))
-    }
-}
-
-impl InMemory for ApproxParams {
-    fn admit(_: Option<ApproxState>, admit: ApproxState) -> ApproxState {
-        admit
-    }
-
-    fn refunded(state: Option<ApproxState>, change: Change<ApproxState>) -> Option<ApproxState> {
-        replaced(state, change)
-    }
-}
+stored_whole!(FixedParams, FixedState, fixed);
+stored_whole!(ApproxParams, ApproxState, approx);
 
 /// TOKEN over the stored [`Bucket`], which may owe reserved tokens. A
 /// bucket without debt takes the plain bucket's path ([`token::decide`]).
@@ -311,4 +280,27 @@ impl<L: OwnedLog> InMemory for Exact<L> {
             Change::Clear => None,
         }
     }
+}
+
+/// Replays calls `(now, cost)` on a limiter that starts empty, committing
+/// each admitted one: every call's reply (the core's table tests).
+#[cfg(test)]
+pub(crate) fn replay<A: InMemory>(a: &A, calls: &[(u64, u64)]) -> Vec<[i64; 6]>
+where
+    A::Error: std::fmt::Debug,
+{
+    let mut state = None;
+    calls
+        .iter()
+        .map(|&(now, cost)| {
+            let d = a
+                .decide(state.as_ref(), now, cost)
+                .expect("an in-memory state");
+            let reply = d.reply();
+            if let Some(admit) = d.into_state() {
+                state = Some(A::admit(state.take(), admit));
+            }
+            reply
+        })
+        .collect()
 }

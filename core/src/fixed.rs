@@ -158,21 +158,6 @@ mod tests {
         }
     }
 
-    /// Replays calls `(now, cost)` and returns each reply, committing admitted ones.
-    fn run(p: &FixedParams, calls: &[(u64, u64)]) -> Vec<[i64; 6]> {
-        let mut state = None;
-        calls
-            .iter()
-            .map(|&(now, cost)| {
-                let d = decide(p, state, now, cost);
-                if let Some(s) = d.into_state() {
-                    state = Some(s);
-                }
-                d.reply()
-            })
-            .collect()
-    }
-
     #[test]
     fn table_of_edges() {
         // (now, cost) -> [allowed, count, retry_after, limit, remaining, reset_after]
@@ -189,7 +174,7 @@ mod tests {
         ];
         let calls: Vec<_> = rows.iter().map(|r| r.0).collect();
         let want: Vec<_> = rows.iter().map(|r| r.1).collect();
-        assert_eq!(run(&p, &calls), want);
+        assert_eq!(crate::algorithm::replay(&p, &calls), want);
     }
 
     #[test]
@@ -202,7 +187,7 @@ mod tests {
         ];
         let calls: Vec<_> = rows.iter().map(|r| r.0).collect();
         let want: Vec<_> = rows.iter().map(|r| r.1).collect();
-        assert_eq!(run(&p, &calls), want);
+        assert_eq!(crate::algorithm::replay(&p, &calls), want);
     }
 
     #[test]

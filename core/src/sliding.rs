@@ -250,20 +250,6 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn run(p: &SlidingParams, calls: &[(u64, u64)]) -> Vec<[i64; 6]> {
-        let mut log = VecLog::default();
-        calls
-            .iter()
-            .map(|&(now, cost)| {
-                let d = decide(p, Some(&log), now, cost).unwrap();
-                if let Some(a) = d.into_state() {
-                    log.apply(&a);
-                }
-                d.reply()
-            })
-            .collect()
-    }
-
     #[test]
     fn table_of_edges() {
         let p = SlidingParams {
@@ -286,7 +272,10 @@ mod tests {
         ];
         let calls: Vec<_> = rows.iter().map(|r| r.0).collect();
         let want: Vec<_> = rows.iter().map(|r| r.1).collect();
-        assert_eq!(run(&p, &calls), want);
+        assert_eq!(
+            crate::algorithm::replay(&crate::algorithm::Exact::<VecLog>::new(p), &calls),
+            want
+        );
     }
 
     #[test]

@@ -347,20 +347,6 @@ mod tests {
         }
     }
 
-    fn run(p: &TokenParams, calls: &[(u64, u64)]) -> Vec<[i64; 6]> {
-        let mut state = None;
-        calls
-            .iter()
-            .map(|&(now, cost)| {
-                let d = decide(p, state, now, cost);
-                if let Some(s) = d.into_state() {
-                    state = Some(s);
-                }
-                d.reply()
-            })
-            .collect()
-    }
-
     #[test]
     fn ten_per_second_with_bursts_of_fifty() {
         let p = params(10, 1000, 50);
@@ -378,7 +364,7 @@ mod tests {
         ];
         let calls: Vec<_> = rows.iter().map(|r| r.0).collect();
         let want: Vec<_> = rows.iter().map(|r| r.1).collect();
-        assert_eq!(run(&p, &calls), want);
+        assert_eq!(crate::algorithm::replay(&p, &calls), want);
     }
 
     #[test]
@@ -394,7 +380,7 @@ mod tests {
         ];
         let calls: Vec<_> = rows.iter().map(|r| r.0).collect();
         let want: Vec<_> = rows.iter().map(|r| r.1).collect();
-        assert_eq!(run(&p, &calls), want);
+        assert_eq!(crate::algorithm::replay(&p, &calls), want);
     }
 
     #[test]
