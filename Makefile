@@ -47,12 +47,16 @@ lint: build-deps
 # test binary. The servers load the release module built above.
 # The client packages' checks run their own linters and type checkers
 # (ruff and mypy --strict; tsc --strict) before their tests.
+# The docs' links are checked first (instant); the Docker context last: it
+# rebuilds target/release/librl.so from docker/Dockerfile's files (the same
+# code), so the tests before it use the module `build` made.
 test: deps build lint
 	python3 scripts/check-docs.py
 	cargo test --locked --workspace
 	cd examples/axum && cargo test --locked
 	clients/python/check.sh
 	clients/node/check.sh
+	python3 scripts/check-docker-context.py
 
 clean:
 	cargo clean
