@@ -5,13 +5,12 @@
  * No import of express: the middleware speaks Node's request and response.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { HttpLimiter, type HttpLimiterOptions, type Verdict } from "./http/core.js";
-import type { Policy } from "./http/config.js";
+import { HttpLimiter, type HttpLimiterOptions, type Selection, type Verdict } from "./http/core.js";
 import { defaultUser, headerOf, pathOf, readUpTo } from "./http/request.js";
 import type { Refusal } from "./http/response.js";
 
 export { ConfigError, loadConfig, parseConfig, type Config } from "./http/config.js";
-export type { DecisionEvent, Outcome, PolicyDecision, Logger } from "./http/core.js";
+export type { DecisionEvent, Outcome, CheckReport, Logger } from "./http/core.js";
 
 /** The request as Express hands it to middleware (Node's, plus what Express and auth layers add). */
 export interface ExpressRequest extends IncomingMessage {
@@ -39,6 +38,22 @@ export interface ExpressRateLimit extends Middleware {
   readonly core: HttpLimiter;
 }
 
+/**
+ * Runs `after(status)` (the count: failed|succeeded refunds) when the
+ * handler ends the response, and ends it once that is done: the client's
+ * next request sees the refund.
+ */
+function holdEnd(res: ServerResponse, after: (status: number) => Promise<void>): void {
+  const end = res.end;
+  let held = false;
+  res.end = function (this: ServerResponse, ...args: unknown[]) {
+    if (held) return end.apply(this, args as Parameters<typeof end>);
+    held = true;
+    after(res.statusCode).then(() => end.apply(this, args as Parameters<typeof end>));
+    return this;
+  } as typeof end;
+}
+
 function send(res: ServerResponse, refusal: Refusal): void {
   res.statusCode = refusal.status;
   for (const [name, value] of Object.entries(refusal.headers)) res.setHeader(name, value);
@@ -57,11 +72,11 @@ export function rateLimit(options: ExpressRateLimitOptions): ExpressRateLimit {
   const user = options.user ?? ((req: ExpressRequest) => defaultUser(req.user));
   if (typeof user !== "function") throw new TypeError("librl: the `user` option must be a function (req) => string | undefined");
 
-  const run = (req: ExpressRequest, res: ServerResponse, next: NextFunction, policies: readonly Policy[] | undefined) => {
+  const run = (req: ExpressRequest, res: ServerResponse, next: NextFunction, policies: Selection | undefined) => {
     const path = pathOf(req.originalUrl ?? req.url);
     const method = req.method ?? "GET";
-    const chosen = policies ?? core.routePolicies(method, path);
-    if (chosen.length === 0) return next();
+    const chosen = policies ?? core.select(method, path);
+    if (chosen.policies.length === 0) return next();
     const info = {
       method,
       path,
@@ -84,8 +99,7 @@ export function rateLimit(options: ExpressRateLimitOptions): ExpressRateLimit {
     core.check(info, chosen, measure).then((verdict: Verdict) => {
       if (!verdict.pass) return send(res, verdict.refusal);
       for (const [name, value] of Object.entries(verdict.headers)) res.setHeader(name, value);
-      const after = verdict.after;
-      res.once("finish", () => after(res.statusCode));
+      if (verdict.after !== undefined) holdEnd(res, verdict.after);
       next();
     }, next);
   };
@@ -93,7 +107,7 @@ export function rateLimit(options: ExpressRateLimitOptions): ExpressRateLimit {
   const middleware = ((req, res, next) => run(req, res, next, undefined)) as ExpressRateLimit;
   Object.defineProperty(middleware, "core", { value: core });
   middleware.policies = (...names: string[]): Middleware => {
-    const chosen = core.policies(names);
+    const chosen: Selection = { policies: core.policies(names), route: undefined };
     return (req, res, next) => run(req, res, next, chosen);
   };
   return middleware;

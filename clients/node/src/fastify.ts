@@ -8,12 +8,11 @@
  */
 import { Readable } from "node:stream";
 import type { IncomingMessage } from "node:http";
-import { HttpLimiter, type HttpLimiterOptions } from "./http/core.js";
-import type { Policy } from "./http/config.js";
+import { HttpLimiter, type HttpLimiterOptions, type Selection } from "./http/core.js";
 import { defaultUser, headerOf, pathOf, readUpTo } from "./http/request.js";
 
 export { ConfigError, loadConfig, parseConfig, type Config } from "./http/config.js";
-export type { DecisionEvent, Outcome, PolicyDecision, Logger } from "./http/core.js";
+export type { DecisionEvent, Outcome, CheckReport, Logger } from "./http/core.js";
 
 /** The parts of a Fastify request the plugin reads. */
 export interface FastifyRequestLike {
@@ -57,7 +56,7 @@ export interface LibrlRouteConfig {
 
 const AFTER = Symbol("librl.after");
 
-type WithAfter = { [AFTER]?: (status: number) => void };
+type WithAfter = { [AFTER]?: ((status: number) => Promise<void>) | undefined };
 
 /** A Readable that Fastify's body parsers accept in place of the request. */
 type Payload = Readable & { receivedEncodedLength?: number };
@@ -71,13 +70,13 @@ async function librlFastify(fastify: FastifyInstanceLike, options: FastifyRateLi
   const user = options.user ?? ((request: FastifyRequestLike) => defaultUser(request.user));
   if (typeof user !== "function") throw new TypeError("librl: the `user` option must be a function (request) => string | undefined");
   // Each route's own policies, resolved (and checked) once.
-  const own = new WeakMap<object, readonly Policy[] | null>();
-  const routePolicies = (config: unknown, where: string): readonly Policy[] | null => {
+  const own = new WeakMap<object, Selection | null>();
+  const routePolicies = (config: unknown, where: string): Selection | null => {
     if (typeof config !== "object" || config === null) return null;
     let found = own.get(config);
     if (found === undefined) {
       const spec = (config as LibrlRouteConfig).librl;
-      found = spec === undefined ? null : core.policies(spec.policies, `${where} config.librl.policies`);
+      found = spec === undefined ? null : { policies: core.policies(spec.policies, `${where} config.librl.policies`), route: undefined };
       own.set(config, found);
     }
     return found;
@@ -91,8 +90,8 @@ async function librlFastify(fastify: FastifyInstanceLike, options: FastifyRateLi
 
   fastify.addHook("preParsing", (async (request: FastifyRequestLike, reply: FastifyReplyLike, payload: Payload) => {
     const path = pathOf(request.url);
-    const chosen = routePolicies(request.routeOptions?.config, "route") ?? core.routePolicies(request.method, path);
-    if (chosen.length === 0) return payload;
+    const chosen = routePolicies(request.routeOptions?.config, "route") ?? core.select(request.method, path);
+    if (chosen.policies.length === 0) return payload;
     let replaced: Payload | undefined;
     const measure = async (max: number) => {
       const body = await readUpTo(payload, max);
@@ -127,8 +126,10 @@ async function librlFastify(fastify: FastifyInstanceLike, options: FastifyRateLi
     return replaced ?? payload;
   }) as Hook);
 
-  fastify.addHook("onResponse", (async (request: FastifyRequestLike, reply: FastifyReplyLike) => {
-    (request as WithAfter)[AFTER]?.(reply.statusCode);
+  // Before the response is sent: the client's next request sees the refund.
+  fastify.addHook("onSend", (async (request: FastifyRequestLike, reply: FastifyReplyLike, payload: unknown) => {
+    await (request as WithAfter)[AFTER]?.(reply.statusCode);
+    return payload;
   }) as Hook);
 }
 

@@ -76,8 +76,8 @@ export interface Config {
   /** The most bytes read to measure a body without Content-Length (`body-bytes` costs); more is 413. */
   readonly maxBodyBytes: number;
   readonly policies: ReadonlyMap<string, Policy>;
-  /** Longest path prefix first. */
-  readonly routes: readonly Route[];
+  /** Longest path prefix first; undefined: every policy applies to every request. */
+  readonly routes: readonly Route[] | undefined;
 }
 
 /** An IPv4 or IPv6 network, as 16 bytes (IPv4 mapped into IPv6) and a prefix length. */
@@ -98,6 +98,7 @@ const TOP_FIELDS = new Set([
   "api_key_header",
   "deny",
   "max_body_bytes",
+  "local_max_keys",
   "policies",
   "routes",
 ]);
@@ -117,7 +118,8 @@ const POLICY_FIELDS = new Set([
 const ROUTE_FIELDS = new Set(["path", "methods", "policies"]);
 const DENY_FIELDS = new Set(["status", "body", "message"]);
 const HTTP_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-const POLICY_NAME = /^[A-Za-z0-9._-]+$/;
+const POLICY_NAME = /^[A-Za-z0-9._-]{1,64}$/;
+const METHOD = /^[!#$%&'*+.^_`|~0-9A-Z-]+$/;
 
 type Obj = Record<string, unknown>;
 
@@ -153,9 +155,9 @@ function bool(field: string, value: unknown, fallback: boolean): boolean {
   return value;
 }
 
-function units(field: string, value: unknown): number {
-  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 1 || value > MAX_UNITS) {
-    throw new ConfigError(field, `${shown(value)} is not an integer from 1 to 2^50`);
+function units(field: string, value: unknown, max = MAX_UNITS, maxText = "2^50"): number {
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 1 || value > max) {
+    throw new ConfigError(field, `${shown(value)} is not an integer from 1 to ${maxText}`);
   }
   return value;
 }
@@ -166,7 +168,7 @@ const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_00
  * A duration in ms: a positive integer with an optional unit (ms, s, m, h,
  * d), a bare integer (or a JSON number) being seconds, as the commands take it.
  */
-export function parseDuration(field: string, value: unknown): number {
+export function parseDuration(field: string, value: unknown, maxMs = MAX_WINDOW_MS, maxText = "3650 days"): number {
   let ms: number | undefined;
   if (typeof value === "number" && Number.isSafeInteger(value)) ms = value * 1000;
   else if (typeof value === "string") {
@@ -176,7 +178,7 @@ export function parseDuration(field: string, value: unknown): number {
   if (ms === undefined || !Number.isSafeInteger(ms)) {
     throw new ConfigError(field, `${shown(value)} is not a duration (an integer with a unit ms, s, m, h or d: "250ms", "1s", "15m")`);
   }
-  if (ms < 1 || ms > MAX_WINDOW_MS) throw new ConfigError(field, `${shown(value)} is not from 1 ms to 3650 days`);
+  if (ms < 1 || ms > maxMs) throw new ConfigError(field, `${shown(value)} is not from 1 ms to ${maxText}`);
   return ms;
 }
 
@@ -364,11 +366,14 @@ function parseRoute(where: string, raw: unknown, policies: ReadonlyMap<string, P
     const list = raw["methods"];
     if (!Array.isArray(list) || list.length === 0) throw new ConfigError(`${where}.methods`, "must be a non-empty list of methods");
     methods = list.map((m, i) => {
-      if (typeof m !== "string" || !HTTP_TOKEN.test(m)) throw new ConfigError(`${where}.methods[${i}]`, `${shown(m)} is not a method`);
-      return m.toUpperCase();
+      if (typeof m !== "string" || !METHOD.test(m)) {
+        throw new ConfigError(`${where}.methods[${i}]`, `${shown(m)} is not an upper-case method name (GET, POST, ...)`);
+      }
+      return m;
     });
   }
-  return { path, methods, policies: resolvePolicies(`${where}.policies`, raw["policies"] ?? [], policies) };
+  if (raw["policies"] === undefined) throw new ConfigError(`${where}.policies`, "missing (a list of policy names; [] exempts the route)");
+  return { path, methods, policies: resolvePolicies(`${where}.policies`, raw["policies"], policies) };
 }
 
 /** Checks a configuration document (the JSON form, or the same as an object). */
@@ -376,7 +381,10 @@ export function parseConfig(raw: unknown): Config {
   if (!isObject(raw)) throw new ConfigError("(root)", "the configuration must be an object");
   checkFields("", raw, TOP_FIELDS);
   const prefix = raw["prefix"] ?? "rl:";
-  if (typeof prefix !== "string") throw new ConfigError("prefix", `${shown(prefix)} is not a string`);
+  // Braces would break the cluster hash tag the subject is.
+  if (typeof prefix !== "string" || !/^[\x21-\x7a\x7c\x7e]{0,64}$/.test(prefix)) {
+    throw new ConfigError("prefix", `${shown(prefix)} is not 0 to 64 bytes of printable ASCII without {, } or space`);
+  }
   const fail = raw["fail"];
   if (fail === "local") {
     throw new ConfigError("fail", "local is the Rust integration's mode only; use open or closed");
@@ -396,14 +404,15 @@ export function parseConfig(raw: unknown): Config {
   }
   const body = oneOf<"problem" | "text">("deny.body", denyRaw["body"], ["problem", "text"], "problem");
   const message = denyRaw["message"] ?? "Too Many Requests";
-  if (typeof message !== "string") throw new ConfigError("deny.message", `${shown(message)} is not a string`);
-  const maxBody = raw["max_body_bytes"] ?? 8 * 1024 * 1024;
-  if (typeof maxBody !== "number" || !Number.isSafeInteger(maxBody) || maxBody < 1) {
-    throw new ConfigError("max_body_bytes", `${shown(maxBody)} is not a positive integer`);
+  if (typeof message !== "string" || message === "" || Buffer.byteLength(message) > 1024) {
+    throw new ConfigError("deny.message", `${shown(message)} is not a string of 1 to 1024 bytes`);
   }
+  const maxBody = raw["max_body_bytes"] === undefined ? 8 * 1024 * 1024 : units("max_body_bytes", raw["max_body_bytes"]);
+  // The `local` fail mode's bound: checked so that one file serves every integration.
+  if (raw["local_max_keys"] !== undefined) units("local_max_keys", raw["local_max_keys"], 2 ** 32, "2^32");
 
-  const rawPolicies = raw["policies"] ?? [];
-  if (!Array.isArray(rawPolicies)) throw new ConfigError("policies", "must be a list of policies");
+  const rawPolicies = raw["policies"];
+  if (!Array.isArray(rawPolicies)) throw new ConfigError("policies", "missing or not a list of policies");
   const policies = new Map<string, Policy>();
   rawPolicies.forEach((p, i) => {
     const policy = parsePolicy(`policies[${i}]`, p);
@@ -423,15 +432,15 @@ export function parseConfig(raw: unknown): Config {
     prefix,
     mode: oneOf("mode", raw["mode"], ["enforce", "shadow"], "enforce"),
     fail: oneOf("fail", fail, ["open", "closed"], "open"),
-    timeoutMs: raw["timeout"] === undefined ? 250 : parseDuration("timeout", raw["timeout"]),
+    timeoutMs: raw["timeout"] === undefined ? 250 : parseDuration("timeout", raw["timeout"], 60_000, "60 s"),
     headers: oneOf<HeadersMode>("headers", raw["headers"], ["both", "ietf", "legacy", "none"], "both"),
     trustedProxies: proxies.map((p, i) => parseCidr(`trusted_proxies[${i}]`, p)),
-    exemptLoopback: bool("exempt_loopback", raw["exempt_loopback"], false),
+    exemptLoopback: bool("exempt_loopback", raw["exempt_loopback"], true),
     apiKeyHeader: apiKeyHeader.toLowerCase(),
     deny: { status, body, message },
     maxBodyBytes: maxBody,
     policies,
-    routes: ordered,
+    routes: ordered.length === 0 ? undefined : ordered,
   };
 }
 

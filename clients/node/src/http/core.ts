@@ -9,7 +9,7 @@
 import { Fixed, Sliding, Token, type Clause } from "../args.js";
 import { Limiter, type LimiterOptions, type RedisLikeClient } from "../limiter.js";
 import type { AllDecision, Decision } from "../reply.js";
-import { MAX_UNITS, resolvePolicies, toConfig, type Config, type ConfigSource, type LoadOptions, type Policy } from "./config.js";
+import { ConfigError, MAX_UNITS, resolvePolicies, toConfig, type Config, type ConfigSource, type LoadOptions, type Policy } from "./config.js";
 import { Identity, type RequestFacts, type Subject } from "./identity.js";
 import {
   badCost,
@@ -22,36 +22,38 @@ import {
   type Refusal,
 } from "./response.js";
 
-/** One policy's part of a request's decision, as the decision hook sees it. */
-export interface PolicyDecision extends Decision {
+/** One checked policy, as the decision hook sees it. */
+export interface CheckReport {
   readonly policy: string;
-  /** The subject counted: `ip:203.0.113.9`, `user:alice`, `api-key:<hash>`, `global`. */
+  /** The key's middle part: `ip:203.0.113.9`, `user:alice`, `api-key:<32 hex>`, `global`. */
   readonly subject: string;
   readonly key: string;
   readonly cost: number;
+  /** The module's reply to this policy's clause; undefined when Redis could not answer. */
+  readonly decision: Decision | undefined;
 }
 
 /**
- * What happened to a request:
+ * What happened to a request (docs/http.md, Decision hook):
  * - `allowed`: every policy admitted it;
- * - `denied`: a policy refused it (answered with the deny status);
- * - `shadow-denied`: a policy would have refused it; shadow mode let it pass;
- * - `fail-open` / `fail-closed`: Redis did not answer in time; passed / 503.
+ * - `denied`: a policy refused it;
+ * - `would_deny`: a policy would have refused it; shadow mode let it pass;
+ * - `fail_open` / `fail_closed`: Redis did not answer in time; passed / 503.
  */
-export type Outcome = "allowed" | "denied" | "shadow-denied" | "fail-open" | "fail-closed";
+export type Outcome = "allowed" | "denied" | "would_deny" | "fail_open" | "fail_closed";
 
 /** The decision hook's argument, once per checked request. */
 export interface DecisionEvent {
+  readonly outcome: Outcome;
+  /** Whether the decision was made in the process (the Rust-only `local` fail mode): always false here. */
+  readonly local: false;
   readonly method: string;
   readonly path: string;
-  readonly outcome: Outcome;
-  /** The distinct subjects the policies counted. */
-  readonly subjects: readonly string[];
-  /** Each policy's reply, in the order the policies apply (empty on fail-open/closed). */
-  readonly policies: readonly PolicyDecision[];
-  /** The policy that denied (or would have, in shadow mode). */
-  readonly deniedBy: string | undefined;
-  /** Why Redis gave no answer (fail-open/closed). */
+  /** The matched route's `path` from the configuration, or undefined. */
+  readonly route: string | undefined;
+  /** One per checked policy, in check order. */
+  readonly checks: readonly CheckReport[];
+  /** Why Redis could not answer (fail_open, fail_closed). */
   readonly error: Error | undefined;
 }
 
@@ -84,19 +86,28 @@ export interface RequestInfo extends RequestFacts {
 /** Reads the body of a request without Content-Length, up to `max` bytes: its length, or undefined past max. */
 export type MeasureBody = (max: number) => Promise<number | undefined>;
 
+/** The policies that apply to a request, and the configuration route that chose them (if one did). */
+export interface Selection {
+  readonly policies: readonly Policy[];
+  readonly route: string | undefined;
+}
+
 /** The verdict on a request before its handler runs. */
 export type Verdict =
   | {
       readonly pass: true;
       /** Headers for the response (rate-limit headers of the checks made). */
       readonly headers: Readonly<Record<string, string>>;
-      /** Call with the response's status once it is known (`count: failed|succeeded` refunds). */
-      readonly after: (status: number) => void;
+      /**
+       * Call with the response's status before the response is sent; it
+       * resolves once the `count: failed|succeeded` refunds are made
+       * (a failed refund is logged), so the client's next request sees them.
+       */
+      readonly after: ((status: number) => Promise<void>) | undefined;
     }
   | { readonly pass: false; readonly refusal: Refusal };
 
-const NOTHING_AFTER = (): void => {};
-const PASS_UNCHECKED: Verdict = { pass: true, headers: {}, after: NOTHING_AFTER };
+const PASS_UNCHECKED: Verdict = { pass: true, headers: {}, after: undefined };
 
 /** One policy applied to one request. */
 interface Check {
@@ -119,6 +130,7 @@ export class HttpLimiter {
   readonly limiter: Limiter;
   readonly #onDecision: ((event: DecisionEvent) => void) | undefined;
   readonly #logger: Logger;
+  readonly #everyPolicy: readonly Policy[];
   #lastWarning = -Infinity;
 
   constructor(options: HttpLimiterOptions) {
@@ -126,7 +138,13 @@ export class HttpLimiter {
     if (options.client === undefined) throw new TypeError("librl: the `client` option is missing (an ioredis or node-redis client)");
     if (options.config === undefined) throw new TypeError("librl: the `config` option is missing (a file path or a configuration object)");
     const load: LoadOptions = options.parseYaml === undefined ? {} : { parseYaml: options.parseYaml };
-    this.config = toConfig(options.config, load);
+    try {
+      this.config = toConfig(options.config, load);
+    } catch (err) {
+      if (err instanceof ConfigError) err.message = `librl: configuration: ${err.message}`;
+      throw err;
+    }
+    this.#everyPolicy = [...this.config.policies.values()];
     this.limiter = new Limiter(options.client, { ...options.limiterOptions, keyPrefix: "" });
     if (options.onDecision !== undefined && typeof options.onDecision !== "function") {
       throw new TypeError("librl: onDecision must be a function");
@@ -140,23 +158,29 @@ export class HttpLimiter {
     return resolvePolicies(where, names, this.config.policies);
   }
 
-  /** The file's `routes`: the policies of the longest matching path prefix (and method), or none. */
-  routePolicies(method: string, path: string): readonly Policy[] {
+  /**
+   * The configuration's choice for a request: the route with the longest
+   * matching path prefix (whole segments) among those whose methods
+   * include the request's, else none; without routes, every policy.
+   */
+  select(method: string, path: string): Selection {
+    const routes = this.config.routes;
+    if (routes === undefined) return { policies: this.#everyPolicy, route: undefined };
     const upper = method.toUpperCase();
-    for (const route of this.config.routes) {
+    for (const route of routes) {
       if (!pathHasPrefix(path, route.path)) continue;
       if (route.methods !== undefined && !route.methods.includes(upper)) continue;
-      return route.policies;
+      return { policies: route.policies, route: route.path };
     }
-    return [];
+    return { policies: [], route: undefined };
   }
 
-  /** Checks `policies` for a request: pass (with headers and the after-response step) or a refusal. */
-  async check(req: RequestInfo, policies: readonly Policy[], measureBody: MeasureBody): Promise<Verdict> {
-    if (policies.length === 0) return PASS_UNCHECKED;
+  /** Checks a request: pass (with headers and the after-response step) or a refusal. */
+  async check(req: RequestInfo, selection: Selection, measureBody: MeasureBody): Promise<Verdict> {
+    if (selection.policies.length === 0) return PASS_UNCHECKED;
     const identity = new Identity(req, this.config);
     const applying: Array<{ policy: Policy; subject: Subject }> = [];
-    for (const policy of policies) {
+    for (const policy of selection.policies) {
       const subject = identity.subject(policy.key);
       if (this.config.exemptLoopback && subject.loopback) continue;
       applying.push({ policy, subject });
@@ -176,20 +200,18 @@ export class HttpLimiter {
           if (value === undefined) cost = 1;
           else {
             const n = /^\s*[0-9]+\s*$/.test(value) ? Number(value) : NaN;
-            if (!(n >= 1 && n <= MAX_UNITS)) return { pass: false, refusal: badCost(headerName(policy.cost.header)) };
+            if (!(n >= 1 && n <= MAX_UNITS)) return { pass: false, refusal: badCost(headerName(policy.cost.header), policy.name) };
             cost = n;
           }
           break;
         }
         case "body-bytes": {
           if (bodyLength === undefined) {
+            const max = this.config.maxBodyBytes;
             const declared = req.header("content-length");
             if (declared !== undefined && /^\s*[0-9]+\s*$/.test(declared)) bodyLength = Number(declared);
-            else {
-              const measured = await measureBody(this.config.maxBodyBytes);
-              if (measured === undefined) return { pass: false, refusal: tooLarge(this.config.maxBodyBytes) };
-              bodyLength = measured;
-            }
+            else bodyLength = await measureBody(max);
+            if (bodyLength === undefined || bodyLength > max) return { pass: false, refusal: tooLarge(max) };
           }
           cost = Math.min(Math.max(bodyLength, 1), MAX_UNITS);
           break;
@@ -206,40 +228,40 @@ export class HttpLimiter {
       });
     }
 
+    const exchange = { abandoned: false };
     let result: { admitted: boolean; decisions: Decision[] };
     try {
-      result = await this.#withTimeout(this.#decide(checks));
+      result = await this.#withTimeout(this.#decide(checks, exchange));
     } catch (err) {
+      exchange.abandoned = true;
       const error = err instanceof Error ? err : new Error(String(err));
       const closed = this.config.fail === "closed";
-      this.#warn(`librl: Redis did not answer (${error.message}); ${closed ? "refusing requests (fail: closed)" : "passing requests unlimited (fail: open)"}`);
-      this.#emit(req, closed ? "fail-closed" : "fail-open", checks, [], undefined, error);
+      this.#warn(
+        `librl: Redis did not answer (${error.message}); ${closed ? "refusing requests (fail: closed)" : "passing requests unlimited (fail: open)"}`,
+      );
+      this.#emit(req, selection, closed ? "fail_closed" : "fail_open", checks, undefined, error);
       return closed ? { pass: false, refusal: unavailable() } : PASS_UNCHECKED;
     }
 
     const checked: Checked[] = checks.map((c, i) => ({ policy: c.policy, decision: result.decisions[i] as Decision }));
-    const worst = mostRestrictive(checked) ?? 0;
-    const shadow = this.config.mode === "shadow";
     if (!result.admitted) {
-      const deniedBy = (checks[worst] as Check).policy.name;
-      if (!shadow) {
-        this.#emit(req, "denied", checks, result.decisions, deniedBy, undefined);
+      const worst = mostRestrictive(checked) ?? 0;
+      if (this.config.mode !== "shadow") {
+        this.#emit(req, selection, "denied", checks, result.decisions, undefined);
         const headers = rateLimitHeaders(this.config, checked, true);
         return { pass: false, refusal: denied(this.config, checked[worst] as Checked, (checks[worst] as Check).cost, headers) };
       }
-      this.#logger.warn(`librl: shadow mode: ${req.method} ${req.path} would be refused by policy "${deniedBy}"`);
-      this.#emit(req, "shadow-denied", checks, result.decisions, deniedBy, undefined);
-      return { pass: true, headers: rateLimitHeaders(this.config, checked, false), after: NOTHING_AFTER };
+      const name = (checks[worst] as Check).policy.name;
+      this.#logger.warn(`librl: shadow mode: ${req.method} ${req.path} would be refused by policy "${name}"`);
+      this.#emit(req, selection, "would_deny", checks, result.decisions, undefined);
+      return { pass: true, headers: rateLimitHeaders(this.config, checked, false), after: undefined };
     }
-    this.#emit(req, "allowed", checks, result.decisions, undefined, undefined);
+    this.#emit(req, selection, "allowed", checks, result.decisions, undefined);
     const later = checks.filter((c) => c.policy.count !== "all");
     const after =
       later.length === 0
-        ? NOTHING_AFTER
-        : (status: number) => {
-            const refund = later.filter((c) => (c.policy.count === "failed" ? status < 400 : status >= 400));
-            if (refund.length > 0) void this.#refund(refund);
-          };
+        ? undefined
+        : (status: number) => this.#refund(later.filter((c) => (c.policy.count === "failed" ? status < 400 : status >= 400)));
     return { pass: true, headers: rateLimitHeaders(this.config, checked, false), after };
   }
 
@@ -247,9 +269,9 @@ export class HttpLimiter {
    * One RL.ALL per subject, in the order subjects first appear. After a
    * denial, the groups already admitted are refunded and the rest are
    * peeked, so every check has a reply and a refused request is counted by
-   * no policy.
+   * no policy. An exchange abandoned (timeout) refunds what it admitted.
    */
-  async #decide(checks: readonly Check[]): Promise<{ admitted: boolean; decisions: Decision[] }> {
+  async #decide(checks: readonly Check[], exchange: { abandoned: boolean }): Promise<{ admitted: boolean; decisions: Decision[] }> {
     const groups = new Map<string, number[]>();
     checks.forEach((c, i) => {
       const members = groups.get(c.subject.tag);
@@ -259,15 +281,19 @@ export class HttpLimiter {
     const decisions = new Array<Decision>(checks.length);
     const admittedGroups: number[][] = [];
     let admitted = true;
-    for (const members of groups.values()) {
-      const clauses = members.map((i) => clause(checks[i] as Check, "cost"));
-      const reply: AllDecision = await this.limiter.all(clauses, admitted ? undefined : { peek: true });
-      members.forEach((i, j) => (decisions[i] = reply.decisions[j] as Decision));
-      if (admitted && reply.allowed) admittedGroups.push(members);
-      else admitted = false;
-    }
-    if (!admitted) {
-      for (const members of admittedGroups) await this.#refund(members.map((i) => checks[i] as Check));
+    try {
+      for (const members of groups.values()) {
+        if (exchange.abandoned) break;
+        const clauses = members.map((i) => clause(checks[i] as Check, "cost"));
+        const reply: AllDecision = await this.limiter.all(clauses, admitted ? undefined : { peek: true });
+        members.forEach((i, j) => (decisions[i] = reply.decisions[j] as Decision));
+        if (admitted && reply.allowed) admittedGroups.push(members);
+        else admitted = false;
+      }
+    } finally {
+      if (!admitted || exchange.abandoned) {
+        for (const members of admittedGroups) await this.#refund(members.map((i) => checks[i] as Check));
+      }
     }
     return { admitted, decisions };
   }
@@ -309,24 +335,27 @@ export class HttpLimiter {
 
   #emit(
     req: RequestInfo,
+    selection: Selection,
     outcome: Outcome,
     checks: readonly Check[],
-    decisions: readonly Decision[],
-    deniedBy: string | undefined,
+    decisions: readonly Decision[] | undefined,
     error: Error | undefined,
   ): void {
     const hook = this.#onDecision;
     if (hook === undefined) return;
     const event: DecisionEvent = {
+      outcome,
+      local: false,
       method: req.method,
       path: req.path,
-      outcome,
-      subjects: [...new Set(checks.map((c) => c.subject.tag))],
-      policies: decisions.map((d, i) => {
-        const c = checks[i] as Check;
-        return { ...d, policy: c.policy.name, subject: c.subject.tag, key: c.key, cost: c.cost };
-      }),
-      deniedBy,
+      route: selection.route,
+      checks: checks.map((c, i) => ({
+        policy: c.policy.name,
+        subject: c.subject.tag,
+        key: c.key,
+        cost: c.cost,
+        decision: decisions?.[i],
+      })),
       error,
     };
     try {

@@ -115,6 +115,15 @@ export function clientIp(facts: RequestFacts, trusted: readonly Cidr[]): { text:
   return result(client);
 }
 
+/**
+ * A user or header value as it appears in a key: verbatim when it is 1 to
+ * 64 bytes of `A-Z a-z 0-9 . _ ~ @ + = : / -`, else `sha256-` and 32 hex
+ * digits of its SHA-256 (a `}` must not break the hash tag).
+ */
+export function keyValue(value: string): string {
+  return /^[A-Za-z0-9._~@+=:/-]{1,64}$/.test(value) ? value : `sha256-${apiKeyId(value)}`;
+}
+
 /** The subjects a request presents to each kind of key, computed once per request. */
 export class Identity {
   #ip: Subject | undefined;
@@ -152,14 +161,17 @@ export class Identity {
         return this.apiKey() ?? this.ip();
       case "user": {
         const user = this.facts.user;
-        if (user !== undefined && user !== "") return { kind: "user", value: user, tag: `user:${user}`, loopback: false };
+        if (user !== undefined && user !== "") {
+          const value = keyValue(user);
+          return { kind: "user", value, tag: `user:${value}`, loopback: false };
+        }
         return this.apiKey() ?? this.ip();
       }
       case "header": {
         const value = this.facts.header(key.header);
         if (value === undefined || value === "") return this.ip();
         const kind = `header:${key.header}`;
-        return { kind, value, tag: `${kind}:${value}`, loopback: false };
+        return { kind, value: keyValue(value), tag: `${kind}:${keyValue(value)}`, loopback: false };
       }
       case "global":
         return { kind: "global", value: "", tag: "global", loopback: false };

@@ -9,7 +9,8 @@ export {
   type Logger,
   type MeasureBody,
   type Outcome,
-  type PolicyDecision,
+  type CheckReport,
+  type Selection,
   type RequestInfo,
   type Verdict,
 } from "./core.js";

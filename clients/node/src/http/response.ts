@@ -64,9 +64,15 @@ function tighter(a: Decision, b: Decision): boolean {
   return a.resetAfterMs > b.resetAfterMs;
 }
 
-/** The quota a policy advertises: a token policy's rate per window, else the effective limit. */
+/**
+ * The `<limit>` a policy advertises: the reply's limit (the effective one,
+ * after an override), except a token policy whose capacity is its own
+ * configured burst: then its rate per window.
+ */
 function quota(c: Checked): number {
-  return c.policy.algorithm === "token" ? c.policy.limit : c.decision.limit;
+  const { policy, decision } = c;
+  if (policy.algorithm === "token" && policy.burst !== undefined && decision.limit === policy.burst) return policy.limit;
+  return decision.limit;
 }
 
 /** The rate-limit headers for the checks made; `refused`: the request is answered 429 (adds Retry-After). */
@@ -98,10 +104,15 @@ export function rateLimitHeaders(config: Config, checked: readonly Checked[], re
 }
 
 /** An RFC 9457 problem response; `extra` members go beside the standard ones. */
-export function problem(status: number, detail: string, extra: Record<string, unknown> = {}): Refusal {
+export function problem(
+  status: number,
+  detail: string,
+  extra: Record<string, unknown> = {},
+  title = REASONS[status] ?? "Error",
+): Refusal {
   const body = {
     type: "about:blank",
-    title: REASONS[status] ?? "Error",
+    title,
     status,
     detail,
     ...extra,
@@ -125,11 +136,17 @@ export function denied(config: Config, c: Checked, cost: number, headers: Record
       decision.retryAfterMs < 0
         ? `This request costs ${cost}, more than rate limit ${what} ever admits at once.`
         : `Rate limit ${what} exceeded; retry in ${retryAfterSecs(decision)} s.`;
-    refusal = problem(config.deny.status, detail, {
-      policy: policy.name,
-      limit: quota(c),
-      retry_after: decision.retryAfterMs,
-    });
+    refusal = problem(
+      config.deny.status,
+      detail,
+      {
+        policy: policy.name,
+        limit: quota(c),
+        retry_after: decision.retryAfterMs < 0 ? null : decision.retryAfterMs,
+      },
+      // The title names the refusal, whatever status it is sent with.
+      "Too Many Requests",
+    );
   }
   return { ...refusal, headers: { ...headers, ...refusal.headers } };
 }
@@ -140,8 +157,8 @@ export function unavailable(): Refusal {
 }
 
 /** 400: a cost header that is not an integer from 1 to 2^50. */
-export function badCost(header: string): Refusal {
-  return problem(400, `${header} must be an integer from 1 to 2^50.`);
+export function badCost(header: string, policy: string): Refusal {
+  return problem(400, `${header} must be an integer from 1 to 2^50.`, { policy });
 }
 
 /** 413: a body without Content-Length larger than the limiter reads to measure it. */

@@ -1,0 +1,91 @@
+/**
+ * The conformance app (conformance/README.md, What the app behind the
+ * middleware does) in Express and in Fastify, over a real HTTP server on a
+ * free loopback port: every path and method answers `ok`, with the status
+ * of `X-Conformance-Status`, and `X-Conformance-User` authenticates the
+ * request as that user in each framework's own idiom (`req.user`,
+ * `request.user`). scripts/examples/{express,fastify}.sh serve the same app.
+ */
+import type { AddressInfo } from "node:net";
+import type { Server } from "node:http";
+import express from "express";
+import Fastify from "fastify";
+import { rateLimit } from "../src/express.js";
+import { librl } from "../src/fastify.js";
+import type { HttpLimiterOptions } from "../src/http/index.js";
+
+export type FrameworkName = "express" | "fastify";
+export const FRAMEWORKS: readonly FrameworkName[] = ["express", "fastify"];
+
+export interface RunningApp {
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+function statusOf(value: unknown): number {
+  const n = Number(value);
+  return Number.isInteger(n) && n >= 200 && n <= 599 ? n : 200;
+}
+
+/** Express: an auth middleware sets req.user, then the limiter, then the catch-all handler. */
+export function expressApp(options: HttpLimiterOptions): express.Express {
+  const limiter = rateLimit(options);
+  const app = express();
+  app.disable("x-powered-by");
+  app.use((req, _res, next) => {
+    const user = req.header("x-conformance-user");
+    if (user !== undefined) (req as { user?: unknown }).user = { id: user };
+    next();
+  });
+  app.use(limiter);
+  app.use((req, res) => {
+    res.status(statusOf(req.header("x-conformance-status"))).type("text/plain").send("ok");
+  });
+  return app;
+}
+
+/** Fastify: an onRequest hook sets request.user, the plugin, and catch-all routes that accept any body. */
+export async function fastifyApp(options: HttpLimiterOptions): Promise<ReturnType<typeof Fastify>> {
+  const app = Fastify();
+  app.decorateRequest("user", null);
+  app.addHook("onRequest", async (request) => {
+    const user = request.headers["x-conformance-user"];
+    if (typeof user === "string") (request as unknown as { user: unknown }).user = { id: user };
+  });
+  // Any body, of any type, is accepted (and ignored) by the catch-all app.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser("*", { parseAs: "buffer", bodyLimit: 64 * 1024 * 1024 }, (_req, body, done) => done(null, body));
+  await app.register(librl, options);
+  const handler = async (request: { headers: Record<string, unknown> }, reply: { code(n: number): { type(t: string): { send(b: string): unknown } } }) =>
+    reply.code(statusOf(request.headers["x-conformance-status"])).type("text/plain").send("ok");
+  app.all("/", handler);
+  app.all("/*", handler);
+  return app;
+}
+
+/** Builds the app (a bad configuration throws here) and serves it on a free loopback port. */
+export async function startApp(framework: FrameworkName, options: HttpLimiterOptions): Promise<RunningApp> {
+  if (framework === "express") {
+    const app = expressApp(options);
+    const server: Server = await new Promise((resolve, reject) => {
+      const s = app.listen(0, "127.0.0.1", (err?: Error) => (err ? reject(err) : resolve(s)));
+    });
+    return {
+      port: (server.address() as AddressInfo).port,
+      close: () =>
+        new Promise<void>((resolve) => {
+          server.closeAllConnections();
+          server.close(() => resolve());
+        }),
+    };
+  }
+  const app = await fastifyApp(options);
+  await app.listen({ port: 0, host: "127.0.0.1" });
+  return {
+    port: (app.server.address() as AddressInfo).port,
+    close: async () => {
+      app.server.closeAllConnections();
+      await app.close();
+    },
+  };
+}

@@ -1,0 +1,348 @@
+/**
+ * The conformance runner (conformance/README.md, The runner contract):
+ * every case of conformance/cases/*.json, in Express and in Fastify, each
+ * with ioredis and with node-redis, over real HTTP against a real
+ * redis-server with the module (and a real 3-primary cluster for the
+ * `cluster` cases; a port where nothing listens for `down`). The four
+ * framework x client combinations run side by side, each on its own
+ * servers; a combination's cases run in order, each after a FLUSHALL.
+ */
+import assert from "node:assert/strict";
+import { request as httpRequest, type OutgoingHttpHeaders } from "node:http";
+import { readFileSync, readdirSync } from "node:fs";
+import path from "node:path";
+import { after, before, describe, it } from "node:test";
+import Redis, { Cluster } from "ioredis";
+import { createClient, createCluster } from "redis";
+import type { RedisLikeClient } from "../src/index.js";
+import { keySlot } from "../src/slot.js";
+import { FRAMEWORKS, startApp, type FrameworkName } from "./conformance-apps.js";
+import { CLIENT_NAMES, type ClientName } from "./clients.js";
+import { REDIS_SERVER, freePort, sleep, startCluster, startServer, type Admin, type Reply, type Server, type TestCluster } from "./helpers.js";
+
+const CASES_DIR =
+  process.env["LIBRL_CONFORMANCE_CASES"] ?? path.resolve(__dirname, "..", "..", "..", "..", "conformance", "cases");
+/** What this runner can do beyond the base contract (the Rust-only `fail-local` is not among them). */
+const CAPABILITIES = new Set<string>([]);
+
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+interface HttpRequest {
+  method?: string;
+  path: string;
+  headers?: Record<string, string | string[]>;
+  body?: string;
+  chunked?: boolean;
+}
+interface HttpExpect {
+  status?: number;
+  headers?: Record<string, Json>;
+  absent?: string[];
+  content_type?: string;
+  body?: Record<string, Json>;
+  body_text?: string;
+}
+type Step =
+  | { request: HttpRequest; expect?: HttpExpect; repeat?: number }
+  | { sleep_ms: number }
+  | { redis: string[]; expect: Json }
+  | { redis_pause_ms: number }
+  | { check: "every_key_expires" };
+
+interface Case {
+  name: string;
+  rule?: string;
+  redis?: "standalone" | "cluster" | "down";
+  requires?: string[];
+  config: Record<string, unknown>;
+  startup_error?: string;
+  steps?: Step[];
+}
+
+function loadCases(): Case[] {
+  const files = readdirSync(CASES_DIR).filter((f) => f.endsWith(".json")).sort();
+  const cases = files.flatMap((f) => (JSON.parse(readFileSync(path.join(CASES_DIR, f), "utf8")) as { cases: Case[] }).cases);
+  const names = new Set<string>();
+  for (const c of cases) {
+    assert.ok(!names.has(c.name), `case name ${c.name} is used twice`);
+    names.add(c.name);
+  }
+  return cases;
+}
+
+// ---------------------------------------------------------------------------
+// Matching expected values (conformance/README.md, Matchers).
+
+function isMatcher(e: Json): e is { [key: string]: Json } {
+  return typeof e === "object" && e !== null && !Array.isArray(e) && ("range" in e || "re" in e || "any" in e);
+}
+
+/** Why `actual` does not match `expected`, or undefined when it does. */
+function mismatch(expected: Json, actual: unknown): string | undefined {
+  const show = () => `expected ${JSON.stringify(expected)}, got ${JSON.stringify(actual)}`;
+  if (isMatcher(expected)) {
+    if ("any" in expected) return undefined;
+    if ("range" in expected) {
+      const [lo, hi] = expected["range"] as [number, number];
+      const n = typeof actual === "string" && /^-?[0-9]+$/.test(actual) ? Number(actual) : actual;
+      return typeof n === "number" && Number.isInteger(n) && n >= lo && n <= hi ? undefined : show();
+    }
+    const re = new RegExp(`^(?:${String(expected["re"])})$`, "s");
+    return typeof actual === "string" && re.test(actual) ? undefined : show();
+  }
+  if (Array.isArray(expected)) {
+    if (!Array.isArray(actual) || actual.length !== expected.length) return show();
+    for (let i = 0; i < expected.length; i++) {
+      const why = mismatch(expected[i] as Json, actual[i] as unknown);
+      if (why !== undefined) return `[${i}]: ${why}`;
+    }
+    return undefined;
+  }
+  if (typeof expected === "object" && expected !== null) {
+    if (typeof actual !== "object" || actual === null || Array.isArray(actual)) return show();
+    for (const [k, v] of Object.entries(expected)) {
+      const why = mismatch(v as Json, (actual as Record<string, unknown>)[k]);
+      if (why !== undefined) return `.${k}: ${why}`;
+    }
+    return undefined;
+  }
+  return actual === expected ? undefined : show();
+}
+
+// ---------------------------------------------------------------------------
+// HTTP.
+
+interface HttpResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+function send(port: number, req: HttpRequest): Promise<HttpResponse> {
+  const headers: OutgoingHttpHeaders = { ...(req.headers ?? {}) };
+  if (req.body !== undefined && !req.chunked) headers["Content-Length"] = Buffer.byteLength(req.body);
+  return new Promise((resolve, reject) => {
+    const r = httpRequest(
+      { host: "127.0.0.1", localAddress: "127.0.0.1", port, method: req.method ?? "GET", path: req.path, headers, agent: false },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () => {
+          const out: Record<string, string> = {};
+          for (const [k, v] of Object.entries(res.headers)) {
+            if (v !== undefined) out[k] = Array.isArray(v) ? v.join(", ") : v;
+          }
+          resolve({ status: res.statusCode ?? 0, headers: out, body: Buffer.concat(chunks).toString("utf8") });
+        });
+        res.on("error", reject);
+      },
+    );
+    r.on("error", reject);
+    if (req.body !== undefined) r.write(req.body);
+    r.end();
+  });
+}
+
+function checkResponse(res: HttpResponse, e: HttpExpect): string | undefined {
+  const seen = `(status ${res.status}, headers ${JSON.stringify(res.headers)}, body ${JSON.stringify(res.body.slice(0, 500))})`;
+  if (e.status !== undefined && res.status !== e.status) return `status: expected ${e.status}, got ${res.status} ${seen}`;
+  for (const [name, value] of Object.entries(e.headers ?? {})) {
+    const actual = res.headers[name.toLowerCase()];
+    if (actual === undefined) return `header ${name}: missing ${seen}`;
+    const why = mismatch(value, actual);
+    if (why !== undefined) return `header ${name}: ${why} ${seen}`;
+  }
+  for (const name of e.absent ?? []) {
+    if (res.headers[name.toLowerCase()] !== undefined) return `header ${name}: expected absent ${seen}`;
+  }
+  if (e.content_type !== undefined && !(res.headers["content-type"] ?? "").startsWith(e.content_type)) {
+    return `content-type: expected ${e.content_type}... ${seen}`;
+  }
+  if (e.body !== undefined) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(res.body);
+    } catch {
+      return `body: not JSON ${seen}`;
+    }
+    const why = mismatch(e.body as Json, parsed);
+    if (why !== undefined) return `body${why} ${seen}`;
+  }
+  if (e.body_text !== undefined && res.body !== e.body_text) return `body: expected ${JSON.stringify(e.body_text)} ${seen}`;
+  return undefined;
+}
+
+// ---------------------------------------------------------------------------
+// Redis: the servers of one framework x client combination.
+
+class Backends {
+  standalone!: Server;
+  cluster: TestCluster | undefined;
+  #clients = new Map<string, { client: RedisLikeClient; close: () => Promise<void> }>();
+
+  constructor(readonly clientName: ClientName) {}
+
+  async start(needCluster: boolean): Promise<void> {
+    this.standalone = await startServer(REDIS_SERVER, `conformance-${this.clientName}`);
+    if (needCluster) this.cluster = await startCluster();
+  }
+
+  primaries(kind: "standalone" | "cluster"): Admin[] {
+    if (kind === "standalone") return [this.standalone.admin];
+    return (this.cluster as TestCluster).nodes.map((n) => n.server.admin);
+  }
+
+  /** The client the app is given; standalone and cluster clients are kept for the combination's cases. */
+  async client(kind: "standalone" | "cluster" | "down"): Promise<RedisLikeClient> {
+    if (kind === "down") {
+      const made = await this.#connect("down", [await freePort()]);
+      this.#clients.set(`down-${this.#clients.size}`, made);
+      return made.client;
+    }
+    let made = this.#clients.get(kind);
+    if (made === undefined) {
+      const ports = kind === "standalone" ? [this.standalone.port] : (this.cluster as TestCluster).ports;
+      made = await this.#connect(kind, ports);
+      this.#clients.set(kind, made);
+    }
+    return made.client;
+  }
+
+  async #connect(kind: "standalone" | "cluster" | "down", ports: number[]) {
+    const port = ports[0] as number;
+    if (this.clientName === "ioredis") {
+      if (kind === "cluster") {
+        const c = new Cluster(ports.map((p) => ({ host: "127.0.0.1", port: p })));
+        c.on("error", () => {});
+        return { client: c, close: async () => void c.disconnect() };
+      }
+      const r = new Redis({ host: "127.0.0.1", port, retryStrategy: () => 100 });
+      r.on("error", () => {});
+      return { client: r, close: async () => void r.disconnect() };
+    }
+    if (kind === "cluster") {
+      const c = createCluster({ rootNodes: ports.map((p) => ({ url: `redis://127.0.0.1:${p}` })) });
+      c.on("error", () => {});
+      await c.connect();
+      return { client: c, close: async () => void c.destroy() };
+    }
+    const r = createClient({ url: `redis://127.0.0.1:${port}`, socket: { reconnectStrategy: () => 100 } });
+    r.on("error", () => {});
+    // The app starts whether or not Redis answers: a client that is still connecting is handed over.
+    const connecting = r.connect().catch(() => {});
+    if (kind !== "down") await connecting;
+    return { client: r, close: async () => void r.destroy() };
+  }
+
+  async stop(): Promise<void> {
+    for (const made of this.#clients.values()) await made.close();
+    await this.cluster?.stop();
+    await this.standalone?.stop();
+  }
+}
+
+async function redisStep(backends: Backends, kind: "standalone" | "cluster", argv: string[]): Promise<unknown> {
+  let admin = backends.primaries(kind)[0] as Admin;
+  if (kind === "cluster") {
+    // The node owning the command's first key, as the server itself names keys.
+    const keys = await admin.raw("COMMAND", "GETKEYS", ...argv);
+    if (Array.isArray(keys) && typeof keys[0] === "string") {
+      admin = (await (backends.cluster as TestCluster).ownerOf(keySlot(keys[0]))).server.admin;
+    }
+  }
+  const reply = await admin.raw(...argv);
+  const plain = (r: Reply): unknown => (r instanceof Error ? r.message : Array.isArray(r) ? r.map(plain) : r);
+  return plain(reply);
+}
+
+/** Every key the integration wrote has a time to live. */
+async function everyKeyExpires(admins: Admin[]): Promise<string | undefined> {
+  for (const admin of admins) {
+    let cursor = "0";
+    do {
+      const [next, keys] = (await admin.call("SCAN", cursor, "COUNT", 1000)) as [string, string[]];
+      for (const key of keys) {
+        // Override keys are the operator's (a case's RL.OVERRIDE SET step), not the
+        // integration's: docs/http.md, Keys ("nothing the integration writes lives forever").
+        if ((await admin.raw("RL.OVERRIDE", "GET", key)) !== null) continue;
+        const pttl = await admin.call("PTTL", key);
+        if (typeof pttl !== "number" || pttl <= 0) return `key ${key} has PTTL ${String(pttl)}`;
+      }
+      cursor = next;
+    } while (cursor !== "0");
+  }
+  return undefined;
+}
+
+const quiet = { warn: () => {} };
+
+async function runCase(c: Case, framework: FrameworkName, backends: Backends): Promise<void> {
+  const kind = c.redis ?? "standalone";
+  if (kind !== "down") {
+    for (const admin of backends.primaries(kind)) {
+      await admin.call("CLIENT", "UNPAUSE");
+      await admin.call("FLUSHALL");
+    }
+  }
+  const options = { client: await backends.client(kind), config: c.config, logger: quiet };
+  if (c.startup_error !== undefined) {
+    await assert.rejects(
+      async () => (await startApp(framework, options)).close(),
+      (err: Error) => {
+        assert.ok(err.message.includes(c.startup_error as string), `the start-up error ${JSON.stringify(err.message)} does not name ${c.startup_error}`);
+        return true;
+      },
+      `the configuration should be refused at start-up, naming ${c.startup_error}`,
+    );
+    return;
+  }
+  const app = await startApp(framework, options);
+  try {
+    for (const [i, step] of (c.steps ?? []).entries()) {
+      const fail = (why: string) => assert.fail(`${c.name} [${framework}], step ${i}: ${why}`);
+      if ("request" in step) {
+        for (let n = 0; n < (step.repeat ?? 1); n++) {
+          const res = await send(app.port, step.request);
+          const why = step.expect === undefined ? undefined : checkResponse(res, step.expect);
+          if (why !== undefined) fail(`${step.repeat ? `request ${n + 1} of ${step.repeat}: ` : ""}${why}`);
+        }
+      } else if ("sleep_ms" in step) {
+        await sleep(step.sleep_ms);
+      } else if ("redis_pause_ms" in step) {
+        for (const admin of backends.primaries(kind === "down" ? "standalone" : kind)) {
+          await admin.call("CLIENT", "PAUSE", step.redis_pause_ms, "ALL");
+        }
+      } else if ("redis" in step) {
+        const why = mismatch(step.expect, await redisStep(backends, kind === "cluster" ? "cluster" : "standalone", step.redis));
+        if (why !== undefined) fail(`${step.redis.join(" ")}: ${why}`);
+      } else if ("check" in step) {
+        const why = await everyKeyExpires(backends.primaries(kind === "cluster" ? "cluster" : "standalone"));
+        if (why !== undefined) fail(`every_key_expires: ${why}`);
+      } else {
+        fail(`unknown step ${JSON.stringify(step)}`);
+      }
+    }
+  } finally {
+    await app.close();
+  }
+}
+
+const CASES = loadCases();
+const needCluster = CASES.some((c) => c.redis === "cluster");
+
+describe("conformance", { concurrency: true }, () => {
+  for (const framework of FRAMEWORKS) {
+    for (const clientName of CLIENT_NAMES) {
+      describe(`${framework} + ${clientName}`, { concurrency: 1 }, () => {
+        const backends = new Backends(clientName);
+        before(() => backends.start(needCluster));
+        after(() => backends.stop());
+        for (const c of CASES) {
+          const missing = (c.requires ?? []).filter((r) => !CAPABILITIES.has(r));
+          const skip = missing.length > 0 ? `requires ${missing.join(", ")} (the Rust integration only)` : false;
+          it(`${c.name} [${framework}, ${clientName}, ${c.redis ?? "standalone"}]`, { skip }, () => runCase(c, framework, backends));
+        }
+      });
+    }
+  }
+});
