@@ -1,0 +1,122 @@
+package librl_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	librl "github.com/librl/librl/clients/go"
+	"github.com/librl/librl/clients/go/internal/testserver"
+)
+
+// Every call goes straight to the owning primary: over many calls of every
+// command on a real 3-primary cluster, INFO shows no MOVED, no ASK and no
+// COMMAND GETKEYS on any node; after a slot moves, one MOVED at most, then
+// none again (a few while go-redis reloads its slot map).
+func TestClusterRoutesStraightToTheOwner(t *testing.T) {
+	for _, name := range []string{"redis7", "valkey9"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := testserver.StartCluster(t, testserver.ByName(name))
+			l := librl.New(c.Client())
+			round := func(i int) {
+				t.Helper()
+				user := fmt.Sprintf("user%d", i)
+				dec(t)(l.Fixed(ctx, user+":f", 100, time.Minute))
+				dec(t)(l.Sliding(ctx, "{"+user+"}:sl", 100, time.Minute, librl.Override("{"+user+"}:so")))
+				dec(t)(l.Token(ctx, user+":t", 100, time.Minute))
+				if _, err := l.All(ctx,
+					librl.Fixed("{"+user+"}:s", 10, time.Second),
+					librl.Token("{"+user+"}:m", 100, time.Minute, librl.Override("{"+user+"}:o"))); err != nil {
+					t.Fatal(err)
+				}
+				if err := l.OverrideSet(ctx, "{"+user+"}:o", 50, time.Minute); err != nil {
+					t.Fatal(err)
+				}
+				if o, err := l.OverrideGet(ctx, "{"+user+"}:o"); err != nil || o == nil {
+					t.Fatalf("%v %v", o, err)
+				}
+			}
+			round(-1) // go-redis loads the slot map and COMMAND once
+			c.ResetStats()
+			const n = 60
+			for i := range n {
+				round(i)
+			}
+			s := c.Stats()
+			if s["moved"] != 0 || s["ask"] != 0 || s["getkeys"] != 0 {
+				t.Fatalf("steady state: %v", s)
+			}
+			for _, cmd := range []string{"rl.fixed", "rl.sliding", "rl.token", "rl.all", "rl.override|set", "rl.override|get"} {
+				if s[cmd] != n {
+					t.Errorf("%s: %d calls, want %d (%v)", cmd, s[cmd], n, s)
+				}
+			}
+			deleted, err := l.OverrideDel(ctx, "{user1}:o", "{user2}:o", "{user3}:o")
+			if err != nil || deleted != 3 {
+				t.Fatalf("%d %v", deleted, err)
+			}
+			entries, err := l.OverrideScan(ctx)
+			if err != nil || len(entries) != n+1-3 {
+				t.Fatalf("scan: %d entries, %v", len(entries), err)
+			}
+			if _, _, err := l.OverrideList(ctx, 0); err == nil {
+				t.Fatal("OverrideList on a cluster must point to OverrideScan")
+			}
+
+			// A slot moves mid-run: the next call follows one MOVED, the
+			// calls after it go straight to the new owner.
+			key := "{user7}:s"
+			slot := librl.Slot(key)
+			from := c.Owner(slot)
+			to := c.Nodes[0]
+			if to == from {
+				to = c.Nodes[1]
+			}
+			c.MoveSlot(slot, to)
+			c.ResetStats()
+			for range 20 {
+				if a, err := l.All(ctx, librl.Fixed(key, 1000, time.Second)); err != nil || !a.Allowed {
+					t.Fatalf("%+v %v", a, err)
+				}
+			}
+			// go-redis follows each MOVED at once and reloads its slot map
+			// in the background: calls made before the reload lands each
+			// meet one MOVED.
+			if s := c.Stats(); s["moved"] > 5 || s["getkeys"] != 0 {
+				t.Fatalf("while the slot moved: %v", s)
+			} else {
+				t.Logf("MOVED right after the slot moved: %d over 20 calls", s["moved"])
+			}
+			time.Sleep(50 * time.Millisecond) // go-redis reloads its slot map lazily
+			c.ResetStats()
+			for range 20 {
+				dec(t)(l.Fixed(ctx, key+"x", 1000, time.Second))
+				if _, err := l.All(ctx, librl.Fixed(key, 1000, time.Second)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if s := c.Stats(); s["moved"] != 0 || s["getkeys"] != 0 || s["rl.all"] != 20 {
+				t.Fatalf("after the move: %v", s)
+			}
+		})
+	}
+}
+
+func TestClusterRefusesKeysInTwoSlotsWithAHashTagHint(t *testing.T) {
+	c := testserver.StartCluster(t, testserver.ByName("valkey9"))
+	l := librl.New(c.Client())
+	_, err := l.All(ctx, librl.Fixed("user42:min", 1, time.Minute), librl.Fixed("user42:day", 1, 24*time.Hour))
+	var ae *librl.ArgError
+	if !errors.As(err, &ae) || !contains(err.Error(), "hash tag") {
+		t.Fatalf("%v", err)
+	}
+	_, err = l.Fixed(ctx, "a", 1, time.Minute, librl.Override("b"))
+	if !errors.As(err, &ae) {
+		t.Fatalf("%v", err)
+	}
+	if s := c.Stats(); s["rl.all"] != 0 || s["rl.fixed"] != 0 {
+		t.Fatalf("sent anyway: %v", s)
+	}
+}

@@ -1,0 +1,187 @@
+package librl
+
+import (
+	"strconv"
+	"time"
+)
+
+// Clause is one limit of an RL.ALL call, built by Fixed, Sliding or Token.
+// Its arguments are checked when the call is made.
+type Clause struct {
+	algorithm string // FIXED, SLIDING or TOKEN
+	key       string
+	limit     int64
+	window    time.Duration
+	opts      []Option
+}
+
+// Fixed is an RL.ALL clause for a fixed window of limit units per window
+// (Limiter.Fixed's options but Peek).
+func Fixed(key string, limit int64, window time.Duration, opts ...Option) Clause {
+	return Clause{algorithm: "FIXED", key: key, limit: limit, window: window, opts: opts}
+}
+
+// Sliding is an RL.ALL clause for a sliding window (Limiter.Sliding's
+// options but Peek).
+func Sliding(key string, limit int64, window time.Duration, opts ...Option) Clause {
+	return Clause{algorithm: "SLIDING", key: key, limit: limit, window: window, opts: opts}
+}
+
+// Token is an RL.ALL clause for a token bucket refilling rate tokens per
+// window (Limiter.Token's options but Peek).
+func Token(key string, rate int64, window time.Duration, opts ...Option) Clause {
+	return Clause{algorithm: "TOKEN", key: key, limit: rate, window: window, opts: opts}
+}
+
+func (c Clause) allowed() optionBit {
+	switch c.algorithm {
+	case "FIXED":
+		return fixedClause
+	case "SLIDING":
+		return slidingClause
+	default:
+		return tokenClause
+	}
+}
+
+// call is a checked command ready to send: its words, the position of the
+// key that routes it, the keys it names (for the slot check and the denial
+// cache) and what it means to the denial cache.
+type call struct {
+	name   string
+	argv   []any
+	keyPos int8
+	keys   []string
+	effect effect
+	// wait is the longest time the server may hold the reply (WAIT).
+	wait time.Duration
+	// writes: the call may change the dataset (durability waits for it).
+	writes bool
+}
+
+// effect is what a call means to the denial cache.
+type effect uint8
+
+const (
+	effectNone      effect = iota // a read, or a write that ends no denial
+	effectCacheable               // a limiter call whose denial may be kept
+	effectRefund                  // gives units back: forget its keys' denials
+	effectClearAll                // an override change: forget every denial
+)
+
+// clauseWords appends key, limit, window and the options, in the
+// grammar's order, and returns what the clause means.
+func clauseWords(where string, c Clause, allowed optionBit, words []any) ([]any, options, error) {
+	o, err := collect(where, allowed, c.opts)
+	if err != nil {
+		return nil, o, err
+	}
+	window, err := durationArg(where, "window", c.window, false)
+	if err != nil {
+		return nil, o, err
+	}
+	words = append(words, c.key, intArg(c.limit), window)
+	if o.has(optAligned) {
+		words = append(words, "ALIGNED")
+	}
+	if o.has(optApprox) {
+		words = append(words, "APPROX")
+	}
+	if o.has(optBurst) {
+		words = append(words, "BURST", intArg(o.burst))
+	}
+	if o.has(optCost) {
+		words = append(words, "COST", intArg(o.cost))
+	}
+	if o.has(optRefund) {
+		words = append(words, "REFUND", intArg(o.refund))
+	}
+	for _, d := range []struct {
+		bit    optionBit
+		word   string
+		value  time.Duration
+		zeroOK bool
+	}{
+		{optReserve, "RESERVE", o.reserve, true},
+		{optWait, "WAIT", o.wait, true},
+		{optBlock, "BLOCK", o.block, false},
+	} {
+		if !o.has(d.bit) {
+			continue
+		}
+		s, err := durationArg(where, optionNames[d.bit]+"()", d.value, d.zeroOK)
+		if err != nil {
+			return nil, o, err
+		}
+		words = append(words, d.word, s)
+	}
+	if o.has(optOverride) {
+		words = append(words, "OVERRIDE", o.override)
+	}
+	return words, o, nil
+}
+
+// reads: Cost(0) and Peek change nothing on the server.
+func reads(o options) bool { return o.has(optPeek) || (o.has(optCost) && o.cost == 0) }
+
+func limiterCall(method string, c Clause, opts []Option) (call, error) {
+	c.opts = append(c.opts[:len(c.opts):len(c.opts)], opts...)
+	name := "RL." + c.algorithm
+	words, o, err := clauseWords(method, c, c.allowed()|optPeek, []any{name})
+	if err != nil {
+		return call{}, err
+	}
+	if o.has(optPeek) {
+		words = append(words, "PEEK")
+	}
+	k := call{name: name, argv: words, keyPos: 1, keys: clauseKeys(c.key, o), wait: o.wait, writes: !reads(o)}
+	switch {
+	case o.has(optRefund):
+		k.effect = effectRefund
+	case o.has(optPeek):
+		k.effect = effectNone
+	default:
+		k.effect = effectCacheable
+	}
+	return k, nil
+}
+
+func clauseKeys(key string, o options) []string {
+	if o.has(optOverride) {
+		return []string{key, o.override}
+	}
+	return []string{key}
+}
+
+func allCall(clauses []Clause, peek bool) (call, error) {
+	if len(clauses) == 0 {
+		return call{}, argErr("All", "needs at least one clause (Fixed, Sliding or Token)")
+	}
+	k := call{name: "RL.ALL", argv: []any{"RL.ALL"}, keyPos: 2, effect: effectCacheable}
+	refund, writes := false, false
+	for i, c := range clauses {
+		if c.algorithm == "" {
+			return call{}, argErr("All", "clause %d is the zero Clause: build clauses with Fixed, Sliding or Token", i)
+		}
+		where := "All clause " + strconv.Itoa(i) + " (" + c.algorithm + " " + c.key + ")"
+		words, o, err := clauseWords(where, c, c.allowed(), append(k.argv, c.algorithm))
+		if err != nil {
+			return call{}, err
+		}
+		k.argv = words
+		k.keys = append(k.keys, clauseKeys(c.key, o)...)
+		refund = refund || o.has(optRefund)
+		writes = writes || !reads(o)
+		if o.has(optWait) && o.wait > k.wait {
+			k.wait = o.wait
+		}
+	}
+	if peek {
+		k.argv = append(k.argv, "PEEK")
+		k.effect = effectNone
+	} else if refund {
+		k.effect = effectRefund
+	}
+	k.writes = writes && !peek
+	return k, nil
+}

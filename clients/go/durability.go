@@ -1,0 +1,108 @@
+package librl
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// durability: after each call that may write, WAIT replicas timeout on the
+// same connection, so the call returns once that many replicas hold it.
+type durability struct {
+	replicas int
+	timeout  time.Duration
+}
+
+// WithDurability returns a Limiter that follows every call that may write
+// (not Peek, not Cost(0)) with WAIT replicas timeout on the same
+// connection, in one round trip. When fewer replicas acknowledge in time,
+// the call returns its Decision together with a *DurabilityError: the
+// decision stands on the primary, but a failover now could lose it. A
+// timeout of 0 waits without bound, as WAIT does.
+func (l *Limiter) WithDurability(replicas int, timeout time.Duration) *Limiter {
+	out := *l
+	out.durable = &durability{replicas: replicas, timeout: timeout}
+	return &out
+}
+
+func (l *Limiter) sendDurable(ctx context.Context, k call) (any, error) {
+	cmd := redis.NewCmd(ctx, k.argv...)
+	cmd.SetFirstKeyPos(k.keyPos)
+	timeout := l.durable.timeout.Milliseconds()
+	wait := redis.NewIntCmd(ctx, "WAIT", strconv.Itoa(l.durable.replicas), strconv.FormatInt(timeout, 10))
+	// Both on one connection: WAIT counts that connection's writes.
+	run := func(c redis.Cmdable, asking bool) error {
+		_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			if asking {
+				_ = p.Process(ctx, redis.NewStatusCmd(ctx, "ASKING"))
+			}
+			_ = p.Process(ctx, cmd)
+			_ = p.Process(ctx, wait)
+			return nil
+		})
+		return err
+	}
+	if l.cluster == nil {
+		_ = run(l.client, false)
+	} else if err := l.clusterDurable(ctx, k, run, cmd); err != nil {
+		return nil, &Error{Command: k.name, Err: err}
+	}
+	if err := cmd.Err(); err != nil {
+		return nil, &Error{Command: k.name, Err: err}
+	}
+	if err := wait.Err(); err != nil {
+		return cmd.Val(), &Error{Command: "WAIT", Err: err}
+	}
+	if acked := wait.Val(); acked < int64(l.durable.replicas) {
+		return cmd.Val(), &DurabilityError{Command: k.name, Wanted: l.durable.replicas, Acked: acked}
+	}
+	return cmd.Val(), nil
+}
+
+// clusterDurable sends the pipeline to the primary owning the call's slot;
+// a MOVED or ASK (a slot being moved) sends it again to the node named.
+func (l *Limiter) clusterDurable(ctx context.Context, k call, run func(redis.Cmdable, bool) error, cmd *redis.Cmd) error {
+	key, _ := k.argv[k.keyPos].(string)
+	node, err := l.cluster.MasterForKey(ctx, key)
+	if err != nil {
+		return err
+	}
+	asking := false
+	for attempt := 0; ; attempt++ {
+		_ = run(node, asking)
+		kind, addr := redirect(cmd.Err())
+		if kind == "" || attempt >= 3 {
+			return nil
+		}
+		if kind == "MOVED" {
+			l.cluster.ReloadState(ctx)
+		}
+		asking = kind == "ASK"
+		if node, err = l.primaryAt(ctx, addr); err != nil {
+			return err
+		}
+	}
+}
+
+// primaryAt is the cluster client's connection to the primary at addr.
+func (l *Limiter) primaryAt(ctx context.Context, addr string) (*redis.Client, error) {
+	var found *redis.Client
+	err := l.cluster.ForEachMaster(ctx, func(_ context.Context, c *redis.Client) error {
+		if c.Options().Addr == addr {
+			found = c
+		}
+		return nil
+	})
+	if err == nil && found == nil {
+		err = errNoNode(addr)
+	}
+	return found, err
+}
+
+type errNoNode string
+
+func (e errNoNode) Error() string {
+	return "no primary at " + string(e) + " in the cluster client's map"
+}

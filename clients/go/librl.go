@@ -1,0 +1,197 @@
+// Package librl is the Go client of librl, the Redis and Valkey module for
+// rate limiting, over go-redis v9: typed calls of RL.FIXED, RL.SLIDING,
+// RL.TOKEN, RL.ALL and RL.OVERRIDE (docs/commands.md), each routed straight
+// to the node that owns its key.
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+//	lim := librl.New(rdb)
+//	d, err := lim.Fixed(ctx, "user:42", 10, time.Minute)
+//	if err == nil && !d.Allowed {
+//		fmt.Println("retry in", d.RetryAfter)
+//	}
+//	all, err := lim.All(ctx,
+//		librl.Fixed("{ip:203.0.113.7}:s", 5, time.Second, librl.Aligned()),
+//		librl.Sliding("{ip:203.0.113.7}:m", 100, time.Minute))
+//
+// Routing: in a *redis.ClusterClient every call goes to the primary owning
+// its key's slot, computed here (RL.ALL and RL.OVERRIDE included, whose
+// second word is not a key), through go-redis's own Process, which follows
+// MOVED and ASK when a slot moves. No COMMAND GETKEYS is ever sent. The keys
+// of one call must share a slot (a hash tag: "{user42}:min",
+// "{user42}:day"); otherwise the call is refused before sending with an
+// *ArgError saying so.
+package librl
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Limiter sends librl's commands through a go-redis client. It is safe for
+// concurrent use, as the client is.
+type Limiter struct {
+	client  redis.UniversalClient
+	cluster *redis.ClusterClient // the same client, when it is a cluster
+	cache   *DenialCache
+	durable *durability
+	// readTimeout is the client's, when known: a WAIT held longer fails.
+	readTimeout time.Duration
+}
+
+// New wraps a *redis.Client, a *redis.ClusterClient, or any
+// redis.UniversalClient (NewUniversalClient's result included).
+func New(client redis.UniversalClient) *Limiter {
+	l := &Limiter{client: client}
+	switch c := client.(type) {
+	case *redis.ClusterClient:
+		l.cluster = c
+		l.readTimeout = c.Options().ReadTimeout
+	case *redis.Client:
+		l.readTimeout = c.Options().ReadTimeout
+	}
+	return l
+}
+
+// WithDenialCache returns a Limiter that answers repeated denied calls
+// locally until their RetryAfter has passed (see DenialCache for when that
+// is exact). Pass nil for a new cache of 10,000 entries.
+func (l *Limiter) WithDenialCache(cache *DenialCache) *Limiter {
+	if cache == nil {
+		cache = NewDenialCache(0)
+	}
+	out := *l
+	out.cache = cache
+	return &out
+}
+
+// Client is the go-redis client the Limiter sends through.
+func (l *Limiter) Client() redis.UniversalClient { return l.client }
+
+// Cache is the Limiter's denial cache, or nil.
+func (l *Limiter) Cache() *DenialCache { return l.cache }
+
+// Fixed is RL.FIXED: at most limit units per window, a window opening at
+// the first admitted call (Aligned: on multiples of window in Unix time).
+// Options: Aligned, Cost, Refund, Block, Override, Peek.
+func (l *Limiter) Fixed(ctx context.Context, key string, limit int64, window time.Duration, opts ...Option) (Decision, error) {
+	return l.single(ctx, "Fixed", Fixed(key, limit, window), opts)
+}
+
+// Sliding is RL.SLIDING: at most limit units in any window ending now
+// (Approx: the two-window weighted counter). Options: Approx, Cost, Refund,
+// Block, Override, Peek.
+func (l *Limiter) Sliding(ctx context.Context, key string, limit int64, window time.Duration, opts ...Option) (Decision, error) {
+	return l.single(ctx, "Sliding", Sliding(key, limit, window), opts)
+}
+
+// Token is RL.TOKEN: a bucket refilling rate tokens per window, holding
+// Burst tokens (default rate). Options: Burst, Cost, Refund, Reserve, Wait,
+// Block, Override, Peek.
+func (l *Limiter) Token(ctx context.Context, key string, rate int64, window time.Duration, opts ...Option) (Decision, error) {
+	return l.single(ctx, "Token", Token(key, rate, window), opts)
+}
+
+// All is RL.ALL: the call is admitted only if every clause admits it, and
+// then every clause records it; otherwise nothing is recorded anywhere.
+func (l *Limiter) All(ctx context.Context, clauses ...Clause) (AllDecision, error) {
+	k, err := allCall(clauses, false)
+	if err != nil {
+		return AllDecision{}, err
+	}
+	return l.many(ctx, k)
+}
+
+// PeekAll is RL.ALL ... PEEK: the answer All would give, changing nothing.
+func (l *Limiter) PeekAll(ctx context.Context, clauses ...Clause) (AllDecision, error) {
+	k, err := allCall(clauses, true)
+	if err != nil {
+		return AllDecision{}, err
+	}
+	return l.many(ctx, k)
+}
+
+func (l *Limiter) single(ctx context.Context, method string, c Clause, opts []Option) (Decision, error) {
+	k, err := limiterCall(method, c, opts)
+	if err != nil {
+		return Decision{}, err
+	}
+	id, gen, sent := l.cached(k)
+	if id != "" {
+		if e, ok := l.cache.lookup(id, sent); ok && e.all == nil {
+			return e.one, nil
+		}
+	}
+	reply, err := l.send(ctx, k)
+	if reply == nil {
+		return Decision{}, err
+	}
+	d, perr := decisionFrom(reply)
+	if perr != nil {
+		return Decision{}, &Error{Command: k.name, Err: perr}
+	}
+	if id != "" && !d.Allowed {
+		l.cache.keep(id, gen, sent, time.Now(), d.RetryAfter, cacheEntry{one: d, keys: k.keys})
+	}
+	return d, err
+}
+
+func (l *Limiter) many(ctx context.Context, k call) (AllDecision, error) {
+	id, gen, sent := l.cached(k)
+	if id != "" {
+		if e, ok := l.cache.lookup(id, sent); ok && e.all != nil {
+			return *e.all, nil
+		}
+	}
+	reply, err := l.send(ctx, k)
+	if reply == nil {
+		return AllDecision{}, err
+	}
+	a, perr := allDecisionFrom(reply)
+	if perr != nil {
+		return AllDecision{}, &Error{Command: k.name, Err: perr}
+	}
+	if id != "" && !a.Allowed {
+		l.cache.keep(id, gen, sent, time.Now(), a.RetryAfter, cacheEntry{all: &a, keys: k.keys})
+	}
+	return a, err
+}
+
+// cached gives the cache id of a call whose denial may be kept, the cache
+// generation and the time before sending; id is "" otherwise.
+func (l *Limiter) cached(k call) (id string, gen uint64, now time.Time) {
+	now = time.Now()
+	if l.cache == nil || k.effect != effectCacheable {
+		return "", 0, now
+	}
+	return cacheID(k), l.cache.generation(), now
+}
+
+// send routes and sends a checked call. A nil reply comes with an error; a
+// reply may come with a *DurabilityError.
+func (l *Limiter) send(ctx context.Context, k call) (any, error) {
+	if l.cluster != nil {
+		if err := oneSlot(k.name, k.keys); err != nil {
+			return nil, err
+		}
+	}
+	if k.wait > 0 && l.readTimeout > 0 && k.wait+time.Second > l.readTimeout {
+		return nil, argErr(k.name, "Wait(%v) holds the reply about as long as the client's ReadTimeout (%v) or longer: "+
+			"raise redis.Options.ReadTimeout above it, or use Reserve and wait in the caller", k.wait, l.readTimeout)
+	}
+	if l.cache != nil {
+		defer l.cache.after(k)
+	}
+	if l.durable != nil && k.writes {
+		return l.sendDurable(ctx, k)
+	}
+	cmd := redis.NewCmd(ctx, k.argv...)
+	// go-redis's ClusterClient routes by the key at this position, instead
+	// of COMMAND's first-key position (none for RL.ALL and RL.OVERRIDE).
+	cmd.SetFirstKeyPos(k.keyPos)
+	if err := l.client.Process(ctx, cmd); err != nil {
+		return nil, &Error{Command: k.name, Err: err}
+	}
+	return cmd.Val(), nil
+}

@@ -1,0 +1,120 @@
+package librl
+
+import (
+	"fmt"
+	"time"
+)
+
+// Never is the RetryAfter of a call no wait can help (its cost exceeds the
+// effective limit; the commands reply retry_after -1), and the TTL of an
+// override that has none. It is the only negative duration a reply holds.
+const Never time.Duration = -1
+
+// Decision is a limiter's reply (docs/commands.md, The limiter reply).
+type Decision struct {
+	// Allowed: the call was admitted and its cost recorded.
+	Allowed bool
+	// Count is the units counted against the limit after this call.
+	Count int64
+	// RetryAfter is how long until a call of the same cost is admitted: 0
+	// when admitted, Never when no wait helps. After an admitted Reserve,
+	// the wait before acting on the reserved tokens.
+	RetryAfter time.Duration
+	// Limit is the effective limit (after any override); TOKEN: the capacity.
+	Limit int64
+	// Remaining is max(0, Limit-Count).
+	Remaining int64
+	// ResetAfter is how long until the limiter is empty (TOKEN: full) again.
+	ResetAfter time.Duration
+}
+
+// AllDecision is RL.ALL's reply: Allowed only if every clause admitted the
+// call, RetryAfter the longest wait among the denying clauses (Never if one
+// of them can never admit it), and one Decision per clause, in order.
+type AllDecision struct {
+	Allowed    bool
+	RetryAfter time.Duration
+	Decisions  []Decision
+}
+
+// OverrideValues is an override's stored values (RL.OVERRIDE GET).
+type OverrideValues struct {
+	Limit  int64
+	Window time.Duration
+	Burst  int64         // 0 when unset
+	TTL    time.Duration // Never when the override does not expire
+}
+
+// OverrideEntry is one override listed by OverrideList or OverrideScan.
+type OverrideEntry struct {
+	Key string
+	OverrideValues
+}
+
+// millis turns a reply's milliseconds into a duration, -1 into Never.
+func millis(ms int64) time.Duration {
+	if ms < 0 {
+		return Never
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+func replyError(what string, reply any) error {
+	return fmt.Errorf("librl: unexpected %s reply %#v", what, reply)
+}
+
+func ints(what string, reply any, n int) ([]int64, error) {
+	arr, ok := reply.([]any)
+	if !ok || (n >= 0 && len(arr) != n) {
+		return nil, replyError(what, reply)
+	}
+	out := make([]int64, len(arr))
+	for i, v := range arr {
+		x, ok := v.(int64)
+		if !ok {
+			return nil, replyError(what, reply)
+		}
+		out[i] = x
+	}
+	return out, nil
+}
+
+func decisionFrom(reply any) (Decision, error) {
+	v, err := ints("limiter", reply, 6)
+	if err != nil {
+		return Decision{}, err
+	}
+	return Decision{
+		Allowed:    v[0] == 1,
+		Count:      v[1],
+		RetryAfter: millis(v[2]),
+		Limit:      v[3],
+		Remaining:  v[4],
+		ResetAfter: millis(v[5]),
+	}, nil
+}
+
+func allDecisionFrom(reply any) (AllDecision, error) {
+	arr, ok := reply.([]any)
+	if !ok || len(arr) < 3 {
+		return AllDecision{}, replyError("RL.ALL", reply)
+	}
+	head, err := ints("RL.ALL", arr[:2], 2)
+	if err != nil {
+		return AllDecision{}, err
+	}
+	out := AllDecision{Allowed: head[0] == 1, RetryAfter: millis(head[1]), Decisions: make([]Decision, 0, len(arr)-2)}
+	for _, r := range arr[2:] {
+		d, err := decisionFrom(r)
+		if err != nil {
+			return AllDecision{}, err
+		}
+		out.Decisions = append(out.Decisions, d)
+	}
+	return out, nil
+}
+
+func overrideFrom(v []int64) OverrideValues {
+	o := OverrideValues{Limit: v[0], Window: millis(v[1]), Burst: v[2], TTL: millis(v[3])}
+	return o
+}
