@@ -2,7 +2,14 @@
  * librl: the Node.js client of the librl Redis module (RL.FIXED,
  * RL.SLIDING, RL.TOKEN, RL.ALL, RL.OVERRIDE) for ioredis and node-redis.
  */
-export { Limiter, CrossSlotError, type LimiterOptions, type RedisLikeClient } from "./limiter.js";
+export {
+  Limiter,
+  CrossSlotError,
+  DurabilityError,
+  type DurableOptions,
+  type LimiterOptions,
+  type RedisLikeClient,
+} from "./limiter.js";
 export {
   Fixed,
   Sliding,

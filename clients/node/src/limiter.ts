@@ -51,6 +51,36 @@ export class CrossSlotError extends Error {
   }
 }
 
+/**
+ * A durable Limiter's call took effect on the primary, but fewer replicas
+ * than asked acknowledged it within the timeout (`WAIT` replied
+ * `replicas`). `reply` is the call's result as it stands on the primary
+ * (a Decision, an AllDecision, a count, or undefined for overrideSet): the
+ * caller decides whether to act on it.
+ */
+export class DurabilityError extends Error {
+  override readonly name = "DurabilityError";
+  constructor(
+    readonly reply: unknown,
+    readonly replicas: number,
+    readonly numreplicas: number,
+    readonly timeoutMs: number,
+  ) {
+    super(
+      `librl: ${replicas} of ${numreplicas} replicas acknowledged the call within ${timeoutMs} ms ` +
+        `(WAIT ${numreplicas} ${timeoutMs}); the primary has it`,
+    );
+  }
+}
+
+/** `WAIT numreplicas timeoutMs` after every call that may write. */
+export interface DurableOptions {
+  /** Replicas that must acknowledge the call (at least 1). */
+  numreplicas: number;
+  /** The longest WAIT waits, in ms; 0 waits forever. */
+  timeoutMs: number;
+}
+
 export interface LimiterOptions {
   /**
    * Answer a repeated denied call locally until its retryAfterMs has passed
@@ -70,6 +100,14 @@ export interface LimiterOptions {
    * Found automatically; needed only where it cannot be (bundled code).
    */
   ioredisCommand?: unknown;
+  /**
+   * Sends `WAIT numreplicas timeoutMs` right behind every call that may
+   * write (not PEEK, not a GET or LIST), on the same connection, in the
+   * same round trip; a call fewer replicas acknowledged rejects with a
+   * DurabilityError carrying its reply. Needs a client with one connection
+   * per node (not a pool). Default off.
+   */
+  durable?: DurableOptions;
 }
 
 /**
@@ -78,6 +116,22 @@ export interface LimiterOptions {
  */
 export interface RedisLikeClient {
   sendCommand(...args: never[]): unknown;
+}
+
+function checkDurable(durable: unknown): readonly [number, number] | undefined {
+  if (durable === undefined) return undefined;
+  const d = durable as Partial<DurableOptions> | null;
+  const example = "e.g. { numreplicas: 1, timeoutMs: 100 } sends WAIT 1 100 after every call that writes";
+  if (d === null || typeof d !== "object" || Object.keys(d).some((k) => k !== "numreplicas" && k !== "timeoutMs")) {
+    throw new TypeError(`new Limiter(): durable must be { numreplicas, timeoutMs } (${example})`);
+  }
+  if (typeof d.numreplicas !== "number" || !Number.isSafeInteger(d.numreplicas) || d.numreplicas < 1) {
+    throw new TypeError(`new Limiter(): durable.numreplicas must be an integer of at least 1 (${example})`);
+  }
+  if (typeof d.timeoutMs !== "number" || !Number.isSafeInteger(d.timeoutMs) || d.timeoutMs < 0) {
+    throw new TypeError(`new Limiter(): durable.timeoutMs must be an integer of at least 0 (0: wait forever) (${example})`);
+  }
+  return [d.numreplicas, d.timeoutMs];
 }
 
 /** Runs `f`, turning a synchronous throw (a client-side check) into a rejection. */
@@ -98,15 +152,16 @@ export class Limiter {
   readonly #transport: Transport;
   readonly #prefix: string;
   readonly #cache: DenialCache | undefined;
+  readonly #durable: readonly [number, number] | undefined;
 
   constructor(client: RedisLikeClient, options: LimiterOptions = {}) {
     if (options === null || typeof options !== "object") {
       throw new TypeError("new Limiter(client, options): options must be an object");
     }
     for (const name of Object.keys(options)) {
-      if (!["denialCache", "keyPrefix", "ioredisCommand"].includes(name)) {
+      if (!["denialCache", "keyPrefix", "ioredisCommand", "durable"].includes(name)) {
         throw new TypeError(
-          `new Limiter(): unknown option ${JSON.stringify(name)} (expected denialCache, keyPrefix, ioredisCommand)`,
+          `new Limiter(): unknown option ${JSON.stringify(name)} (expected denialCache, keyPrefix, ioredisCommand, durable)`,
         );
       }
     }
@@ -123,6 +178,7 @@ export class Limiter {
     else if (dc === true) this.#cache = new DenialCache();
     else if (typeof dc === "object" && dc !== null) this.#cache = new DenialCache(dc);
     else throw new TypeError("new Limiter(): denialCache must be a boolean or { maxEntries }");
+    this.#durable = checkDurable(options.durable);
   }
 
   /** Which kind of client this Limiter found: "ioredis", "ioredis-cluster", "node-redis" or "node-redis-cluster". */
@@ -162,7 +218,7 @@ export class Limiter {
     this.#checkSlots("RL.ALL", keys);
     const refund = checked.some((clause) => clause.refund);
     const n = checked.length;
-    return this.#cached(argv, keys, refund, (reply) => parseAllDecision(reply, n));
+    return this.#cached(argv, keys, refund, !peek, (reply) => parseAllDecision(reply, n));
   }
 
   /** RL.OVERRIDE SET: stores an override at `okey` (replacing any). */
@@ -170,7 +226,7 @@ export class Limiter {
     const argv = overrideSetArgv(okey, limit, window, options, this.#prefix);
     this.#cache?.clear();
     try {
-      await this.#transport.send(argv, [argv[2] as string], false);
+      await this.#write(argv, [argv[2] as string], () => undefined);
     } finally {
       this.#cache?.clear();
     }
@@ -189,7 +245,7 @@ export class Limiter {
     this.#checkSlots("RL.OVERRIDE DEL", keys);
     this.#cache?.clear();
     try {
-      return parseCount(await this.#transport.send(argv, keys, false), "RL.OVERRIDE DEL");
+      return await this.#write(argv, keys, (reply) => parseCount(reply, "RL.OVERRIDE DEL"));
     } finally {
       this.#cache?.clear();
     }
@@ -218,19 +274,37 @@ export class Limiter {
     const argv = limiterArgv(call, this.#prefix);
     const keys = clauseKeys(call, this.#prefix);
     if (keys.length > 1) this.#checkSlots(argv[0] as string, keys);
-    return this.#cached(argv, keys, call.refund, (reply) => parseDecision(reply, argv[0] as string));
+    return this.#cached(argv, keys, call.refund, !call.peek, (reply) => parseDecision(reply, argv[0] as string));
+  }
+
+  /** Sends a call that may write: with `WAIT` behind it when this Limiter is durable. */
+  #write<T>(argv: readonly string[], keys: readonly string[], parse: (reply: unknown) => T): Promise<T> {
+    const durable = this.#durable;
+    if (durable === undefined) return this.#transport.send(argv, keys, false).then(parse);
+    return this.#transport.sendWithWait(argv, keys, durable).then(([reply, acked]) => {
+      const result = parse(reply);
+      const replicas = Number(acked);
+      if (!(replicas >= durable[0])) throw new DurabilityError(result, replicas, durable[0], durable[1]);
+      return result;
+    });
   }
 
   #cached<T extends Decision | AllDecision>(
     argv: readonly string[],
     keys: readonly string[],
     refund: boolean,
+    writes: boolean,
     parse: (reply: unknown) => T,
   ): Promise<T> {
     const cache = this.#cache;
-    // The hot path: no cache, one promise from the client, one .then.
-    if (cache === undefined) return this.#transport.send(argv, keys, false).then(parse);
-    return this.#throughCache(cache, argv, keys, refund, parse);
+    const durable = writes && this.#durable !== undefined;
+    // The hot path: no cache, not durable: one promise from the client, one .then.
+    if (cache === undefined) {
+      return durable ? this.#write(argv, keys, parse) : this.#transport.send(argv, keys, false).then(parse);
+    }
+    return this.#throughCache(cache, argv, keys, refund, (a, k) =>
+      durable ? this.#write(a, k, parse) : this.#transport.send(a, k, false).then(parse),
+    );
   }
 
   async #throughCache<T extends Decision | AllDecision>(
@@ -238,14 +312,14 @@ export class Limiter {
     argv: readonly string[],
     keys: readonly string[],
     refund: boolean,
-    parse: (reply: unknown) => T,
+    call: (argv: readonly string[], keys: readonly string[]) => Promise<T>,
   ): Promise<T> {
     if (refund) {
       // A refund can make a cached denial wrong: forget the key's entries
       // (again after the reply, in case a denial arrived meanwhile).
       for (const key of keys) cache.clearKey(key);
       try {
-        return parse(await this.#transport.send(argv, keys, false));
+        return await call(argv, keys);
       } finally {
         for (const key of keys) cache.clearKey(key);
       }
@@ -254,7 +328,7 @@ export class Limiter {
     const hit = cache.get(id) as T | undefined;
     if (hit !== undefined) return hit;
     const generation = cache.generation;
-    const decision = parse(await this.#transport.send(argv, keys, false));
+    const decision = await call(argv, keys);
     cache.offer(id, keys, decision, generation);
     return decision;
   }

@@ -13,6 +13,8 @@
  *   (`exec` and `addCommand`), whose commands resolve only at exec.
  */
 
+import { keySlot } from "./slot.js";
+
 /** The client kinds a Limiter knows. */
 export type ClientKind = "ioredis" | "ioredis-cluster" | "node-redis" | "node-redis-cluster";
 
@@ -26,6 +28,16 @@ export interface Transport {
    * keys: a cluster routes by the first one; none means any node.
    */
   send(argv: readonly string[], keys: readonly string[], readonly: boolean): Promise<unknown>;
+  /**
+   * Sends `argv` and, right behind it on the same connection (the node
+   * owning `keys[0]` in a cluster), `WAIT numreplicas timeout`: resolves to
+   * both replies, the command's first. One round trip.
+   */
+  sendWithWait(argv: readonly string[], keys: readonly string[], wait: readonly [number, number]): Promise<[unknown, unknown]>;
+}
+
+function waitArgv(wait: readonly [number, number]): string[] {
+  return ["WAIT", String(wait[0]), String(wait[1])];
 }
 
 /** The part of ioredis's Command class this package uses. */
@@ -102,23 +114,27 @@ function ioredisTransport(client: Obj, Command: IoredisCommandClass | undefined)
   }
   const options = isObject(client["options"]) ? client["options"] : {};
   const sendCommand = client["sendCommand"] as (command: IoredisCommand) => Promise<unknown>;
+  const send = (argv: readonly string[], keys: readonly string[], readonly: boolean): Promise<unknown> => {
+    const command = new CommandClass(argv[0] as string, argv.slice(1), {
+      replyEncoding: "utf8",
+      readOnly: readonly,
+    });
+    if (keys.length > 0) {
+      // ioredis finds keys only for the commands it knows; declaring ours
+      // makes Cluster route by the key's slot (and follow MOVED/ASK).
+      const declared = [...keys];
+      command.getKeys = () => declared;
+    }
+    return sendCommand.call(client, command);
+  };
   return {
     kind: isCluster ? "ioredis-cluster" : "ioredis",
     isCluster,
     keyPrefix: prefixString(options["keyPrefix"]),
-    send(argv, keys, readonly) {
-      const command = new CommandClass(argv[0] as string, argv.slice(1), {
-        replyEncoding: "utf8",
-        readOnly: readonly,
-      });
-      if (keys.length > 0) {
-        // ioredis finds keys only for the commands it knows; declaring ours
-        // makes Cluster route by the key's slot (and follow MOVED/ASK).
-        const declared = [...keys];
-        command.getKeys = () => declared;
-      }
-      return sendCommand.call(client, command);
-    },
+    send,
+    // Both are queued now, in order, on the one connection to the node
+    // that owns the key (WAIT routed by the same declared key).
+    sendWithWait: (argv, keys, wait) => Promise.all([send(argv, keys, false), send(waitArgv(wait), keys.slice(0, 1), false)]),
   };
 }
 
@@ -141,23 +157,38 @@ function nodeRedisTransport(client: Obj): Transport {
       isReadonly: boolean,
       args: string[],
     ) => Promise<unknown>;
+    const send = (argv: readonly string[], keys: readonly string[], readonly: boolean): Promise<unknown> =>
+      sendCommand.call(client, keys[0], readonly, argv as string[]);
     return {
       kind: "node-redis-cluster",
       isCluster: true,
       keyPrefix,
-      send(argv, keys, readonly) {
-        return sendCommand.call(client, keys[0], readonly, argv as string[]);
+      send,
+      // node-redis routes WAIT by its command tips to every primary and
+      // keeps the least count, so both go straight down the connection to
+      // the key's primary (by the client's slot map; a MOVED rejects).
+      async sendWithWait(argv, keys, wait) {
+        const slots = client["slots"] as ArrayLike<{ master?: unknown } | undefined> | undefined;
+        const master = slots?.[keySlot(keys[0] as string)]?.master;
+        const nodeClient = client["nodeClient"] as ((node: unknown) => unknown) | undefined;
+        if (master === undefined || typeof nodeClient !== "function") {
+          throw new Error("librl: durable: this node-redis cluster does not tell the primary of a slot (slots, nodeClient)");
+        }
+        const node = (await nodeClient.call(client, master)) as { sendCommand(args: string[]): Promise<unknown> };
+        return Promise.all([node.sendCommand(argv as string[]), node.sendCommand(waitArgv(wait))]);
       },
     };
   }
   const sendCommand = target["sendCommand"] as (args: string[]) => Promise<unknown>;
+  const send = (argv: readonly string[]): Promise<unknown> => sendCommand.call(target, argv as string[]);
   return {
     kind: "node-redis",
     isCluster: false,
     keyPrefix,
-    send(argv) {
-      return sendCommand.call(target, argv as string[]);
-    },
+    send,
+    // Written one after the other on the client's connection (a pool may
+    // use two connections: durable needs a client).
+    sendWithWait: (argv, _keys, wait) => Promise.all([send(argv), send(waitArgv(wait))]),
   };
 }
 
