@@ -15,7 +15,7 @@ if [ ! -x "$bin/pytest" ]; then
   exit 1
 fi
 cd "$here"
-code=(src tests "$root/examples/python/ratelimit.py" "$root/bench/clients/python_bench.py")
+code=(src tests "$root/examples/python" "$root/bench/clients/python_bench.py")
 status=0
 "$bin/ruff" check --config pyproject.toml "${code[@]}" || status=1
 "$bin/ruff" format --check --config pyproject.toml "${code[@]}" || status=1

@@ -1,0 +1,169 @@
+"""librl for ASGI: Starlette, FastAPI, or any ASGI app, over redis.asyncio.
+
+    from librl.http.asgi import RateLimitMiddleware
+
+    app.add_middleware(RateLimitMiddleware, config="policies.yaml",
+                       url="redis://127.0.0.1:6379")
+
+The user of ``key: user`` is ``scope["user"]`` (Starlette's
+AuthenticationMiddleware, which must then run before this one) or
+``request.state.user`` (``scope["state"]["user"]``); an object gives its
+``username``, ``identity``, ``display_name`` or ``id``, and an unauthenticated one
+(``is_authenticated`` false) is no user. Pass ``user=`` a function of the
+ASGI scope to look elsewhere. Per-route policies: librl.http.fastapi.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optional, Sequence, Tuple
+
+from ._engine import Hook, Reply, Request
+from ._guard import Admission, AsyncGuard, ConfigSource
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+#: Finds the authenticated user of a request in its ASGI scope.
+UserResolver = Callable[[Scope], Optional[str]]
+
+
+def user_name(user: Any) -> Optional[str]:
+    """The name of a framework's user object: a string as is; an object's
+    ``username``, ``identity``, ``display_name`` or ``id``; None when it is
+    not authenticated."""
+    if user is None or isinstance(user, str):
+        return user or None
+    if getattr(user, "is_authenticated", True) is False:
+        return None
+    for attr in ("username", "identity", "display_name", "id"):
+        try:
+            value = getattr(user, attr, None)
+            if callable(value):
+                value = value()
+        except NotImplementedError:  # Starlette's BaseUser leaves identity abstract
+            continue
+        if value not in (None, ""):
+            return str(value)
+    return None
+
+
+def scope_user(scope: Scope) -> Optional[str]:
+    """The default resolver: scope["user"], else request.state.user."""
+    user = scope.get("user")
+    if user is None:
+        state = scope.get("state")
+        if isinstance(state, dict):
+            user = state.get("user")
+    return user_name(user)
+
+
+def request_of(scope: Scope, user: Optional[str]) -> Request:
+    headers: Dict[str, List[str]] = {}
+    for name, value in scope.get("headers", ()):
+        headers.setdefault(name.decode("latin-1").lower(), []).append(value.decode("latin-1"))
+    client = scope.get("client")
+    return Request(
+        method=scope.get("method", "GET"),
+        path=scope.get("path", "/"),
+        headers=headers,
+        peer=client[0] if client else None,
+        user=user,
+    )
+
+
+async def send_reply(send: Send, reply: Reply) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": reply.status,
+            "headers": [(k.lower().encode(), v.encode()) for k, v in reply.headers],
+        }
+    )
+    await send({"type": "http.response.body", "body": reply.body})
+
+
+class RateLimitMiddleware:
+    """The ASGI middleware: checks every HTTP request against the
+    configuration's routes (or, without routes, every policy)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        config: ConfigSource,
+        client: Any = None,
+        *,
+        url: Optional[str] = None,
+        cluster_nodes: Optional[str] = None,
+        on_decision: Optional[Hook] = None,
+        user: UserResolver = scope_user,
+    ) -> None:
+        self.app = app
+        self.guard = AsyncGuard(
+            config, client, url=url, cluster_nodes=cluster_nodes, on_decision=on_decision
+        )
+        self.user = user
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        await guarded(self.guard, self.app, scope, receive, send, self.user(scope), None)
+
+
+async def guarded(
+    guard: AsyncGuard,
+    app: ASGIApp,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    user: Optional[str],
+    names: Optional[Sequence[str]],
+) -> None:
+    """One request through the guard: check, call the app with the headers
+    added to its response, refund after it (before its last body chunk
+    goes out, so the client's next request sees the refund)."""
+    buffered: List[Message] = []
+
+    async def body_length(limit: int) -> Optional[int]:
+        size = 0
+        while True:
+            message = await receive()
+            buffered.append(message)
+            if message["type"] != "http.request":
+                return size
+            size += len(message.get("body", b""))
+            if size > limit:
+                return None
+            if not message.get("more_body", False):
+                return size
+
+    admission = await guard.admit(request_of(scope, user), body_length, names)
+    if admission.reply is not None:
+        await send_reply(send, admission.reply)
+        return
+
+    async def replay() -> Message:
+        return buffered.pop(0) if buffered else await receive()
+
+    await app(scope, replay if buffered else receive, _sender(guard, admission, send))
+
+
+def _sender(guard: AsyncGuard, admission: Admission, send: Send) -> Send:
+    extra: List[Tuple[bytes, bytes]] = [
+        (k.lower().encode(), v.encode()) for k, v in admission.headers
+    ]
+    status = [200]
+
+    async def wrapped(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            status[0] = int(message["status"])
+            if extra:
+                message = dict(message)
+                message["headers"] = [*message.get("headers", ()), *extra]
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            await guard.finish(admission, status[0])
+        await send(message)
+
+    return wrapped

@@ -1,0 +1,146 @@
+"""librl for Django: a middleware configured in settings, and a decorator
+for a view's own policies.
+
+    # settings.py
+    MIDDLEWARE = [
+        ...,
+        "django.contrib.auth.middleware.AuthenticationMiddleware",
+        "librl.http.django.RateLimitMiddleware",
+    ]
+    LIBRL = {"config": BASE_DIR / "policies.yaml", "url": "redis://127.0.0.1:6379"}
+
+    # views.py
+    from librl.http.django import rate_limit
+
+    @rate_limit("search")
+    def search(request): ...
+
+``LIBRL`` keys: ``config`` (a file path or a dict, required), ``url`` or
+``cluster_nodes`` (else $REDIS_URL / $REDIS_CLUSTER_NODES), ``client`` (a
+redis.Redis or RedisCluster instead), ``on_decision`` (the decision hook:
+a callable or its dotted path) and ``user`` (a function of the request
+returning the user's name, or its dotted path). The default user is
+``request.user`` when authenticated (``get_username()``), so the
+middleware goes after AuthenticationMiddleware.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any, Callable, Dict, List, Optional, TypeVar
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.http import HttpResponse
+from django.utils.module_loading import import_string
+
+from ._engine import Reply, Request
+from ._guard import Admission, Guard
+from .asgi import user_name
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def rate_limit(*names: str) -> Callable[[F], F]:
+    """The view is checked against these policies instead of the
+    configuration's routes (the middleware does the check; names are
+    checked when the middleware starts)."""
+
+    def mark(view: F) -> F:
+        view.librl_policies = names  # type: ignore[attr-defined]
+        return view
+
+    return mark
+
+
+def request_user(request: Any) -> Optional[str]:
+    """The default resolver: Django's authenticated request.user."""
+    return user_name_of(getattr(request, "user", None))
+
+
+def user_name_of(user: Any) -> Optional[str]:
+    if user is None or getattr(user, "is_authenticated", False) is not True:
+        return None
+    get = getattr(user, "get_username", None)
+    return str(get()) if callable(get) else user_name(user)
+
+
+def _setting(options: Dict[str, Any], name: str) -> Any:
+    value = options.get(name)
+    return import_string(value) if isinstance(value, str) else value
+
+
+def reply_response(reply: Reply) -> HttpResponse:
+    response = HttpResponse(reply.body, status=reply.status)
+    for name, value in reply.headers:
+        response[name] = value
+    return response
+
+
+class RateLimitMiddleware:
+    """Checks each request after URL resolution (process_view, so a view's
+    @rate_limit is known), adds the headers and refunds after the view."""
+
+    def __init__(self, get_response: Callable[[Any], Any]) -> None:
+        self.get_response = get_response
+        options = getattr(settings, "LIBRL", None)
+        if not isinstance(options, dict) or "config" not in options:
+            raise ImproperlyConfigured(
+                "librl: settings.LIBRL must be a dict with 'config' (a policy file path or "
+                "dict), e.g. LIBRL = {'config': BASE_DIR / 'policies.yaml'}"
+            )
+        config = options["config"]
+        self.guard = Guard(
+            config if isinstance(config, dict) else str(config),
+            options.get("client"),
+            url=options.get("url"),
+            cluster_nodes=options.get("cluster_nodes"),
+            on_decision=_setting(options, "on_decision"),
+        )
+        self.user: Callable[[Any], Optional[str]] = _setting(options, "user") or request_user
+
+    def __call__(self, request: Any) -> Any:
+        response = self.get_response(request)
+        admission: Optional[Admission] = getattr(request, "_librl", None)
+        if admission is not None and admission.reply is None:
+            for name, value in admission.headers:
+                response[name] = value
+            self.guard.finish(admission, response.status_code)
+        return response
+
+    def process_view(
+        self, request: Any, view: Any, args: List[Any], kwargs: Dict[str, Any]
+    ) -> Optional[HttpResponse]:
+        names = getattr(view, "librl_policies", None)
+        if names is not None:
+            self.guard.engine.named(names)
+
+        def body_length(limit: int) -> Optional[int]:
+            # Read once and keep it for the view (request.body caches it).
+            stream = request.META.get("wsgi.input")
+            data = stream.read(limit + 1) if stream is not None else b""
+            request._stream = io.BytesIO(data)  # the view reads it again
+            request._read_started = False
+            return len(data) if len(data) <= limit else None
+
+        admission = self.guard.admit(request_of(request, self.user(request)), body_length, names)
+        request._librl = admission
+        return reply_response(admission.reply) if admission.reply is not None else None
+
+
+def request_of(request: Any, user: Optional[str]) -> Request:
+    meta = request.META
+    headers: Dict[str, List[str]] = {}
+    for key, value in meta.items():
+        if key.startswith("HTTP_"):
+            headers[key[5:].replace("_", "-").lower()] = [value]
+    for key in ("CONTENT_LENGTH", "CONTENT_TYPE"):
+        if meta.get(key):
+            headers[key.replace("_", "-").lower()] = [meta[key]]
+    return Request(
+        method=request.method,
+        path=request.path_info,
+        headers=headers,
+        peer=meta.get("REMOTE_ADDR"),
+        user=user,
+    )

@@ -1,0 +1,110 @@
+"""librl for FastAPI: the ASGI middleware for the configuration's routes,
+and a dependency for a route's own policies.
+
+    from fastapi import Depends, FastAPI
+    from librl.http.fastapi import RateLimit
+
+    limits = RateLimit("policies.yaml", url="redis://127.0.0.1:6379")
+    app = FastAPI()
+    limits.install(app)                       # middleware + refusal handler
+
+    @app.get("/search", dependencies=[Depends(limits.policies("search"))])
+    async def search(): ...
+
+A route with the dependency is checked against its named policies; to keep
+the middleware from checking it too, give it ``policies: []`` in the
+configuration's routes (or use no routes and only dependencies, with
+``install(app, middleware=False)``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, AsyncIterator, Callable, Optional
+
+from fastapi import FastAPI, HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ._engine import Hook, Reply
+from ._guard import AsyncGuard, ConfigSource
+from .asgi import RateLimitMiddleware, UserResolver, request_of, scope_user
+
+
+class Refused(Exception):
+    """Raised by a policies() dependency that refuses the request; the
+    handler install() registers sends its reply."""
+
+    def __init__(self, reply: Reply) -> None:
+        super().__init__(reply.status)
+        self.reply = reply
+
+
+async def _refused(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, Refused)
+    reply = exc.reply
+    response = Response(reply.body, status_code=reply.status)
+    for name, value in reply.headers:
+        response.headers[name] = value
+    return response
+
+
+class RateLimit:
+    """One configuration and Redis client for a FastAPI app."""
+
+    def __init__(
+        self,
+        config: ConfigSource,
+        client: Any = None,
+        *,
+        url: Optional[str] = None,
+        cluster_nodes: Optional[str] = None,
+        on_decision: Optional[Hook] = None,
+        user: UserResolver = scope_user,
+    ) -> None:
+        self.guard = AsyncGuard(
+            config, client, url=url, cluster_nodes=cluster_nodes, on_decision=on_decision
+        )
+        self.user = user
+
+    def install(self, app: FastAPI, *, middleware: bool = True) -> None:
+        """Registers the refusal handler the dependencies need, and (unless
+        ``middleware=False``) the middleware for the configuration's routes."""
+        app.add_exception_handler(Refused, _refused)
+        if middleware:
+            app.add_middleware(
+                RateLimitMiddleware,
+                config=self.guard.config,
+                client=self.guard.limiter.client,
+                on_decision=self.guard.engine.hook,
+                user=self.user,
+            )
+
+    def policies(self, *names: str) -> Callable[..., AsyncIterator[None]]:
+        """A dependency checking the named policies (one decision, as a
+        route of the configuration would); unknown names raise here."""
+        self.guard.engine.named(names)
+        guard, resolve = self.guard, self.user
+
+        async def dependency(request: Request, response: Response) -> AsyncIterator[None]:
+            async def body_length(limit: int) -> Optional[int]:
+                size = len(await request.body())
+                return size if size <= limit else None
+
+            admission = await guard.admit(
+                request_of(request.scope, resolve(request.scope)), body_length, names
+            )
+            if admission.reply is not None:
+                raise Refused(admission.reply)
+            for name, value in admission.headers:
+                response.headers[name] = value
+            status = 200
+            try:
+                yield
+                status = response.status_code or 200
+            except HTTPException as e:
+                status = e.status_code
+                raise
+            finally:
+                await guard.finish(admission, status)
+
+        return dependency

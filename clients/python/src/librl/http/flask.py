@@ -1,0 +1,122 @@
+"""librl for Flask: an extension, and a decorator for a view's own policies.
+
+    from flask import Flask
+    from librl.http.flask import RateLimit
+
+    app = Flask(__name__)
+    limits = RateLimit(app, config="policies.yaml", url="redis://127.0.0.1:6379")
+
+    @app.get("/search")
+    @limits.policies("search")
+    def search(): ...
+
+The user of ``key: user`` is ``flask.g.user`` (a string, or an object with
+``username``/``id``), else Flask-Login's ``current_user`` when it is
+installed and authenticated; pass ``user=`` a function of no arguments
+(called in the request context) to look elsewhere. Application factories:
+``limits = RateLimit(config=...)`` then ``limits.init_app(app)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, TypeVar
+
+import flask
+from flask import Flask, Response
+
+from ._engine import Hook, Request
+from ._guard import Admission, ConfigSource, Guard
+from .asgi import user_name
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def flask_user() -> Optional[str]:
+    """The default resolver: g.user, else Flask-Login's current_user."""
+    user = flask.g.get("user")
+    if user is not None:
+        return user_name(user)
+    try:
+        from flask_login import current_user
+    except ImportError:
+        return None
+    return user_name(current_user)
+
+
+class RateLimit:
+    """The Flask extension: checks each request before its view (the
+    configuration's routes, or the view's own policies), adds the headers
+    and refunds after it."""
+
+    def __init__(
+        self,
+        app: Optional[Flask] = None,
+        *,
+        config: ConfigSource,
+        client: Any = None,
+        url: Optional[str] = None,
+        cluster_nodes: Optional[str] = None,
+        on_decision: Optional[Hook] = None,
+        user: Callable[[], Optional[str]] = flask_user,
+    ) -> None:
+        self.guard = Guard(
+            config, client, url=url, cluster_nodes=cluster_nodes, on_decision=on_decision
+        )
+        self.user = user
+        if app is not None:
+            self.init_app(app)
+
+    def init_app(self, app: Flask) -> None:
+        app.before_request(self._before)
+        app.after_request(self._after)
+        app.extensions["librl"] = self
+
+    def policies(self, *names: str) -> Callable[[F], F]:
+        """The view is checked against these policies instead of the
+        configuration's routes; unknown names raise here."""
+        self.guard.engine.named(names)
+
+        def mark(view: F) -> F:
+            view.librl_policies = names  # type: ignore[attr-defined]
+            return view
+
+        return mark
+
+    def _before(self) -> Optional[Response]:
+        request = flask.request
+        view = flask.current_app.view_functions.get(request.endpoint or "")
+        names = getattr(view, "librl_policies", None)
+
+        def body_length(limit: int) -> Optional[int]:
+            data = request.stream.read(limit + 1)
+            # Put it back for the view: request.get_data() reads _cached_data.
+            request._cached_data = data
+            return len(data) if len(data) <= limit else None
+
+        admission = self.guard.admit(request_of(request, self.user()), body_length, names)
+        flask.g._librl = admission
+        if admission.reply is None:
+            return None
+        reply = admission.reply
+        return Response(reply.body, status=reply.status, headers=reply.headers)
+
+    def _after(self, response: Response) -> Response:
+        admission: Optional[Admission] = flask.g.pop("_librl", None)
+        if admission is not None and admission.reply is None:
+            for name, value in admission.headers:
+                response.headers[name] = value
+            self.guard.finish(admission, response.status_code)
+        return response
+
+
+def request_of(request: flask.Request, user: Optional[str]) -> Request:
+    headers: Dict[str, List[str]] = {}
+    for name, value in request.headers.items():
+        headers.setdefault(name.lower(), []).append(value)
+    return Request(
+        method=request.method,
+        path=request.path,
+        headers=headers,
+        peer=request.remote_addr,
+        user=user,
+    )

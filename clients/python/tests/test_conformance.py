@@ -1,0 +1,242 @@
+"""conformance/cases/*.json in FastAPI (uvicorn), Django and Flask (waitress),
+over real HTTP, against a real Redis 7.0 with the module and a real
+3-primary cluster (conformance/README.md, The runner contract)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import time
+from collections.abc import Iterator
+from typing import Any, Dict, List, Optional, Tuple
+
+import pytest
+import redis
+from redis.cluster import RedisCluster
+
+from http_servers import factories, serving
+from servers import ROOT, Cluster, Server, free_port, start_cluster, start_server
+
+CASES_DIR = ROOT / "conformance" / "cases"
+FRAMEWORKS = ("fastapi", "django", "flask")
+#: What these integrations cannot do: the `local` fail mode is Rust's.
+LACKS = {"fail-local"}
+
+
+def load_cases() -> List[Dict[str, Any]]:
+    cases = []
+    for path in sorted(CASES_DIR.glob("*.json")):
+        cases.extend(json.loads(path.read_text())["cases"])
+    return cases
+
+
+CASES = load_cases()
+
+
+@pytest.fixture(scope="module")
+def standalone() -> Iterator[Server]:
+    s = start_server("redis")
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def redis_cluster() -> Iterator[Cluster]:
+    c = start_cluster("redis")
+    yield c
+    c.stop()
+
+
+class Redis:
+    """The case's Redis as its steps see it: one server or a cluster."""
+
+    def __init__(self, server: Optional[Server], cluster: Optional[Cluster]) -> None:
+        self.primaries: List[redis.Redis] = (
+            [n.client() for n in cluster.nodes] if cluster else [server.client()] if server else []
+        )
+        self.cluster = RedisCluster(host="127.0.0.1", port=cluster.port) if cluster else None
+
+    def close(self) -> None:
+        for r in self.primaries:
+            r.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+    def command(self, argv: List[Any]) -> Any:
+        if self.cluster is None:
+            return self.primaries[0].execute_command(*argv)
+        if argv[0].upper() == "DBSIZE":
+            return sum(int(r.execute_command("DBSIZE")) for r in self.primaries)
+        return self.cluster.execute_command(*argv)  # routed to the owner of its key
+
+    def flush(self) -> None:
+        for r in self.primaries:
+            r.execute_command("FLUSHALL")
+
+    def pause(self, ms: int) -> None:
+        for r in self.primaries:
+            r.execute_command("CLIENT", "PAUSE", ms, "ALL")
+
+    def every_key_expires(self) -> Optional[str]:
+        """Every key the integration wrote has a time to live. Override keys
+        are the operator's (docs/http.md, Keys: "Override keys are written
+        only by operators"): a case's own RL.OVERRIDE SET may keep one."""
+        for r in self.primaries:
+            for key in r.scan_iter(count=1000):
+                if b"}:override:" in key:
+                    continue
+                ttl = r.pttl(key)
+                if ttl <= 0:
+                    return f"key {key!r} has PTTL {ttl}"
+        return None
+
+
+def matches(expected: Any, actual: Any) -> bool:
+    if isinstance(expected, dict):
+        if "range" in expected:
+            lo, hi = expected["range"]
+            return isinstance(actual, int) and not isinstance(actual, bool) and lo <= actual <= hi
+        if "re" in expected:
+            return isinstance(actual, str) and re.fullmatch(expected["re"], actual) is not None
+        if "any" in expected:
+            return True
+    if isinstance(expected, list):
+        return (
+            isinstance(actual, list)
+            and len(actual) == len(expected)
+            and all(matches(e, a) for e, a in zip(expected, actual))
+        )
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return expected is actual
+    return bool(expected == actual)
+
+
+def decoded(reply: Any) -> Any:
+    if isinstance(reply, bytes):
+        return reply.decode()
+    if isinstance(reply, (list, tuple)):
+        return [decoded(r) for r in reply]
+    return reply
+
+
+def send(port: int, request: Dict[str, Any]) -> Tuple[int, Dict[str, str], bytes]:
+    """One request on a fresh connection; a header given as a list is sent
+    as that many lines."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        body = request.get("body")
+        encoded = body.encode() if body is not None else None
+        conn.putrequest(request.get("method", "GET"), request["path"], skip_accept_encoding=True)
+        for name, value in request.get("headers", {}).items():
+            for line in value if isinstance(value, list) else [value]:
+                conn.putheader(name, line)
+        if request.get("chunked"):
+            conn.putheader("Transfer-Encoding", "chunked")
+            conn.endheaders()
+            data = encoded or b""
+            conn.send((b"%x\r\n%s\r\n" % (len(data), data) if data else b"") + b"0\r\n\r\n")
+        elif encoded is not None:
+            conn.putheader("Content-Length", str(len(encoded)))
+            conn.endheaders(encoded)
+        else:
+            conn.endheaders()
+        response = conn.getresponse()
+        got_headers: Dict[str, str] = {}
+        for name, value in response.getheaders():
+            got_headers[name.lower()] = value
+        return response.status, got_headers, response.read()
+    finally:
+        conn.close()
+
+
+def check_response(
+    expect: Dict[str, Any], status: int, headers: Dict[str, str], body: bytes
+) -> List[str]:
+    problems = []
+    if "status" in expect and status != expect["status"]:
+        problems.append(f"status {status}, expected {expect['status']}")
+    for name, value in expect.get("headers", {}).items():
+        got = headers.get(name.lower())
+        if got is None or not matches(value, got):
+            problems.append(f"header {name}: {got!r}, expected {value!r}")
+    for name in expect.get("absent", []):
+        if name.lower() in headers:
+            problems.append(f"header {name} present ({headers[name.lower()]!r}), expected absent")
+    if "content_type" in expect:
+        got = headers.get("content-type", "")
+        if not got.startswith(expect["content_type"]):
+            problems.append(f"content-type {got!r}, expected {expect['content_type']!r}...")
+    if "body" in expect:
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            problems.append(f"body is not JSON: {body[:200]!r}")
+        else:
+            for field, value in expect["body"].items():
+                if not isinstance(parsed, dict) or field not in parsed:
+                    problems.append(f"body has no {field!r}: {parsed!r}")
+                elif not matches(value, parsed[field]):
+                    problems.append(f"body {field}: {parsed[field]!r}, expected {value!r}")
+    if "body_text" in expect and body.decode(errors="replace") != expect["body_text"]:
+        problems.append(f"body {body[:200]!r}, expected {expect['body_text']!r}")
+    return problems
+
+
+def run_steps(case: Dict[str, Any], port: int, r: Redis) -> None:
+    for index, step in enumerate(case["steps"]):
+        where = f"{case['name']} step {index}"
+        if "request" in step:
+            for attempt in range(step.get("repeat", 1)):
+                status, headers, body = send(port, step["request"])
+                problems = check_response(step.get("expect", {}), status, headers, body)
+                assert not problems, (
+                    f"{where} (request {attempt + 1}): {'; '.join(problems)}\n"
+                    f"  response {status} {headers} {body[:300]!r}"
+                )
+        elif "redis" in step:
+            reply = decoded(r.command(step["redis"]))
+            assert matches(step["expect"], reply), (
+                f"{where}: {step['redis']} replied {reply!r}, expected {step['expect']!r}"
+            )
+        elif "sleep_ms" in step:
+            time.sleep(step["sleep_ms"] / 1000)
+        elif "redis_pause_ms" in step:
+            r.pause(step["redis_pause_ms"])
+        elif step.get("check") == "every_key_expires":
+            problem = r.every_key_expires()
+            assert problem is None, f"{where}: {problem}"
+        else:
+            raise AssertionError(f"{where}: unknown step {step!r}")
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_case(framework: str, case: Dict[str, Any], request: pytest.FixtureRequest) -> None:
+    missing = set(case.get("requires", [])) & LACKS
+    if missing:
+        pytest.skip(f"the Python integrations lack {', '.join(sorted(missing))}")
+    make_app = factories()[framework]
+    if "startup_error" in case:
+        with pytest.raises(ValueError, match=re.escape(case["startup_error"])):
+            make_app(case["config"], url="redis://127.0.0.1:1")
+        return
+    kind = case.get("redis", "standalone")
+    server = request.getfixturevalue("standalone") if kind == "standalone" else None
+    cluster = request.getfixturevalue("redis_cluster") if kind == "cluster" else None
+    r = Redis(server, cluster)
+    try:
+        r.flush()
+        if kind == "cluster":
+            assert cluster is not None
+            location = {"cluster_nodes": ",".join(f"127.0.0.1:{n.port}" for n in cluster.nodes)}
+        elif kind == "down":
+            location = {"url": f"redis://127.0.0.1:{free_port()}"}
+        else:
+            assert server is not None
+            location = {"url": f"redis://127.0.0.1:{server.port}"}
+        app = make_app(case["config"], **location)
+        with serving(framework, app) as running:
+            run_steps(case, running.port, r)
+    finally:
+        r.close()

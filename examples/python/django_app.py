@@ -1,0 +1,95 @@
+"""The conformance app on Django (docs/http.md, Conformance and examples),
+in one file: every path and method answers ``ok`` (status from
+X-Conformance-Status), behind librl's middleware configured by
+``settings.LIBRL``; X-Conformance-User authenticates a user the way an
+authentication middleware does (``request.user``). Served by waitress.
+
+    LIBRL_POLICIES=policies.yaml PORT=8080 python django_app.py
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Optional
+
+import django
+from django.conf import settings
+from django.core.handlers.wsgi import WSGIHandler
+from django.http import HttpRequest, HttpResponse
+from django.urls import re_path
+
+from librl.http import Hook
+
+
+class ConformanceUser:
+    is_authenticated = True
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def get_username(self) -> str:
+        return self.name
+
+
+class Anonymous:
+    is_authenticated = False
+
+
+def authentication(get_response: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """Stands in for django.contrib.auth's AuthenticationMiddleware."""
+
+    def middleware(request: Any) -> Any:
+        name = request.headers.get("X-Conformance-User")
+        request.user = ConformanceUser(name) if name else Anonymous()
+        return get_response(request)
+
+    return middleware
+
+
+def ok(request: HttpRequest, path: str = "") -> HttpResponse:
+    status = int(request.headers.get("X-Conformance-Status", "200"))
+    return HttpResponse("ok", status=status, content_type="text/plain; charset=utf-8")
+
+
+urlpatterns = [re_path(r"^(?P<path>.*)$", ok)]
+
+
+def make_app(
+    config: Any,
+    *,
+    url: Optional[str] = None,
+    cluster_nodes: Optional[str] = None,
+    on_decision: Optional[Hook] = None,
+) -> WSGIHandler:
+    """A WSGI application with librl's middleware on ``config``. Django's
+    settings are per process: each call replaces settings.LIBRL."""
+    if not settings.configured:
+        settings.configure(
+            DEBUG=False,
+            SECRET_KEY="librl-conformance",
+            ALLOWED_HOSTS=["*"],
+            ROOT_URLCONF=__name__,
+            INSTALLED_APPS=[],
+            MIDDLEWARE=[f"{__name__}.authentication", "librl.http.django.RateLimitMiddleware"],
+            LOGGING_CONFIG=None,
+        )
+        django.setup()
+    settings.LIBRL = {
+        "config": config,
+        "url": url,
+        "cluster_nodes": cluster_nodes,
+        "on_decision": on_decision,
+    }
+    return WSGIHandler()  # builds the middleware: a bad configuration fails here
+
+
+if __name__ == "__main__":
+    import waitress
+
+    waitress.serve(
+        make_app(os.environ["LIBRL_POLICIES"]),
+        host=os.environ.get("HOST", "127.0.0.1"),
+        port=int(os.environ.get("PORT", "8080")),
+        # librl reads X-Forwarded-For itself, from its trusted_proxies only.
+        clear_untrusted_proxy_headers=False,
+    )

@@ -1,0 +1,61 @@
+"""The conformance app on FastAPI (docs/http.md, Conformance and examples):
+every path and method answers ``ok`` (status from X-Conformance-Status),
+behind librl's middleware; X-Conformance-User authenticates a user the
+Starlette way (AuthenticationMiddleware puts it in scope["user"]).
+
+    LIBRL_POLICIES=policies.yaml PORT=8080 python fastapi_app.py
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional, Tuple
+
+from fastapi import FastAPI, Request
+from fastapi.responses import PlainTextResponse
+from starlette.authentication import AuthCredentials, AuthenticationBackend, SimpleUser
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import HTTPConnection
+
+from librl.http import Hook
+from librl.http.fastapi import RateLimit
+
+METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+
+class ConformanceUser(AuthenticationBackend):
+    async def authenticate(self, conn: HTTPConnection) -> Optional[Tuple[AuthCredentials, Any]]:
+        name = conn.headers.get("x-conformance-user")
+        return (AuthCredentials(["authenticated"]), SimpleUser(name)) if name else None
+
+
+def make_app(
+    config: Any,
+    *,
+    url: Optional[str] = None,
+    cluster_nodes: Optional[str] = None,
+    on_decision: Optional[Hook] = None,
+) -> FastAPI:
+    app = FastAPI()
+    RateLimit(config, url=url, cluster_nodes=cluster_nodes, on_decision=on_decision).install(app)
+    # Added last, so it runs first: the user is known when librl checks.
+    app.add_middleware(AuthenticationMiddleware, backend=ConformanceUser())
+
+    @app.api_route("/{path:path}", methods=METHODS)
+    async def ok(request: Request) -> PlainTextResponse:
+        status = int(request.headers.get("x-conformance-status", "200"))
+        return PlainTextResponse("ok", status_code=status)
+
+    return app
+
+
+if __name__ == "__main__":
+    import uvicorn
+
+    uvicorn.run(
+        make_app(os.environ["LIBRL_POLICIES"]),
+        host=os.environ.get("HOST", "127.0.0.1"),
+        port=int(os.environ.get("PORT", "8080")),
+        # librl reads X-Forwarded-For itself, from its trusted_proxies only.
+        proxy_headers=False,
+    )

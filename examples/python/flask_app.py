@@ -1,0 +1,57 @@
+"""The conformance app on Flask (docs/http.md, Conformance and examples):
+every path and method answers ``ok`` (status from X-Conformance-Status),
+behind librl's extension; X-Conformance-User authenticates a user the way
+a Flask login hook does (``flask.g.user``). Served by waitress.
+
+    LIBRL_POLICIES=policies.yaml PORT=8080 python flask_app.py
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional
+
+from flask import Flask, Response, g, request
+
+from librl.http import Hook
+from librl.http.flask import RateLimit
+
+METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+
+def make_app(
+    config: Any,
+    *,
+    url: Optional[str] = None,
+    cluster_nodes: Optional[str] = None,
+    on_decision: Optional[Hook] = None,
+) -> Flask:
+    app = Flask(__name__)
+
+    # Registered before the extension, so it runs first: the user is known
+    # when librl checks.
+    @app.before_request
+    def authenticate() -> None:
+        g.user = request.headers.get("X-Conformance-User") or None
+
+    RateLimit(app, config=config, url=url, cluster_nodes=cluster_nodes, on_decision=on_decision)
+
+    @app.route("/", defaults={"path": ""}, methods=METHODS)
+    @app.route("/<path:path>", methods=METHODS)
+    def ok(path: str) -> Response:
+        status = int(request.headers.get("X-Conformance-Status", "200"))
+        return Response("ok", status=status, content_type="text/plain; charset=utf-8")
+
+    return app
+
+
+if __name__ == "__main__":
+    import waitress
+
+    waitress.serve(
+        make_app(os.environ["LIBRL_POLICIES"]),
+        host=os.environ.get("HOST", "127.0.0.1"),
+        port=int(os.environ.get("PORT", "8080")),
+        # librl reads X-Forwarded-For itself, from its trusted_proxies only.
+        clear_untrusted_proxy_headers=False,
+    )
