@@ -92,7 +92,8 @@ pub const COST_ARG: Arg = Arg {
     kind: ArgKind::Integer,
     token: Some(c"COST"),
     optional: true,
-    summary: c"Units this call consumes, 1 to 2^50, default 1.",
+    summary:
+        c"Units this call consumes, 0 to 2^50, default 1; 0 reads the limiter and changes nothing.",
 };
 
 pub const OVERRIDE_ARG: Arg = Arg {

@@ -20,6 +20,9 @@ pub enum RlError {
     /// boundary, or a server reply of an unexpected shape. Says what, for
     /// the server log; the client sees a generic message.
     Internal(&'static str),
+    /// Used memory is above `maxmemory` and the call would add to the
+    /// dataset (a new key, a log rebuilt larger): refused, nothing written.
+    OutOfMemory,
 }
 
 impl fmt::Display for RlError {
@@ -37,6 +40,11 @@ impl fmt::Display for RlError {
                  which this librl does not know; upgrade the module"
             ),
             RlError::BadState(_) => write!(f, "ERR key holds a corrupt librl value"),
+            // The server's own text for its refused writes, so clients
+            // and alerts that know it need nothing new.
+            RlError::OutOfMemory => {
+                write!(f, "OOM command not allowed when used memory > 'maxmemory'.")
+            }
             RlError::Internal(_) => write!(
                 f,
                 "ERR internal error in librl, nothing was changed (see the server log)"

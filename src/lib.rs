@@ -35,8 +35,12 @@ type Allocator = std::alloc::System;
 #[cfg(test)]
 const ALLOCATOR: Allocator = std::alloc::System;
 
-/// Flags every limiter command (and RL.ALL) is registered with.
-const LIMITER_FLAGS: &CStr = c"write deny-oom fast getkeys-api";
+/// Flags every limiter command (and RL.ALL) is registered with. No
+/// `deny-oom`: above `maxmemory` the server would refuse every call before
+/// the module runs, and limits would vanish exactly when the server is
+/// under stress; the handlers refuse only calls that would add to the
+/// dataset (see `commands::limiter`).
+const LIMITER_FLAGS: &CStr = c"write fast getkeys-api";
 
 /// One override command: its flags, its handlers in both forms, its doc.
 struct OverrideCommand {
@@ -52,6 +56,8 @@ const OVERRIDE_COMMANDS: [OverrideCommand; 4] = [
     OverrideCommand {
         sub: c"set",
         dotted: c"RL.OVERRIDE.SET",
+        // Every SET stores a value, so the server's own refusal above
+        // `maxmemory` is exactly right here.
         flags: c"write deny-oom fast",
         container_handler: entry::<overrides::Set<true>>,
         dotted_handler: entry::<overrides::Set<false>>,

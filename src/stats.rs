@@ -70,14 +70,18 @@ pub enum Counter {
     /// Calls that `on` would have denied, admitted in monitor mode.
     MonitorWouldDeny,
     Errors,
+    /// Calls refused because used memory is above `maxmemory` and they
+    /// would have added to the dataset.
+    OomRefused,
 }
 
-const COUNTERS: [(Counter, &str); 5] = [
+const COUNTERS: [(Counter, &str); 6] = [
     (Counter::Calls, "calls"),
     (Counter::Allowed, "allowed"),
     (Counter::Denied, "denied"),
     (Counter::MonitorWouldDeny, "monitor_would_deny"),
     (Counter::Errors, "errors"),
+    (Counter::OomRefused, "oom_refused"),
 ];
 
 /// What calls did beyond admitting or denying (all commands together).

@@ -29,6 +29,11 @@ fn amount_error(name: &str) -> String {
     format!("ERR {name} must be an integer from 1 to 1125899906842624 (2^50)")
 }
 
+/// COST alone takes 0 (a read), so its message names 0 as the least.
+fn cost_error() -> String {
+    "ERR COST must be an integer from 0 to 1125899906842624 (2^50)".into()
+}
+
 fn duration_error(name: &str) -> String {
     format!(
         "ERR {name} must be a duration from 1ms to 3650d: a positive integer \
@@ -210,6 +215,8 @@ fn unknown_words() -> Vec<(Vec<u8>, String)> {
 enum Kind {
     /// An integer from 1 to 2^50, named so in its error.
     Amount(&'static str),
+    /// COST: an integer from 0 to 2^50.
+    Cost,
     /// A duration from 1ms to 3650d, named so in its error.
     Duration(&'static str),
     /// A key name: any bytes are fine.
@@ -220,6 +227,7 @@ impl Kind {
     fn error(self) -> Option<String> {
         match self {
             Kind::Amount(name) => Some(amount_error(name)),
+            Kind::Cost => Some(cost_error()),
             Kind::Duration(name) => Some(duration_error(name)),
             Kind::Key => None,
         }
@@ -228,6 +236,8 @@ impl Kind {
     fn bad_values(self) -> Vec<&'static [u8]> {
         match self {
             Kind::Amount(_) => BAD_NUMBERS.to_vec(),
+            // 0 is a valid COST: a read that changes nothing.
+            Kind::Cost => BAD_NUMBERS.iter().copied().filter(|b| *b != b"0").collect(),
             Kind::Duration(_) => [BAD_NUMBERS, BAD_DURATIONS].concat(),
             Kind::Key => Vec::new(),
         }
@@ -330,7 +340,7 @@ const RL_FIXED: Grammar = Grammar {
     ],
     options: &[
         flag("ALIGNED"),
-        valued("COST", Kind::Amount("COST"), "2"),
+        valued("COST", Kind::Cost, "2"),
         valued("OVERRIDE", Kind::Key, "ovr:none"),
         flag("PEEK"),
     ],
@@ -348,7 +358,7 @@ const RL_SLIDING: Grammar = Grammar {
     ],
     options: &[
         flag("APPROX"),
-        valued("COST", Kind::Amount("COST"), "2"),
+        valued("COST", Kind::Cost, "2"),
         valued("OVERRIDE", Kind::Key, "ovr:none"),
         flag("PEEK"),
     ],
@@ -366,7 +376,7 @@ const RL_TOKEN: Grammar = Grammar {
     ],
     options: &[
         valued("BURST", Kind::Amount("BURST"), "20"),
-        valued("COST", Kind::Amount("COST"), "2"),
+        valued("COST", Kind::Cost, "2"),
         valued("OVERRIDE", Kind::Key, "ovr:none"),
         flag("PEEK"),
     ],
@@ -814,11 +824,12 @@ fn order_cases(g: &Grammar, key: &[u8]) -> Vec<Case> {
             (&["ALIGNED", "10", "60"], amount_error("limit")),
             (&["10", "ALIGNED", "60"], duration_error("window")),
             (
-                &["10", "60", "FOO", "COST", "0"],
+                &["10", "60", "FOO", "COST", "-1"],
                 unknown_option(cmd, "FOO"),
             ),
-            (&["10", "60", "COST", "0", "FOO"], amount_error("COST")),
-            (&["10", "60", "COST", "COST", "5"], amount_error("COST")),
+            (&["10", "60", "COST", "-1", "FOO"], cost_error()),
+            (&["10", "60", "COST", "0", "FOO"], unknown_option(cmd, "FOO")),
+            (&["10", "60", "COST", "COST", "5"], cost_error()),
             (
                 &["10", "60", "BURST", "5", "COST"],
                 not_an_option(cmd, "BURST"),
@@ -846,8 +857,8 @@ fn order_cases(g: &Grammar, key: &[u8]) -> Vec<Case> {
                 not_an_option(cmd, "ALIGNED"),
             ),
             (
-                &["10", "60", "APPROX", "COST", "0", "approx"],
-                amount_error("COST"),
+                &["10", "60", "APPROX", "COST", "-1", "approx"],
+                cost_error(),
             ),
             (
                 &["10", "60", "APPROX", "PEEK", "approx"],
@@ -863,12 +874,16 @@ fn order_cases(g: &Grammar, key: &[u8]) -> Vec<Case> {
             (&["BURST", "5", "60"], amount_error("rate")),
             (&["10", "BURST", "5"], duration_error("window")),
             (
-                &["10", "60", "BURST", "0", "COST", "0"],
+                &["10", "60", "BURST", "0", "COST", "-1"],
                 amount_error("BURST"),
             ),
             (
+                &["10", "60", "COST", "-1", "BURST", "0"],
+                cost_error(),
+            ),
+            (
                 &["10", "60", "COST", "0", "BURST", "0"],
-                amount_error("COST"),
+                amount_error("BURST"),
             ),
             (&["10", "60", "BURST", "COST", "5"], amount_error("BURST")),
             (

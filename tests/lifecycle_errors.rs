@@ -20,6 +20,11 @@ use redis::Value;
 // The expected replies are spelled out here rather than imported from the
 // module, so that a changed message shows up as a contract change.
 
+/// COST alone takes 0 (a read).
+fn cost_error() -> String {
+    "ERR COST must be an integer from 0 to 1125899906842624 (2^50)".into()
+}
+
 fn amount_error(name: &str) -> String {
     format!("ERR {name} must be an integer from 1 to 1125899906842624 (2^50)")
 }
@@ -296,10 +301,16 @@ fn shape_rows(shape: &Shape, key: &str) -> Vec<Row> {
         &[b"COST", b"2", b"REFUND", b"x"],
         amount_error("REFUND"),
     );
+    // COST 0 is a read, and still a COST: never with REFUND.
+    add(
+        "COST 0 and REFUND".into(),
+        &[b"COST", b"0", b"REFUND", b"1"],
+        exclusive("COST", "REFUND"),
+    );
     add(
         "a bad COST and REFUND".into(),
-        &[b"COST", b"0", b"REFUND", b"1"],
-        amount_error("COST"),
+        &[b"COST", b"-1", b"REFUND", b"1"],
+        cost_error(),
     );
     // BLOCK's duration.
     for bad in BAD_NUMBERS.iter().chain(BAD_DURATIONS) {

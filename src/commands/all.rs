@@ -7,8 +7,8 @@
 //! written: admitted only if all admit, and then all record the call.
 
 use super::limiter::{
-    count_outcome, decide, declare_clause_keys, effective_mode, off_reply, propagate, replayed,
-    wants_wait,
+    count_outcome, decide, declare_clause_keys, effective_mode, off_reply, propagate,
+    refuse_growth_under_oom, replayed, wants_wait,
 };
 use super::{guarded, Origin};
 use crate::error::RlError;
@@ -72,6 +72,12 @@ fn run(call: Call<'_>, origin: &Origin<'_>) -> Result<(), RlError> {
         .filter_map(|d| d.checked.denied)
         .reduce(RetryAfter::max);
     if !request.peek {
+        // All-or-nothing under memory pressure too: one clause that would
+        // add to the dataset refuses the whole call.
+        let writes = decided
+            .iter()
+            .filter_map(|d| d.checked.write(denied.is_none()).map(|c| (c, &d.key)));
+        refuse_growth_under_oom(call, replayed, writes)?;
         // Admitted: every clause records its commit. Denied: only the
         // blocks its denying clauses start are written.
         let mut wrote = false;

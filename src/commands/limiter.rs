@@ -1,6 +1,7 @@
 //! The flow every limiter command shares, top to bottom: parse, resolve the
 //! override, read the key, decide with an explicit `now`, write and
-//! replicate only if admitted, reply.
+//! replicate only if admitted, reply. Above `maxmemory` a call that would
+//! add to the dataset is refused before it writes.
 //!
 //! Replication: the primary propagates the call as it came plus its own
 //! decision time (`NOW ms`), so replicas and AOF replay reach the same
@@ -14,7 +15,7 @@ use crate::error::RlError;
 use crate::mode::{Mode, MODE};
 use crate::request::{find_keys, parse_limiter, Action, Algorithm, Clause};
 use crate::server::{Access, Arg, Call, Entry, HeldReply, Key};
-use crate::state::{self, overrides::load_override, Checked, Step};
+use crate::state::{self, overrides::load_override, Checked, Commit, Step};
 use crate::stats::{self, Command, Counter, Event};
 use std::ffi::CStr;
 
@@ -86,6 +87,7 @@ fn run(call: Call<'_>, algorithm: Algorithm, origin: &Origin<'_>) -> Result<(), 
         // An admitted call writes its commit; a denied one only the block
         // it starts.
         if let Some(commit) = checked.write(allowed) {
+            refuse_growth_under_oom(call, replayed, [(commit, &decided.key)])?;
             commit.apply(&decided.key);
             propagate(call, algorithm.command_cstr(), replayed, now);
         }
@@ -114,6 +116,27 @@ fn run(call: Call<'_>, algorithm: Algorithm, origin: &Origin<'_>) -> Result<(), 
         }
     }
     call.reply_integers(&reply);
+    Ok(())
+}
+
+/// Above `maxmemory`, a client's call whose writes would add to the
+/// dataset is refused before anything is written; every other write runs.
+/// A replayed call applies the primary's decision and is never refused.
+pub fn refuse_growth_under_oom<'k, 'c: 'k>(
+    call: Call<'_>,
+    replayed: bool,
+    writes: impl IntoIterator<Item = (&'k Commit, &'k Key<'c>)>,
+) -> Result<(), RlError> {
+    if replayed {
+        return Ok(());
+    }
+    let adds = writes
+        .into_iter()
+        .any(|(commit, key)| commit.adds_to_dataset(key));
+    // The server's memory state is asked only of a call that would grow.
+    if adds && call.ctx.is_oom() {
+        return Err(RlError::OutOfMemory);
+    }
     Ok(())
 }
 

@@ -41,7 +41,7 @@ impl Origin<'_> {
 /// happens last in a handler, after everything it writes is prepared, so a
 /// panic before it leaves the dataset unchanged. (The panic's message and
 /// location reach the server log through the hook `lib.rs` installs.)
-/// Calls and errors are counted for `INFO rl`, except calls replayed from
+/// Calls, errors and refusals for memory are counted for `INFO rl`, except calls replayed from
 /// the replication link or the AOF, which no client made here.
 pub fn guarded<'a>(
     call: Call<'a>,
@@ -64,7 +64,12 @@ pub fn guarded<'a>(
                 .log_warning(&format!("librl: internal error ({what}); replied an error"));
         }
         if counted {
-            stats::count(command, Counter::Errors);
+            // A refusal for memory is not the caller's mistake: counted apart.
+            let counter = match e {
+                RlError::OutOfMemory => Counter::OomRefused,
+                _ => Counter::Errors,
+            };
+            stats::count(command, counter);
         }
         call.reply_error(&e.to_string());
     }

@@ -1,5 +1,5 @@
-//! argv to typed requests. Nothing here touches Redis: every rule of the
-//! SPEC's Arguments section lives here and is unit-tested without a server.
+//! argv to typed requests. Nothing here touches Redis: every argument rule
+//! of docs/commands.md lives here and is unit-tested without a server.
 //!
 //! The parser reads any argument type that derefs to bytes (`W`), so the
 //! module hands it the server's own argument objects and a request's keys
@@ -304,7 +304,7 @@ fn parse_clause<'a, W: AsRef<[u8]>>(
             }
             b"COST" => {
                 seen.once("COST")?;
-                cost = Some(parse_amount(value(argv, &mut i, "COST")?, "COST")?);
+                cost = Some(parse_cost(value(argv, &mut i, "COST")?)?);
             }
             b"REFUND" => {
                 seen.once("REFUND")?;
@@ -577,7 +577,17 @@ mod tests {
                 Err(ArgError::BadAmount("limit")),
                 "{bad:?}"
             );
+            if bad != "0" {
+                assert_eq!(
+                    parse_cost(bad.as_bytes()),
+                    Err(ArgError::BadCost),
+                    "{bad:?}"
+                );
+            }
         }
+        // COST alone takes 0: a call that only reads the limiter.
+        assert_eq!(parse_cost(b"0"), Ok(0));
+        assert_eq!(parse_cost(b"1125899906842624"), Ok(MAX_AMOUNT));
     }
 
     #[test]
@@ -660,7 +670,7 @@ mod tests {
                 &["k", "10", "60", "OVERRIDE"],
                 ArgError::MissingValue("OVERRIDE"),
             ),
-            (&["k", "10", "60", "COST", "0"], ArgError::BadAmount("COST")),
+            (&["k", "10", "60", "COST", "-1"], ArgError::BadCost),
             (
                 &["k", "10", "60", "PEEK", "peek"],
                 ArgError::RepeatedOption("PEEK"),
@@ -718,9 +728,12 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert_eq!(e, "ERR unknown option 'bad??word' for RL.FIXED");
-        assert!(ArgError::BadAmount("COST")
+        assert!(ArgError::BadAmount("BURST")
             .to_string()
-            .starts_with("ERR COST must be"));
+            .starts_with("ERR BURST must be an integer from 1"));
+        assert!(ArgError::BadCost
+            .to_string()
+            .starts_with("ERR COST must be an integer from 0"));
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The words of every command: amounts, durations, waits, option words
-//! and the errors they give. Every rule of the SPEC's Arguments section
+//! and the errors they give. Every argument rule of docs/commands.md
 //! lives here.
 
 use librl_core::{MAX_AMOUNT, MAX_WINDOW_MS};
@@ -13,6 +13,8 @@ pub enum ArgError {
     WrongArity(&'static str),
     /// An integer argument that is not a plain decimal from 1 to 2^50.
     BadAmount(&'static str),
+    /// A COST that is not a plain decimal from 0 to 2^50 (0 is a read).
+    BadCost,
     /// A window or duration that is not `<integer>[ms|s|m|h|d]` within range.
     BadDuration(&'static str),
     /// A RESERVE/WAIT max_wait that is neither 0 nor a duration.
@@ -51,6 +53,10 @@ impl fmt::Display for ArgError {
             ArgError::BadAmount(name) => write!(
                 f,
                 "ERR {name} must be an integer from 1 to {MAX_AMOUNT} (2^50)"
+            ),
+            ArgError::BadCost => write!(
+                f,
+                "ERR COST must be an integer from 0 to {MAX_AMOUNT} (2^50)"
             ),
             ArgError::BadDuration(name) => write!(
                 f,
@@ -103,6 +109,14 @@ pub fn parse_amount(arg: &[u8], name: &'static str) -> Result<u64, ArgError> {
     match parse_plain_u64(arg) {
         Some(v) if (1..=MAX_AMOUNT).contains(&v) => Ok(v),
         _ => Err(ArgError::BadAmount(name)),
+    }
+}
+
+/// Parses COST: an amount, or 0 for a call that only reads the limiter.
+pub fn parse_cost(arg: &[u8]) -> Result<u64, ArgError> {
+    match parse_plain_u64(arg) {
+        Some(v) if v <= MAX_AMOUNT => Ok(v),
+        _ => Err(ArgError::BadCost),
     }
 }
 

@@ -91,6 +91,11 @@ impl<'c> Key<'c> {
         }
     }
 
+    /// True when the key does not exist (a write would create it).
+    pub fn is_empty(&self) -> bool {
+        matches!(self.value(), Value::Empty)
+    }
+
     /// Stores `bytes` as the key's string value expiring at `expire_at_ms`
     /// (absolute Unix ms; None: never), then signals the change. Rewrites in
     /// place when the length is unchanged.

@@ -42,6 +42,16 @@ impl Ctx<'_> {
         flags & replayed as c_int != 0
     }
 
+    /// True when used memory is above `maxmemory` (the state in which the
+    /// server refuses its own growing writes): the module then refuses
+    /// only what would add to the dataset, instead of every call as the
+    /// `deny-oom` flag would.
+    pub fn is_oom(self) -> bool {
+        // SAFETY: the context is the running command's.
+        let flags = unsafe { raw::RedisModule_GetContextFlags.map_or(0, |f| f(self.raw)) };
+        flags & raw::REDISMODULE_CTX_FLAGS_OOM as c_int != 0
+    }
+
     /// True when the server asks only which arguments are keys.
     pub fn is_keys_request(self) -> bool {
         // SAFETY: as above.

@@ -11,6 +11,8 @@ pub mod approx;
 pub mod fixed;
 pub mod layout;
 pub mod overrides;
+#[cfg(test)]
+mod read_tests;
 pub mod sliding;
 pub mod token;
 
@@ -65,6 +67,9 @@ enum Write {
     Small { bytes: [u8; SMALL], len: usize },
     /// The key's new value: a rebuilt log, or a value under a block.
     Replace(Vec<u8>),
+    /// The key's new value: an exact log rebuilt larger than it was (its
+    /// appends outgrew the slack), so the dataset grows.
+    Grown(Vec<u8>),
     /// An in-place update of the exact log: its fields and one entry.
     Log(sliding::LogPatch),
     /// The limiter is empty again: the key goes.
@@ -114,6 +119,19 @@ impl Checked {
 }
 
 impl Commit {
+    /// Whether committing adds to the dataset: a key that does not exist
+    /// yet, or an exact log rebuilt larger. Under `maxmemory` only these are
+    /// refused; an update of a key that exists (the same size, or a bounded
+    /// field such as a block's end or a bucket's debt) goes ahead, so every
+    /// subject already held keeps being limited.
+    pub fn adds_to_dataset(&self, key: &Key<'_>) -> bool {
+        match self.write {
+            Write::Delete => false,
+            Write::Grown(_) => true,
+            Write::Small { .. } | Write::Replace(_) | Write::Log(_) => key.is_empty(),
+        }
+    }
+
     pub fn apply(&self, key: &Key<'_>) {
         let expiry = if self.on_denial {
             // A block keeps the key alive at least until it ends, and never
@@ -125,7 +143,7 @@ impl Commit {
         };
         match &self.write {
             Write::Small { bytes, len } => key.write(bytes.get(..*len).unwrap_or_default(), expiry),
-            Write::Replace(bytes) => key.write(bytes, expiry),
+            Write::Replace(bytes) | Write::Grown(bytes) => key.write(bytes, expiry),
             Write::Log(patch) => key.write_patches(
                 &[
                     Patch {
@@ -269,6 +287,25 @@ fn flow<S, R>(
                 event,
             });
         }
+        // COST 0 reads: the limiter as it stands, admitted, nothing to
+        // write. A block in force shows in reset_after, as after a REFUND.
+        Action::Take { cost: 0, .. } => {
+            let status = status()?;
+            let left_ms = block::in_force(block, now).map_or(0, |b| b.left_ms);
+            let reply = Status {
+                reset_after_ms: status.reset_after_ms.max(left_ms),
+                ..status
+            }
+            .reply(true, 0);
+            return Ok(Checked {
+                reply,
+                denied: None,
+                wait_ms: 0,
+                commit: None,
+                held: reply,
+                event: None,
+            });
+        }
         Action::Take { cost, reserve } => (cost, reserve.map(|r| r.max_wait_ms)),
     };
     let guarded = match block::in_force(block, now) {
@@ -302,15 +339,16 @@ fn flow<S, R>(
                 }
                 // Any ended block stored in the key is dropped.
                 let write = if block.is_some() {
-                    Write::Replace(match admit(state)? {
+                    match admit(state)? {
                         Write::Small { bytes, len } => {
-                            bytes.get(..len).unwrap_or_default().to_vec()
+                            Write::Replace(bytes.get(..len).unwrap_or_default().to_vec())
                         }
-                        Write::Replace(b) => b,
+                        Write::Replace(b) => Write::Replace(b),
+                        Write::Grown(b) => Write::Grown(b),
                         Write::Log(_) | Write::Delete => {
                             return Err(RlError::Internal("an in-place edit under a block"))
                         }
-                    })
+                    }
                 } else {
                     admit(state)?
                 };

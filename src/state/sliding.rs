@@ -242,6 +242,9 @@ pub(super) fn check(p: &SlidingParams, value: Value<'_>, step: &Step) -> Result<
                 }
                 Edit::InPlace(patch) => Write::Log(patch),
                 Edit::Fresh(bytes) => Write::small(&bytes),
+                Edit::Replace(bytes) if bytes.len() > inner.map_or(0, <[u8]>::len) => {
+                    Write::Grown(bytes)
+                }
                 Edit::Replace(bytes) => Write::Replace(bytes),
             })
         },

@@ -33,7 +33,16 @@ pub const COUNTED: [&str; 8] = [
     "override_list",
 ];
 
-const LIMITER_COUNTERS: [&str; 5] = ["calls", "allowed", "denied", "monitor_would_deny", "errors"];
+/// `oom_refused`: calls refused above `maxmemory` because they would have
+/// added to the dataset (docs/memory.md).
+const LIMITER_COUNTERS: [&str; 6] = [
+    "calls",
+    "allowed",
+    "denied",
+    "monitor_would_deny",
+    "errors",
+    "oom_refused",
+];
 const OVERRIDE_COUNTERS: [&str; 2] = ["calls", "errors"];
 
 /// Counters of a request's whole life, over all commands: refunds that
