@@ -12,7 +12,8 @@
 //! [`algorithm::Algorithm`] is the shape all four share (state type,
 //! decide, refund, status), so a caller is written once for every
 //! algorithm; [`algorithm::InMemory`] adds how a state kept as a plain
-//! value commits.
+//! value commits. [`units`] holds the amounts and durations a caller gives,
+//! with their bounds and grammar, for the module's parser and the client.
 #![forbid(unsafe_code)]
 
 pub mod algorithm;
@@ -26,6 +27,7 @@ pub mod limit;
 pub mod overrides;
 pub mod sliding;
 pub mod token;
+pub mod units;
 
 /// The largest limit, rate, capacity or cost a caller may give (2^50).
 pub const MAX_AMOUNT: u64 = 1 << 50;

@@ -1,14 +1,17 @@
 //! Argument values as the commands take them, validated before anything is
 //! sent: amounts from 1 to 2^50, durations in whole milliseconds.
 
+use librl_core::units::{self, Amount, Window};
 use std::fmt;
 use std::time::Duration;
 
-/// The largest limit, rate, capacity, cost or refund the module accepts (2^50).
-pub const MAX_AMOUNT: u64 = 1 << 50;
+/// The largest limit, rate, capacity, cost or refund the module accepts
+/// (2^50): the module's own bound, from `librl-core`.
+pub use librl_core::MAX_AMOUNT;
 
-/// The longest window or duration the module accepts: 3650 days, in ms.
-pub const MAX_DURATION_MS: u64 = 3650 * 24 * 60 * 60 * 1000;
+/// The longest window or duration the module accepts: 3650 days, in ms
+/// (the module's own bound, from `librl-core`).
+pub const MAX_DURATION_MS: u64 = librl_core::MAX_WINDOW_MS;
 
 /// An argument the client refuses before sending anything: it names the
 /// argument and what was expected. Converts into a [`redis::RedisError`] of
@@ -86,12 +89,15 @@ impl DurationArg {
                 }
                 u64::try_from(d.as_millis()).map_err(|_| expected())?
             }
-            DurationArg::Text(text) => parse_duration(text).ok_or_else(expected)?,
+            // The module's grammar: digits with an optional unit `ms`,
+            // `s`, `m`, `h` or `d` (any case); bare digits are seconds.
+            DurationArg::Text(text) => units::duration_ms(text.as_bytes()).ok_or_else(expected)?,
         };
-        if (ms == 0 && !zero_ok) || ms > MAX_DURATION_MS {
-            return Err(expected());
+        match Window::new(ms) {
+            Some(window) => Ok(window.ms()),
+            None if ms == 0 && zero_ok => Ok(0),
+            None => Err(expected()),
         }
-        Ok(ms)
     }
 }
 
@@ -104,34 +110,11 @@ impl fmt::Display for DurationArg {
     }
 }
 
-/// The module's grammar: digits with an optional unit `ms`, `s`, `m`, `h`
-/// or `d` (any case); bare digits are seconds. No sign, no spaces.
-fn parse_duration(text: &str) -> Option<u64> {
-    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
-    let (number, unit) = text.split_at(digits);
-    if number.is_empty() || (number.len() > 1 && number.starts_with('0')) {
-        return None;
-    }
-    let factor = match unit.to_ascii_lowercase().as_str() {
-        "ms" => 1,
-        "" | "s" => 1000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => return None,
-    };
-    number.parse::<u64>().ok()?.checked_mul(factor)
-}
-
 /// An amount (`limit`, `rate`, `BURST`, `COST`, `REFUND`) checked for `what`.
 pub(crate) fn amount(what: &str, n: u64) -> Result<u64, ArgError> {
-    if (1..=MAX_AMOUNT).contains(&n) {
-        Ok(n)
-    } else {
-        Err(ArgError::new(format!(
-            "{what} must be an integer from 1 to 2^50, not {n}"
-        )))
-    }
+    Amount::new(n)
+        .map(Amount::get)
+        .ok_or_else(|| ArgError::new(format!("{what} must be an integer from 1 to 2^50, not {n}")))
 }
 
 /// The wire form of a checked duration: exact milliseconds.
