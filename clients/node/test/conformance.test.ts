@@ -16,7 +16,7 @@ import Redis, { Cluster } from "ioredis";
 import { createClient, createCluster } from "redis";
 import type { RedisLikeClient } from "../src/index.js";
 import { keySlot } from "../src/slot.js";
-import { FRAMEWORKS, startApp, type FrameworkName } from "./conformance-apps.js";
+import { FRAMEWORKS, startApp, type FrameworkName } from "../examples/app.js";
 import { CLIENT_NAMES, type ClientName } from "./clients.js";
 import { REDIS_SERVER, freePort, sleep, startCluster, startServer, type Admin, type Reply, type Server, type TestCluster } from "./helpers.js";
 

@@ -1,10 +1,11 @@
 /**
- * The conformance app (conformance/README.md, What the app behind the
- * middleware does) in Express and in Fastify, over a real HTTP server on a
- * free loopback port: every path and method answers `ok`, with the status
- * of `X-Conformance-Status`, and `X-Conformance-User` authenticates the
+ * The example app (docs/http.md, Conformance and examples) in Express and
+ * in Fastify: every path and method answers `ok`, with the status of
+ * `X-Conformance-Status`, and `X-Conformance-User` authenticates the
  * request as that user in each framework's own idiom (`req.user`,
- * `request.user`). scripts/examples/{express,fastify}.sh serve the same app.
+ * `request.user`). The conformance runner serves it on free loopback
+ * ports; scripts/examples/{express,fastify}.sh serve it on PORT.
+ * In an application, the imports are `librl/express` and `librl/fastify`.
  */
 import type { AddressInfo } from "node:net";
 import type { Server } from "node:http";
@@ -63,12 +64,16 @@ export async function fastifyApp(options: HttpLimiterOptions): Promise<ReturnTyp
   return app;
 }
 
-/** Builds the app (a bad configuration throws here) and serves it on a free loopback port. */
-export async function startApp(framework: FrameworkName, options: HttpLimiterOptions): Promise<RunningApp> {
+/** Builds the app (a bad configuration throws here) and serves it (default: a free loopback port). */
+export async function startApp(
+  framework: FrameworkName,
+  options: HttpLimiterOptions,
+  listen: { port: number; host: string } = { port: 0, host: "127.0.0.1" },
+): Promise<RunningApp> {
   if (framework === "express") {
     const app = expressApp(options);
     const server: Server = await new Promise((resolve, reject) => {
-      const s = app.listen(0, "127.0.0.1", (err?: Error) => (err ? reject(err) : resolve(s)));
+      const s = app.listen(listen.port, listen.host, (err?: Error) => (err ? reject(err) : resolve(s)));
     });
     return {
       port: (server.address() as AddressInfo).port,
@@ -80,7 +85,7 @@ export async function startApp(framework: FrameworkName, options: HttpLimiterOpt
     };
   }
   const app = await fastifyApp(options);
-  await app.listen({ port: 0, host: "127.0.0.1" });
+  await app.listen(listen);
   return {
     port: (app.server.address() as AddressInfo).port,
     close: async () => {
