@@ -1,0 +1,42 @@
+// Package exampleapp is the app behind the middleware in the conformance
+// runner and in scripts/serve-example go (conformance/README.md, What the
+// app behind the middleware does): every path and method answers "ok",
+// with the status of the X-Conformance-Status header when present; a
+// request with X-Conformance-User is authenticated as that user, the
+// net/http way: in the request's context.
+package exampleapp
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/librl/librl/clients/go/nethttp"
+)
+
+// OK answers every request "ok" (status from X-Conformance-Status).
+var OK = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	status := http.StatusOK
+	if s, err := strconv.Atoi(r.Header.Get("X-Conformance-Status")); err == nil && s >= 200 && s <= 599 {
+		status = s
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte("ok"))
+})
+
+// Authenticate stands for an application's authentication middleware: it
+// puts the X-Conformance-User header's user in the request's context,
+// where nethttp's default user resolver finds it.
+func Authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if user := r.Header.Get("X-Conformance-User"); user != "" {
+			r = r.WithContext(nethttp.WithUser(r.Context(), user))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Handler is the whole app: authentication, then the middleware, then OK.
+func Handler(mw *nethttp.Middleware) http.Handler {
+	return Authenticate(mw.Handler(OK))
+}

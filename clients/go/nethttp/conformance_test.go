@@ -1,0 +1,479 @@
+package nethttp_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/librl/librl/clients/go/internal/exampleapp"
+	"github.com/librl/librl/clients/go/internal/testserver"
+	"github.com/librl/librl/clients/go/nethttp"
+)
+
+// The conformance suite (conformance/README.md): every case over real
+// HTTP, standalone and on a real 3-primary cluster.
+
+type conformanceCase struct {
+	Name         string            `json:"name"`
+	Redis        string            `json:"redis"`
+	Requires     []string          `json:"requires"`
+	Config       json.RawMessage   `json:"config"`
+	StartupError *string           `json:"startup_error"`
+	Steps        []json.RawMessage `json:"steps"`
+}
+
+type step struct {
+	Request      *request        `json:"request"`
+	Repeat       int             `json:"repeat"`
+	Expect       json.RawMessage `json:"expect"`
+	SleepMS      int             `json:"sleep_ms"`
+	Redis        []string        `json:"redis"`
+	RedisPauseMS int             `json:"redis_pause_ms"`
+	Check        string          `json:"check"`
+}
+
+type request struct {
+	Method  string                     `json:"method"`
+	Path    string                     `json:"path"`
+	Headers map[string]json.RawMessage `json:"headers"`
+	Body    *string                    `json:"body"`
+	Chunked bool                       `json:"chunked"`
+}
+
+type expectation struct {
+	Status      int                        `json:"status"`
+	Headers     map[string]json.RawMessage `json:"headers"`
+	Absent      []string                   `json:"absent"`
+	ContentType string                     `json:"content_type"`
+	Body        map[string]json.RawMessage `json:"body"`
+	BodyText    *string                    `json:"body_text"`
+}
+
+func casesDir() string {
+	_, file, _, _ := runtimeCaller()
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "conformance", "cases")
+}
+
+func loadCases(t *testing.T) []conformanceCase {
+	files, err := filepath.Glob(filepath.Join(casesDir(), "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no conformance cases in %s (%v)", casesDir(), err)
+	}
+	var all []conformanceCase
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Cases []conformanceCase `json:"cases"`
+		}
+		if err := json.Unmarshal(data, &doc); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		all = append(all, doc.Cases...)
+	}
+	return all
+}
+
+// What this integration lacks: the local fail mode is Rust's only.
+var lacks = map[string]bool{"fail-local": true}
+
+func TestConformance(t *testing.T) {
+	cases := loadCases(t)
+	flavor := testserver.ByName("valkey9")
+	need := map[string]bool{}
+	for _, c := range cases {
+		need[c.Redis] = true
+	}
+	var standalone *testserver.Server
+	var cluster *testserver.Cluster
+	if need[""] || need["standalone"] {
+		standalone = testserver.Start(t, flavor)
+	}
+	if need["cluster"] {
+		cluster = testserver.StartCluster(t, flavor)
+	}
+	// Every case runs where it says; the standalone ones on the cluster too.
+	type run struct {
+		name  string
+		c     conformanceCase
+		redis string
+	}
+	var runs []run
+	for _, c := range cases {
+		runs = append(runs, run{c.Name, c, c.Redis})
+		if (c.Redis == "" || c.Redis == "standalone") && c.StartupError == nil {
+			runs = append(runs, run{c.Name + "/on-a-cluster", c, "cluster"})
+			need["cluster"] = true
+		}
+	}
+	if need["cluster"] && cluster == nil {
+		cluster = testserver.StartCluster(t, flavor)
+	}
+	for _, r := range runs {
+		c := r.c
+		t.Run(r.name, func(t *testing.T) {
+			for _, r := range c.Requires {
+				if lacks[r] {
+					t.Skipf("needs %q, which the Go integration does not have", r)
+				}
+			}
+			if c.StartupError != nil {
+				_, err := nethttp.New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), nethttp.Bytes(c.Config))
+				if err == nil || !strings.Contains(err.Error(), *c.StartupError) {
+					t.Fatalf("start-up error %v, want one naming %q", err, *c.StartupError)
+				}
+				return
+			}
+			var env *redisEnv
+			switch r.redis {
+			case "", "standalone":
+				env = standaloneEnv(t, standalone)
+			case "cluster":
+				env = clusterEnv(t, cluster)
+			case "down":
+				env = downEnv(t)
+			default:
+				t.Fatalf("unknown redis %q", r.redis)
+			}
+			runCase(t, c, env)
+		})
+	}
+}
+
+// redisEnv is the Redis a case runs against: the app's client, and the
+// runner's own access to every primary.
+type redisEnv struct {
+	app       redis.UniversalClient
+	primaries []*redis.Client
+	cluster   *redis.ClusterClient // the runner's, for routing redis steps
+}
+
+func standaloneEnv(t *testing.T, s *testserver.Server) *redisEnv {
+	app := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	t.Cleanup(func() { _ = app.Close() })
+	return &redisEnv{app: app, primaries: []*redis.Client{s.Client()}}
+}
+
+func clusterEnv(t *testing.T, c *testserver.Cluster) *redisEnv {
+	app := c.Client()
+	runner := c.Client()
+	env := &redisEnv{app: app, cluster: runner}
+	for _, n := range c.Nodes {
+		env.primaries = append(env.primaries, n.Client())
+	}
+	return env
+}
+
+func downEnv(t *testing.T) *redisEnv {
+	port := testserver.FreePort(t, false)
+	app := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), MaxRetries: -1})
+	t.Cleanup(func() { _ = app.Close() })
+	return &redisEnv{app: app}
+}
+
+func runCase(t *testing.T, c conformanceCase, env *redisEnv) {
+	ctx := context.Background()
+	for _, p := range env.primaries {
+		if err := p.FlushAll(ctx).Err(); err != nil {
+			t.Fatalf("FLUSHALL: %v", err)
+		}
+	}
+	mw, err := nethttp.New(env.app, nethttp.Bytes(c.Config), nethttp.Logger(quietLogger()))
+	if err != nil {
+		t.Fatalf("start-up: %v", err)
+	}
+	srv := httptest.NewServer(exampleapp.Handler(mw))
+	defer srv.Close()
+	client := srv.Client()
+	for i, raw := range c.Steps {
+		var s step
+		dec := json.NewDecoder(strings.NewReader(string(raw)))
+		dec.UseNumber()
+		if err := dec.Decode(&s); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		fail := func(format string, args ...any) {
+			t.Helper()
+			t.Fatalf("case %s, step %d: %s", c.Name, i, fmt.Sprintf(format, args...))
+		}
+		switch {
+		case s.Request != nil:
+			n := max(s.Repeat, 1)
+			for k := range n {
+				if msg := doRequest(client, srv.URL, s.Request, s.Expect); msg != "" {
+					fail("request %d of %d: %s", k+1, n, msg)
+				}
+			}
+		case s.SleepMS > 0:
+			time.Sleep(time.Duration(s.SleepMS) * time.Millisecond)
+		case s.Redis != nil:
+			got := env.do(ctx, s.Redis)
+			if msg := match(s.Expect, got); msg != "" {
+				fail("%v replied %#v: %s", s.Redis, got, msg)
+			}
+		case s.RedisPauseMS > 0:
+			for _, p := range env.primaries {
+				if err := p.Do(ctx, "CLIENT", "PAUSE", s.RedisPauseMS, "ALL").Err(); err != nil {
+					fail("CLIENT PAUSE: %v", err)
+				}
+			}
+		case s.Check == "every_key_expires":
+			for _, p := range env.primaries {
+				keys, err := p.Keys(ctx, "*").Result()
+				if err != nil {
+					fail("KEYS: %v", err)
+				}
+				for _, k := range keys {
+					// Override keys are the operator's (a case's RL.OVERRIDE SET
+					// step): docs/http.md, Keys, "nothing the integration writes
+					// lives forever".
+					if p.Do(ctx, "RL.OVERRIDE", "GET", k).Err() == nil {
+						continue
+					}
+					if ttl, err := p.Do(ctx, "PTTL", k).Int64(); err != nil || ttl <= 0 {
+						fail("key %s has no expiry (PTTL %d, %v)", k, ttl, err)
+					}
+				}
+			}
+		default:
+			fail("unknown step %s", raw)
+		}
+	}
+}
+
+// do sends a command to Redis directly (in a cluster, to the primary
+// owning its first key) and returns the reply, nil for a nil reply, or
+// the error's text.
+func (env *redisEnv) do(ctx context.Context, words []string) any {
+	args := make([]any, len(words))
+	for i, w := range words {
+		args[i] = w
+	}
+	var c *redis.Client
+	if env.cluster == nil {
+		c = env.primaries[0]
+	} else {
+		pos := 1
+		if name := strings.ToUpper(words[0]); name == "RL.ALL" || name == "RL.OVERRIDE" {
+			pos = 2
+		}
+		if len(words) <= pos {
+			return env.everyPrimary(ctx, args)
+		}
+		var err error
+		if c, err = env.cluster.MasterForKey(ctx, words[pos]); err != nil {
+			return err.Error()
+		}
+	}
+	v, err := c.Do(ctx, args...).Result()
+	if err == redis.Nil {
+		return nil
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return v
+}
+
+// everyPrimary sends a keyless command (DBSIZE) to every primary; integer
+// replies are summed.
+func (env *redisEnv) everyPrimary(ctx context.Context, args []any) any {
+	var sum int64
+	for _, p := range env.primaries {
+		v, err := p.Do(ctx, args...).Result()
+		if err != nil {
+			return err.Error()
+		}
+		n, ok := v.(int64)
+		if !ok {
+			return v
+		}
+		sum += n
+	}
+	return sum
+}
+
+func doRequest(client *http.Client, base string, r *request, rawExpect json.RawMessage) string {
+	method := r.Method
+	if method == "" {
+		method = "GET"
+	}
+	var body io.Reader
+	if r.Body != nil {
+		body = strings.NewReader(*r.Body)
+		if r.Chunked {
+			body = io.MultiReader(body) // an unknown length: sent chunked
+		}
+	}
+	req, err := http.NewRequest(method, base+r.Path, body)
+	if err != nil {
+		return err.Error()
+	}
+	if r.Body != nil && !r.Chunked {
+		req.ContentLength = int64(len(*r.Body))
+	}
+	for name, raw := range r.Headers {
+		var one string
+		var many []string
+		if json.Unmarshal(raw, &one) == nil {
+			req.Header.Add(name, one)
+		} else if json.Unmarshal(raw, &many) == nil {
+			for _, v := range many {
+				req.Header.Add(name, v)
+			}
+		}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if len(rawExpect) == 0 {
+		return ""
+	}
+	var e expectation
+	dec := json.NewDecoder(strings.NewReader(string(rawExpect)))
+	dec.UseNumber()
+	if err := dec.Decode(&e); err != nil {
+		return err.Error()
+	}
+	where := fmt.Sprintf("%s %s -> %d %v %q", method, r.Path, resp.StatusCode, resp.Header, data)
+	if e.Status != 0 && resp.StatusCode != e.Status {
+		return fmt.Sprintf("status %d, want %d (%s)", resp.StatusCode, e.Status, where)
+	}
+	for name, want := range e.Headers {
+		got, ok := resp.Header[http.CanonicalHeaderKey(name)]
+		if !ok {
+			return fmt.Sprintf("header %s missing (%s)", name, where)
+		}
+		if msg := match(want, strings.Join(got, ", ")); msg != "" {
+			return fmt.Sprintf("header %s: %s (%s)", name, msg, where)
+		}
+	}
+	for _, name := range e.Absent {
+		if v := resp.Header.Get(name); v != "" {
+			return fmt.Sprintf("header %s present: %q (%s)", name, v, where)
+		}
+	}
+	if e.ContentType != "" && !strings.HasPrefix(resp.Header.Get("Content-Type"), e.ContentType) {
+		return fmt.Sprintf("content type %q, want %q (%s)", resp.Header.Get("Content-Type"), e.ContentType, where)
+	}
+	if e.BodyText != nil && string(data) != *e.BodyText {
+		return fmt.Sprintf("body %q, want %q", data, *e.BodyText)
+	}
+	if e.Body != nil {
+		var got map[string]any
+		dec := json.NewDecoder(strings.NewReader(string(data)))
+		dec.UseNumber()
+		if err := dec.Decode(&got); err != nil {
+			return fmt.Sprintf("body is not JSON: %q", data)
+		}
+		for k, want := range e.Body {
+			v, ok := got[k]
+			if !ok {
+				return fmt.Sprintf("body has no %q: %s", k, data)
+			}
+			if msg := match(want, v); msg != "" {
+				return fmt.Sprintf("body %q: %s (%s)", k, msg, data)
+			}
+		}
+	}
+	return ""
+}
+
+// match compares a value with an expectation: equal, or a matcher
+// ({"range": [lo, hi]}, {"re": "..."}, {"any": true}), arrays element by
+// element. "" when it matches.
+func match(raw json.RawMessage, got any) string {
+	var want any
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	if err := dec.Decode(&want); err != nil {
+		return err.Error()
+	}
+	return matchValue(want, got)
+}
+
+func matchValue(want, got any) string {
+	switch w := want.(type) {
+	case map[string]any:
+		if _, ok := w["any"]; ok {
+			return ""
+		}
+		if r, ok := w["range"].([]any); ok && len(r) == 2 {
+			n, ok := integer(got)
+			lo, _ := integer(r[0])
+			hi, _ := integer(r[1])
+			if !ok || n < lo || n > hi {
+				return fmt.Sprintf("%#v is not in [%d, %d]", got, lo, hi)
+			}
+			return ""
+		}
+		if re, ok := w["re"].(string); ok {
+			s, ok := got.(string)
+			if !ok || !regexp.MustCompile("^(?:"+re+")$").MatchString(s) {
+				return fmt.Sprintf("%#v does not match /%s/", got, re)
+			}
+			return ""
+		}
+		return fmt.Sprintf("unknown matcher %v", w)
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return fmt.Sprintf("%#v is not an array of %d", got, len(w))
+		}
+		for i := range w {
+			if msg := matchValue(w[i], g[i]); msg != "" {
+				return fmt.Sprintf("[%d]: %s", i, msg)
+			}
+		}
+		return ""
+	case json.Number:
+		n, ok := integer(got)
+		wn, _ := w.Int64()
+		if !ok || n != wn {
+			return fmt.Sprintf("%#v, want %s", got, w)
+		}
+		return ""
+	case nil:
+		if got != nil {
+			return fmt.Sprintf("%#v, want null", got)
+		}
+		return ""
+	default:
+		if !reflect.DeepEqual(want, got) {
+			return fmt.Sprintf("%#v, want %#v", got, want)
+		}
+		return ""
+	}
+}
+
+func integer(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int64:
+		return x, true
+	case json.Number:
+		n, err := x.Int64()
+		return n, err == nil
+	case string:
+		n, err := strconv.ParseInt(x, 10, 64)
+		return n, err == nil
+	}
+	return 0, false
+}
