@@ -57,6 +57,19 @@ def test_peek_changes_nothing(limiter: librl.Limiter, r: redis.Redis, key: str) 
     assert not limiter.fixed(key, 1, 60, peek=True)
 
 
+def test_cost_zero_reads_without_counting(limiter: librl.Limiter, key: str) -> None:
+    assert limiter.fixed(key, 3, 60).count == 1
+    for call in (
+        lambda: limiter.fixed(key, 3, 60, cost=0),
+        lambda: limiter.all(librl.Fixed(key, 3, 60, cost=0)).decisions[0],
+    ):
+        read = call()
+        assert (read.allowed, read.count, read.remaining) == (True, 1, 2)
+    assert limiter.sliding(key + "s", 3, 60, cost=0).count == 0
+    assert limiter.token(key + "t", 3, 60, cost=0).remaining == 3
+    assert limiter.fixed(key, 3, 60).count == 2  # the reads counted nothing
+
+
 def test_all_or_nothing(limiter: librl.Limiter, key: str) -> None:
     minute, day = f"{key}:min", f"{key}:day"
     ok = limiter.all(librl.Fixed(minute, 2, 60), librl.Sliding(day, 100, "1d"))

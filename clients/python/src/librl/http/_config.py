@@ -208,7 +208,9 @@ def parse(doc: object) -> Config:
         if policy.name in policies:
             raise ConfigError(f"policies[{i}].name", f"{policy.name!r} is used twice")
         policies[policy.name] = policy
-    routes = doc.get("routes") or []
+    routes = doc.get("routes")
+    if routes is None:
+        routes = []
     if not isinstance(routes, list):
         raise ConfigError("routes", f"must be a list, not {_kind(routes)}")
     return Config(

@@ -1,0 +1,284 @@
+"""The Python integrations beyond the conformance cases: each framework's
+own idiom for per-view policies (FastAPI dependency, Django decorator,
+Flask decorator), user resolvers, the decision hook with the Prometheus
+example, configuration files, and start-up errors. Real servers, real
+HTTP, a real Redis with the module."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Dict, List, MutableMapping, Optional, Tuple
+
+import django_app
+import flask
+import metrics
+import pytest
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.core.handlers.wsgi import WSGIHandler
+from django.http import HttpResponse
+from django.urls import path as django_path
+from fastapi import Depends, FastAPI
+from prometheus_client import REGISTRY
+
+from http_servers import serving
+from librl.http import ConfigError, DecisionEvent, load
+from librl.http.django import rate_limit
+from librl.http.fastapi import RateLimit as FastAPIRateLimit
+from librl.http.flask import RateLimit as FlaskRateLimit
+from servers import Server, start_server
+
+CONFIG: Dict[str, Any] = {
+    "exempt_loopback": False,
+    "policies": [
+        {"name": "everywhere", "algorithm": "fixed", "limit": 100, "window": "60s"},
+        {"name": "view", "algorithm": "fixed", "limit": 1, "window": "60s", "key": "user"},
+    ],
+    "routes": [{"path": "/", "policies": ["everywhere"]}],
+}
+
+
+@pytest.fixture(scope="module")
+def redis_server() -> Iterator[Server]:
+    s = start_server("redis")
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def url(redis_server: Server) -> str:
+    with redis_server.client() as r:
+        r.flushall()
+    return f"redis://127.0.0.1:{redis_server.port}"
+
+
+def get(
+    port: int, path: str, headers: Optional[Dict[str, str]] = None
+) -> Tuple[int, Dict[str, str], bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", path, headers=headers or {})
+        response = conn.getresponse()
+        return (
+            response.status,
+            {k.lower(): v for k, v in response.getheaders()},
+            response.read(),
+        )
+    finally:
+        conn.close()
+
+
+def view_policy_holds(port: int, path: str, user_header: str = "X-User") -> None:
+    """``path`` is checked by the "view" policy alone (one request per user),
+    others by the routes' "everywhere"."""
+    status, headers, _ = get(port, path, {user_header: "ann"})
+    assert status == 200
+    assert headers["ratelimit-policy"] == '"view";q=1;w=60'
+    status, headers, body = get(port, path, {user_header: "ann"})
+    assert status == 429
+    assert headers["content-type"].startswith("application/problem+json")
+    assert json.loads(body)["policy"] == "view"
+    assert get(port, path, {user_header: "bob"})[0] == 200  # another user's counter
+    status, headers, _ = get(port, "/elsewhere", {user_header: "ann"})
+    assert (status, headers["ratelimit-policy"]) == (200, '"everywhere";q=100;w=60')
+
+
+def test_fastapi_dependency_and_user_resolver(url: str) -> None:
+    limits = FastAPIRateLimit(CONFIG, url=url, user=lambda scope: _header(scope, b"x-user"))
+    app = FastAPI()
+    limits.install(app, middleware=False)  # only the dependency checks
+
+    @app.get("/search", dependencies=[Depends(limits.policies("view"))])
+    async def search() -> Dict[str, List[str]]:
+        return {"results": []}
+
+    @app.get("/{rest:path}")
+    async def other(rest: str) -> str:
+        return "ok"
+
+    with serving("fastapi", app) as running:
+        status, headers, _ = get(running.port, "/search", {"X-User": "ann"})
+        assert (status, headers["ratelimit-policy"]) == (200, '"view";q=1;w=60')
+        status, _, body = get(running.port, "/search", {"X-User": "ann"})
+        assert status == 429
+        assert json.loads(body)["policy"] == "view"
+        assert get(running.port, "/search", {"X-User": "bob"})[0] == 200
+        status, headers, _ = get(running.port, "/elsewhere")
+        assert (status, "ratelimit" in headers) == (200, False)
+    with pytest.raises(ValueError, match="no policy named 'nope'"):
+        limits.policies("nope")
+
+
+def _header(scope: MutableMapping[str, Any], name: bytes) -> Optional[str]:
+    for key, value in scope["headers"]:
+        if key == name:
+            return str(value.decode())
+    return None
+
+
+def user_from_header(request: Any) -> Optional[str]:
+    """A Django user resolver, named by its dotted path in settings.LIBRL."""
+    name = request.headers.get("X-User")
+    return str(name) if name else None
+
+
+@rate_limit("view")
+def decorated(request: Any) -> HttpResponse:
+    return HttpResponse("ok")
+
+
+urlpatterns = [
+    django_path("search", decorated),
+    django_path("elsewhere", lambda request: HttpResponse("ok")),
+]
+
+
+def test_django_decorator_and_user_setting(url: str) -> None:
+    django_app.make_app(CONFIG, url=url)  # configures Django once per process
+    saved = settings.ROOT_URLCONF
+    settings.ROOT_URLCONF = __name__
+    settings.LIBRL = {"config": CONFIG, "url": url, "user": f"{__name__}.user_from_header"}
+    try:
+        with serving("django", WSGIHandler()) as running:
+            view_policy_holds(running.port, "/search")
+    finally:
+        settings.ROOT_URLCONF = saved
+
+
+def test_django_without_settings_is_improperly_configured() -> None:
+    django_app.make_app(CONFIG)
+    settings.LIBRL = {"url": "redis://127.0.0.1:1"}
+    with pytest.raises(ImproperlyConfigured, match=r"settings\.LIBRL must be a dict with 'config'"):
+        WSGIHandler()
+
+
+def test_flask_decorator_and_g_user(url: str) -> None:
+    app = flask.Flask(__name__)
+
+    @app.before_request
+    def login() -> None:
+        flask.g.user = flask.request.headers.get("X-User")
+
+    limits = FlaskRateLimit(app, config=CONFIG, url=url)
+
+    @app.get("/search")
+    @limits.policies("view")
+    def search() -> str:
+        return "ok"
+
+    @app.get("/elsewhere")
+    def elsewhere() -> str:
+        return "ok"
+
+    with serving("flask", app) as running:
+        view_policy_holds(running.port, "/search")
+    with pytest.raises(ValueError, match="no policy named 'nope'"):
+        limits.policies("nope")
+
+
+def sample(name: str, labels: Dict[str, str]) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+@pytest.mark.parametrize("framework", ["fastapi", "django", "flask"])
+def test_decision_hook_feeds_prometheus(
+    framework: str, url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from http_servers import factories
+
+    events: List[DecisionEvent] = []
+
+    def hook(event: DecisionEvent) -> None:
+        metrics.record(event)
+        events.append(event)
+
+    config = {
+        "exempt_loopback": False,
+        "mode": "shadow",
+        "policies": [{"name": "hooked", "algorithm": "fixed", "limit": 1, "window": "60s"}],
+    }
+    denied = {"outcome": "would_deny"}
+    before = sample("librl_http_decisions_total", denied)
+    before_policy = sample("librl_http_policy_denials_total", {"policy": "hooked"})
+    app = factories()[framework](config, url=url, on_decision=hook)
+    with caplog.at_level(logging.WARNING, logger="librl.http"), serving(framework, app) as running:
+        assert get(running.port, "/a")[0] == 200
+        status, headers, _ = get(running.port, "/a")
+        assert status == 200  # shadow: never refused
+        assert "retry-after" not in headers
+    assert sample("librl_http_decisions_total", denied) == before + 1
+    assert sample("librl_http_policy_denials_total", {"policy": "hooked"}) == before_policy + 1
+    assert [e.outcome for e in events] == ["allowed", "would_deny"]
+    check = events[1].checks[0]
+    assert (check.policy, check.subject, check.key, check.cost) == (
+        "hooked",
+        "ip:127.0.0.1",
+        "rl:{ip:127.0.0.1}:hooked",
+        1,
+    )
+    assert check.decision is not None
+    assert not check.decision.allowed
+    assert "would be denied by policy 'hooked'" in caplog.text
+
+
+def test_a_failing_hook_is_logged_and_ignored(url: str, caplog: pytest.LogCaptureFixture) -> None:
+    def broken(event: DecisionEvent) -> None:
+        raise RuntimeError("metrics are down")
+
+    app = django_app.make_app(
+        {"exempt_loopback": False, "policies": CONFIG["policies"][:1]}, url=url, on_decision=broken
+    )
+    with caplog.at_level(logging.ERROR, logger="librl.http"), serving("django", app) as running:
+        assert get(running.port, "/")[0] == 200
+    assert "the decision hook failed" in caplog.text
+
+
+def test_configuration_files(tmp_path: Path) -> None:
+    yaml_file = tmp_path / "policies.yaml"
+    yaml_file.write_text("policies:\n  - {name: p, rate: 5/10s, algorithm: token, burst: 9}\n")
+    config = load(yaml_file)
+    assert (config.policies[0].limit, config.policies[0].window_ms) == (5, 10_000)
+    json_file = tmp_path / "policies.json"
+    json_file.write_text(json.dumps(CONFIG))
+    assert [p.name for p in load(str(json_file)).policies] == ["everywhere", "view"]
+    assert load(config) is config
+    examples = Path(__file__).resolve().parents[3] / "conformance" / "examples" / "policies.yaml"
+    assert load(examples).routes[0].path == "/upload"
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    with pytest.raises(ConfigError, match=r"file: .*bad\.json is not JSON"):
+        load(bad)
+    (tmp_path / "bad.yaml").write_text("policies: [")
+    with pytest.raises(ConfigError, match="is not YAML"):
+        load(tmp_path / "bad.yaml")
+    with pytest.raises(ConfigError, match="cannot read"):
+        load(tmp_path / "missing.yaml")
+    (tmp_path / "list.json").write_text("[1]")
+    with pytest.raises(ConfigError, match=r"\(document\): must be a mapping"):
+        load(tmp_path / "list.json")
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({"policies": "p"}, "policies: must be a list"),
+        ({"policies": [5]}, "policies[0]: must be a mapping"),
+        ({"policies": [], "routes": {}}, "routes: must be a list"),
+        ({"policies": [], "deny": []}, "deny: must be a mapping"),
+        ({"policies": [], "trusted_proxies": "10.0.0.0/8"}, "trusted_proxies: must be a list"),
+        ({"policies": [], "exempt_loopback": "yes"}, "exempt_loopback: 'yes': true or false"),
+        ({"policies": [], "fail": "local"}, "fail: local is the Rust integration's mode"),
+        ({"policies": [], "routes": [{"path": "/", "policies": "p"}]}, "routes[0].policies"),
+        (
+            {"policies": [], "routes": [{"path": "/", "methods": "GET", "policies": []}]},
+            "routes[0].methods: must be a list",
+        ),
+    ],
+)
+def test_more_start_up_errors(doc: Dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        load(doc)
