@@ -1,0 +1,264 @@
+/**
+ * What the Express middleware and the Fastify plugin give beyond the
+ * conformance cases, over real HTTP against a real server with the module:
+ * per-route policies in each framework's idiom, the user resolver, the
+ * decision hook feeding a prom-client counter, configuration files (JSON,
+ * YAML, an injected parser), the warnings of shadow and fail-open, and the
+ * body a chunked upload leaves for the handler.
+ */
+import assert from "node:assert/strict";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import type { AddressInfo } from "node:net";
+import type { Server as HttpServer } from "node:http";
+import { after, before, describe, it } from "node:test";
+import express from "express";
+import Fastify from "fastify";
+import Redis from "ioredis";
+import { Counter, Registry } from "prom-client";
+import { parse as parseYaml } from "yaml";
+import { rateLimit } from "../src/express.js";
+import { librl } from "../src/fastify.js";
+import { ConfigError, loadConfig, type DecisionEvent } from "../src/http/index.js";
+import { REDIS_SERVER, freePort, startServer, type Server } from "./helpers.js";
+
+const POLICIES = [
+  { name: "two", algorithm: "fixed", limit: 2, window: "60s" },
+  { name: "one", algorithm: "fixed", limit: 1, window: "60s" },
+  { name: "by-user", algorithm: "fixed", limit: 1, window: "60s", key: "user" },
+  { name: "bytes", algorithm: "fixed", limit: 100, window: "60s", cost: "body-bytes" },
+];
+const base = { exempt_loopback: false, policies: POLICIES };
+
+async function listen(app: express.Express): Promise<{ url: string; close: () => Promise<void> }> {
+  const server: HttpServer = await new Promise((resolve) => {
+    const s = app.listen(0, "127.0.0.1", () => resolve(s));
+  });
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+async function statuses(url: string, n: number, init?: RequestInit): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const res = await fetch(url, init);
+    await res.arrayBuffer();
+    out.push(res.status);
+  }
+  return out;
+}
+
+describe("HTTP integrations", { concurrency: 1 }, () => {
+  let server: Server;
+  let client: Redis;
+  before(async () => {
+    server = await startServer(REDIS_SERVER, "http");
+    client = new Redis({ host: "127.0.0.1", port: server.port });
+  });
+  after(async () => {
+    client?.disconnect();
+    await server?.stop();
+  });
+  const flush = () => server.admin.call("FLUSHALL");
+
+  it("Express: .policies() on a route and a router; a missing name is refused when the middleware is built", async () => {
+    await flush();
+    const limiter = rateLimit({ client, config: { ...base, routes: [{ path: "/", policies: [] }] } });
+    const app = express();
+    const api = express.Router();
+    api.use(limiter.policies("two"));
+    api.get("/items", (_req, res) => void res.send("items"));
+    app.use("/api", api);
+    app.post("/login", limiter.policies("one"), (_req, res) => void res.send("in"));
+    app.get("/free", (_req, res) => void res.send("free"));
+    const { url, close } = await listen(app);
+    try {
+      assert.deepEqual(await statuses(`${url}/api/items`, 3), [200, 200, 429]);
+      assert.deepEqual(await statuses(`${url}/login`, 2, { method: "POST" }), [200, 429]);
+      assert.deepEqual(await statuses(`${url}/free`, 3), [200, 200, 200]);
+    } finally {
+      await close();
+    }
+    assert.throws(() => limiter.policies("two", "nope"), (err: Error) => err instanceof ConfigError && /policies\[1\]: no policy named "nope"/.test(err.message));
+  });
+
+  it("Fastify: a route's config names its policies, [] exempts it, and a missing name fails at ready()", async () => {
+    await flush();
+    const app = Fastify();
+    await app.register(librl, { client, config: { ...base, routes: [{ path: "/", policies: ["two"] }] } });
+    app.get("/login", { config: { librl: { policies: ["one"] } } }, async () => "in");
+    app.get("/health", { config: { librl: { policies: [] } } }, async () => "up");
+    app.get("/other", async () => "other");
+    await app.listen({ port: 0, host: "127.0.0.1" });
+    const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+    try {
+      assert.deepEqual(await statuses(`${url}/login`, 2), [200, 429]);
+      assert.deepEqual(await statuses(`${url}/health`, 3), [200, 200, 200]);
+      assert.deepEqual(await statuses(`${url}/other`, 3), [200, 200, 429]);
+    } finally {
+      await app.close();
+    }
+    const bad = Fastify();
+    await bad.register(librl, { client, config: base });
+    await assert.rejects(
+      async () => {
+        bad.get("/x", { config: { librl: { policies: ["missing"] } } }, async () => "x");
+        await bad.ready();
+      },
+      /config\.librl\.policies\[0\]: no policy named "missing"/,
+    );
+    await bad.close();
+  });
+
+  it("key: user reads req.user (id or username) by default, or the resolver given", async () => {
+    await flush();
+    const config = { ...base, routes: [{ path: "/", policies: ["by-user"] }] };
+    const app = express();
+    app.use((req, _res, next) => {
+      (req as { user?: unknown }).user = { username: "carol" };
+      next();
+    });
+    app.use(rateLimit({ client, config }));
+    app.use((_req, res) => void res.send("ok"));
+    const byDefault = await listen(app);
+    assert.deepEqual(await statuses(byDefault.url, 2), [200, 429]);
+    await byDefault.close();
+    assert.equal(await server.admin.call("EXISTS", "rl:{user:carol}:by-user"), 1);
+
+    const custom = express();
+    custom.use(rateLimit({ client, config, user: (req) => req.headers["x-tenant-user"] as string | undefined }));
+    custom.use((_req, res) => void res.send("ok"));
+    const resolved = await listen(custom);
+    assert.deepEqual(await statuses(resolved.url, 1, { headers: { "X-Tenant-User": "dave" } }), [200]);
+    await resolved.close();
+    assert.equal(await server.admin.call("EXISTS", "rl:{user:dave}:by-user"), 1);
+  });
+
+  it("the decision hook feeds a prom-client counter; a hook that throws is logged and ignored", async () => {
+    await flush();
+    const registry = new Registry();
+    const decisions = new Counter({
+      name: "librl_http_decisions_total",
+      help: "Requests checked by librl, by outcome and policy",
+      labelNames: ["outcome", "policy"],
+      registers: [registry],
+    });
+    const events: DecisionEvent[] = [];
+    const onDecision = (event: DecisionEvent) => {
+      events.push(event);
+      for (const check of event.checks) decisions.inc({ outcome: event.outcome, policy: check.policy });
+    };
+    const app = Fastify();
+    await app.register(librl, { client, config: { ...base, routes: [{ path: "/", policies: ["one"] }] }, onDecision });
+    app.get("/*", async () => "ok");
+    await app.listen({ port: 0, host: "127.0.0.1" });
+    const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+    assert.deepEqual(await statuses(`${url}/a?q=1`, 2), [200, 429]);
+    await app.close();
+    const text = await registry.metrics();
+    assert.match(text, /librl_http_decisions_total\{outcome="allowed",policy="one"\} 1/);
+    assert.match(text, /librl_http_decisions_total\{outcome="denied",policy="one"\} 1/);
+    const first = events[0] as DecisionEvent;
+    assert.equal(first.path, "/a");
+    assert.equal(first.route, "/");
+    assert.equal(first.local, false);
+    assert.deepEqual(
+      { ...first.checks[0], decision: undefined },
+      { policy: "one", subject: "ip:127.0.0.1", key: "rl:{ip:127.0.0.1}:one", cost: 1, decision: undefined },
+    );
+    assert.equal(first.checks[0]?.decision?.remaining, 0);
+
+    await flush();
+    const warnings: string[] = [];
+    const throwing = express();
+    throwing.use(
+      rateLimit({
+        client,
+        config: { ...base, routes: [{ path: "/", policies: ["one"] }] },
+        onDecision: () => {
+          throw new Error("metrics down");
+        },
+        logger: { warn: (m) => warnings.push(m) },
+      }),
+    );
+    throwing.use((_req, res) => void res.send("ok"));
+    const t = await listen(throwing);
+    assert.deepEqual(await statuses(t.url, 2), [200, 429]);
+    await t.close();
+    assert.equal(warnings.filter((w) => w.includes("metrics down")).length, 2);
+  });
+
+  it("shadow mode logs the would-deny; fail-open warns at most once per 10 s", async () => {
+    await flush();
+    const warnings: string[] = [];
+    const logger = { warn: (m: string) => warnings.push(m) };
+    const shadow = express();
+    shadow.use(rateLimit({ client, config: { ...base, mode: "shadow", routes: [{ path: "/", policies: ["one"] }] }, logger }));
+    shadow.use((_req, res) => void res.send("ok"));
+    const s = await listen(shadow);
+    assert.deepEqual(await statuses(`${s.url}/x`, 3), [200, 200, 200]);
+    await s.close();
+    assert.equal(warnings.filter((w) => /shadow mode: GET \/x would be refused by policy "one"/.test(w)).length, 2);
+
+    warnings.length = 0;
+    const down = new Redis({ host: "127.0.0.1", port: await freePort(), retryStrategy: () => 50 });
+    down.on("error", () => {});
+    const open = express();
+    open.use(rateLimit({ client: down, config: { ...base, timeout: "50ms", routes: [{ path: "/", policies: ["one"] }] }, logger }));
+    open.use((_req, res) => void res.send("ok"));
+    const o = await listen(open);
+    assert.deepEqual(await statuses(o.url, 3), [200, 200, 200]);
+    await o.close();
+    down.disconnect();
+    assert.equal(warnings.length, 1, warnings.join("\n"));
+    assert.match(warnings[0] as string, /Redis did not answer .*fail: open/);
+  });
+
+  it("Express: a chunked body measured for body-bytes stays readable as req.body", async () => {
+    await flush();
+    const app = express();
+    app.use(rateLimit({ client, config: { ...base, routes: [{ path: "/", policies: ["bytes"] }] } }));
+    app.post("/", (req, res) => void res.send(`got ${Buffer.isBuffer(req.body) ? req.body.toString() : "nothing"}`));
+    const { url, close } = await listen(app);
+    try {
+      const body = new ReadableStream<Uint8Array>({
+        start(controller) {
+          controller.enqueue(new TextEncoder().encode("hello "));
+          controller.enqueue(new TextEncoder().encode("world"));
+          controller.close();
+        },
+      });
+      const res = await fetch(url, { method: "POST", body, duplex: "half" } as RequestInit);
+      assert.equal(await res.text(), "got hello world");
+      assert.equal(res.headers.get("x-ratelimit-remaining"), "89");
+    } finally {
+      await close();
+    }
+  });
+
+  it("configuration files: JSON, YAML with the yaml package or an injected parser, each error naming the field or file", () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "librl-config-"));
+    const json = path.join(dir, "policies.json");
+    writeFileSync(json, JSON.stringify(base));
+    assert.equal(loadConfig(json).policies.size, 4);
+    const yaml = path.join(dir, "policies.yaml");
+    writeFileSync(yaml, "policies:\n  - {name: p, algorithm: token, rate: 5/10s, burst: 7}\n");
+    const p = loadConfig(yaml).policies.get("p");
+    assert.deepEqual([p?.limit, p?.windowMs, p?.burst], [5, 10_000, 7]);
+    let injected = 0;
+    loadConfig(yaml, { parseYaml: (text) => (injected++, parseYaml(text)) });
+    assert.equal(injected, 1);
+    writeFileSync(yaml, "policies:\n  - {name: p, algorithm: fixed, limit: 5, window: 1s, burst: 2}\n");
+    assert.throws(() => loadConfig(yaml), /^ConfigError: policies\[0\]\.burst: burst is for token policies, not fixed$/);
+    writeFileSync(json, "{ policies: ");
+    assert.throws(() => loadConfig(json), /policies\.json is not JSON/);
+    assert.throws(() => loadConfig(path.join(dir, "missing.yaml")), /cannot read .*missing\.yaml/);
+    assert.throws(
+      () => rateLimit({ client, config: { ...base, timeout: "2m" } }),
+      (err: Error) => err instanceof ConfigError && err.field === "timeout" && err.message.startsWith("librl: configuration: timeout:"),
+    );
+  });
+});
