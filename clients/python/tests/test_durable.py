@@ -74,6 +74,10 @@ def test_too_few_replicas_raise_with_the_reply(server: Server, key: str) -> None
             limiter.fixed(key, 5, 60)
         assert caught.value.replicas == 0
         assert caught.value.reply == librl.Decision(True, 1, 0, 5, 4, 60000)
+        # Reads wait for nothing: PEEK and COST 0, alone or in RL.ALL.
+        assert limiter.fixed(key, 5, 60, cost=0).count == 1
+        assert limiter.all(librl.Fixed(key, 5, 60, cost=0), librl.Token(key + "t", 1, 60, cost=0))
+        assert limiter.token(key + "t", 1, 60, peek=True)
         # The primary counted it: durability reports, it does not undo.
         # (PEEK reports the count a call would make: one more.)
         assert limiter.fixed(key, 5, 60, peek=True).count == 2

@@ -1,4 +1,4 @@
-"""A request's whole life (SPEC): REFUND, BLOCK, RESERVE and WAIT through
+"""A request's whole life (docs/request-life.md): REFUND, BLOCK, RESERVE and WAIT through
 the package, standalone and in a cluster, sync and asyncio."""
 
 from __future__ import annotations

@@ -76,6 +76,13 @@ def _cost_refund(argv: List[Arg], cost: object, refund: object) -> None:
         argv += ("COST", check_int("cost", cost))
 
 
+def reads_only(argv: List[Arg], start: int = 3) -> bool:
+    """COST 0: the call reads its limiter and writes nothing. ``start``: where
+    the options begin (after key, limit and window; a key may be "COST")."""
+    options = argv[start:]
+    return "COST" in options and options[options.index("COST") + 1] == 0
+
+
 def _tail(argv: List[Arg], block: object, override: object) -> None:
     if block is not None:
         argv += ("BLOCK", duration("block", block))
@@ -152,7 +159,7 @@ def token_args(
 class Clause:
     """One limit of an RL.ALL call: build it with Fixed, Sliding or Token."""
 
-    __slots__ = ("_args", "key", "override", "refund")
+    __slots__ = ("_args", "key", "override", "reads", "refund")
 
     #: The clause's name in RL.ALL.
     name: str = ""
@@ -160,6 +167,8 @@ class Clause:
     key: KeyT
     override: Optional[KeyT]
     refund: bool
+    #: COST 0: the clause reads its limiter and writes nothing.
+    reads: bool
     _args: Tuple[Arg, ...]
 
     def args(self) -> Tuple[Arg, ...]:
@@ -186,6 +195,7 @@ class Clause:
         self.key = argv[0]  # type: ignore[assignment]
         self.override = override  # type: ignore[assignment]
         self.refund = refund is not None
+        self.reads = reads_only(argv)
         self._args = (self.name, *argv)
 
 

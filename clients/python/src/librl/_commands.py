@@ -155,7 +155,8 @@ class Commands:
         if self.cluster:
             one_slot(self.client, "RL.ALL", keys)
         refund = any(clause.refund for clause in clauses)
-        return self._decide(argv, clauses[0].key, keys, refund, peek, parse_all)
+        reads = peek or all(clause.reads for clause in clauses)
+        return self._decide(argv, clauses[0].key, keys, refund, reads, parse_all)
 
     def _one(
         self, command: str, argv: List[Arg], override: object, refund: bool, peek: bool
@@ -167,7 +168,8 @@ class Commands:
         keys: Sequence[KeyT] = (key,) if override is None else (key, override)  # type: ignore[assignment]
         if override is not None and self.cluster:
             one_slot(self.client, command, keys)
-        return self._decide(argv, key, keys, refund, peek, parse_decision)
+        reads = peek or _args.reads_only(argv, 4)  # after the command's name
+        return self._decide(argv, key, keys, refund, reads, parse_decision)
 
     def _decide(
         self,
@@ -175,14 +177,14 @@ class Commands:
         route: KeyT,
         keys: Sequence[KeyT],
         refund: bool,
-        peek: bool,
+        reads: bool,
         parse: Callable[[Any], R],
     ) -> Command[R]:
         cache = self.cache
         if cache is None:
-            return (yield from self._write(route, argv, parse, read=peek))
+            return (yield from self._write(route, argv, parse, read=reads))
         if refund:
-            reply = yield from self._write(route, argv, parse, read=peek)
+            reply = yield from self._write(route, argv, parse, read=reads)
             cache.forget_keys(keys)
             return reply
         cached_argv = tuple(argv)
@@ -191,7 +193,7 @@ class Commands:
             return hit  # type: ignore[return-value]
         generation = cache.generation
         sent_at = monotonic()
-        reply = yield from self._write(route, argv, parse, read=peek)
+        reply = yield from self._write(route, argv, parse, read=reads)
         if not reply.allowed and reply.retry_after_ms > 0:
             cache.put(cached_argv, keys, reply, sent_at, monotonic(), generation)
         return reply
@@ -200,7 +202,7 @@ class Commands:
         self, route: KeyT, argv: List[Arg], parse: Callable[[Any], T], read: bool = False
     ) -> Command[T]:
         """A call that may write: followed by WAIT when the limiter is durable
-        (a read, PEEK or a GET, has nothing to wait for)."""
+        (a read, PEEK, COST 0 or a GET, has nothing to wait for)."""
         if self.durable is None or read:
             return parse((yield Send(route, argv)))
         reply, acked = yield Send(route, argv, wait=self.durable)

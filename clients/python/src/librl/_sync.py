@@ -45,10 +45,10 @@ class Limiter:
     when that is exact). ``denial_cache_size`` bounds the entries kept.
 
     ``durable=(numreplicas, timeout_ms)``: every call that may write (not
-    PEEK, not a GET or LIST) is followed by ``WAIT numreplicas timeout_ms``
-    on the same connection, so that a failover cannot forget it; when fewer
-    replicas acknowledge it in time, ``librl.DurabilityError`` is raised
-    with the call's result attached.
+    PEEK, not COST 0, not a GET or LIST) is followed by ``WAIT numreplicas
+    timeout_ms`` on the same connection, so that a failover cannot forget
+    it; when fewer replicas acknowledge it in time,
+    ``librl.DurabilityError`` is raised with the call's result attached.
     """
 
     def __init__(
