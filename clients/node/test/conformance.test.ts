@@ -211,13 +211,19 @@ class Backends {
   async #connect(kind: "standalone" | "cluster" | "down", ports: number[]) {
     const port = ports[0] as number;
     if (this.clientName === "ioredis") {
+      // Connected (slots loaded) before the first case: a request of a case
+      // must not spend its `timeout` on the client's start on a busy machine.
       if (kind === "cluster") {
-        const c = new Cluster(ports.map((p) => ({ host: "127.0.0.1", port: p })));
+        const c = new Cluster(ports.map((p) => ({ host: "127.0.0.1", port: p })), { lazyConnect: true });
         c.on("error", () => {});
+        await c.connect();
         return { client: c, close: async () => void c.disconnect() };
       }
-      const r = new Redis({ host: "127.0.0.1", port, retryStrategy: () => 100 });
+      const r = new Redis({ host: "127.0.0.1", port, retryStrategy: () => 100, lazyConnect: true });
       r.on("error", () => {});
+      // The app starts whether or not Redis answers: a client that is still connecting is handed over.
+      const connecting = r.connect().catch(() => {});
+      if (kind !== "down") await connecting;
       return { client: r, close: async () => void r.disconnect() };
     }
     if (kind === "cluster") {
