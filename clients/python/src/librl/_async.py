@@ -22,20 +22,8 @@ from ._types import AllDecision, Decision, KeyT, Override, OverrideEntry
 
 class AsyncLimiter:
     """librl's commands over a ``redis.asyncio`` ``Redis`` or ``RedisCluster``:
-    the same methods as Limiter, awaited.
-
-    In a cluster every call goes straight to the primary owning its key (no
-    COMMAND GETKEYS, no MOVED in steady state); see the package README.
-
-    ``denial_cache=True``: after a denial with retry_after_ms > 0, the same
-    call is answered locally until that time has passed (see the README for
-    when that is exact). ``denial_cache_size`` bounds the entries kept.
-
-    ``durable=(numreplicas, timeout_ms)``: every call that may write (not
-    PEEK, not COST 0, not a GET or LIST) is followed by ``WAIT numreplicas
-    timeout_ms`` on the same connection, so that a failover cannot forget
-    it; when fewer replicas acknowledge it in time,
-    ``librl.DurabilityError`` is raised with the call's result attached.
+    the same methods and options as Limiter (see its docstring), awaited;
+    ``override_scan_iter`` is an async iterator.
     """
 
     def __init__(
@@ -80,8 +68,7 @@ class AsyncLimiter:
         override: Optional[KeyT] = None,
         peek: bool = False,
     ) -> Decision:
-        """``RL.FIXED``: a fixed window of ``limit`` units per ``window``.
-        ``cost=0`` reads the limiter without counting."""
+        """``Limiter.fixed``, awaited."""
         return await self._run(
             self._commands.fixed(key, limit, window, aligned, cost, refund, block, override, peek)
         )
@@ -99,8 +86,7 @@ class AsyncLimiter:
         override: Optional[KeyT] = None,
         peek: bool = False,
     ) -> Decision:
-        """``RL.SLIDING``: an exact sliding log, or the weighted two-window
-        counter with ``approx=True``."""
+        """``Limiter.sliding``, awaited."""
         return await self._run(
             self._commands.sliding(key, limit, window, approx, cost, refund, block, override, peek)
         )
@@ -120,10 +106,7 @@ class AsyncLimiter:
         override: Optional[KeyT] = None,
         peek: bool = False,
     ) -> Decision:
-        """``RL.TOKEN``: a bucket of ``burst`` tokens (default ``rate``)
-        refilled at ``rate`` per ``window``. With ``wait``, the server holds
-        the reply until the reserved time: give the client a socket timeout
-        longer than ``wait``."""
+        """``Limiter.token``, awaited."""
         return await self._run(
             self._commands.token(
                 key, rate, window, burst, cost, refund, reserve, wait, block, override, peek
@@ -131,11 +114,7 @@ class AsyncLimiter:
         )
 
     async def all(self, *clauses: Clause, peek: bool = False) -> AllDecision:
-        """``RL.ALL``: every clause admits the call, and records it, or none does.
-
-        In a cluster all keys and override keys must hash to one slot (use a
-        hash tag); otherwise RedisClusterException is raised before sending.
-        """
+        """``Limiter.all``, awaited."""
         return await self._run(self._commands.all(clauses, peek))
 
     # -- overrides ------------------------------------------------------------
@@ -149,19 +128,15 @@ class AsyncLimiter:
         burst: Optional[int] = None,
         ttl: Optional[Duration] = None,
     ) -> None:
-        """``RL.OVERRIDE SET``: store an override at ``okey`` (replacing any)."""
+        """``Limiter.override_set``, awaited."""
         await self._run(self._commands.override_set(okey, limit, window, burst, ttl))
 
     async def override_get(self, okey: KeyT) -> Optional[Override]:
-        """``RL.OVERRIDE GET``: the override at ``okey``, or None."""
+        """``Limiter.override_get``, awaited."""
         return await self._run(self._commands.override_get(okey))
 
     async def override_delete(self, *okeys: KeyT) -> int:
-        """``RL.OVERRIDE DEL``: delete overrides, return how many existed.
-
-        In a cluster the keys are grouped by slot, one command per slot (each
-        group all-or-nothing on WRONGTYPE, as the command is).
-        """
+        """``Limiter.override_delete``, awaited."""
         return await self._run(self._commands.override_delete(okeys))
 
     async def override_list(
@@ -172,20 +147,13 @@ class AsyncLimiter:
         count: Optional[int] = None,
         node: Optional[ClusterNode] = None,
     ) -> Tuple[int, List[OverrideEntry]]:
-        """``RL.OVERRIDE LIST``: one step of SCAN over one server's overrides.
-
-        With a RedisCluster, pass the ``node`` to list (one of
-        ``client.get_primaries()``): cursors belong to a node. To list every
-        override of a cluster, use ``override_scan_iter()``.
-        """
+        """``Limiter.override_list``, awaited."""
         return await self._run(self._commands.override_list(cursor, match, count, node))
 
     async def override_scan_iter(
         self, *, match: Optional[KeyT] = None, count: Optional[int] = None
     ) -> AsyncIterator[OverrideEntry]:
-        """Every override of the server, or of every primary of a cluster
-        (SCAN's contract: an override present the whole time is listed at
-        least once)."""
+        """``Limiter.override_scan_iter``, as an async iterator."""
         if self._cluster:
             await self._client.initialize()
         nodes: List[Any] = self._client.get_primaries() if self._cluster else [None]
