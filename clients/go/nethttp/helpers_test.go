@@ -9,6 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+var ctx = context.Background()
+
 func runtimeCaller() (uintptr, string, int, bool) { return runtime.Caller(0) }
 
 // quietLogger drops the warnings the cases provoke on purpose.

@@ -112,17 +112,25 @@ func (m *Middleware) setHeaders(h http.Header, cs []checked, refused bool) {
 			}
 			parts[i] = fmt.Sprintf(`"%s";q=%d;w=%d%s`, c.p.name, quota(c), ceilSecs(c.p.window), unit)
 		}
-		h.Set("RateLimit-Policy", strings.Join(parts, ", "))
-		h.Set("RateLimit", fmt.Sprintf(`"%s";r=%d;t=%s`, w.p.name, w.d.Remaining, reset))
+		setExact(h, "RateLimit-Policy", strings.Join(parts, ", "))
+		setExact(h, "RateLimit", fmt.Sprintf(`"%s";r=%d;t=%s`, w.p.name, w.d.Remaining, reset))
 	}
 	if m.c.legacy {
-		h.Set("X-RateLimit-Limit", strconv.FormatInt(quota(w), 10))
-		h.Set("X-RateLimit-Remaining", strconv.FormatInt(w.d.Remaining, 10))
-		h.Set("X-RateLimit-Reset", reset)
+		setExact(h, "X-RateLimit-Limit", strconv.FormatInt(quota(w), 10))
+		setExact(h, "X-RateLimit-Remaining", strconv.FormatInt(w.d.Remaining, 10))
+		setExact(h, "X-RateLimit-Reset", reset)
 	}
 	if refused && !w.d.Allowed && w.d.RetryAfter != librl.Never {
 		h.Set("Retry-After", strconv.FormatInt(max(1, ceilSecs(w.d.RetryAfter)), 10))
 	}
+}
+
+// setExact sets a header under its name as docs/http.md spells it
+// (net/http's canonical form would send "Ratelimit"), replacing any value
+// under either spelling.
+func setExact(h http.Header, name, value string) {
+	delete(h, http.CanonicalHeaderKey(name))
+	h[name] = []string{value}
 }
 
 var titles = map[int]string{400: "Bad Request", 413: "Content Too Large", 429: "Too Many Requests",

@@ -22,7 +22,14 @@ import (
 	"github.com/librl/librl/clients/go/nethttp"
 )
 
+// quiet drops go-redis's own log lines (one per failed dial while Redis
+// is away): the middleware logs the fail mode's warning once per interval.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
 func main() {
+	redis.SetLogger(quiet{})
 	policies := os.Getenv("LIBRL_POLICIES")
 	if policies == "" {
 		log.Fatal("librl-example: set LIBRL_POLICIES to a policy file (YAML or JSON)")

@@ -1,0 +1,136 @@
+package nethttp_test
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/librl/librl/clients/go/internal/exampleapp"
+	"github.com/librl/librl/clients/go/internal/testserver"
+	"github.com/librl/librl/clients/go/nethttp"
+)
+
+// What the conformance cases do not reach: the Go forms of the
+// configuration, the hook, the user resolver and policies attached in code.
+func TestMiddlewareInGo(t *testing.T) {
+	srv := testserver.Start(t, testserver.ByName("redis7"))
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+
+	get := func(t *testing.T, h http.Handler, path string, header ...string) *http.Response {
+		t.Helper()
+		s := httptest.NewServer(h)
+		defer s.Close()
+		req, _ := http.NewRequest("GET", s.URL+path, nil)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := s.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+
+	t.Run("a Config struct, the hook and a user resolver", func(t *testing.T) {
+		rdb.FlushAll(ctx)
+		var mu sync.Mutex
+		var events []nethttp.Event
+		cfg := nethttp.Config{
+			ExemptLoopback: nethttp.Ptr(false),
+			Policies: []nethttp.Policy{
+				{Name: "per-user", Algorithm: "token", Rate: "2/minute", Burst: 2, Key: "user"},
+			},
+		}
+		mw, err := nethttp.New(rdb, cfg,
+			nethttp.UserResolver(func(r *http.Request) string { return r.Header.Get("X-User") }),
+			nethttp.OnDecision(func(e nethttp.Event) {
+				mu.Lock()
+				events = append(events, e)
+				mu.Unlock()
+				panic("a hook's panic is logged and ignored")
+			}),
+			nethttp.Logger(quietLogger()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := mw.Handler(exampleapp.OK)
+		for _, want := range []int{200, 200, 429} {
+			if resp := get(t, h, "/", "X-User", "bob"); resp.StatusCode != want {
+				t.Fatalf("status %d, want %d", resp.StatusCode, want)
+			}
+		}
+		if n, _ := rdb.Exists(ctx, "rl:{user:bob}:per-user").Result(); n != 1 {
+			t.Fatal("the resolver's user is not the key")
+		}
+		if len(events) != 3 || events[2].Outcome != nethttp.Denied || events[0].Outcome != nethttp.Allowed {
+			t.Fatalf("%+v", events)
+		}
+		c := events[2].Checks[0]
+		if c.Policy != "per-user" || c.Subject != "user:bob" || c.Decision == nil || c.Decision.Allowed {
+			t.Fatalf("%+v", c)
+		}
+	})
+
+	t.Run("a YAML file, and policies attached in code", func(t *testing.T) {
+		rdb.FlushAll(ctx)
+		path := filepath.Join(t.TempDir(), "policies.yaml")
+		yaml := "exempt_loopback: false\npolicies:\n  - {name: one, algorithm: fixed, limit: 1, window: 1m}\n" +
+			"  - {name: two, algorithm: sliding, rate: 2/minute}\n"
+		if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		mw, err := nethttp.New(rdb, nethttp.File(path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		two, err := mw.Policies("two")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := two(exampleapp.OK)
+		for _, want := range []int{200, 200, 429} {
+			if resp := get(t, h, "/"); resp.StatusCode != want {
+				t.Fatalf("status %d, want %d", resp.StatusCode, want)
+			}
+		}
+		if resp := get(t, h, "/"); resp.Header.Get("RateLimit-Policy") != `"two";q=2;w=60` {
+			t.Fatalf("%v", resp.Header)
+		}
+		if _, err := mw.Policies("two", "three"); err == nil || !strings.Contains(err.Error(), "Policies[1]") {
+			t.Fatalf("%v", err)
+		}
+	})
+
+	t.Run("start-up errors", func(t *testing.T) {
+		var ce *nethttp.ConfigError
+		_, err := nethttp.New(rdb, nethttp.Config{Fail: "local", Policies: []nethttp.Policy{{Name: "p", Algorithm: "fixed", Limit: 1, Window: "1s"}}})
+		if !errors.As(err, &ce) || ce.Field != "fail" {
+			t.Fatalf("%v", err)
+		}
+		_, err = nethttp.New(rdb, nethttp.Config{Policies: []nethttp.Policy{{Name: "p", Algorithm: "fixed", Limit: 1, Window: "1s", Cost: "lots"}}})
+		if !errors.As(err, &ce) || ce.Field != "policies[0].cost" {
+			t.Fatalf("%v", err)
+		}
+		if _, err = nethttp.New(rdb, nethttp.File("/nonexistent/policies.yaml")); err == nil {
+			t.Fatal("a missing file was accepted")
+		}
+		if _, err = nethttp.New(rdb, nethttp.Bytes([]byte("policies: [\n"))); err == nil {
+			t.Fatal("broken YAML was accepted")
+		}
+		if _, err = nethttp.New(nil, nethttp.Bytes([]byte("policies: []"))); err == nil {
+			t.Fatal("a nil client was accepted")
+		}
+		if _, err = nethttp.New(rdb, nil); err == nil {
+			t.Fatal("a nil source was accepted")
+		}
+	})
+}
