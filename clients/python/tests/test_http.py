@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Dict, List, MutableMapping, Optional, Tuple
@@ -282,3 +283,33 @@ def test_configuration_files(tmp_path: Path) -> None:
 def test_more_start_up_errors(doc: Dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
         load(doc)
+
+
+@pytest.mark.parametrize("framework", ["fastapi", "django", "flask"])
+def test_a_failed_exchange_refunds_what_it_admitted(
+    framework: str, url: str, redis_server: Server
+) -> None:
+    """The ip group is admitted, then the api-key group's RL.ALL fails (its
+    key is a string: WRONGTYPE): fail open lets the request through, and
+    the ip group's count is given back."""
+    from http_servers import factories
+
+    config = {
+        "exempt_loopback": False,
+        "policies": [
+            {"name": "by-ip", "algorithm": "fixed", "limit": 5, "window": "60s"},
+            {"name": "by-key", "algorithm": "fixed", "limit": 5, "window": "60s", "key": "api-key"},
+        ],
+    }
+    key_id = "2bb80d537b1da3e38bd30361aa855686"  # sha256("secret")[:32]
+    with redis_server.client() as r:
+        r.set(f"rl:{{api-key:{key_id}}}:by-key", "not a limiter")
+        app = factories()[framework](config, url=url)
+        with serving(framework, app) as running:
+            status, headers, _ = get(running.port, "/", {"X-Api-Key": "secret"})
+            assert (status, "ratelimit" in headers) == (200, False)  # fail open
+            # The refund may run in a task of its own (asyncio): give it a moment.
+            deadline = time.monotonic() + 2
+            while r.execute_command("RL.FIXED", "rl:{ip:127.0.0.1}:by-ip", 5, 60, "PEEK")[1] != 1:
+                assert time.monotonic() < deadline, "the admitted ip group was not refunded"
+                time.sleep(0.01)
