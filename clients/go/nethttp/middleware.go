@@ -76,6 +76,13 @@ func UserResolver(resolve func(*http.Request) string) Option {
 	return func(m *Middleware) { m.user = resolve }
 }
 
+// DenyHeaders adds headers to every response a policy refuses (go-zoox
+// api-gateway's `headers`): a policy label for monitoring, say. They are
+// set after the rate-limit headers and may not replace them.
+func DenyHeaders(h http.Header) Option {
+	return func(m *Middleware) { m.denyHeaders = h.Clone() }
+}
+
 // Logger sets where warnings go (fail open, shadow would-deny, failed
 // refunds); default slog.Default().
 func Logger(l *slog.Logger) Option { return func(m *Middleware) { m.log = l } }
@@ -88,6 +95,8 @@ type Middleware struct {
 	user     func(*http.Request) string
 	log      *slog.Logger
 	lastWarn atomic.Int64
+	// denyHeaders go on refusals by a policy.
+	denyHeaders http.Header
 }
 
 // New validates the configuration (a *ConfigError naming the field on the
@@ -258,6 +267,11 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		if !m.c.shadow {
 			m.emit(r, route, Denied, checks, decisions, nil)
 			m.setHeaders(w.Header(), cs, true)
+			for k, v := range m.denyHeaders {
+				if w.Header().Get(k) == "" {
+					w.Header()[k] = v
+				}
+			}
 			m.deny(w, cs[worst], checks[worst].cost)
 			return
 		}

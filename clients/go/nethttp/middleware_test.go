@@ -88,7 +88,7 @@ func TestMiddlewareInGo(t *testing.T) {
 		if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		mw, err := nethttp.New(rdb, nethttp.File(path))
+		mw, err := nethttp.New(rdb, nethttp.File(path), nethttp.DenyHeaders(http.Header{"X-Rate-Policy": {"standard-tier"}}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,8 +98,12 @@ func TestMiddlewareInGo(t *testing.T) {
 		}
 		h := two(exampleapp.OK)
 		for _, want := range []int{200, 200, 429} {
-			if resp := get(t, h, "/"); resp.StatusCode != want {
+			resp := get(t, h, "/")
+			if resp.StatusCode != want {
 				t.Fatalf("status %d, want %d", resp.StatusCode, want)
+			}
+			if (resp.Header.Get("X-Rate-Policy") == "standard-tier") != (want == 429) {
+				t.Fatalf("deny headers: %v", resp.Header)
 			}
 		}
 		if resp := get(t, h, "/"); resp.Header.Get("RateLimit-Policy") != `"two";q=2;w=60` {
