@@ -74,7 +74,8 @@ lint: build-deps
 # Tests build in the dev profile: overflow checks on, and no LTO link per
 # test binary. The servers load the release module built above.
 # The client packages' checks run their own linters and type checkers
-# (ruff and mypy --strict; tsc --strict) before their tests.
+# (ruff and mypy --strict; tsc --strict) before their tests; the Go
+# package's gofmt and go vet run in `lint`, its go test -race here.
 # The docs' links are checked first (instant); the Docker context last: it
 # rebuilds target/release/librl.so from docker/Dockerfile's files (the same
 # code), so the tests before it use the module `build` made.
