@@ -828,7 +828,10 @@ fn order_cases(g: &Grammar, key: &[u8]) -> Vec<Case> {
                 unknown_option(cmd, "FOO"),
             ),
             (&["10", "60", "COST", "-1", "FOO"], cost_error()),
-            (&["10", "60", "COST", "0", "FOO"], unknown_option(cmd, "FOO")),
+            (
+                &["10", "60", "COST", "0", "FOO"],
+                unknown_option(cmd, "FOO"),
+            ),
             (&["10", "60", "COST", "COST", "5"], cost_error()),
             (
                 &["10", "60", "BURST", "5", "COST"],
@@ -877,10 +880,7 @@ fn order_cases(g: &Grammar, key: &[u8]) -> Vec<Case> {
                 &["10", "60", "BURST", "0", "COST", "-1"],
                 amount_error("BURST"),
             ),
-            (
-                &["10", "60", "COST", "-1", "BURST", "0"],
-                cost_error(),
-            ),
+            (&["10", "60", "COST", "-1", "BURST", "0"], cost_error()),
             (
                 &["10", "60", "COST", "0", "BURST", "0"],
                 amount_error("BURST"),
