@@ -1,0 +1,295 @@
+//! The Redis side: one connection shared by every request, made on first
+//! use (so the app starts while Redis is down) and remade after a loss;
+//! one `RL.ALL` per subject, refunds across subjects (docs/http.md, One
+//! decision per request).
+
+use std::fmt;
+use std::time::Duration;
+
+use librl_client::{All, AllDecision, AsyncLimiter, Clause, Decision, Fixed, Sliding, Token};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use tokio::sync::OnceCell;
+
+use crate::check::Check;
+use crate::policy::Algorithm;
+
+/// Where librl is loaded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RedisTarget {
+    /// `redis://host:port/db`.
+    Url(String),
+    /// A cluster's node URLs (some of them suffice).
+    Cluster(Vec<String>),
+}
+
+enum Connection {
+    Standalone {
+        client: redis::Client,
+        limiter: OnceCell<AsyncLimiter<ConnectionManager>>,
+    },
+    Cluster {
+        client: Box<ClusterClient>,
+        limiter: OnceCell<AsyncLimiter<ClusterConnection>>,
+    },
+}
+
+pub struct Backend {
+    connection: Connection,
+    timeout: Duration,
+}
+
+/// Why Redis gave no answer; any of them applies the fail mode.
+#[derive(Debug)]
+pub enum Unavailable {
+    Redis(redis::RedisError),
+    Timeout(Duration),
+}
+
+impl fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unavailable::Redis(e) => write!(f, "redis: {e}"),
+            Unavailable::Timeout(t) => write!(f, "redis gave no answer within {t:?}"),
+        }
+    }
+}
+
+/// The checks' verdict: admitted or not, and every check's reply in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub admitted: bool,
+    pub replies: Vec<Decision>,
+}
+
+impl Backend {
+    /// Parses the URL or node URLs; connects on the first request.
+    pub fn new(target: &RedisTarget, timeout: Duration) -> redis::RedisResult<Backend> {
+        let connection = match target {
+            RedisTarget::Url(url) => Connection::Standalone {
+                client: redis::Client::open(url.as_str())?,
+                limiter: OnceCell::new(),
+            },
+            RedisTarget::Cluster(nodes) => Connection::Cluster {
+                client: Box::new(
+                    ClusterClient::builder(nodes.clone())
+                        .connection_timeout(timeout)
+                        .response_timeout(timeout)
+                        .build()?,
+                ),
+                limiter: OnceCell::new(),
+            },
+        };
+        Ok(Backend {
+            connection,
+            timeout,
+        })
+    }
+
+    /// One `RL.ALL` per subject, in the order subjects first appear. After
+    /// a denial the later subjects are peeked (every check gets a reply)
+    /// and the earlier, admitted ones refunded, so a refused request is
+    /// counted by no policy. The whole exchange has the timeout.
+    pub async fn check(&self, checks: &[Check]) -> Result<Verdict, Unavailable> {
+        self.within_timeout(async {
+            let mut replies: Vec<Option<Decision>> = vec![None; checks.len()];
+            let mut admitted_groups = Vec::new();
+            let mut admitted = true;
+            for members in by_subject(checks) {
+                let all: All = members.iter().map(|&i| checks[i].clause()).collect();
+                let all = if admitted { all } else { all.peek() };
+                let reply = self.run(&all).await?;
+                for (&i, d) in members.iter().zip(reply.decisions) {
+                    replies[i] = Some(d);
+                }
+                if admitted && reply.allowed {
+                    admitted_groups.push(members);
+                } else {
+                    admitted = false;
+                }
+            }
+            if !admitted {
+                for members in admitted_groups {
+                    let refund: All = members.iter().map(|&i| refund(&checks[i])).collect();
+                    if let Err(e) = self.run(&refund).await {
+                        tracing::warn!(
+                            "librl: could not refund a request another subject refused: {e}"
+                        );
+                    }
+                }
+            }
+            Ok(Verdict {
+                admitted,
+                replies: replies.into_iter().flatten().collect(),
+            })
+        })
+        .await
+    }
+
+    /// Gives back each check's cost (one `RL.ALL` of `REFUND` clauses per
+    /// subject): `count: failed` / `succeeded` after the response.
+    pub async fn refund(&self, checks: &[&Check]) -> Result<(), Unavailable> {
+        self.within_timeout(async {
+            let owned: Vec<Check> = checks.iter().map(|c| (*c).clone()).collect();
+            for members in by_subject(&owned) {
+                let all: All = members.iter().map(|&i| refund(&owned[i])).collect();
+                self.run(&all).await?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn within_timeout<T>(
+        &self,
+        exchange: impl std::future::Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, Unavailable> {
+        tokio::time::timeout(self.timeout, exchange)
+            .await
+            .map_err(|_| Unavailable::Timeout(self.timeout))?
+            .map_err(Unavailable::Redis)
+    }
+
+    async fn run(&self, all: &All) -> redis::RedisResult<AllDecision> {
+        match &self.connection {
+            Connection::Standalone { client, limiter } => {
+                let limiter = limiter
+                    .get_or_try_init(|| async {
+                        // One attempt per reconnection: a request that finds
+                        // Redis gone fails at once; the next one tries again.
+                        let config = ConnectionManagerConfig::new()
+                            .set_number_of_retries(0)
+                            .set_connection_timeout(Some(self.timeout))
+                            .set_response_timeout(Some(self.timeout));
+                        let manager =
+                            ConnectionManager::new_with_config(client.clone(), config).await?;
+                        redis::RedisResult::Ok(AsyncLimiter::new(manager))
+                    })
+                    .await?;
+                limiter.run(all).await
+            }
+            Connection::Cluster { client, limiter } => {
+                let limiter = limiter
+                    .get_or_try_init(|| async {
+                        redis::RedisResult::Ok(AsyncLimiter::new(
+                            client.get_async_connection().await?,
+                        ))
+                    })
+                    .await?;
+                limiter.run(all).await
+            }
+        }
+    }
+}
+
+/// Indices of the checks per subject, in the order subjects first appear:
+/// one subject's keys share a hash tag, so each group is one slot.
+fn by_subject(checks: &[Check]) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (i, check) in checks.iter().enumerate() {
+        match groups
+            .iter_mut()
+            .find(|g| checks[g[0]].subject == check.subject)
+        {
+            Some(group) => group.push(i),
+            None => groups.push(vec![i]),
+        }
+    }
+    groups
+}
+
+impl Check {
+    /// The policy as an `RL.ALL` clause: algorithm, key, limit, window and
+    /// options.
+    pub fn clause(&self) -> Clause {
+        let p = &self.policy;
+        let (key, window) = (self.key.as_str(), p.window);
+        let clause: Clause = match p.algorithm {
+            Algorithm::Fixed { aligned } => {
+                let fixed = Fixed::new(key, p.limit, window).cost(self.cost);
+                (if aligned { fixed.aligned() } else { fixed }).into()
+            }
+            Algorithm::Sliding => Sliding::new(key, p.limit, window).cost(self.cost).into(),
+            Algorithm::Approx => Sliding::new(key, p.limit, window)
+                .approx()
+                .cost(self.cost)
+                .into(),
+            Algorithm::Token { burst } => {
+                let token = Token::new(key, p.limit, window).cost(self.cost);
+                match burst {
+                    Some(capacity) => token.burst(capacity).into(),
+                    None => token.into(),
+                }
+            }
+        };
+        match &self.override_key {
+            None => clause,
+            Some(okey) => match clause {
+                Clause::Fixed(c) => c.override_key(okey).into(),
+                Clause::Sliding(c) => c.override_key(okey).into(),
+                Clause::Token(c) => c.override_key(okey).into(),
+            },
+        }
+    }
+}
+
+/// The check's clause with `REFUND cost` instead of `COST cost`.
+fn refund(check: &Check) -> Clause {
+    match check.clause() {
+        Clause::Fixed(c) => c.refund(check.cost).into(),
+        Clause::Sliding(c) => c.refund(check.cost).into(),
+        Clause::Token(c) => c.refund(check.cost).into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::Subject;
+    use crate::policy::Policy;
+    use std::sync::Arc;
+
+    fn words(clause: Clause) -> Vec<String> {
+        let all = All::new().clause(clause);
+        let prepared = librl_client::Command::prepare(&all).unwrap();
+        prepared.argv()[1..]
+            .iter()
+            .map(|w| String::from_utf8_lossy(w).into_owned())
+            .collect()
+    }
+
+    fn check(policy: Policy, cost: u64, okey: Option<&str>) -> Check {
+        Check {
+            policy: Arc::new(policy),
+            subject: Subject::Global,
+            key: "k".into(),
+            override_key: okey.map(String::from),
+            cost,
+        }
+    }
+
+    #[test]
+    fn clauses_carry_each_option_once() {
+        let secs = Duration::from_secs;
+        let fixed = check(Policy::fixed("a", 10, secs(60)).aligned(), 1, None);
+        assert_eq!(
+            words(fixed.clause()),
+            ["FIXED", "k", "10", "60000ms", "ALIGNED"]
+        );
+        let approx = check(Policy::approx("b", 5, Duration::from_millis(1500)), 3, None);
+        assert_eq!(
+            words(approx.clause()),
+            ["SLIDING", "k", "5", "1500ms", "APPROX", "COST", "3"]
+        );
+        let token = check(Policy::token("c", 100, secs(1)).burst(200), 1, Some("o"));
+        assert_eq!(
+            words(token.clause()),
+            ["TOKEN", "k", "100", "1000ms", "BURST", "200", "OVERRIDE", "o"]
+        );
+        assert_eq!(
+            words(refund(&token)),
+            ["TOKEN", "k", "100", "1000ms", "BURST", "200", "REFUND", "1", "OVERRIDE", "o"]
+        );
+    }
+}

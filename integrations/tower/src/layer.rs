@@ -1,0 +1,201 @@
+//! The tower adapter: moves an `http::Request` into the contract's flow
+//! (`limiter.rs`) and the decision back into an `http::Response`. Works in
+//! axum (`route_layer`, `layer`), hyper (`service_fn` behind
+//! `ServiceBuilder`) and tonic (`Server::builder().layer`), for any request
+//! body that can be rebuilt from bytes and any response body made from them.
+
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use http::{HeaderValue, Request, Response};
+use http_body::Body;
+use http_body_util::{BodyExt, Limited};
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::check::Refusal;
+use crate::limiter::{RequestFacts, Shared};
+use crate::problem::{self, Reply};
+use crate::routes::PolicySet;
+
+/// The TCP peer's address, for servers that do not record it as axum's
+/// `ConnectInfo` does: insert it into the request's extensions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerAddr(pub SocketAddr);
+
+/// A layer checking a set of policies (from the configuration's routes or
+/// from code) against every request of the service it wraps.
+#[derive(Clone)]
+pub struct RateLimitLayer {
+    shared: Arc<Shared>,
+    set: Arc<PolicySet>,
+}
+
+impl RateLimitLayer {
+    pub(crate) fn new(shared: Arc<Shared>, set: Arc<PolicySet>) -> RateLimitLayer {
+        RateLimitLayer { shared, set }
+    }
+}
+
+impl<S> Layer<S> for RateLimitLayer {
+    type Service = RateLimit<S>;
+
+    fn layer(&self, inner: S) -> RateLimit<S> {
+        RateLimit {
+            inner,
+            shared: self.shared.clone(),
+            set: self.set.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct RateLimit<S> {
+    inner: S,
+    shared: Arc<Shared>,
+    set: Arc<PolicySet>,
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl<S, B, R> Service<Request<B>> for RateLimit<S>
+where
+    S: Service<Request<B>, Response = Response<R>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Send,
+    B: Body<Data = Bytes> + From<Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+    R: From<Bytes> + Send + 'static,
+{
+    type Response = Response<R>;
+    type Error = S::Error;
+    type Future = BoxFuture<Result<Response<R>, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        // The service polled ready goes into the future; a clone stays.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let (shared, set) = (self.shared.clone(), self.set.clone());
+        Box::pin(handle(shared, set, req, inner))
+    }
+}
+
+async fn handle<S, B, R>(
+    shared: Arc<Shared>,
+    set: Arc<PolicySet>,
+    req: Request<B>,
+    mut inner: S,
+) -> Result<Response<R>, S::Error>
+where
+    S: Service<Request<B>, Response = Response<R>>,
+    B: Body<Data = Bytes> + From<Bytes>,
+    B::Error: Into<BoxError>,
+    R: From<Bytes>,
+{
+    let peer = peer_of(&req);
+    let planned = shared.plan(&set, &facts(&req, peer));
+    let Some(planned) = planned else {
+        return inner.call(req).await;
+    };
+    let mut body_len = None;
+    let req = if planned.needs_body_len() {
+        match measure(req, shared.max_body_bytes()).await {
+            Ok((req, len)) => {
+                body_len = Some(len);
+                req
+            }
+            Err(refusal) => return Ok(respond(problem::refused(&refusal))),
+        }
+    } else {
+        req
+    };
+    let decided = match shared.decide(planned, &facts(&req, peer), body_len).await {
+        Ok(decided) => decided,
+        Err(reply) => return Ok(respond(reply)),
+    };
+    let mut response = match &decided.refusal {
+        Some(reply) => respond(reply.clone()),
+        None => {
+            let response = inner.call(req).await?;
+            shared.settle(&decided, response.status().as_u16()).await;
+            response
+        }
+    };
+    shared.write_headers(&decided, response.headers_mut());
+    Ok(response)
+}
+
+fn facts<B>(req: &Request<B>, peer: Option<IpAddr>) -> RequestFacts<'_> {
+    RequestFacts {
+        method: req.method(),
+        path: req.uri().path(),
+        headers: req.headers(),
+        extensions: req.extensions(),
+        peer,
+    }
+}
+
+/// [`PeerAddr`], else axum's `ConnectInfo<SocketAddr>`.
+fn peer_of<B>(req: &Request<B>) -> Option<IpAddr> {
+    if let Some(PeerAddr(addr)) = req.extensions().get::<PeerAddr>() {
+        return Some(addr.ip());
+    }
+    #[cfg(feature = "axum")]
+    if let Some(info) = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<SocketAddr>>()
+    {
+        return Some(info.0.ip());
+    }
+    None
+}
+
+/// The body's size: its Content-Length, else the length of the body read
+/// into memory (then put back); more than `max` bytes is refused.
+async fn measure<B>(req: Request<B>, max: u64) -> Result<(Request<B>, u64), Refusal>
+where
+    B: Body<Data = Bytes> + From<Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let too_large = Refusal::BodyTooLarge { max };
+    let declared = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if let Some(len) = declared {
+        return if len > max {
+            Err(too_large)
+        } else {
+            Ok((req, len))
+        };
+    }
+    let (parts, body) = req.into_parts();
+    let limit = usize::try_from(max).unwrap_or(usize::MAX);
+    let bytes = Limited::new(body, limit)
+        .collect()
+        .await
+        .map_err(|_| too_large)?
+        .to_bytes();
+    let len = bytes.len() as u64;
+    Ok((Request::from_parts(parts, B::from(bytes)), len))
+}
+
+fn respond<R: From<Bytes>>(reply: Reply) -> Response<R> {
+    let mut response = Response::new(R::from(reply.body));
+    *response.status_mut() = reply.status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(reply.content_type));
+    response
+}

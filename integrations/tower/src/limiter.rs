@@ -1,0 +1,434 @@
+//! The framework-free part of the contract: a [`RateLimiter`] holds the
+//! configuration, the Redis connection, the local fail mode, the hook and
+//! the user resolver, and turns one request's facts into a [`Decided`]
+//! (checks, replies, and the response the request gets), then settles
+//! `count: failed` / `succeeded` once the status is known. The tower
+//! adapter (`layer.rs`) only moves requests and responses.
+
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use http::{Extensions, HeaderMap, Method};
+use librl_client::Decision;
+
+use crate::backend::{Backend, RedisTarget};
+use crate::check::{self, Check, Refusal};
+use crate::config::{validate_policies, Config, ConfigError, FailMode, Mode};
+use crate::hook::{self, CheckReport, DecisionEvent, DecisionHook, Outcome};
+use crate::identity::Client;
+use crate::local::LocalLimiter;
+use crate::policy::{Count, Policy};
+use crate::problem::{self, Reply};
+use crate::routes::PolicySet;
+use crate::{headers, RateLimitLayer};
+
+/// The user an authentication layer has verified. Insert it into the
+/// request's extensions before the rate limiter runs, and `key: user`
+/// policies count that user (or give the builder a resolver).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuthUser(pub String);
+
+/// Finds the authenticated user of a request.
+pub type UserResolver = dyn Fn(&HeaderMap, &Extensions) -> Option<String> + Send + Sync;
+
+/// Why a rate limiter could not be built.
+#[derive(Debug)]
+pub enum BuildError {
+    Config(ConfigError),
+    Redis(redis::RedisError),
+}
+
+impl std::fmt::Display for BuildError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BuildError::Config(e) => e.fmt(f),
+            BuildError::Redis(e) => write!(f, "librl: redis location: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+impl From<ConfigError> for BuildError {
+    fn from(e: ConfigError) -> BuildError {
+        BuildError::Config(e)
+    }
+}
+
+/// The configuration and the Redis connection every layer shares. Cheap
+/// to clone.
+#[derive(Clone)]
+pub struct RateLimiter {
+    pub(crate) shared: Arc<Shared>,
+}
+
+pub(crate) struct Shared {
+    pub(crate) config: Config,
+    backend: Backend,
+    local: LocalLimiter,
+    hook: Option<Box<dyn DecisionHook>>,
+    user: Option<Box<UserResolver>>,
+    /// The configuration's own policies and routes.
+    routes: Arc<PolicySet>,
+    /// When fail-open last logged, so it logs at most every 10 s.
+    warned: Mutex<Option<Instant>>,
+}
+
+/// Builds a [`RateLimiter`]: `RateLimiter::builder(config).redis_url(..)`.
+pub struct Builder {
+    config: Config,
+    target: RedisTarget,
+    hook: Option<Box<dyn DecisionHook>>,
+    user: Option<Box<UserResolver>>,
+}
+
+impl Builder {
+    pub fn redis_url(mut self, url: impl Into<String>) -> Builder {
+        self.target = RedisTarget::Url(url.into());
+        self
+    }
+
+    /// A cluster's node URLs (`redis://host:port`, or `host:port`).
+    pub fn redis_cluster<S: Into<String>>(mut self, nodes: impl IntoIterator<Item = S>) -> Builder {
+        let nodes = nodes
+            .into_iter()
+            .map(Into::into)
+            .map(|n: String| {
+                if n.contains("://") {
+                    n
+                } else {
+                    format!("redis://{n}")
+                }
+            })
+            .collect();
+        self.target = RedisTarget::Cluster(nodes);
+        self
+    }
+
+    pub fn redis(mut self, target: RedisTarget) -> Builder {
+        self.target = target;
+        self
+    }
+
+    /// Called once per checked request (docs/http.md, Decision hook).
+    pub fn hook(mut self, hook: impl DecisionHook) -> Builder {
+        self.hook = Some(Box::new(hook));
+        self
+    }
+
+    /// Where `key: user` finds the user; default: the [`AuthUser`] extension.
+    pub fn user_resolver(
+        mut self,
+        resolver: impl Fn(&HeaderMap, &Extensions) -> Option<String> + Send + Sync + 'static,
+    ) -> Builder {
+        self.user = Some(Box::new(resolver));
+        self
+    }
+
+    /// Checks the whole configuration (start-up validation) and the Redis
+    /// location; connects on the first request, so Redis may be down.
+    pub fn build(self) -> Result<RateLimiter, BuildError> {
+        self.config.validate()?;
+        let backend = Backend::new(&self.target, self.config.timeout).map_err(BuildError::Redis)?;
+        let routes = Arc::new(PolicySet::new(
+            self.config.policies.clone(),
+            &self.config.routes,
+        ));
+        Ok(RateLimiter {
+            shared: Arc::new(Shared {
+                local: LocalLimiter::new(self.config.local_max_keys),
+                config: self.config,
+                backend,
+                hook: self.hook,
+                user: self.user,
+                routes,
+                warned: Mutex::new(None),
+            }),
+        })
+    }
+}
+
+impl RateLimiter {
+    pub fn builder(config: Config) -> Builder {
+        Builder {
+            config,
+            target: RedisTarget::Url("redis://127.0.0.1:6379".into()),
+            hook: None,
+            user: None,
+        }
+    }
+
+    /// `RateLimiter::builder(config).redis(target).build()`.
+    pub fn new(config: Config, target: RedisTarget) -> Result<RateLimiter, BuildError> {
+        RateLimiter::builder(config).redis(target).build()
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.shared.config
+    }
+
+    /// A layer applying the configuration's policies by its `routes`.
+    pub fn config_layer(&self) -> RateLimitLayer {
+        RateLimitLayer::new(self.shared.clone(), self.shared.routes.clone())
+    }
+
+    /// A layer for one route (axum's `route_layer`) checking `policies`
+    /// together. Panics, naming the field, on a policy the module would
+    /// refuse: policies in code are checked when the app starts.
+    pub fn layer(&self, policies: impl IntoIterator<Item = Policy>) -> RateLimitLayer {
+        self.try_layer(policies).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// As [`RateLimiter::layer`], returning the error instead.
+    pub fn try_layer(
+        &self,
+        policies: impl IntoIterator<Item = Policy>,
+    ) -> Result<RateLimitLayer, ConfigError> {
+        let policies: Vec<Policy> = policies.into_iter().collect();
+        validate_policies(&policies, "layer")?;
+        Ok(RateLimitLayer::new(
+            self.shared.clone(),
+            Arc::new(PolicySet::new(policies, &[])),
+        ))
+    }
+
+    /// A layer for one route checking the configuration's policies of
+    /// these names, in this order.
+    pub fn named_layer<'n>(
+        &self,
+        names: impl IntoIterator<Item = &'n str>,
+    ) -> Result<RateLimitLayer, ConfigError> {
+        let mut policies = Vec::new();
+        for (i, name) in names.into_iter().enumerate() {
+            let policy = self
+                .shared
+                .config
+                .policies
+                .iter()
+                .find(|p| p.name == name)
+                .ok_or_else(|| {
+                    ConfigError::new(
+                        format!("named_layer[{i}]"),
+                        format!("no policy is named {name:?}"),
+                    )
+                })?;
+            policies.push(policy.clone());
+        }
+        self.try_layer(policies)
+    }
+}
+
+/// What a request is, as the adapter saw it.
+pub struct RequestFacts<'a> {
+    pub method: &'a Method,
+    pub path: &'a str,
+    pub headers: &'a HeaderMap,
+    pub extensions: &'a Extensions,
+    /// The TCP peer.
+    pub peer: Option<IpAddr>,
+}
+
+/// The policies a request gets, before costs are known.
+pub struct Planned {
+    route: Option<String>,
+    applying: Vec<(Arc<Policy>, crate::identity::Subject)>,
+}
+
+impl Planned {
+    /// The body's size is needed (a `body-bytes` policy applies).
+    pub fn needs_body_len(&self) -> bool {
+        check::needs_body_len(&self.applying)
+    }
+}
+
+/// One request's decision and what to answer.
+pub struct Decided {
+    pub checks: Vec<Check>,
+    pub replies: Vec<Decision>,
+    pub outcome: Outcome,
+    /// Decided in this process (the `local` fail mode).
+    pub local: bool,
+    /// The response to send instead of calling the handler.
+    pub refusal: Option<Reply>,
+}
+
+impl Shared {
+    /// The applying policies, or None when the request is not checked (no
+    /// route, every policy exempt).
+    pub(crate) fn plan(&self, set: &PolicySet, facts: &RequestFacts<'_>) -> Option<Planned> {
+        let selection = set.select(facts.method, facts.path)?;
+        let c = &self.config;
+        let user = match &self.user {
+            Some(resolve) => resolve(facts.headers, facts.extensions),
+            None => facts.extensions.get::<AuthUser>().map(|u| u.0.clone()),
+        };
+        let client = Client::new(
+            facts.peer,
+            facts.headers,
+            &c.trusted_proxies,
+            &c.api_key_header,
+            user,
+        );
+        let applying = check::applying(
+            selection.policies,
+            &client,
+            facts.headers,
+            c.exempt_loopback,
+        );
+        (!applying.is_empty()).then(|| Planned {
+            route: selection.route.map(String::from),
+            applying,
+        })
+    }
+
+    pub(crate) fn max_body_bytes(&self) -> u64 {
+        self.config.max_body_bytes
+    }
+
+    /// Costs, then one `RL.ALL` per subject (or the fail mode), the hook,
+    /// and the response: the handler's (admitted, shadow, fail-open) or a
+    /// refusal.
+    pub(crate) async fn decide(
+        &self,
+        planned: Planned,
+        facts: &RequestFacts<'_>,
+        body_len: Option<u64>,
+    ) -> Result<Decided, Reply> {
+        let checks = check::checks(
+            planned.applying,
+            &self.config.prefix,
+            facts.headers,
+            body_len,
+        )
+        .map_err(|r: Refusal| problem::refused(&r))?;
+        let (mut outcome, replies, local, error) = match self.backend.check(&checks).await {
+            Ok(v) => (allowed_or_denied(v.admitted), v.replies, false, None),
+            Err(e) => match self.config.fail {
+                FailMode::Open => {
+                    self.warn_open(&e);
+                    (Outcome::FailOpen, Vec::new(), false, Some(e.to_string()))
+                }
+                FailMode::Closed => {
+                    tracing::error!("librl: request refused (fail closed): {e}");
+                    (Outcome::FailClosed, Vec::new(), false, Some(e.to_string()))
+                }
+                FailMode::Local => {
+                    let (admitted, replies) = self.local.check(&checks);
+                    (
+                        allowed_or_denied(admitted),
+                        replies,
+                        true,
+                        Some(e.to_string()),
+                    )
+                }
+            },
+        };
+        if outcome == Outcome::Denied && self.config.mode == Mode::Shadow {
+            outcome = Outcome::WouldDeny;
+        }
+        let worst = headers::most_restrictive(&replies);
+        if outcome == Outcome::WouldDeny {
+            if let Some(i) = worst {
+                tracing::warn!(
+                    "librl: shadow mode: policy {:?} would deny {} {}",
+                    checks[i].policy.name,
+                    facts.method,
+                    facts.path
+                );
+            }
+        }
+        if let Some(hook) = &self.hook {
+            let event = DecisionEvent {
+                outcome,
+                local,
+                method: facts.method,
+                path: facts.path,
+                route: planned.route.as_deref(),
+                checks: checks
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| CheckReport {
+                        policy: &c.policy.name,
+                        subject: c.subject.to_string(),
+                        key: &c.key,
+                        cost: c.cost,
+                        decision: replies.get(i).copied(),
+                    })
+                    .collect(),
+                error,
+            };
+            hook::call(hook.as_ref(), &event);
+        }
+        let refusal = match outcome {
+            Outcome::Denied => match worst {
+                Some(i) => Some(problem::denied(&self.config.deny, &checks[i], &replies[i])),
+                None => Some(problem::unavailable()),
+            },
+            Outcome::FailClosed => Some(problem::unavailable()),
+            Outcome::Allowed | Outcome::WouldDeny | Outcome::FailOpen => None,
+        };
+        Ok(Decided {
+            checks,
+            replies,
+            outcome,
+            local,
+            refusal,
+        })
+    }
+
+    /// The rate-limit headers for this decision (none when Redis failed
+    /// open or closed).
+    pub(crate) fn write_headers(&self, decided: &Decided, headers: &mut HeaderMap) {
+        if decided.replies.len() == decided.checks.len() {
+            let denied = decided.outcome == Outcome::Denied;
+            headers::write(
+                headers,
+                self.config.headers,
+                &decided.checks,
+                &decided.replies,
+                denied,
+            );
+        }
+    }
+
+    /// `count: failed` refunds below 400, `count: succeeded` from 400:
+    /// before the response goes out, so the client's next request sees it.
+    pub(crate) async fn settle(&self, decided: &Decided, status: u16) {
+        // Only what Redis recorded is refunded there.
+        if decided.outcome != Outcome::Allowed || decided.local {
+            return;
+        }
+        let refund: Vec<&Check> = decided
+            .checks
+            .iter()
+            .filter(|c| match c.policy.count {
+                Count::All => false,
+                Count::Failed => status < 400,
+                Count::Succeeded => status >= 400,
+            })
+            .collect();
+        if refund.is_empty() {
+            return;
+        }
+        if let Err(e) = self.backend.refund(&refund).await {
+            tracing::warn!("librl: could not refund after the response: {e}");
+        }
+    }
+
+    fn warn_open(&self, e: &crate::backend::Unavailable) {
+        let mut warned = self.warned.lock().unwrap_or_else(|p| p.into_inner());
+        if warned.is_none_or(|at| at.elapsed() >= Duration::from_secs(10)) {
+            *warned = Some(Instant::now());
+            tracing::warn!("librl: rate limiting skipped (fail open): {e}");
+        }
+    }
+}
+
+fn allowed_or_denied(admitted: bool) -> Outcome {
+    if admitted {
+        Outcome::Allowed
+    } else {
+        Outcome::Denied
+    }
+}

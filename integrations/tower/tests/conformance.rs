@@ -1,0 +1,453 @@
+//! The conformance runner for librl-tower (conformance/README.md): every
+//! case of `conformance/cases/*.json`, over real HTTP to an axum server on
+//! a free loopback port with the layer built from the case's
+//! configuration, against a real `redis-server` with the module (and a
+//! real 3-primary cluster for the cluster cases).
+//!
+//! `CONFORMANCE_CASE=substring` runs only the cases whose name contains it.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use axum::extract::Request;
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::Router;
+use common::{free_port, Cluster, Redis};
+use librl_tower::{AuthUser, Config, RateLimiter, RedisTarget};
+use serde_json::{json, Value};
+
+/// The app behind the middleware: `ok`, with the status the request asks for.
+async fn ok(headers: HeaderMap) -> (StatusCode, &'static str) {
+    let status = headers
+        .get("x-conformance-status")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u16>().ok())
+        .and_then(|v| StatusCode::from_u16(v).ok())
+        .unwrap_or(StatusCode::OK);
+    (status, "ok")
+}
+
+/// Authenticates `X-Conformance-User` the axum way: an extension the
+/// limiter reads (it runs before the limiter).
+async fn conformance_user(mut req: Request, next: Next) -> Response {
+    let user = req
+        .headers()
+        .get("x-conformance-user")
+        .and_then(|v| v.to_str().ok())
+        .map(|v| AuthUser(v.to_string()));
+    if let Some(user) = user {
+        req.extensions_mut().insert(user);
+    }
+    next.run(req).await
+}
+
+fn cases_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../conformance/cases")
+}
+
+/// Every case, file by file in name order.
+fn load_cases() -> Vec<Value> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(cases_dir())
+        .expect("conformance/cases")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .flat_map(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            let doc: Value =
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            doc["cases"].as_array().cloned().unwrap_or_default()
+        })
+        .collect()
+}
+
+/// The servers the cases run against; the cluster starts with its first case.
+struct Servers {
+    standalone: Redis,
+    cluster: Option<Cluster>,
+}
+
+impl Servers {
+    fn primaries(&self, kind: &str) -> Vec<&Redis> {
+        match (kind, &self.cluster) {
+            ("cluster", Some(c)) => c.nodes.iter().collect(),
+            _ => vec![&self.standalone],
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_conformance_case_passes() {
+    let filter = std::env::var("CONFORMANCE_CASE").unwrap_or_default();
+    let mut servers = Servers {
+        standalone: Redis::start(),
+        cluster: None,
+    };
+    let (mut passed, mut skipped, mut failures) = (0, Vec::new(), Vec::new());
+    let started = Instant::now();
+    for case in load_cases() {
+        let name = case["name"].as_str().unwrap_or("?").to_string();
+        if !name.contains(&filter) {
+            continue;
+        }
+        let requires: Vec<&str> = case["requires"]
+            .as_array()
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if let Some(missing) = requires.iter().find(|r| **r != "fail-local") {
+            skipped.push(format!("{name} (requires {missing})"));
+            continue;
+        }
+        let kind = case["redis"].as_str().unwrap_or("standalone");
+        if kind == "cluster" && servers.cluster.is_none() {
+            servers.cluster = Some(tokio::task::block_in_place(Cluster::start));
+        }
+        let t = Instant::now();
+        let result = tokio::time::timeout(Duration::from_secs(30), run_case(&case, &servers))
+            .await
+            .unwrap_or_else(|_| Err("timed out after 30 s".into()));
+        match result {
+            Ok(()) => {
+                passed += 1;
+                eprintln!("conformance: ok   {name} ({} ms)", t.elapsed().as_millis());
+            }
+            Err(why) => {
+                eprintln!("conformance: FAIL {name}: {why}");
+                failures.push(format!("{name}: {why}"));
+            }
+        }
+    }
+    eprintln!(
+        "conformance: {passed} passed, {} failed, {} skipped {skipped:?}, in {} ms",
+        failures.len(),
+        skipped.len(),
+        started.elapsed().as_millis()
+    );
+    assert!(
+        failures.is_empty(),
+        "failed cases:\n{}",
+        failures.join("\n")
+    );
+    assert!(passed > 0 || !filter.is_empty(), "no case ran");
+}
+
+async fn run_case(case: &Value, servers: &Servers) -> Result<(), String> {
+    let config = Config::from_value(&case["config"]);
+    if let Some(expected) = case["startup_error"].as_str() {
+        // Start-up: reading the document, or building the limiter, fails.
+        let built = config.map(|c| RateLimiter::builder(c).build().map(|_| ()));
+        let message = match built {
+            Err(e) => e.to_string(),
+            Ok(Err(e)) => e.to_string(),
+            Ok(Ok(())) => return Err("the configuration was accepted".into()),
+        };
+        return if message.contains(expected) {
+            Ok(())
+        } else {
+            Err(format!("the error {message:?} does not name {expected:?}"))
+        };
+    }
+    let config = config.map_err(|e| format!("configuration refused: {e}"))?;
+    let kind = case["redis"].as_str().unwrap_or("standalone");
+    let target = match kind {
+        "standalone" => RedisTarget::Url(servers.standalone.url()),
+        "cluster" => RedisTarget::Cluster(servers.cluster.as_ref().ok_or("no cluster")?.urls()),
+        "down" => RedisTarget::Url(format!("redis://127.0.0.1:{}/", free_port())),
+        other => return Err(format!("unknown redis kind {other:?}")),
+    };
+    if kind != "down" {
+        for node in servers.primaries(kind) {
+            command(node, &["FLUSHALL".into()]).await?;
+        }
+    }
+    let limiter = RateLimiter::builder(config)
+        .redis(target)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let app = Router::new()
+        .fallback(ok)
+        .layer(limiter.config_layer())
+        .layer(middleware::from_fn(conformance_user));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| e.to_string())?;
+    let base = format!(
+        "http://{}",
+        listener.local_addr().map_err(|e| e.to_string())?
+    );
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await;
+    });
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut paused_until = None;
+    let mut result = Ok(());
+    for (i, step) in case["steps"].as_array().into_iter().flatten().enumerate() {
+        if let Err(why) = run_step(step, &base, &http, servers, kind, &mut paused_until).await {
+            result = Err(format!("step {i} {step}: {why}"));
+            break;
+        }
+    }
+    server.abort();
+    // A command the app sent during a pause runs when the pause ends: let it
+    // land before the next case flushes.
+    if let Some(until) = paused_until {
+        tokio::time::sleep_until((until + Duration::from_millis(50)).into()).await;
+    }
+    result
+}
+
+async fn run_step(
+    step: &Value,
+    base: &str,
+    http: &reqwest::Client,
+    servers: &Servers,
+    kind: &str,
+    paused_until: &mut Option<Instant>,
+) -> Result<(), String> {
+    if let Some(request) = step.get("request") {
+        let times = step["repeat"].as_u64().unwrap_or(1);
+        for n in 0..times {
+            let (status, headers, body) = send(http, base, request).await?;
+            expect_response(&step["expect"], status, &headers, &body).map_err(|why| {
+                format!("request {n}: {why} (status {status}, headers {headers:?}, body {body:?})")
+            })?;
+        }
+        return Ok(());
+    }
+    if let Some(ms) = step.get("sleep_ms").and_then(Value::as_u64) {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        return Ok(());
+    }
+    if let Some(words) = step.get("redis").and_then(Value::as_array) {
+        let words: Vec<String> = words
+            .iter()
+            .map(|w| {
+                w.as_str()
+                    .map(String::from)
+                    .unwrap_or_else(|| w.to_string())
+            })
+            .collect();
+        let node = owner(servers, kind, &words);
+        let reply = command(node, &words).await?;
+        return if matches(&step["expect"], &reply) {
+            Ok(())
+        } else {
+            Err(format!("redis replied {reply}"))
+        };
+    }
+    if let Some(ms) = step.get("redis_pause_ms").and_then(Value::as_u64) {
+        for node in servers.primaries(kind) {
+            let words = ["CLIENT", "PAUSE", &ms.to_string(), "ALL"].map(String::from);
+            command(node, &words).await?;
+        }
+        *paused_until = Some(Instant::now() + Duration::from_millis(ms));
+        return Ok(());
+    }
+    if step.get("check").and_then(Value::as_str) == Some("every_key_expires") {
+        for node in servers.primaries(kind) {
+            let keys = command(node, &["KEYS".into(), "*".into()]).await?;
+            for key in keys.as_array().into_iter().flatten() {
+                let key = key.as_str().unwrap_or_default().to_string();
+                let ttl = command(node, &["PTTL".into(), key.clone()]).await?;
+                if ttl.as_i64().is_none_or(|t| t <= 0) {
+                    return Err(format!("{key} has PTTL {ttl}"));
+                }
+            }
+        }
+        return Ok(());
+    }
+    Err("unknown step".into())
+}
+
+/// The node owning the command's first key (RL.OVERRIDE's is after the
+/// subcommand); the standalone server outside a cluster.
+fn owner<'s>(servers: &'s Servers, kind: &str, words: &[String]) -> &'s Redis {
+    let Some(cluster) = servers.cluster.as_ref().filter(|_| kind == "cluster") else {
+        return &servers.standalone;
+    };
+    let first_key = if words[0].eq_ignore_ascii_case("RL.OVERRIDE") {
+        2
+    } else {
+        1
+    };
+    match words.get(first_key) {
+        Some(key) => cluster.owner(librl_client::slot(key.as_bytes())),
+        None => &cluster.nodes[0],
+    }
+}
+
+/// A command on a fresh connection, its reply as JSON.
+async fn command(node: &Redis, words: &[String]) -> Result<Value, String> {
+    let client = redis::Client::open(node.url()).map_err(|e| e.to_string())?;
+    let mut con = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut cmd = redis::cmd(&words[0]);
+    for w in &words[1..] {
+        cmd.arg(w);
+    }
+    let reply: redis::Value = cmd.query_async(&mut con).await.map_err(|e| e.to_string())?;
+    Ok(to_json(reply))
+}
+
+fn to_json(v: redis::Value) -> Value {
+    match v {
+        redis::Value::Nil => Value::Null,
+        redis::Value::Int(n) => json!(n),
+        redis::Value::BulkString(b) => json!(String::from_utf8_lossy(&b)),
+        redis::Value::SimpleString(s) => json!(s),
+        redis::Value::Okay => json!("OK"),
+        redis::Value::Array(items) | redis::Value::Set(items) => {
+            Value::Array(items.into_iter().map(to_json).collect())
+        }
+        other => json!(format!("{other:?}")),
+    }
+}
+
+async fn send(
+    http: &reqwest::Client,
+    base: &str,
+    r: &Value,
+) -> Result<(u16, reqwest::header::HeaderMap, String), String> {
+    let method = r["method"].as_str().unwrap_or("GET");
+    let method = reqwest::Method::from_bytes(method.as_bytes()).map_err(|e| e.to_string())?;
+    let path = r["path"].as_str().unwrap_or("/");
+    let mut request = http.request(method, format!("{base}{path}"));
+    for (name, value) in r["headers"].as_object().into_iter().flatten() {
+        let values: Vec<&str> = match value {
+            Value::Array(lines) => lines.iter().filter_map(Value::as_str).collect(),
+            other => other.as_str().into_iter().collect(),
+        };
+        for v in values {
+            request = request.header(name, v);
+        }
+    }
+    if let Some(body) = r["body"].as_str() {
+        let bytes = bytes::Bytes::from(body.to_string());
+        request = if r["chunked"].as_bool() == Some(true) {
+            let stream = futures_util::stream::once(async move { Ok::<_, std::io::Error>(bytes) });
+            request.body(reqwest::Body::wrap_stream(stream))
+        } else {
+            request.body(bytes)
+        };
+    }
+    let response = request
+        .send()
+        .await
+        .map_err(|e| format!("no answer: {e}"))?;
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = response.text().await.map_err(|e| e.to_string())?;
+    Ok((status, headers, body))
+}
+
+fn expect_response(
+    e: &Value,
+    status: u16,
+    headers: &reqwest::header::HeaderMap,
+    body: &str,
+) -> Result<(), String> {
+    if let Some(want) = e.get("status").and_then(Value::as_u64) {
+        if u64::from(status) != want {
+            return Err(format!("status {status}, expected {want}"));
+        }
+    }
+    for (name, want) in e["headers"].as_object().into_iter().flatten() {
+        let got = headers.get(name.as_str()).and_then(|v| v.to_str().ok());
+        let Some(got) = got else {
+            return Err(format!("no {name} header, expected {want}"));
+        };
+        let got = match want.get("range") {
+            Some(_) => got.parse::<i64>().map_or(json!(got), |n| json!(n)),
+            None => json!(got),
+        };
+        if !matches(want, &got) {
+            return Err(format!("{name}: {got}, expected {want}"));
+        }
+    }
+    for name in e["absent"].as_array().into_iter().flatten() {
+        let name = name.as_str().unwrap_or_default();
+        if let Some(v) = headers.get(name) {
+            return Err(format!("{name}: {v:?} should be absent"));
+        }
+    }
+    if let Some(want) = e.get("content_type").and_then(Value::as_str) {
+        let got = headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        if !got.starts_with(want) {
+            return Err(format!("content-type {got:?}, expected {want:?}"));
+        }
+    }
+    if let Some(want) = e.get("body_text").and_then(Value::as_str) {
+        if body != want {
+            return Err(format!("body {body:?}, expected {want:?}"));
+        }
+    }
+    if let Some(fields) = e.get("body").and_then(Value::as_object) {
+        let parsed: Value =
+            serde_json::from_str(body).map_err(|_| format!("body {body:?} is not JSON"))?;
+        for (field, want) in fields {
+            let Some(got) = parsed.get(field) else {
+                return Err(format!("body has no {field:?}"));
+            };
+            if !matches(want, got) {
+                return Err(format!("body {field}: {got}, expected {want}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `want` is a value or a matcher (`range`, `re`, `any`); arrays match
+/// element by element.
+fn matches(want: &Value, got: &Value) -> bool {
+    if let Some(obj) = want.as_object() {
+        if obj.get("any").and_then(Value::as_bool) == Some(true) {
+            return true;
+        }
+        if let Some([lo, hi]) = obj
+            .get("range")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+        {
+            return match (got.as_i64(), lo.as_i64(), hi.as_i64()) {
+                (Some(n), Some(lo), Some(hi)) => (lo..=hi).contains(&n),
+                _ => false,
+            };
+        }
+        if let Some(re) = obj.get("re").and_then(Value::as_str) {
+            let Ok(re) = regex::Regex::new(&format!("^(?:{re})$")) else {
+                return false;
+            };
+            return got.as_str().is_some_and(|s| re.is_match(s));
+        }
+    }
+    match (want, got) {
+        (Value::Array(w), Value::Array(g)) => {
+            w.len() == g.len() && w.iter().zip(g).all(|(w, g)| matches(w, g))
+        }
+        (Value::Number(w), Value::Number(g)) => {
+            w.as_i64() == g.as_i64() && w.as_f64() == g.as_f64()
+        }
+        _ => want == got,
+    }
+}
