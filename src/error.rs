@@ -59,6 +59,21 @@ impl From<ArgError> for RlError {
     }
 }
 
+/// A fixed-size state is checked when decoded: deciding on it cannot fail.
+impl From<std::convert::Infallible> for RlError {
+    fn from(never: std::convert::Infallible) -> Self {
+        match never {}
+    }
+}
+
+/// An exact log is checked as it is read: an entry that disagrees with its
+/// header is a corrupt value.
+impl From<librl_core::sliding::CorruptLog> for RlError {
+    fn from(_: librl_core::sliding::CorruptLog) -> Self {
+        RlError::BadState(DecodeError::Corrupt)
+    }
+}
+
 impl From<RlError> for RedisError {
     fn from(e: RlError) -> Self {
         RedisError::String(e.to_string())

@@ -98,6 +98,12 @@ struct Level {
     short: u128,
 }
 
+/// What a call asks of the bucket: `cost` tokens, within `max_wait_ms`.
+struct Ask {
+    cost: u64,
+    max_wait_ms: u64,
+}
+
 struct Units {
     window: u128,
     rate: u128,
@@ -172,20 +178,18 @@ impl Units {
         }
     }
 
-    /// Takes `cost` tokens, waiting at most `max_wait_ms` (see `reserve`),
-    /// from a bucket given as its plain state and debt; `store` builds the
-    /// state type the caller commits. Inlined into each caller so that
-    /// `decide`'s constant debt and wait of 0 fold away.
+    /// Takes the call's tokens, waiting at most its `max_wait_ms` (see
+    /// `reserve`), from a bucket given as its plain state and debt; `store`
+    /// builds the state type the caller commits. Inlined into each caller
+    /// so that `decide`'s constant debt and wait of 0 fold away.
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
     fn take<S>(
         &self,
         params: &TokenParams,
         state: Option<TokenState>,
         debt: u128,
         now: u64,
-        cost: u64,
-        max_wait_ms: u64,
+        Ask { cost, max_wait_ms }: Ask,
         store: impl FnOnce(Bucket) -> S,
     ) -> Decision<S> {
         let Level { now, short } = self.level(params, state, debt, now);
@@ -248,7 +252,11 @@ pub fn decide(
 ) -> Decision<TokenState> {
     // With no wait allowed no debt is ever taken, so the bucket written is
     // the plain state.
-    Units::of(params).take(params, state, 0, now, cost, 0, |b| b.state)
+    let ask = Ask {
+        cost,
+        max_wait_ms: 0,
+    };
+    Units::of(params).take(params, state, 0, now, ask, |b| b.state)
 }
 
 /// TOKEN without RESERVE on a bucket that may be in debt: admitted when at
@@ -289,8 +297,7 @@ pub fn reserve(
         bucket.map(|b| b.state),
         debt,
         now,
-        cost,
-        max_wait_ms,
+        Ask { cost, max_wait_ms },
         |b| b,
     )
 }

@@ -2,9 +2,9 @@
 //! u64s after the prefix (tag `A`).
 
 use super::layout::{DecodeError, Reader, Tag, Writer, HEADER_LEN};
-use super::{FixedSize, SmallBytes};
-use librl_core::approx::{self as core, ApproxParams, ApproxState};
-use librl_core::decision::{Decision, Refunded, Status};
+use super::{SmallBytes, Stored, Write};
+use crate::error::RlError;
+use librl_core::approx::{ApproxParams, ApproxState};
 
 pub const APPROX_LEN: usize = HEADER_LEN + 3 * 8;
 
@@ -32,33 +32,19 @@ pub fn decode_approx(bytes: &[u8]) -> Result<ApproxState, DecodeError> {
     }
 }
 
-impl FixedSize for ApproxParams {
-    type S = ApproxState;
+impl<'v> Stored<'v> for ApproxParams {
     const EXPECTED: &'static str = "an RL.SLIDING APPROX limiter";
 
     fn decode(bytes: &[u8]) -> Result<ApproxState, DecodeError> {
         decode_approx(bytes)
     }
 
-    fn encode(s: &ApproxState) -> SmallBytes {
-        SmallBytes::new(&encode_approx(s))
+    fn admitted(&self, _: Option<&[u8]>, admit: &ApproxState) -> Result<Write, RlError> {
+        Ok(Write::small(&SmallBytes::new(&encode_approx(admit))))
     }
 
-    fn decide(
-        &self,
-        s: Option<ApproxState>,
-        now: u64,
-        cost: u64,
-        _: Option<u64>,
-    ) -> Decision<ApproxState> {
-        core::decide(self, s, now, cost)
-    }
-
-    fn status(&self, s: Option<ApproxState>, now: u64) -> Status {
-        core::status(self, s, now)
-    }
-
-    fn refund(&self, s: Option<ApproxState>, now: u64, units: u64) -> Refunded<ApproxState> {
-        core::refund(self, s, now, units)
+    fn refunded(&self, _: Option<&ApproxState>, refund: &ApproxState) -> Result<Vec<u8>, RlError> {
+        let admit = refund;
+        Ok(SmallBytes::new(&encode_approx(admit)).as_slice().to_vec())
     }
 }

@@ -2,9 +2,9 @@
 //! prefix (tag `F`).
 
 use super::layout::{DecodeError, Reader, Tag, Writer, HEADER_LEN};
-use super::{FixedSize, SmallBytes};
-use librl_core::decision::{Decision, Refunded, Status};
-use librl_core::fixed::{self as core, FixedParams, FixedState};
+use super::{SmallBytes, Stored, Write};
+use crate::error::RlError;
+use librl_core::fixed::{FixedParams, FixedState};
 
 pub const FIXED_LEN: usize = HEADER_LEN + 3 * 8;
 
@@ -32,33 +32,19 @@ pub fn decode_fixed(bytes: &[u8]) -> Result<FixedState, DecodeError> {
     }
 }
 
-impl FixedSize for FixedParams {
-    type S = FixedState;
+impl<'v> Stored<'v> for FixedParams {
     const EXPECTED: &'static str = "an RL.FIXED limiter";
 
     fn decode(bytes: &[u8]) -> Result<FixedState, DecodeError> {
         decode_fixed(bytes)
     }
 
-    fn encode(s: &FixedState) -> SmallBytes {
-        SmallBytes::new(&encode_fixed(s))
+    fn admitted(&self, _: Option<&[u8]>, admit: &FixedState) -> Result<Write, RlError> {
+        Ok(Write::small(&SmallBytes::new(&encode_fixed(admit))))
     }
 
-    fn decide(
-        &self,
-        s: Option<FixedState>,
-        now: u64,
-        cost: u64,
-        _: Option<u64>,
-    ) -> Decision<FixedState> {
-        core::decide(self, s, now, cost)
-    }
-
-    fn status(&self, s: Option<FixedState>, now: u64) -> Status {
-        core::status(self, s, now)
-    }
-
-    fn refund(&self, s: Option<FixedState>, now: u64, units: u64) -> Refunded<FixedState> {
-        core::refund(self, s, now, units)
+    fn refunded(&self, _: Option<&FixedState>, refund: &FixedState) -> Result<Vec<u8>, RlError> {
+        let admit = refund;
+        Ok(SmallBytes::new(&encode_fixed(admit)).as_slice().to_vec())
     }
 }

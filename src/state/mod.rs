@@ -21,9 +21,11 @@ use crate::request::Action;
 use crate::server::{Key, Patch, Value};
 use crate::stats::Event;
 use layout::DecodeError;
+use librl_core::algorithm::{Algorithm, Exact};
 use librl_core::block::{self, BlockRule, Guarded, RefundWrite};
-use librl_core::decision::{Decision, Refunded, RetryAfter, Status};
+use librl_core::decision::{RetryAfter, Status};
 use librl_core::limit::Limit;
+use sliding::LogView;
 
 /// One clause's call as the state room sees it.
 #[derive(Clone, Copy, Debug)]
@@ -108,6 +110,27 @@ impl Write {
             len: bytes.len,
         }
     }
+
+    /// The same write as the key's whole new value (replacing a value that
+    /// holds a block, which an in-place edit would keep); `inner` is the
+    /// limiter's bytes an in-place edit applies to.
+    fn whole(self, inner: &[u8]) -> Result<Write, RlError> {
+        Ok(match self {
+            Write::Small { bytes, len } => {
+                Write::Replace(bytes.get(..len).unwrap_or_default().to_vec())
+            }
+            Write::Log(patch) => {
+                let mut bytes = inner.to_vec();
+                sliding::Edit::InPlace(patch).apply_to(&mut bytes);
+                Write::Replace(bytes)
+            }
+            Write::Replace(b) => Write::Replace(b),
+            Write::Grown(b) => Write::Grown(b),
+            Write::Delete => {
+                return Err(RlError::Internal("a deletion as an admitted call's write"))
+            }
+        })
+    }
 }
 
 impl Checked {
@@ -166,10 +189,10 @@ impl Commit {
 /// what committing writes. Changes nothing.
 pub fn check(limit: &Limit, value: Value<'_>, step: &Step) -> Result<Checked, RlError> {
     match limit {
-        Limit::Fixed(p) => sized(p, value, step),
-        Limit::Approx(p) => sized(p, value, step),
-        Limit::Token(p) => sized(p, value, step),
-        Limit::Sliding(p) => sliding::check(p, value, step),
+        Limit::Fixed(p) => flow(p, value, step),
+        Limit::Approx(p) => flow(p, value, step),
+        Limit::Token(p) => flow(p, value, step),
+        Limit::Sliding(p) => flow(&Exact::<LogView<'_>>::new(*p), value, step),
     }
 }
 
@@ -192,75 +215,51 @@ fn split<'v>(
     }
 }
 
-/// A fixed-size algorithm as the state room drives it: its layout and its
-/// pure functions.
-trait FixedSize: Copy {
-    type S: Copy;
+/// An algorithm as its key stores it: the core's pure functions
+/// ([`Algorithm`]) and, here, its byte layout. `'v` is the key's value,
+/// which the exact log's state borrows.
+trait Stored<'v>: Algorithm<State: Sized, Error: Into<RlError>> {
+    /// What the command accepts, for the WRONGTYPE message.
     const EXPECTED: &'static str;
-    fn decode(bytes: &[u8]) -> Result<Self::S, DecodeError>;
-    fn encode(s: &Self::S) -> SmallBytes;
-    fn decide(
+
+    /// The limiter's state from its own bytes (after any block).
+    fn decode(bytes: &'v [u8]) -> Result<Self::State, DecodeError>;
+
+    /// What committing an admitted call writes, given the limiter's own
+    /// bytes the decision was made on.
+    fn admitted(&self, inner: Option<&'v [u8]>, admit: &Self::Admit) -> Result<Write, RlError>;
+
+    /// The limiter's bytes after a refund of `state`.
+    fn refunded(
         &self,
-        s: Option<Self::S>,
-        now: u64,
-        cost: u64,
-        max_wait_ms: Option<u64>,
-    ) -> Decision<Self::S>;
-    fn status(&self, s: Option<Self::S>, now: u64) -> Status;
-    fn refund(&self, s: Option<Self::S>, now: u64, units: u64) -> Refunded<Self::S>;
-    /// WAIT's reply at `at` for a committed state, when it differs from the
-    /// decision's counts (a token bucket refills meanwhile).
-    fn held(&self, _committed: &Self::S, _at: u64) -> Option<[i64; 6]> {
-        None
-    }
+        state: Option<&Self::State>,
+        refund: &Self::Refund,
+    ) -> Result<Vec<u8>, RlError>;
 }
 
-fn sized<A: FixedSize>(p: &A, value: Value<'_>, step: &Step) -> Result<Checked, RlError> {
+/// The flow every algorithm shares, BLOCK and REFUND included: the key's
+/// value is split and decoded, the algorithm decides, and the write is
+/// prepared.
+fn flow<'v, A: Stored<'v>>(a: &A, value: Value<'v>, step: &Step) -> Result<Checked, RlError> {
     let (block, inner) = split(value, A::EXPECTED)?;
     let state = inner
         .map(|b| load(Value::String(b), A::decode, A::EXPECTED))
         .transpose()?
         .flatten();
-    let now = step.now;
-    flow(
-        step,
-        block,
-        inner.unwrap_or_default(),
-        |cost, max_wait| Ok(p.decide(state, now, cost, max_wait)),
-        || Ok(p.status(state, now)),
-        |units| Ok(p.refund(state, now, units)),
-        |s| Ok(Write::small(&A::encode(s))),
-        |s| Ok(A::encode(s).as_slice().to_vec()),
-        |s, at| p.held(s, at),
-    )
-}
-
-/// The flow every algorithm shares, BLOCK and REFUND included: the
-/// algorithm's parts are passed in.
-#[allow(clippy::too_many_arguments)]
-fn flow<S, R>(
-    step: &Step,
-    block: Option<u64>,
-    inner: &[u8],
-    decide: impl FnOnce(u64, Option<u64>) -> Result<Decision<S>, RlError>,
-    status: impl FnOnce() -> Result<Status, RlError>,
-    refund: impl FnOnce(u64) -> Result<Refunded<R>, RlError>,
-    admit: impl FnOnce(&S) -> Result<Write, RlError>,
-    refunded_bytes: impl FnOnce(&R) -> Result<Vec<u8>, RlError>,
-    held: impl FnOnce(&S, u64) -> Option<[i64; 6]>,
-) -> Result<Checked, RlError> {
+    let state = state.as_ref();
     let now = step.now;
     let (cost, max_wait_ms) = match step.action {
         Action::Refund(units) => {
-            let guarded = block::refund(block, now, refund(units)?);
+            let refunded = a.refund(state, now, units).map_err(Into::into)?;
+            let guarded = block::refund(block, now, refunded);
             let reply = guarded.reply();
             let (write, expires_at_ms) = match guarded.write {
                 RefundWrite::Nothing => (None, 0),
                 RefundWrite::Store {
-                    state,
+                    state: refund,
                     expires_at_ms,
                 } => {
-                    let bytes = refunded_bytes(&state)?;
+                    let bytes = a.refunded(state, &refund)?;
                     let bytes = match block::in_force(block, now) {
                         Some(b) => layout::wrap_block(b.until_ms, &bytes),
                         None => bytes,
@@ -290,7 +289,7 @@ fn flow<S, R>(
         // COST 0 reads: the limiter as it stands, admitted, nothing to
         // write. A block in force shows in reset_after, as after a REFUND.
         Action::Take { cost: 0, .. } => {
-            let status = status()?;
+            let status = a.status(state, now).map_err(Into::into)?;
             let left_ms = block::in_force(block, now).map_or(0, |b| b.left_ms);
             let reply = Status {
                 reset_after_ms: status.reset_after_ms.max(left_ms),
@@ -309,13 +308,17 @@ fn flow<S, R>(
         Action::Take { cost, reserve } => (cost, reserve.map(|r| r.max_wait_ms)),
     };
     let guarded = match block::in_force(block, now) {
-        Some(b) => b.deny(status()?, cost),
+        Some(b) => b.deny(a.status(state, now).map_err(Into::into)?, cost),
         None => {
             let rule = BlockRule {
                 duration_ms: step.block_ms,
                 peek: step.peek,
             };
-            block::after(decide(cost, max_wait_ms)?, now, rule)
+            let decision = match max_wait_ms {
+                Some(max_wait_ms) => a.reserve(state, now, cost, max_wait_ms),
+                None => a.decide(state, now, cost),
+            };
+            block::after(decision.map_err(Into::into)?, now, rule)
         }
     };
     let reply = guarded.reply();
@@ -329,31 +332,22 @@ fn flow<S, R>(
     };
     match guarded {
         Guarded::Decided(d) => {
-            if let Some((state, expires_at_ms)) = d.admitted() {
+            if let Some((admit, expires_at_ms)) = d.admitted() {
                 checked.wait_ms = d.wait_ms().unwrap_or(0);
                 if checked.wait_ms > 0 {
                     checked.event = Some(Event::Reserved);
-                    if let Some(h) = held(state, now.saturating_add(checked.wait_ms)) {
-                        checked.held = h;
+                    let at = now.saturating_add(checked.wait_ms);
+                    if let Some(status) = a.status_after(admit, at) {
+                        checked.held = status.reply(true, 0);
                     }
                 }
-                // Any ended block stored in the key is dropped.
-                let write = if block.is_some() {
-                    match admit(state)? {
-                        Write::Small { bytes, len } => {
-                            Write::Replace(bytes.get(..len).unwrap_or_default().to_vec())
-                        }
-                        Write::Replace(b) => Write::Replace(b),
-                        Write::Grown(b) => Write::Grown(b),
-                        Write::Log(_) | Write::Delete => {
-                            return Err(RlError::Internal("an in-place edit under a block"))
-                        }
-                    }
-                } else {
-                    admit(state)?
-                };
+                let write = a.admitted(inner, admit)?;
                 checked.commit = Some(Commit {
-                    write,
+                    // Any ended block stored in the key is dropped.
+                    write: match block {
+                        Some(_) => write.whole(inner.unwrap_or_default())?,
+                        None => write,
+                    },
                     expires_at_ms,
                     on_denial: false,
                 });
@@ -366,7 +360,7 @@ fn flow<S, R>(
         } => {
             checked.event = Some(Event::BlockStarted);
             checked.commit = Some(Commit {
-                write: Write::Replace(layout::wrap_block(until_ms, inner)),
+                write: Write::Replace(layout::wrap_block(until_ms, inner.unwrap_or_default())),
                 expires_at_ms,
                 on_denial: true,
             });

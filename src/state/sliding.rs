@@ -18,10 +18,10 @@
 //! trims, which keeps a call amortized O(1).
 
 use super::layout::{DecodeError, Tag, HEADER_LEN, MAGIC, VERSION};
-use super::{flow, load, split, Checked, SmallBytes, Step, Write};
+use super::{SmallBytes, Stored, Write};
 use crate::error::RlError;
-use crate::server::Value;
-use librl_core::sliding::{self as core, Append, CorruptLog, Log, SlidingParams, VecLog};
+use librl_core::algorithm::Exact;
+use librl_core::sliding::{Append, CorruptLog, Log, Refund, VecLog};
 
 const FIELDS_LEN: usize = 3 * 4 + 3 * 8;
 pub const DATA_START: usize = HEADER_LEN + FIELDS_LEN;
@@ -212,53 +212,37 @@ impl Edit {
     }
 }
 
-/// Decides `cost` on the log at `now`; when admitted, prepares the edit
-/// that commits it (reading every entry a rebuild needs first, so a
-/// corrupt log is refused before anything is written).
-pub(super) fn check(p: &SlidingParams, value: Value<'_>, step: &Step) -> Result<Checked, RlError> {
-    const EXPECTED: &str = "an RL.SLIDING limiter";
-    let (block, inner) = split(value, EXPECTED)?;
-    let log = inner
-        .map(|b| load(Value::String(b), view, EXPECTED))
-        .transpose()?
-        .flatten();
-    let corrupt = |_| RlError::BadState(DecodeError::Corrupt);
-    let now = step.now;
-    flow(
-        step,
-        block,
-        inner.unwrap_or_default(),
-        |cost, _| core::decide(p, log.as_ref(), now, cost).map_err(corrupt),
-        || core::status(p, log.as_ref(), now).map_err(corrupt),
-        |units| core::refund(p, log.as_ref(), now, units).map_err(corrupt),
-        |append| {
-            let edit = plan(inner, append).map_err(corrupt)?;
-            Ok(match edit {
-                // Under a stored (ended) block the value is rebuilt whole.
-                Edit::InPlace(patch) if block.is_some() => {
-                    let mut bytes = inner.unwrap_or_default().to_vec();
-                    Edit::InPlace(patch).apply_to(&mut bytes);
-                    Write::Replace(bytes)
-                }
-                Edit::InPlace(patch) => Write::Log(patch),
-                Edit::Fresh(bytes) => Write::small(&bytes),
-                Edit::Replace(bytes) if bytes.len() > inner.map_or(0, <[u8]>::len) => {
-                    Write::Grown(bytes)
-                }
-                Edit::Replace(bytes) => Write::Replace(bytes),
-            })
-        },
-        |r| {
-            let mut entries: Vec<(u64, u64)> = match &log {
-                Some(l) => l.entries().collect::<Result<_, _>>().map_err(corrupt)?,
-                None => Vec::new(),
-            };
-            let mut reference = VecLog(std::mem::take(&mut entries));
-            reference.refund(r);
-            Ok(build(&reference.0))
-        },
-        |_, _| None,
-    )
+/// The exact log in its key: decided from a view over the bytes; an
+/// admitted call is committed in place when it fits (the edit is planned,
+/// reading every entry a rebuild needs first, so a corrupt log is refused
+/// before anything is written), a refund by rebuilding the log.
+impl<'v> Stored<'v> for Exact<LogView<'v>> {
+    const EXPECTED: &'static str = "an RL.SLIDING limiter";
+
+    fn decode(bytes: &'v [u8]) -> Result<LogView<'v>, DecodeError> {
+        view(bytes)
+    }
+
+    fn admitted(&self, inner: Option<&'v [u8]>, append: &Append) -> Result<Write, RlError> {
+        Ok(match plan(inner, append)? {
+            Edit::InPlace(patch) => Write::Log(patch),
+            Edit::Fresh(bytes) => Write::small(&bytes),
+            Edit::Replace(bytes) if bytes.len() > inner.map_or(0, <[u8]>::len) => {
+                Write::Grown(bytes)
+            }
+            Edit::Replace(bytes) => Write::Replace(bytes),
+        })
+    }
+
+    fn refunded(&self, log: Option<&LogView<'v>>, refund: &Refund) -> Result<Vec<u8>, RlError> {
+        let entries: Vec<(u64, u64)> = match log {
+            Some(l) => l.entries().collect::<Result<_, _>>()?,
+            None => Vec::new(),
+        };
+        let mut reference = VecLog(entries);
+        reference.refund(refund);
+        Ok(build(&reference.0))
+    }
 }
 
 /// A validated header over the key's bytes, readable oldest-first.
@@ -486,7 +470,10 @@ pub fn build(entries: &[(u64, u64)]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use librl_core::sliding::{decide, VecLog};
+    use crate::server::Value;
+    use crate::state::{check, Step};
+    use librl_core::limit::Limit;
+    use librl_core::sliding::{decide, SlidingParams, VecLog};
     use proptest::prelude::*;
 
     /// Applies a commit to an owned value the way the server shim does.
@@ -563,9 +550,9 @@ mod tests {
         };
         // The decision itself reads no further than the first live entry.
         let log = view(&full).unwrap();
-        assert!(core::decide(&p, Some(&log), 10, 1).is_ok());
+        assert!(decide(&p, Some(&log), 10, 1).is_ok());
         assert!(matches!(
-            check(&p, Value::String(&full), &step),
+            check(&Limit::Sliding(p), Value::String(&full), &step),
             Err(RlError::BadState(DecodeError::Corrupt))
         ));
     }

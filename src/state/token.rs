@@ -5,9 +5,9 @@
 
 use super::layout::VERSION_2;
 use super::layout::{DecodeError, Reader, Tag, Writer, HEADER_LEN};
-use super::{FixedSize, SmallBytes};
-use librl_core::decision::{Decision, Refunded, Status};
-use librl_core::token::{self as core, Bucket, TokenParams, TokenState};
+use super::{SmallBytes, Stored, Write};
+use crate::error::RlError;
+use librl_core::token::{Bucket, TokenParams, TokenState};
 
 pub const TOKEN_LEN: usize = HEADER_LEN + 2 * 8 + 16;
 /// A bucket in debt: version 2, one more u128.
@@ -66,44 +66,19 @@ pub fn encode_bucket(b: &Bucket) -> SmallBytes {
     SmallBytes::new(&out)
 }
 
-impl FixedSize for TokenParams {
-    type S = Bucket;
+impl<'v> Stored<'v> for TokenParams {
     const EXPECTED: &'static str = "an RL.TOKEN limiter";
 
     fn decode(bytes: &[u8]) -> Result<Bucket, DecodeError> {
         decode_bucket(bytes)
     }
 
-    fn encode(b: &Bucket) -> SmallBytes {
-        encode_bucket(b)
+    fn admitted(&self, _: Option<&[u8]>, admit: &Bucket) -> Result<Write, RlError> {
+        Ok(Write::small(&encode_bucket(admit)))
     }
 
-    fn decide(
-        &self,
-        b: Option<Bucket>,
-        now: u64,
-        cost: u64,
-        max_wait_ms: Option<u64>,
-    ) -> Decision<Bucket> {
-        match (b, max_wait_ms) {
-            // The plain bucket, as before RESERVE existed: the hot path.
-            (None, None) => core::decide(self, None, now, cost).map(Bucket::from),
-            (Some(b), None) if b.debt == 0 => {
-                core::decide(self, Some(b.state), now, cost).map(Bucket::from)
-            }
-            (b, max_wait_ms) => core::reserve(self, b, now, cost, max_wait_ms.unwrap_or(0)),
-        }
-    }
-
-    fn status(&self, b: Option<Bucket>, now: u64) -> Status {
-        core::status(self, b, now)
-    }
-
-    fn refund(&self, b: Option<Bucket>, now: u64, units: u64) -> Refunded<Bucket> {
-        core::refund(self, b, now, units)
-    }
-
-    fn held(&self, committed: &Bucket, at: u64) -> Option<[i64; 6]> {
-        Some(core::status(self, Some(*committed), at).reply(true, 0))
+    fn refunded(&self, _: Option<&Bucket>, refund: &Bucket) -> Result<Vec<u8>, RlError> {
+        let admit = refund;
+        Ok(encode_bucket(admit).as_slice().to_vec())
     }
 }
