@@ -70,3 +70,50 @@ func TestDenialCacheAgesAndNeverOutlivesTheDenial(t *testing.T) {
 		t.Fatal("went over capacity")
 	}
 }
+
+func TestUnexpectedRepliesAreErrorsNotPanics(t *testing.T) {
+	for _, r := range []any{nil, "x", []any{int64(1)}, []any{int64(1), "2", int64(3), int64(4), int64(5), int64(6)}} {
+		if _, err := decisionFrom(r); err == nil {
+			t.Errorf("decisionFrom(%#v) passed", r)
+		}
+	}
+	six := []any{int64(0), int64(3), int64(-1), int64(3), int64(0), int64(900)}
+	if d, err := decisionFrom(six); err != nil || d.RetryAfter != Never || d.Allowed {
+		t.Fatalf("%+v %v", d, err)
+	}
+	for _, r := range []any{nil, []any{int64(1), int64(0)}, []any{int64(1), int64(0), "x"}, []any{"1", int64(0), six}} {
+		if _, err := allDecisionFrom(r); err == nil {
+			t.Errorf("allDecisionFrom(%#v) passed", r)
+		}
+	}
+	for _, r := range []any{nil, []any{"x", []any{}}, []any{int64(0), "x"}, []any{int64(0), []any{[]any{"k", int64(1)}}},
+		[]any{int64(0), []any{[]any{int64(7), int64(1), int64(2), int64(3), int64(4)}}}} {
+		if _, _, err := parseList(r); err == nil {
+			t.Errorf("parseList(%#v) passed", r)
+		}
+	}
+	next, page, err := parseList([]any{"17", []any{[]any{"o", int64(5), int64(1000), int64(0), int64(-1)}}})
+	if err != nil || next != 17 || len(page) != 1 || page[0].Key != "o" || page[0].TTL != Never || page[0].Window != time.Second {
+		t.Fatalf("%d %+v %v", next, page, err)
+	}
+}
+
+func TestDenialCacheKeepsAllDecisions(t *testing.T) {
+	c := NewDenialCache(0)
+	t0 := time.Now()
+	a := AllDecision{RetryAfter: time.Second, Decisions: []Decision{{RetryAfter: time.Second, ResetAfter: 2 * time.Second}}}
+	c.keep("all", c.generation(), t0, t0, a.RetryAfter, cacheEntry{all: &a, keys: []string{"k"}})
+	e, ok := c.lookup("all", t0.Add(400*time.Millisecond))
+	if !ok || e.all == nil || e.all.RetryAfter != 600*time.Millisecond || e.all.Decisions[0].ResetAfter != 1600*time.Millisecond {
+		t.Fatalf("%+v", e)
+	}
+	c.after(call{effect: effectRefund, keys: []string{"k"}})
+	if c.Len() != 0 {
+		t.Fatal("a refund on k kept the denial naming k")
+	}
+	c.keep("all", c.generation(), t0, t0, a.RetryAfter, cacheEntry{all: &a})
+	c.after(call{effect: effectClearAll})
+	if c.Len() != 0 {
+		t.Fatal("an override change kept a denial")
+	}
+}
