@@ -100,14 +100,15 @@ def test_durable_costs_one_round_trip(replicated: tuple[Server, Server], key: st
     primary, _ = replicated
     with primary.client() as r:
         plain, durable = librl.Limiter(r), librl.Limiter(r, durable=(1, 1000))
-        timings = {}
-        for name, limiter in (("plain", plain), ("durable", durable)):
-            limiter.fixed(key + name, 10**9, 60)
-            start = time.perf_counter()
-            for _ in range(300):
-                limiter.fixed(key + name, 10**9, 60)
-            timings[name] = (time.perf_counter() - start) / 300 * 1e6
-        print(f"RL.FIXED {timings['plain']:.0f} us, with WAIT 1: {timings['durable']:.0f} us")
+        # The best of 5 alternating batches: this machine is shared.
+        best = {"plain": float("inf"), "durable": float("inf")}
+        for _ in range(5):
+            for name, limiter in (("plain", plain), ("durable", durable)):
+                start = time.perf_counter()
+                for _ in range(100):
+                    limiter.fixed(key + name, 10**9, 60)
+                best[name] = min(best[name], (time.perf_counter() - start) / 100 * 1e6)
+        print(f"RL.FIXED {best['plain']:.0f} us a call, with WAIT 1: {best['durable']:.0f} us")
         r.config_resetstat()
         durable.fixed(key, 10, 60)
         durable.fixed(key, 10, 60, peek=True)
