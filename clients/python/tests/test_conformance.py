@@ -79,13 +79,8 @@ class Redis:
             r.execute_command("CLIENT", "PAUSE", ms, "ALL")
 
     def every_key_expires(self) -> Optional[str]:
-        """Every key the integration wrote has a time to live. Override keys
-        are the operator's (docs/http.md, Keys: "Override keys are written
-        only by operators"): a case's own RL.OVERRIDE SET may keep one."""
         for r in self.primaries:
             for key in r.scan_iter(count=1000):
-                if b"}:override:" in key:
-                    continue
                 ttl = r.pttl(key)
                 if ttl <= 0:
                     return f"key {key!r} has PTTL {ttl}"
