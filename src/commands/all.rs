@@ -31,22 +31,9 @@ impl Entry for All {
 }
 
 fn run(call: Call<'_>, origin: &Origin<'_>) -> Result<(), RlError> {
-    // As for single limiters: parsed as if replayed, errors parsed again
-    // knowing the origin.
-    let request = match parse_all(call.args, true) {
-        Ok(request) => request,
-        Err(e) => {
-            return Err(parse_all(call.args, origin.replayed())
-                .err()
-                .unwrap_or(e)
-                .into())
-        }
-    };
+    // One parse: whether the call is replayed is asked only if it says NOW.
+    let request = parse_all(call.args, origin)?;
     let replayed = replayed(origin, request.replayed_now_ms.is_some());
-    if !replayed && request.replayed_now_ms.is_some() {
-        // NOW is the replication link's: a client gets today's error.
-        parse_all(call.args, false)?;
-    }
     let mode = effective_mode(replayed);
     if mode == Mode::off {
         stats::count(Command::All, Counter::Allowed);

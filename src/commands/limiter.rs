@@ -56,20 +56,9 @@ fn handle(call: Call<'_>, algorithm: Algorithm) {
 }
 
 fn run(call: Call<'_>, algorithm: Algorithm, origin: &Origin<'_>) -> Result<(), RlError> {
-    // Parsed as if replayed (NOW allowed); a client's error is the one its
-    // own parse gives, so errors are parsed again knowing the origin.
-    let request = match parse_limiter(algorithm, call.args, true) {
-        Ok(request) => request,
-        Err(e) => {
-            let own = parse_limiter(algorithm, call.args, origin.replayed()).err();
-            return Err(own.unwrap_or(e).into());
-        }
-    };
+    // One parse: whether the call is replayed is asked only if it says NOW.
+    let request = parse_limiter(algorithm, call.args, origin)?;
     let replayed = replayed(origin, request.replayed_now_ms.is_some());
-    if !replayed && request.replayed_now_ms.is_some() {
-        // NOW is the replication link's: a client gets today's error.
-        parse_limiter(algorithm, call.args, false)?;
-    }
     let mode = effective_mode(replayed);
     let command = Command::from(algorithm);
     if mode == Mode::off {

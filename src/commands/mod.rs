@@ -6,6 +6,7 @@ pub mod limiter;
 pub mod overrides;
 
 use crate::error::RlError;
+use crate::request::Trust;
 use crate::server::Call;
 use crate::stats::{self, Command, Counter};
 use std::cell::Cell;
@@ -33,6 +34,13 @@ impl Origin<'_> {
     /// The call is known to come from a client.
     pub fn mark_client(&self) {
         self.known.set(Some(false));
+    }
+}
+
+/// The parser asks whether NOW is allowed only when it meets the word.
+impl Trust for &Origin<'_> {
+    fn trusted(&mut self) -> bool {
+        self.replayed()
     }
 }
 

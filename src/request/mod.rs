@@ -147,15 +147,27 @@ pub struct LimiterCall<'a, W> {
     pub replayed_now_ms: Option<u64>,
 }
 
+/// Whether a call may carry the internal `NOW ms` option, which only the
+/// replication link and AOF loading may use: asked only when the word NOW
+/// appears, so a client's call never costs the question.
+pub trait Trust {
+    fn trusted(&mut self) -> bool;
+}
+
+impl Trust for bool {
+    fn trusted(&mut self) -> bool {
+        *self
+    }
+}
+
 /// Parses `key amount window [options...]` where `argv[0]` is the command
-/// name. `trusted` allows the internal `NOW ms` option, which only the
-/// replication link and AOF loading may use.
+/// name; `trust` says whether `NOW ms` is allowed.
 pub fn parse_limiter<'a, W: AsRef<[u8]>>(
     algorithm: Algorithm,
     argv: &'a [W],
-    trusted: bool,
+    trust: impl Trust,
 ) -> Result<LimiterCall<'a, W>, ArgError> {
-    let mut flags = CallFlags::new(trusted);
+    let mut flags = CallFlags::new(trust);
     let (clause, _) = parse_clause(algorithm, argv, 1, false, &mut flags)?;
     Ok(LimiterCall {
         clause,
@@ -173,8 +185,11 @@ pub struct AllCall<'a, W> {
     pub replayed_now_ms: Option<u64>,
 }
 
-pub fn parse_all<W: AsRef<[u8]>>(argv: &[W], trusted: bool) -> Result<AllCall<'_, W>, ArgError> {
-    let mut flags = CallFlags::new(trusted);
+pub fn parse_all<W: AsRef<[u8]>>(
+    argv: &[W],
+    trust: impl Trust,
+) -> Result<AllCall<'_, W>, ArgError> {
+    let mut flags = CallFlags::new(trust);
     let mut clauses: Vec<Clause<'_, W>> = Vec::new();
     let mut i = 1;
     while let Some(word) = argv.get(i).map(AsRef::as_ref) {
@@ -206,17 +221,17 @@ pub fn parse_all<W: AsRef<[u8]>>(argv: &[W], trusted: bool) -> Result<AllCall<'_
 }
 
 /// Options that apply to a whole call rather than to one clause.
-struct CallFlags {
-    trusted: bool,
+struct CallFlags<T> {
+    trust: T,
     peek: bool,
     replayed_now_ms: Option<u64>,
     seen: Seen,
 }
 
-impl CallFlags {
-    fn new(trusted: bool) -> Self {
+impl<T: Trust> CallFlags<T> {
+    fn new(trust: T) -> Self {
         CallFlags {
-            trusted,
+            trust,
             peek: false,
             replayed_now_ms: None,
             seen: Seen::default(),
@@ -237,7 +252,7 @@ impl CallFlags {
                 self.peek = true;
                 *i += 1;
             }
-            b"NOW" if self.trusted => {
+            b"NOW" if self.trust.trusted() => {
                 self.seen.once("NOW")?;
                 *i += 1;
                 let now = parse_plain_u64(value(argv, i, "NOW")?);
@@ -257,7 +272,7 @@ fn parse_clause<'a, W: AsRef<[u8]>>(
     argv: &'a [W],
     start: usize,
     in_all: bool,
-    flags: &mut CallFlags,
+    flags: &mut CallFlags<impl Trust>,
 ) -> Result<(Clause<'a, W>, usize), ArgError> {
     let name = if in_all {
         algorithm.clause_name()
