@@ -312,17 +312,15 @@ class Engine:
 
     # -- the exchange with Redis ----------------------------------------------
 
-    def exchange(self, checks: List[Check], undo: List[Call]) -> Exchange:
+    def exchange(self, checks: List[Check]) -> Exchange:
         """One RL.ALL per subject in order; after a denial the later ones are
         PEEKed and the earlier ones refunded (docs/http.md, One decision per
-        request). ``undo`` holds, while the exchange runs, the refunds of
-        the groups admitted so far: if Redis stops answering midway, the
-        guard sends them when it can, so a request that failed is counted
-        by no policy."""
+        request)."""
         groups: Dict[str, List[int]] = {}
         for i, check in enumerate(checks):
             groups.setdefault(check.subject, []).append(i)
         replies: List[Optional[Decision]] = [None] * len(checks)
+        admitted: List[List[int]] = []
         denied = False
         for indexes in groups.values():
             clauses = tuple(checks[i].clause() for i in indexes)
@@ -332,14 +330,12 @@ class Engine:
             if denied:
                 continue
             if reply.allowed:
-                undo.append((tuple(checks[i].clause(refund=True) for i in indexes), False))
+                admitted.append(indexes)
             else:
                 denied = True
         if denied:
-            while undo:
-                yield undo[0]
-                undo.pop(0)
-        undo.clear()
+            for indexes in admitted:
+                yield tuple(checks[i].clause(refund=True) for i in indexes), False
         return Verdict(not denied, [r for r in replies if r is not None])
 
     def refunds(self, checks: List[Check], verdict: Verdict, status: int) -> Refunds:

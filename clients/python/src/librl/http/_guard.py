@@ -9,7 +9,7 @@ import asyncio
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Awaitable, Callable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import redis
 import redis.asyncio
@@ -19,7 +19,7 @@ from redis.retry import Retry
 from .._async import AsyncLimiter
 from .._sync import Limiter
 from ._config import Config, load
-from ._engine import Call, Engine, Exchange, Hook, Plan, Refunds, Reply, Request, Verdict, log
+from ._engine import Engine, Exchange, Hook, Plan, Refunds, Reply, Request, Verdict, log
 
 #: What a configuration may be given as: a Config, a dict, or a file path.
 ConfigSource = Union[Config, Mapping[str, Any], str, "os.PathLike[str]"]
@@ -130,16 +130,12 @@ class Guard:
         if isinstance(plan, Reply):
             return Admission(reply=plan)
         start = time.monotonic()
-        undo: List[Call] = []
         try:
-            verdict = self._run(engine.exchange(plan.checks, undo))
+            verdict = self._run(engine.exchange(plan.checks))
             if time.monotonic() - start > self.config.timeout_ms / 1000:
                 raise TimeoutError(f"Redis answered after the {self.config.timeout_ms} ms timeout")
         except Exception as e:
-            refusal = engine.failed(plan, e)
-            if undo:
-                self._undo(undo)
-            return Admission(reply=refusal, plan=plan)
+            return Admission(reply=engine.failed(plan, e), plan=plan)
         passed, headers, refusal = engine.decided(plan, verdict)
         return Admission(refusal, headers, plan, verdict if passed else None)
 
@@ -161,15 +157,6 @@ class Guard:
         except StopIteration as done:
             return done.value
 
-    def _undo(self, undo: List[Call]) -> None:
-        """Refunds the groups a failed exchange had admitted (best effort:
-        Redis may still be down)."""
-        try:
-            for clauses, _ in undo:
-                self.limiter.all(*clauses)
-        except Exception as e:
-            log.warning("librl: could not refund a failed request's admitted checks: %s", e)
-
 
 class AsyncGuard:
     """Guard over redis.asyncio (``Redis`` or ``RedisCluster``); the whole
@@ -189,8 +176,6 @@ class AsyncGuard:
         if client is None:
             client = connect_async(self.config, *_from_env(url, cluster_nodes))
         self.limiter = AsyncLimiter(client)
-        # Refund tasks of failed exchanges, kept referenced until done.
-        self._pending: Set[asyncio.Future[None]] = set()
 
     async def admit(
         self,
@@ -208,17 +193,11 @@ class AsyncGuard:
             plan = engine.costs(plan, self.config.max_body_bytes + 1 if length is None else length)
         if isinstance(plan, Reply):
             return Admission(reply=plan)
-        undo: List[Call] = []
         try:
             verdict = await asyncio.wait_for(
-                self._run(engine.exchange(plan.checks, undo)), self.config.timeout_ms / 1000
+                self._run(engine.exchange(plan.checks)), self.config.timeout_ms / 1000
             )
         except Exception as e:
-            if undo:
-                # Not on this request's time: whenever Redis answers again.
-                task = asyncio.ensure_future(self._undo(list(undo)))
-                self._pending.add(task)
-                task.add_done_callback(self._pending.discard)
             return Admission(reply=engine.failed(plan, e), plan=plan)
         passed, headers, refusal = engine.decided(plan, verdict)
         return Admission(refusal, headers, plan, verdict if passed else None)
@@ -243,11 +222,3 @@ class AsyncGuard:
                 clauses, peek = steps.send(await self.limiter.all(*clauses, peek=peek))
         except StopIteration as done:
             return done.value
-
-    async def _undo(self, undo: List[Call]) -> None:
-        """Guard._undo, awaited (in a task of its own)."""
-        try:
-            for clauses, _ in undo:
-                await self.limiter.all(*clauses)
-        except Exception as e:
-            log.warning("librl: could not refund a failed request's admitted checks: %s", e)
