@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The Python client's checks, as `make test` runs them: ruff (lint and
-# format), mypy --strict and pytest, over the package, its tests, the Flask
-# example and the client bench script. Uses the project's virtualenv
-# (.deps/venv, made by scripts/install-deps.sh test). The tests start their
-# own redis-server 7.0 and valkey-server 9.1 processes (standalone and
-# 3-primary clusters) with target/release/librl.so, or $LIBRL_MODULE.
+# format), mypy --strict and pytest, over the package (its HTTP integrations
+# included), its tests, examples/python and the client bench script. Uses
+# the project's virtualenv (.deps/venv, made by scripts/install-deps.sh
+# test). The tests start their own redis-server 7.0 and valkey-server 9.1
+# processes (standalone and 3-primary clusters) with
+# target/release/librl.so, or $LIBRL_MODULE, and serve the FastAPI, Django
+# and Flask apps of examples/python (uvicorn, waitress) for every
+# conformance case.
 # Extra arguments go to pytest (e.g. check.sh -k cluster).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
