@@ -319,7 +319,10 @@ export class HttpLimiter {
     const ms = this.config.timeoutMs;
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Unanswered(`no answer within ${ms} ms`)), ms);
+      // Timers run before I/O in an event loop turn: after a stall of the
+      // process, a reply already in the socket is read first (setImmediate
+      // runs after the I/O phase), so only a Redis that did not answer times out.
+      timer = setTimeout(() => setImmediate(() => reject(new Unanswered(`no answer within ${ms} ms`))), ms);
     });
     // A late reply or error of the abandoned work is dropped.
     work.catch(() => {});
