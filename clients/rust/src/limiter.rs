@@ -1,12 +1,13 @@
 //! A connection with an optional denial cache in front of it.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use redis::RedisResult;
 
 use crate::cache::DenialCache;
 use crate::conn::{AsyncConnection, Connection};
-use crate::Command;
+use crate::durable::Durability;
+use crate::{ArgError, Command};
 
 /// Runs librl commands on a blocking connection (standalone or cluster),
 /// answering repeated denied calls from a [`DenialCache`] when given one.
@@ -23,11 +24,25 @@ use crate::Command;
 pub struct Limiter<C> {
     con: C,
     cache: Option<DenialCache>,
+    durability: Option<Durability>,
 }
 
 impl<C: Connection> Limiter<C> {
     pub fn new(con: C) -> Limiter<C> {
-        Limiter { con, cache: None }
+        Limiter {
+            con,
+            cache: None,
+            durability: None,
+        }
+    }
+
+    /// After each call that may write, `WAIT numreplicas timeout` (one
+    /// more round trip): a decision fewer replicas acknowledged is an
+    /// error (see [`crate::is_not_durable`]). Refuses 0 replicas and a
+    /// timeout under 1 ms.
+    pub fn durable(mut self, numreplicas: u64, timeout: Duration) -> Result<Limiter<C>, ArgError> {
+        self.durability = Some(Durability::new(numreplicas, timeout)?);
+        Ok(self)
     }
 
     /// Remembers denials (see [`DenialCache`] for what that promises).
@@ -40,7 +55,9 @@ impl<C: Connection> Limiter<C> {
     pub fn run<Q: Command + ?Sized>(&mut self, command: &Q) -> RedisResult<Q::Output> {
         let prepared = command.prepare()?;
         let Some(cache) = &self.cache else {
-            return Ok(redis::from_redis_value(self.con.send(&prepared)?)?);
+            let reply = redis::from_redis_value(self.con.send(&prepared)?)?;
+            self.wait_for_replicas(&prepared)?;
+            return Ok(reply);
         };
         if let Some(answer) = cache.lookup(&prepared, Instant::now()) {
             return Ok(answer);
@@ -50,7 +67,16 @@ impl<C: Connection> Limiter<C> {
             .send(&prepared)
             .and_then(|v| Ok(redis::from_redis_value::<Q::Output>(v)?));
         cache.record(&prepared, reply.as_ref().ok(), Instant::now());
-        reply
+        let reply = reply?;
+        self.wait_for_replicas(&prepared)?;
+        Ok(reply)
+    }
+
+    fn wait_for_replicas(&mut self, call: &crate::Prepared) -> RedisResult<()> {
+        match self.durability.and_then(|d| Some((d, d.wait_after(call)?))) {
+            Some((d, wait)) => d.check(self.con.send(&wait)?),
+            None => Ok(()),
+        }
     }
 
     pub fn cache(&self) -> Option<&DenialCache> {
@@ -88,11 +114,27 @@ impl<C: Connection> Limiter<C> {
 pub struct AsyncLimiter<C> {
     con: C,
     cache: Option<DenialCache>,
+    durability: Option<Durability>,
 }
 
 impl<C: AsyncConnection + Clone + Sync> AsyncLimiter<C> {
     pub fn new(con: C) -> AsyncLimiter<C> {
-        AsyncLimiter { con, cache: None }
+        AsyncLimiter {
+            con,
+            cache: None,
+            durability: None,
+        }
+    }
+
+    /// As [`Limiter::durable`]: `WAIT numreplicas timeout` after each call
+    /// that may write, on the same connection.
+    pub fn durable(
+        mut self,
+        numreplicas: u64,
+        timeout: Duration,
+    ) -> Result<AsyncLimiter<C>, ArgError> {
+        self.durability = Some(Durability::new(numreplicas, timeout)?);
+        Ok(self)
     }
 
     /// Remembers denials (see [`DenialCache`] for what that promises).
@@ -119,7 +161,14 @@ impl<C: AsyncConnection + Clone + Sync> AsyncLimiter<C> {
         if let Some(cache) = &self.cache {
             cache.record(&prepared, reply.as_ref().ok(), Instant::now());
         }
-        reply
+        let reply = reply?;
+        if let Some((d, wait)) = self
+            .durability
+            .and_then(|d| Some((d, d.wait_after(&prepared)?)))
+        {
+            d.check(con.send(&wait).await?)?;
+        }
+        Ok(reply)
     }
 
     pub fn cache(&self) -> Option<&DenialCache> {
