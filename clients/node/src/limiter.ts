@@ -134,6 +134,12 @@ function checkDurable(durable: unknown): readonly [number, number] | undefined {
   return [d.numreplicas, d.timeoutMs];
 }
 
+/** A clause of `COST 0`: a read, which writes and replicates nothing. */
+function isRead(clause: Clause): boolean {
+  const at = clause.args.indexOf("COST");
+  return at >= 0 && clause.args[at + 1] === "0";
+}
+
 /** Runs `f`, turning a synchronous throw (a client-side check) into a rejection. */
 function attempt<T>(f: () => Promise<T>): Promise<T> {
   try {
@@ -218,7 +224,8 @@ export class Limiter {
     this.#checkSlots("RL.ALL", keys);
     const refund = checked.some((clause) => clause.refund);
     const n = checked.length;
-    return this.#cached(argv, keys, refund, !peek, (reply) => parseAllDecision(reply, n));
+    const writes = !peek && !checked.every(isRead);
+    return this.#cached(argv, keys, refund, writes, (reply) => parseAllDecision(reply, n));
   }
 
   /** RL.OVERRIDE SET: stores an override at `okey` (replacing any). */
@@ -274,7 +281,8 @@ export class Limiter {
     const argv = limiterArgv(call, this.#prefix);
     const keys = clauseKeys(call, this.#prefix);
     if (keys.length > 1) this.#checkSlots(argv[0] as string, keys);
-    return this.#cached(argv, keys, call.refund, !call.peek, (reply) => parseDecision(reply, argv[0] as string));
+    const writes = !call.peek && !isRead(call);
+    return this.#cached(argv, keys, call.refund, writes, (reply) => parseDecision(reply, argv[0] as string));
   }
 
   /** Sends a call that may write: with `WAIT` behind it when this Limiter is durable. */

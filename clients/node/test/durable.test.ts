@@ -85,12 +85,14 @@ describe("durable and cost 0", { concurrency: 1 }, () => {
         assert.deepEqual([peek.allowed, peek.count, peek.remaining], [true, 2, 0]);
         await rl.all([Fixed(k, 2, 60)], { peek: true });
         assert.equal(await waitCalls(primary), before);
-        const read = await new Limiter(conn.client).fixed(k, 2, 60, { cost: 0 });
+        const read = await rl.fixed(k, 2, 60, { cost: 0 });
         assert.deepEqual([read.allowed, read.count, read.retryAfterMs, read.remaining], [true, 1, 0, 1]);
         const missing = key("none");
-        const nothing = await new Limiter(conn.client).fixed(missing, 2, 60, { cost: 0 });
+        const nothing = await rl.fixed(missing, 2, 60, { cost: 0 });
         assert.deepEqual([nothing.allowed, nothing.count, nothing.remaining, nothing.resetAfterMs], [true, 0, 2, 0]);
+        await rl.all([Fixed(missing, 2, 60, { cost: 0 })]);
         assert.equal(await primary.admin.call("EXISTS", missing), 0);
+        assert.equal(await waitCalls(primary), before);
       });
 
       it("too few replicas reject with a DurabilityError carrying the reply", async () => {

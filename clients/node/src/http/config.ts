@@ -5,6 +5,8 @@
  * (`policies[0].burst`, `routes[1].policies[0]`, `timeout`).
  */
 import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import path from "node:path";
 
 /** 2^50: the largest limit, rate, burst and cost the module accepts. */
 export const MAX_UNITS = 2 ** 50;
@@ -452,14 +454,22 @@ export interface LoadOptions {
   parseYaml?: YamlParser;
 }
 
-/** The optional peer dependency `yaml`, or undefined when it is not installed. */
+/**
+ * The optional peer dependency `yaml`, or undefined when it is not
+ * installed: beside this package, else in the application's directory (a
+ * linked install resolves from the checkout, not from the application).
+ */
 function installedYaml(): YamlParser | undefined {
-  try {
-    const mod = require("yaml") as { parse?: YamlParser };
-    return typeof mod.parse === "function" ? (text) => mod.parse!(text) : undefined;
-  } catch {
-    return undefined;
+  const requirers = [require, createRequire(path.join(process.cwd(), "package.json"))];
+  for (const req of requirers) {
+    try {
+      const mod = req("yaml") as { parse?: YamlParser };
+      if (typeof mod.parse === "function") return (text) => mod.parse!(text);
+    } catch {
+      // not there: try the next place
+    }
   }
+  return undefined;
 }
 
 /**
