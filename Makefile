@@ -66,8 +66,6 @@ run: build
 lint: build-deps
 	cargo fmt --all --check
 	cargo clippy --locked --workspace --all-targets -- -D warnings
-	cd examples/axum && cargo fmt --check
-	cd examples/axum && cargo clippy --locked --all-targets -- -D warnings
 	$(MAKE) --no-print-directory bench-lint
 	clients/go/check.sh lint
 
@@ -83,7 +81,6 @@ lint: build-deps
 test: deps build lint
 	python3 scripts/check-docs.py
 	cargo test --locked --workspace
-	cd examples/axum && cargo test --locked
 	clients/python/check.sh
 	clients/node/check.sh
 	clients/go/check.sh test

@@ -1,38 +1,190 @@
-//! Rate limiting for axum with librl: each route's layer checks all its
-//! policies in one `RL.ALL` call through `librl-client` (a request refused
-//! by one policy is counted by none), and answers with RateLimit headers,
-//! or 429 with a problem+json body. While Redis cannot answer, the fail
-//! mode decides: let requests through, refuse them, or limit them in the
-//! process with the module's own algorithms (`librl-core`).
+//! A small axum application rate-limited by `librl-tower`, in the two ways
+//! an application writes it (docs/http/rust.md):
 //!
-//! ```no_run
-//! use std::time::Duration;
-//! use axum::{routing::get, Router};
-//! use librl_axum_example::{Config, Policy, RateLimiter, Scope};
-//!
-//! let limiter = RateLimiter::new(Config::default()).unwrap();
-//! let app: Router = Router::new().route(
-//!     "/hello",
-//!     get(|| async { "hello" }).route_layer(limiter.layer([
-//!         Policy::fixed("ip-second", 5, Duration::from_secs(1)).aligned().scope(Scope::Ip),
-//!         Policy::sliding("client-minute", 30, Duration::from_secs(60)),
-//!     ])),
-//! );
-//! ```
-//! Serve it with `into_make_service_with_connect_info::<SocketAddr>()`: the
-//! peer address is how a client without credentials is told apart.
+//! - [`policy_file_app`]: the policies and routes of a configuration file
+//!   (docs/http.md, One configuration), one layer over the whole router.
+//!   This is what `scripts/serve-example axum` serves: every path and method
+//!   answers `ok`.
+//! - [`demo_app`]: policies attached per route in code with `route_layer`.
 
-pub mod config;
-pub mod core_adapter;
-pub mod headers;
-pub mod identity;
-pub mod limiter;
-pub mod local;
-pub mod middleware;
-pub mod policy;
-pub mod problem;
+use std::time::Duration;
 
-pub use config::{Config, FailMode};
-pub use identity::AuthUser;
-pub use middleware::{RateLimitLayer, RateLimiter};
-pub use policy::{Algorithm, Cost, Policy, Scope};
+use axum::extract::Request;
+use axum::http::header::AUTHORIZATION;
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::{Extension, Router};
+use librl_tower::{AuthUser, Cost, KeyKind, Policy, RateLimiter, RedisTarget};
+
+/// `REDIS_CLUSTER_NODES` (comma-separated `host:port`), else `REDIS_URL`,
+/// else a local server.
+pub fn redis_from(var: impl Fn(&str) -> Option<String>) -> RedisTarget {
+    let nodes: Vec<String> = var("REDIS_CLUSTER_NODES")
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(|n| {
+            if n.contains("://") {
+                n.to_string()
+            } else {
+                format!("redis://{n}")
+            }
+        })
+        .collect();
+    if nodes.is_empty() {
+        RedisTarget::Url(var("REDIS_URL").unwrap_or_else(|| "redis://127.0.0.1:6379".into()))
+    } else {
+        RedisTarget::Cluster(nodes)
+    }
+}
+
+/// Every path and method answers `ok` (status from `X-Conformance-Status`,
+/// user from `X-Conformance-User`), behind the configuration's routes.
+pub fn policy_file_app(limiter: &RateLimiter) -> Router {
+    Router::new()
+        .fallback(ok)
+        .layer(limiter.config_layer())
+        // Outside the limiter, so it runs first and the limiter sees the user.
+        .layer(middleware::from_fn(conformance_user))
+}
+
+async fn ok(headers: HeaderMap) -> (StatusCode, &'static str) {
+    let status = headers
+        .get("x-conformance-status")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u16>().ok())
+        .and_then(|v| StatusCode::from_u16(v).ok())
+        .unwrap_or(StatusCode::OK);
+    (status, "ok")
+}
+
+/// Stands in for an authentication layer: `X-Conformance-User: NAME` is
+/// user NAME, put where the limiter looks ([`AuthUser`]).
+async fn conformance_user(req: Request, next: Next) -> Response {
+    let user = header_user(req.headers(), "x-conformance-user", "");
+    with_user(req, user, next).await
+}
+
+/// - `GET /hello`: 5 per second per IP (aligned), 30 per minute per user.
+/// - `POST /upload`: 5 per second per IP, and a per-user byte budget: a
+///   bucket of 2 MiB refilled at 1 MiB per minute, charged the body's size.
+/// - `POST /batch`: 5 per second per IP, and 100 items per minute per
+///   user, charged `X-Batch-Size`.
+/// - `GET /`: no limit.
+///
+/// The user is the name in `Authorization: Bearer <name>`, else the API
+/// key, else the IP. Per-user policies are overridable: `redis-cli
+/// RL.OVERRIDE SET 'rl:{user:alice}:override:user-minute' 1000 1m`.
+pub fn demo_app(limiter: &RateLimiter) -> Router {
+    let secs = Duration::from_secs;
+    let per_ip = || Policy::fixed("ip-second", 5, secs(1)).aligned();
+    let per_user = |p: Policy| p.key(KeyKind::User).overridable();
+    let batch_size = "x-batch-size".parse().expect("a header name");
+    Router::new()
+        .route("/", get(index))
+        .route(
+            "/hello",
+            get(hello).route_layer(limiter.layer([
+                per_ip(),
+                per_user(Policy::sliding("user-minute", 30, secs(60))),
+            ])),
+        )
+        .route(
+            "/upload",
+            post(upload).route_layer(
+                limiter.layer([
+                    per_ip(),
+                    per_user(Policy::token("upload-bytes", 1 << 20, secs(60)).burst(2 << 20))
+                        .cost(Cost::BodyBytes),
+                ]),
+            ),
+        )
+        .route(
+            "/batch",
+            post(batch).route_layer(
+                limiter.layer([
+                    per_ip(),
+                    per_user(Policy::fixed("batch-items", 100, secs(60)))
+                        .cost(Cost::Header(batch_size)),
+                ]),
+            ),
+        )
+        .layer(middleware::from_fn(bearer_user))
+}
+
+/// Believes any bearer name. A real authentication layer verifies a token,
+/// then inserts the same extension.
+async fn bearer_user(req: Request, next: Next) -> Response {
+    let user = header_user(req.headers(), AUTHORIZATION.as_str(), "Bearer ");
+    with_user(req, user, next).await
+}
+
+fn header_user(headers: &HeaderMap, name: &str, prefix: &str) -> Option<AuthUser> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix(prefix))
+        .map(|name| AuthUser(name.trim().to_string()))
+        .filter(|u| !u.0.is_empty())
+}
+
+async fn with_user(mut req: Request, user: Option<AuthUser>, next: Next) -> Response {
+    if let Some(user) = user {
+        req.extensions_mut().insert(user);
+    }
+    next.run(req).await
+}
+
+async fn index() -> &'static str {
+    "librl axum demo: GET /hello, POST /upload, POST /batch (X-Batch-Size)\n"
+}
+
+async fn hello(user: Option<Extension<AuthUser>>) -> String {
+    match user {
+        Some(Extension(AuthUser(name))) => format!("hello, {name}\n"),
+        None => "hello\n".to_string(),
+    }
+}
+
+async fn upload(body: axum::body::Bytes) -> String {
+    format!("received {} bytes\n", body.len())
+}
+
+async fn batch() -> &'static str {
+    "batch accepted\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn target(pairs: &[(&str, &str)]) -> RedisTarget {
+        let vars: HashMap<&str, &str> = pairs.iter().copied().collect();
+        redis_from(|name| vars.get(name).map(|v| v.to_string()))
+    }
+
+    #[test]
+    fn cluster_nodes_win_over_the_url() {
+        assert_eq!(
+            target(&[]),
+            RedisTarget::Url("redis://127.0.0.1:6379".into())
+        );
+        assert_eq!(
+            target(&[
+                ("REDIS_URL", "redis://10.0.0.1:6380"),
+                (
+                    "REDIS_CLUSTER_NODES",
+                    "10.0.0.2:7000, redis://10.0.0.3:7000"
+                )
+            ]),
+            RedisTarget::Cluster(vec![
+                "redis://10.0.0.2:7000".into(),
+                "redis://10.0.0.3:7000".into()
+            ])
+        );
+    }
+}

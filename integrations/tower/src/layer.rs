@@ -1,8 +1,10 @@
 //! The tower adapter: moves an `http::Request` into the contract's flow
 //! (`limiter.rs`) and the decision back into an `http::Response`. Works in
 //! axum (`route_layer`, `layer`), hyper (`service_fn` behind
-//! `ServiceBuilder`) and tonic (`Server::builder().layer`), for any request
-//! body that can be rebuilt from bytes and any response body made from them.
+//! `ServiceBuilder`) and tonic (`Server::builder().layer`), over any body:
+//! the wrapped service gets the request's own body, or the bytes read to
+//! measure it ([`RequestBody`]), and answers with its own response body or
+//! the middleware's ([`ResponseBody`]).
 
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
@@ -14,7 +16,7 @@ use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use http::{HeaderValue, Request, Response};
 use http_body::Body;
-use http_body_util::{BodyExt, Limited};
+use http_body_util::{BodyExt, Either, Full, Limited};
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -64,18 +66,27 @@ pub struct RateLimit<S> {
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// The body the wrapped service receives: the request's own, or (when a
+/// `body-bytes` policy had to read a body without Content-Length) the
+/// bytes read. axum's routes and tonic's accept any such body.
+pub type RequestBody<B> = Either<B, Full<Bytes>>;
+
+/// The body of the response: the service's own, or the middleware's
+/// refusal (429, 503, 400, 413).
+pub type ResponseBody<R> = Either<R, Full<Bytes>>;
+
 impl<S, B, R> Service<Request<B>> for RateLimit<S>
 where
-    S: Service<Request<B>, Response = Response<R>> + Clone + Send + 'static,
+    S: Service<Request<RequestBody<B>>, Response = Response<R>> + Clone + Send + 'static,
     S::Future: Send,
     S::Error: Send,
-    B: Body<Data = Bytes> + From<Bytes> + Send + 'static,
+    B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
-    R: From<Bytes> + Send + 'static,
+    R: Send + 'static,
 {
-    type Response = Response<R>;
+    type Response = Response<ResponseBody<R>>;
     type Error = S::Error;
-    type Future = BoxFuture<Result<Response<R>, S::Error>>;
+    type Future = BoxFuture<Result<Response<ResponseBody<R>>, S::Error>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
@@ -95,17 +106,17 @@ async fn handle<S, B, R>(
     set: Arc<PolicySet>,
     req: Request<B>,
     mut inner: S,
-) -> Result<Response<R>, S::Error>
+) -> Result<Response<ResponseBody<R>>, S::Error>
 where
-    S: Service<Request<B>, Response = Response<R>>,
-    B: Body<Data = Bytes> + From<Bytes>,
+    S: Service<Request<RequestBody<B>>, Response = Response<R>>,
+    B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
-    R: From<Bytes>,
 {
     let peer = peer_of(&req);
     let planned = shared.plan(&set, &facts(&req, peer));
     let Some(planned) = planned else {
-        return inner.call(req).await;
+        let response = inner.call(req.map(Either::Left)).await?;
+        return Ok(response.map(Either::Left));
     };
     let mut body_len = None;
     let req = if planned.needs_body_len() {
@@ -117,7 +128,7 @@ where
             Err(refusal) => return Ok(respond(problem::refused(&refusal))),
         }
     } else {
-        req
+        req.map(Either::Left)
     };
     let decided = match shared.decide(planned, &facts(&req, peer), body_len).await {
         Ok(decided) => decided,
@@ -128,7 +139,7 @@ where
         None => {
             let response = inner.call(req).await?;
             shared.settle(&decided, response.status().as_u16()).await;
-            response
+            response.map(Either::Left)
         }
     };
     shared.write_headers(&decided, response.headers_mut());
@@ -161,10 +172,10 @@ fn peer_of<B>(req: &Request<B>) -> Option<IpAddr> {
 }
 
 /// The body's size: its Content-Length, else the length of the body read
-/// into memory (then put back); more than `max` bytes is refused.
-async fn measure<B>(req: Request<B>, max: u64) -> Result<(Request<B>, u64), Refusal>
+/// into memory (then passed on as bytes); more than `max` bytes is refused.
+async fn measure<B>(req: Request<B>, max: u64) -> Result<(Request<RequestBody<B>>, u64), Refusal>
 where
-    B: Body<Data = Bytes> + From<Bytes>,
+    B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
     let too_large = Refusal::BodyTooLarge { max };
@@ -177,7 +188,7 @@ where
         return if len > max {
             Err(too_large)
         } else {
-            Ok((req, len))
+            Ok((req.map(Either::Left), len))
         };
     }
     let (parts, body) = req.into_parts();
@@ -188,11 +199,14 @@ where
         .map_err(|_| too_large)?
         .to_bytes();
     let len = bytes.len() as u64;
-    Ok((Request::from_parts(parts, B::from(bytes)), len))
+    Ok((
+        Request::from_parts(parts, Either::Right(Full::new(bytes))),
+        len,
+    ))
 }
 
-fn respond<R: From<Bytes>>(reply: Reply) -> Response<R> {
-    let mut response = Response::new(R::from(reply.body));
+fn respond<R>(reply: Reply) -> Response<ResponseBody<R>> {
+    let mut response = Response::new(Either::Right(Full::new(reply.body)));
     *response.status_mut() = reply.status;
     response
         .headers_mut()

@@ -60,7 +60,7 @@ pub use backend::RedisTarget;
 pub use config::{Config, ConfigError, Deny, DenyBody, FailMode, HeaderMode, Mode, Route};
 pub use hook::{CheckReport, DecisionEvent, DecisionHook, Outcome};
 pub use identity::hashed;
-pub use layer::{PeerAddr, RateLimit, RateLimitLayer};
+pub use layer::{PeerAddr, RateLimit, RateLimitLayer, RequestBody, ResponseBody};
 pub use librl_client::{Decision, RetryAfter};
 pub use limiter::{AuthUser, BuildError, Builder, RateLimiter};
 pub use policy::{parse_duration, parse_rate, Algorithm, Cost, Count, KeyKind, Policy};

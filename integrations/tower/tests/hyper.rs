@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response};
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use librl_tower::{Config, PeerAddr, Policy, RateLimiter};
+use librl_tower::{Config, PeerAddr, Policy, RateLimiter, RequestBody};
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -30,9 +30,11 @@ async fn limits_a_bare_hyper_service() {
         .build()
         .unwrap();
     let layer = limiter.layer([Policy::fixed("hyper", 2, Duration::from_secs(60))]);
-    let app = layer.layer(tower_service_fn(|_req: Request<Full<Bytes>>| async {
-        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from("ok"))))
-    }));
+    let app = layer.layer(tower_service_fn(
+        |_req: Request<RequestBody<Incoming>>| async {
+            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from("ok"))))
+        },
+    ));
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -40,17 +42,10 @@ async fn limits_a_bare_hyper_service() {
         loop {
             let (stream, peer) = listener.accept().await.unwrap();
             let app = app.clone();
-            // What a hyper user writes: the body read into bytes, the peer
-            // recorded, then the tower stack.
-            let service = service_fn(move |req: Request<Incoming>| {
-                let mut app = app.clone();
-                async move {
-                    let (mut parts, body) = req.into_parts();
-                    parts.extensions.insert(PeerAddr(peer));
-                    let bytes = body.collect().await?.to_bytes();
-                    let response = app.call(Request::from_parts(parts, Full::new(bytes))).await;
-                    Ok::<_, hyper::Error>(response.unwrap_or_else(|never| match never {}))
-                }
+            // What a hyper user writes: the peer recorded, then the stack.
+            let service = service_fn(move |mut req: Request<Incoming>| {
+                req.extensions_mut().insert(PeerAddr(peer));
+                app.clone().call(req)
             });
             tokio::spawn(http1::Builder::new().serve_connection(TokioIo::new(stream), service));
         }
