@@ -35,6 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import instructions  # noqa: E402
 import peers  # noqa: E402
 import phases  # noqa: E402
+import subjects  # noqa: E402
 from phases import SCRIPTS, load_scripts, log, script_text, timed_run  # noqa: E402
 from resp import REDIS_SERVER, Server  # noqa: E402
 
@@ -729,9 +730,11 @@ def main():
     data["clients"] = [] if args.skip_clients else phases.phase_clients(MODULE, REDIS_SERVER)
     log("phase 5/5: memory per key and hot keys")
     data["memory_hot"] = phases.phase_memory_and_hot(MODULE, args.rounds, args.calls, full=not args.quick)
+    log("bytes per subject on the four servers (bench/subjects.py)")
+    data["subjects"] = subjects.phase(20_000 if args.quick else subjects.SUBJECTS)
     data["meta"]["seconds"] = time.monotonic() - started
     data["meta"]["load_after"] = os.getloadavg()[0]
-    md = report(data)
+    md = report(data) + subjects.report(data["subjects"])
     print()
     print(md)
     out = args.out if not args.quick or args.out != RESULTS else os.path.join(ROOT, "target", "bench-quick")

