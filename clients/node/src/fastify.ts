@@ -21,6 +21,8 @@ export interface FastifyRequestLike {
   readonly url: string;
   readonly user?: unknown;
   readonly routeOptions?: { readonly config?: unknown; readonly url?: string | undefined };
+  /** Fastify 4 before `routeOptions`. */
+  readonly routeConfig?: unknown;
 }
 
 /** The parts of a Fastify reply the plugin writes. */
@@ -90,7 +92,7 @@ async function librlFastify(fastify: FastifyInstanceLike, options: FastifyRateLi
 
   fastify.addHook("preParsing", (async (request: FastifyRequestLike, reply: FastifyReplyLike, payload: Payload) => {
     const path = pathOf(request.url);
-    const chosen = routePolicies(request.routeOptions?.config, "route") ?? core.select(request.method, path);
+    const chosen = routePolicies(request.routeOptions?.config ?? request.routeConfig, "route") ?? core.select(request.method, path);
     if (chosen.policies.length === 0) return payload;
     let replaced: Payload | undefined;
     const measure = async (max: number) => {

@@ -284,16 +284,13 @@ async function redisStep(backends: Backends, kind: "standalone" | "cluster", arg
   return plain(reply);
 }
 
-/** Every key the integration wrote has a time to live. */
+/** Every key in the database has a time to live. */
 async function everyKeyExpires(admins: Admin[]): Promise<string | undefined> {
   for (const admin of admins) {
     let cursor = "0";
     do {
       const [next, keys] = (await admin.call("SCAN", cursor, "COUNT", 1000)) as [string, string[]];
       for (const key of keys) {
-        // Override keys are the operator's (a case's RL.OVERRIDE SET step), not the
-        // integration's: docs/http.md, Keys ("nothing the integration writes lives forever").
-        if ((await admin.raw("RL.OVERRIDE", "GET", key)) !== null) continue;
         const pttl = await admin.call("PTTL", key);
         if (typeof pttl !== "number" || pttl <= 0) return `key ${key} has PTTL ${String(pttl)}`;
       }
