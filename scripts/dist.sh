@@ -68,14 +68,15 @@ if [ -f "$root/clients/node/package.json" ]; then
 fi
 
 # Crates: every library of the workspace but the module itself (whose
-# artifact is the .so above), packaged from a copy of the workspace.
+# artifact is the .so above) and the example apps under examples/,
+# packaged from a copy of the workspace.
 # --no-verify: the workspace's own build and tests have verified them; the
 # registry index is used offline when it can be. cargo turns a path
 # dependency into a registry one and needs its version for that: where a
 # manifest gives only the path, the copy gets the exact version of the
 # crate at that path (and a note says so).
 metadata=$(cd "$root" && cargo metadata --no-deps --format-version 1 --locked)
-crates=$(python3 -c 'import json,sys; print(" ".join(p["name"] for p in json.loads(sys.argv[1])["packages"] if p["name"] != "librl"))' "$metadata")
+crates=$(python3 -c 'import json,sys,os; print(" ".join(p["name"] for p in json.loads(sys.argv[1])["packages"] if p["name"] != "librl" and not os.path.relpath(p["manifest_path"], sys.argv[2]).startswith("examples/")))' "$metadata" "$root")
 manifests=$(python3 -c 'import json,sys,os; print(" ".join(os.path.relpath(p["manifest_path"], sys.argv[2]) for p in json.loads(sys.argv[1])["packages"]))' "$metadata" "$root")
 if [ -n "$crates" ]; then
   copy_package . "$scratch/workspace"
