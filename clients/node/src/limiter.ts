@@ -60,6 +60,8 @@ export class CrossSlotError extends Error {
  */
 export class DurabilityError extends Error {
   override readonly name = "DurabilityError";
+  /** The Rust client's error code for the same case. */
+  readonly code = "NOTDURABLE";
   constructor(
     readonly reply: unknown,
     readonly replicas: number,
@@ -77,7 +79,7 @@ export class DurabilityError extends Error {
 export interface DurableOptions {
   /** Replicas that must acknowledge the call (at least 1). */
   numreplicas: number;
-  /** The longest WAIT waits, in ms; 0 waits forever. */
+  /** The longest WAIT waits, in ms: at least 1 (`WAIT n 0` would wait forever). */
   timeoutMs: number;
 }
 
@@ -128,8 +130,10 @@ function checkDurable(durable: unknown): readonly [number, number] | undefined {
   if (typeof d.numreplicas !== "number" || !Number.isSafeInteger(d.numreplicas) || d.numreplicas < 1) {
     throw new TypeError(`new Limiter(): durable.numreplicas must be an integer of at least 1 (${example})`);
   }
-  if (typeof d.timeoutMs !== "number" || !Number.isSafeInteger(d.timeoutMs) || d.timeoutMs < 0) {
-    throw new TypeError(`new Limiter(): durable.timeoutMs must be an integer of at least 0 (0: wait forever) (${example})`);
+  if (typeof d.timeoutMs !== "number" || !Number.isSafeInteger(d.timeoutMs) || d.timeoutMs < 1) {
+    throw new TypeError(
+      `new Limiter(): durable.timeoutMs must be an integer of at least 1 (WAIT with 0 would block the connection forever) (${example})`,
+    );
   }
   return [d.numreplicas, d.timeoutMs];
 }

@@ -40,7 +40,7 @@ describe("durable and cost 0", { concurrency: 1 }, () => {
 
   it("refuses a malformed durable option, naming it", () => {
     const client = { sendCommand() {} };
-    for (const bad of [1, { numreplicas: 0, timeoutMs: 10 }, { numreplicas: 1 }, { numreplicas: 1, timeoutMs: -1 }, { n: 1, timeoutMs: 1 }]) {
+    for (const bad of [1, { numreplicas: 0, timeoutMs: 10 }, { numreplicas: 1 }, { numreplicas: 1, timeoutMs: 0 }, { n: 1, timeoutMs: 1 }]) {
       assert.throws(() => new Limiter(client, { durable: bad as never }), /durable/);
     }
   });
@@ -105,6 +105,7 @@ describe("durable and cost 0", { concurrency: 1 }, () => {
         assert.ok(err instanceof DurabilityError, String(err));
         assert.equal(err.replicas, 0);
         assert.equal(err.numreplicas, 1);
+        assert.equal(err.code, "NOTDURABLE");
         assert.match(err.message, /0 of 1 replicas .* within 50 ms \(WAIT 1 50\)/);
         assert.deepEqual((err.reply as { allowed: boolean; remaining: number }).remaining, 2);
         // The call took effect on the primary all the same.
