@@ -16,15 +16,25 @@ type durability struct {
 }
 
 // WithDurability returns a Limiter that follows every call that may write
-// (not Peek, not Cost(0)) with WAIT replicas timeout on the same
-// connection, in one round trip. When fewer replicas acknowledge in time,
-// the call returns its Decision together with a *DurabilityError: the
-// decision stands on the primary, but a failover now could lose it. A
-// timeout of 0 waits without bound, as WAIT does.
-func (l *Limiter) WithDurability(replicas int, timeout time.Duration) *Limiter {
+// (not Peek, not Cost(0), not an RL.ALL whose every clause reads) with
+// WAIT replicas timeout on the same connection, in one round trip. When
+// fewer replicas acknowledge in time, the call returns its Decision
+// together with a *DurabilityError (its message starts with NOTDURABLE, as
+// the Rust client's error): the decision stands on the primary, but a
+// failover now could lose it. replicas must be at least 1 and timeout at
+// least 1 ms, in whole milliseconds: WAIT with 0 would block the
+// connection until the replicas answer, however long.
+func (l *Limiter) WithDurability(replicas int, timeout time.Duration) (*Limiter, error) {
+	if replicas < 1 {
+		return nil, argErr("WithDurability", "replicas must be at least 1, got %d", replicas)
+	}
+	if timeout < time.Millisecond || timeout%time.Millisecond != 0 {
+		return nil, argErr("WithDurability", "the timeout must be a whole number of milliseconds, at least 1 ms "+
+			"(WAIT with 0 waits forever), got %v", timeout)
+	}
 	out := *l
 	out.durable = &durability{replicas: replicas, timeout: timeout}
-	return &out
+	return &out, nil
 }
 
 func (l *Limiter) sendDurable(ctx context.Context, k call) (any, error) {
@@ -56,7 +66,7 @@ func (l *Limiter) sendDurable(ctx context.Context, k call) (any, error) {
 		return cmd.Val(), &Error{Command: "WAIT", Err: err}
 	}
 	if acked := wait.Val(); acked < int64(l.durable.replicas) {
-		return cmd.Val(), &DurabilityError{Command: k.name, Wanted: l.durable.replicas, Acked: acked}
+		return cmd.Val(), &DurabilityError{Command: k.name, Wanted: l.durable.replicas, Acked: acked, Timeout: l.durable.timeout}
 	}
 	return cmd.Val(), nil
 }

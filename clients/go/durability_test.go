@@ -17,7 +17,10 @@ func TestDurabilityWaitsForTheReplica(t *testing.T) {
 	replica := testserver.StartReplica(t, primary)
 	l := librl.New(primary.Client())
 
-	durable := l.WithDurability(1, 2*time.Second)
+	durable, err := l.WithDurability(1, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for range 5 {
 		dec(t)(durable.Fixed(ctx, "d", 3, time.Minute))
 		// Acknowledged: the replica already holds the same value.
@@ -34,11 +37,25 @@ func TestDurabilityWaitsForTheReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	tooMany := l.WithDurability(2, 100*time.Millisecond)
+	tooMany, err := l.WithDurability(2, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
 	d, err := tooMany.Token(ctx, "t", 5, time.Second)
 	var de *librl.DurabilityError
-	if !errors.As(err, &de) || de.Acked != 1 || de.Wanted != 2 || !d.Allowed {
+	if !errors.As(err, &de) || de.Acked != 1 || de.Wanted != 2 || !d.Allowed ||
+		!strings.Contains(err.Error(), "NOTDURABLE the call reached 1 of 2 replicas within 100 ms") {
 		t.Fatalf("%+v %v", d, err)
+	}
+	// What would wait forever, or for nobody, is refused.
+	var ae *librl.ArgError
+	for _, bad := range []struct {
+		n int
+		d time.Duration
+	}{{0, time.Second}, {1, 0}, {1, 1500 * time.Microsecond}} {
+		if _, err := l.WithDurability(bad.n, bad.d); !errors.As(err, &ae) {
+			t.Errorf("WithDurability(%d, %v): %v", bad.n, bad.d, err)
+		}
 	}
 	// A read waits for nothing.
 	if _, err := tooMany.Token(ctx, "t", 5, time.Second, librl.Cost(0)); err != nil {
@@ -51,20 +68,28 @@ func TestDurabilityWaitsForTheReplica(t *testing.T) {
 }
 
 // In a cluster, the durable path sends the call and WAIT to the owning
-// primary on one connection, following MOVED after a slot moves.
+// primary on one connection, following MOVED after a slot moves. These
+// primaries have no replica: every call is decided, and reported
+// NOTDURABLE.
 func TestDurabilityInACluster(t *testing.T) {
 	c := testserver.StartCluster(t, testserver.ByName("redis7"))
-	l := librl.New(c.Client()).WithDurability(0, 100*time.Millisecond)
+	l, err := librl.New(c.Client()).WithDurability(1, 10*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
 	key := "{d}:k"
-	dec(t)(l.Fixed(ctx, key, 10, time.Minute))
+	var de *librl.DurabilityError
+	if d, err := l.Fixed(ctx, key, 10, time.Minute); !errors.As(err, &de) || de.Acked != 0 || d.Count != 1 {
+		t.Fatalf("%+v %v", d, err)
+	}
 	slot := librl.Slot(key)
 	to := c.Nodes[0]
 	if c.Owner(slot) == to {
 		to = c.Nodes[1]
 	}
 	c.MoveSlot(slot, to)
-	if d := dec(t)(l.Fixed(ctx, key, 10, time.Minute)); d.Count != 2 {
-		t.Fatalf("%+v", d)
+	if d, err := l.Fixed(ctx, key, 10, time.Minute); !errors.As(err, &de) || d.Count != 2 {
+		t.Fatalf("%+v %v", d, err)
 	}
 }
 

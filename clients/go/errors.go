@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -29,6 +30,10 @@ func (e *Error) ServerError() bool {
 	return errors.As(e.Err, &re)
 }
 
+// NotDurable is the code a *DurabilityError's message starts with, as the
+// Rust client's error.
+const NotDurable = "NOTDURABLE"
+
 // DurabilityError is returned with the Decision when WithDurability is on
 // and fewer replicas than asked acknowledged the call's write in time. The
 // decision stands on the primary; it may be lost if the primary fails now.
@@ -36,10 +41,12 @@ type DurabilityError struct {
 	Command string
 	Wanted  int
 	Acked   int64
+	Timeout time.Duration
 }
 
 func (e *DurabilityError) Error() string {
-	return fmt.Sprintf("librl: %s: %d of %d replicas acknowledged the write (WAIT)", e.Command, e.Acked, e.Wanted)
+	return fmt.Sprintf("librl: %s: %s the call reached %d of %d replicas within %d ms",
+		e.Command, NotDurable, e.Acked, e.Wanted, e.Timeout.Milliseconds())
 }
 
 // redirect parses a MOVED or ASK error: its kind and the node's address.

@@ -213,6 +213,8 @@ func (s *Server) Stop() {
 // StartReplica starts a replica of primary and waits until it is in sync.
 func StartReplica(t testing.TB, primary *Server) *Server {
 	t.Helper()
+	// The primary's default waits 5 s for more replicas before a diskless sync.
+	must(t, primary.Client().ConfigSet(context.Background(), "repl-diskless-sync-delay", "0").Err())
 	r := Start(t, primary.Flavor, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))
 	c := r.Client()
 	deadline := time.Now().Add(15 * time.Second)
