@@ -56,9 +56,9 @@ impl Durability {
     }
 
     /// The `WAIT` to send after `call`, to the node `call` went to; none
-    /// after a read.
+    /// after a read (an override GET or LIST, a PEEK).
     pub(crate) fn wait_after(&self, call: &Prepared) -> Option<Prepared> {
-        if call.effect == Effect::None {
+        if call.effect == Effect::None || is_peek(call) {
             return None;
         }
         let mut cmd = Cmd::new();
@@ -87,6 +87,15 @@ impl Durability {
                 self.replicas, self.timeout_ms
             ),
         )))
+    }
+}
+
+/// The builders put PEEK last; an okey named "PEEK" follows OVERRIDE.
+fn is_peek(call: &Prepared) -> bool {
+    let argv = call.argv();
+    match argv.as_slice() {
+        [.., before, last] => last.as_slice() == b"PEEK" && before.as_slice() != b"OVERRIDE",
+        _ => false,
     }
 }
 
@@ -120,6 +129,10 @@ mod tests {
         assert_eq!(wait.target().ok(), call.target().ok());
         let read = OverrideGet::new("o").prepare().unwrap();
         assert!(d.wait_after(&read).is_none());
+        let peek = Fixed::new("k", 1, "1s").peek().prepare().unwrap();
+        assert!(d.wait_after(&peek).is_none());
+        let okey_named_peek = Fixed::new("k", 1, "1s").override_key("PEEK");
+        assert!(d.wait_after(&okey_named_peek.prepare().unwrap()).is_some());
     }
 
     #[test]
