@@ -13,6 +13,13 @@ use librl_client::{is_not_durable, AsyncLimiter, Fixed, Limiter, OverrideGet, To
 /// A primary and a replica of it, the link up.
 fn primary_and_replica(flavor: Flavor) -> (Server, Server) {
     let primary = Server::start(flavor);
+    // Sync at once rather than after the default 5 s diskless delay.
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("repl-diskless-sync-delay")
+        .arg(0)
+        .query::<()>(&mut primary.conn())
+        .unwrap();
     let replica = Server::start(flavor);
     let mut rcon = replica.conn();
     redis::cmd("REPLICAOF")
