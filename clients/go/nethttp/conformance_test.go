@@ -200,6 +200,15 @@ func runCase(t *testing.T, c conformanceCase, env *redisEnv) {
 	srv := httptest.NewServer(exampleapp.Handler(mw))
 	defer srv.Close()
 	client := srv.Client()
+	// A paused Redis answers the exchanges the app gave up on once the pause
+	// ends, and the app then refunds them: let that happen before the next
+	// case flushes, or the late calls would land in its data.
+	var pausedUntil time.Time
+	defer func() {
+		if !pausedUntil.IsZero() {
+			time.Sleep(time.Until(pausedUntil) + 300*time.Millisecond)
+		}
+	}()
 	for i, raw := range c.Steps {
 		var s step
 		dec := json.NewDecoder(strings.NewReader(string(raw)))
@@ -227,6 +236,7 @@ func runCase(t *testing.T, c conformanceCase, env *redisEnv) {
 				fail("%v replied %#v: %s", s.Redis, got, msg)
 			}
 		case s.RedisPauseMS > 0:
+			pausedUntil = time.Now().Add(time.Duration(s.RedisPauseMS) * time.Millisecond)
 			for _, p := range env.primaries {
 				if err := p.Do(ctx, "CLIENT", "PAUSE", s.RedisPauseMS, "ALL").Err(); err != nil {
 					fail("CLIENT PAUSE: %v", err)
