@@ -126,7 +126,7 @@ impl Cluster {
             "1",
         ];
         let nodes: Vec<Server> = (0..2 * SHARDS)
-            .map(|_| Server::start_cluster_node(flavor, &extra))
+            .map(|_| Server::builder(flavor).args(&extra).cluster_node().start())
             .collect();
         let mut cons: Vec<redis::Connection> = nodes.iter().map(Server::conn).collect();
         let ids: Vec<String> = cons
@@ -1006,15 +1006,15 @@ fn cmd_cluster(con: &mut ClusterConnection, args: &[&str]) -> Result<Value, Stri
 /// One cluster-enabled node that owns every slot: enough for CROSSSLOT,
 /// which the server checks before it looks at who owns the slot.
 fn single_node_cluster(flavor: Flavor) -> Server {
-    let node = Server::start_cluster_node(
-        flavor,
-        &[
+    let node = Server::builder(flavor)
+        .args(&[
             "--cluster-enabled",
             "yes",
             "--cluster-config-file",
             "nodes.conf",
-        ],
-    );
+        ])
+        .cluster_node()
+        .start();
     let mut con = node.conn();
     cmd(&mut con, &["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]).unwrap();
     wait_until("cluster_state ok", || {

@@ -14,11 +14,8 @@
 //! catching up lasts an hour or more and is never slept out.
 
 mod common;
-#[path = "common/lifecycle.rs"]
-mod life;
 
 use common::*;
-use life::*;
 use std::time::Duration;
 
 const HOUR: i64 = 3_600_000;
@@ -1471,7 +1468,7 @@ fn replica_equals_primary_after_a_workload_of_every_option() {
 #[test]
 fn aof_rewrite_and_rdb_restore_a_workload_of_every_option() {
     for_each_flavor(|flavor| {
-        let mut server = Server::start_with(flavor, &AOF);
+        let mut server = Server::builder(flavor).args(&AOF).start();
         let mut con = server.conn();
         life_workload(&mut con, "L1", 17, 500);
         workload(&mut con, "w", 51, 500);
@@ -1513,9 +1510,11 @@ fn aof_rewrite_and_rdb_restore_a_workload_of_every_option() {
         cmd(&mut con, &["SAVE"]).unwrap();
         let digest_saved = digest(&mut con);
         let dump = server.dir.join("dump.rdb");
-        let from_rdb = Server::start_prepared(flavor, &[], |dir| {
-            std::fs::copy(&dump, dir.join("dump.rdb")).unwrap();
-        });
+        let from_rdb = Server::builder(flavor)
+            .prepared(|dir| {
+                std::fs::copy(&dump, dir.join("dump.rdb")).unwrap();
+            })
+            .start();
         let mut rcon = from_rdb.conn();
         assert_same_snapshot(
             &snapshot(&mut rcon),

@@ -1,5 +1,5 @@
-//! Bad input for the options of a request's whole life (SPEC, Errors and
-//! "A request's whole life"; issue 16), catalogued in the style of
+//! Bad input for the options of a request's whole life (docs/commands.md,
+//! Errors and "A request's whole life"), catalogued in the style of
 //! tests/errors.rs: every failure path of REFUND, BLOCK, RESERVE and WAIT
 //! (bad values, missing values, repeats, options that exclude each other,
 //! options of other commands, in RL.ALL clauses too, keys of the wrong
@@ -10,96 +10,8 @@
 //! whole catalogue.
 
 mod common;
-#[path = "common/lifecycle.rs"]
-mod life;
 
 use common::*;
-use life::*;
-use redis::Value;
-
-// The expected replies are spelled out here rather than imported from the
-// module, so that a changed message shows up as a contract change.
-
-/// COST alone takes 0 (a read).
-fn cost_error() -> String {
-    "ERR COST must be an integer from 0 to 1125899906842624 (2^50)".into()
-}
-
-fn amount_error(name: &str) -> String {
-    format!("ERR {name} must be an integer from 1 to 1125899906842624 (2^50)")
-}
-
-fn duration_error(name: &str) -> String {
-    format!(
-        "ERR {name} must be a duration from 1ms to 3650d: a positive integer \
-         with an optional unit ms, s, m, h or d (bare integers are seconds)"
-    )
-}
-
-fn wait_error(name: &str) -> String {
-    format!(
-        "ERR {name} must be 0 or a duration up to 3650d: a non-negative integer \
-         with an optional unit ms, s, m, h or d (bare integers are seconds)"
-    )
-}
-
-fn exclusive(a: &str, b: &str) -> String {
-    format!("ERR options {a} and {b} cannot be given together")
-}
-
-fn not_an_option(command: &str, option: &str) -> String {
-    format!("ERR {option} is not an option of {command}")
-}
-
-fn repeated(option: &str) -> String {
-    format!("ERR option {option} is given more than once")
-}
-
-fn needs_value(option: &str) -> String {
-    format!("ERR option {option} needs a value")
-}
-
-fn wrongtype(owner: &str) -> String {
-    format!(
-        "WRONGTYPE Operation against a key holding the wrong kind of value \
-         (expected {owner} or no key)"
-    )
-}
-
-fn newer_version(version: u8) -> String {
-    format!(
-        "ERR key holds a librl value of encoding version {version}, \
-         which this librl does not know; upgrade the module"
-    )
-}
-
-const CORRUPT: &str = "ERR key holds a corrupt librl value";
-
-/// Not integers from 1 to 2^50: bad REFUND amounts and, carrying no valid
-/// unit either, bad BLOCK durations.
-const BAD_NUMBERS: &[&[u8]] = &[
-    b"",
-    b"abc",
-    b"-5",
-    b"-0",
-    b"0",
-    b"00",
-    b"1.5",
-    b"5.0",
-    b"0x10",
-    b" 5",
-    b"5 ",
-    b"+5",
-    b"05",
-    b"1e3",
-    b"5\x00",
-    b"\xff",
-    b"\xef\xbc\x95",
-    b"1125899906842625",
-    b"9223372036854775808",
-    b"18446744073709551616",
-    b"123456789012345678901234567890",
-];
 
 /// Bad as durations (BLOCK): zero in every unit, signs, fractions, spacing,
 /// unknown units, and just past 3650d in every unit.
@@ -162,20 +74,6 @@ fn bad_waits() -> Vec<&'static [u8]> {
 
 /// Valid max_waits: each must be accepted (the control calls).
 const GOOD_WAITS: &[&str] = &["0", "0ms", "0S", "0d", "1", "1ms", "3650d", "87600h"];
-
-struct Row {
-    what: String,
-    argv: Vec<Vec<u8>>,
-    want: String,
-}
-
-fn row(what: impl Into<String>, argv: &[&[u8]], want: impl Into<String>) -> Row {
-    Row {
-        what: what.into(),
-        argv: argv.iter().map(|a| a.to_vec()).collect(),
-        want: want.into(),
-    }
-}
 
 /// A limiter command's call shape: the words before the options, and the
 /// command's name as its errors give it.
@@ -761,73 +659,6 @@ fn own_key(shape: &Shape, key: &str) -> &'static [u8] {
         ("fix:blocked", "ap") => b"ap:a",
         _ => Box::leak(key.as_bytes().to_vec().into_boxed_slice()),
     }
-}
-
-/// Which keys differ between two snapshots, and how.
-fn changes(before: &Snapshot, after: &Snapshot) -> String {
-    let mut out = Vec::new();
-    for (key, dump, at) in after {
-        match before.iter().find(|(k, _, _)| k == key) {
-            None => out.push(format!("created {}", key.escape_ascii())),
-            Some((_, d, _)) if d != dump => out.push(format!("rewrote {}", key.escape_ascii())),
-            Some((_, _, a)) if a != at => out.push(format!(
-                "expiry of {} moved {a} -> {at}",
-                key.escape_ascii()
-            )),
-            Some(_) => {}
-        }
-    }
-    for (key, _, _) in before {
-        if !after.iter().any(|(k, _, _)| k == key) {
-            out.push(format!("deleted {}", key.escape_ascii()));
-        }
-    }
-    out.join(", ")
-}
-
-/// Runs every row; returns one line per failure. Stops if the server stops
-/// answering.
-fn run_catalogue(con: &mut redis::Connection, rows: &[Row]) -> Vec<String> {
-    let mut failures = Vec::new();
-    let mut before = snapshot(con);
-    let mut digest_before = digest(con);
-    for r in rows {
-        let args: Vec<&[u8]> = r.argv.iter().map(Vec::as_slice).collect();
-        let reply = call(con, &args);
-        if reply.as_ref() != Err(&r.want) {
-            failures.push(format!(
-                "{}\n      sent {:?}\n      got  {reply:?}\n      want {:?}",
-                r.what,
-                args.iter()
-                    .map(|a| a.escape_ascii().to_string())
-                    .collect::<Vec<_>>(),
-                r.want
-            ));
-        }
-        // The same connection answers at once: nothing holds it (a WAIT).
-        match cmd(con, &["PING"]) {
-            Ok(Value::SimpleString(s)) if s == "PONG" => {}
-            other => {
-                failures.push(format!(
-                    "{}: the server stopped answering: {other:?}",
-                    r.what
-                ));
-                break;
-            }
-        }
-        let after = snapshot(con);
-        let digest_after = digest(con);
-        if after != before || digest_after != digest_before {
-            failures.push(format!(
-                "{}: the dataset changed: {} (digest {digest_before} -> {digest_after})",
-                r.what,
-                changes(&before, &after)
-            ));
-            before = after;
-            digest_before = digest_after;
-        }
-    }
-    failures
 }
 
 #[test]

@@ -46,17 +46,16 @@ struct Call {
 
 /// Starts a server that keeps an AOF of every admitted call.
 fn start(flavor: Flavor) -> Server {
-    Server::start_with(
-        flavor,
-        &[
+    Server::builder(flavor)
+        .args(&[
             "--appendonly",
             "yes",
             "--appendfsync",
             "no",
             "--auto-aof-rewrite-percentage",
             "0",
-        ],
-    )
+        ])
+        .start()
 }
 
 /// `CLIENTS` threads, each with its own connection, started together at

@@ -92,7 +92,7 @@ fn mode_defaults_to_on_and_config_set_changes_it_at_run_time() {
 fn mode_given_as_module_argument_at_load() {
     for_each_flavor(|flavor| {
         for mode in ["monitor", "off", "on"] {
-            let server = Server::start_with_module_args(flavor, &[], &["mode", mode]);
+            let server = Server::builder(flavor).module_args(&["mode", mode]).start();
             let mut con = server.conn();
             assert_behaves_as(&mut con, mode, "a");
             // Still settable at run time.
@@ -103,7 +103,10 @@ fn mode_given_as_module_argument_at_load() {
 }
 
 fn without_module(flavor: Flavor) -> (Server, redis::Connection, String) {
-    let server = Server::start_without_module(flavor, &["--enable-module-command", "yes"]);
+    let server = Server::builder(flavor)
+        .args(&["--enable-module-command", "yes"])
+        .without_module()
+        .start();
     let mut con = server.conn();
     assert!(!module_names(&mut con).contains(&"rl".to_string()));
     assert!(cmd(&mut con, &["RL.FIXED", "a", "1", "1h"]).is_err());
@@ -187,7 +190,7 @@ fn module_arguments_that_are_not_a_config_are_refused() {
             &["MODE", "monitor"],
         ] {
             let started = std::panic::catch_unwind(|| {
-                let server = Server::start_with_module_args(flavor, &[], args);
+                let server = Server::builder(flavor).module_args(args).start();
                 config_mode(&mut server.conn())
             });
             match started {

@@ -1222,7 +1222,7 @@ fn overrides_survive_an_rdb_restart() {
 #[test]
 fn overrides_survive_an_aof_restart() {
     for_each_flavor(|flavor| {
-        let mut server = Server::start_with(flavor, &AOF);
+        let mut server = Server::builder(flavor).args(&AOF).start();
         let mut con = server.conn();
         populate(&mut con);
         ok(

@@ -18,7 +18,7 @@ use common::*;
 #[test]
 fn aof_restart_restores_values_and_absolute_expiry() {
     for_each_flavor(|flavor| {
-        let mut server = Server::start_with(flavor, &AOF);
+        let mut server = Server::builder(flavor).args(&AOF).start();
         let mut con = server.conn();
         fixed_workload(&mut con, "wl", 3, 600);
         let before = snapshot(&mut con);
@@ -76,7 +76,7 @@ fn rdb_restart_restores_values_and_absolute_expiry() {
 #[test]
 fn limiter_continues_exactly_after_aof_restart() {
     for_each_flavor(|flavor| {
-        let mut server = Server::start_with(flavor, &AOF);
+        let mut server = Server::builder(flavor).args(&AOF).start();
         let mut con = server.conn();
         let aligned = aligned_windows(&mut con)[0];
         let plain = ["RL.FIXED", "p", "5", "1h"];
@@ -93,7 +93,7 @@ fn limiter_continues_exactly_after_aof_restart() {
 #[test]
 fn limiter_continues_exactly_after_rewritten_aof_restart() {
     for_each_flavor(|flavor| {
-        let mut server = Server::start_with(flavor, &AOF);
+        let mut server = Server::builder(flavor).args(&AOF).start();
         let mut con = server.conn();
         let plain = ["RL.FIXED", "p", "5", "1h"];
         limiter(&mut con, &["RL.FIXED", "p", "5", "1h", "COST", "2"]);
@@ -127,7 +127,7 @@ fn limiter_continues_exactly_after_rdb_restart() {
 #[test]
 fn aof_restarts_restore_every_command() {
     for_each_flavor(|flavor| {
-        let mut server = Server::start_with(flavor, &AOF);
+        let mut server = Server::builder(flavor).args(&AOF).start();
         let mut con = server.conn();
         workload(&mut con, "w", 51, 800);
         let before = snapshot(&mut con);
@@ -175,9 +175,13 @@ fn aof_restarts_restore_every_command() {
 
 /// A server started in `mode` on a copy of another server's AOF.
 fn start_from_aof(flavor: Flavor, aof_dir: &std::path::Path, mode: &str) -> Server {
-    Server::start_prepared_with_module_args(flavor, &AOF, &["mode", mode], |dir| {
-        copy_dir(aof_dir, &dir.join("appendonlydir"));
-    })
+    Server::builder(flavor)
+        .args(&AOF)
+        .module_args(&["mode", mode])
+        .prepared(|dir| {
+            copy_dir(aof_dir, &dir.join("appendonlydir"));
+        })
+        .start()
 }
 
 #[test]

@@ -175,9 +175,12 @@ fn server_with_log(flavor: Flavor, calls: u64, extra: &[&str]) -> Server {
     let aof = resp_commands(commands);
     let mut args = vec!["--appendonly", "yes", "--appendfilename", "appendonly.aof"];
     args.extend(extra);
-    Server::start_prepared(flavor, &args, |dir| {
-        std::fs::write(dir.join("appendonly.aof"), aof).unwrap();
-    })
+    Server::builder(flavor)
+        .args(&args)
+        .prepared(|dir| {
+            std::fs::write(dir.join("appendonly.aof"), aof).unwrap();
+        })
+        .start()
 }
 
 #[test]

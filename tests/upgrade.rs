@@ -15,11 +15,8 @@
 //! time the limiter has seen), so every reply on these values is exact.
 
 mod common;
-#[path = "common/lifecycle.rs"]
-mod life;
 
 use common::*;
-use life::*;
 
 /// 2100-01-01T00:00:00Z, the `NOW` of the fixtures' calls.
 const T: i64 = FAR;

@@ -9,11 +9,8 @@
 //! next unit's turn is when the bucket is full again, its PEXPIRETIME.
 
 mod common;
-#[path = "common/lifecycle.rs"]
-mod life;
 
 use common::*;
-use life::*;
 use redis::Value;
 use std::time::{Duration, Instant};
 
@@ -125,7 +122,7 @@ fn arrived_in_time(held: &Held, reserved: i64, what: &str) -> i64 {
 #[test]
 fn wait_replies_at_the_reserved_millisecond() {
     for_each_flavor(|flavor| {
-        let server = Server::start_with(flavor, &["--hz", "1"]);
+        let server = Server::builder(flavor).args(&["--hz", "1"]).start();
         let mut con = server.conn();
         let con = &mut con;
         // Two a second, a bucket of one: a turn every 500 ms.
@@ -221,7 +218,10 @@ fn wait_replies_at_once_when_it_need_not_or_may_not_wait() {
 #[test]
 fn wait_in_monitor_mode_holds_an_admitted_call() {
     for_each_flavor(|flavor| {
-        let server = Server::start_with_module_args(flavor, &["--hz", "1"], &["mode", "monitor"]);
+        let server = Server::builder(flavor)
+            .args(&["--hz", "1"])
+            .module_args(&["mode", "monitor"])
+            .start();
         let mut con = server.conn();
         let w = ["RL.TOKEN", "mw", "10", "1s", "BURST", "1"];
         assert_eq!(limiter(&mut con, &w)[..2], [1, 1]);
@@ -240,7 +240,7 @@ fn wait_in_monitor_mode_holds_an_admitted_call() {
 #[test]
 fn other_clients_are_served_while_clients_wait() {
     for_each_flavor(|flavor| {
-        let server = Server::start_with(flavor, &["--hz", "1"]);
+        let server = Server::builder(flavor).args(&["--hz", "1"]).start();
         let mut con = server.conn();
         let con = &mut con;
         // One a second, a bucket of one: turns 1 s apart.
@@ -547,7 +547,9 @@ fn shutdown_with_a_waiter_exits_cleanly() {
 #[test]
 fn module_unload_while_a_client_waits_leaves_the_server_healthy() {
     for_each_flavor(|flavor| {
-        let server = Server::start_with(flavor, &["--enable-module-command", "yes"]);
+        let server = Server::builder(flavor)
+            .args(&["--enable-module-command", "yes"])
+            .start();
         let mut con = server.conn();
         let con = &mut con;
         let u = ["RL.TOKEN", "mu", "1", "1s", "BURST", "1"];
@@ -646,7 +648,7 @@ fn replicas_and_aof_replay_apply_the_reservation_without_blocking() {
 #[test]
 fn all_with_a_wait_clause_holds_until_the_turn_and_counts_the_rest_at_once() {
     for_each_flavor(|flavor| {
-        let server = Server::start_with(flavor, &["--hz", "1"]);
+        let server = Server::builder(flavor).args(&["--hz", "1"]).start();
         let mut con = server.conn();
         let con = &mut con;
         // Two a second, a bucket of one: the turn is 500 ms away.

@@ -2,18 +2,14 @@
 //! tests/lifecycle.rs, wait.rs, upgrade.rs, lifecycle_errors.rs) share:
 //! calls bracketed by the server's clock, replication offsets, blocked
 //! clients, and values in the encoding-version-1 layouts written by hand.
-//!
-//! Included with `#[path = "common/lifecycle.rs"] mod life;` next to
-//! `mod common;`, so the shared `common` module is not changed.
-#![allow(dead_code)]
 
-use crate::common::{cmd, info_field, info_i64, limiter, pexpiretime, server_ms, snapshot};
+use super::{cmd, info_field, info_i64, limiter, pexpiretime, server_ms, snapshot};
 use redis::Value;
 
 /// 2100-01-01T00:00:00Z in Unix ms: a time no test reaches. A stored value
 /// whose times lie there is decided with the clock standing still at them
-/// (SPEC: a clock that steps back stands still at the newest time the
-/// limiter has seen), so every reply on it is exact.
+/// (docs/commands.md: a clock that steps back stands still at the newest
+/// time the limiter has seen), so every reply on it is exact.
 pub const FAR: i64 = 4_102_444_800_000;
 
 /// A limiter call with the server's clock read just before and just after
@@ -83,7 +79,7 @@ pub fn timed_all(
 }
 
 /// The key's expiry is `now + reset_after` for the call's `now`: PTTL
-/// follows reset_after (SPEC, Guarantees: Keys).
+/// follows reset_after.
 #[track_caller]
 pub fn expiry_follows_reset(con: &mut redis::Connection, key: &str, t: &Timed, what: &str) {
     let at = pexpiretime(con, key);

@@ -1,6 +1,7 @@
 //! What every integration test file shares, once: real servers of the four
 //! supported flavors started with the freshly built module (`server`),
-//! replies (`replies`), INFO, configs and clocks (`info`), dataset
+//! replies (`replies`), the error catalogues' messages and runner
+//! (`catalogue`), a request's whole life (`lifecycle`), INFO, configs and clocks (`info`), dataset
 //! snapshots and their comparison (`dataset`), primaries, replicas and
 //! crashes (`replication`), and deterministic workloads (`workload`).
 //!
@@ -12,15 +13,19 @@
 //! start-up, stop and wait timeouts).
 #![allow(dead_code, unused_imports)]
 
+mod catalogue;
 mod dataset;
 mod info;
+mod lifecycle;
 mod replication;
 mod replies;
 mod server;
 mod workload;
 
+pub use catalogue::*;
 pub use dataset::*;
 pub use info::*;
+pub use lifecycle::*;
 pub use replication::*;
 pub use replies::*;
 pub use server::*;

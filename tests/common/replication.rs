@@ -12,7 +12,7 @@ pub const AOF: [&str; 4] = ["--appendonly", "yes", "--appendfsync", "always"];
 pub fn start_primary(flavor: Flavor, extra: &[&str]) -> Server {
     let mut args = vec!["--repl-diskless-sync-delay", "0"];
     args.extend_from_slice(extra);
-    Server::start_with(flavor, &args)
+    Server::builder(flavor).args(&args).start()
 }
 
 /// A replica of `primary` (same flavor), with the link up.

@@ -215,72 +215,92 @@ pub struct Server {
     child: Option<Child>,
 }
 
-impl Server {
-    pub fn start(flavor: Flavor) -> Server {
-        Server::start_with(flavor, &[])
+/// How a server starts: `Server::builder(flavor)`, then any of the
+/// options, then `start()`.
+pub struct Builder<'p> {
+    flavor: Flavor,
+    extra: Vec<String>,
+    module_args: Option<Vec<String>>,
+    cluster_bus: bool,
+    prepare: Option<Prepare<'p>>,
+}
+
+/// Writes files into a server's working directory before it starts.
+type Prepare<'p> = Box<dyn FnOnce(&Path) + 'p>;
+
+fn owned(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+impl<'p> Builder<'p> {
+    /// Extra `--option value` arguments for the server.
+    pub fn args(mut self, extra: &[&str]) -> Self {
+        self.extra.extend(owned(extra));
+        self
     }
 
-    /// Starts a server with extra `--option value` arguments.
-    pub fn start_with(flavor: Flavor, extra: &[&str]) -> Server {
-        Server::start_prepared(flavor, extra, |_| {})
+    /// The module's own arguments, after its path (`--loadmodule
+    /// librl.so mode monitor`).
+    pub fn module_args(mut self, args: &[&str]) -> Self {
+        self.module_args = Some(owned(args));
+        self
     }
 
-    /// Starts a server after `prepare` has written files (an AOF or RDB to
-    /// load) into its fresh working directory.
-    pub fn start_prepared(flavor: Flavor, extra: &[&str], prepare: impl FnOnce(&Path)) -> Server {
-        Server::start_custom(flavor, extra, Some(&[]), false, prepare)
+    /// No `--loadmodule`: the test loads it with `MODULE LOAD` or `MODULE
+    /// LOADEX` (which need `--enable-module-command yes` in `args`).
+    pub fn without_module(mut self) -> Self {
+        self.module_args = None;
+        self
     }
 
-    /// Starts a server loading the module with `module_args` after its path
-    /// (`--loadmodule librl.so mode monitor`).
-    pub fn start_with_module_args(flavor: Flavor, extra: &[&str], module_args: &[&str]) -> Server {
-        Server::start_prepared_with_module_args(flavor, extra, module_args, |_| {})
+    /// A node for a cluster (`args` enables cluster mode): the bus gets a
+    /// free port of its own, in `cluster_port`.
+    pub fn cluster_node(mut self) -> Self {
+        self.cluster_bus = true;
+        self
     }
 
-    /// `start_prepared` with the module's own arguments.
-    pub fn start_prepared_with_module_args(
-        flavor: Flavor,
-        extra: &[&str],
-        module_args: &[&str],
-        prepare: impl FnOnce(&Path),
-    ) -> Server {
-        Server::start_custom(flavor, extra, Some(module_args), false, prepare)
+    /// `prepare` writes files (an AOF or RDB to load) into the server's
+    /// fresh working directory before it starts.
+    pub fn prepared(mut self, prepare: impl FnOnce(&Path) + 'p) -> Self {
+        self.prepare = Some(Box::new(prepare));
+        self
     }
 
-    /// Starts a server without the module, to load it with `MODULE LOAD` or
-    /// `MODULE LOADEX` (which need `--enable-module-command yes` in `extra`).
-    pub fn start_without_module(flavor: Flavor, extra: &[&str]) -> Server {
-        Server::start_custom(flavor, extra, None, false, |_| {})
-    }
-
-    /// Starts a node for a cluster: `extra` enables cluster mode; the bus
-    /// gets a free port of its own, in `cluster_port`.
-    pub fn start_cluster_node(flavor: Flavor, extra: &[&str]) -> Server {
-        Server::start_custom(flavor, extra, Some(&[]), true, |_| {})
-    }
-
-    fn start_custom(
-        flavor: Flavor,
-        extra: &[&str],
-        module_args: Option<&[&str]>,
-        cluster_bus: bool,
-        prepare: impl FnOnce(&Path),
-    ) -> Server {
+    pub fn start(self) -> Server {
         let dir = fresh_dir();
-        prepare(&dir);
-        let owned = |args: &[&str]| args.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        if let Some(prepare) = self.prepare {
+            prepare(&dir);
+        }
         let mut server = Server {
-            flavor,
+            flavor: self.flavor,
             port: 0,
             dir,
-            extra: owned(extra),
-            module_args: module_args.map(owned),
-            cluster_bus,
+            extra: self.extra,
+            module_args: self.module_args,
+            cluster_bus: self.cluster_bus,
             cluster_port: 0,
             child: None,
         };
         server.boot();
         server
+    }
+}
+
+impl Server {
+    /// A server of `flavor` with the module loaded and nothing else set.
+    pub fn start(flavor: Flavor) -> Server {
+        Server::builder(flavor).start()
+    }
+
+    pub fn builder<'p>(flavor: Flavor) -> Builder<'p> {
+        Builder {
+            flavor,
+            extra: Vec::new(),
+            module_args: Some(Vec::new()),
+            cluster_bus: false,
+            prepare: None,
+        }
     }
 
     /// Starts the process (again, after `kill`), keeping port and directory
