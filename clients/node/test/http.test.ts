@@ -3,8 +3,8 @@
  * conformance cases, over real HTTP against a real server with the module:
  * per-route policies in each framework's idiom, the user resolver, the
  * decision hook feeding a prom-client counter, configuration files (JSON,
- * YAML, an injected parser), the warnings of shadow and fail-open, and the
- * body a chunked upload leaves for the handler.
+ * YAML, an injected parser), the warnings of shadow and fail-open, the
+ * body a chunked upload leaves for the handler, and Express 4 and Fastify 4.
  */
 import assert from "node:assert/strict";
 import { mkdtempSync, writeFileSync } from "node:fs";
@@ -22,6 +22,27 @@ import { rateLimit } from "../src/express.js";
 import { librl } from "../src/fastify.js";
 import { ConfigError, loadConfig, type DecisionEvent } from "../src/http/index.js";
 import { REDIS_SERVER, freePort, startServer, type Server } from "./helpers.js";
+
+/**
+ * The older majors, loaded without their type declarations (installed
+ * under npm aliases beside the current ones); only what the test calls.
+ */
+interface Express4App {
+  use(...handlers: unknown[]): void;
+  post(path: string, ...handlers: unknown[]): void;
+  listen(port: number, host: string, ready: () => void): HttpServer;
+}
+const express4 = require("express4") as () => Express4App;
+interface Fastify4App {
+  addContentTypeParser(type: string, options: object, parser: (...args: never[]) => void): void;
+  register(plugin: unknown, options: unknown): Promise<unknown>;
+  get(path: string, ...args: unknown[]): void;
+  post(path: string, handler: (request: { body: Buffer }) => Promise<string>): void;
+  listen(options: { port: number; host: string }): Promise<unknown>;
+  close(): Promise<unknown>;
+  server: HttpServer;
+}
+const fastify4 = require("fastify4") as () => Fastify4App;
 
 const POLICIES = [
   { name: "two", algorithm: "fixed", limit: 2, window: "60s" },
@@ -236,6 +257,51 @@ describe("HTTP integrations", { concurrency: 1 }, () => {
       assert.equal(res.headers.get("x-ratelimit-remaining"), "89");
     } finally {
       await close();
+    }
+  });
+
+  it("Express 4 and Fastify 4: the same middleware and plugin", async () => {
+    await flush();
+    const config = { ...base, routes: [{ path: "/", policies: ["two"] }] };
+    const limiter = rateLimit({ client, config });
+    const app4 = express4();
+    app4.post("/login", limiter.policies("one"), (_req: unknown, res: { send(b: string): void }) => res.send("in"));
+    app4.use(limiter);
+    app4.use((_req: unknown, res: { send(b: string): void }) => res.send("ok"));
+    const server: HttpServer = await new Promise((resolve) => {
+      const s = app4.listen(0, "127.0.0.1", () => resolve(s));
+    });
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      assert.deepEqual(await statuses(`${url}/login`, 2, { method: "POST" }), [200, 429]);
+      assert.deepEqual(await statuses(`${url}/a`, 3), [200, 200, 429]);
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+
+    await flush();
+    const f4 = fastify4();
+    f4.addContentTypeParser("*", { parseAs: "buffer" }, (_req: unknown, body: Buffer, done: (e: null, b: Buffer) => void) => done(null, body));
+    await f4.register(librl, { client, config: { ...base, routes: [{ path: "/", policies: ["two"] }, { path: "/up", policies: ["bytes"] }] } });
+    f4.get("/login", { config: { librl: { policies: ["one"] } } }, async () => "in");
+    f4.get("/*", async () => "ok");
+    f4.post("/up", async (request: { body: Buffer }) => `got ${request.body.length}`);
+    await f4.listen({ port: 0, host: "127.0.0.1" });
+    const f4url = `http://127.0.0.1:${(f4.server.address() as AddressInfo).port}`;
+    try {
+      assert.deepEqual(await statuses(`${f4url}/login`, 2), [200, 429]);
+      assert.deepEqual(await statuses(`${f4url}/b`, 3), [200, 200, 429]);
+      const body = new ReadableStream<Uint8Array>({
+        start(controller) {
+          controller.enqueue(new TextEncoder().encode("hello"));
+          controller.close();
+        },
+      });
+      const res = await fetch(`${f4url}/up`, { method: "POST", body, duplex: "half" } as RequestInit);
+      assert.equal(await res.text(), "got 5");
+      assert.equal(res.headers.get("x-ratelimit-remaining"), "95");
+    } finally {
+      await f4.close();
     }
   });
 
