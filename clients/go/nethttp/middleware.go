@@ -12,12 +12,14 @@
 package nethttp
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -355,6 +357,17 @@ func (w *refundWriter) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *refundWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Hijack passes a connection upgrade (WebSocket) through; the request
+// counts as a 101 response.
+func (w *refundWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h, ok := w.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, http.ErrNotSupported
+	}
+	w.status(http.StatusSwitchingProtocols)
+	return h.Hijack()
+}
 
 func (w *refundWriter) Flush() {
 	w.status(http.StatusOK)

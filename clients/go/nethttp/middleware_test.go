@@ -138,3 +138,46 @@ func TestMiddlewareInGo(t *testing.T) {
 		}
 	})
 }
+
+// count: failed refunds what the handler answered below 400, a connection
+// upgrade (101) included, and the writer still flushes and hijacks.
+func TestRefundWriterPassesFlushAndHijack(t *testing.T) {
+	srv := testserver.Start(t, testserver.ByName("valkey9"))
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	mw, err := nethttp.New(rdb, nethttp.Bytes([]byte(
+		"exempt_loopback: false\npolicies: [{name: f, algorithm: fixed, limit: 5, window: 1m, count: failed}]\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/upgrade" {
+			conn, buf, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, _ = buf.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: close\r\n\r\n")
+			_ = buf.Flush()
+			_ = conn.Close()
+			return
+		}
+		_, _ = w.Write([]byte("part"))
+		if err := http.NewResponseController(w).Flush(); err != nil {
+			t.Error(err)
+		}
+	}))
+	s := httptest.NewServer(h)
+	defer s.Close()
+	for _, path := range []string{"/", "/upgrade"} {
+		resp, err := s.Client().Get(s.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	got, err := rdb.Do(ctx, "RL.FIXED", "rl:{ip:127.0.0.1}:f", "5", "60", "COST", "0").Int64Slice()
+	if err != nil || got[1] != 0 {
+		t.Fatalf("count %v (%v): both successes should have been refunded", got, err)
+	}
+}
