@@ -48,6 +48,8 @@ impl Options {
     fn words(&self, words: &mut Vec<Vec<u8>>) -> Result<(), ArgError> {
         match self.amount {
             Amount::Cost(1) => {}
+            // A read: the limiter as it stands, nothing consumed.
+            Amount::Cost(0) => push2(words, "COST", "0".to_string()),
             Amount::Cost(n) => push2(words, "COST", amount("COST", n)?.to_string()),
             Amount::Refund(n) => push2(words, "REFUND", amount("REFUND", n)?.to_string()),
         }
@@ -70,7 +72,8 @@ fn push2(words: &mut Vec<Vec<u8>>, option: &str, value: String) {
 /// The builder methods every limiter has.
 macro_rules! common_options {
     () => {
-        /// Units this call consumes (default 1): a batch of 50 is `cost(50)`.
+        /// Units this call consumes (default 1): a batch of 50 is `cost(50)`;
+        /// `cost(0)` reads the limiter as it stands and changes nothing.
         /// Replaces an earlier `refund`.
         pub fn cost(mut self, n: u64) -> Self {
             self.options.amount = Amount::Cost(n);
@@ -634,7 +637,11 @@ mod tests {
         );
         assert!(error(&Token::new("k", 1 << 51, secs(1))).starts_with("rate must be"));
         assert!(error(&Token::new("k", 1, secs(1)).burst(0)).starts_with("BURST must be"));
-        assert!(error(&Fixed::new("k", 1, secs(1)).cost(0)).starts_with("COST must be"));
+        assert!(error(&Fixed::new("k", 1, secs(1)).cost(1 << 51)).starts_with("COST must be"));
+        assert_eq!(
+            argv(&Fixed::new("k", 1, secs(1)).cost(0)),
+            ["RL.FIXED", "k", "1", "1000ms", "COST", "0"]
+        );
         assert!(error(&Fixed::new("k", 1, secs(1)).refund(0)).starts_with("REFUND must be"));
         assert!(error(&Fixed::new("k", 1, Duration::ZERO)).starts_with("window must be"));
         assert!(
