@@ -56,9 +56,9 @@ impl Durability {
     }
 
     /// The `WAIT` to send after `call`, to the node `call` went to; none
-    /// after a read (an override GET or LIST, a PEEK).
+    /// after a read (an override GET or LIST, a PEEK, a `COST 0` call).
     pub(crate) fn wait_after(&self, call: &Prepared) -> Option<Prepared> {
-        if call.effect == Effect::None || is_peek(call) {
+        if call.effect == Effect::None || only_reads(call) {
             return None;
         }
         let mut cmd = Cmd::new();
@@ -90,13 +90,40 @@ impl Durability {
     }
 }
 
-/// The builders put PEEK last; an okey named "PEEK" follows OVERRIDE.
-fn is_peek(call: &Prepared) -> bool {
+/// True for a limiter call that writes nothing: a `PEEK`, or a call whose
+/// every clause is a `COST 0` read. Reads the argv the builders write:
+/// `RL.<X> key amount window options...`, or `RL.ALL` followed by clauses
+/// `<X> key amount window options...`, each option's value after it.
+fn only_reads(call: &Prepared) -> bool {
     let argv = call.argv();
-    match argv.as_slice() {
-        [.., before, last] => last.as_slice() == b"PEEK" && before.as_slice() != b"OVERRIDE",
-        _ => false,
+    let word = |i: usize| argv.get(i).map(Vec::as_slice);
+    let (mut i, in_all) = match word(0) {
+        Some(b"RL.ALL") => (1, true),
+        Some(b"RL.FIXED" | b"RL.SLIDING" | b"RL.TOKEN") => (0, false),
+        _ => return false,
+    };
+    let (mut clauses, mut reads, mut peek) = (0, 0, false);
+    while i < argv.len() {
+        // A clause (or the command itself): its name, key, amount, window.
+        clauses += 1;
+        i += 4;
+        let mut cost_zero = false;
+        while let Some(w) = word(i) {
+            match w {
+                b"FIXED" | b"SLIDING" | b"TOKEN" if in_all => break,
+                b"PEEK" => peek = true,
+                b"COST" => {
+                    cost_zero = word(i + 1) == Some(b"0");
+                    i += 1;
+                }
+                b"REFUND" | b"BLOCK" | b"OVERRIDE" | b"BURST" | b"RESERVE" | b"WAIT" => i += 1,
+                _ => {}
+            }
+            i += 1;
+        }
+        reads += usize::from(cost_zero);
     }
+    peek || (clauses > 0 && reads == clauses)
 }
 
 /// True for the error of a call that fewer replicas than asked acknowledged.
@@ -107,7 +134,7 @@ pub fn is_not_durable(e: &RedisError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Command, Fixed, OverrideGet};
+    use crate::{All, Command, Fixed, OverrideGet, Sliding, Token};
 
     #[test]
     fn refuses_what_would_wait_forever_or_for_nobody() {
@@ -133,6 +160,21 @@ mod tests {
         assert!(d.wait_after(&peek).is_none());
         let okey_named_peek = Fixed::new("k", 1, "1s").override_key("PEEK");
         assert!(d.wait_after(&okey_named_peek.prepare().unwrap()).is_some());
+        let read = Fixed::new("k", 1, "1s")
+            .cost(0)
+            .block("1h")
+            .prepare()
+            .unwrap();
+        assert!(d.wait_after(&read).is_none());
+        let reads = All::new()
+            .clause(Fixed::new("a", 1, "1s").cost(0).override_key("COST"))
+            .clause(Token::new("FIXED", 1, "1s").cost(0));
+        assert!(d.wait_after(&reads.prepare().unwrap()).is_none());
+        let writes = reads
+            .clone()
+            .clause(Sliding::new("s", 1, "1s").override_key("TOKEN"));
+        assert!(d.wait_after(&writes.prepare().unwrap()).is_some());
+        assert!(d.wait_after(&writes.peek().prepare().unwrap()).is_none());
     }
 
     #[test]
