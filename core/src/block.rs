@@ -24,7 +24,7 @@
 //!   keeps allowed=1 and retry_after=0, and a refund that empties the
 //!   limiter keeps the key alive for the block alone.
 
-use crate::decision::{Change, Decision, Refunded, RetryAfter, Status, Verdict};
+use crate::decision::{Change, Decision, LimiterReply, Refunded, RetryAfter, Status, Verdict};
 
 /// A call's block-related options.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -90,6 +90,10 @@ impl<S> Guarded<S> {
         match self {
             Guarded::Decided(d) | Guarded::Starts { decision: d, .. } | Guarded::Blocked(d) => d,
         }
+    }
+
+    pub fn limiter_reply(&self) -> LimiterReply {
+        self.decision().limiter_reply()
     }
 
     pub fn reply(&self) -> [i64; 6] {
@@ -180,8 +184,12 @@ impl<S> GuardedRefund<S> {
     }
 
     /// `[1, count, 0, limit, remaining, reset_after]`.
+    pub fn limiter_reply(&self) -> LimiterReply {
+        self.status.limiter_reply(true, RetryAfter::After(0))
+    }
+
     pub fn reply(&self) -> [i64; 6] {
-        self.status.reply(true, 0)
+        self.limiter_reply().six()
     }
 }
 

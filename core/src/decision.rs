@@ -140,16 +140,72 @@ impl<S> Decision<S> {
         self.limit.saturating_sub(self.count)
     }
 
-    /// The six-integer limiter reply of the SPEC:
-    /// `[allowed, count, retry_after, limit, remaining, reset_after]`.
-    /// retry_after is the denial's wait, or an admitted RESERVE's wait
-    /// (0 for every other admitted call).
-    pub fn reply(&self) -> [i64; 6] {
+    /// The limiter's reply: retry_after is the denial's wait, or an
+    /// admitted RESERVE's wait (0 for every other admitted call).
+    pub fn limiter_reply(&self) -> LimiterReply {
         let retry_after = match self.verdict {
-            Verdict::Admit { wait_ms, .. } => int(wait_ms),
-            Verdict::Deny(retry) => retry.as_reply(),
+            Verdict::Admit { wait_ms, .. } => RetryAfter::After(wait_ms),
+            Verdict::Deny(retry) => retry,
         };
-        self.status().reply(self.allowed(), retry_after)
+        self.status().limiter_reply(self.allowed(), retry_after)
+    }
+
+    /// The six integers of [`Decision::limiter_reply`].
+    pub fn reply(&self) -> [i64; 6] {
+        self.limiter_reply().six()
+    }
+}
+
+/// A limiter's reply, typed until the one renderer writes it:
+/// `[allowed, count, retry_after, limit, remaining, reset_after]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LimiterReply {
+    pub allowed: bool,
+    pub retry_after: RetryAfter,
+    pub status: Status,
+}
+
+impl LimiterReply {
+    /// The six integers, in the reply's order.
+    pub fn six(&self) -> [i64; 6] {
+        [
+            i64::from(self.allowed),
+            int(self.status.count),
+            self.retry_after.as_reply(),
+            int(self.status.limit),
+            int(self.status.remaining()),
+            int(self.status.reset_after_ms),
+        ]
+    }
+
+    /// Monitor mode: admitted, retry_after kept so the application can log
+    /// what `on` would have said.
+    pub fn monitored(self) -> LimiterReply {
+        LimiterReply {
+            allowed: true,
+            ..self
+        }
+    }
+
+    /// The reply at the reserved millisecond (WAIT): nothing left to wait.
+    pub fn at_turn(self) -> LimiterReply {
+        LimiterReply {
+            retry_after: RetryAfter::After(0),
+            ..self
+        }
+    }
+
+    /// The reply after the server held it `held_ms`: the wait that is left
+    /// (never below 0).
+    pub fn after_hold(self, held_ms: u64) -> LimiterReply {
+        let left = match self.retry_after {
+            RetryAfter::After(ms) => ms.saturating_sub(held_ms),
+            RetryAfter::Never => 0,
+        };
+        LimiterReply {
+            retry_after: RetryAfter::After(left),
+            ..self
+        }
     }
 }
 
@@ -175,16 +231,18 @@ impl Status {
         self.limit.saturating_sub(self.count)
     }
 
-    /// The six-integer reply with these counts and the given verdict.
-    pub fn reply(&self, allowed: bool, retry_after: i64) -> [i64; 6] {
-        [
-            i64::from(allowed),
-            int(self.count),
+    /// The reply with these counts and the given verdict.
+    pub fn limiter_reply(self, allowed: bool, retry_after: RetryAfter) -> LimiterReply {
+        LimiterReply {
+            allowed,
             retry_after,
-            int(self.limit),
-            int(self.remaining()),
-            int(self.reset_after_ms),
-        ]
+            status: self,
+        }
+    }
+
+    /// The six integers of [`Status::limiter_reply`].
+    pub fn reply(&self, allowed: bool, retry_after: RetryAfter) -> [i64; 6] {
+        self.limiter_reply(allowed, retry_after).six()
     }
 }
 
@@ -234,9 +292,9 @@ impl<S> Refunded<S> {
         self.limit.saturating_sub(self.count)
     }
 
-    /// The six-integer reply: `[1, count, 0, limit, remaining, reset_after]`.
+    /// `[1, count, 0, limit, remaining, reset_after]`.
     pub fn reply(&self) -> [i64; 6] {
-        self.status().reply(true, 0)
+        self.status().reply(true, RetryAfter::After(0))
     }
 
     /// The refund's change with its state turned into another type.

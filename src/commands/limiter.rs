@@ -1,7 +1,10 @@
 //! The flow every limiter command shares, top to bottom: parse, resolve the
 //! override, read the key, decide with an explicit `now`, write and
-//! replicate only if admitted, reply. Above `maxmemory` a call that would
-//! add to the dataset is refused before it writes.
+//! replicate only if admitted, reply. A single limiter is a call of one
+//! clause; RL.ALL (all.rs) runs the same flow over its clauses, every one
+//! decided, its commit prepared, before any key is written: admitted only
+//! if all admit, and then all record the call. Above `maxmemory` a call
+//! that would add to the dataset is refused before it writes.
 //!
 //! Replication: the primary propagates the call as it came plus its own
 //! decision time (`NOW ms`), so replicas and AOF replay reach the same
@@ -13,10 +16,11 @@
 use super::{guarded, Origin};
 use crate::error::RlError;
 use crate::mode::{Mode, MODE};
-use crate::request::{find_keys, parse_limiter, Action, Algorithm, Clause};
-use crate::server::{Access, Arg, Call, Entry, HeldReply, Key};
+use crate::request::{find_keys, parse_all, parse_limiter, Action, Algorithm, Clause};
+use crate::server::{Access, Arg, Call, Entry, Key, Reply};
 use crate::state::{self, overrides::load_override, Checked, Commit, Step};
 use crate::stats::{self, Command, Counter, Event};
+use librl_core::decision::{LimiterReply, RetryAfter, Status};
 use std::ffi::CStr;
 
 /// `RL.FIXED key limit window [ALIGNED] [COST n] [OVERRIDE okey] [PEEK]`
@@ -47,65 +51,250 @@ impl Entry for Token {
 /// Answers a getkeys request, or runs the call behind the panic boundary.
 fn handle(call: Call<'_>, algorithm: Algorithm) {
     if call.ctx.is_keys_request() {
-        declare_keys(call, algorithm);
+        declare_keys(call, Shape::One(algorithm));
         return;
     }
-    guarded(call, Command::from(algorithm), |origin| {
-        run(call, algorithm, origin)
-    });
+    let shape = Shape::One(algorithm);
+    guarded(call, shape.command(), |origin| run(call, shape, origin));
 }
 
-fn run(call: Call<'_>, algorithm: Algorithm, origin: &Origin<'_>) -> Result<(), RlError> {
-    // One parse: whether the call is replayed is asked only if it says NOW.
-    let request = parse_limiter(algorithm, call.args, origin)?;
+/// Which limiter command a call is: one algorithm's (one clause), or RL.ALL.
+#[derive(Clone, Copy)]
+pub enum Shape {
+    One(Algorithm),
+    All,
+}
+
+impl Shape {
+    pub fn command(self) -> Command {
+        match self {
+            Shape::One(algorithm) => Command::from(algorithm),
+            Shape::All => Command::All,
+        }
+    }
+
+    /// The command's name for the replication stream.
+    fn name(self) -> &'static CStr {
+        match self {
+            Shape::One(algorithm) => algorithm.command_cstr(),
+            Shape::All => c"RL.ALL",
+        }
+    }
+}
+
+/// A limiter call as parsed: its clauses and the call-wide options.
+struct Request<'a> {
+    clauses: Clauses<'a>,
+    peek: bool,
+    replayed_now_ms: Option<u64>,
+}
+
+/// A single limiter's clause is kept inline, so the hot path allocates
+/// nothing; RL.ALL's are a vector.
+enum Clauses<'a> {
+    One(Clause<'a, Arg>),
+    All(Vec<Clause<'a, Arg>>),
+}
+
+impl<'a> Clauses<'a> {
+    fn as_slice(&self) -> &[Clause<'a, Arg>] {
+        match self {
+            Clauses::One(c) => std::slice::from_ref(c),
+            Clauses::All(v) => v,
+        }
+    }
+}
+
+/// One parse per call: whether the call is replayed is asked only if it
+/// says NOW (`trust`).
+fn parse<'a>(
+    call: Call<'a>,
+    shape: Shape,
+    trust: impl crate::request::Trust,
+) -> Result<Request<'a>, RlError> {
+    Ok(match shape {
+        Shape::One(algorithm) => {
+            let r = parse_limiter(algorithm, call.args, trust)?;
+            Request {
+                clauses: Clauses::One(r.clause),
+                peek: r.peek,
+                replayed_now_ms: r.replayed_now_ms,
+            }
+        }
+        Shape::All => {
+            let r = parse_all(call.args, trust)?;
+            Request {
+                clauses: Clauses::All(r.clauses),
+                peek: r.peek,
+                replayed_now_ms: r.replayed_now_ms,
+            }
+        }
+    })
+}
+
+/// The clauses' decisions: a single limiter's inline (on the stack for one
+/// call, so the hot path allocates nothing), RL.ALL's in a vector.
+#[allow(clippy::large_enum_variant)]
+enum Decisions<'c> {
+    One([Decided<'c>; 1]),
+    All(Vec<Decided<'c>>),
+}
+
+impl<'c> std::ops::Deref for Decisions<'c> {
+    type Target = [Decided<'c>];
+    fn deref(&self) -> &[Decided<'c>] {
+        match self {
+            Decisions::One(d) => d,
+            Decisions::All(v) => v,
+        }
+    }
+}
+
+pub fn run(call: Call<'_>, shape: Shape, origin: &Origin<'_>) -> Result<(), RlError> {
+    let request = parse(call, shape, origin)?;
     let replayed = replayed(origin, request.replayed_now_ms.is_some());
     let mode = effective_mode(replayed);
-    let command = Command::from(algorithm);
+    let command = shape.command();
+    let clauses = request.clauses.as_slice();
     if mode == Mode::off {
         stats::count(command, Counter::Allowed);
-        call.reply_integers(&off_reply(&request.clause));
+        call.reply_limiter(shaped(
+            shape,
+            true,
+            RetryAfter::After(0),
+            clauses.iter().map(off_reply),
+        ));
         return Ok(());
     }
     let now = request
         .replayed_now_ms
         .unwrap_or_else(crate::server::now_ms);
-    let decided = decide(call, &request.clause, request.peek, now)?;
-    let checked = &decided.checked;
-    let allowed = checked.denied.is_none();
-    if !request.peek {
-        // An admitted call writes its commit; a denied one only the block
-        // it starts.
-        if let Some(commit) = checked.write(allowed) {
-            refuse_growth_under_oom(call, replayed, [(commit, &decided.key)])?;
-            commit.apply(&decided.key);
-            propagate(call, algorithm.command_cstr(), replayed, now);
+    let peek = request.peek;
+    let decided = match &request.clauses {
+        Clauses::One(clause) => Decisions::One([decide(call, clause, peek, now)?]),
+        Clauses::All(clauses) => Decisions::All(
+            clauses
+                .iter()
+                .map(|clause| decide(call, clause, peek, now))
+                .collect::<Result<_, _>>()?,
+        ),
+    };
+    // The largest wait among the denying clauses; never beats any wait.
+    let denied = decided
+        .iter()
+        .filter_map(|d| d.checked.denied)
+        .reduce(RetryAfter::max);
+    let admitted = denied.is_none();
+    if !peek {
+        // All-or-nothing under memory pressure too: one clause that would
+        // add to the dataset refuses the whole call.
+        let writes = decided
+            .iter()
+            .filter_map(|d| d.checked.write(admitted).map(|c| (c, &d.key)));
+        refuse_growth_under_oom(call, replayed, writes)?;
+        // Admitted: every clause records its commit. Denied: only the
+        // blocks its denying clauses start are written.
+        let mut wrote = false;
+        for d in decided.iter() {
+            if let Some(commit) = d.checked.write(admitted) {
+                commit.apply(&d.key);
+                wrote = true;
+            }
+        }
+        if wrote {
+            propagate(call, shape.name(), replayed, now);
         }
     }
     if !replayed {
-        count_outcome(command, allowed, mode);
-        if !request.peek {
-            if let Some(event) = checked.event {
-                stats::count_event(event);
-            }
+        count_outcome(command, admitted, mode);
+        if !peek {
+            // A denied call records nothing but the blocks it meets or starts.
+            decided
+                .iter()
+                .filter_map(|d| d.checked.event)
+                .filter(|e| admitted || matches!(e, Event::BlockStarted | Event::DeniedByBlock))
+                .for_each(stats::count_event);
         }
     }
-    let mut reply = checked.reply;
-    if mode == Mode::monitor {
-        // Admit, but keep retry_after so the application can log it.
-        reply[0] = 1;
-    }
-    let waits = allowed && !request.peek && wants_wait(&request.clause) && checked.wait_ms > 0;
-    if waits && call.can_block() {
-        let reserved_at = now.saturating_add(checked.wait_ms);
-        if call.hold(checked.wait_ms, reserved_at, HeldReply::One(checked.held)) {
+    // An admitted call with reservations waits for the latest of them.
+    let wait_ms = if admitted {
+        decided.iter().map(|d| d.checked.wait_ms).max().unwrap_or(0)
+    } else {
+        0
+    };
+    // WAIT clauses hold the reply, each for its own wait (within its own
+    // max_wait); a RESERVE clause's longer wait is left to the caller, as
+    // the held reply's retry_after.
+    let hold_ms = if admitted && !peek {
+        decided
+            .iter()
+            .zip(clauses)
+            .filter(|(_, c)| wants_wait(c))
+            .map(|(d, _)| d.checked.wait_ms)
+            .max()
+            .unwrap_or(0)
+    } else {
+        0
+    };
+    if hold_ms > 0 && call.can_block() {
+        let held = decided.iter().zip(clauses).map(|(d, c)| {
+            if wants_wait(c) {
+                d.checked.held
+            } else {
+                d.checked.reply.after_hold(hold_ms)
+            }
+        });
+        let reply = shaped(
+            shape,
+            true,
+            RetryAfter::After(wait_ms - hold_ms),
+            held.collect::<Vec<_>>(),
+        );
+        if call.hold(hold_ms, now.saturating_add(hold_ms), reply) {
             if !replayed {
                 stats::count_event(Event::Waited);
             }
             return Ok(());
         }
     }
-    call.reply_integers(&reply);
+    let retry_after = denied.unwrap_or(RetryAfter::After(wait_ms));
+    let reply = shaped(
+        shape,
+        admitted,
+        retry_after,
+        decided.iter().map(|d| d.checked.reply),
+    );
+    call.reply_limiter(if mode == Mode::monitor {
+        // Admit, but keep what `on` would have said so the application
+        // can log it.
+        reply.monitored()
+    } else {
+        reply
+    });
     Ok(())
+}
+
+/// The reply of a call whose clause replies are `clauses`: a single
+/// limiter's is its clause's own; RL.ALL's says whether all admitted and
+/// the call's retry_after.
+fn shaped<C>(shape: Shape, allowed: bool, retry_after: RetryAfter, clauses: C) -> Reply<C::IntoIter>
+where
+    C: IntoIterator<Item = LimiterReply>,
+{
+    let mut clauses = clauses.into_iter();
+    let all = |clauses| Reply::All {
+        allowed,
+        retry_after,
+        clauses,
+    };
+    match shape {
+        Shape::One(_) => match clauses.next() {
+            Some(one) => Reply::One(one),
+            // (Never: a single limiter always has its clause.)
+            None => all(clauses),
+        },
+        Shape::All => all(clauses),
+    }
 }
 
 /// Above `maxmemory`, a client's call whose writes would add to the
@@ -178,9 +367,13 @@ pub fn count_outcome(command: Command, allowed: bool, mode: Mode) {
 }
 
 /// `off` mode: admitted, nothing counted, remaining = the call's limit.
-pub fn off_reply(clause: &Clause<'_, Arg>) -> [i64; 6] {
-    let limit = i64::try_from(clause.limit.reported_limit()).unwrap_or(i64::MAX);
-    [1, 0, 0, limit, limit, 0]
+fn off_reply(clause: &Clause<'_, Arg>) -> LimiterReply {
+    let nothing = Status {
+        count: 0,
+        limit: clause.limit.reported_limit(),
+        reset_after_ms: 0,
+    };
+    nothing.limiter_reply(true, RetryAfter::After(0))
 }
 
 /// A clause decided against its key, the key still open for the commit.
@@ -221,25 +414,26 @@ pub fn decide<'c>(
     Ok(Decided { key, checked })
 }
 
-/// Reports a single limiter's key and okey (getkeys API). The key specs
-/// describe them too, but Redis's cluster slot check only asks the getkeys
-/// API, so without it an okey in another slot would go unnoticed. A call
-/// that does not parse still names the keys it can find, so it is routed
-/// and then refused by its own node.
-fn declare_keys(call: Call<'_>, algorithm: Algorithm) {
-    match parse_limiter(algorithm, call.args, true) {
-        Ok(request) => declare_clause_keys(call, &request.clause),
+/// Reports the call's keys to the server (getkeys API): every clause's
+/// key, read and written, and its okey, only read. The key specs describe
+/// them too, but Redis's cluster slot check only asks the getkeys API, so
+/// without it an okey in another slot would go unnoticed. A call that does
+/// not parse still names the keys it can find, so it is routed and then
+/// refused by its own node.
+pub fn declare_keys(call: Call<'_>, shape: Shape) {
+    match parse(call, shape, true) {
+        Ok(request) => {
+            for clause in request.clauses.as_slice() {
+                call.declare_key(clause.key.pos, true);
+                if let Some(okey) = clause.okey {
+                    call.declare_key(okey.pos, false);
+                }
+            }
+        }
         Err(_) => {
-            for (pos, written) in find_keys(call.args, false) {
+            for (pos, written) in find_keys(call.args, matches!(shape, Shape::All)) {
                 call.declare_key(pos, written);
             }
         }
-    }
-}
-
-pub fn declare_clause_keys(call: Call<'_>, clause: &Clause<'_, Arg>) {
-    call.declare_key(clause.key.pos, true);
-    if let Some(okey) = clause.okey {
-        call.declare_key(okey.pos, false);
     }
 }

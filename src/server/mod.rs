@@ -5,10 +5,12 @@
 
 mod key;
 pub mod register;
+mod reply;
 mod wait;
 
 pub use key::{Access, Key, Patch, Value};
-pub use wait::{waiting, HeldReply};
+pub use reply::Reply;
+pub use wait::waiting;
 
 use crate::error::RlError;
 use redis_module::{raw, CallOptionsBuilder, CallReply, CallResult, Context};

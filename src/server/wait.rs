@@ -9,22 +9,15 @@
 //! client that disconnects keeps its reservation: the timer still fires and
 //! releases the blocked-client handle.
 
-use super::Call;
+use super::{Call, Reply};
+use librl_core::decision::LimiterReply;
 use redis_module::raw;
 use std::os::raw::{c_int, c_void};
 use std::sync::Mutex;
 
-/// What a held call replies at its reserved time (retry_after 0).
-pub enum HeldReply {
-    /// A single limiter's six integers.
-    One([i64; 6]),
-    /// RL.ALL: `[1, retry_after, clause replies...]`, retry_after being
-    /// what a RESERVE clause still asks the caller to wait.
-    All {
-        retry_after: i64,
-        clauses: Vec<[i64; 6]>,
-    },
-}
+/// What a held call replies at its reserved time (its clause replies
+/// owned, as the reply outlives the call).
+pub type HeldReply = Reply<std::vec::IntoIter<LimiterReply>>;
 
 struct Waiter {
     bc: *mut raw::RedisModuleBlockedClient,
@@ -117,27 +110,26 @@ unsafe extern "C" fn timer_fired(_ctx: *mut raw::RedisModuleCtx, data: *mut c_vo
     }
 }
 
-fn reply_held(call: Call<'_>, reply: &HeldReply, retry_after: i64) {
-    match reply {
-        HeldReply::One(six) => {
-            let mut six = *six;
-            six[2] = retry_after;
-            call.reply_integers(&six);
-        }
-        HeldReply::All {
-            retry_after: left,
+/// Writes a held reply, `left_ms` before its reserved time (0 when the
+/// time has come).
+fn reply_held(call: Call<'_>, reply: &HeldReply, left_ms: u64) {
+    let reply = match reply {
+        Reply::One(r) => Reply::One(*r),
+        Reply::All {
+            allowed,
+            retry_after,
             clauses,
-        } => {
-            call.reply_array(2 + clauses.len());
-            call.reply_integer(1);
-            // The reservations' wait counts from the end of the hold (an
-            // early unblock adds the hold's time left).
-            call.reply_integer(retry_after.saturating_add(*left));
-            for six in clauses {
-                call.reply_integers(six);
-            }
-        }
-    }
+        } => Reply::All {
+            allowed: *allowed,
+            retry_after: *retry_after,
+            clauses: clauses.as_slice().iter().copied(),
+        },
+    };
+    call.reply_limiter(if left_ms > 0 {
+        reply.released_early(left_ms)
+    } else {
+        reply
+    });
 }
 
 fn reply_call(ctx: *mut raw::RedisModuleCtx) -> Call<'static> {
@@ -193,11 +185,7 @@ unsafe extern "C" fn timeout_callback(
         // SAFETY: boxed in `hold`, released by the stopped timer.
         let waiter = unsafe { Box::from_raw(data.cast::<Waiter>()) };
         let left = waiter.reserved_at_ms.saturating_sub(super::now_ms());
-        reply_held(
-            reply_call(ctx),
-            &waiter.reply,
-            i64::try_from(left).unwrap_or(i64::MAX),
-        );
+        reply_held(reply_call(ctx), &waiter.reply, left);
     }
     raw::REDISMODULE_OK as c_int
 }

@@ -23,7 +23,7 @@ use crate::stats::Event;
 use layout::DecodeError;
 use librl_core::algorithm::{Algorithm, Exact};
 use librl_core::block::{self, BlockRule, Guarded, RefundWrite};
-use librl_core::decision::{RetryAfter, Status};
+use librl_core::decision::{LimiterReply, RetryAfter, Status};
 use librl_core::limit::Limit;
 use sliding::LogView;
 
@@ -43,7 +43,7 @@ pub struct Step {
 /// admitted reservation must observe, and everything a commit writes,
 /// prepared before any key is written.
 pub struct Checked {
-    pub reply: [i64; 6],
+    pub reply: LimiterReply,
     pub denied: Option<RetryAfter>,
     pub wait_ms: u64,
     /// What the call writes: when the call as a whole is admitted (for a
@@ -51,7 +51,7 @@ pub struct Checked {
     /// the call is denied (`on_denial`).
     pub commit: Option<Commit>,
     /// WAIT's reply at the reserved time (retry_after 0).
-    pub held: [i64; 6],
+    pub held: LimiterReply,
     pub event: Option<Event>,
 }
 
@@ -252,7 +252,7 @@ fn flow<'v, A: Stored<'v>>(a: &A, value: Value<'v>, step: &Step) -> Result<Check
         Action::Refund(units) => {
             let refunded = a.refund(state, now, units).map_err(Into::into)?;
             let guarded = block::refund(block, now, refunded);
-            let reply = guarded.reply();
+            let reply = guarded.limiter_reply();
             let (write, expires_at_ms) = match guarded.write {
                 RefundWrite::Nothing => (None, 0),
                 RefundWrite::Store {
@@ -295,7 +295,7 @@ fn flow<'v, A: Stored<'v>>(a: &A, value: Value<'v>, step: &Step) -> Result<Check
                 reset_after_ms: status.reset_after_ms.max(left_ms),
                 ..status
             }
-            .reply(true, 0);
+            .limiter_reply(true, RetryAfter::After(0));
             return Ok(Checked {
                 reply,
                 denied: None,
@@ -321,13 +321,13 @@ fn flow<'v, A: Stored<'v>>(a: &A, value: Value<'v>, step: &Step) -> Result<Check
             block::after(decision.map_err(Into::into)?, now, rule)
         }
     };
-    let reply = guarded.reply();
+    let reply = guarded.limiter_reply();
     let mut checked = Checked {
         reply,
         denied: guarded.decision().denied(),
         wait_ms: 0,
         commit: None,
-        held: [reply[0], reply[1], 0, reply[3], reply[4], reply[5]],
+        held: reply.at_turn(),
         event: None,
     };
     match guarded {
@@ -338,7 +338,7 @@ fn flow<'v, A: Stored<'v>>(a: &A, value: Value<'v>, step: &Step) -> Result<Check
                     checked.event = Some(Event::Reserved);
                     let at = now.saturating_add(checked.wait_ms);
                     if let Some(status) = a.status_after(admit, at) {
-                        checked.held = status.reply(true, 0);
+                        checked.held = status.limiter_reply(true, RetryAfter::After(0));
                     }
                 }
                 let write = a.admitted(inner, admit)?;

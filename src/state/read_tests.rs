@@ -101,7 +101,7 @@ fn cost_zero_on_an_empty_key_reads_an_empty_limiter() {
     for limit in limits() {
         let c = run(&limit, &None, &step(5_000, take(0)));
         assert_read(&c);
-        assert_eq!(c.reply, [1, 0, 0, 10, 10, 0], "{limit:?}");
+        assert_eq!(c.reply.six(), [1, 0, 0, 10, 10, 0], "{limit:?}");
     }
 }
 
@@ -127,7 +127,7 @@ fn cost_zero_reads_the_counts_as_stored() {
         let value = calls(&limit, &times);
         let c = run(&limit, &value, &step(10_500, take(0)));
         assert_read(&c);
-        assert_eq!(c.reply, want(&limit), "{limit:?}");
+        assert_eq!(c.reply.six(), want(&limit), "{limit:?}");
         let peek = run(
             &limit,
             &value,
@@ -136,7 +136,7 @@ fn cost_zero_reads_the_counts_as_stored() {
                 ..step(10_500, take(1))
             },
         );
-        assert_eq!(peek.reply[1], c.reply[1] + 1, "{limit:?}");
+        assert_eq!(peek.reply.six()[1], c.reply.six()[1] + 1, "{limit:?}");
     }
 }
 
@@ -148,7 +148,7 @@ fn cost_zero_reads_a_token_bucket_mid_refill() {
     // bucket is full again at 20300.
     let c = run(&limit, &value, &step(20_150, take(0)));
     assert_read(&c);
-    assert_eq!(c.reply, [1, 2, 0, 10, 8, 150]);
+    assert_eq!(c.reply.six(), [1, 2, 0, 10, 8, 150]);
 }
 
 #[test]
@@ -182,7 +182,7 @@ fn cost_zero_with_reserve_or_wait_reads_and_never_waits() {
         assert_read(&c);
         // Two tokens owed on a bucket of one: count 2, remaining 0, full
         // again in 2 s.
-        assert_eq!(c.reply, [1, 2, 0, 1, 0, 2000]);
+        assert_eq!(c.reply.six(), [1, 2, 0, 1, 0, 2000]);
     }
 }
 
@@ -203,7 +203,7 @@ fn cost_zero_during_a_block_is_admitted_and_shows_the_block_in_reset_after() {
     apply(&mut value, c.commit.as_ref().expect("a block is written"));
     let c = run(&limit, &value, &step(40_200, take(0)));
     assert_read(&c);
-    assert_eq!(c.reply, [1, 1, 0, 1, 0, 59_900]);
+    assert_eq!(c.reply.six(), [1, 1, 0, 1, 0, 59_900]);
 }
 
 #[test]
