@@ -48,28 +48,26 @@ fn subjects_already_held_keep_being_limited() {
         limiter(con, &["RL.SLIDING", "s:old", "3", "60"]);
         limiter(con, &["RL.TOKEN", "t:old", "3", "60"]);
         limiter(con, &["RL.FIXED", "b:old", "1", "60", "BLOCK", "1h"]);
-        // An empty bucket: its 5 tokens are back in 500 ms.
-        limiter(
-            con,
-            &["RL.TOKEN", "w:old", "10", "1s", "BURST", "5", "COST", "5"],
-        );
+        // An empty bucket of 100 tokens, one back every 100 ms: its key
+        // lives 10 s, however long filling the server takes.
+        let bucket = ["RL.TOKEN", "w:old", "10", "1s", "BURST", "100"];
+        limiter(con, &[&bucket[..], &["COST", "100"]].concat());
         ok(con, &["RL.OVERRIDE", "SET", "o:old", "5", "60"]);
         fill_past_maxmemory(con);
         let before = info_i64(con, "rl", "rl_fixed_oom_refused");
         assert_eq!(before, 0);
 
         // A WAIT on an existing bucket reserves (its debt is an update)
-        // and is held until its turn; a RESERVE behind it goes into debt.
+        // and is held until its turn: two tokens more than it holds are
+        // 100 to 200 ms away. A RESERVE behind it goes into debt.
+        let held = 100 - limiter(con, &[&bucket[..], &["COST", "0"]].concat())[1];
+        let cost = (held + 2).to_string();
         let t0 = Instant::now();
-        let wait = ["RL.TOKEN", "w:old", "10", "1s", "BURST", "5", "COST", "5"];
-        let r = limiter(con, &[&wait[..], &["WAIT", "2s"]].concat());
+        let r = limiter(con, &[&bucket[..], &["COST", &cost, "WAIT", "2s"]].concat());
         assert_eq!(r[0], 1, "{r:?}");
-        assert!(
-            t0.elapsed() >= Duration::from_millis(100),
-            "{:?}",
-            t0.elapsed()
-        );
-        let r = limiter(con, &[&wait[..], &["RESERVE", "2s"]].concat());
+        let waited = t0.elapsed();
+        assert!(waited >= Duration::from_millis(50), "{waited:?}");
+        let r = limiter(con, &[&bucket[..], &["RESERVE", "2s"]].concat());
         assert!(r[0] == 1 && r[2] > 0, "{r:?}");
 
         // Updates of existing keys, then denials.
