@@ -82,103 +82,94 @@ impl Shape {
     }
 }
 
-/// A limiter call as parsed: its clauses and the call-wide options.
-struct Request<'a> {
-    clauses: Clauses<'a>,
-    peek: bool,
-    replayed_now_ms: Option<u64>,
-}
-
-/// A single limiter's clause is kept inline, so the hot path allocates
-/// nothing; RL.ALL's are a vector.
-enum Clauses<'a> {
-    One(Clause<'a, Arg>),
-    All(Vec<Clause<'a, Arg>>),
-}
-
-impl<'a> Clauses<'a> {
-    fn as_slice(&self) -> &[Clause<'a, Arg>] {
-        match self {
-            Clauses::One(c) => std::slice::from_ref(c),
-            Clauses::All(v) => v,
+pub fn run(call: Call<'_>, shape: Shape, origin: &Origin<'_>) -> Result<(), RlError> {
+    // One parse: whether the call is replayed is asked only if it says NOW.
+    match shape {
+        // A single limiter is a call of one clause, kept on the stack: its
+        // hot path allocates nothing, and `settle` is inlined for one clause.
+        Shape::One(algorithm) => {
+            let request = parse_limiter(algorithm, call.args, origin)?;
+            let clauses = std::slice::from_ref(&request.clause);
+            let now = request.replayed_now_ms;
+            let Some(how) = begin(call, shape, origin, request.peek, now, clauses) else {
+                return Ok(());
+            };
+            let decided = [decide(call, &request.clause, how.peek, how.now)?];
+            settle(call, &how, &decided, clauses)
+        }
+        Shape::All => {
+            let request = parse_all(call.args, origin)?;
+            let clauses = &request.clauses;
+            let now = request.replayed_now_ms;
+            let Some(how) = begin(call, shape, origin, request.peek, now, clauses) else {
+                return Ok(());
+            };
+            let decided = clauses
+                .iter()
+                .map(|clause| decide(call, clause, how.peek, how.now))
+                .collect::<Result<Vec<_>, _>>()?;
+            settle(call, &how, &decided, clauses)
         }
     }
 }
 
-/// One parse per call: whether the call is replayed is asked only if it
-/// says NOW (`trust`).
-fn parse<'a>(
-    call: Call<'a>,
+/// The call's origin, mode and decision time (the primary's NOW, or the
+/// clock); None when `off` mode has already replied: admitted, nothing
+/// counted, remaining = each clause's limit.
+#[inline(always)]
+fn begin(
+    call: Call<'_>,
     shape: Shape,
-    trust: impl crate::request::Trust,
-) -> Result<Request<'a>, RlError> {
-    Ok(match shape {
-        Shape::One(algorithm) => {
-            let r = parse_limiter(algorithm, call.args, trust)?;
-            Request {
-                clauses: Clauses::One(r.clause),
-                peek: r.peek,
-                replayed_now_ms: r.replayed_now_ms,
-            }
-        }
-        Shape::All => {
-            let r = parse_all(call.args, trust)?;
-            Request {
-                clauses: Clauses::All(r.clauses),
-                peek: r.peek,
-                replayed_now_ms: r.replayed_now_ms,
-            }
-        }
+    origin: &Origin<'_>,
+    peek: bool,
+    replayed_now_ms: Option<u64>,
+    clauses: &[Clause<'_, Arg>],
+) -> Option<How> {
+    let replayed = replayed(origin, replayed_now_ms.is_some());
+    let mode = effective_mode(replayed);
+    if mode == Mode::off {
+        stats::count(shape.command(), Counter::Allowed);
+        let off = clauses.iter().map(off_reply);
+        call.reply_limiter(shaped(shape, true, RetryAfter::After(0), off));
+        return None;
+    }
+    let now = replayed_now_ms.unwrap_or_else(crate::server::now_ms);
+    Some(How {
+        shape,
+        replayed,
+        mode,
+        now,
+        peek,
     })
 }
 
-/// The clauses' decisions: a single limiter's inline (on the stack for one
-/// call, so the hot path allocates nothing), RL.ALL's in a vector.
-#[allow(clippy::large_enum_variant)]
-enum Decisions<'c> {
-    One([Decided<'c>; 1]),
-    All(Vec<Decided<'c>>),
+/// How a call is settled: its command, origin, mode, time and PEEK.
+struct How {
+    shape: Shape,
+    replayed: bool,
+    mode: Mode,
+    now: u64,
+    peek: bool,
 }
 
-impl<'c> std::ops::Deref for Decisions<'c> {
-    type Target = [Decided<'c>];
-    fn deref(&self) -> &[Decided<'c>] {
-        match self {
-            Decisions::One(d) => d,
-            Decisions::All(v) => v,
-        }
-    }
-}
-
-pub fn run(call: Call<'_>, shape: Shape, origin: &Origin<'_>) -> Result<(), RlError> {
-    let request = parse(call, shape, origin)?;
-    let replayed = replayed(origin, request.replayed_now_ms.is_some());
-    let mode = effective_mode(replayed);
+/// Writes, replicates, counts and replies a call whose clauses are all
+/// decided (`decided[i]` for `clauses[i]`): admitted only if every clause
+/// admits, and then every clause records the call.
+#[inline(always)]
+fn settle(
+    call: Call<'_>,
+    how: &How,
+    decided: &[Decided<'_>],
+    clauses: &[Clause<'_, Arg>],
+) -> Result<(), RlError> {
+    let How {
+        shape,
+        replayed,
+        mode,
+        now,
+        peek,
+    } = *how;
     let command = shape.command();
-    let clauses = request.clauses.as_slice();
-    if mode == Mode::off {
-        stats::count(command, Counter::Allowed);
-        call.reply_limiter(shaped(
-            shape,
-            true,
-            RetryAfter::After(0),
-            clauses.iter().map(off_reply),
-        ));
-        return Ok(());
-    }
-    let now = request
-        .replayed_now_ms
-        .unwrap_or_else(crate::server::now_ms);
-    let peek = request.peek;
-    let decided = match &request.clauses {
-        Clauses::One(clause) => Decisions::One([decide(call, clause, peek, now)?]),
-        Clauses::All(clauses) => Decisions::All(
-            clauses
-                .iter()
-                .map(|clause| decide(call, clause, peek, now))
-                .collect::<Result<_, _>>()?,
-        ),
-    };
     // The largest wait among the denying clauses; never beats any wait.
     let denied = decided
         .iter()
@@ -195,7 +186,7 @@ pub fn run(call: Call<'_>, shape: Shape, origin: &Origin<'_>) -> Result<(), RlEr
         // Admitted: every clause records its commit. Denied: only the
         // blocks its denying clauses start are written.
         let mut wrote = false;
-        for d in decided.iter() {
+        for d in decided {
             if let Some(commit) = d.checked.write(admitted) {
                 commit.apply(&d.key);
                 wrote = true;
@@ -277,6 +268,7 @@ pub fn run(call: Call<'_>, shape: Shape, origin: &Origin<'_>) -> Result<(), RlEr
 /// The reply of a call whose clause replies are `clauses`: a single
 /// limiter's is its clause's own; RL.ALL's says whether all admitted and
 /// the call's retry_after.
+#[inline(always)]
 fn shaped<C>(shape: Shape, allowed: bool, retry_after: RetryAfter, clauses: C) -> Reply<C::IntoIter>
 where
     C: IntoIterator<Item = LimiterReply>,
@@ -421,19 +413,22 @@ pub fn decide<'c>(
 /// not parse still names the keys it can find, so it is routed and then
 /// refused by its own node.
 pub fn declare_keys(call: Call<'_>, shape: Shape) {
-    match parse(call, shape, true) {
-        Ok(request) => {
-            for clause in request.clauses.as_slice() {
-                call.declare_key(clause.key.pos, true);
-                if let Some(okey) = clause.okey {
-                    call.declare_key(okey.pos, false);
-                }
+    let declare = |clauses: &[Clause<'_, Arg>]| {
+        for clause in clauses {
+            call.declare_key(clause.key.pos, true);
+            if let Some(okey) = clause.okey {
+                call.declare_key(okey.pos, false);
             }
         }
-        Err(_) => {
-            for (pos, written) in find_keys(call.args, matches!(shape, Shape::All)) {
-                call.declare_key(pos, written);
-            }
+    };
+    let parsed = match shape {
+        Shape::One(algorithm) => parse_limiter(algorithm, call.args, true)
+            .map(|r| declare(std::slice::from_ref(&r.clause))),
+        Shape::All => parse_all(call.args, true).map(|r| declare(&r.clauses)),
+    };
+    if parsed.is_err() {
+        for (pos, written) in find_keys(call.args, matches!(shape, Shape::All)) {
+            call.declare_key(pos, written);
         }
     }
 }
