@@ -62,6 +62,7 @@ impl<C> Reply<C> {
 
 impl Call<'_> {
     /// Writes a limiter command's reply.
+    #[inline(always)]
     pub fn reply_limiter<C>(self, reply: Reply<C>)
     where
         C: IntoIterator<Item = LimiterReply, IntoIter: ExactSizeIterator>,
