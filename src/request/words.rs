@@ -2,7 +2,8 @@
 //! and the errors they give. Every argument rule of docs/commands.md
 //! lives here.
 
-use librl_core::{MAX_AMOUNT, MAX_WINDOW_MS};
+use librl_core::units::{self, Amount, Window};
+use librl_core::MAX_AMOUNT;
 use std::fmt;
 
 use super::Algorithm;
@@ -103,67 +104,40 @@ impl fmt::Display for ArgError {
     }
 }
 
+// The amounts' bounds and the duration grammar are librl-core's
+// (`units`), which the Rust client checks its arguments with too; here
+// each refusal becomes its argument's error.
+
 /// Parses a strictly decimal integer in `1..=2^50`: no sign, no spaces, no
 /// leading zeros, no fractions (the same strictness as Redis's own integers).
 pub fn parse_amount(arg: &[u8], name: &'static str) -> Result<u64, ArgError> {
-    match parse_plain_u64(arg) {
-        Some(v) if (1..=MAX_AMOUNT).contains(&v) => Ok(v),
-        _ => Err(ArgError::BadAmount(name)),
-    }
+    Amount::parse(arg)
+        .map(Amount::get)
+        .ok_or(ArgError::BadAmount(name))
 }
 
 /// Parses COST: an amount, or 0 for a call that only reads the limiter.
 pub fn parse_cost(arg: &[u8]) -> Result<u64, ArgError> {
     match parse_plain_u64(arg) {
-        Some(v) if v <= MAX_AMOUNT => Ok(v),
-        _ => Err(ArgError::BadCost),
+        Some(0) => Ok(0),
+        _ => parse_amount(arg, "COST").map_err(|_| ArgError::BadCost),
     }
 }
 
-pub(super) fn parse_plain_u64(arg: &[u8]) -> Option<u64> {
-    let leading_zero = arg.len() > 1 && arg.first() == Some(&b'0');
-    if arg.is_empty() || leading_zero || !arg.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    arg.iter().try_fold(0u64, |acc, &d| {
-        acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
-    })
-}
+pub(super) use units::plain_u64 as parse_plain_u64;
 
 /// Parses `<integer>[ms|s|m|h|d]` (units case-insensitive, bare means
 /// seconds) into milliseconds within `1..=3650d`.
 pub fn parse_duration_ms(arg: &[u8], name: &'static str) -> Result<u64, ArgError> {
-    let digits = arg.iter().take_while(|b| b.is_ascii_digit()).count();
-    let (number, unit) = arg.split_at(digits);
-    let scale: u64 = match Upper::of(unit).as_slice() {
-        b"" if unit.is_empty() => 1000,
-        b"S" => 1000,
-        b"MS" => 1,
-        b"M" => 60 * 1000,
-        b"H" => 60 * 60 * 1000,
-        b"D" => 24 * 60 * 60 * 1000,
-        _ => return Err(ArgError::BadDuration(name)),
-    };
-    match parse_plain_u64(number).and_then(|n| n.checked_mul(scale)) {
-        Some(ms) if (1..=MAX_WINDOW_MS).contains(&ms) => Ok(ms),
-        _ => Err(ArgError::BadDuration(name)),
-    }
+    Window::parse(arg)
+        .map(Window::ms)
+        .ok_or(ArgError::BadDuration(name))
 }
 
 /// A RESERVE or WAIT `max_wait`: a duration as `parse_duration_ms` takes
 /// it, or 0 (admit only if no wait is needed).
 pub fn parse_wait_ms(arg: &[u8], name: &'static str) -> Result<u64, ArgError> {
-    let digits = arg.iter().take_while(|b| b.is_ascii_digit()).count();
-    let zero = arg.first() == Some(&b'0') && digits == 1;
-    if zero {
-        // "0" with or without a unit is no wait at all.
-        let unit = arg.get(1..).unwrap_or_default().to_ascii_lowercase();
-        return match unit.as_slice() {
-            b"" | b"ms" | b"s" | b"m" | b"h" | b"d" => Ok(0),
-            _ => Err(ArgError::BadWait(name)),
-        };
-    }
-    parse_duration_ms(arg, name).map_err(|_| ArgError::BadWait(name))
+    units::wait_ms(arg).ok_or(ArgError::BadWait(name))
 }
 
 /// The value after an option, advancing past it.
