@@ -96,7 +96,7 @@ pub fn decide(
     let retry_after = if cost > params.limit {
         RetryAfter::Never
     } else {
-        RetryAfter::After(wait_for(
+        RetryAfter::Ms(wait_for(
             current,
             previous,
             left,
@@ -239,7 +239,7 @@ mod tests {
                 let d = decide(&p, state, now, cost);
                 prop_assert!(!d.allowed() || d.count <= limit);
                 match d.denied() {
-                    Some(RetryAfter::After(wait)) => {
+                    Some(RetryAfter::Ms(wait)) => {
                         prop_assert!(wait >= 1);
                         prop_assert!(decide(&p, state, now + wait, cost).allowed());
                         prop_assert!(!decide(&p, state, now + wait - 1, cost).allowed());

@@ -111,7 +111,7 @@ impl InForce {
             verdict: Verdict::Deny(if cost > status.limit {
                 RetryAfter::Never
             } else {
-                RetryAfter::After(self.left_ms)
+                RetryAfter::Ms(self.left_ms)
             }),
             count: status.count,
             limit: status.limit,
@@ -139,7 +139,7 @@ pub fn after<S>(inner: Decision<S>, now: u64, rule: BlockRule) -> Guarded<S> {
         decision: Decision {
             verdict: Verdict::Deny(match retry {
                 RetryAfter::Never => RetryAfter::Never,
-                RetryAfter::After(_) => RetryAfter::After(left_ms),
+                RetryAfter::Ms(_) => RetryAfter::Ms(left_ms),
             }),
             count: inner.count,
             limit: inner.limit,
@@ -185,7 +185,7 @@ impl<S> GuardedRefund<S> {
 
     /// `[1, count, 0, limit, remaining, reset_after]`.
     pub fn limiter_reply(&self) -> LimiterReply {
-        self.status.limiter_reply(true, RetryAfter::After(0))
+        self.status.limiter_reply(true, RetryAfter::Ms(0))
     }
 
     pub fn reply(&self) -> [i64; 6] {

@@ -3,20 +3,30 @@
 //! [`Refunded`] for a call that gives units back (REFUND), and the
 //! [`Status`] a call reports when it changes nothing.
 
-/// Why a denied call was denied, as the wait that would change that.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A reply's retry_after: how long until the same call would be admitted
+/// (for an admitted call, 0, or a RESERVE's wait before acting). Also the
+/// Rust client's type for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RetryAfter {
     /// The same call fits after this many milliseconds.
-    After(u64),
-    /// The cost exceeds the effective limit: no wait helps.
+    Ms(u64),
+    /// The cost exceeds the effective limit: no wait helps (the reply's -1).
     Never,
 }
 
 impl RetryAfter {
+    /// The wait as a duration; `None` when no wait helps.
+    pub fn duration(self) -> Option<std::time::Duration> {
+        match self {
+            RetryAfter::Ms(ms) => Some(std::time::Duration::from_millis(ms)),
+            RetryAfter::Never => None,
+        }
+    }
+
     /// The reply's integer: the wait in ms, or -1 for never.
     pub fn as_reply(self) -> i64 {
         match self {
-            RetryAfter::After(ms) => i64::try_from(ms).unwrap_or(i64::MAX),
+            RetryAfter::Ms(ms) => i64::try_from(ms).unwrap_or(i64::MAX),
             RetryAfter::Never => -1,
         }
     }
@@ -24,7 +34,7 @@ impl RetryAfter {
     /// The larger of two reasons to wait: never beats any wait.
     pub fn max(self, other: RetryAfter) -> RetryAfter {
         match (self, other) {
-            (RetryAfter::After(a), RetryAfter::After(b)) => RetryAfter::After(a.max(b)),
+            (RetryAfter::Ms(a), RetryAfter::Ms(b)) => RetryAfter::Ms(a.max(b)),
             _ => RetryAfter::Never,
         }
     }
@@ -144,7 +154,7 @@ impl<S> Decision<S> {
     /// admitted RESERVE's wait (0 for every other admitted call).
     pub fn limiter_reply(&self) -> LimiterReply {
         let retry_after = match self.verdict {
-            Verdict::Admit { wait_ms, .. } => RetryAfter::After(wait_ms),
+            Verdict::Admit { wait_ms, .. } => RetryAfter::Ms(wait_ms),
             Verdict::Deny(retry) => retry,
         };
         self.status().limiter_reply(self.allowed(), retry_after)
@@ -190,7 +200,7 @@ impl LimiterReply {
     /// The reply at the reserved millisecond (WAIT): nothing left to wait.
     pub fn at_turn(self) -> LimiterReply {
         LimiterReply {
-            retry_after: RetryAfter::After(0),
+            retry_after: RetryAfter::Ms(0),
             ..self
         }
     }
@@ -199,11 +209,11 @@ impl LimiterReply {
     /// (never below 0).
     pub fn after_hold(self, held_ms: u64) -> LimiterReply {
         let left = match self.retry_after {
-            RetryAfter::After(ms) => ms.saturating_sub(held_ms),
+            RetryAfter::Ms(ms) => ms.saturating_sub(held_ms),
             RetryAfter::Never => 0,
         };
         LimiterReply {
-            retry_after: RetryAfter::After(left),
+            retry_after: RetryAfter::Ms(left),
             ..self
         }
     }
@@ -294,7 +304,7 @@ impl<S> Refunded<S> {
 
     /// `[1, count, 0, limit, remaining, reset_after]`.
     pub fn reply(&self) -> [i64; 6] {
-        self.status().reply(true, RetryAfter::After(0))
+        self.status().reply(true, RetryAfter::Ms(0))
     }
 
     /// The refund's change with its state turned into another type.

@@ -83,7 +83,7 @@ pub fn decide(
             verdict: Verdict::Deny(if cost > params.limit {
                 RetryAfter::Never
             } else {
-                RetryAfter::After(until_end)
+                RetryAfter::Ms(until_end)
             }),
             limit: params.limit,
             reset_after_ms: if live.is_some() { until_end } else { 0 },
@@ -273,7 +273,7 @@ mod tests {
                 now += gap;
                 let d = decide(&p, state, now, cost);
                 match d.denied() {
-                    Some(RetryAfter::After(wait)) => {
+                    Some(RetryAfter::Ms(wait)) => {
                         prop_assert!(wait >= 1);
                         prop_assert!(decide(&p, state, now + wait, cost).allowed());
                         prop_assert!(!decide(&p, state, now + wait - 1, cost).allowed());

@@ -108,7 +108,7 @@ pub fn decide<L: Log>(
                 break;
             }
         }
-        RetryAfter::After(wait)
+        RetryAfter::Ms(wait)
     };
     let newest = log.and_then(Log::newest_ms).filter(|_| count > 0);
     // (Saturating: a log whose header disagrees with its entries must not
@@ -329,7 +329,7 @@ mod tests {
                 prop_assert_eq!(d.count, if d.allowed() { count + cost } else { count });
                 prop_assert!(d.count <= limit || !d.allowed());
                 match d.denied() {
-                    Some(RetryAfter::After(wait)) => {
+                    Some(RetryAfter::Ms(wait)) => {
                         prop_assert!(wait >= 1);
                         prop_assert!(count_at(&all, now + wait, window_ms) + cost <= limit);
                         prop_assert!(count_at(&all, now + wait - 1, window_ms) + cost > limit);

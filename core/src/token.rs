@@ -223,7 +223,7 @@ impl Units {
             // waits; only a debt beyond MAX_DEBT, out of any valid
             // parameters' reach, could deny a wait within max_wait.)
             let wait = div_ceil(owed, self.rate);
-            RetryAfter::After(to_u64(wait.saturating_sub(u128::from(max_wait_ms))).max(1))
+            RetryAfter::Ms(to_u64(wait.saturating_sub(u128::from(max_wait_ms))).max(1))
         };
         let status = self.status(params, short);
         Decision {
@@ -454,7 +454,7 @@ mod tests {
         let calls = 10_000_000u64;
         for _ in 0..calls {
             let mut d = decide(&p, state, now, 1);
-            if let Some(RetryAfter::After(wait)) = d.denied() {
+            if let Some(RetryAfter::Ms(wait)) = d.denied() {
                 now += wait;
                 d = decide(&p, state, now, 1);
             }
@@ -519,7 +519,7 @@ mod tests {
                 prop_assert_eq!(u128::from(d.remaining()), level_after / w);
                 prop_assert_eq!(u128::from(d.reset_after_ms), (full - level_after).div_ceil(u128::from(rate)));
                 match d.denied() {
-                    Some(RetryAfter::After(wait)) => {
+                    Some(RetryAfter::Ms(wait)) => {
                         prop_assert!(wait >= 1);
                         prop_assert!(model.admits(&p, now + wait, cost));
                         prop_assert!(!model.admits(&p, now + wait - 1, cost));
@@ -665,7 +665,7 @@ mod tests {
         assert_eq!(b.debt, u128::from(MAX_WINDOW_MS));
         assert_eq!(
             reserve(&p, Some(b), 0, 1, MAX_WINDOW_MS).denied(),
-            Some(RetryAfter::After(MAX_WINDOW_MS))
+            Some(RetryAfter::Ms(MAX_WINDOW_MS))
         );
         // The fastest rate with the longest wait: the debt bound holds.
         let p = params(MAX_AMOUNT, 1, MAX_AMOUNT);
@@ -853,7 +853,7 @@ mod tests {
                         bucket = Some(b);
                     }
                     Some(RetryAfter::Never) => prop_assert!(cost > capacity),
-                    Some(RetryAfter::After(r)) => {
+                    Some(RetryAfter::Ms(r)) => {
                         prop_assert!(r >= 1);
                         let later = |t: u64| model.wait(&p, t, cost).is_some_and(|x| x <= u128::from(max_wait));
                         prop_assert!(later(now + r));

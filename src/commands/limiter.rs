@@ -130,7 +130,7 @@ fn begin(
     if mode == Mode::off {
         stats::count(shape.command(), Counter::Allowed);
         let off = clauses.iter().map(off_reply);
-        call.reply_limiter(shaped(shape, true, RetryAfter::After(0), off));
+        call.reply_limiter(shaped(shape, true, RetryAfter::Ms(0), off));
         return None;
     }
     let now = replayed_now_ms.unwrap_or_else(crate::server::now_ms);
@@ -238,7 +238,7 @@ fn settle(
         let reply = shaped(
             shape,
             true,
-            RetryAfter::After(wait_ms - hold_ms),
+            RetryAfter::Ms(wait_ms - hold_ms),
             held.collect::<Vec<_>>(),
         );
         if call.hold(hold_ms, now.saturating_add(hold_ms), reply) {
@@ -248,7 +248,7 @@ fn settle(
             return Ok(());
         }
     }
-    let retry_after = denied.unwrap_or(RetryAfter::After(wait_ms));
+    let retry_after = denied.unwrap_or(RetryAfter::Ms(wait_ms));
     let reply = shaped(
         shape,
         admitted,
@@ -365,7 +365,7 @@ fn off_reply(clause: &Clause<'_, Arg>) -> LimiterReply {
         limit: clause.limit.reported_limit(),
         reset_after_ms: 0,
     };
-    nothing.limiter_reply(true, RetryAfter::After(0))
+    nothing.limiter_reply(true, RetryAfter::Ms(0))
 }
 
 /// A clause decided against its key, the key still open for the commit.

@@ -41,7 +41,7 @@ impl<C> Reply<C> {
     pub fn released_early(self, left_ms: u64) -> Reply<C> {
         match self {
             Reply::One(r) => Reply::One(LimiterReply {
-                retry_after: RetryAfter::After(left_ms),
+                retry_after: RetryAfter::Ms(left_ms),
                 ..r
             }),
             Reply::All {
@@ -51,7 +51,7 @@ impl<C> Reply<C> {
             } => Reply::All {
                 allowed,
                 retry_after: match retry_after {
-                    RetryAfter::After(ms) => RetryAfter::After(ms.saturating_add(left_ms)),
+                    RetryAfter::Ms(ms) => RetryAfter::Ms(ms.saturating_add(left_ms)),
                     RetryAfter::Never => RetryAfter::Never,
                 },
                 clauses,

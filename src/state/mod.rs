@@ -295,7 +295,7 @@ fn flow<'v, A: Stored<'v>>(a: &A, value: Value<'v>, step: &Step) -> Result<Check
                 reset_after_ms: status.reset_after_ms.max(left_ms),
                 ..status
             }
-            .limiter_reply(true, RetryAfter::After(0));
+            .limiter_reply(true, RetryAfter::Ms(0));
             return Ok(Checked {
                 reply,
                 denied: None,
@@ -338,7 +338,7 @@ fn flow<'v, A: Stored<'v>>(a: &A, value: Value<'v>, step: &Step) -> Result<Check
                     checked.event = Some(Event::Reserved);
                     let at = now.saturating_add(checked.wait_ms);
                     if let Some(status) = a.status_after(admit, at) {
-                        checked.held = status.limiter_reply(true, RetryAfter::After(0));
+                        checked.held = status.limiter_reply(true, RetryAfter::Ms(0));
                     }
                 }
                 let write = a.admitted(inner, admit)?;

@@ -4,40 +4,19 @@ use std::time::Duration;
 
 use redis::{FromRedisValue, ParsingError, Value};
 
-/// How long until a call with the same cost would be admitted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum RetryAfter {
-    /// Milliseconds: 0 when the call was admitted (an admitted RESERVE
-    /// call: the wait before acting on it).
-    Ms(u64),
-    /// The cost exceeds the effective limit: no wait helps (the module's -1).
-    Never,
-}
+/// How long until a call with the same cost would be admitted: `Ms`
+/// (0 when the call was admitted; an admitted RESERVE call's wait before
+/// acting on it) or `Never` (the module's -1: the cost exceeds the
+/// effective limit). The module's own type, from `librl-core`.
+pub use librl_core::decision::RetryAfter;
 
-impl RetryAfter {
-    /// The reply's integer: the milliseconds, or -1 for never.
-    pub fn as_reply(self) -> i64 {
-        match self {
-            RetryAfter::Ms(ms) => i64::try_from(ms).unwrap_or(i64::MAX),
-            RetryAfter::Never => -1,
-        }
-    }
-
-    /// The wait as a duration; `None` when no wait helps.
-    pub fn duration(self) -> Option<Duration> {
-        match self {
-            RetryAfter::Ms(ms) => Some(Duration::from_millis(ms)),
-            RetryAfter::Never => None,
-        }
-    }
-
-    fn from_reply(v: i64) -> Result<RetryAfter, ParsingError> {
-        match v {
-            -1 => Ok(RetryAfter::Never),
-            v => u64::try_from(v)
-                .map(RetryAfter::Ms)
-                .map_err(|_| bad(format!("retry_after {v}"))),
-        }
+/// A reply's retry_after integer as a [`RetryAfter`].
+fn retry_after_from_reply(v: i64) -> Result<RetryAfter, ParsingError> {
+    match v {
+        -1 => Ok(RetryAfter::Never),
+        v => u64::try_from(v)
+            .map(RetryAfter::Ms)
+            .map_err(|_| bad(format!("retry_after {v}"))),
     }
 }
 
@@ -93,7 +72,7 @@ impl Decision {
         Ok(Decision {
             allowed: flag(allowed)?,
             count: unsigned(count)?,
-            retry_after: RetryAfter::from_reply(int(retry)?)?,
+            retry_after: retry_after_from_reply(int(retry)?)?,
             limit: unsigned(limit)?,
             remaining: unsigned(remaining)?,
             reset_after_ms: unsigned(reset)?,
@@ -151,7 +130,7 @@ impl FromRedisValue for AllDecision {
         };
         Ok(AllDecision {
             allowed: flag(allowed)?,
-            retry_after: RetryAfter::from_reply(int(retry)?)?,
+            retry_after: retry_after_from_reply(int(retry)?)?,
             decisions: clauses
                 .iter()
                 .map(Decision::from_redis_value_ref)
