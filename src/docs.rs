@@ -406,3 +406,84 @@ pub const OVERRIDE_HELP: CommandDoc = CommandDoc {
     keys: &[],
     args: &[],
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::{parse_limiter, Algorithm, ArgError};
+
+    /// The reference (docs/commands.md), whose synopses must agree with
+    /// the entries here.
+    const REFERENCE: &str = include_str!("../docs/commands.md");
+
+    /// The synopsis of `command` in the reference: the code block under
+    /// its heading.
+    fn synopsis(command: &str) -> String {
+        let heading = format!("## {command}\n");
+        let at = REFERENCE
+            .find(&heading)
+            .unwrap_or_else(|| panic!("docs/commands.md has no section {command}"));
+        let block = REFERENCE[at..].split("```").nth(1).unwrap_or_default();
+        block.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    fn tokens(doc: &CommandDoc) -> Vec<&'static str> {
+        doc.args
+            .iter()
+            .filter_map(|a| a.token)
+            .map(|t| t.to_str().unwrap_or_default())
+            .collect()
+    }
+
+    /// Every option a limiter command's entry names is in its synopsis in
+    /// the reference, and the parser takes it (no "unknown option", no
+    /// "not an option of"); and every option word of the synopsis is in
+    /// the entry. So the grammar is written once, in the entry, and the
+    /// reference and the parser cannot drift from it unnoticed.
+    #[test]
+    fn the_reference_and_the_parser_agree_with_each_entry() {
+        for algorithm in Algorithm::ALL {
+            let doc = algorithm.doc();
+            let name = doc.name.to_str().unwrap_or_default();
+            let shown = synopsis(name);
+            let words: Vec<&str> = shown
+                .split(' ')
+                .map(|w| w.trim_matches(|c| c == '[' || c == ']'))
+                .collect();
+            let entry = tokens(doc);
+            for token in &entry {
+                assert!(
+                    words.contains(token),
+                    "{name}: {token} missing from the reference: {shown}"
+                );
+                let value: &[&str] = match *token {
+                    "ALIGNED" | "APPROX" | "PEEK" => &[],
+                    "OVERRIDE" => &["okey"],
+                    "COST" | "REFUND" | "BURST" => &["2"],
+                    _ => &["1s"],
+                };
+                let mut argv = vec![name, "key", "10", "60", token];
+                argv.extend(value);
+                match parse_limiter(algorithm, &argv, false) {
+                    Ok(_) => {}
+                    Err(e @ (ArgError::UnknownOption { .. } | ArgError::OptionNotFor { .. })) => {
+                        panic!("{name}: the parser refuses {token}: {e}")
+                    }
+                    Err(e) => panic!("{name} {argv:?}: {e}"),
+                }
+            }
+            for word in words
+                .iter()
+                .map(|w| w.trim_matches(|c| c == '[' || c == ']'))
+            {
+                let is_option = word.len() > 1 && word.chars().all(|c| c.is_ascii_uppercase());
+                if is_option && !name.ends_with(word) {
+                    assert!(
+                        entry.contains(&word),
+                        "{name}: the reference's {word} is not in its entry"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,7 +1,5 @@
-//! `RL.ALL FIXED key limit window [ALIGNED] [COST n] [OVERRIDE okey]
-//!         [SLIDING key limit window [APPROX] [COST n] [OVERRIDE okey]]
-//!         [TOKEN key rate window [BURST capacity] [COST n] [OVERRIDE okey]]
-//!         ... [PEEK]`
+//! `RL.ALL`: its grammar is [`crate::docs::ALL`], each clause a limiter
+//! command's own (FIXED, SLIDING or TOKEN and its arguments).
 //!
 //! The limiter flow (limiter.rs) over every clause: each is decided, and
 //! its commit prepared, before any key is written; admitted only if all

@@ -23,11 +23,15 @@ use crate::stats::{self, Command, Counter, Event};
 use librl_core::decision::{LimiterReply, RetryAfter, Status};
 use std::ffi::CStr;
 
-/// `RL.FIXED key limit window [ALIGNED] [COST n] [OVERRIDE okey] [PEEK]`
+// Each command's grammar is written once, in its entry in docs.rs (what
+// COMMAND DOCS shows), which a test holds to the parser and to the
+// reference's synopsis in docs/commands.md.
+
+/// `RL.FIXED`: its grammar is [`crate::docs::FIXED`].
 pub struct Fixed;
-/// `RL.SLIDING key limit window [APPROX] [COST n] [OVERRIDE okey] [PEEK]`
+/// `RL.SLIDING`: its grammar is [`crate::docs::SLIDING`].
 pub struct Sliding;
-/// `RL.TOKEN key rate window [BURST capacity] [COST n] [OVERRIDE okey] [PEEK]`
+/// `RL.TOKEN`: its grammar is [`crate::docs::TOKEN`].
 pub struct Token;
 
 impl Entry for Fixed {
