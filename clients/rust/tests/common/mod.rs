@@ -1,14 +1,15 @@
 //! Real servers for the client's tests: `redis-server` (Debian's 7.0 from
-//! PATH, or `REDIS_SERVER`) and `valkey-server` (`VALKEY_SERVER`, or the
-//! project's `.deps` copy), each loading `LIBRL_MODULE` (default: the
+//! PATH, or `REDIS_SERVER`) and `valkey-server` (`VALKEY_SERVER`, or where
+//! scripts/servers.env puts it), each loading `LIBRL_MODULE` (default: the
 //! release module at the repository's root), on free loopback ports; and a
-//! 3-primary cluster of them. Every process is stopped and reaped on drop.
+//! 3-primary cluster of them. The processes are librl-test-support's
+//! guard's: ready when they answer as themselves, stopped and reaped on
+//! drop.
 #![allow(dead_code)]
 
-use std::net::TcpListener;
+use librl_test_support as support;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,58 +20,15 @@ pub enum Flavor {
 
 pub const FLAVORS: [Flavor; 2] = [Flavor::Redis, Flavor::Valkey];
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn existing(path: PathBuf, hint: &str) -> PathBuf {
-    assert!(path.exists(), "{} is missing: {hint}", path.display());
-    path
-}
-
-pub fn module_path() -> PathBuf {
-    let path = std::env::var_os("LIBRL_MODULE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target/release/librl.so"));
-    existing(
-        path,
-        "run `cargo build --release -p librl` (make test does)",
-    )
-}
-
 fn binary(flavor: Flavor) -> PathBuf {
     match flavor {
-        Flavor::Redis => std::env::var_os("REDIS_SERVER")
-            .map_or_else(|| PathBuf::from("redis-server"), PathBuf::from),
-        Flavor::Valkey => existing(
-            std::env::var_os("VALKEY_SERVER")
-                .map_or_else(|| root().join(installed_at("VALKEY_SERVER")), PathBuf::from),
-            "run scripts/install-deps.sh (make test does)",
-        ),
+        Flavor::Redis => {
+            support::server_binary("REDIS_SERVER").unwrap_or_else(|| PathBuf::from("redis-server"))
+        }
+        Flavor::Valkey => support::server_binary("VALKEY_SERVER")
+            .expect("scripts/servers.env names VALKEY_SERVER"),
     }
 }
-
-/// Where the install script puts a server: its line in
-/// scripts/servers.env, the paths written once for the Makefile and every
-/// suite.
-fn installed_at(var: &str) -> &'static str {
-    include_str!("../../../../scripts/servers.env")
-        .lines()
-        .find_map(|line| {
-            let (name, path) = line.split_once('=')?;
-            (name.trim() == var).then(|| path.trim())
-        })
-        .unwrap_or_default()
-}
-
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("no free loopback port")
-}
-
-static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
 
 pub struct Server {
     pub flavor: Flavor,
@@ -95,49 +53,29 @@ impl Server {
     }
 
     fn start_with(flavor: Flavor, extra: &[&str]) -> Server {
-        let dir = std::env::temp_dir().join(format!(
-            "librl-client-test-{}-{}",
-            std::process::id(),
-            NEXT_DIR.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("cannot create a test directory");
-        let cluster = extra.contains(&"--cluster-enabled");
-        for _ in 0..5 {
-            let port = free_port();
-            let bus_port = if cluster { free_port() } else { 0 };
-            let mut cmd = Command::new(binary(flavor));
-            cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no"])
-                .arg("--dir")
-                .arg(&dir)
-                .args(["--logfile", "server.log"])
-                .args(extra);
-            if cluster {
-                cmd.args(["--cluster-port", &bus_port.to_string()]);
-            }
-            cmd.arg("--loadmodule").arg(module_path());
-            let mut child = cmd
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("cannot spawn the server");
-            if wait_ready(port, &mut child) {
-                return Server {
-                    flavor,
-                    port,
-                    bus_port,
-                    dir,
-                    child: Some(child),
-                };
-            }
-            let _ = child.kill();
-            let _ = child.wait();
+        let dir = support::fresh_dir("librl-client-test");
+        let mut args: Vec<String> = ["--appendonly", "no"].map(String::from).to_vec();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let launch = support::Launch {
+            binary: &binary(flavor),
+            dir: &dir,
+            args: &args,
+            module_args: Some(&[]),
+            cluster_bus: extra.contains(&"--cluster-enabled"),
+        };
+        let Some(started) = launch.start(None, Duration::from_secs(20)) else {
+            panic!(
+                "{flavor:?} did not start; log:\n{}",
+                std::fs::read_to_string(dir.join("server.log")).unwrap_or_default()
+            );
+        };
+        Server {
+            flavor,
+            port: started.port,
+            bus_port: started.bus_port,
+            dir,
+            child: Some(started.child),
         }
-        panic!(
-            "{flavor:?} did not start; log:\n{}",
-            std::fs::read_to_string(dir.join("server.log")).unwrap_or_default()
-        );
     }
 
     pub fn url(&self) -> String {
@@ -160,23 +98,6 @@ impl Server {
             let _ = child.wait();
         }
     }
-}
-
-fn wait_ready(port: u16, child: &mut Child) -> bool {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return false;
-        }
-        if let Ok(mut con) = client.get_connection_with_timeout(Duration::from_millis(200)) {
-            if redis::cmd("PING").query::<String>(&mut con).is_ok() {
-                return true;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
 }
 
 impl Drop for Server {
@@ -249,29 +170,9 @@ pub struct Cluster {
 impl Cluster {
     pub fn start(flavor: Flavor) -> Cluster {
         let nodes: Vec<Server> = (0..3).map(|_| Server::start_cluster_node(flavor)).collect();
+        let ports: Vec<(u16, u16)> = nodes.iter().map(|n| (n.port, n.bus_port)).collect();
+        let ids = support::form_cluster(&ports);
         let mut cons: Vec<redis::Connection> = nodes.iter().map(Server::conn).collect();
-        let ids: Vec<String> = cons
-            .iter_mut()
-            .map(|c| redis::cmd("CLUSTER").arg("MYID").query(c).unwrap())
-            .collect();
-        let ranges = [(0, 5460), (5461, 10922), (10923, 16383)];
-        for (con, (from, to)) in cons.iter_mut().zip(ranges) {
-            let () = redis::cmd("CLUSTER")
-                .arg("ADDSLOTSRANGE")
-                .arg(from)
-                .arg(to)
-                .query(con)
-                .unwrap();
-        }
-        for node in &nodes[1..] {
-            let () = redis::cmd("CLUSTER")
-                .arg("MEET")
-                .arg("127.0.0.1")
-                .arg(node.port)
-                .arg(node.bus_port)
-                .query(&mut cons[0])
-                .unwrap();
-        }
         wait_until(
             "cluster_state:ok everywhere",
             Duration::from_secs(30),
