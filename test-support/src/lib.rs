@@ -78,6 +78,16 @@ pub fn fresh_dir(prefix: &str) -> PathBuf {
     dir
 }
 
+/// A stopped server's directory goes, unless a test is failing: then it
+/// stays for its log and data files, and says where.
+pub fn clean_up(dir: &Path) {
+    if !std::thread::panicking() {
+        let _ = std::fs::remove_dir_all(dir);
+    } else {
+        eprintln!("server files kept in {}", dir.display());
+    }
+}
+
 /// A reply as far as the guard reads one: a line's text (status, error,
 /// integer or bulk string), or an array's elements.
 #[derive(Debug, PartialEq, Eq)]

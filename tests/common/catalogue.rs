@@ -5,7 +5,7 @@
 //! checks its exact error, that the server still answers at once, and
 //! that the dataset did not change.
 
-use super::{call, cmd, digest, snapshot, Snapshot};
+use super::{call, cmd, digest, snapshot, Flavor, Snapshot};
 use redis::Value;
 
 /// The error a row must get.
@@ -211,4 +211,22 @@ pub fn run_catalogue(con: &mut redis::Connection, rows: &[Row]) -> Vec<String> {
         }
     }
     failures
+}
+
+/// Runs the whole catalogue on `server`'s connection and fails listing
+/// every row that failed; the dataset must end as it began (every key's
+/// DUMP and absolute expiry, and DEBUG DIGEST).
+pub fn assert_catalogue(con: &mut redis::Connection, flavor: Flavor, rows: &[Row]) {
+    let start = snapshot(con);
+    let digest_start = digest(con);
+    let failures = run_catalogue(con, rows);
+    assert!(
+        failures.is_empty(),
+        "{flavor:?}: {} failure(s) among {} rows:\n  {}",
+        failures.len(),
+        rows.len(),
+        failures.join("\n  ")
+    );
+    assert_eq!(snapshot(con), start, "{flavor:?}");
+    assert_eq!(digest(con), digest_start, "{flavor:?}");
 }

@@ -103,11 +103,7 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.stop();
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        } else {
-            eprintln!("server files kept in {}", self.dir.display());
-        }
+        support::clean_up(&self.dir);
     }
 }
 
