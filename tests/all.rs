@@ -212,7 +212,7 @@ fn replica_and_aof_replay_match_the_primary() {
     });
 }
 
-/// SPEC, Several limits at once: a call that does not parse still reports
+/// docs/commands.md, RL.ALL: a call that does not parse still reports
 /// every key it can find (each word after a clause name, and OVERRIDE
 /// values), so that a cluster client routes it and the user sees librl's
 /// own error rather than a client-side "missing key".

@@ -98,7 +98,7 @@ fn sorted(mut items: Vec<String>) -> Vec<String> {
     items
 }
 
-/// SPEC, Commands: RL.OVERRIDE is a container command. COMMAND INFO lists
+/// docs/commands.md, Commands: RL.OVERRIDE is a container command. COMMAND INFO lists
 /// `rl.override|set`, `|get`, `|del` and `|list` as its subcommands, each
 /// with the flags, ACL categories and key-spec flags of its dotted alias
 /// (SET and DEL write, GET and LIST read-only); COMMAND DOCS gives each a

@@ -1,4 +1,4 @@
-//! Bad input, catalogued (SPEC, Errors): every malformed argument, option
+//! Bad input, catalogued (docs/commands.md, Errors): every malformed argument, option
 //! and key that RL.FIXED, RL.SLIDING, RL.TOKEN and RL.OVERRIDE.SET, GET,
 //! DEL and LIST can be given is answered by its exact error, the server
 //! keeps answering, and the dataset stays byte-for-byte the same (every

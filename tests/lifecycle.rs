@@ -1,4 +1,4 @@
-//! A request's whole life (SPEC, "A request's whole life"; issue 16):
+//! A request's whole life (docs/request-life.md):
 //! REFUND per algorithm, BLOCK penalties, RESERVE pacing on TOKEN, the same
 //! options in RL.ALL clauses, with PEEK and the modes; and a workload mixing
 //! all four options (WAIT included) with every existing command, replicated

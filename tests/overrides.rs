@@ -1520,7 +1520,7 @@ fn comparable(reply: Result<Value, String>, prefix: &str, ttl_at: Option<usize>)
     }
 }
 
-/// SPEC, Commands: the dotted names stay as aliases with identical
+/// docs/overrides.md: the dotted names stay as aliases with identical
 /// behaviour. The same calls, once by the dotted names on `d:` keys and
 /// once by the container form (subcommands in every case) on `c:` keys,
 /// get the same replies and leave the same values.

@@ -1,17 +1,17 @@
-//! Upgrades (SPEC, "A request's whole life": stored values written before
-//! these options existed keep working unchanged; issue 16): byte fixtures
+//! Upgrades (docs/request-life.md: stored values written before
+//! these options existed keep working unchanged): byte fixtures
 //! of values written by librl before REFUND, BLOCK, RESERVE and WAIT
 //! (encoding version 1), stored into a fresh server and used by every
 //! command and every new option; and a value of an encoding version no
 //! librl knows, refused cleanly.
 //!
 //! How the fixtures were made: by the module built from commit d9f66f5
-//! (the last before issue 16's options), replaying an AOF of the calls
+//! (the last before those options), replaying an AOF of the calls
 //! named on each fixture with the internal `NOW` argument the primary
 //! propagates, so that they were decided at known times, then `GET` and
 //! `PEXPIRETIME` of each key. The times are in 2100: a stored value whose
 //! times lie ahead of the server's clock is decided with the clock standing
-//! still at them (SPEC: a clock that steps back stands still at the newest
+//! still at them (docs/commands.md, The limiter reply: a clock that steps back stands still at the newest
 //! time the limiter has seen), so every reply on these values is exact.
 
 mod common;

@@ -1,4 +1,4 @@
-//! WAIT (SPEC, "A request's whole life"; issue 16): RESERVE, and the server
+//! WAIT (docs/request-life.md, WAIT): RESERVE, and the server
 //! holds the reply until the reserved millisecond, serving other clients
 //! meanwhile. Where a client cannot be blocked (MULTI, scripts, functions,
 //! replication, AOF replay) WAIT acts as RESERVE. Waiters show in
@@ -15,7 +15,7 @@ use redis::Value;
 use std::time::{Duration, Instant};
 
 /// How late a held reply may arrive after its reserved millisecond here.
-/// The SPEC's 2 ms is for an idle server and is measured by `make bench`;
+/// The 2 ms of docs/request-life.md, WAIT, is for an idle server and is measured by `make bench`;
 /// these tests run four servers at once, next to other test files, on CI
 /// machines of two loaded cores, where a thread may wait its turn for tens
 /// of ms. The servers of the timing tests run at `--hz 1`, so a reply held

@@ -10,7 +10,7 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 /// The servers librl supports, each installed by `scripts/install-deps.sh
-/// test` (SPEC, Guarantees: Servers).
+/// test` (docs/commands.md, Guarantees).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Flavor {
     /// Debian's redis-server 7.0.15, on PATH.
