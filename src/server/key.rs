@@ -3,6 +3,7 @@
 
 use super::{Arg, Ctx};
 use redis_module::raw;
+use std::cell::Cell;
 use std::os::raw::{c_char, c_int};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -31,6 +32,19 @@ pub struct Key<'c> {
     name: *mut raw::RedisModuleString,
     raw: *mut raw::RedisModuleKey,
     access: Access,
+    /// What the key held when its value was first read: the call's later
+    /// questions (would a write create it, is a rewrite the same length)
+    /// are answered from it instead of reading the value again. Forgotten
+    /// when the key is written.
+    shape: Cell<Option<Shape>>,
+}
+
+/// A value's type and length.
+#[derive(Clone, Copy)]
+enum Shape {
+    Empty,
+    String(usize),
+    Other,
 }
 
 impl<'c> Key<'c> {
@@ -59,10 +73,33 @@ impl<'c> Key<'c> {
             name,
             raw,
             access,
+            shape: Cell::new(None),
         }
     }
 
     pub fn value(&self) -> Value<'_> {
+        let value = self.read();
+        self.shape.set(Some(match value {
+            Value::Empty => Shape::Empty,
+            Value::String(bytes) => Shape::String(bytes.len()),
+            Value::OtherType => Shape::Other,
+        }));
+        value
+    }
+
+    /// The value's type and length, as first read this call.
+    fn shape(&self) -> Shape {
+        match self.shape.get() {
+            Some(shape) => shape,
+            None => match self.value() {
+                Value::Empty => Shape::Empty,
+                Value::String(bytes) => Shape::String(bytes.len()),
+                Value::OtherType => Shape::Other,
+            },
+        }
+    }
+
+    fn read(&self) -> Value<'_> {
         if self.raw.is_null() {
             return Value::Empty;
         }
@@ -93,7 +130,7 @@ impl<'c> Key<'c> {
 
     /// True when the key does not exist (a write would create it).
     pub fn is_empty(&self) -> bool {
-        matches!(self.value(), Value::Empty)
+        matches!(self.shape(), Shape::Empty)
     }
 
     /// Stores `bytes` as the key's string value expiring at `expire_at_ms`
@@ -103,7 +140,7 @@ impl<'c> Key<'c> {
         if !self.writable() {
             return;
         }
-        let same_length = matches!(self.value(), Value::String(old) if old.len() == bytes.len());
+        let same_length = matches!(self.shape(), Shape::String(len) if len == bytes.len());
         if same_length {
             self.patch(&[Patch { at: 0, bytes }]);
         } else {
@@ -128,7 +165,7 @@ impl<'c> Key<'c> {
     }
 
     fn patch(&self, patches: &[Patch<'_>]) {
-        if !matches!(self.value(), Value::String(_)) {
+        if !matches!(self.shape(), Shape::String(_)) {
             return;
         }
         let mut len = 0usize;
@@ -152,6 +189,7 @@ impl<'c> Key<'c> {
     }
 
     fn finish_write(&self, expire_at_ms: Option<u64>) {
+        self.shape.set(None);
         // SAFETY: the key is open for writing.
         unsafe { self.set_expiry(expire_at_ms) };
         self.signal_modified();
@@ -202,12 +240,13 @@ impl<'c> Key<'c> {
                 delete(self.raw);
             }
         }
+        self.shape.set(None);
         self.signal_modified();
     }
 
     /// Milliseconds the key has left, or None when it has no expiry.
     pub fn ttl_ms(&self) -> Option<u64> {
-        if self.raw.is_null() || matches!(self.value(), Value::Empty) {
+        if self.raw.is_null() || self.is_empty() {
             return None;
         }
         // SAFETY: self.raw is an open key handle.
@@ -221,7 +260,7 @@ impl<'c> Key<'c> {
     pub fn expires_at_ms(&self) -> Option<u64> {
         // (Redis 8.2's GetAbsExpire dereferences the value: never ask it of
         // an empty key.)
-        if self.raw.is_null() || matches!(self.value(), Value::Empty) {
+        if self.raw.is_null() || self.is_empty() {
             return None;
         }
         // SAFETY: self.raw is an open key handle; the API pointer is set at
