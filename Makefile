@@ -76,8 +76,8 @@ lint: build-deps
 # (ruff and mypy --strict; tsc --strict) before their tests; the Go
 # package's gofmt and go vet run in `lint`, its go test -race here.
 # The docs' links are checked first (instant); the Docker context last: it
-# rebuilds target/release/librl.so from docker/Dockerfile's files (the same
-# code), so the tests before it use the module `build` made.
+# builds the module from docker/Dockerfile's files in a target dir of its
+# own (target/docker-build), never touching the librl.so the tests load.
 ## everything: lints, docs links, every test on four real servers, Docker context
 test: deps build lint
 	python3 scripts/check-docs.py

@@ -5,8 +5,11 @@ No Docker engine is needed: the script reads the Dockerfile's COPY lines,
 applies .dockerignore as `docker build` does, copies those files into
 target/docker-context (a fixed place, with their modification times, so a
 second run finds cargo's work fresh), and runs the Dockerfile's own
-`cargo build` line there with CARGO_TARGET_DIR at the repository's target/
-(the dependencies are already built there). A workspace member, a source
+`cargo build` line there with a target dir of its own, target/docker-build.
+Not the repository's target/: cargo names a workspace's path packages by
+their place in the workspace, so the copy's `librl` would share the
+checkout's fingerprints and artifacts, and a later `make build` could find
+the checkout "fresh" against the copy's files and keep a stale librl.so. A workspace member, a source
 file or a config file the image lacks fails here, in `make test`, instead
 of in a user's `docker build`.
 
@@ -235,10 +238,10 @@ def main() -> int:
         materialise(workdir, copies, files)
     except Failure as failure:
         print(f"docker context: {failure}")
-        print("docker context: 0 passed, 1 failed")
+        print("docker-context: 0 passed, 1 failed")
         return 1
     copied = sum(1 for p in CONTEXT.rglob("*") if p.is_file())
-    env = dict(os.environ, CARGO_TARGET_DIR=str(ROOT / "target"))
+    env = dict(os.environ, CARGO_TARGET_DIR=str(ROOT / "target" / "docker-build"))
     print(
         f"docker context: {copied} files in {CONTEXT.relative_to(ROOT)}; running {command}",
         flush=True,
@@ -249,12 +252,12 @@ def main() -> int:
         print(
             f"docker context: `{command}` failed from the files docker/Dockerfile copies ({seconds:.0f} s)"
         )
-        print("docker context: 0 passed, 1 failed")
+        print("docker-context: 0 passed, 1 failed")
         return 1
     print(
         f"docker context: the module builds from the files docker/Dockerfile copies ({seconds:.0f} s)"
     )
-    print("docker context: 1 passed, 0 failed")
+    print("docker-context: 1 passed, 0 failed")
     return 0
 
 
