@@ -72,7 +72,7 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub type RequestBody<B> = Either<B, Full<Bytes>>;
 
 /// The body of the response: the service's own, or the middleware's
-/// refusal (429, 503, 400, 413).
+/// refusal (429, 503, 400, 413; empty for a gRPC request's).
 pub type ResponseBody<R> = Either<R, Full<Bytes>>;
 
 impl<S, B, R> Service<Request<B>> for RateLimit<S>
@@ -113,6 +113,7 @@ where
     B::Error: Into<BoxError>,
 {
     let peer = peer_of(&req);
+    let grpc = problem::is_grpc(req.headers());
     let planned = shared.plan(&set, &facts(&req, peer));
     let Some(planned) = planned else {
         let response = inner.call(req.map(Either::Left)).await?;
@@ -125,17 +126,17 @@ where
                 body_len = Some(len);
                 req
             }
-            Err(refusal) => return Ok(respond(problem::refused(&refusal))),
+            Err(refusal) => return Ok(respond(problem::refused(&refusal), grpc)),
         }
     } else {
         req.map(Either::Left)
     };
     let decided = match shared.decide(planned, &facts(&req, peer), body_len).await {
         Ok(decided) => decided,
-        Err(reply) => return Ok(respond(reply)),
+        Err(reply) => return Ok(respond(reply, grpc)),
     };
     let mut response = match &decided.refusal {
-        Some(reply) => respond(reply.clone()),
+        Some(reply) => respond(reply.clone(), grpc),
         None => {
             let response = inner.call(req).await?;
             shared.settle(&decided, response.status().as_u16()).await;
@@ -205,7 +206,18 @@ where
     ))
 }
 
-fn respond<R>(reply: Reply) -> Response<ResponseBody<R>> {
+/// The refusal as a response: the status and body, or for a gRPC request
+/// a trailers-only gRPC response (HTTP 200, no body, `grpc-status` and
+/// `grpc-message` in the headers; docs/http.md, gRPC).
+fn respond<R>(reply: Reply, grpc: bool) -> Response<ResponseBody<R>> {
+    if grpc {
+        let mut response = Response::new(Either::Right(Full::new(Bytes::new())));
+        let headers = response.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static(problem::GRPC));
+        headers.insert("grpc-status", HeaderValue::from(u16::from(reply.grpc_code)));
+        headers.insert("grpc-message", problem::grpc_message(&reply.detail));
+        return response;
+    }
     let mut response = Response::new(Either::Right(Full::new(reply.body)));
     *response.status_mut() = reply.status;
     response

@@ -69,20 +69,23 @@ async fn limits_a_tonic_grpc_server() {
         );
     }
 
-    // The third call is refused by the layer before the service: an HTTP 429
-    // with an RFC 9457 problem body and no grpc-status. tonic's client reads
-    // the body as gRPC frames and fails on its first byte ('{', 123, is not
-    // a compression flag), so the code is Internal, not the Unavailable the
-    // gRPC HTTP-status mapping gives a 429 without a body.
+    // The third call is refused by the layer before the service, the gRPC
+    // way (docs/http.md, gRPC): a trailers-only response whose grpc-status
+    // is RESOURCE_EXHAUSTED and whose grpc-message is the problem's detail.
     let refused = client.check(check()).await.unwrap_err();
-    assert_eq!(refused.code(), Code::Internal, "{refused:?}");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
     assert!(
-        refused.message().contains("invalid compression flag: 123")
-            && refused.message().contains("429"),
+        refused.message().contains("Rate limit \"tonic\"")
+            && refused.message().contains("retry in 60 s"),
         "{refused:?}"
     );
-    // The refusal's headers still reach the client as the status's metadata.
+    // The refusal's rate-limit headers reach the client as the status's
+    // metadata.
     assert_eq!(refused.metadata().get("retry-after").unwrap(), "60");
+    assert_eq!(
+        refused.metadata().get("ratelimit-policy").unwrap(),
+        "\"tonic\";q=2;w=60"
+    );
     assert_eq!(
         refused.metadata().get("ratelimit").unwrap(),
         "\"tonic\";r=0;t=60"
