@@ -113,7 +113,7 @@ where
     B::Error: Into<BoxError>,
 {
     let peer = peer_of(&req);
-    let grpc = problem::is_grpc(req.headers());
+    let grpc = problem::grpc_content_type(req.headers());
     let planned = shared.plan(&set, &facts(&req, peer));
     let Some(planned) = planned else {
         let response = inner.call(req.map(Either::Left)).await?;
@@ -126,17 +126,17 @@ where
                 body_len = Some(len);
                 req
             }
-            Err(refusal) => return Ok(respond(problem::refused(&refusal), grpc)),
+            Err(refusal) => return Ok(respond(problem::refused(&refusal), grpc.as_ref())),
         }
     } else {
         req.map(Either::Left)
     };
     let decided = match shared.decide(planned, &facts(&req, peer), body_len).await {
         Ok(decided) => decided,
-        Err(reply) => return Ok(respond(reply, grpc)),
+        Err(reply) => return Ok(respond(reply, grpc.as_ref())),
     };
     let mut response = match &decided.refusal {
-        Some(reply) => respond(reply.clone(), grpc),
+        Some(reply) => respond(reply.clone(), grpc.as_ref()),
         None => {
             let response = inner.call(req).await?;
             shared.settle(&decided, response.status().as_u16()).await;
@@ -208,12 +208,13 @@ where
 
 /// The refusal as a response: the status and body, or for a gRPC request
 /// a trailers-only gRPC response (HTTP 200, no body, `grpc-status` and
-/// `grpc-message` in the headers; docs/http.md, gRPC).
-fn respond<R>(reply: Reply, grpc: bool) -> Response<ResponseBody<R>> {
-    if grpc {
+/// `grpc-message` in the headers, and the request's own gRPC content type;
+/// docs/http.md, gRPC).
+fn respond<R>(reply: Reply, grpc: Option<&HeaderValue>) -> Response<ResponseBody<R>> {
+    if let Some(content_type) = grpc {
         let mut response = Response::new(Either::Right(Full::new(Bytes::new())));
         let headers = response.headers_mut();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static(problem::GRPC));
+        headers.insert(CONTENT_TYPE, content_type.clone());
         headers.insert("grpc-status", HeaderValue::from(u16::from(reply.grpc_code)));
         headers.insert("grpc-message", problem::grpc_message(&reply.detail));
         return response;

@@ -33,12 +33,14 @@ pub struct Reply {
     pub detail: String,
 }
 
-/// A gRPC request: its Content-Type is `application/grpc` or
-/// `application/grpc+<format>` (`;` parameters allowed).
-pub fn is_grpc(headers: &HeaderMap) -> bool {
+/// A gRPC request's Content-Type (`application/grpc`, `application/grpc+<format>`
+/// or gRPC-Web's `application/grpc-web...`), which its refusal echoes so a
+/// gRPC-Web client reads it as its own; `None` for any other request.
+pub fn grpc_content_type(headers: &HeaderMap) -> Option<HeaderValue> {
     headers
         .get(http::header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(GRPC.as_bytes()))
+        .filter(|v| v.as_bytes().starts_with(GRPC.as_bytes()))
+        .cloned()
 }
 
 /// `grpc-message`'s encoding: bytes outside 0x20..=0x7E, and `%`, as
@@ -231,7 +233,7 @@ mod tests {
     #[test]
     fn grpc_requests_by_content_type() {
         let mut h = HeaderMap::new();
-        assert!(!is_grpc(&h));
+        assert_eq!(grpc_content_type(&h), None);
         for (ct, grpc) in [
             ("application/grpc", true),
             ("application/grpc+proto", true),
@@ -240,7 +242,8 @@ mod tests {
             ("application/problem+json", false),
         ] {
             h.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(ct));
-            assert_eq!(is_grpc(&h), grpc, "{ct}");
+            let echoed = grpc.then(|| HeaderValue::from_static(ct));
+            assert_eq!(grpc_content_type(&h), echoed, "{ct}");
         }
     }
 }
