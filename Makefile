@@ -63,7 +63,7 @@ run: build
 	@echo "librl: redis-server on 127.0.0.1:$(PORT) with librl loaded; try: redis-cli RL.FIXED user:42 10 60"
 	exec redis-server --bind 127.0.0.1 --port $(PORT) --save "" --appendonly no --loadmodule $(MODULE)
 
-## cargo fmt --check and clippy -D warnings: workspace, axum example, bench crates
+## fmt and clippy -D warnings (workspace, bench crates); gofmt and go vet (Go package)
 lint: build-deps
 	cargo fmt --all --check
 	cargo clippy --locked --workspace --all-targets -- -D warnings
@@ -87,11 +87,10 @@ test: deps build lint
 	clients/go/check.sh test
 	python3 scripts/check-docker-context.py
 
-## remove target/, .deps/, dist/ and the axum example's target/
+## remove target/, .deps/ and dist/
 clean:
 	cargo clean
 	rm -rf .deps dist
-	rm -rf examples/axum/target
 
 # `make bench`: librl against the floor of the module API (bench/floor),
 # redis-cell's CL.THROTTLE, INCR and the Lua scripts it replaces, side by
