@@ -30,6 +30,12 @@ fn primary_and_replica(flavor: Flavor) -> (Server, Server) {
     wait_until("the replication link", Duration::from_secs(30), || {
         info_field(&mut rcon, "replication", "master_link_status").as_deref() == Some("up")
     });
+    // WAIT counts only replicas the primary sees online: until then a
+    // durable call would wait out its whole timeout.
+    let mut pcon = primary.conn();
+    wait_until("the replica online", Duration::from_secs(30), || {
+        info_field(&mut pcon, "replication", "slave0").is_some_and(|s| s.contains("state=online"))
+    });
     (primary, replica)
 }
 
@@ -71,7 +77,10 @@ async fn the_async_limiter_waits_on_its_own_connection() {
         let (primary, replica) = primary_and_replica(flavor);
         let mut rcon = replica.conn();
         let client = redis::Client::open(primary.url()).unwrap();
-        let con = client.get_multiplexed_async_connection().await.unwrap();
+        let mut con = client.get_multiplexed_async_connection().await.unwrap();
+        // A WAIT may take up to the durability timeout (2 s), longer than
+        // redis-rs's default response timeout (500 ms).
+        con.set_response_timeout(Duration::from_secs(5));
         let limiter = AsyncLimiter::new(con)
             .durable(1, Duration::from_secs(2))
             .unwrap();
