@@ -404,6 +404,32 @@ func (c *Cluster) MoveSlot(slot int, target *Server) {
 	for _, n := range append([]*Server{target, source}, c.others(source, target)...) {
 		must(c.t, n.Client().Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", targetID).Err())
 	}
+	// Return only once every node names the target as the owner: a node
+	// still catching up through gossip would bounce a call between owners
+	// until go-redis runs out of redirects and returns the MOVED.
+	deadline := time.Now().Add(10 * time.Second)
+	for _, n := range c.Nodes {
+		for ownerSeenBy(ctx, n, slot) != target.Addr() {
+			if time.Now().After(deadline) {
+				c.t.Fatalf("slot %d: %s still names %s as its owner", slot, n.Addr(), ownerSeenBy(ctx, n, slot))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// ownerSeenBy is the address node n's CLUSTER SLOTS gives for slot ("" if none).
+func ownerSeenBy(ctx context.Context, n *Server, slot int) string {
+	slots, err := n.Client().ClusterSlots(ctx).Result()
+	if err != nil {
+		return ""
+	}
+	for _, s := range slots {
+		if int(s.Start) <= slot && slot <= int(s.End) && len(s.Nodes) > 0 {
+			return s.Nodes[0].Addr
+		}
+	}
+	return ""
 }
 
 func (c *Cluster) others(a, b *Server) []*Server {
