@@ -342,7 +342,9 @@ fn an_expired_override_falls_back_to_the_calls_own_values() {
             .unwrap();
         assert_eq!(set, Value::Okay);
         assert_eq!(got[..3], [2, 3_600_000, 0]);
-        assert!((1..=60).contains(&got[3]), "{got:?}");
+        // The server's command-time snapshot and the module's clock can each
+        // be a millisecond ahead (Valkey 8 read 61 here once), as for PTTL.
+        assert!((1..=61).contains(&got[3]), "{got:?}");
         assert_eq!(fixed, [1, 1, 0, 2, 1, 3_600_000]);
         assert_eq!(token[3], 2);
         wait_until("the override to expire", || get(con, "o").is_none());
