@@ -90,72 +90,6 @@ def _tail(argv: List[Arg], block: object, override: object) -> None:
         argv += ("OVERRIDE", check_key("override", override))
 
 
-def fixed_args(
-    key: object,
-    limit: object,
-    window: object,
-    aligned: object,
-    cost: object,
-    refund: object,
-    block: object,
-    override: object,
-) -> List[Arg]:
-    argv = _head(key, "limit", limit, window)
-    if aligned:
-        argv.append("ALIGNED")
-    if cost != 1 or refund is not None or type(cost) is not int:
-        _cost_refund(argv, cost, refund)
-    if block is not None or override is not None:
-        _tail(argv, block, override)
-    return argv
-
-
-def sliding_args(
-    key: object,
-    limit: object,
-    window: object,
-    approx: object,
-    cost: object,
-    refund: object,
-    block: object,
-    override: object,
-) -> List[Arg]:
-    argv = _head(key, "limit", limit, window)
-    if approx:
-        argv.append("APPROX")
-    if cost != 1 or refund is not None or type(cost) is not int:
-        _cost_refund(argv, cost, refund)
-    if block is not None or override is not None:
-        _tail(argv, block, override)
-    return argv
-
-
-def token_args(
-    key: object,
-    rate: object,
-    window: object,
-    burst: object,
-    cost: object,
-    refund: object,
-    reserve: object,
-    wait: object,
-    block: object,
-    override: object,
-) -> List[Arg]:
-    argv = _head(key, "rate", rate, window)
-    if burst is not None:
-        argv += ("BURST", check_int("burst", burst))
-    _cost_refund(argv, cost, refund)
-    if reserve is not None:
-        if wait is not None:
-            raise ValueError("reserve and wait are mutually exclusive: pass one of them")
-        argv += ("RESERVE", duration("reserve", reserve, zero=True))
-    elif wait is not None:
-        argv += ("WAIT", duration("wait", wait, zero=True))
-    _tail(argv, block, override)
-    return argv
-
-
 class Clause:
     """One limit of an RL.ALL call: build it with Fixed, Sliding or Token."""
 
@@ -191,7 +125,30 @@ class Clause:
     def __hash__(self) -> int:
         return hash(self._args)
 
-    def _init(self, argv: List[Arg], refund: object, override: object) -> None:
+    def _init(
+        self,
+        argv: List[Arg],
+        cost: object,
+        refund: object,
+        block: object,
+        override: object,
+        reserve: object = None,
+        wait: object = None,
+    ) -> None:
+        """``argv``: the key, limit, window and the algorithm's own options;
+        then COST or REFUND, RESERVE or WAIT (TOKEN only), BLOCK and
+        OVERRIDE, in the order the commands take them."""
+        # The common call (cost 1, no other option) skips the checks.
+        if cost != 1 or refund is not None or type(cost) is not int:
+            _cost_refund(argv, cost, refund)
+        if reserve is not None:
+            if wait is not None:
+                raise ValueError("reserve and wait are mutually exclusive: pass one of them")
+            argv += ("RESERVE", duration("reserve", reserve, zero=True))
+        elif wait is not None:
+            argv += ("WAIT", duration("wait", wait, zero=True))
+        if block is not None or override is not None:
+            _tail(argv, block, override)
         self.key = argv[0]  # type: ignore[assignment]
         self.override = override  # type: ignore[assignment]
         self.refund = refund is not None
@@ -217,8 +174,10 @@ class Fixed(Clause):
         block: Optional[Duration] = None,
         override: Optional[KeyT] = None,
     ) -> None:
-        argv = fixed_args(key, limit, window, aligned, cost, refund, block, override)
-        self._init(argv, refund, override)
+        argv = _head(key, "limit", limit, window)
+        if aligned:
+            argv.append("ALIGNED")
+        self._init(argv, cost, refund, block, override)
 
 
 class Sliding(Clause):
@@ -239,8 +198,10 @@ class Sliding(Clause):
         block: Optional[Duration] = None,
         override: Optional[KeyT] = None,
     ) -> None:
-        argv = sliding_args(key, limit, window, approx, cost, refund, block, override)
-        self._init(argv, refund, override)
+        argv = _head(key, "limit", limit, window)
+        if approx:
+            argv.append("APPROX")
+        self._init(argv, cost, refund, block, override)
 
 
 class Token(Clause):
@@ -264,8 +225,10 @@ class Token(Clause):
         block: Optional[Duration] = None,
         override: Optional[KeyT] = None,
     ) -> None:
-        argv = token_args(key, rate, window, burst, cost, refund, reserve, wait, block, override)
-        self._init(argv, refund, override)
+        argv = _head(key, "rate", rate, window)
+        if burst is not None:
+            argv += ("BURST", check_int("burst", burst))
+        self._init(argv, cost, refund, block, override, reserve, wait)
 
 
 def all_args(clauses: Tuple[Clause, ...], peek: bool) -> List[Arg]:

@@ -33,6 +33,7 @@ from redis.exceptions import (
     ClusterDownError,
     ConnectionError,
     RedisClusterException,
+    ResponseError,
     SlotNotCoveredError,
     TimeoutError,
 )
@@ -48,6 +49,24 @@ RETRY_ERRORS: Tuple[type[Exception], ...] = (
     ClusterDownError,
     SlotNotCoveredError,
 )
+
+#: What a cluster send retries: RedisCluster's own retries, and a MOVED or
+#: ASK read off WAIT's raw connection.
+RETRY_OR_REDIRECT: Tuple[type[Exception], ...] = (*RETRY_ERRORS, ResponseError)
+
+
+def reload_or_raise(error: Exception, attempt: int, retries: int) -> bool:
+    """After a cluster send's ``attempt``-th try (from 1) failed with
+    ``error``, one of RETRY_OR_REDIRECT: raises it when it is final (a reply
+    other than MOVED or ASK, or no retry left); else tells whether the slot
+    map is stale and must be reloaded before the next try. redis-py reloads
+    it itself on a connection error or CLUSTERDOWN; a slot missing from the
+    map, or a redirection read off WAIT's raw connection, means it is
+    stale."""
+    redirected = str(error).startswith(("MOVED ", "ASK "))
+    if (isinstance(error, ResponseError) and not redirected) or attempt > retries:
+        raise error
+    return isinstance(error, (SlotNotCoveredError, ResponseError))
 
 
 def retries(client: Any) -> int:

@@ -3,21 +3,38 @@
 Each command is a generator. It checks its arguments, builds the command
 line, yields a ``Send`` for every round trip it needs, gets the raw reply
 sent back in, and returns the parsed result; the denial cache, cluster slot
-checks, grouping by slot and the durability check live here, once. A driver
-(``Limiter._run`` or ``AsyncLimiter._run``) only performs the sends: with
-redis-py's blocking client or with redis.asyncio. An error of a send is
-thrown into the generator, so its ``finally`` clauses run as in plain code.
+checks, grouping by slot and the durability check live here, once. The
+public methods are written here too, signatures and docstrings: Limiter and
+AsyncLimiter take each of them as it is (``_sync.blocking``,
+``_async.awaited``) and only perform the sends, with redis-py's blocking
+client or with redis.asyncio. An error of a send is thrown into the
+generator, so its ``finally`` clauses run as in plain code.
 """
 
 from __future__ import annotations
 
 from time import monotonic
-from typing import Any, Callable, Dict, Generator, List, Optional, Sequence, Tuple, TypeVar
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Generator,
+    Generic,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+    TypeVar,
+    Union,
+)
+
+from redis.exceptions import ResponseError
 
 from . import _args
-from ._args import Arg, Clause
+from ._args import Arg, Clause, Duration, Fixed, Sliding, Token
 from ._cache import DenialCache
-from ._cluster import one_slot
+from ._cluster import one_slot, retries
 from ._types import (
     AllDecision,
     Decision,
@@ -31,8 +48,13 @@ from ._types import (
     parse_override,
 )
 
+if TYPE_CHECKING:
+    from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
+    from redis.cluster import ClusterNode
+
 T = TypeVar("T")
 R = TypeVar("R", Decision, AllDecision)
+ClientT = TypeVar("ClientT")
 
 
 class Send:
@@ -58,6 +80,49 @@ class Send:
 
 #: A command: yields sends, receives their replies, returns the result.
 Command = Generator[Send, Any, T]
+
+
+class Done:
+    """What ``step`` returns once the generator has returned ``value``."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def step(
+    steps: Generator[Any, Any, Any], reply: Any = None, error: Optional[BaseException] = None
+) -> Any:
+    """Resumes a generator of operations (a command's sends, or a
+    connection's calls) with the last operation's ``reply`` or ``error``
+    (neither: its start); returns its next operation, or ``Done``. The
+    drivers' loops, sync and async, are this plus their I/O."""
+    try:
+        return steps.send(reply) if error is None else steps.throw(error)
+    except StopIteration as done:
+        return Done(done.value)
+
+
+def with_wait(
+    conn: Any, argv: List[Arg], wait: Tuple[int, int]
+) -> Generator[Callable[[], Any], Any, Tuple[Any, Any]]:
+    """``argv`` then ``WAIT`` on one connection (WAIT counts the replicas
+    that have this connection's writes), in one round trip. Each operation
+    is one call of the connection, made (and, by redis.asyncio, awaited) by
+    the driver."""
+    try:
+        yield lambda: conn.send_packed_command(conn.pack_commands([argv, ("WAIT", *wait)]))
+        try:
+            reply = yield conn.read_response
+        except ResponseError:
+            yield conn.read_response  # WAIT's reply, so the connection stays in step
+            raise
+        return reply, (yield conn.read_response)
+    except BaseException as e:
+        if not isinstance(e, (ResponseError, GeneratorExit)):
+            yield conn.disconnect  # a half-read connection goes back empty
+        raise
 
 
 def check_durable(durable: object) -> Optional[Tuple[int, int]]:
@@ -102,54 +167,77 @@ class Commands:
 
     def fixed(
         self,
-        key: object,
-        limit: object,
-        window: object,
-        aligned: object,
-        cost: object,
-        refund: object,
-        block: object,
-        override: object,
-        peek: bool,
+        key: KeyT,
+        limit: int,
+        window: Duration,
+        *,
+        aligned: bool = False,
+        cost: int = 1,
+        refund: Optional[int] = None,
+        block: Optional[Duration] = None,
+        override: Optional[KeyT] = None,
+        peek: bool = False,
     ) -> Command[Decision]:
-        argv = _args.fixed_args(key, limit, window, aligned, cost, refund, block, override)
-        return self._one("RL.FIXED", argv, override, refund is not None, peek)
+        """``RL.FIXED``: a fixed window of ``limit`` units per ``window``.
+        ``cost=0`` reads the limiter without counting."""
+        clause = Fixed(
+            key, limit, window, aligned=aligned, cost=cost, refund=refund, block=block,
+            override=override,
+        )  # fmt: skip
+        return self._one(clause, peek)
 
     def sliding(
         self,
-        key: object,
-        limit: object,
-        window: object,
-        approx: object,
-        cost: object,
-        refund: object,
-        block: object,
-        override: object,
-        peek: bool,
+        key: KeyT,
+        limit: int,
+        window: Duration,
+        *,
+        approx: bool = False,
+        cost: int = 1,
+        refund: Optional[int] = None,
+        block: Optional[Duration] = None,
+        override: Optional[KeyT] = None,
+        peek: bool = False,
     ) -> Command[Decision]:
-        argv = _args.sliding_args(key, limit, window, approx, cost, refund, block, override)
-        return self._one("RL.SLIDING", argv, override, refund is not None, peek)
+        """``RL.SLIDING``: an exact sliding log, or the weighted two-window
+        counter with ``approx=True``."""
+        clause = Sliding(
+            key, limit, window, approx=approx, cost=cost, refund=refund, block=block,
+            override=override,
+        )  # fmt: skip
+        return self._one(clause, peek)
 
     def token(
         self,
-        key: object,
-        rate: object,
-        window: object,
-        burst: object,
-        cost: object,
-        refund: object,
-        reserve: object,
-        wait: object,
-        block: object,
-        override: object,
-        peek: bool,
+        key: KeyT,
+        rate: int,
+        window: Duration,
+        *,
+        burst: Optional[int] = None,
+        cost: int = 1,
+        refund: Optional[int] = None,
+        reserve: Optional[Duration] = None,
+        wait: Optional[Duration] = None,
+        block: Optional[Duration] = None,
+        override: Optional[KeyT] = None,
+        peek: bool = False,
     ) -> Command[Decision]:
-        argv = _args.token_args(
-            key, rate, window, burst, cost, refund, reserve, wait, block, override
-        )
-        return self._one("RL.TOKEN", argv, override, refund is not None, peek)
+        """``RL.TOKEN``: a bucket of ``burst`` tokens (default ``rate``)
+        refilled at ``rate`` per ``window``. With ``wait``, the server holds
+        the reply until the reserved time: give the client a socket timeout
+        longer than ``wait``."""
+        clause = Token(
+            key, rate, window, burst=burst, cost=cost, refund=refund, reserve=reserve,
+            wait=wait, block=block, override=override,
+        )  # fmt: skip
+        return self._one(clause, peek)
 
-    def all(self, clauses: Tuple[Clause, ...], peek: bool) -> Command[AllDecision]:
+    def all(self, *clauses: Clause, peek: bool = False) -> Command[AllDecision]:
+        """``RL.ALL``: every clause admits the call, and records it, or none does.
+
+        In a cluster all keys and override keys must hash to one slot (use a
+        hash tag); otherwise RedisClusterException is raised before sending.
+        """
         argv = _args.all_args(clauses, peek)
         keys = [k for clause in clauses for k in clause.keys()]
         if self.cluster:
@@ -158,18 +246,17 @@ class Commands:
         reads = peek or all(clause.reads for clause in clauses)
         return self._decide(argv, clauses[0].key, keys, refund, reads, parse_all)
 
-    def _one(
-        self, command: str, argv: List[Arg], override: object, refund: bool, peek: bool
-    ) -> Command[Decision]:
-        key: KeyT = argv[0]  # type: ignore[assignment]
-        argv.insert(0, command)
+    def _one(self, clause: Clause, peek: bool) -> Command[Decision]:
+        """A single limiter: its clause's words after the command's name."""
+        command = f"RL.{clause.name}"
+        argv: List[Arg] = [command, *clause.args()[1:]]
         if peek:
             argv.append("PEEK")
-        keys: Sequence[KeyT] = (key,) if override is None else (key, override)  # type: ignore[assignment]
-        if override is not None and self.cluster:
+        keys = clause.keys()
+        if clause.override is not None and self.cluster:
             one_slot(self.client, command, keys)
-        reads = peek or _args.reads_only(argv, 4)  # after the command's name
-        return self._decide(argv, key, keys, refund, reads, parse_decision)
+        reads = peek or clause.reads
+        return self._decide(argv, clause.key, keys, clause.refund, reads, parse_decision)
 
     def _decide(
         self,
@@ -214,37 +301,63 @@ class Commands:
     # -- overrides ------------------------------------------------------------
 
     def override_set(
-        self, okey: object, limit: object, window: object, burst: object, ttl: object
+        self,
+        okey: KeyT,
+        limit: int,
+        window: Duration,
+        *,
+        burst: Optional[int] = None,
+        ttl: Optional[Duration] = None,
     ) -> Command[None]:
+        """``RL.OVERRIDE SET``: store an override at ``okey`` (replacing any)."""
         argv = _args.override_set_args(okey, limit, window, burst, ttl)
-        try:
-            yield from self._write(argv[2], argv, _ignore)  # type: ignore[arg-type]
-        finally:
-            if self.cache is not None:
-                self.cache.clear()
+        return self._clearing(self._write(argv[2], argv, _ignore))  # type: ignore[arg-type]
 
-    def override_get(self, okey: object) -> Command[Optional[Override]]:
+    def override_get(self, okey: KeyT) -> Command[Optional[Override]]:
+        """``RL.OVERRIDE GET``: the override at ``okey``, or None."""
         checked = _args.check_key("okey", okey)
         return parse_override((yield Send(checked, ["RL.OVERRIDE", "GET", checked])))
 
-    def override_delete(self, okeys: Tuple[object, ...]) -> Command[int]:
-        """In a cluster the keys are grouped by slot, one command per slot."""
+    def override_delete(self, *okeys: KeyT) -> Command[int]:
+        """``RL.OVERRIDE DEL``: delete overrides, return how many existed.
+
+        In a cluster the keys are grouped by slot, one command per slot (each
+        group all-or-nothing on WRONGTYPE, as the command is).
+        """
         if not okeys:
             raise ValueError("override_delete() needs at least one okey")
         checked = [_args.check_key("okey", k) for k in okeys]
         groups = self._by_slot(checked) if self.cluster else [checked]
+        return self._clearing(self._delete(groups))
+
+    def _delete(self, groups: List[List[KeyT]]) -> Command[int]:
         deleted = 0
+        for group in groups:
+            deleted += yield from self._write(group[0], ["RL.OVERRIDE", "DEL", *group], int)
+        return deleted
+
+    def _clearing(self, command: Command[T]) -> Command[T]:
+        """``command``, then the denial cache cleared, whatever it raised:
+        a denial cached under the old override must not outlive it."""
         try:
-            for group in groups:
-                deleted += yield from self._write(group[0], ["RL.OVERRIDE", "DEL", *group], int)
-            return deleted
+            return (yield from command)
         finally:
-            if self.cache is not None:
-                self.cache.clear()
+            self.clear_cache()
 
     def override_list(
-        self, cursor: object, match: object, count: object, node: Any
+        self,
+        cursor: int = 0,
+        *,
+        match: Optional[KeyT] = None,
+        count: Optional[int] = None,
+        node: Optional[Union[ClusterNode, AsyncClusterNode]] = None,
     ) -> Command[Tuple[int, List[OverrideEntry]]]:
+        """``RL.OVERRIDE LIST``: one step of SCAN over one server's overrides.
+
+        With a RedisCluster, pass the ``node`` to list (one of
+        ``client.get_primaries()``): cursors belong to a node. To list every
+        override of a cluster, use ``override_scan_iter()``.
+        """
         argv = _args.override_list_args(cursor, match, count)
         if self.cluster and node is None:
             raise ValueError(
@@ -269,3 +382,47 @@ class Commands:
 
 def _ignore(reply: Any) -> None:
     return None
+
+
+class Limiting(Generic[ClientT]):
+    """What Limiter and AsyncLimiter share: the checks of their options, the
+    commands, and the state their sends keep; they add the sends."""
+
+    #: The client classes this driver takes, and its cluster client class.
+    _clients: Tuple[type, ...] = ()
+    _cluster_client: type = type(None)
+
+    def __init__(
+        self,
+        client: ClientT,
+        *,
+        denial_cache: bool = False,
+        denial_cache_size: int = 10_000,
+        durable: Optional[Tuple[int, int]] = None,
+    ) -> None:
+        self._check_client(client)
+        self._client: Any = client
+        self._cluster = isinstance(client, self._cluster_client)
+        cache = DenialCache(denial_cache_size) if denial_cache else None
+        self._commands = Commands(client, self._cluster, cache, check_durable(durable))
+        #: redis-py's commands table as last hinted (see _cluster).
+        self._hinted: Any = None
+        self._retries = retries(client) if self._cluster else 0
+
+    def _check_client(self, client: object) -> None:
+        """Raises TypeError for a client this driver cannot send through."""
+        raise NotImplementedError
+
+    @property
+    def client(self) -> ClientT:
+        """The redis-py client this limiter sends through."""
+        return self._client  # type: ignore[no-any-return]
+
+    def clear_denial_cache(self) -> None:
+        """Forget every cached denial (no-op without the denial cache)."""
+        self._commands.clear_cache()
+
+    def _primaries(self) -> List[Any]:
+        """The nodes override_scan_iter lists: every primary of a cluster,
+        or None, the one server."""
+        return self._client.get_primaries() if self._cluster else [None]
