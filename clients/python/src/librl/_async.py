@@ -1,19 +1,17 @@
 """AsyncLimiter: librl over redis.asyncio's Redis and RedisCluster.
 
-The commands, with their signatures and docstrings, are _commands.Commands,
-as Limiter's; this file performs their sends with redis.asyncio.
+The commands and the public methods are _commands and _limiting's, as
+Limiter's; this file performs their sends with redis.asyncio.
 """
 
 from __future__ import annotations
 
 import functools
 from typing import (
-    TYPE_CHECKING,
     Any,
     AsyncIterator,
     Awaitable,
     Callable,
-    Coroutine,
     Generator,
     Optional,
     Union,
@@ -23,27 +21,9 @@ from redis.asyncio.client import Pipeline, Redis
 from redis.asyncio.cluster import RedisCluster
 
 from ._cluster import RETRY_OR_REDIRECT, hint_key_positions, reload_or_raise
-from ._commands import Command, Commands, Done, Limiting, Send, T, step, with_wait
+from ._commands import Done, Send, T, step, with_wait
+from ._limiting import CommandFunction, Limiting, P
 from ._types import KeyT, OverrideEntry
-
-if TYPE_CHECKING:
-    from typing_extensions import Concatenate, ParamSpec
-
-    P = ParamSpec("P")
-
-
-def awaited(
-    command: Callable[Concatenate[Commands, P], Command[T]],
-) -> Callable[Concatenate[AsyncLimiter, P], Coroutine[Any, Any, T]]:
-    """AsyncLimiter's method for a command of Commands: its signature and
-    docstring, awaited, its sends performed with redis.asyncio."""
-
-    @functools.wraps(command)
-    async def method(self: AsyncLimiter, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return await drive(command(self._commands, *args, **kwargs), self._send)
-
-    method.__qualname__ = f"AsyncLimiter.{command.__name__}"
-    return method
 
 
 async def drive(steps: Generator[Any, Any, T], perform: Callable[[Any], Awaitable[Any]]) -> T:
@@ -71,6 +51,15 @@ class AsyncLimiter(Limiting[Union[Redis, RedisCluster]]):
 
     _cluster_client = RedisCluster
 
+    @staticmethod
+    def _method(command: CommandFunction[P, T]) -> Callable[..., Any]:
+        @functools.wraps(command)
+        async def method(self: AsyncLimiter, /, *args: P.args, **kwargs: P.kwargs) -> T:
+            return await drive(command(self._commands, *args, **kwargs), self._send)
+
+        method.__qualname__ = f"AsyncLimiter.{command.__name__}"
+        return method
+
     def _check_client(self, client: object) -> None:
         if not isinstance(client, (Redis, RedisCluster)) or isinstance(client, Pipeline):
             raise TypeError(
@@ -79,15 +68,6 @@ class AsyncLimiter(Limiting[Union[Redis, RedisCluster]]):
                 "synchronous clients; pipelines are not supported: RL.ALL checks several "
                 "limits in one call)"
             )
-
-    fixed = awaited(Commands.fixed)
-    sliding = awaited(Commands.sliding)
-    token = awaited(Commands.token)
-    all = awaited(Commands.all)
-    override_set = awaited(Commands.override_set)
-    override_get = awaited(Commands.override_get)
-    override_delete = awaited(Commands.override_delete)
-    override_list = awaited(Commands.override_list)
 
     async def override_scan_iter(
         self, *, match: Optional[KeyT] = None, count: Optional[int] = None

@@ -4,11 +4,11 @@ Each command is a generator. It checks its arguments, builds the command
 line, yields a ``Send`` for every round trip it needs, gets the raw reply
 sent back in, and returns the parsed result; the denial cache, cluster slot
 checks, grouping by slot and the durability check live here, once. The
-public methods are written here too, signatures and docstrings: Limiter and
-AsyncLimiter take each of them as it is (``_sync.blocking``,
-``_async.awaited``) and only perform the sends, with redis-py's blocking
-client or with redis.asyncio. An error of a send is thrown into the
-generator, so its ``finally`` clauses run as in plain code.
+public methods' signatures and docstrings are written here too: both
+limiters expose each command as it is (_limiting.Method). A driver
+(``_sync.drive`` or ``_async.drive``) only performs the sends: with
+redis-py's blocking client or with redis.asyncio. An error of a send is
+thrown into the generator, so its ``finally`` clauses run as in plain code.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from typing import (
     Callable,
     Dict,
     Generator,
-    Generic,
     List,
     Optional,
     Sequence,
@@ -34,7 +33,7 @@ from redis.exceptions import ResponseError
 from . import _args
 from ._args import Arg, Clause, Duration, Fixed, Sliding, Token
 from ._cache import DenialCache
-from ._cluster import one_slot, retries
+from ._cluster import one_slot
 from ._types import (
     AllDecision,
     Decision,
@@ -54,7 +53,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 R = TypeVar("R", Decision, AllDecision)
-ClientT = TypeVar("ClientT")
 
 
 class Send:
@@ -382,47 +380,3 @@ class Commands:
 
 def _ignore(reply: Any) -> None:
     return None
-
-
-class Limiting(Generic[ClientT]):
-    """What Limiter and AsyncLimiter share: the checks of their options, the
-    commands, and the state their sends keep; they add the sends."""
-
-    #: The client classes this driver takes, and its cluster client class.
-    _clients: Tuple[type, ...] = ()
-    _cluster_client: type = type(None)
-
-    def __init__(
-        self,
-        client: ClientT,
-        *,
-        denial_cache: bool = False,
-        denial_cache_size: int = 10_000,
-        durable: Optional[Tuple[int, int]] = None,
-    ) -> None:
-        self._check_client(client)
-        self._client: Any = client
-        self._cluster = isinstance(client, self._cluster_client)
-        cache = DenialCache(denial_cache_size) if denial_cache else None
-        self._commands = Commands(client, self._cluster, cache, check_durable(durable))
-        #: redis-py's commands table as last hinted (see _cluster).
-        self._hinted: Any = None
-        self._retries = retries(client) if self._cluster else 0
-
-    def _check_client(self, client: object) -> None:
-        """Raises TypeError for a client this driver cannot send through."""
-        raise NotImplementedError
-
-    @property
-    def client(self) -> ClientT:
-        """The redis-py client this limiter sends through."""
-        return self._client  # type: ignore[no-any-return]
-
-    def clear_denial_cache(self) -> None:
-        """Forget every cached denial (no-op without the denial cache)."""
-        self._commands.clear_cache()
-
-    def _primaries(self) -> List[Any]:
-        """The nodes override_scan_iter lists: every primary of a cluster,
-        or None, the one server."""
-        return self._client.get_primaries() if self._cluster else [None]

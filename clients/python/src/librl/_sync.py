@@ -1,44 +1,26 @@
 """Limiter: librl over redis-py's Redis and RedisCluster.
 
-The commands, with their signatures and docstrings, are _commands.Commands;
-this file performs their sends with the blocking client.
+The commands and the public methods are _commands and _limiting's; this
+file performs their sends with the blocking client.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Callable, Generator, Iterator, Optional, Union
+from typing import Any, Callable, Generator, Iterator, Optional, Union
 
 from redis.client import Pipeline, Redis
 from redis.cluster import ClusterPipeline, RedisCluster
 
 from ._cluster import RETRY_OR_REDIRECT, hint_key_positions, reload_or_raise
-from ._commands import Command, Commands, Done, Limiting, Send, T, step, with_wait
+from ._commands import Done, Send, T, step, with_wait
+from ._limiting import CommandFunction, Limiting, P
 from ._types import KeyT, OverrideEntry
-
-if TYPE_CHECKING:
-    from typing_extensions import Concatenate, ParamSpec
-
-    P = ParamSpec("P")
 
 
 def _is_async(client: object) -> bool:
     module = type(client).__module__
     return module.startswith("redis.asyncio")
-
-
-def blocking(
-    command: Callable[Concatenate[Commands, P], Command[T]],
-) -> Callable[Concatenate[Limiter, P], T]:
-    """Limiter's method for a command of Commands: its signature and
-    docstring, its sends performed with the blocking client."""
-
-    @functools.wraps(command)
-    def method(self: Limiter, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return drive(command(self._commands, *args, **kwargs), self._send)
-
-    method.__qualname__ = f"Limiter.{command.__name__}"
-    return method
 
 
 def drive(steps: Generator[Any, Any, T], perform: Callable[[Any], Any]) -> T:
@@ -78,6 +60,15 @@ class Limiter(Limiting[Union[Redis, RedisCluster]]):
 
     _cluster_client = RedisCluster
 
+    @staticmethod
+    def _method(command: CommandFunction[P, T]) -> Callable[..., Any]:
+        @functools.wraps(command)
+        def method(self: Limiter, /, *args: P.args, **kwargs: P.kwargs) -> T:
+            return drive(command(self._commands, *args, **kwargs), self._send)
+
+        method.__qualname__ = f"Limiter.{command.__name__}"
+        return method
+
     def _check_client(self, client: object) -> None:
         if _is_async(client):
             raise TypeError("this is an asyncio client: use librl.AsyncLimiter")
@@ -88,15 +79,6 @@ class Limiter(Limiting[Union[Redis, RedisCluster]]):
                 f"Limiter needs a redis.Redis or redis.RedisCluster, not {type(client).__name__}"
                 " (pipelines are not supported: RL.ALL checks several limits in one call)"
             )
-
-    fixed = blocking(Commands.fixed)
-    sliding = blocking(Commands.sliding)
-    token = blocking(Commands.token)
-    all = blocking(Commands.all)
-    override_set = blocking(Commands.override_set)
-    override_get = blocking(Commands.override_get)
-    override_delete = blocking(Commands.override_delete)
-    override_list = blocking(Commands.override_list)
 
     def override_scan_iter(
         self, *, match: Optional[KeyT] = None, count: Optional[int] = None
