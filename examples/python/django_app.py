@@ -4,12 +4,11 @@ X-Conformance-Status), behind librl's middleware configured by
 ``settings.LIBRL``; X-Conformance-User authenticates a user the way an
 authentication middleware does (``request.user``). Served by waitress.
 
-    LIBRL_POLICIES=policies.yaml PORT=8080 python django_app.py
+    LIBRL_POLICIES=policies.yaml PORT=8080 python serve.py django
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any, Callable, Optional
 
 import django
@@ -81,15 +80,3 @@ def make_app(
         "on_decision": on_decision,
     }
     return WSGIHandler()  # builds the middleware: a bad configuration fails here
-
-
-if __name__ == "__main__":
-    import waitress
-
-    waitress.serve(
-        make_app(os.environ["LIBRL_POLICIES"]),
-        host=os.environ.get("HOST", "127.0.0.1"),
-        port=int(os.environ.get("PORT", "8080")),
-        # librl reads X-Forwarded-For itself, from its trusted_proxies only.
-        clear_untrusted_proxy_headers=False,
-    )

@@ -3,12 +3,11 @@ every path and method answers ``ok`` (status from X-Conformance-Status),
 behind librl's middleware; X-Conformance-User authenticates a user the
 Starlette way (AuthenticationMiddleware puts it in scope["user"]).
 
-    LIBRL_POLICIES=policies.yaml PORT=8080 python fastapi_app.py
+    LIBRL_POLICIES=policies.yaml PORT=8080 python serve.py fastapi
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any, Optional, Tuple
 
 from fastapi import FastAPI, Request
@@ -47,15 +46,3 @@ def make_app(
         return PlainTextResponse("ok", status_code=status)
 
     return app
-
-
-if __name__ == "__main__":
-    import uvicorn
-
-    uvicorn.run(
-        make_app(os.environ["LIBRL_POLICIES"]),
-        host=os.environ.get("HOST", "127.0.0.1"),
-        port=int(os.environ.get("PORT", "8080")),
-        # librl reads X-Forwarded-For itself, from its trusted_proxies only.
-        proxy_headers=False,
-    )

@@ -3,12 +3,11 @@ every path and method answers ``ok`` (status from X-Conformance-Status),
 behind librl's extension; X-Conformance-User authenticates a user the way
 a Flask login hook does (``flask.g.user``). Served by waitress.
 
-    LIBRL_POLICIES=policies.yaml PORT=8080 python flask_app.py
+    LIBRL_POLICIES=policies.yaml PORT=8080 python serve.py flask
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any, Optional
 
 from flask import Flask, Response, g, request
@@ -43,15 +42,3 @@ def make_app(
         return Response("ok", status=status, content_type="text/plain; charset=utf-8")
 
     return app
-
-
-if __name__ == "__main__":
-    import waitress
-
-    waitress.serve(
-        make_app(os.environ["LIBRL_POLICIES"]),
-        host=os.environ.get("HOST", "127.0.0.1"),
-        port=int(os.environ.get("PORT", "8080")),
-        # librl reads X-Forwarded-For itself, from its trusted_proxies only.
-        clear_untrusted_proxy_headers=False,
-    )

@@ -11,6 +11,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, Iterator, Optional
 
+import serve
 import uvicorn
 import waitress.server
 import waitress.wasyncore
@@ -22,15 +23,8 @@ Factory = Callable[..., Any]
 
 
 def factories() -> Dict[str, Factory]:
-    import django_app
-    import fastapi_app
-    import flask_app
-
-    return {
-        "fastapi": fastapi_app.make_app,
-        "django": django_app.make_app,
-        "flask": flask_app.make_app,
-    }
+    """Every conformance app examples/python/serve.py serves, by name."""
+    return {name: serve.load(name)[0].make_app for name in serve.SERVERS}
 
 
 class Running:
@@ -98,7 +92,7 @@ class Running:
 
 @contextlib.contextmanager
 def serving(framework: str, app: Any) -> Iterator[Running]:
-    server = Running(app, asgi=framework == "fastapi")
+    server = Running(app, asgi=serve.SERVERS[framework] == "uvicorn")
     try:
         yield server
     finally:
