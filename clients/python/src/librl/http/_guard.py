@@ -9,7 +9,19 @@ import asyncio
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import (
+    Any,
+    Awaitable,
+    Callable,
+    Generic,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    TypeVar,
+    Union,
+)
 
 import redis
 import redis.asyncio
@@ -23,6 +35,13 @@ from ._engine import Engine, Exchange, Hook, Plan, Refunds, Reply, Request, Verd
 
 #: What a configuration may be given as: a Config, a dict, or a file path.
 ConfigSource = Union[Config, Mapping[str, Any], str, "os.PathLike[str]"]
+
+#: The redis-py clients Guard and AsyncGuard send through.
+Client = Union[redis.Redis, redis.RedisCluster]
+AsyncClient = Union[redis.asyncio.Redis, redis.asyncio.RedisCluster]
+
+ClientT = TypeVar("ClientT")
+LimiterT = TypeVar("LimiterT")
 
 
 @dataclass
@@ -48,7 +67,7 @@ def _client_options(timeout_s: float) -> dict[str, Any]:
 
 def connect(
     config: Config, url: Optional[str] = None, cluster_nodes: Optional[str] = None
-) -> Union[redis.Redis, redis.RedisCluster]:
+) -> Client:
     """A blocking client for ``url`` (redis://...) or ``cluster_nodes``
     (host:port,host:port); nothing is sent until the first request."""
     options = _client_options(config.timeout_ms / 1000)
@@ -61,7 +80,7 @@ def connect(
 
 def connect_async(
     config: Config, url: Optional[str] = None, cluster_nodes: Optional[str] = None
-) -> Union[redis.asyncio.Redis, redis.asyncio.RedisCluster]:
+) -> AsyncClient:
     """connect(), with redis.asyncio."""
     options = _client_options(config.timeout_ms / 1000)
     if cluster_nodes:
@@ -89,15 +108,16 @@ def _from_env(
     return url, cluster_nodes
 
 
-class Guard:
-    """The contract over a blocking redis-py client (``redis.Redis`` or
-    ``redis.RedisCluster``). Without ``client``, one is made from ``url``
-    or ``cluster_nodes``, else from $REDIS_URL or $REDIS_CLUSTER_NODES."""
+class _Guarding(Generic[ClientT, LimiterT]):
+    """What Guard and AsyncGuard share: the configuration, its engine and
+    the limiter (over ``client``, else one made from ``url`` or
+    ``cluster_nodes``, else from $REDIS_URL or $REDIS_CLUSTER_NODES), and
+    the steps of a check around its Redis exchange."""
 
     def __init__(
         self,
         config: ConfigSource,
-        client: Optional[Union[redis.Redis, redis.RedisCluster]] = None,
+        client: Optional[ClientT] = None,
         *,
         url: Optional[str] = None,
         cluster_nodes: Optional[str] = None,
@@ -106,8 +126,39 @@ class Guard:
         self.config = load(config)
         self.engine = Engine(self.config, on_decision)
         if client is None:
-            client = connect(self.config, *_from_env(url, cluster_nodes))
-        self.limiter = Limiter(client)
+            client = self._connect(*_from_env(url, cluster_nodes))
+        self.limiter = self._limiter(client)
+
+    def _connect(self, url: Optional[str], cluster_nodes: Optional[str]) -> ClientT:
+        raise NotImplementedError
+
+    def _limiter(self, client: ClientT) -> LimiterT:
+        raise NotImplementedError
+
+    def _admission(self, plan: Plan, verdict: Verdict) -> Admission:
+        """A check's outcome once Redis has answered."""
+        passed, headers, refusal = self.engine.decided(plan, verdict)
+        return Admission(refusal, headers, plan, verdict if passed else None)
+
+    def _refunds(self, admission: Admission, status: int) -> Optional[Refunds]:
+        """The refunds to send after the handler answered ``status``, if
+        the request's check has any."""
+        plan, verdict = admission.plan, admission.verdict
+        if plan is None or verdict is None or not self.engine.has_refunds(plan.checks):
+            return None
+        return self.engine.refunds(plan.checks, verdict, status)
+
+
+class Guard(_Guarding[Client, Limiter]):
+    """The contract over a blocking redis-py client (``redis.Redis`` or
+    ``redis.RedisCluster``). Without ``client``, one is made from ``url``
+    or ``cluster_nodes``, else from $REDIS_URL or $REDIS_CLUSTER_NODES."""
+
+    def _connect(self, url: Optional[str], cluster_nodes: Optional[str]) -> Client:
+        return connect(self.config, url, cluster_nodes)
+
+    def _limiter(self, client: Client) -> Limiter:
+        return Limiter(client)
 
     def admit(
         self,
@@ -136,16 +187,15 @@ class Guard:
                 raise TimeoutError(f"Redis answered after the {self.config.timeout_ms} ms timeout")
         except Exception as e:
             return Admission(reply=engine.failed(plan, e), plan=plan)
-        passed, headers, refusal = engine.decided(plan, verdict)
-        return Admission(refusal, headers, plan, verdict if passed else None)
+        return self._admission(plan, verdict)
 
     def finish(self, admission: Admission, status: int) -> None:
         """After the handler: the `count: failed`/`succeeded` refunds."""
-        plan, verdict = admission.plan, admission.verdict
-        if plan is None or verdict is None or not self.engine.has_refunds(plan.checks):
+        refunds = self._refunds(admission, status)
+        if refunds is None:
             return
         try:
-            self._run(self.engine.refunds(plan.checks, verdict, status))
+            self._run(refunds)
         except Exception as e:
             log.warning("librl: a refund after the response failed: %s", e)
 
@@ -158,24 +208,15 @@ class Guard:
             return done.value
 
 
-class AsyncGuard:
+class AsyncGuard(_Guarding[AsyncClient, AsyncLimiter]):
     """Guard over redis.asyncio (``Redis`` or ``RedisCluster``); the whole
     exchange of a request has the configuration's ``timeout``."""
 
-    def __init__(
-        self,
-        config: ConfigSource,
-        client: Optional[Union[redis.asyncio.Redis, redis.asyncio.RedisCluster]] = None,
-        *,
-        url: Optional[str] = None,
-        cluster_nodes: Optional[str] = None,
-        on_decision: Optional[Hook] = None,
-    ) -> None:
-        self.config = load(config)
-        self.engine = Engine(self.config, on_decision)
-        if client is None:
-            client = connect_async(self.config, *_from_env(url, cluster_nodes))
-        self.limiter = AsyncLimiter(client)
+    def _connect(self, url: Optional[str], cluster_nodes: Optional[str]) -> AsyncClient:
+        return connect_async(self.config, url, cluster_nodes)
+
+    def _limiter(self, client: AsyncClient) -> AsyncLimiter:
+        return AsyncLimiter(client)
 
     async def admit(
         self,
@@ -199,19 +240,15 @@ class AsyncGuard:
             )
         except Exception as e:
             return Admission(reply=engine.failed(plan, e), plan=plan)
-        passed, headers, refusal = engine.decided(plan, verdict)
-        return Admission(refusal, headers, plan, verdict if passed else None)
+        return self._admission(plan, verdict)
 
     async def finish(self, admission: Admission, status: int) -> None:
         """Guard.finish, awaited."""
-        plan, verdict = admission.plan, admission.verdict
-        if plan is None or verdict is None or not self.engine.has_refunds(plan.checks):
+        refunds = self._refunds(admission, status)
+        if refunds is None:
             return
         try:
-            await asyncio.wait_for(
-                self._run(self.engine.refunds(plan.checks, verdict, status)),
-                self.config.timeout_ms / 1000,
-            )
+            await asyncio.wait_for(self._run(refunds), self.config.timeout_ms / 1000)
         except Exception as e:
             log.warning("librl: a refund after the response failed: %s", e)
 
