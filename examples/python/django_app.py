@@ -9,7 +9,7 @@ authentication middleware does (``request.user``). Served by waitress.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable
 
 import django
 from django.conf import settings
@@ -17,7 +17,9 @@ from django.core.handlers.wsgi import WSGIHandler
 from django.http import HttpRequest, HttpResponse
 from django.urls import re_path
 
-from librl.http import Hook
+if TYPE_CHECKING:
+    from serve import AppOptions
+    from typing_extensions import Unpack
 
 
 class ConformanceUser:
@@ -53,13 +55,7 @@ def ok(request: HttpRequest, path: str = "") -> HttpResponse:
 urlpatterns = [re_path(r"^(?P<path>.*)$", ok)]
 
 
-def make_app(
-    config: Any,
-    *,
-    url: Optional[str] = None,
-    cluster_nodes: Optional[str] = None,
-    on_decision: Optional[Hook] = None,
-) -> WSGIHandler:
+def make_app(config: Any, **options: Unpack[AppOptions]) -> WSGIHandler:
     """A WSGI application with librl's middleware on ``config``. Django's
     settings are per process: each call replaces settings.LIBRL."""
     if not settings.configured:
@@ -73,10 +69,5 @@ def make_app(
             LOGGING_CONFIG=None,
         )
         django.setup()
-    settings.LIBRL = {
-        "config": config,
-        "url": url,
-        "cluster_nodes": cluster_nodes,
-        "on_decision": on_decision,
-    }
+    settings.LIBRL = {"config": config, **options}
     return WSGIHandler()  # builds the middleware: a bad configuration fails here

@@ -8,7 +8,7 @@ Starlette way (AuthenticationMiddleware puts it in scope["user"]).
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Optional, Tuple
 
 from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse
@@ -16,10 +16,13 @@ from starlette.authentication import AuthCredentials, AuthenticationBackend, Sim
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection
 
-from librl.http import Hook
 from librl.http.fastapi import RateLimit
 
 METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+if TYPE_CHECKING:
+    from serve import AppOptions
+    from typing_extensions import Unpack
 
 
 class ConformanceUser(AuthenticationBackend):
@@ -28,15 +31,9 @@ class ConformanceUser(AuthenticationBackend):
         return (AuthCredentials(["authenticated"]), SimpleUser(name)) if name else None
 
 
-def make_app(
-    config: Any,
-    *,
-    url: Optional[str] = None,
-    cluster_nodes: Optional[str] = None,
-    on_decision: Optional[Hook] = None,
-) -> FastAPI:
+def make_app(config: Any, **options: Unpack[AppOptions]) -> FastAPI:
     app = FastAPI()
-    RateLimit(config, url=url, cluster_nodes=cluster_nodes, on_decision=on_decision).install(app)
+    RateLimit(config, **options).install(app)
     # Added last, so it runs first: the user is known when librl checks.
     app.add_middleware(AuthenticationMiddleware, backend=ConformanceUser())
 

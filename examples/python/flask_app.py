@@ -8,23 +8,20 @@ a Flask login hook does (``flask.g.user``). Served by waitress.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from flask import Flask, Response, g, request
 
-from librl.http import Hook
 from librl.http.flask import RateLimit
 
 METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
+if TYPE_CHECKING:
+    from serve import AppOptions
+    from typing_extensions import Unpack
 
-def make_app(
-    config: Any,
-    *,
-    url: Optional[str] = None,
-    cluster_nodes: Optional[str] = None,
-    on_decision: Optional[Hook] = None,
-) -> Flask:
+
+def make_app(config: Any, **options: Unpack[AppOptions]) -> Flask:
     app = Flask(__name__)
 
     # Registered before the extension, so it runs first: the user is known
@@ -33,7 +30,7 @@ def make_app(
     def authenticate() -> None:
         g.user = request.headers.get("X-Conformance-User") or None
 
-    RateLimit(app, config=config, url=url, cluster_nodes=cluster_nodes, on_decision=on_decision)
+    RateLimit(app, config=config, **options)
 
     @app.route("/", defaults={"path": ""}, methods=METHODS)
     @app.route("/<path:path>", methods=METHODS)

@@ -14,7 +14,19 @@ import importlib
 import os
 import sys
 from types import ModuleType
-from typing import List, Tuple
+from typing import List, Optional, Tuple, TypedDict
+
+from librl.http import Hook
+
+
+class AppOptions(TypedDict, total=False):
+    """What each app's ``make_app(config, **options)`` takes besides the
+    configuration, and hands to librl's integration as it is."""
+
+    url: Optional[str]
+    cluster_nodes: Optional[str]
+    on_decision: Optional[Hook]
+
 
 #: Each app's server.
 SERVERS = {"fastapi": "uvicorn", "django": "waitress", "flask": "waitress"}
