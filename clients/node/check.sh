@@ -3,8 +3,8 @@
 # real servers (node's built-in test runner; its summary ends the output).
 # Env: LIBRL_MODULE (default target/release/librl.so of this repo);
 # REDIS_SERVER (default redis-server on PATH), REDIS8_SERVER, VALKEY8_SERVER,
-# VALKEY_SERVER (defaults: where scripts/install-deps.sh puts them under
-# .deps/); LIBRL_SERVERS (e.g. redis7,valkey9: only those standalone servers).
+# VALKEY_SERVER (defaults: where scripts/servers.env says
+# scripts/install-deps.sh puts them); LIBRL_SERVERS (e.g. redis7,valkey9: only those standalone servers).
 set -euo pipefail
 cd "$(dirname "$0")"
 

