@@ -95,16 +95,24 @@ export function parseAllDecision(reply: unknown, clauses: number): AllDecision {
   };
 }
 
+/**
+ * An override's four values (limit, window, burst, TTL) from `at` on in
+ * `items`: RL.OVERRIDE GET's whole reply, or a LIST entry after its okey.
+ */
+function overrideValues(items: unknown[], at: number, what: string, reply: unknown): OverrideInfo {
+  return {
+    limit: integer(items[at], what, reply),
+    windowMs: integer(items[at + 1], what, reply),
+    burst: integer(items[at + 2], what, reply),
+    ttlMs: integer(items[at + 3], what, reply),
+  };
+}
+
 export function parseOverrideInfo(reply: unknown): OverrideInfo | null {
   if (reply === null || reply === undefined) return null;
   const what = "RL.OVERRIDE GET";
   if (!Array.isArray(reply) || reply.length !== 4) throw unexpected(what, reply);
-  return {
-    limit: integer(reply[0], what, reply),
-    windowMs: integer(reply[1], what, reply),
-    burst: integer(reply[2], what, reply),
-    ttlMs: integer(reply[3], what, reply),
-  };
+  return overrideValues(reply, 0, what, reply);
 }
 
 export function parseOverrideList(reply: unknown): OverrideListPage {
@@ -112,13 +120,7 @@ export function parseOverrideList(reply: unknown): OverrideListPage {
   if (!Array.isArray(reply) || reply.length !== 2 || !Array.isArray(reply[1])) throw unexpected(what, reply);
   const overrides = (reply[1] as unknown[]).map((entry) => {
     if (!Array.isArray(entry) || entry.length !== 5) throw unexpected(what, reply);
-    return {
-      okey: text(entry[0], what, reply),
-      limit: integer(entry[1], what, reply),
-      windowMs: integer(entry[2], what, reply),
-      burst: integer(entry[3], what, reply),
-      ttlMs: integer(entry[4], what, reply),
-    };
+    return { okey: text(entry[0], what, reply), ...overrideValues(entry, 1, what, reply) };
   });
   return { cursor: text(reply[0], what, reply), overrides };
 }
