@@ -1,19 +1,7 @@
 /** Unit tests: argument vectors, client-side checks, slots, the denial cache's clock. */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import {
-  allArgv,
-  checkAllOptions,
-  clauseKeys,
-  fixedCall,
-  limiterArgv,
-  overrideDeleteArgv,
-  overrideGetArgv,
-  overrideListArgv,
-  overrideSetArgv,
-  slidingCall,
-  tokenCall,
-} from "../src/args.js";
+import * as args from "../src/args.js";
 import { DenialCache } from "../src/cache.js";
 import Redis, { Cluster } from "ioredis";
 import Redis5 from "ioredis5";
@@ -23,55 +11,55 @@ import { crc16 } from "../src/slot.js";
 import { redis4 } from "./clients.js";
 import { parseAllDecision, parseDecision, parseOverrideInfo, parseOverrideList } from "../src/reply.js";
 
-const argv = (call: Parameters<typeof limiterArgv>[0], prefix = "") => limiterArgv(call, prefix);
+const argv = (call: Parameters<typeof args.limiterArgv>[0], prefix = "") => args.limiterArgv(call, prefix);
 
 describe("RL.FIXED argv", () => {
   it("positional arguments only", () => {
-    assert.deepEqual(argv(fixedCall("k", 10, 60, undefined)), ["RL.FIXED", "k", "10", "60"]);
-    assert.deepEqual(argv(fixedCall("k", 10, "1500ms", {})), ["RL.FIXED", "k", "10", "1500ms"]);
+    assert.deepEqual(argv(args.fixedCall("k", 10, 60, undefined)), ["RL.FIXED", "k", "10", "60"]);
+    assert.deepEqual(argv(args.fixedCall("k", 10, "1500ms", {})), ["RL.FIXED", "k", "10", "1500ms"]);
   });
   it("every option, in a fixed order", () => {
     assert.deepEqual(
-      argv(fixedCall("k", 5, "15m", { aligned: true, cost: 2, block: "1h", override: "o", peek: true })),
+      argv(args.fixedCall("k", 5, "15m", { aligned: true, cost: 2, block: "1h", override: "o", peek: true })),
       ["RL.FIXED", "k", "5", "15m", "ALIGNED", "COST", "2", "BLOCK", "1h", "OVERRIDE", "o", "PEEK"],
     );
-    assert.deepEqual(argv(fixedCall("k", 5, 60, { refund: 3 })), ["RL.FIXED", "k", "5", "60", "REFUND", "3"]);
+    assert.deepEqual(argv(args.fixedCall("k", 5, 60, { refund: 3 })), ["RL.FIXED", "k", "5", "60", "REFUND", "3"]);
   });
   it("false and undefined options are left out", () => {
     assert.deepEqual(
-      argv(fixedCall("k", 5, 60, { aligned: false, peek: false, cost: undefined, override: undefined })),
+      argv(args.fixedCall("k", 5, 60, { aligned: false, peek: false, cost: undefined, override: undefined })),
       ["RL.FIXED", "k", "5", "60"],
     );
   });
   it("a key prefix applies to key and okey", () => {
-    assert.deepEqual(argv(fixedCall("k", 5, 60, { override: "o" }), "app:"), [
+    assert.deepEqual(argv(args.fixedCall("k", 5, 60, { override: "o" }), "app:"), [
       "RL.FIXED", "app:k", "5", "60", "OVERRIDE", "app:o",
     ]);
-    assert.deepEqual(clauseKeys(fixedCall("k", 5, 60, { override: "o" }), "app:"), ["app:k", "app:o"]);
-    assert.deepEqual(clauseKeys(fixedCall("k", 5, 60, {}), ""), ["k"]);
+    assert.deepEqual(args.clauseKeys(args.fixedCall("k", 5, 60, { override: "o" }), "app:"), ["app:k", "app:o"]);
+    assert.deepEqual(args.clauseKeys(args.fixedCall("k", 5, 60, {}), ""), ["k"]);
   });
 });
 
 describe("RL.SLIDING and RL.TOKEN argv", () => {
   it("sliding with approx and every common option", () => {
     assert.deepEqual(
-      argv(slidingCall("s", 30, 60, { approx: true, cost: 4, block: 10, override: "o", peek: true })),
+      argv(args.slidingCall("s", 30, 60, { approx: true, cost: 4, block: 10, override: "o", peek: true })),
       ["RL.SLIDING", "s", "30", "60", "APPROX", "COST", "4", "BLOCK", "10", "OVERRIDE", "o", "PEEK"],
     );
-    assert.deepEqual(argv(slidingCall("s", 30, "1m", { refund: 1 })), ["RL.SLIDING", "s", "30", "1m", "REFUND", "1"]);
+    assert.deepEqual(argv(args.slidingCall("s", 30, "1m", { refund: 1 })), ["RL.SLIDING", "s", "30", "1m", "REFUND", "1"]);
   });
   it("token with burst, reserve, wait, block", () => {
     assert.deepEqual(
-      argv(tokenCall("t", 10, "1s", { burst: 50, cost: 5, reserve: "200ms", block: "1m", override: "o", peek: true })),
+      argv(args.tokenCall("t", 10, "1s", { burst: 50, cost: 5, reserve: "200ms", block: "1m", override: "o", peek: true })),
       ["RL.TOKEN", "t", "10", "1s", "BURST", "50", "COST", "5", "RESERVE", "200ms", "BLOCK", "1m", "OVERRIDE", "o", "PEEK"],
     );
-    assert.deepEqual(argv(tokenCall("t", 10, 1, { wait: 0 })), ["RL.TOKEN", "t", "10", "1", "WAIT", "0"]);
-    assert.deepEqual(argv(tokenCall("t", 10, 1, { refund: 2, burst: 20 })), [
+    assert.deepEqual(argv(args.tokenCall("t", 10, 1, { wait: 0 })), ["RL.TOKEN", "t", "10", "1", "WAIT", "0"]);
+    assert.deepEqual(argv(args.tokenCall("t", 10, 1, { refund: 2, burst: 20 })), [
       "RL.TOKEN", "t", "10", "1", "BURST", "20", "REFUND", "2",
     ]);
   });
   it("large integers up to 2^50 are sent exactly", () => {
-    assert.deepEqual(argv(tokenCall("t", 2 ** 50, "3650d", { burst: 2 ** 50 })), [
+    assert.deepEqual(argv(args.tokenCall("t", 2 ** 50, "3650d", { burst: 2 ** 50 })), [
       "RL.TOKEN", "t", "1125899906842624", "3650d", "BURST", "1125899906842624",
     ]);
   });
@@ -84,78 +72,78 @@ describe("RL.ALL argv", () => {
       Sliding("{u}:m", 100, "1m", { approx: true, cost: 2, override: "{u}:o" }),
       Token("{u}:t", 10, "1s", { burst: 20, reserve: "1s", block: 30 }),
     ];
-    assert.deepEqual(allArgv(clauses, true, ""), [
+    assert.deepEqual(args.allArgv(clauses, true, ""), [
       "RL.ALL",
       "FIXED", "{u}:s", "5", "1", "ALIGNED",
       "SLIDING", "{u}:m", "100", "1m", "APPROX", "COST", "2", "OVERRIDE", "{u}:o",
       "TOKEN", "{u}:t", "10", "1s", "BURST", "20", "RESERVE", "1s", "BLOCK", "30",
       "PEEK",
     ]);
-    assert.deepEqual(allArgv([Fixed("a", 1, 1, { refund: 1, override: "o" })], false, "p:"), [
+    assert.deepEqual(args.allArgv([Fixed("a", 1, 1, { refund: 1, override: "o" })], false, "p:"), [
       "RL.ALL", "FIXED", "p:a", "1", "1", "REFUND", "1", "OVERRIDE", "p:o",
     ]);
   });
   it("clauses are frozen and take no peek", () => {
     assert.ok(Object.isFrozen(Fixed("a", 1, 1)));
     assert.throws(() => Fixed("a", 1, 1, { peek: true } as never), /unknown option "peek"/);
-    assert.equal(checkAllOptions({ peek: true }), true);
-    assert.equal(checkAllOptions(undefined), false);
-    assert.throws(() => checkAllOptions({ aligned: true }), /unknown option "aligned"/);
+    assert.equal(args.checkAllOptions({ peek: true }), true);
+    assert.equal(args.checkAllOptions(undefined), false);
+    assert.throws(() => args.checkAllOptions({ aligned: true }), /unknown option "aligned"/);
   });
 });
 
 describe("RL.OVERRIDE argv (container form)", () => {
   it("SET, GET, DEL, LIST", () => {
-    assert.deepEqual(overrideSetArgv("o", 5000, "1m", { burst: 100, ttl: "24h" }, ""), [
+    assert.deepEqual(args.overrideSetArgv("o", 5000, "1m", { burst: 100, ttl: "24h" }, ""), [
       "RL.OVERRIDE", "SET", "o", "5000", "1m", "BURST", "100", "TTL", "24h",
     ]);
-    assert.deepEqual(overrideSetArgv("o", 5, 60, undefined, "p:"), ["RL.OVERRIDE", "SET", "p:o", "5", "60"]);
-    assert.deepEqual(overrideGetArgv("o", "p:"), ["RL.OVERRIDE", "GET", "p:o"]);
-    assert.deepEqual(overrideDeleteArgv(["a", "b"], ""), ["RL.OVERRIDE", "DEL", "a", "b"]);
-    assert.deepEqual(overrideListArgv(0, undefined), ["RL.OVERRIDE", "LIST", "0"]);
-    assert.deepEqual(overrideListArgv("1234", { match: "rl:*", count: 50 }), [
+    assert.deepEqual(args.overrideSetArgv("o", 5, 60, undefined, "p:"), ["RL.OVERRIDE", "SET", "p:o", "5", "60"]);
+    assert.deepEqual(args.overrideGetArgv("o", "p:"), ["RL.OVERRIDE", "GET", "p:o"]);
+    assert.deepEqual(args.overrideDeleteArgv(["a", "b"], ""), ["RL.OVERRIDE", "DEL", "a", "b"]);
+    assert.deepEqual(args.overrideListArgv(0, undefined), ["RL.OVERRIDE", "LIST", "0"]);
+    assert.deepEqual(args.overrideListArgv("1234", { match: "rl:*", count: 50 }), [
       "RL.OVERRIDE", "LIST", "1234", "MATCH", "rl:*", "COUNT", "50",
     ]);
-    assert.deepEqual(overrideListArgv(18446744073709551615n, {}), ["RL.OVERRIDE", "LIST", "18446744073709551615"]);
+    assert.deepEqual(args.overrideListArgv(18446744073709551615n, {}), ["RL.OVERRIDE", "LIST", "18446744073709551615"]);
   });
   it("checks", () => {
-    assert.throws(() => overrideDeleteArgv([], ""), /at least one okey/);
-    assert.throws(() => overrideDeleteArgv(["a", 3], ""), /okey 1 must be a string/);
-    assert.throws(() => overrideListArgv(-1, {}), /cursor/);
-    assert.throws(() => overrideListArgv("abc", {}), /cursor/);
-    assert.throws(() => overrideSetArgv("o", 5, 60, { ttl: 1.5 }, ""), /ttl must be an integer number of seconds/);
-    assert.throws(() => overrideSetArgv("o", 5, 60, { window: 1 }, ""), /unknown option "window"/);
+    assert.throws(() => args.overrideDeleteArgv([], ""), /at least one okey/);
+    assert.throws(() => args.overrideDeleteArgv(["a", 3], ""), /okey 1 must be a string/);
+    assert.throws(() => args.overrideListArgv(-1, {}), /cursor/);
+    assert.throws(() => args.overrideListArgv("abc", {}), /cursor/);
+    assert.throws(() => args.overrideSetArgv("o", 5, 60, { ttl: 1.5 }, ""), /ttl must be an integer number of seconds/);
+    assert.throws(() => args.overrideSetArgv("o", 5, 60, { window: 1 }, ""), /unknown option "window"/);
   });
 });
 
 describe("client-side errors", () => {
   it("type mistakes are TypeErrors naming the argument", () => {
-    assert.throws(() => fixedCall(42, 10, 60, {}), { name: "TypeError", message: /fixed\(\): key must be a string/ });
-    assert.throws(() => fixedCall("k", "10", 60, {}), /fixed\(\): limit must be an integer number, got the string "10"/);
-    assert.throws(() => fixedCall("k", 1.5, 60, {}), /limit must be an integer number/);
-    assert.throws(() => fixedCall("k", NaN, 60, {}), /limit must be an integer number/);
-    assert.throws(() => tokenCall("k", 10, 60, { burst: "5" }), /token\(\): burst must be an integer/);
-    assert.throws(() => fixedCall("k", 10, 1.5, {}), /window must be an integer number of seconds or a string such as "1500ms"/);
-    assert.throws(() => fixedCall("k", 10, "", {}), /window must be/);
-    assert.throws(() => fixedCall("k", 10, null, {}), /window must be/);
-    assert.throws(() => fixedCall("k", 10, 60, { aligned: 1 }), /option aligned must be a boolean/);
-    assert.throws(() => fixedCall("k", 10, 60, { override: 7 }), /option override must be a string/);
-    assert.throws(() => fixedCall("k", 10, 60, { costs: 2 }), /unknown option "costs"/);
-    assert.throws(() => fixedCall("k", 10, 60, { approx: true }), /unknown option "approx"/);
-    assert.throws(() => slidingCall("k", 10, 60, { aligned: true }), /unknown option "aligned"/);
-    assert.throws(() => fixedCall("k", 10, 60, { burst: 3 }), /unknown option "burst"/);
-    assert.throws(() => fixedCall("k", 10, 60, { reserve: 3 }), /unknown option "reserve"/);
-    assert.throws(() => fixedCall("k", 10, 60, "PEEK"), /options must be an object/);
-    assert.throws(() => fixedCall("k", 10, 60, null), /options must be an object/);
+    assert.throws(() => args.fixedCall(42, 10, 60, {}), { name: "TypeError", message: /fixed\(\): key must be a string/ });
+    assert.throws(() => args.fixedCall("k", "10", 60, {}), /fixed\(\): limit must be an integer number, got the string "10"/);
+    assert.throws(() => args.fixedCall("k", 1.5, 60, {}), /limit must be an integer number/);
+    assert.throws(() => args.fixedCall("k", NaN, 60, {}), /limit must be an integer number/);
+    assert.throws(() => args.tokenCall("k", 10, 60, { burst: "5" }), /token\(\): burst must be an integer/);
+    assert.throws(() => args.fixedCall("k", 10, 1.5, {}), /window must be an integer number of seconds or a string such as "1500ms"/);
+    assert.throws(() => args.fixedCall("k", 10, "", {}), /window must be/);
+    assert.throws(() => args.fixedCall("k", 10, null, {}), /window must be/);
+    assert.throws(() => args.fixedCall("k", 10, 60, { aligned: 1 }), /option aligned must be a boolean/);
+    assert.throws(() => args.fixedCall("k", 10, 60, { override: 7 }), /option override must be a string/);
+    assert.throws(() => args.fixedCall("k", 10, 60, { costs: 2 }), /unknown option "costs"/);
+    assert.throws(() => args.fixedCall("k", 10, 60, { approx: true }), /unknown option "approx"/);
+    assert.throws(() => args.slidingCall("k", 10, 60, { aligned: true }), /unknown option "aligned"/);
+    assert.throws(() => args.fixedCall("k", 10, 60, { burst: 3 }), /unknown option "burst"/);
+    assert.throws(() => args.fixedCall("k", 10, 60, { reserve: 3 }), /unknown option "reserve"/);
+    assert.throws(() => args.fixedCall("k", 10, 60, "PEEK"), /options must be an object/);
+    assert.throws(() => args.fixedCall("k", 10, 60, null), /options must be an object/);
   });
   it("mutually exclusive options", () => {
-    assert.throws(() => fixedCall("k", 10, 60, { cost: 1, refund: 1 }), /cost and refund are mutually exclusive/);
+    assert.throws(() => args.fixedCall("k", 10, 60, { cost: 1, refund: 1 }), /cost and refund are mutually exclusive/);
     assert.throws(() => Sliding("k", 10, 60, { cost: 1, refund: 1 }), /Sliding\(\): cost and refund/);
-    assert.throws(() => tokenCall("k", 10, 60, { reserve: 1, wait: 1 }), /reserve and wait are mutually exclusive/);
+    assert.throws(() => args.tokenCall("k", 10, 60, { reserve: 1, wait: 1 }), /reserve and wait are mutually exclusive/);
     assert.throws(() => Token("k", 10, 60, { reserve: "1s", wait: "1s" }), /Token\(\): reserve and wait/);
   });
   it("ranges are left to the server (its errors name the argument)", () => {
-    assert.deepEqual(argv(fixedCall("k", 0, -1, { cost: 0 })), ["RL.FIXED", "k", "0", "-1", "COST", "0"]);
+    assert.deepEqual(argv(args.fixedCall("k", 0, -1, { cost: 0 })), ["RL.FIXED", "k", "0", "-1", "COST", "0"]);
   });
 });
 

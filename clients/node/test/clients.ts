@@ -54,6 +54,50 @@ export interface Connected {
   close(): Promise<void>;
 }
 
+/**
+ * What wrapping a connected client needs of it: every library's standalone
+ * and cluster client has these (typed loosely for the older majors).
+ */
+interface LibraryClient extends RedisLikeClient {
+  connect(): Promise<unknown>;
+  on(event: string, listener: (...args: unknown[]) => void): unknown;
+  incr(key: string): Promise<unknown>;
+  disconnect(): unknown;
+  destroy?(): void;
+}
+
+/** The class of each variant's server-error replies. */
+const ERROR_CLASSES: Readonly<Record<VariantName, ErrorClass>> = {
+  ioredis: ReplyError as unknown as ErrorClass,
+  ioredis5: ReplyError5 as unknown as ErrorClass,
+  "node-redis": ErrorReply,
+  "node-redis5": redis5.ErrorReply,
+  "node-redis4": redis4.ErrorReply,
+  "node-redis4-legacy": redis4.ErrorReply,
+};
+
+/**
+ * Connects a variant's client, standalone or cluster, and wraps it: the
+ * same for both. node-redis emits connection errors as events, which the
+ * tests read from the calls instead; node-redis 5 and 6 close by destroy,
+ * node-redis 4 and ioredis by disconnect.
+ */
+async function connected(
+  variant: VariantName,
+  client: LibraryClient,
+  incr: (key: string) => Promise<unknown> = (key) => client.incr(key),
+): Promise<Connected> {
+  if (!variant.startsWith("ioredis")) client.on("error", () => {});
+  await client.connect();
+  const destroys = variant === "node-redis" || variant === "node-redis5";
+  return {
+    client,
+    errorClass: ERROR_CLASSES[variant],
+    incr,
+    close: async () => void (destroys ? client.destroy?.() : await client.disconnect()),
+  };
+}
+
 export interface StandaloneOptions {
   keyPrefix?: string;
   /** node-redis: RESP3 (its default is RESP2). */
@@ -82,56 +126,21 @@ export async function connectStandalone(
         ...prefix,
         ...(options.stringNumbers ? { stringNumbers: true } : {}),
       };
-      const client =
-        variant === "ioredis"
-          ? new Redis({ ...opts, ...(options.protocol ? { protocol: options.protocol } : {}) })
-          : new Redis5(opts);
-      await client.connect();
-      return {
-        client,
-        errorClass: (variant === "ioredis" ? ReplyError : ReplyError5) as unknown as ErrorClass,
-        incr: (key) => client.incr(key),
-        close: async () => void client.disconnect(),
-      };
+      return connected(
+        variant,
+        variant === "ioredis" ? new Redis({ ...opts, ...(options.protocol ? { protocol: options.protocol } : {}) }) : new Redis5(opts),
+      );
     }
-    case "node-redis": {
-      const client = createClient({ url, ...prefix, ...(options.resp3 ? { RESP: 3 as const } : {}) });
-      client.on("error", () => {});
-      await client.connect();
-      return { client, errorClass: ErrorReply, incr: (key) => client.incr(key), close: async () => void client.destroy() };
-    }
-    case "node-redis5": {
-      const client = redis5.createClient({ url, ...(options.resp3 ? { RESP: 3 } : {}) });
-      client.on("error", () => {});
-      await client.connect();
-      return {
-        client,
-        errorClass: redis5.ErrorReply,
-        incr: (key) => client.incr(key),
-        close: async () => void client.destroy?.(),
-      };
-    }
-    case "node-redis4": {
-      const client = redis4.createClient({ url });
-      client.on("error", () => {});
-      await client.connect();
-      return {
-        client,
-        errorClass: redis4.ErrorReply,
-        incr: (key) => client.incr(key),
-        close: async () => void (await client.disconnect()),
-      };
-    }
+    case "node-redis":
+      return connected(variant, createClient({ url, ...prefix, ...(options.resp3 ? { RESP: 3 as const } : {}) }));
+    case "node-redis5":
+      return connected(variant, redis5.createClient({ url, ...(options.resp3 ? { RESP: 3 } : {}) }));
+    case "node-redis4":
+      return connected(variant, redis4.createClient({ url }));
     case "node-redis4-legacy": {
+      // Legacy mode's commands take callbacks; the promise API is under v4.
       const client = redis4.createClient({ url, legacyMode: true });
-      client.on("error", () => {});
-      await client.connect();
-      return {
-        client,
-        errorClass: redis4.ErrorReply,
-        incr: (key) => client.v4.incr(key),
-        close: async () => void (await client.disconnect()),
-      };
+      return connected(variant, client, (key) => client.v4.incr(key));
     }
   }
 }
@@ -148,43 +157,14 @@ export async function connectCluster(
     case "ioredis5": {
       const nodes = ports.map((port) => ({ host: "127.0.0.1", port }));
       const opts = { lazyConnect: true, redisOptions: { maxRetriesPerRequest: 3 }, ...prefix };
-      const client = variant === "ioredis" ? new Cluster(nodes, opts) : new Cluster5(nodes, opts);
-      await client.connect();
-      return {
-        client,
-        errorClass: (variant === "ioredis" ? ReplyError : ReplyError5) as unknown as ErrorClass,
-        incr: (key) => client.incr(key),
-        close: async () => void client.disconnect(),
-      };
+      return connected(variant, variant === "ioredis" ? new Cluster(nodes, opts) : new Cluster5(nodes, opts));
     }
-    case "node-redis": {
-      const client = createCluster({ rootNodes, ...prefix });
-      client.on("error", () => {});
-      await client.connect();
-      return { client, errorClass: ErrorReply, incr: (key) => client.incr(key), close: async () => void client.destroy() };
-    }
-    case "node-redis5": {
-      const client = redis5.createCluster({ rootNodes });
-      client.on("error", () => {});
-      await client.connect();
-      return {
-        client,
-        errorClass: redis5.ErrorReply,
-        incr: (key) => client.incr(key),
-        close: async () => void client.destroy?.(),
-      };
-    }
+    case "node-redis":
+      return connected(variant, createCluster({ rootNodes, ...prefix }));
+    case "node-redis5":
+      return connected(variant, redis5.createCluster({ rootNodes }));
     case "node-redis4":
-    case "node-redis4-legacy": {
-      const client = redis4.createCluster({ rootNodes });
-      client.on("error", () => {});
-      await client.connect();
-      return {
-        client,
-        errorClass: redis4.ErrorReply,
-        incr: (key) => client.incr(key),
-        close: async () => void (await client.disconnect()),
-      };
-    }
+    case "node-redis4-legacy":
+      return connected(variant, redis4.createCluster({ rootNodes }));
   }
 }

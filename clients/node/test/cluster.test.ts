@@ -6,19 +6,14 @@
  * and calls that keep succeeding while a slot holding a limiter key moves.
  */
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import { CrossSlotError, Fixed, Limiter, Sliding, Token, keySlot } from "../src/index.js";
 import { ALL_VARIANTS, CLIENT_NAMES, connectCluster, kindOf, type Connected, type VariantName } from "./clients.js";
+import { hold, withConnection } from "./fixtures.js";
 import { keyInRange, sleep, startCluster, type TestCluster } from "./helpers.js";
 
 let cluster: TestCluster;
-
-before(async () => {
-  cluster = await startCluster();
-});
-after(async () => {
-  await cluster?.stop();
-});
+hold(startCluster, (c) => (cluster = c));
 
 /** Per node: COMMAND GETKEYS calls, MOVED and ASK errors, and calls of the RL commands. */
 async function routingStats() {
@@ -40,13 +35,9 @@ for (const variant of ALL_VARIANTS.filter((v) => v !== "node-redis4-legacy")) {
     let conn: Connected;
     let rl: Limiter;
     const tag = `${variant}-${process.pid}`;
-
-    before(async () => {
-      conn = await connectCluster(variant, cluster.ports);
-      rl = new Limiter(conn.client);
-    });
-    after(async () => {
-      await conn?.close();
+    hold(() => connectCluster(variant, cluster.ports), (c) => {
+      conn = c;
+      rl = new Limiter(c.client);
     });
 
     it("tells a cluster apart", () => {
@@ -163,8 +154,7 @@ for (const variant of ALL_VARIANTS.filter((v) => v !== "node-redis4-legacy")) {
 describe("cluster with a key prefix", () => {
   for (const name of CLIENT_NAMES) {
     it(`${name}: the client's keyPrefix is applied, and routing uses the prefixed keys`, async () => {
-      const conn = await connectCluster(name as VariantName, cluster.ports, { keyPrefix: "app:" });
-      try {
+      await withConnection(connectCluster(name as VariantName, cluster.ports, { keyPrefix: "app:" }), async (conn) => {
         const rl = new Limiter(conn.client);
         assert.equal(rl.keyPrefix, "app:");
         await rl.fixed("warm", 1, 60);
@@ -180,9 +170,7 @@ describe("cluster with a key prefix", () => {
         const owner = await cluster.ownerOf(keySlot(stored));
         assert.equal(await owner.server.admin.call("EXISTS", stored), 1);
         assert.equal(await owner.server.admin.call("EXISTS", `{${keys[0]}}`), 0);
-      } finally {
-        await conn.close();
-      }
+      });
     });
   }
 });
@@ -190,8 +178,7 @@ describe("cluster with a key prefix", () => {
 describe("cluster with the denial cache", () => {
   for (const name of CLIENT_NAMES) {
     it(name, async () => {
-      const conn = await connectCluster(name as VariantName, cluster.ports);
-      try {
+      await withConnection(connectCluster(name as VariantName, cluster.ports), async (conn) => {
         const rl = new Limiter(conn.client, { denialCache: true });
         const k = `cache:${name}:${process.pid}`;
         await rl.fixed(k, 1, 60);
@@ -201,9 +188,7 @@ describe("cluster with the denial cache", () => {
         for (let i = 0; i < 100; i++) assert.equal((await rl.fixed(k, 1, 60)).allowed, false);
         const stats = await routingStats();
         assert.equal(stats.reduce((sum, s) => sum + s.rl, 0), 0, "answered locally");
-      } finally {
-        await conn.close();
-      }
+      });
     });
   }
 });

@@ -8,10 +8,10 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { DurabilityError, Fixed, Limiter, Token, keySlot } from "../src/index.js";
 import { CLIENT_NAMES, connectCluster, connectStandalone, type Connected } from "./clients.js";
+import { hold, uniqueKeys, withConnection } from "./fixtures.js";
 import { REDIS_SERVER, sleep, startCluster, startServer, type Server, type TestCluster } from "./helpers.js";
 
-let unique = 0;
-const key = (what: string) => `dur:${what}:${process.pid}:${++unique}`;
+const key = uniqueKeys("dur");
 
 async function waitCalls(server: Server): Promise<number> {
   return server.admin.commandCalls("wait");
@@ -135,16 +135,10 @@ describe("durable and cost 0", { concurrency: 1 }, () => {
 
   describe("cluster: WAIT goes to the key's primary", { concurrency: 1 }, () => {
     let cluster: TestCluster;
-    before(async () => {
-      cluster = await startCluster();
-    });
-    after(async () => {
-      await cluster?.stop();
-    });
+    hold(startCluster, (c) => (cluster = c));
     for (const clientName of CLIENT_NAMES) {
       it(clientName, async () => {
-        const conn = await connectCluster(clientName, cluster.ports);
-        try {
+        await withConnection(connectCluster(clientName, cluster.ports), async (conn) => {
           const rl = new Limiter(conn.client, { durable: { numreplicas: 1, timeoutMs: 20 } });
           const k = key("cluster");
           const owner = await cluster.ownerOf(keySlot(k));
@@ -152,9 +146,7 @@ describe("durable and cost 0", { concurrency: 1 }, () => {
           await assert.rejects(rl.fixed(k, 3, 60), DurabilityError);
           const after = await Promise.all(cluster.nodes.map((n) => waitCalls(n.server)));
           cluster.nodes.forEach((n, i) => assert.equal(after[i]! - waits[i]!, n === owner ? 1 : 0, `WAIT calls on ${n.server.port}`));
-        } finally {
-          await conn.close();
-        }
+        });
       });
     }
   });

@@ -5,236 +5,212 @@
  * and the RL.OVERRIDE container form are in new-features.test.ts.
  */
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import { Fixed, Limiter, Sliding, Token, type Decision } from "../src/index.js";
-import { CLIENT_NAMES, OLDER_VARIANTS, connectStandalone, kindOf, type Connected } from "./clients.js";
+import { describe, it } from "node:test";
+import { Fixed, Limiter, Sliding, Token } from "../src/index.js";
+import { OLDER_VARIANTS, connectStandalone, kindOf } from "./clients.js";
+import { assertDecision, eachClient, hold, uniqueKeys, withConnection } from "./fixtures.js";
 import { SERVERS, sleep, startServer, type Server } from "./helpers.js";
 import { createClientPool } from "redis";
 
-let unique = 0;
-const key = (what: string) => `t:${what}:${process.pid}:${++unique}`;
-
-function assertDecision(d: Decision, expected: Partial<Decision>): void {
-  for (const [field, value] of Object.entries(expected)) {
-    assert.equal(d[field as keyof Decision], value, `${field} in ${JSON.stringify(d)}`);
-  }
-}
+const key = uniqueKeys("t");
 
 // The servers run side by side; each one's tests run in order.
 describe("standalone", { concurrency: true }, () => {
 for (const { name: serverName, bin } of SERVERS) {
   describe(`standalone ${serverName}`, { concurrency: 1 }, () => {
     let server: Server;
-    before(async () => {
-      server = await startServer(bin, serverName);
-    });
-    after(async () => {
-      await server?.stop();
-    });
+    hold(() => startServer(bin, serverName), (s) => (server = s));
 
-    for (const clientName of CLIENT_NAMES) {
-      describe(clientName, { concurrency: 1 }, () => {
-        let conn: Connected;
-        let rl: Limiter;
-        before(async () => {
-          conn = await connectStandalone(clientName, server.port);
-          rl = new Limiter(conn.client);
-        });
-        after(async () => {
-          await conn?.close();
-        });
-
-        it("tells the client apart", () => {
-          assert.equal(rl.clientKind, clientName);
-          assert.equal(rl.keyPrefix, "");
-        });
-
-        it("fixed: admits up to the limit, then denies with the window's time left", async () => {
-          const k = key("fixed");
-          assertDecision(await rl.fixed(k, 3, "1m"), {
-            allowed: true, count: 1, retryAfterMs: 0, limit: 3, remaining: 2, resetAfterMs: 60000,
-          });
-          assertDecision(await rl.fixed(k, 3, 60, { cost: 2 }), { allowed: true, count: 3, remaining: 0 });
-          const denied = await rl.fixed(k, 3, 60);
-          assertDecision(denied, { allowed: false, count: 3, remaining: 0 });
-          assert.ok(denied.retryAfterMs > 59000 && denied.retryAfterMs <= 60000);
-          assert.equal(denied.resetAfterMs, denied.retryAfterMs);
-          assertDecision(await rl.fixed(k, 3, 60, { cost: 4 }), { allowed: false, retryAfterMs: -1 });
-          const pttl = Number(await server.admin.call("PTTL", k));
-          assert.ok(pttl > 59000 && pttl <= 60000, `PTTL ${pttl}`);
-        });
-
-        it("fixed: aligned windows and millisecond windows", async () => {
-          const d = await rl.fixed(key("aligned"), 10, "1m", { aligned: true });
-          assert.ok(d.allowed && d.resetAfterMs <= 60000 && d.resetAfterMs > 0);
-          const ms = await rl.fixed(key("ms"), 10, "1500ms");
-          assert.equal(ms.resetAfterMs, 1500);
-        });
-
-        it("peek changes nothing", async () => {
-          const k = key("peek");
-          assertDecision(await rl.fixed(k, 5, 60, { peek: true }), { allowed: true, count: 1, remaining: 4 });
-          assert.equal(await server.admin.call("EXISTS", k), 0);
-          await rl.fixed(k, 5, 60);
-          assertDecision(await rl.fixed(k, 5, 60, { peek: true }), { count: 2 });
-          assertDecision(await rl.fixed(k, 5, 60), { count: 2 });
-        });
-
-        it("sliding: exact log and approx", async () => {
-          const k = key("sliding");
-          for (let i = 1; i <= 3; i++) assertDecision(await rl.sliding(k, 3, "10s"), { allowed: true, count: i });
-          const denied = await rl.sliding(k, 3, "10s");
-          assert.equal(denied.allowed, false);
-          assert.ok(denied.retryAfterMs > 9000);
-          const a = key("approx");
-          assertDecision(await rl.sliding(a, 2, 60, { approx: true, cost: 2 }), { allowed: true, count: 2 });
-          assertDecision(await rl.sliding(a, 2, 60, { approx: true }), { allowed: false });
-        });
-
-        it("token: a burst empties the bucket, one token per interval", async () => {
-          const k = key("token");
-          // 10 tokens per 10 s: one a second, so a loaded machine's delays cannot refill one.
-          assertDecision(await rl.token(k, 10, "10s", { burst: 50, cost: 50 }), {
-            allowed: true, count: 50, limit: 50, remaining: 0, resetAfterMs: 50000,
-          });
-          const d = await rl.token(k, 10, "10s", { burst: 50 });
-          assert.equal(d.allowed, false);
-          assert.ok(d.retryAfterMs > 0 && d.retryAfterMs <= 1000, String(d.retryAfterMs));
-        });
-
-        it("all: all-or-nothing over clauses", async () => {
-          const s = key("all-s");
-          const m = key("all-m");
-          const t = key("all-t");
-          const ok = await rl.all([Fixed(s, 2, 1, { aligned: true }), Sliding(m, 5, "1m"), Token(t, 10, "1s")]);
-          assert.equal(ok.allowed, true);
-          assert.equal(ok.retryAfterMs, 0);
-          assert.deepEqual(ok.decisions.map((d) => [d.allowed, d.count]), [[true, 1], [true, 1], [true, 1]]);
-          // A second clause that cannot admit: nothing is recorded anywhere.
-          const no = await rl.all([Sliding(m, 5, "1m"), Fixed(key("all-x"), 1, 60, { cost: 2 })]);
-          assert.equal(no.allowed, false);
-          assert.equal(no.retryAfterMs, -1);
-          assert.equal(no.decisions[0]!.allowed, true);
-          assert.equal(no.decisions[1]!.allowed, false);
-          assertDecision(await rl.sliding(m, 5, "1m", { peek: true }), { count: 2 }); // 1 recorded + the peek's own
-          const peek = await rl.all([Fixed(s, 2, 1, { aligned: true })], { peek: true });
-          assert.equal(peek.decisions.length, 1);
-        });
-
-        it("overrides through the dotted names still work with the limiters' OVERRIDE option", async () => {
-          const o = key("ovr");
-          const k = key("ovr-k");
-          await server.admin.call("RL.OVERRIDE.SET", o, 7, "1m");
-          assertDecision(await rl.fixed(k, 1, 60, { override: o }), { allowed: true, limit: 7, remaining: 6 });
-          assertDecision(await rl.fixed(key("ovr-none"), 1, 60, { override: key("missing") }), { limit: 1 });
-        });
-
-        it("server errors surface as the client library's own error class", async () => {
-          const k = key("err");
-          await server.admin.call("SET", k, "a string");
-          await assert.rejects(rl.fixed(k, 1, 60), (err: Error) => {
-            assert.ok(err instanceof conn.errorClass, `${err.constructor.name}: ${err.message}`);
-            assert.match(err.message, /^WRONGTYPE/);
-            return true;
-          });
-          await assert.rejects(rl.fixed(key("err"), 1, "0"), (err: Error) => {
-            assert.ok(err instanceof conn.errorClass);
-            assert.match(err.message, /^ERR .*window/i);
-            return true;
-          });
-          await assert.rejects(rl.all([Fixed(k, 1, 60)]), conn.errorClass);
-          const s = key("wrong-algo");
-          await rl.sliding(s, 1, 60);
-          await assert.rejects(rl.sliding(s, 1, 60, { approx: true }), /WRONGTYPE/);
-        });
-
-        it("client-side mistakes reject before anything is sent", async () => {
-          const before = await server.admin.commandCalls("rl.fixed");
-          await assert.rejects(rl.fixed("k", "3" as never, 60), TypeError);
-          await assert.rejects(rl.fixed("k", 3, 60, { cost: 1, refund: 1 }), /mutually exclusive/);
-          await assert.rejects(rl.all([]), /at least one clause/);
-          await assert.rejects(rl.all([{ key: "k" } as never]), /clause 0 is not a clause/);
-          assert.equal(await server.admin.commandCalls("rl.fixed"), before);
-        });
-
-        it("concurrent calls: exactly the limit is admitted", async () => {
-          const k = key("race");
-          const results = await Promise.all(Array.from({ length: 200 }, () => rl.fixed(k, 120, 60)));
-          assert.equal(results.filter((d) => d.allowed).length, 120);
-        });
-
-        it("applies the client's keyPrefix (or the Limiter's own) to keys and okeys", async () => {
-          const prefixed = await connectStandalone(clientName, server.port, { keyPrefix: "app:" });
-          try {
-            const p = new Limiter(prefixed.client);
-            assert.equal(p.keyPrefix, "app:");
-            const k = key("prefixed");
-            const o = key("prefixed-o");
-            await server.admin.call("RL.OVERRIDE.SET", `app:${o}`, 9, 60);
-            assertDecision(await p.fixed(k, 1, 60, { override: o }), { limit: 9 });
-            assert.equal(await server.admin.call("EXISTS", `app:${k}`), 1);
-            assert.equal(await server.admin.call("EXISTS", k), 0);
-            await p.all([Fixed(k, 1, 60, { override: o }), Token(k + "t", 1, 60)]);
-            assert.equal(await server.admin.call("EXISTS", `app:${k}t`), 1);
-            const raw = new Limiter(prefixed.client, { keyPrefix: "" });
-            await raw.fixed(k, 1, 60);
-            assert.equal(await server.admin.call("EXISTS", k), 1);
-            const other = new Limiter(conn.client, { keyPrefix: "x:" });
-            await other.fixed(k, 1, 60);
-            assert.equal(await server.admin.call("EXISTS", `x:${k}`), 1);
-          } finally {
-            await prefixed.close();
-          }
-        });
-
-        it("denial cache: repeated denials are answered locally until retryAfterMs has passed", async () => {
-          const cached = new Limiter(conn.client, { denialCache: true });
-          const k = key("cache");
-          await cached.fixed(k, 2, "800ms");
-          await cached.fixed(k, 2, "800ms");
-          const calls0 = await server.admin.commandCalls("rl.fixed");
-          const first = await cached.fixed(k, 2, "800ms");
-          assert.equal(first.allowed, false);
-          let last = first.retryAfterMs;
-          for (let i = 0; i < 50; i++) {
-            const d = await cached.fixed(k, 2, "800ms");
-            assert.equal(d.allowed, false);
-            assert.ok(d.retryAfterMs <= last && d.retryAfterMs > 0);
-            assert.equal(d.resetAfterMs, d.retryAfterMs);
-            last = d.retryAfterMs;
-          }
-          assert.equal(await server.admin.commandCalls("rl.fixed"), calls0 + 1, "only the first denial reached the server");
-          // Other arguments are another call; -1 is never cached.
-          await cached.fixed(k, 2, "800ms", { cost: 2 });
-          await cached.fixed(k, 2, "800ms", { cost: 3 });
-          await cached.fixed(k, 2, "800ms", { cost: 3 });
-          assert.equal(await server.admin.commandCalls("rl.fixed"), calls0 + 4);
-          // After the wait, the same call goes to the server and is admitted.
-          await sleep(last + 5);
-          assertDecision(await cached.fixed(k, 2, "800ms"), { allowed: true, count: 1 });
-        });
-
-        it("denial cache covers RL.ALL and never answers early", async () => {
-          const cached = new Limiter(conn.client, { denialCache: true });
-          const a = key("cache-all");
-          const clauses = [Fixed(a, 1, "600ms"), Sliding(a + "s", 10, 60)];
-          assert.equal((await cached.all(clauses)).allowed, true);
-          const denied = await cached.all(clauses);
-          assert.equal(denied.allowed, false);
-          const calls = await server.admin.commandCalls("rl.all");
-          const again = await cached.all(clauses);
-          assert.equal(again.allowed, false);
-          assert.equal(await server.admin.commandCalls("rl.all"), calls);
-          await sleep(again.retryAfterMs + 2); // (+2: timers are not as exact as the cache)
-          assert.equal((await cached.all(clauses)).allowed, true, "admitted once the cached wait has passed");
-        });
+    eachClient((clientName) => connectStandalone(clientName, server.port), (ctx, clientName) => {
+      it("tells the client apart", () => {
+        assert.equal(ctx.rl.clientKind, clientName);
+        assert.equal(ctx.rl.keyPrefix, "");
       });
-    }
+
+      it("fixed: admits up to the limit, then denies with the window's time left", async () => {
+        const k = key("fixed");
+        assertDecision(await ctx.rl.fixed(k, 3, "1m"), {
+          allowed: true, count: 1, retryAfterMs: 0, limit: 3, remaining: 2, resetAfterMs: 60000,
+        });
+        assertDecision(await ctx.rl.fixed(k, 3, 60, { cost: 2 }), { allowed: true, count: 3, remaining: 0 });
+        const denied = await ctx.rl.fixed(k, 3, 60);
+        assertDecision(denied, { allowed: false, count: 3, remaining: 0 });
+        assert.ok(denied.retryAfterMs > 59000 && denied.retryAfterMs <= 60000);
+        assert.equal(denied.resetAfterMs, denied.retryAfterMs);
+        assertDecision(await ctx.rl.fixed(k, 3, 60, { cost: 4 }), { allowed: false, retryAfterMs: -1 });
+        const pttl = Number(await server.admin.call("PTTL", k));
+        assert.ok(pttl > 59000 && pttl <= 60000, `PTTL ${pttl}`);
+      });
+
+      it("fixed: aligned windows and millisecond windows", async () => {
+        const d = await ctx.rl.fixed(key("aligned"), 10, "1m", { aligned: true });
+        assert.ok(d.allowed && d.resetAfterMs <= 60000 && d.resetAfterMs > 0);
+        const ms = await ctx.rl.fixed(key("ms"), 10, "1500ms");
+        assert.equal(ms.resetAfterMs, 1500);
+      });
+
+      it("peek changes nothing", async () => {
+        const k = key("peek");
+        assertDecision(await ctx.rl.fixed(k, 5, 60, { peek: true }), { allowed: true, count: 1, remaining: 4 });
+        assert.equal(await server.admin.call("EXISTS", k), 0);
+        await ctx.rl.fixed(k, 5, 60);
+        assertDecision(await ctx.rl.fixed(k, 5, 60, { peek: true }), { count: 2 });
+        assertDecision(await ctx.rl.fixed(k, 5, 60), { count: 2 });
+      });
+
+      it("sliding: exact log and approx", async () => {
+        const k = key("sliding");
+        for (let i = 1; i <= 3; i++) assertDecision(await ctx.rl.sliding(k, 3, "10s"), { allowed: true, count: i });
+        const denied = await ctx.rl.sliding(k, 3, "10s");
+        assert.equal(denied.allowed, false);
+        assert.ok(denied.retryAfterMs > 9000);
+        const a = key("approx");
+        assertDecision(await ctx.rl.sliding(a, 2, 60, { approx: true, cost: 2 }), { allowed: true, count: 2 });
+        assertDecision(await ctx.rl.sliding(a, 2, 60, { approx: true }), { allowed: false });
+      });
+
+      it("token: a burst empties the bucket, one token per interval", async () => {
+        const k = key("token");
+        // 10 tokens per 10 s: one a second, so a loaded machine's delays cannot refill one.
+        assertDecision(await ctx.rl.token(k, 10, "10s", { burst: 50, cost: 50 }), {
+          allowed: true, count: 50, limit: 50, remaining: 0, resetAfterMs: 50000,
+        });
+        const d = await ctx.rl.token(k, 10, "10s", { burst: 50 });
+        assert.equal(d.allowed, false);
+        assert.ok(d.retryAfterMs > 0 && d.retryAfterMs <= 1000, String(d.retryAfterMs));
+      });
+
+      it("all: all-or-nothing over clauses", async () => {
+        const s = key("all-s");
+        const m = key("all-m");
+        const t = key("all-t");
+        const ok = await ctx.rl.all([Fixed(s, 2, 1, { aligned: true }), Sliding(m, 5, "1m"), Token(t, 10, "1s")]);
+        assert.equal(ok.allowed, true);
+        assert.equal(ok.retryAfterMs, 0);
+        assert.deepEqual(ok.decisions.map((d) => [d.allowed, d.count]), [[true, 1], [true, 1], [true, 1]]);
+        // A second clause that cannot admit: nothing is recorded anywhere.
+        const no = await ctx.rl.all([Sliding(m, 5, "1m"), Fixed(key("all-x"), 1, 60, { cost: 2 })]);
+        assert.equal(no.allowed, false);
+        assert.equal(no.retryAfterMs, -1);
+        assert.equal(no.decisions[0]!.allowed, true);
+        assert.equal(no.decisions[1]!.allowed, false);
+        assertDecision(await ctx.rl.sliding(m, 5, "1m", { peek: true }), { count: 2 }); // 1 recorded + the peek's own
+        const peek = await ctx.rl.all([Fixed(s, 2, 1, { aligned: true })], { peek: true });
+        assert.equal(peek.decisions.length, 1);
+      });
+
+      it("overrides through the dotted names still work with the limiters' OVERRIDE option", async () => {
+        const o = key("ovr");
+        const k = key("ovr-k");
+        await server.admin.call("RL.OVERRIDE.SET", o, 7, "1m");
+        assertDecision(await ctx.rl.fixed(k, 1, 60, { override: o }), { allowed: true, limit: 7, remaining: 6 });
+        assertDecision(await ctx.rl.fixed(key("ovr-none"), 1, 60, { override: key("missing") }), { limit: 1 });
+      });
+
+      it("server errors surface as the client library's own error class", async () => {
+        const k = key("err");
+        await server.admin.call("SET", k, "a string");
+        await assert.rejects(ctx.rl.fixed(k, 1, 60), (err: Error) => {
+          assert.ok(err instanceof ctx.conn.errorClass, `${err.constructor.name}: ${err.message}`);
+          assert.match(err.message, /^WRONGTYPE/);
+          return true;
+        });
+        await assert.rejects(ctx.rl.fixed(key("err"), 1, "0"), (err: Error) => {
+          assert.ok(err instanceof ctx.conn.errorClass);
+          assert.match(err.message, /^ERR .*window/i);
+          return true;
+        });
+        await assert.rejects(ctx.rl.all([Fixed(k, 1, 60)]), ctx.conn.errorClass);
+        const s = key("wrong-algo");
+        await ctx.rl.sliding(s, 1, 60);
+        await assert.rejects(ctx.rl.sliding(s, 1, 60, { approx: true }), /WRONGTYPE/);
+      });
+
+      it("client-side mistakes reject before anything is sent", async () => {
+        const before = await server.admin.commandCalls("rl.fixed");
+        await assert.rejects(ctx.rl.fixed("k", "3" as never, 60), TypeError);
+        await assert.rejects(ctx.rl.fixed("k", 3, 60, { cost: 1, refund: 1 }), /mutually exclusive/);
+        await assert.rejects(ctx.rl.all([]), /at least one clause/);
+        await assert.rejects(ctx.rl.all([{ key: "k" } as never]), /clause 0 is not a clause/);
+        assert.equal(await server.admin.commandCalls("rl.fixed"), before);
+      });
+
+      it("concurrent calls: exactly the limit is admitted", async () => {
+        const k = key("race");
+        const results = await Promise.all(Array.from({ length: 200 }, () => ctx.rl.fixed(k, 120, 60)));
+        assert.equal(results.filter((d) => d.allowed).length, 120);
+      });
+
+      it("applies the client's keyPrefix (or the Limiter's own) to keys and okeys", async () => {
+        const prefixed = await connectStandalone(clientName, server.port, { keyPrefix: "app:" });
+        try {
+          const p = new Limiter(prefixed.client);
+          assert.equal(p.keyPrefix, "app:");
+          const k = key("prefixed");
+          const o = key("prefixed-o");
+          await server.admin.call("RL.OVERRIDE.SET", `app:${o}`, 9, 60);
+          assertDecision(await p.fixed(k, 1, 60, { override: o }), { limit: 9 });
+          assert.equal(await server.admin.call("EXISTS", `app:${k}`), 1);
+          assert.equal(await server.admin.call("EXISTS", k), 0);
+          await p.all([Fixed(k, 1, 60, { override: o }), Token(k + "t", 1, 60)]);
+          assert.equal(await server.admin.call("EXISTS", `app:${k}t`), 1);
+          const raw = new Limiter(prefixed.client, { keyPrefix: "" });
+          await raw.fixed(k, 1, 60);
+          assert.equal(await server.admin.call("EXISTS", k), 1);
+          const other = new Limiter(ctx.conn.client, { keyPrefix: "x:" });
+          await other.fixed(k, 1, 60);
+          assert.equal(await server.admin.call("EXISTS", `x:${k}`), 1);
+        } finally {
+          await prefixed.close();
+        }
+      });
+
+      it("denial cache: repeated denials are answered locally until retryAfterMs has passed", async () => {
+        const cached = new Limiter(ctx.conn.client, { denialCache: true });
+        const k = key("cache");
+        await cached.fixed(k, 2, "800ms");
+        await cached.fixed(k, 2, "800ms");
+        const calls0 = await server.admin.commandCalls("rl.fixed");
+        const first = await cached.fixed(k, 2, "800ms");
+        assert.equal(first.allowed, false);
+        let last = first.retryAfterMs;
+        for (let i = 0; i < 50; i++) {
+          const d = await cached.fixed(k, 2, "800ms");
+          assert.equal(d.allowed, false);
+          assert.ok(d.retryAfterMs <= last && d.retryAfterMs > 0);
+          assert.equal(d.resetAfterMs, d.retryAfterMs);
+          last = d.retryAfterMs;
+        }
+        assert.equal(await server.admin.commandCalls("rl.fixed"), calls0 + 1, "only the first denial reached the server");
+        // Other arguments are another call; -1 is never cached.
+        await cached.fixed(k, 2, "800ms", { cost: 2 });
+        await cached.fixed(k, 2, "800ms", { cost: 3 });
+        await cached.fixed(k, 2, "800ms", { cost: 3 });
+        assert.equal(await server.admin.commandCalls("rl.fixed"), calls0 + 4);
+        // After the wait, the same call goes to the server and is admitted.
+        await sleep(last + 5);
+        assertDecision(await cached.fixed(k, 2, "800ms"), { allowed: true, count: 1 });
+      });
+
+      it("denial cache covers RL.ALL and never answers early", async () => {
+        const cached = new Limiter(ctx.conn.client, { denialCache: true });
+        const a = key("cache-all");
+        const clauses = [Fixed(a, 1, "600ms"), Sliding(a + "s", 10, 60)];
+        assert.equal((await cached.all(clauses)).allowed, true);
+        const denied = await cached.all(clauses);
+        assert.equal(denied.allowed, false);
+        const calls = await server.admin.commandCalls("rl.all");
+        const again = await cached.all(clauses);
+        assert.equal(again.allowed, false);
+        assert.equal(await server.admin.commandCalls("rl.all"), calls);
+        await sleep(again.retryAfterMs + 2); // (+2: timers are not as exact as the cache)
+        assert.equal((await cached.all(clauses)).allowed, true, "admitted once the cached wait has passed");
+      });
+    });
 
     for (const variant of OLDER_VARIANTS) {
       it(`older client API: ${variant}`, async () => {
-        const conn = await connectStandalone(variant, server.port);
-        try {
+        await withConnection(connectStandalone(variant, server.port), async (conn) => {
           const rl = new Limiter(conn.client);
           assert.equal(rl.clientKind, kindOf(variant));
           const k = key(variant);
@@ -253,9 +229,7 @@ for (const { name: serverName, bin } of SERVERS) {
           });
           const many = await Promise.all(Array.from({ length: 50 }, () => rl.fixed(k + "race", 30, 60)));
           assert.equal(many.filter((d) => d.allowed).length, 30);
-        } finally {
-          await conn.close();
-        }
+        });
       });
     }
 
@@ -264,15 +238,12 @@ for (const { name: serverName, bin } of SERVERS) {
       ["ioredis with stringNumbers", { stringNumbers: true }],
     ] as const) {
       it(label, async () => {
-        const conn = await connectStandalone("ioredis", server.port, options);
-        try {
+        await withConnection(connectStandalone("ioredis", server.port, options), async (conn) => {
           const rl = new Limiter(conn.client);
           assertDecision(await rl.fixed(key("proto"), 5, 60), { allowed: true, count: 1, limit: 5, resetAfterMs: 60000 });
           const all = await rl.all([Fixed(key("proto"), 1, 1), Token(key("proto"), 2 ** 50, "1s")]);
           assert.deepEqual(all.decisions.map((d) => d.limit), [1, 2 ** 50]);
-        } finally {
-          await conn.close();
-        }
+        });
       });
     }
 
@@ -292,15 +263,12 @@ for (const { name: serverName, bin } of SERVERS) {
     });
 
     it("node-redis with RESP3", async () => {
-      const conn = await connectStandalone("node-redis", server.port, { resp3: true });
-      try {
+      await withConnection(connectStandalone("node-redis", server.port, { resp3: true }), async (conn) => {
         const rl = new Limiter(conn.client);
         assertDecision(await rl.token(key("resp3"), 5, 1), { allowed: true, count: 1, limit: 5 });
         const all = await rl.all([Fixed(key("resp3"), 1, 1)]);
         assert.equal(all.allowed, true);
-      } finally {
-        await conn.close();
-      }
+      });
     });
   });
 }
