@@ -4,8 +4,9 @@
 // kernel's parent-death signal, if the test binary dies first).
 //
 // Environment, as the Makefile exports it: LIBRL_MODULE (the module),
-// REDIS8_SERVER, VALKEY8_SERVER and VALKEY_SERVER; Debian's redis-server
-// 7.0 is found on PATH.
+// REDIS8_SERVER, VALKEY8_SERVER and VALKEY_SERVER, each defaulting to
+// where scripts/servers.env (which the Makefile reads too) says the install
+// script puts it; Debian's redis-server 7.0 is found on PATH.
 package testserver
 
 import (
@@ -55,19 +56,40 @@ func root() string {
 	return filepath.Join(filepath.Dir(file), "..", "..", "..", "..")
 }
 
-// Binary is the server binary of f; the test fails when it is missing.
+// installed is where scripts/servers.env, the one list of the server
+// binaries' paths, says the variable's binary is, relative to the root.
+func installed(t testing.TB, variable string) string {
+	t.Helper()
+	file := filepath.Join(root(), "scripts", "servers.env")
+	text, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("reading %s: %v", file, err)
+	}
+	for _, line := range strings.Split(string(text), "\n") {
+		name, path, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if ok && !strings.HasPrefix(name, "#") && strings.TrimSpace(name) == variable {
+			return strings.TrimSpace(path)
+		}
+	}
+	t.Fatalf("%s does not name %s", file, variable)
+	return ""
+}
+
+// Binary is the server binary of f: its variable when set, else where
+// scripts/servers.env puts it; the test fails when it is missing.
 func (f Flavor) Binary(t testing.TB) string {
 	t.Helper()
-	path := "redis-server"
+	path, hint := "redis-server", "scripts/install-deps.sh test installs it"
 	if f.env != "" {
+		hint += ", or set " + f.env
 		path = os.Getenv(f.env)
 		if path == "" {
-			t.Fatalf("%s is not set: run the tests through make test, or export it as the Makefile does", f.env)
+			path = filepath.Join(root(), installed(t, f.env))
 		}
 	}
 	found, err := exec.LookPath(path)
 	if err != nil {
-		t.Fatalf("%s server %s is missing (scripts/install-deps.sh test installs it): %v", f.Name, path, err)
+		t.Fatalf("%s server %s is missing (%s): %v", f.Name, path, hint, err)
 	}
 	return found
 }
