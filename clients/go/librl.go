@@ -117,45 +117,53 @@ func (l *Limiter) single(ctx context.Context, method string, c Clause, opts []Op
 	if err != nil {
 		return Decision{}, err
 	}
-	id, gen, sent := l.cached(k)
-	if id != "" {
-		if e, ok := l.cache.lookup(id, sent); ok && e.all == nil {
-			return e.one, nil
-		}
-	}
-	reply, err := l.send(ctx, k)
-	if reply == nil {
-		return Decision{}, err
-	}
-	d, perr := decisionFrom(reply)
-	if perr != nil {
-		return Decision{}, &Error{Command: k.name, Err: perr}
-	}
-	if id != "" && !d.Allowed {
-		l.cache.keep(id, gen, sent, time.Now(), d.RetryAfter, cacheEntry{one: d, keys: k.keys})
-	}
-	return d, err
+	e, err := l.decide(ctx, k)
+	return e.one, err
 }
 
 func (l *Limiter) many(ctx context.Context, k call) (AllDecision, error) {
+	e, err := l.decide(ctx, k)
+	if e.all == nil {
+		return AllDecision{}, err
+	}
+	return *e.all, err
+}
+
+// decide answers a limiter call or RL.ALL (k.name says which) with its
+// decision, in the entry's one or all: from the denial cache while it still
+// holds the call's denial, else from the server, keeping a denial it gives.
+// On an error the entry is empty; a decision may come with a
+// *DurabilityError.
+func (l *Limiter) decide(ctx context.Context, k call) (cacheEntry, error) {
+	many := k.name == "RL.ALL"
 	id, gen, sent := l.cached(k)
 	if id != "" {
-		if e, ok := l.cache.lookup(id, sent); ok && e.all != nil {
-			return *e.all, nil
+		if e, ok := l.cache.lookup(id, sent); ok && (e.all != nil) == many {
+			return *e, nil
 		}
 	}
 	reply, err := l.send(ctx, k)
 	if reply == nil {
-		return AllDecision{}, err
+		return cacheEntry{}, err
 	}
-	a, perr := allDecisionFrom(reply)
+	e := cacheEntry{keys: k.keys}
+	var perr error
+	allowed, retry := false, time.Duration(0)
+	if many {
+		var a AllDecision
+		a, perr = allDecisionFrom(reply)
+		e.all, allowed, retry = &a, a.Allowed, a.RetryAfter
+	} else {
+		e.one, perr = decisionFrom(reply)
+		allowed, retry = e.one.Allowed, e.one.RetryAfter
+	}
 	if perr != nil {
-		return AllDecision{}, &Error{Command: k.name, Err: perr}
+		return cacheEntry{}, &Error{Command: k.name, Err: perr}
 	}
-	if id != "" && !a.Allowed {
-		l.cache.keep(id, gen, sent, time.Now(), a.RetryAfter, cacheEntry{all: &a, keys: k.keys})
+	if id != "" && !allowed {
+		l.cache.keep(id, gen, sent, time.Now(), retry, e)
 	}
-	return a, err
+	return e, err
 }
 
 // cached gives the cache id of a call whose denial may be kept, the cache

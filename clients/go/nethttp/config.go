@@ -334,6 +334,27 @@ func asString(path string, v any) (string, error) {
 	return s, nil
 }
 
+// eachString reads a list of strings at path, what naming its items in the
+// error when it is not a list, and hands each item to use with its own path,
+// in order, stopping at the first error.
+func eachString(path string, v any, what string, use func(at, s string) error) error {
+	list, ok := v.([]any)
+	if !ok {
+		return bad(path, "must be a list of %s", what)
+	}
+	for i, item := range list {
+		at := index(path, i)
+		s, err := asString(at, item)
+		if err != nil {
+			return err
+		}
+		if err := use(at, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func asBool(path string, v any) (bool, error) {
 	b, ok := v.(bool)
 	if !ok {
@@ -507,21 +528,16 @@ func parseConfig(doc any) (*config, error) {
 		c.ietf, c.legacy = s == "both" || s == "ietf", s == "both" || s == "legacy"
 	}
 	if v, ok := top["trusted_proxies"]; ok {
-		list, ok := v.([]any)
-		if !ok {
-			return nil, bad("trusted_proxies", "must be a list of addresses or networks")
-		}
-		for i, item := range list {
-			p := index("trusted_proxies", i)
-			s, err := asString(p, item)
-			if err != nil {
-				return nil, err
-			}
+		err := eachString("trusted_proxies", v, "addresses or networks", func(at, s string) error {
 			net, err := parseNetwork(s)
 			if err != nil {
-				return nil, bad(p, "%q is not an address or a network", s)
+				return bad(at, "%q is not an address or a network", s)
 			}
 			c.trusted = append(c.trusted, net)
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	if v, ok := top["exempt_loopback"]; ok {
@@ -778,39 +794,28 @@ func (c *config) parseRoute(path string, v any) (route, error) {
 		return r, bad(path+".path", "%q must start with /", r.path)
 	}
 	if ms, ok := m["methods"]; ok {
-		list, ok := ms.([]any)
-		if !ok {
-			return r, bad(path+".methods", "must be a list of method names")
-		}
-		for j, item := range list {
-			s, err := asString(index(path+".methods", j), item)
-			if err != nil {
-				return r, err
-			}
+		err := eachString(path+".methods", ms, "method names", func(at, s string) error {
 			if !method.MatchString(s) {
-				return r, bad(index(path+".methods", j), "%q is not an upper-case method name", s)
+				return bad(at, "%q is not an upper-case method name", s)
 			}
 			r.methods = append(r.methods, s)
+			return nil
+		})
+		if err != nil {
+			return r, err
 		}
 	}
 	ps, ok := m["policies"]
 	if !ok {
 		return r, bad(path+".policies", "missing (a list of policy names; [] exempts the route)")
 	}
-	list, ok := ps.([]any)
-	if !ok {
-		return r, bad(path+".policies", "must be a list of policy names")
-	}
-	for j, item := range list {
-		s, err := asString(index(path+".policies", j), item)
-		if err != nil {
-			return r, err
-		}
+	err = eachString(path+".policies", ps, "policy names", func(at, s string) error {
 		pol, ok := c.byName[s]
 		if !ok {
-			return r, bad(index(path+".policies", j), "no policy is named %q", s)
+			return bad(at, "no policy is named %q", s)
 		}
 		r.policies = append(r.policies, pol)
-	}
-	return r, nil
+		return nil
+	})
+	return r, err
 }
