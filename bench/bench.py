@@ -405,9 +405,7 @@ def report_gap(w, data, rows):
     w("")
     w("Each limiter's call split as `make bench-profile` splits it (bench/results/profile.md has every line "
       "and the call trees): per call, the difference to the floor's line, for the lines that differ by 40 "
-      "or more. API lines are a module-API function's inclusive cost (what runs inside Redis for it), "
-      "summed over the module's calls to it; *the module's own code* is the rest of the handler: argument "
-      "conversion, parsing, mode and statistics, the decision, encoding, the Rust side of allocations.")
+      f"or more. {instructions.LINES_EXPLAINED}")
     w("")
     w("| line | floor | " + " | ".join(labels[c] for c in cols) + " |")
     w("|---|---:|" + "---:|" * len(cols))

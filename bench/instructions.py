@@ -166,6 +166,13 @@ DISPATCHER = "RedisModuleCommandDispatcher"
 AROUND = "Redis's call() around the command"
 CONTEXT = "module context (RedisModuleCommandDispatcher)"
 OWN = "the module's own code"
+# What breakdown's lines mean, for the reports that show them (profile.py's
+# and bench.py's), said once.
+LINES_EXPLAINED = (
+    "**API** lines are a module-API function's inclusive cost (what runs inside Redis for it), "
+    "summed over every call the module makes to it; *the module's own code* is everything else "
+    "under the command handler: argument conversion, parsing, mode and statistics, the decision, "
+    "encoding, and the Rust side of allocations.")
 
 
 def breakdown(p):

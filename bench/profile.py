@@ -121,10 +121,7 @@ def main():
     big = [n for n in api_lines if n not in small]
     w("## The gap to the floor, line by line")
     w("")
-    w("Instructions per call, split by who runs them. **API** lines are a module-API function's "
-      "inclusive cost (what runs inside Redis for it), summed over every call the module makes to it; "
-      "*the module's own code* is everything else under the command handler: argument conversion, "
-      "parsing, mode and statistics, the decision, encoding, and the Rust side of allocations. "
+    w(f"Instructions per call, split by who runs them. {instructions.LINES_EXPLAINED} "
       "For librl, each cell shows the difference to the floor in brackets.")
     w("")
     w("| where | " + " | ".join(labels[c] for c in cols) + " |")

