@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import inspect
 import sys
-from types import MethodType
 from typing import (
     TYPE_CHECKING,
     Any,
     Callable,
     Coroutine,
-    Dict,
     Generic,
     List,
     Optional,
@@ -45,13 +43,14 @@ CommandFunction = Callable[Concatenate[Commands, P], Command[T]]
 
 
 class Method(Generic[P, T]):
-    """A public method of both limiters: on a Limiter it returns the
-    command's result, on an AsyncLimiter an awaitable of it. The function
-    is made once per class, by the class's ``_method``."""
+    """A public method of both limiters, written once as a command of
+    Commands. Each limiter class gets its own function for it when it is
+    defined (``Limiting.__init_subclass__``, from the class's ``_method``):
+    on a Limiter it returns the command's result, on an AsyncLimiter an
+    awaitable of it, as the overloads of ``__get__`` tell type checkers."""
 
     def __init__(self, command: CommandFunction[P, T]) -> None:
         self.command = command
-        self.functions: Dict[type, Callable[..., Any]] = {}
 
     @overload
     def __get__(self, obj: None, owner: type) -> Callable[..., Any]: ...
@@ -61,17 +60,20 @@ class Method(Generic[P, T]):
     def __get__(self, obj: AsyncLimiter, owner: type) -> Callable[P, Coroutine[Any, Any, T]]: ...
 
     def __get__(self, obj: Optional[Limiting[Any]], owner: type) -> Callable[..., Any]:
-        function = self.functions.get(owner)
-        if function is None:
-            function = self.functions[owner] = owner._method(self.command)  # type: ignore[attr-defined]
-            # help() and inspect show the command's parameters and what the
-            # method returns (awaited, for AsyncLimiter), not the generator.
-            signature = inspect.signature(self.command)
-            result = str(signature.return_annotation)
-            if result.startswith("Command[") and result.endswith("]"):
-                signature = signature.replace(return_annotation=result[len("Command[") : -1])
-            function.__signature__ = signature
-        return function if obj is None else MethodType(function, obj)
+        # Only Limiting itself, which sends nothing, still holds the descriptor.
+        return self.command
+
+    def function(self, owner: Any) -> Callable[..., Any]:
+        """``owner``'s function for the command: it performs the sends, and
+        help() and inspect show the command's parameters and what the
+        method returns (awaited, for AsyncLimiter), not the generator."""
+        function = owner._method(self.command)
+        signature = inspect.signature(self.command)
+        result = str(signature.return_annotation)
+        if result.startswith("Command[") and result.endswith("]"):
+            signature = signature.replace(return_annotation=result[len("Command[") : -1])
+        function.__signature__ = signature
+        return function  # type: ignore[no-any-return]
 
 
 class Limiting(Generic[ClientT]):
@@ -96,6 +98,16 @@ class Limiting(Generic[ClientT]):
         #: redis-py's commands table as last hinted (see _cluster).
         self._hinted: Any = None
         self._retries = retries(client) if self._cluster else 0
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # A class that says how to send (Limiter, AsyncLimiter) gets a plain
+        # function per command, so a call costs no descriptor lookup; its
+        # subclasses inherit them, and keep any method they define.
+        super().__init_subclass__(**kwargs)
+        if "_method" in vars(cls):
+            for name, method in vars(Limiting).items():
+                if isinstance(method, Method) and name not in vars(cls):
+                    setattr(cls, name, method.function(cls))
 
     @staticmethod
     def _method(command: CommandFunction[P, T]) -> Callable[..., Any]:
