@@ -76,10 +76,10 @@ def _cost_refund(argv: List[Arg], cost: object, refund: object) -> None:
         argv += ("COST", check_int("cost", cost))
 
 
-def reads_only(argv: List[Arg], start: int = 3) -> bool:
-    """COST 0: the call reads its limiter and writes nothing. ``start``: where
-    the options begin (after key, limit and window; a key may be "COST")."""
-    options = argv[start:]
+def reads_only(argv: List[Arg]) -> bool:
+    """COST 0: the call reads its limiter and writes nothing. The options
+    begin after key, limit and window (a key may be "COST")."""
+    options = argv[3:]
     return "COST" in options and options[options.index("COST") + 1] == 0
 
 
