@@ -147,7 +147,9 @@ def run_sync(ports):
             rc.execute_command("RL.OVERRIDE", "GET", "{py}o"),
             None,
         )
-        check_malformed("sync malformed RL.ALL", outcome(rc.execute_command, *MALFORMED_ALL))
+        check_malformed(
+            "sync malformed RL.ALL", outcome(rc.execute_command, *MALFORMED_ALL)
+        )
 
         pipe = rc.pipeline()
         pipe.execute_command("RL.FIXED", "{pipe}f", 3, 60)
