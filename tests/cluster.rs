@@ -111,8 +111,6 @@ fn slot_range(i: usize) -> (u16, u16) {
 impl Cluster {
     fn start(flavor: Flavor) -> Cluster {
         let extra = [
-            "--cluster-enabled",
-            "yes",
             // Relative to --dir: each node's file in its own directory.
             "--cluster-config-file",
             "nodes.conf",
@@ -158,7 +156,7 @@ impl Cluster {
                     "MEET",
                     "127.0.0.1",
                     &node.port.to_string(),
-                    &node.cluster_port.to_string(),
+                    &node.bus_port.to_string(),
                 ],
             )
             .unwrap();
@@ -371,6 +369,16 @@ fn route_to(key: &str) -> RoutingInfo {
         SlotAddr::Master,
     )))
 }
+
+/// A limiter and its override in one slot (user 1's).
+const OVERRIDDEN_USER: [&str; 6] = [
+    "RL.FIXED",
+    "{user:1}",
+    "5",
+    "1h",
+    "OVERRIDE",
+    "{user:1}:override",
+];
 
 fn routed(con: &mut ClusterConnection, key: &str, args: &[&str]) -> Result<Value, String> {
     con.route_command(&command(args), route_to(key))
@@ -632,60 +640,27 @@ fn run_cluster_test(flavor: Flavor) {
         let err = routed(&mut con, key, args).expect_err(&format!("{args:?} was accepted"));
         assert!(err.starts_with("CROSSSLOT"), "{flavor:?} {args:?}: {err}");
     }
-    let r = six(&cmd_cluster(
-        &mut con,
-        &[
-            "RL.FIXED",
-            "{user:1}",
-            "5",
-            "1h",
-            "OVERRIDE",
-            "{user:1}:override",
-        ],
-    )
-    .unwrap());
+    let r = six(&cmd_cluster(&mut con, &OVERRIDDEN_USER).unwrap());
     assert_eq!(r[..5], [1, 1, 0, 7, 6], "the override applies in its slot");
-    let reply = routed(
-        &mut con,
+    // Two limiters of one user, the second overridden, in one slot.
+    let both = [
+        "RL.ALL",
+        "FIXED",
         "{user:1}:a",
-        &[
-            "RL.ALL",
-            "FIXED",
-            "{user:1}:a",
-            "5",
-            "1h",
-            "SLIDING",
-            "{user:1}:b",
-            "5",
-            "1h",
-            "OVERRIDE",
-            "{user:1}:override",
-            "TOKEN",
-            "{user:1}",
-            "5",
-            "1h",
-        ],
-    );
+        "5",
+        "1h",
+        "SLIDING",
+        "{user:1}:b",
+        "5",
+        "1h",
+        "OVERRIDE",
+        "{user:1}:override",
+    ];
+    let with_token = [&both[..], &["TOKEN", "{user:1}", "5", "1h"]].concat();
+    let reply = routed(&mut con, "{user:1}:a", &with_token);
     // `{user:1}` is a FIXED limiter: WRONGTYPE, decided in the right slot.
     assert!(reply.unwrap_err().starts_with("WRONGTYPE"));
-    let reply = routed(
-        &mut con,
-        "{user:1}:a",
-        &[
-            "RL.ALL",
-            "FIXED",
-            "{user:1}:a",
-            "5",
-            "1h",
-            "SLIDING",
-            "{user:1}:b",
-            "5",
-            "1h",
-            "OVERRIDE",
-            "{user:1}:override",
-        ],
-    )
-    .unwrap();
+    let reply = routed(&mut con, "{user:1}:a", &both).unwrap();
     let Value::Array(parts) = reply else {
         panic!("{reply:?}")
     };
@@ -782,18 +757,7 @@ fn run_cluster_test(flavor: Flavor) {
             "{key}: the window moved"
         );
     }
-    let r = six(&cmd_cluster(
-        &mut con,
-        &[
-            "RL.FIXED",
-            "{user:1}",
-            "5",
-            "1h",
-            "OVERRIDE",
-            "{user:1}:override",
-        ],
-    )
-    .unwrap());
+    let r = six(&cmd_cluster(&mut con, &OVERRIDDEN_USER).unwrap());
     assert_eq!(r[..5], [1, 2, 0, 7, 5]);
 
     // No module error anywhere but the one WRONGTYPE above: CROSSSLOT
@@ -1007,12 +971,7 @@ fn cmd_cluster(con: &mut ClusterConnection, args: &[&str]) -> Result<Value, Stri
 /// which the server checks before it looks at who owns the slot.
 fn single_node_cluster(flavor: Flavor) -> Server {
     let node = Server::builder(flavor)
-        .args(&[
-            "--cluster-enabled",
-            "yes",
-            "--cluster-config-file",
-            "nodes.conf",
-        ])
+        .args(&["--cluster-config-file", "nodes.conf"])
         .cluster_node()
         .start();
     let mut con = node.conn();
@@ -1139,22 +1098,19 @@ fn limiter_okey_in_another_slot_is_crossslot() {
     });
 }
 
-#[test]
-fn cluster_on_redis7() {
-    run_cluster_test(Flavor::Redis7);
+/// One test per flavor, so that each cluster runs (and fails) on its own.
+macro_rules! cluster_tests {
+    ($($name:ident: $flavor:ident),*) => {$(
+        #[test]
+        fn $name() {
+            run_cluster_test(Flavor::$flavor);
+        }
+    )*};
 }
 
-#[test]
-fn cluster_on_redis8() {
-    run_cluster_test(Flavor::Redis8);
-}
-
-#[test]
-fn cluster_on_valkey8() {
-    run_cluster_test(Flavor::Valkey8);
-}
-
-#[test]
-fn cluster_on_valkey9() {
-    run_cluster_test(Flavor::Valkey9);
-}
+cluster_tests!(
+    cluster_on_redis7: Redis7,
+    cluster_on_redis8: Redis8,
+    cluster_on_valkey8: Valkey8,
+    cluster_on_valkey9: Valkey9
+);

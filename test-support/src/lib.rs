@@ -25,23 +25,27 @@ const SERVERS_ENV: &str = include_str!("../../scripts/servers.env");
 
 /// The binary named by `var` (`VALKEY_SERVER`, `REDIS8_SERVER`,
 /// `VALKEY8_SERVER`, `REDIS_SERVER`): the variable when set, else where
-/// scripts/servers.env says the install script puts it; `None` when
-/// neither names it (Debian's redis-server: on PATH).
-pub fn server_binary(var: &str) -> Option<PathBuf> {
+/// scripts/servers.env says the install script puts it, else (Debian's
+/// redis-server, which servers.env does not name) `redis-server` on PATH.
+pub fn server_binary(var: &str) -> PathBuf {
     if let Some(path) = std::env::var_os(var) {
-        return Some(PathBuf::from(path));
+        return PathBuf::from(path);
     }
     let relative = SERVERS_ENV.lines().find_map(|line| {
         let (name, path) = line.split_once('=')?;
         (name.trim() == var).then(|| path.trim())
-    })?;
+    });
+    let Some(relative) = relative else {
+        assert_eq!(var, "REDIS_SERVER", "scripts/servers.env names no {var}");
+        return PathBuf::from("redis-server");
+    };
     let path = root().join(relative);
     assert!(
         path.exists(),
         "{} is missing: run scripts/install-deps.sh test (make test does), or set {var}",
         path.display()
     );
-    Some(path)
+    path
 }
 
 /// The module the servers load: `LIBRL_MODULE`, else the release build.
@@ -204,101 +208,289 @@ pub fn stop(port: u16, child: &mut Child, grace: Duration) {
     let _ = child.wait();
 }
 
-/// How a server process is started: its binary, directory and arguments,
-/// the module's own arguments (`None`: no `--loadmodule`), and whether it
-/// is a cluster node, whose bus gets a free port of its own
-/// (`--cluster-port`; port + 10000 does not exist above 55535).
-pub struct Launch<'a> {
-    pub binary: &'a Path,
-    pub dir: &'a Path,
-    pub args: &'a [String],
-    pub module_args: Option<&'a [String]>,
-    pub cluster_bus: bool,
+/// The redis-rs URL of the server on `port`.
+pub fn url(port: u16) -> String {
+    format!("redis://127.0.0.1:{port}/")
 }
 
-/// A started server: its port, its bus port (0 when not a cluster node)
-/// and its process.
-pub struct Started {
+/// Writes files into a server's working directory before it starts.
+type Prepare<'p> = Box<dyn FnOnce(&Path) + 'p>;
+
+/// How a server process starts, written once for every suite:
+/// `Builder::new(name, binary)`, then any of the options, then
+/// [`Builder::start`]. By default the module is loaded with no arguments,
+/// the server is ready within 20 s and given 10 s to stop.
+pub struct Builder<'p> {
+    launch: Launch,
+    prepare: Option<Prepare<'p>>,
+    dir_prefix: String,
+}
+
+/// What starting (and restarting) the process takes.
+struct Launch {
+    name: String,
+    binary: PathBuf,
+    args: Vec<String>,
+    module_args: Option<Vec<String>>,
+    cluster_bus: bool,
+    ready_within: Duration,
+    grace: Duration,
+}
+
+fn owned(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+impl<'p> Builder<'p> {
+    /// A server of `binary`, called `name` in failure messages.
+    pub fn new(name: impl Into<String>, binary: PathBuf) -> Builder<'p> {
+        Builder {
+            launch: Launch {
+                name: name.into(),
+                binary,
+                args: Vec::new(),
+                module_args: Some(Vec::new()),
+                cluster_bus: false,
+                ready_within: Duration::from_secs(20),
+                grace: Duration::from_secs(10),
+            },
+            prepare: None,
+            dir_prefix: "librl-test".to_string(),
+        }
+    }
+
+    /// Extra `--option value` arguments for the server.
+    pub fn args(mut self, extra: &[&str]) -> Builder<'p> {
+        self.launch.args.extend(owned(extra));
+        self
+    }
+
+    /// The module's own arguments, after its path (`--loadmodule
+    /// librl.so mode monitor`).
+    pub fn module_args(mut self, args: &[&str]) -> Builder<'p> {
+        self.launch.module_args = Some(owned(args));
+        self
+    }
+
+    /// No `--loadmodule`: the test loads it with `MODULE LOAD` or `MODULE
+    /// LOADEX` (which need `--enable-module-command yes` in `args`).
+    pub fn without_module(mut self) -> Builder<'p> {
+        self.launch.module_args = None;
+        self
+    }
+
+    /// A cluster node (`--cluster-enabled yes`) whose bus gets a free port
+    /// of its own (`--cluster-port`; port + 10000 does not exist above
+    /// 55535), in [`Process::bus_port`].
+    pub fn cluster_node(mut self) -> Builder<'p> {
+        self.launch
+            .args
+            .extend(owned(&["--cluster-enabled", "yes"]));
+        self.launch.cluster_bus = true;
+        self
+    }
+
+    /// `prepare` writes files (an AOF or RDB to load) into the server's
+    /// fresh working directory before it starts.
+    pub fn prepared(mut self, prepare: impl FnOnce(&Path) + 'p) -> Builder<'p> {
+        self.prepare = Some(Box::new(prepare));
+        self
+    }
+
+    /// The working directory's name starts with `prefix`.
+    pub fn dir_prefix(mut self, prefix: &str) -> Builder<'p> {
+        self.dir_prefix = prefix.to_string();
+        self
+    }
+
+    /// How long the server may take to answer as itself, and to stop.
+    pub fn timeouts(mut self, ready_within: Duration, grace: Duration) -> Builder<'p> {
+        self.launch.ready_within = ready_within;
+        self.launch.grace = grace;
+        self
+    }
+
+    /// Starts the server in a fresh directory; panics with its log when it
+    /// never answers as itself.
+    pub fn start(self) -> Process {
+        let dir = fresh_dir(&self.dir_prefix);
+        if let Some(prepare) = self.prepare {
+            prepare(&dir);
+        }
+        let mut process = Process {
+            port: 0,
+            bus_port: 0,
+            dir,
+            child: None,
+            launch: self.launch,
+        };
+        process.boot();
+        process
+    }
+}
+
+/// A started server: stopped (SHUTDOWN, then SIGKILL) and reaped on drop,
+/// its directory removed unless a test is failing.
+pub struct Process {
     pub port: u16,
+    /// A cluster node's bus port (0 otherwise).
     pub bus_port: u16,
-    pub child: Child,
+    pub dir: PathBuf,
+    child: Option<Child>,
+    launch: Launch,
 }
 
-impl Launch<'_> {
-    /// Starts the server, up to five times: first on `ports` when given (a
-    /// restart keeps its port and bus port), then on fresh ones (a port
-    /// lost to another process since is replaced). None when it never
-    /// answered as itself within `ready_within`.
-    pub fn start(&self, ports: Option<(u16, u16)>, ready_within: Duration) -> Option<Started> {
+impl Process {
+    /// Starts the process (again, after `kill` or `stop`), up to five
+    /// times: first on its old ports when it had them (a restart keeps its
+    /// port and bus port, and its directory, so that RDB and AOF files are
+    /// found), then on fresh ones (a port lost to another process since is
+    /// replaced).
+    fn boot(&mut self) {
+        let spec = &self.launch;
         for attempt in 0..5 {
-            let (port, bus_port) = match ports {
-                Some(ports) if attempt == 0 => ports,
-                _ => (free_port(), if self.cluster_bus { free_port() } else { 0 }),
+            let (port, bus_port) = if attempt == 0 && self.port != 0 {
+                (self.port, self.bus_port)
+            } else {
+                (free_port(), if spec.cluster_bus { free_port() } else { 0 })
             };
-            let mut cmd = Command::new(self.binary);
+            let mut cmd = Command::new(&spec.binary);
             cmd.arg("--port")
                 .arg(port.to_string())
                 .args(["--bind", "127.0.0.1", "--save", ""])
                 .arg("--dir")
-                .arg(self.dir)
+                .arg(&self.dir)
                 .args(["--logfile", "server.log"])
-                .args(self.args);
-            if self.cluster_bus {
+                .args(&spec.args);
+            if spec.cluster_bus {
                 cmd.arg("--cluster-port").arg(bus_port.to_string());
             }
-            if let Some(module_args) = self.module_args {
+            if let Some(module_args) = &spec.module_args {
                 cmd.arg("--loadmodule").arg(module_path()).args(module_args);
             }
             let mut child = cmd
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
-                .unwrap_or_else(|e| panic!("cannot spawn {}: {e}", self.binary.display()));
-            if wait_ready(port, &mut child, ready_within) {
-                return Some(Started {
-                    port,
-                    bus_port,
-                    child,
-                });
+                .unwrap_or_else(|e| panic!("cannot spawn {}: {e}", spec.binary.display()));
+            if wait_ready(port, &mut child, spec.ready_within) {
+                self.port = port;
+                self.bus_port = bus_port;
+                self.child = Some(child);
+                return;
             }
             let _ = child.kill();
             let _ = child.wait();
         }
-        None
+        panic!("{} did not start; log:\n{}", spec.name, self.log());
+    }
+
+    pub fn url(&self) -> String {
+        url(self.port)
+    }
+
+    /// Graceful stop: `SHUTDOWN NOSAVE NOW FORCE` (SIGTERM if the server
+    /// cannot be told), then SIGKILL after the grace time. A normal exit
+    /// lets valgrind write its leak summary.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            stop(self.port, &mut child, self.launch.grace);
+        }
+    }
+
+    /// SIGKILL: no shutdown save, no AOF flush beyond what fsync policy did.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Killed and started again on its port, in its directory.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.boot();
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.stop();
+        clean_up(&self.dir);
     }
 }
 
 /// The slot ranges of a cluster of three primaries.
 pub const THREE_PRIMARIES: [(u16, u16); 3] = [(0, 5460), (5461, 10922), (10923, 16383)];
 
-/// Makes one cluster of the nodes `(port, bus_port)`: the first three
-/// take [`THREE_PRIMARIES`]' slots, every other node is met; returns each
-/// node's id.
-pub fn form_cluster(nodes: &[(u16, u16)]) -> Vec<String> {
-    let t = Duration::from_secs(10);
-    let ids: Vec<String> = nodes
-        .iter()
-        .map(|&(port, _)| match command(port, &["CLUSTER", "MYID"], t) {
-            Ok(Reply::Text(id)) => id,
-            other => panic!("CLUSTER MYID on {port}: {other:?}"),
-        })
-        .collect();
-    for (&(port, _), (from, to)) in nodes.iter().zip(THREE_PRIMARIES) {
-        let (from, to) = (from.to_string(), to.to_string());
-        let reply = command(port, &["CLUSTER", "ADDSLOTSRANGE", &from, &to], t);
-        assert!(
-            matches!(reply, Ok(Reply::Text(_))),
-            "ADDSLOTSRANGE on {port}: {reply:?}"
-        );
+/// Three primaries splitting the 16384 slots ([`THREE_PRIMARIES`]), each
+/// node started from `node()`'s builder (which `Cluster::start` makes a
+/// cluster node); returns once every node sees the cluster whole.
+pub struct Cluster {
+    pub nodes: Vec<Process>,
+    /// Each node's `CLUSTER MYID`.
+    pub ids: Vec<String>,
+}
+
+impl Cluster {
+    pub fn start<'p>(node: impl Fn() -> Builder<'p>) -> Cluster {
+        let nodes: Vec<Process> = (0..3).map(|_| node().cluster_node().start()).collect();
+        let t = Duration::from_secs(10);
+        let ids: Vec<String> = nodes
+            .iter()
+            .map(|n| match command(n.port, &["CLUSTER", "MYID"], t) {
+                Ok(Reply::Text(id)) => id,
+                other => panic!("CLUSTER MYID on {}: {other:?}", n.port),
+            })
+            .collect();
+        for (n, (from, to)) in nodes.iter().zip(THREE_PRIMARIES) {
+            let (from, to) = (from.to_string(), to.to_string());
+            let reply = command(n.port, &["CLUSTER", "ADDSLOTSRANGE", &from, &to], t);
+            assert!(
+                matches!(reply, Ok(Reply::Text(_))),
+                "ADDSLOTSRANGE on {}: {reply:?}",
+                n.port
+            );
+        }
+        for n in &nodes[1..] {
+            let (port, bus) = (n.port.to_string(), n.bus_port.to_string());
+            let reply = command(
+                nodes[0].port,
+                &["CLUSTER", "MEET", "127.0.0.1", &port, &bus],
+                t,
+            );
+            assert!(
+                matches!(reply, Ok(Reply::Text(_))),
+                "CLUSTER MEET {port}: {reply:?}"
+            );
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let whole = |port| {
+            let field = |name| info_field(port, "cluster-info", name);
+            field("cluster_state").as_deref() == Some("ok")
+                && field("cluster_known_nodes").as_deref() == Some("3")
+                && field("cluster_slots_ok").as_deref() == Some("16384")
+        };
+        while !nodes.iter().all(|n| whole(n.port)) {
+            assert!(Instant::now() < deadline, "the cluster did not form");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Cluster { nodes, ids }
     }
-    let first = nodes[0].0;
-    for &(port, bus) in &nodes[1..] {
-        let (port, bus) = (port.to_string(), bus.to_string());
-        let reply = command(first, &["CLUSTER", "MEET", "127.0.0.1", &port, &bus], t);
-        assert!(
-            matches!(reply, Ok(Reply::Text(_))),
-            "CLUSTER MEET {port}: {reply:?}"
-        );
+
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(Process::url).collect()
     }
-    ids
+
+    /// The index of the node serving `slot` (the ranges `start` assigned).
+    pub fn owner(&self, slot: u16) -> usize {
+        THREE_PRIMARIES
+            .iter()
+            .position(|&(from, to)| (from..=to).contains(&slot))
+            .expect("a slot is below 16384")
+    }
 }

@@ -6,7 +6,6 @@
 
 use librl_test_support as support;
 use std::path::{Path, PathBuf};
-use std::process::Child;
 use std::time::{Duration, Instant};
 
 /// The servers librl supports, each installed by `scripts/install-deps.sh
@@ -59,7 +58,7 @@ impl Flavor {
     /// The binary: its variable, or where scripts/servers.env puts it
     /// (Debian's redis-server: on PATH).
     pub fn binary(self) -> PathBuf {
-        support::server_binary(self.env_var()).unwrap_or_else(|| PathBuf::from("redis-server"))
+        support::server_binary(self.env_var())
     }
 }
 
@@ -143,90 +142,69 @@ pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// A server of one flavor: librl-test-support's process guard (its
+/// `port`, `bus_port` and `dir`, `stop`, `kill`, `restart` and `log`)
+/// and which server it is.
 pub struct Server {
     pub flavor: Flavor,
-    pub port: u16,
-    pub dir: PathBuf,
-    extra: Vec<String>,
-    /// The module's own arguments, after its path; `None` starts the server
-    /// without `--loadmodule` (for `MODULE LOAD`/`LOADEX`).
-    module_args: Option<Vec<String>>,
-    /// Cluster nodes get a free bus port of their own (`--cluster-port`):
-    /// the default, port + 10000, does not exist for ports above 55535.
-    cluster_bus: bool,
-    pub cluster_port: u16,
-    child: Option<Child>,
+    process: support::Process,
+}
+
+impl std::ops::Deref for Server {
+    type Target = support::Process;
+    fn deref(&self) -> &support::Process {
+        &self.process
+    }
+}
+
+impl std::ops::DerefMut for Server {
+    fn deref_mut(&mut self) -> &mut support::Process {
+        &mut self.process
+    }
 }
 
 /// How a server starts: `Server::builder(flavor)`, then any of the
-/// options, then `start()`.
+/// builder's options (`args`, `module_args`, `without_module`,
+/// `cluster_node`, `prepared`), then `start()`.
 pub struct Builder<'p> {
     flavor: Flavor,
-    extra: Vec<String>,
-    module_args: Option<Vec<String>>,
-    cluster_bus: bool,
-    prepare: Option<Prepare<'p>>,
+    options: support::Builder<'p>,
 }
 
-/// Writes files into a server's working directory before it starts.
-type Prepare<'p> = Box<dyn FnOnce(&Path) + 'p>;
-
-fn owned(args: &[&str]) -> Vec<String> {
-    args.iter().map(|s| s.to_string()).collect()
-}
-
+/// The options are librl-test-support's builder's, passed on.
 impl<'p> Builder<'p> {
-    /// Extra `--option value` arguments for the server.
-    pub fn args(mut self, extra: &[&str]) -> Self {
-        self.extra.extend(owned(extra));
-        self
+    pub fn args(self, extra: &[&str]) -> Self {
+        self.map(|o| o.args(extra))
     }
 
-    /// The module's own arguments, after its path (`--loadmodule
-    /// librl.so mode monitor`).
-    pub fn module_args(mut self, args: &[&str]) -> Self {
-        self.module_args = Some(owned(args));
-        self
+    pub fn module_args(self, args: &[&str]) -> Self {
+        self.map(|o| o.module_args(args))
     }
 
-    /// No `--loadmodule`: the test loads it with `MODULE LOAD` or `MODULE
-    /// LOADEX` (which need `--enable-module-command yes` in `args`).
-    pub fn without_module(mut self) -> Self {
-        self.module_args = None;
-        self
+    pub fn without_module(self) -> Self {
+        self.map(support::Builder::without_module)
     }
 
-    /// A node for a cluster (`args` enables cluster mode): the bus gets a
-    /// free port of its own, in `cluster_port`.
-    pub fn cluster_node(mut self) -> Self {
-        self.cluster_bus = true;
-        self
+    pub fn cluster_node(self) -> Self {
+        self.map(support::Builder::cluster_node)
     }
 
-    /// `prepare` writes files (an AOF or RDB to load) into the server's
-    /// fresh working directory before it starts.
-    pub fn prepared(mut self, prepare: impl FnOnce(&Path) + 'p) -> Self {
-        self.prepare = Some(Box::new(prepare));
-        self
+    pub fn prepared(self, prepare: impl FnOnce(&Path) + 'p) -> Self {
+        self.map(|o| o.prepared(prepare))
+    }
+
+    fn map(self, set: impl FnOnce(support::Builder<'p>) -> support::Builder<'p>) -> Self {
+        Builder {
+            flavor: self.flavor,
+            options: set(self.options),
+        }
     }
 
     pub fn start(self) -> Server {
-        let dir = support::fresh_dir("librl-test");
-        if let Some(prepare) = self.prepare {
-            prepare(&dir);
-        }
-        let mut server = Server {
+        Server {
             flavor: self.flavor,
-            port: 0,
-            dir,
-            extra: self.extra,
-            module_args: self.module_args,
-            cluster_bus: self.cluster_bus,
-            cluster_port: 0,
-            child: None,
-        };
-        server.boot();
-        server
+            process: self.options.start(),
+        }
     }
 }
 
@@ -236,72 +214,16 @@ impl Server {
         Server::builder(flavor).start()
     }
 
+    /// Every server runs with DEBUG enabled, and slowly under valgrind.
     pub fn builder<'p>(flavor: Flavor) -> Builder<'p> {
-        Builder {
-            flavor,
-            extra: Vec::new(),
-            module_args: Some(Vec::new()),
-            cluster_bus: false,
-            prepare: None,
-        }
-    }
-
-    /// Starts the process (again, after `kill`), keeping port and directory
-    /// so that RDB and AOF files are found.
-    fn boot(&mut self) {
-        let mut args = vec!["--enable-debug-command".to_string(), "yes".to_string()];
-        args.extend(self.extra.iter().cloned());
-        let launch = support::Launch {
-            binary: &self.flavor.binary(),
-            dir: &self.dir,
-            args: &args,
-            module_args: self.module_args.as_deref(),
-            cluster_bus: self.cluster_bus,
-        };
-        let ports = (self.port != 0).then_some((self.port, self.cluster_port));
-        let Some(started) = launch.start(ports, timeout(20, 120)) else {
-            panic!("{:?} did not start; log:\n{}", self.flavor, self.log());
-        };
-        self.port = started.port;
-        self.cluster_port = started.bus_port;
-        self.child = Some(started.child);
+        let options = support::Builder::new(format!("{flavor:?}"), flavor.binary())
+            .args(&["--enable-debug-command", "yes"])
+            .timeouts(timeout(20, 120), timeout(10, 60));
+        Builder { flavor, options }
     }
 
     pub fn conn(&self) -> redis::Connection {
-        let client = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap();
+        let client = redis::Client::open(self.url()).unwrap();
         client.get_connection().expect("cannot connect")
-    }
-
-    /// Graceful stop: `SHUTDOWN NOSAVE NOW` (SIGTERM if the server cannot
-    /// be told), then SIGKILL if it has not exited within 10 s (60 s under
-    /// `LIBRL_SLOW`). A normal exit lets valgrind write its leak summary.
-    pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            support::stop(self.port, &mut child, timeout(10, 60));
-        }
-    }
-
-    /// SIGKILL: no shutdown save, no AOF flush beyond what fsync policy did.
-    pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    pub fn restart(&mut self) {
-        self.kill();
-        self.boot();
-    }
-
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop();
-        support::clean_up(&self.dir);
     }
 }

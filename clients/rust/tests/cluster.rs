@@ -69,7 +69,7 @@ fn user_calls(i: usize) -> (Fixed, All, Token) {
 fn sync_cluster_calls_go_straight_to_the_owner() {
     let _turn = ONE_CLUSTER_AT_A_TIME.blocking_lock();
     for flavor in FLAVORS {
-        let cluster = Cluster::start(flavor);
+        let cluster = cluster(flavor);
         let client = ClusterClient::new(cluster.urls()).unwrap();
         let mut con = client.get_connection().unwrap();
         cluster.reset_stats();
@@ -116,7 +116,7 @@ fn sync_cluster_calls_go_straight_to_the_owner() {
 async fn async_cluster_calls_go_straight_to_the_owner() {
     let _turn = ONE_CLUSTER_AT_A_TIME.lock().await;
     for flavor in FLAVORS {
-        let cluster = Cluster::start(flavor);
+        let cluster = cluster(flavor);
         let client = ClusterClient::builder(cluster.urls())
             .use_protocol(redis::ProtocolVersion::RESP3)
             .build()
@@ -219,7 +219,7 @@ fn hot_call() -> All {
 #[test]
 fn sync_calls_keep_succeeding_while_their_slot_moves() {
     let _turn = ONE_CLUSTER_AT_A_TIME.blocking_lock();
-    let cluster = Cluster::start(Flavor::Redis);
+    let cluster = cluster(Flavor::Redis);
     let client = ClusterClient::new(cluster.urls()).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let admitted = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -266,7 +266,7 @@ fn redirected(con: &mut redis::Connection) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn async_calls_keep_succeeding_while_their_slot_moves() {
     let _turn = ONE_CLUSTER_AT_A_TIME.lock().await;
-    let cluster = Cluster::start(Flavor::Valkey);
+    let cluster = cluster(Flavor::Valkey);
     let client = ClusterClient::new(cluster.urls()).unwrap();
     let limiter = AsyncLimiter::new(client.get_async_connection().await.unwrap());
     let stop = Arc::new(AtomicBool::new(false));

@@ -12,7 +12,7 @@ use librl_client::{is_not_durable, AsyncLimiter, Fixed, Limiter, OverrideGet, To
 
 /// A primary and a replica of it, the link up.
 fn primary_and_replica(flavor: Flavor) -> (Server, Server) {
-    let primary = Server::start(flavor);
+    let primary = server(flavor);
     // Sync at once rather than after the default 5 s diskless delay.
     redis::cmd("CONFIG")
         .arg("SET")
@@ -20,7 +20,7 @@ fn primary_and_replica(flavor: Flavor) -> (Server, Server) {
         .arg(0)
         .query::<()>(&mut primary.conn())
         .unwrap();
-    let replica = Server::start(flavor);
+    let replica = server(flavor);
     let mut rcon = replica.conn();
     redis::cmd("REPLICAOF")
         .arg("127.0.0.1")
@@ -96,7 +96,7 @@ async fn the_async_limiter_waits_on_its_own_connection() {
 #[test]
 fn without_enough_replicas_the_decision_is_an_error() {
     for flavor in FLAVORS {
-        let server = Server::start(flavor);
+        let server = server(flavor);
         let mut limiter = Limiter::new(server.conn())
             .durable(1, Duration::from_millis(20))
             .unwrap();

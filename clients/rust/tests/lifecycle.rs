@@ -165,7 +165,7 @@ fn wait_returns_when_the_caller_may_act() {
 
 #[tokio::test]
 async fn wait_holds_an_async_call_without_blocking_others() {
-    let server = Server::start(Flavor::Redis);
+    let server = server(Flavor::Redis);
     let client = redis::Client::open(server.url()).unwrap();
     let mut con = client.get_multiplexed_async_connection().await.unwrap();
     let bucket = || Token::new("paced", 5, "1s").burst(1);
@@ -253,7 +253,7 @@ fn overrides_through_the_container_command() {
 /// denials it could make wrong.
 #[test]
 fn the_denial_cache_forgets_after_a_refund_or_an_override_change() {
-    let server = Server::start(Flavor::Redis);
+    let server = server(Flavor::Redis);
     let mut limiter = Limiter::new(server.conn()).with_cache(DenialCache::new());
     let call = Fixed::new("{k}:f", 1, "1h").override_key("{k}:plan");
     assert!(limiter.run(&call).unwrap().allowed);
@@ -280,7 +280,7 @@ fn the_denial_cache_forgets_after_a_refund_or_an_override_change() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overrides_in_a_cluster_go_to_their_key_and_list_per_node() {
-    let cluster = Cluster::start(Flavor::Redis);
+    let cluster = cluster(Flavor::Redis);
     let client = ClusterClient::new(cluster.urls()).unwrap();
     let limiter = AsyncLimiter::new(client.get_async_connection().await.unwrap());
     cluster.reset_stats();

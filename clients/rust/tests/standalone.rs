@@ -116,7 +116,7 @@ fn sync_resp2_replies_on_each_server() {
 #[tokio::test]
 async fn async_resp3_replies_on_each_server() {
     for flavor in FLAVORS {
-        let server = Server::start(flavor);
+        let server = server(flavor);
         let client = redis::Client::open(server.url_resp3()).unwrap();
         let mut con = client.get_multiplexed_async_connection().await.unwrap();
         let d = Fixed::new("f", 2, "1m")
@@ -161,7 +161,7 @@ async fn async_resp3_replies_on_each_server() {
 /// server decides again; its times shrink as they would on the server.
 #[test]
 fn the_denial_cache_keeps_a_refused_client_off_the_server() {
-    let server = Server::start(Flavor::Redis);
+    let server = server(Flavor::Redis);
     let mut stats = server.conn();
     let mut limiter = Limiter::new(server.conn()).with_cache(DenialCache::new());
     // A window long enough that a loaded machine does not end it mid-test.
@@ -199,7 +199,7 @@ fn the_denial_cache_keeps_a_refused_client_off_the_server() {
 
 #[tokio::test]
 async fn the_async_denial_cache_answers_rl_all_locally() {
-    let server = Server::start(Flavor::Valkey);
+    let server = server(Flavor::Valkey);
     let mut stats = server.conn();
     let client = redis::Client::open(server.url()).unwrap();
     let con = client.get_multiplexed_async_connection().await.unwrap();

@@ -1,14 +1,18 @@
 //! The example binary as `scripts/serve-example axum` runs it: a policy
 //! file (conformance/examples/policies.yaml), and the demo routes in code.
 
-#[path = "../../../integrations/tower/tests/common/mod.rs"]
-mod common;
-
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_port, Redis};
+use librl_test_support::{free_port, server_binary, Builder, Process as Redis};
+
+/// Debian's redis-server (or `REDIS_SERVER`) with the module.
+fn redis() -> Redis {
+    Builder::new("redis-server", server_binary("REDIS_SERVER"))
+        .dir_prefix("librl-axum-example-test")
+        .start()
+}
 
 struct App(Child, String);
 
@@ -48,7 +52,7 @@ fn http() -> reqwest::Client {
 
 #[tokio::test]
 async fn serves_the_sample_policy_file_on_every_path_and_method() {
-    let redis = Redis::start();
+    let redis = redis();
     let file = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../conformance/examples/policies.yaml"
@@ -92,7 +96,7 @@ async fn serves_the_sample_policy_file_on_every_path_and_method() {
 
 #[tokio::test]
 async fn the_demo_routes_limit_in_code() {
-    let redis = Redis::start();
+    let redis = redis();
     let app = start(&redis, None);
     let http = http();
     // The demo keeps the default configuration: loopback clients skip the

@@ -4,19 +4,18 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::routing::get;
 use axum::Router;
 use common::Cluster;
-use librl_tower::{Config, KeyKind, Policy, RateLimiter, RedisTarget};
+use librl_tower::{KeyKind, Policy, RateLimiter, RedisTarget};
 
 /// Summed over the nodes: `(calls of RL.ALL, COMMAND GETKEYS calls, MOVED errors)`.
 fn stats(cluster: &Cluster) -> (u64, u64, u64) {
     let mut sum = (0, 0, 0);
     for node in &cluster.nodes {
-        let mut con = node.conn();
+        let mut con = common::conn(node);
         let mut field = |section: &str, field: &str, key: &str| -> u64 {
             let info: String = redis::cmd("INFO").arg(section).query(&mut con).unwrap();
             info.lines()
@@ -40,12 +39,8 @@ fn stats(cluster: &Cluster) -> (u64, u64, u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_client_is_one_rl_all_on_its_own_node() {
-    let cluster = tokio::task::block_in_place(Cluster::start);
-    let config = Config {
-        exempt_loopback: false,
-        ..Config::default()
-    };
-    let limiter = RateLimiter::new(config, RedisTarget::Cluster(cluster.urls())).unwrap();
+    let cluster = tokio::task::block_in_place(common::cluster);
+    let limiter = RateLimiter::new(common::config(), RedisTarget::Cluster(cluster.urls())).unwrap();
     let secs = Duration::from_secs;
     let app = Router::new().route(
         "/x",
@@ -54,18 +49,9 @@ async fn each_client_is_one_rl_all_on_its_own_node() {
             Policy::sliding("burst", 2, secs(60)).key(KeyKind::ApiKey),
         ])),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-        .unwrap();
-    });
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
-    let as_key = |key: String| http.get(format!("{base}/x")).header("x-api-key", key);
+    let app = common::serve(app).await;
+    let http = common::http();
+    let as_key = |key: String| http.get(format!("{}/x", app.base)).header("x-api-key", key);
     // Warm up: the cluster client learns the slots on connecting.
     assert_eq!(as_key("warm-up".into()).send().await.unwrap().status(), 200);
     let before = tokio::task::block_in_place(|| stats(&cluster));

@@ -1,50 +1,21 @@
 //! The conformance runner for librl-tower (conformance/README.md): every
-//! case of `conformance/cases/*.json`, over real HTTP to an axum server on
-//! a free loopback port with the layer built from the case's
-//! configuration, against a real `redis-server` with the module (and a
+//! case of `conformance/cases/*.json`, over real HTTP to the axum example's
+//! policy-file app (what `scripts/serve-example axum` serves) on a free
+//! loopback port with the layer built from the case's configuration,
+//! against a real `redis-server` with the module (and a
 //! real 3-primary cluster for the cluster cases).
 //!
 //! `CONFORMANCE_CASE=substring` runs only the cases whose name contains it.
 
 mod common;
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use axum::extract::Request;
-use axum::http::{HeaderMap, StatusCode};
-use axum::middleware::{self, Next};
-use axum::response::Response;
-use axum::Router;
 use common::{free_port, Cluster, Redis};
-use librl_tower::{AuthUser, Config, RateLimiter, RedisTarget};
+use librl_axum_example::policy_file_app;
+use librl_tower::{Config, RateLimiter, RedisTarget};
 use serde_json::{json, Value};
-
-/// The app behind the middleware: `ok`, with the status the request asks for.
-async fn ok(headers: HeaderMap) -> (StatusCode, &'static str) {
-    let status = headers
-        .get("x-conformance-status")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u16>().ok())
-        .and_then(|v| StatusCode::from_u16(v).ok())
-        .unwrap_or(StatusCode::OK);
-    (status, "ok")
-}
-
-/// Authenticates `X-Conformance-User` the axum way: an extension the
-/// limiter reads (it runs before the limiter).
-async fn conformance_user(mut req: Request, next: Next) -> Response {
-    let user = req
-        .headers()
-        .get("x-conformance-user")
-        .and_then(|v| v.to_str().ok())
-        .map(|v| AuthUser(v.to_string()));
-    if let Some(user) = user {
-        req.extensions_mut().insert(user);
-    }
-    next.run(req).await
-}
 
 fn cases_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../conformance/cases")
@@ -88,7 +59,7 @@ impl Servers {
 async fn every_conformance_case_passes() {
     let filter = std::env::var("CONFORMANCE_CASE").unwrap_or_default();
     let mut servers = Servers {
-        standalone: Redis::start(),
+        standalone: common::redis(),
         cluster: None,
     };
     let (mut passed, mut skipped, mut failures) = (0, Vec::new(), Vec::new());
@@ -108,7 +79,7 @@ async fn every_conformance_case_passes() {
         }
         let kind = case["redis"].as_str().unwrap_or("standalone");
         if kind == "cluster" && servers.cluster.is_none() {
-            servers.cluster = Some(tokio::task::block_in_place(Cluster::start));
+            servers.cluster = Some(tokio::task::block_in_place(common::cluster));
         }
         let t = Instant::now();
         let result = tokio::time::timeout(Duration::from_secs(30), run_case(&case, &servers))
@@ -172,24 +143,7 @@ async fn run_case(case: &Value, servers: &Servers) -> Result<(), String> {
         .redis(target)
         .build()
         .map_err(|e| e.to_string())?;
-    let app = Router::new()
-        .fallback(ok)
-        .layer(limiter.config_layer())
-        .layer(middleware::from_fn(conformance_user));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| e.to_string())?;
-    let base = format!(
-        "http://{}",
-        listener.local_addr().map_err(|e| e.to_string())?
-    );
-    let server = tokio::spawn(async move {
-        let _ = axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await;
-    });
+    let app = common::serve(policy_file_app(&limiter)).await;
     let http = reqwest::Client::builder()
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
@@ -198,12 +152,12 @@ async fn run_case(case: &Value, servers: &Servers) -> Result<(), String> {
     let mut paused_until = None;
     let mut result = Ok(());
     for (i, step) in case["steps"].as_array().into_iter().flatten().enumerate() {
-        if let Err(why) = run_step(step, &base, &http, servers, kind, &mut paused_until).await {
+        if let Err(why) = run_step(step, &app.base, &http, servers, kind, &mut paused_until).await {
             result = Err(format!("step {i} {step}: {why}"));
             break;
         }
     }
-    server.abort();
+    drop(app);
     // A command the app sent during a pause runs when the pause ends: let it
     // land before the next case flushes.
     if let Some(until) = paused_until {
@@ -287,7 +241,7 @@ fn owner<'s>(servers: &'s Servers, kind: &str, words: &[String]) -> &'s Redis {
         1
     };
     match words.get(first_key) {
-        Some(key) => cluster.owner(librl_client::slot(key.as_bytes())),
+        Some(key) => &cluster.nodes[cluster.owner(librl_client::slot(key.as_bytes()))],
         None => &cluster.nodes[0],
     }
 }

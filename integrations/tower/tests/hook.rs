@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::routing::get;
@@ -34,18 +33,16 @@ fn prometheus_hook(registry: &Registry) -> impl Fn(&DecisionEvent<'_>) + Send + 
     }
 }
 
-async fn serve(app: Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-        .unwrap();
-    });
-    format!("http://{addr}")
+/// `GET /x` answers `ok`, limited by policy `p`: 2 per minute.
+fn app(limiter: &RateLimiter) -> Router {
+    Router::new().route(
+        "/x",
+        get(|| async { "ok" }).route_layer(limiter.layer([Policy::fixed(
+            "p",
+            2,
+            Duration::from_secs(60),
+        )])),
+    )
 }
 
 fn metrics(registry: &Registry) -> String {
@@ -58,29 +55,16 @@ fn metrics(registry: &Registry) -> String {
 
 #[tokio::test]
 async fn the_prometheus_hook_counts_each_outcome() {
-    let redis = common::Redis::start();
+    let redis = common::redis();
     let registry = Registry::new();
-    let config = Config {
-        exempt_loopback: false,
-        ..Config::default()
-    };
-    let limiter = RateLimiter::builder(config)
-        .redis_url(redis.url())
+    let limiter = common::limiter(&redis)
         .hook(prometheus_hook(&registry))
         .build()
         .unwrap();
-    let app = Router::new().route(
-        "/x",
-        get(|| async { "ok" }).route_layer(limiter.layer([Policy::fixed(
-            "p",
-            2,
-            Duration::from_secs(60),
-        )])),
-    );
-    let base = serve(app).await;
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let app = common::serve(app(&limiter)).await;
+    let http = common::http();
     for _ in 0..3 {
-        http.get(format!("{base}/x")).send().await.unwrap();
+        http.get(format!("{}/x", app.base)).send().await.unwrap();
     }
     let text = metrics(&registry);
     assert!(
@@ -98,10 +82,9 @@ async fn a_panicking_hook_does_not_fail_the_request_and_fail_open_is_reported() 
     let registry = Registry::new();
     let counting = prometheus_hook(&registry);
     let config = Config {
-        exempt_loopback: false,
         fail: FailMode::Open,
         timeout: Duration::from_millis(100),
-        ..Config::default()
+        ..common::config()
     };
     let limiter = RateLimiter::builder(config)
         .redis_url(format!("redis://127.0.0.1:{}/", common::free_port()))
@@ -112,17 +95,12 @@ async fn a_panicking_hook_does_not_fail_the_request_and_fail_open_is_reported() 
         })
         .build()
         .unwrap();
-    let app = Router::new().route(
-        "/x",
-        get(|| async { "ok" }).route_layer(limiter.layer([Policy::fixed(
-            "p",
-            2,
-            Duration::from_secs(60),
-        )])),
-    );
-    let base = serve(app).await;
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
-    let response = http.get(format!("{base}/x")).send().await.unwrap();
+    let app = common::serve(app(&limiter)).await;
+    let response = common::http()
+        .get(format!("{}/x", app.base))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status().as_u16(), 200);
     assert!(metrics(&registry).contains("outcome=\"fail_open\",policy=\"p\"} 1"));
 }

@@ -14,21 +14,14 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use librl_tower::{Config, PeerAddr, Policy, RateLimiter, RequestBody};
+use librl_tower::{PeerAddr, Policy, RequestBody};
 use tower_layer::Layer;
 use tower_service::Service;
 
 #[tokio::test]
 async fn limits_a_bare_hyper_service() {
-    let redis = common::Redis::start();
-    let config = Config {
-        exempt_loopback: false,
-        ..Config::default()
-    };
-    let limiter = RateLimiter::builder(config)
-        .redis_url(redis.url())
-        .build()
-        .unwrap();
+    let redis = common::redis();
+    let limiter = common::limiter(&redis).build().unwrap();
     let layer = limiter.layer([Policy::fixed("hyper", 2, Duration::from_secs(60))]);
     let app = layer.layer(tower_service_fn(
         |_req: Request<RequestBody<Incoming>>| async {
@@ -51,7 +44,7 @@ async fn limits_a_bare_hyper_service() {
         }
     });
 
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let http = common::http();
     let url = format!("http://{addr}/anything");
     for (status, remaining) in [(200, "1"), (200, "0"), (429, "0")] {
         let response = http.get(&url).send().await.unwrap();

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use librl_tower::{Config, PeerAddr, Policy, RateLimiter};
+use librl_tower::{PeerAddr, Policy};
 use tonic::service::InterceptorLayer;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Endpoint, Server};
@@ -18,15 +18,8 @@ use tonic_health::pb::HealthCheckRequest;
 
 #[tokio::test]
 async fn limits_a_tonic_grpc_server() {
-    let redis = common::Redis::start();
-    let config = Config {
-        exempt_loopback: false,
-        ..Config::default()
-    };
-    let limiter = RateLimiter::builder(config)
-        .redis_url(redis.url())
-        .build()
-        .unwrap();
+    let redis = common::redis();
+    let limiter = common::limiter(&redis).build().unwrap();
 
     let (_reporter, health) = tonic_health::server::health_reporter();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -92,7 +85,7 @@ async fn limits_a_tonic_grpc_server() {
     );
 
     // Two admitted calls counted, the refused one not (docs/http.md, Keys).
-    let mut con = redis.conn();
+    let mut con = common::conn(&redis);
     let reply: Vec<i64> = redis::cmd("RL.FIXED")
         .arg("rl:{ip:127.0.0.1}:tonic")
         .arg(2)

@@ -2,15 +2,15 @@
 //! PATH, or `REDIS_SERVER`) and `valkey-server` (`VALKEY_SERVER`, or where
 //! scripts/servers.env puts it), each loading `LIBRL_MODULE` (default: the
 //! release module at the repository's root), on free loopback ports; and a
-//! 3-primary cluster of them. The processes are librl-test-support's
-//! guard's: ready when they answer as themselves, stopped and reaped on
-//! drop.
+//! 3-primary cluster of them. The processes and the cluster are
+//! librl-test-support's: ready when they answer as themselves, stopped and
+//! reaped on drop.
 #![allow(dead_code)]
 
 use librl_test_support as support;
-use std::path::PathBuf;
-use std::process::Child;
 use std::time::{Duration, Instant};
+
+pub use support::{Cluster, Process as Server};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Flavor {
@@ -20,97 +20,48 @@ pub enum Flavor {
 
 pub const FLAVORS: [Flavor; 2] = [Flavor::Redis, Flavor::Valkey];
 
-fn binary(flavor: Flavor) -> PathBuf {
-    match flavor {
-        Flavor::Redis => {
-            support::server_binary("REDIS_SERVER").unwrap_or_else(|| PathBuf::from("redis-server"))
-        }
-        Flavor::Valkey => support::server_binary("VALKEY_SERVER")
-            .expect("scripts/servers.env names VALKEY_SERVER"),
-    }
+fn builder<'p>(flavor: Flavor) -> support::Builder<'p> {
+    let var = match flavor {
+        Flavor::Redis => "REDIS_SERVER",
+        Flavor::Valkey => "VALKEY_SERVER",
+    };
+    support::Builder::new(format!("{flavor:?}"), support::server_binary(var))
+        .dir_prefix("librl-client-test")
 }
 
-pub struct Server {
-    pub flavor: Flavor,
-    pub port: u16,
-    /// A cluster node's bus port (not port + 10000, which may not exist).
-    pub bus_port: u16,
-    dir: PathBuf,
-    child: Option<Child>,
+/// A server of `flavor` with the module loaded.
+pub fn server(flavor: Flavor) -> Server {
+    builder(flavor).start()
 }
 
-impl Server {
-    pub fn start(flavor: Flavor) -> Server {
-        Server::start_with(flavor, &[])
+/// Three primaries of `flavor` splitting the 16384 slots, the module on
+/// each.
+pub fn cluster(flavor: Flavor) -> Cluster {
+    Cluster::start(|| builder(flavor).args(&["--cluster-node-timeout", "5000"]))
+}
+
+/// What the tests ask of a server beyond the guard: connections.
+pub trait Connect {
+    fn url_resp3(&self) -> String;
+    fn conn(&self) -> redis::Connection;
+}
+
+impl Connect for Server {
+    fn url_resp3(&self) -> String {
+        format!("{}?protocol=resp3", self.url())
     }
 
-    /// A node for a cluster; its bus gets a free port of its own.
-    pub fn start_cluster_node(flavor: Flavor) -> Server {
-        Server::start_with(
-            flavor,
-            &["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"],
-        )
-    }
-
-    fn start_with(flavor: Flavor, extra: &[&str]) -> Server {
-        let dir = support::fresh_dir("librl-client-test");
-        let mut args: Vec<String> = ["--appendonly", "no"].map(String::from).to_vec();
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let launch = support::Launch {
-            binary: &binary(flavor),
-            dir: &dir,
-            args: &args,
-            module_args: Some(&[]),
-            cluster_bus: extra.contains(&"--cluster-enabled"),
-        };
-        let Some(started) = launch.start(None, Duration::from_secs(20)) else {
-            panic!(
-                "{flavor:?} did not start; log:\n{}",
-                std::fs::read_to_string(dir.join("server.log")).unwrap_or_default()
-            );
-        };
-        Server {
-            flavor,
-            port: started.port,
-            bus_port: started.bus_port,
-            dir,
-            child: Some(started.child),
-        }
-    }
-
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    pub fn url_resp3(&self) -> String {
-        format!("redis://127.0.0.1:{}/?protocol=resp3", self.port)
-    }
-
-    pub fn conn(&self) -> redis::Connection {
+    fn conn(&self) -> redis::Connection {
         redis::Client::open(self.url())
             .and_then(|c| c.get_connection())
             .expect("cannot connect")
-    }
-
-    pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop();
-        support::clean_up(&self.dir);
     }
 }
 
 /// Runs `body` against a fresh server of each flavor.
 pub fn on_each_server(body: impl Fn(&Server)) {
     for flavor in FLAVORS {
-        let server = Server::start(flavor);
+        let server = server(flavor);
         body(&server);
     }
 }
@@ -157,51 +108,21 @@ pub fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool)
     }
 }
 
-/// Three primaries splitting the 16384 slots, the module on each.
-pub struct Cluster {
-    pub nodes: Vec<Server>,
-    pub ids: Vec<String>,
+/// What the tests ask of a cluster beyond its start: connections and
+/// per-node statistics.
+pub trait ClusterStats {
+    fn conns(&self) -> Vec<redis::Connection>;
+    fn reset_stats(&self);
+    fn stats(&self, name: &str) -> Vec<(u64, u64, u64)>;
 }
 
-impl Cluster {
-    pub fn start(flavor: Flavor) -> Cluster {
-        let nodes: Vec<Server> = (0..3).map(|_| Server::start_cluster_node(flavor)).collect();
-        let ports: Vec<(u16, u16)> = nodes.iter().map(|n| (n.port, n.bus_port)).collect();
-        let ids = support::form_cluster(&ports);
-        let mut cons: Vec<redis::Connection> = nodes.iter().map(Server::conn).collect();
-        wait_until(
-            "cluster_state:ok everywhere",
-            Duration::from_secs(30),
-            || {
-                cons.iter_mut().all(|c| {
-                    info_field_cluster(c, "cluster_state").as_deref() == Some("ok")
-                        && info_field_cluster(c, "cluster_known_nodes").as_deref() == Some("3")
-                        && info_field_cluster(c, "cluster_slots_ok").as_deref() == Some("16384")
-                })
-            },
-        );
-        Cluster { nodes, ids }
-    }
-
-    pub fn urls(&self) -> Vec<String> {
-        self.nodes.iter().map(Server::url).collect()
-    }
-
-    /// The index of the node serving `slot`, by the static assignment.
-    pub fn owner(&self, slot: u16) -> usize {
-        match slot {
-            0..=5460 => 0,
-            5461..=10922 => 1,
-            _ => 2,
-        }
-    }
-
-    pub fn conns(&self) -> Vec<redis::Connection> {
+impl ClusterStats for Cluster {
+    fn conns(&self) -> Vec<redis::Connection> {
         self.nodes.iter().map(Server::conn).collect()
     }
 
     /// `CONFIG RESETSTAT` on every node.
-    pub fn reset_stats(&self) {
+    fn reset_stats(&self) {
         for mut con in self.conns() {
             let () = redis::cmd("CONFIG")
                 .arg("RESETSTAT")
@@ -210,8 +131,8 @@ impl Cluster {
         }
     }
 
-    /// Total calls of `name` and of MOVED errors, per node.
-    pub fn stats(&self, name: &str) -> Vec<(u64, u64, u64)> {
+    /// Calls of `name`, of `COMMAND GETKEYS` and MOVED errors, per node.
+    fn stats(&self, name: &str) -> Vec<(u64, u64, u64)> {
         self.conns()
             .iter_mut()
             .map(|c| {
@@ -223,11 +144,4 @@ impl Cluster {
             })
             .collect()
     }
-}
-
-fn info_field_cluster(con: &mut redis::Connection, field: &str) -> Option<String> {
-    let info: String = redis::cmd("CLUSTER").arg("INFO").query(con).unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .map(|v| v.trim().to_string())
 }
