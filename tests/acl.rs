@@ -14,6 +14,12 @@ fn user_conn(server: &Server, user: &str) -> redis::Connection {
     con
 }
 
+/// Adds user `name`, password `pw`, with the ACL `rules`.
+fn set_user(admin: &mut redis::Connection, name: &str, rules: &[&str]) {
+    let args = [&["ACL", "SETUSER", name, "on", ">pw"][..], rules].concat();
+    cmd(admin, &args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+}
+
 fn assert_noperm(con: &mut redis::Connection, args: &[&str]) {
     let err = cmd(con, args).expect_err(&format!("{args:?} was allowed"));
     assert!(err.starts_with("NOPERM"), "{args:?}: {err}");
@@ -85,19 +91,11 @@ const FOREIGN: [&[&str]; 12] = [
 fn acl_key_patterns_apply_to_key_and_okey() {
     on_each_server(|server, admin| {
         cmd(admin, &["SET", "other", "x"]).unwrap();
-        cmd(
+        set_user(admin, "all", &["~rl:*", "+@all"]);
+        set_user(
             admin,
-            &["ACL", "SETUSER", "all", "on", ">pw", "~rl:*", "+@all"],
-        )
-        .unwrap();
-        cmd(
-            admin,
+            "named",
             &[
-                "ACL",
-                "SETUSER",
-                "named",
-                "on",
-                ">pw",
                 "~rl:*",
                 "+rl.fixed",
                 "+rl.sliding",
@@ -108,8 +106,7 @@ fn acl_key_patterns_apply_to_key_and_okey() {
                 "+rl.override.del",
                 "+rl.override.list",
             ],
-        )
-        .unwrap();
+        );
         for user in ["all", "named"] {
             let mut con = user_conn(server, user);
             for args in EVERY_COMMAND_ON_RL_KEYS {
@@ -140,11 +137,7 @@ fn acl_read_only_key_permission_allows_only_reads() {
     on_each_server(|server, admin| {
         cmd(admin, &["RL.OVERRIDE.SET", "rl:o", "3", "1h"]).unwrap();
         cmd(admin, &["RL.OVERRIDE.SET", "rl:ovr:1", "3", "1h"]).unwrap();
-        cmd(
-            admin,
-            &["ACL", "SETUSER", "reader", "on", ">pw", "%R~rl:*", "+@all"],
-        )
-        .unwrap();
+        set_user(admin, "reader", &["%R~rl:*", "+@all"]);
         let mut con = user_conn(server, "reader");
         assert_eq!(
             cmd(&mut con, &["RL.OVERRIDE.GET", "rl:o"]).unwrap(),
@@ -172,11 +165,7 @@ fn acl_read_only_key_permission_allows_only_reads() {
 
         // Write-only: storing and deleting overrides need no read; a
         // limiter reads its key, RL.OVERRIDE.GET reads.
-        cmd(
-            admin,
-            &["ACL", "SETUSER", "writer", "on", ">pw", "%W~rl:*", "+@all"],
-        )
-        .unwrap();
+        set_user(admin, "writer", &["%W~rl:*", "+@all"]);
         let mut con = user_conn(server, "writer");
         assert_allowed(
             &mut con,
@@ -194,20 +183,7 @@ fn acl_read_only_key_permission_allows_only_reads() {
 
         // Limiter keys writable, override keys only readable: an okey is
         // only read, so the limiters may name it.
-        cmd(
-            admin,
-            &[
-                "ACL",
-                "SETUSER",
-                "mixed",
-                "on",
-                ">pw",
-                "~rl:lim:*",
-                "%R~rl:ovr:*",
-                "+@all",
-            ],
-        )
-        .unwrap();
+        set_user(admin, "mixed", &["~rl:lim:*", "%R~rl:ovr:*", "+@all"]);
         let mut con = user_conn(server, "mixed");
         for args in [
             &["RL.FIXED", "rl:lim:f", "5", "1h", "OVERRIDE", "rl:ovr:1"][..],
@@ -317,32 +293,9 @@ fn acl_categories_where_the_server_supports_them() {
         }
 
         // The category grants and revokes exactly these commands.
-        cmd(
-            admin,
-            &["ACL", "SETUSER", "rlonly", "on", ">pw", "~*", "+@ratelimit"],
-        )
-        .unwrap();
-        cmd(
-            admin,
-            &[
-                "ACL",
-                "SETUSER",
-                "norl",
-                "on",
-                ">pw",
-                "~*",
-                "+@all",
-                "-@ratelimit",
-            ],
-        )
-        .unwrap();
-        cmd(
-            admin,
-            &[
-                "ACL", "SETUSER", "nowrite", "on", ">pw", "~*", "+@all", "-@write",
-            ],
-        )
-        .unwrap();
+        set_user(admin, "rlonly", &["~*", "+@ratelimit"]);
+        set_user(admin, "norl", &["~*", "+@all", "-@ratelimit"]);
+        set_user(admin, "nowrite", &["~*", "+@all", "-@write"]);
         let (mut rlonly, mut norl, mut nowrite) = (
             user_conn(server, "rlonly"),
             user_conn(server, "norl"),
@@ -382,9 +335,7 @@ fn acl_rules_apply_to_override_subcommands() {
             &["nowrite", "~*", "+@all", "-@write"],
         ];
         for user in users {
-            let mut args = vec!["ACL", "SETUSER", user[0], "on", ">pw"];
-            args.extend(&user[1..]);
-            cmd(admin, &args).unwrap_or_else(|e| panic!("{flavor:?} {args:?}: {e}"));
+            set_user(admin, user[0], &user[1..]);
         }
         let set = ["RL.OVERRIDE", "SET", "rl:n", "5", "1h"];
         let set_lower = ["rl.override", "set", "rl:n", "5", "1h"];
@@ -504,25 +455,8 @@ fn acl_rules_apply_to_override_subcommands() {
                 let c = format!("rl.override|{sub}");
                 assert!(read.contains(&c) && !write.contains(&c), "{flavor:?}: {c}");
             }
-            cmd(
-                admin,
-                &["ACL", "SETUSER", "rlonly", "on", ">pw", "~*", "+@ratelimit"],
-            )
-            .unwrap();
-            cmd(
-                admin,
-                &[
-                    "ACL",
-                    "SETUSER",
-                    "norl",
-                    "on",
-                    ">pw",
-                    "~*",
-                    "+@all",
-                    "-@ratelimit",
-                ],
-            )
-            .unwrap();
+            set_user(admin, "rlonly", &["~*", "+@ratelimit"]);
+            set_user(admin, "norl", &["~*", "+@all", "-@ratelimit"]);
             let (mut rlonly, mut norl) = (user_conn(server, "rlonly"), user_conn(server, "norl"));
             for args in [&get[..], &list, &del, &set] {
                 assert_allowed(&mut rlonly, args);

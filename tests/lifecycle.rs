@@ -933,19 +933,12 @@ fn all_reserves_on_token_clauses_when_every_other_clause_admits() {
             assert_eq!(clauses[1][..3], [0, 2, retry]);
         });
         // Another clause denies now: nothing is reserved.
-        assert_eq!(limiter(con, &["RL.FIXED", "e", "1", "1h"])[0], 1);
-        changes_nothing(con, "RL.ALL denied by another clause", |con| {
-            let (allowed, retry, clauses) = rl_all(
-                con,
-                &[
-                    "FIXED", "e", "1", "1h", "TOKEN", "p", "1", "10s", "BURST", "1", "RESERVE",
-                    "1m",
-                ],
-            );
-            assert_eq!(allowed, 0, "{clauses:?}");
-            assert!(retry > 0);
-            assert_eq!(clauses[0][0], 0);
-        });
+        denied_by_a_full_clause(
+            con,
+            "RL.ALL denied by another clause",
+            "e",
+            &["TOKEN", "p", "1", "10s", "BURST", "1", "RESERVE", "1m"],
+        );
         // The largest wait of two reserving clauses.
         assert_eq!(
             limiter(con, &["RL.TOKEN", "p2", "1", "30s", "BURST", "1"])[0],
@@ -976,9 +969,7 @@ fn all_reserves_on_token_clauses_when_every_other_clause_admits() {
 #[test]
 fn calls_that_change_nothing_propagate_nothing() {
     for_each_flavor(|flavor| {
-        // No pings, so only propagated commands move the offset.
-        let (primary, replica) =
-            primary_and_replica(flavor, &["--repl-ping-replica-period", "3600"]);
+        let (primary, replica) = quiet_primary_and_replica(flavor);
         let (mut p, mut r) = (primary.conn(), replica.conn());
         let con = &mut p;
         let aligned = aligned_windows(con)[0];
@@ -1114,8 +1105,8 @@ fn a_late_replica_applies_the_primarys_block_end_and_turns() {
         let (mut p, mut r) = (primary.conn(), replica.conn());
         // Stop the replica so it applies every call well after the primary
         // decided: its own clock would give later block ends and turns.
-        let pid = process_id(&mut r).to_string();
-        signal(&pid, "-STOP");
+        let pid = process_id(&mut r);
+        signal(pid, "-STOP");
         for i in 0..10 {
             let key = format!("late:{i}");
             limiter(&mut p, &["RL.FIXED", &key, "1", "1h"]);
@@ -1132,18 +1123,10 @@ fn a_late_replica_applies_the_primarys_block_end_and_turns() {
             );
         }
         std::thread::sleep(Duration::from_millis(150));
-        signal(&pid, "-CONT");
+        signal(pid, "-CONT");
         wait_in_sync(&mut p, &mut r);
         assert_same_dataset(&format!("{flavor:?} late replica"), &mut p, &mut r);
     });
-}
-
-fn signal(pid: &str, sig: &str) {
-    let status = std::process::Command::new("kill")
-        .args([sig, pid])
-        .status()
-        .expect("cannot run kill");
-    assert!(status.success(), "kill {sig} {pid} failed");
 }
 
 // ---------------------------------------------------------------------------
@@ -1473,39 +1456,9 @@ fn aof_rewrite_and_rdb_restore_a_workload_of_every_option() {
         life_workload(&mut con, "L1", 17, 500);
         workload(&mut con, "w", 51, 500);
         life_workload(&mut con, "L2", 18, 500);
-        let before = snapshot(&mut con);
-        let digest_before = digest(&mut con);
-        // A replay that read the clock would give other ends and turns.
-        let_the_clock_move(&mut con, 20);
-        let mut con = crash_and_restart(&mut server);
-        assert_same_snapshot(
-            &snapshot(&mut con),
-            &before,
-            &format!("{flavor:?}: AOF after SIGKILL"),
-        );
-        assert_eq!(
-            digest(&mut con),
-            digest_before,
-            "{flavor:?}: AOF after SIGKILL"
-        );
-
-        bgrewriteaof(&mut con);
-        let mut con = crash_and_restart(&mut server);
-        assert_same_snapshot(
-            &snapshot(&mut con),
-            &before,
-            &format!("{flavor:?}: rewritten AOF"),
-        );
-
-        life_workload(&mut con, "L3", 19, 400);
-        let after_more = snapshot(&mut con);
-        assert_ne!(after_more, before);
-        let mut con = crash_and_restart(&mut server);
-        assert_same_snapshot(
-            &snapshot(&mut con),
-            &after_more,
-            &format!("{flavor:?}: rewritten AOF plus increments"),
-        );
+        let (mut con, after_more) = assert_aof_restores(&mut server, &mut con, 20, |con| {
+            life_workload(con, "L3", 19, 400);
+        });
 
         cmd(&mut con, &["SAVE"]).unwrap();
         let digest_saved = digest(&mut con);

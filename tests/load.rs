@@ -276,6 +276,19 @@ fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap()
 }
 
+/// A model's denial: `count` of `limit` used, nothing left beyond it,
+/// retry after `retry` ms, the window resetting in `reset` ms.
+fn denied(count: u64, retry: i64, limit: u64, reset: i64) -> [i64; 6] {
+    [
+        0,
+        to_i64(count),
+        retry,
+        to_i64(limit),
+        to_i64(limit.saturating_sub(count)),
+        reset,
+    ]
+}
+
 // ---------------------------------------------------------------------------
 // FIXED
 
@@ -321,14 +334,7 @@ impl Model for FixedModel {
             let live = self.live(now).is_some();
             let retry = if cost > l { -1 } else { to_i64(end - now) };
             let reset = if live { to_i64(end - now) } else { 0 };
-            [
-                0,
-                to_i64(count),
-                retry,
-                to_i64(l),
-                to_i64(l.saturating_sub(count)),
-                reset,
-            ]
+            denied(count, retry, l, reset)
         }
     }
 
@@ -446,14 +452,7 @@ impl Model for LogModel {
                 .map_or(to_i64(w), |e| to_i64(e.0 + w - now))
         };
         let reset = live.last().map_or(0, |e| to_i64(e.0 + w - now));
-        [
-            0,
-            to_i64(count),
-            retry,
-            to_i64(l),
-            to_i64(l.saturating_sub(count)),
-            reset,
-        ]
+        denied(count, retry, l, reset)
     }
 
     fn commit(&mut self, now: u64, cost: u64) {

@@ -621,9 +621,7 @@ fn override_commands_work_in_every_mode() {
 #[test]
 fn mode_of_a_replica_does_not_affect_replication() {
     for_each_flavor(|flavor| {
-        // No pings, so only propagated commands move the offset.
-        let (primary, replica) =
-            primary_and_replica(flavor, &["--repl-ping-replica-period", "3600"]);
+        let (primary, replica) = quiet_primary_and_replica(flavor);
         let (mut pcon, mut rcon) = (primary.conn(), replica.conn());
 
         set_mode(&mut rcon, "off");

@@ -1111,46 +1111,23 @@ fn populate(con: &mut redis::Connection) {
 
 /// `populate` with the override commands spelled in `form`.
 fn populate_as(con: &mut redis::Connection, form: Form) {
-    ok(con, &form.spell(&["RL.OVERRIDE.SET", "plain", "5", "60"]));
-    ok(
-        con,
-        &form.spell(&["RL.OVERRIDE.SET", "burst", "7", "1m", "BURST", "9"]),
-    );
-    ok(
-        con,
-        &form.spell(&["RL.OVERRIDE.SET", "ttl", "3", "10s", "TTL", "1h"]),
-    );
-    ok(
-        con,
-        &form.spell(&[
-            "RL.OVERRIDE.SET",
-            "both",
-            "2",
-            "1s",
-            "BURST",
-            "4",
-            "TTL",
-            "2h",
-        ]),
-    );
-    ok(
-        con,
-        &form.spell(&["RL.OVERRIDE.SET", "cleared", "1", "1s", "TTL", "1h"]),
-    );
-    ok(con, &form.spell(&["RL.OVERRIDE.SET", "cleared", "8", "8s"]));
-    ok(
-        con,
-        &form.spell(&["RL.OVERRIDE.SET", "retimed", "1", "1s", "TTL", "1h"]),
-    );
-    ok(
-        con,
-        &form.spell(&["RL.OVERRIDE.SET", "retimed", "1", "1s", "TTL", "3h"]),
-    );
-    ok(
-        con,
-        &form.spell(&["RL.OVERRIDE.SET", "gone", "1", "1s", "TTL", "1h"]),
-    );
-    ok(con, &form.spell(&["RL.OVERRIDE.SET", "gone2", "1", "1s"]));
+    // Set, set again over an older one (`cleared`, `retimed`), and set to
+    // be deleted (`gone`, `gone2`).
+    let sets: [&[&str]; 10] = [
+        &["plain", "5", "60"],
+        &["burst", "7", "1m", "BURST", "9"],
+        &["ttl", "3", "10s", "TTL", "1h"],
+        &["both", "2", "1s", "BURST", "4", "TTL", "2h"],
+        &["cleared", "1", "1s", "TTL", "1h"],
+        &["cleared", "8", "8s"],
+        &["retimed", "1", "1s", "TTL", "1h"],
+        &["retimed", "1", "1s", "TTL", "3h"],
+        &["gone", "1", "1s", "TTL", "1h"],
+        &["gone2", "1", "1s"],
+    ];
+    for args in sets {
+        ok(con, &form.spell(&[&["RL.OVERRIDE.SET"][..], args].concat()));
+    }
     assert_eq!(
         cmd(
             con,

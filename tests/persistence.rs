@@ -21,34 +21,9 @@ fn aof_restart_restores_values_and_absolute_expiry() {
         let mut server = Server::builder(flavor).args(&AOF).start();
         let mut con = server.conn();
         fixed_workload(&mut con, "wl", 3, 600);
-        let before = snapshot(&mut con);
-        let digest_before = digest(&mut con);
-        // Let the clock move on: a replay that read it would give later ends.
-        let_the_clock_move(&mut con, 50);
-        let mut con = crash_and_restart(&mut server);
-        assert_eq!(snapshot(&mut con), before, "{flavor:?}: AOF replay");
-        assert_eq!(digest(&mut con), digest_before, "{flavor:?}: AOF replay");
-
-        // Rewritten: the state now lives in the base file, later calls in
-        // the incremental one.
-        bgrewriteaof(&mut con);
-        let rewritten = snapshot(&mut con);
-        assert_eq!(rewritten, before);
-        let mut con = crash_and_restart(&mut server);
-        assert_eq!(snapshot(&mut con), before, "{flavor:?}: rewritten AOF");
-
-        fixed_workload(&mut con, "wl2", 4, 300);
-        let after_more = snapshot(&mut con);
-        let digest_more = digest(&mut con);
-        assert_ne!(after_more, before);
-        let_the_clock_move(&mut con, 50);
-        let mut con = crash_and_restart(&mut server);
-        assert_eq!(
-            snapshot(&mut con),
-            after_more,
-            "{flavor:?}: rewritten AOF plus increments"
-        );
-        assert_eq!(digest(&mut con), digest_more);
+        assert_aof_restores(&mut server, &mut con, 50, |con| {
+            fixed_workload(con, "wl2", 4, 300);
+        });
     });
 }
 
@@ -58,35 +33,34 @@ fn rdb_restart_restores_values_and_absolute_expiry() {
         let mut server = Server::start(flavor);
         let mut con = server.conn();
         fixed_workload(&mut con, "wl", 5, 600);
-        cmd(&mut con, &["SAVE"]).unwrap();
-        let before = snapshot(&mut con);
-        let digest_before = digest(&mut con);
-        let_the_clock_move(&mut con, 50);
-        let mut con = crash_and_restart(&mut server);
-        assert_eq!(
-            info_i64(&mut con, "persistence", "rdb_last_load_keys_loaded"),
-            before.len() as i64,
-            "{flavor:?}: dump.rdb was not loaded"
-        );
-        assert_eq!(snapshot(&mut con), before, "{flavor:?}: RDB load");
-        assert_eq!(digest(&mut con), digest_before, "{flavor:?}: RDB load");
+        assert_rdb_restores(&mut server, &mut con, 50);
     });
+}
+
+/// Three of five used on a plain and on an aligned window; after a
+/// SIGKILL and a restart (from the AOF when `server` runs with it, else
+/// from an RDB saved just before), each admits exactly the two left, its
+/// window ending where it did.
+fn continues_exactly_after_restart(mut server: Server, save: bool) {
+    let mut con = server.conn();
+    let aligned = aligned_windows(&mut con)[0];
+    let plain = ["RL.FIXED", "p", "5", "1h"];
+    let with_aligned = ["RL.FIXED", "a", "5", aligned, "ALIGNED"];
+    let plain_end = use_three_of_five(&mut con, &plain);
+    let aligned_end = use_three_of_five(&mut con, &with_aligned);
+    if save {
+        cmd(&mut con, &["SAVE"]).unwrap();
+    }
+    let_the_clock_move(&mut con, 50);
+    let mut con = crash_and_restart(&mut server);
+    continues_with_two_more(&mut con, &plain, plain_end);
+    continues_with_two_more(&mut con, &with_aligned, aligned_end);
 }
 
 #[test]
 fn limiter_continues_exactly_after_aof_restart() {
     for_each_flavor(|flavor| {
-        let mut server = Server::builder(flavor).args(&AOF).start();
-        let mut con = server.conn();
-        let aligned = aligned_windows(&mut con)[0];
-        let plain = ["RL.FIXED", "p", "5", "1h"];
-        let with_aligned = ["RL.FIXED", "a", "5", aligned, "ALIGNED"];
-        let plain_end = use_three_of_five(&mut con, &plain);
-        let aligned_end = use_three_of_five(&mut con, &with_aligned);
-        let_the_clock_move(&mut con, 50);
-        let mut con = crash_and_restart(&mut server);
-        continues_with_two_more(&mut con, &plain, plain_end);
-        continues_with_two_more(&mut con, &with_aligned, aligned_end);
+        continues_exactly_after_restart(Server::builder(flavor).args(&AOF).start(), false);
     });
 }
 
@@ -108,20 +82,7 @@ fn limiter_continues_exactly_after_rewritten_aof_restart() {
 
 #[test]
 fn limiter_continues_exactly_after_rdb_restart() {
-    for_each_flavor(|flavor| {
-        let mut server = Server::start(flavor);
-        let mut con = server.conn();
-        let aligned = aligned_windows(&mut con)[0];
-        let plain = ["RL.FIXED", "p", "5", "1h"];
-        let with_aligned = ["RL.FIXED", "a", "5", aligned, "ALIGNED"];
-        let plain_end = use_three_of_five(&mut con, &plain);
-        let aligned_end = use_three_of_five(&mut con, &with_aligned);
-        cmd(&mut con, &["SAVE"]).unwrap();
-        let_the_clock_move(&mut con, 50);
-        let mut con = crash_and_restart(&mut server);
-        continues_with_two_more(&mut con, &plain, plain_end);
-        continues_with_two_more(&mut con, &with_aligned, aligned_end);
-    });
+    for_each_flavor(|flavor| continues_exactly_after_restart(Server::start(flavor), true));
 }
 
 #[test]
@@ -130,36 +91,9 @@ fn aof_restarts_restore_every_command() {
         let mut server = Server::builder(flavor).args(&AOF).start();
         let mut con = server.conn();
         workload(&mut con, "w", 51, 800);
-        let before = snapshot(&mut con);
-        let digest_before = digest(&mut con);
-        // The clock moves on while the server is down: a replay that read
-        // it would give other window ends and TTLs.
-        let_the_clock_move(&mut con, 20);
-        let mut con = crash_and_restart(&mut server);
-        assert_same_snapshot(
-            &snapshot(&mut con),
-            &before,
-            &format!("{flavor:?}: AOF after SIGKILL"),
-        );
-        assert_eq!(digest(&mut con), digest_before);
-
-        bgrewriteaof(&mut con);
-        let mut con = crash_and_restart(&mut server);
-        assert_same_snapshot(
-            &snapshot(&mut con),
-            &before,
-            &format!("{flavor:?}: rewritten AOF"),
-        );
-
-        workload(&mut con, "w", 52, 400);
-        let after_more = snapshot(&mut con);
-        assert_ne!(after_more, before);
-        let mut con = crash_and_restart(&mut server);
-        assert_same_snapshot(
-            &snapshot(&mut con),
-            &after_more,
-            &format!("{flavor:?}: rewritten AOF plus increments"),
-        );
+        let (_, after_more) = assert_aof_restores(&mut server, &mut con, 20, |con| {
+            workload(con, "w", 52, 400);
+        });
 
         // Replaying ignores the mode: a server started with the same AOF
         // and `mode off` still rebuilds every limiter.
@@ -190,22 +124,7 @@ fn rdb_restart_restores_every_command() {
         let mut server = Server::start(flavor);
         let mut con = server.conn();
         workload(&mut con, "w", 61, 800);
-        cmd(&mut con, &["SAVE"]).unwrap();
-        let before = snapshot(&mut con);
-        let digest_before = digest(&mut con);
-        let_the_clock_move(&mut con, 20);
-        let mut con = crash_and_restart(&mut server);
-        assert_eq!(
-            info_i64(&mut con, "persistence", "rdb_last_load_keys_loaded"),
-            before.len() as i64,
-            "{flavor:?}: dump.rdb was not loaded"
-        );
-        assert_same_snapshot(
-            &snapshot(&mut con),
-            &before,
-            &format!("{flavor:?}: RDB load"),
-        );
-        assert_eq!(digest(&mut con), digest_before);
+        assert_rdb_restores(&mut server, &mut con, 20);
     });
 }
 

@@ -11,18 +11,6 @@ mod common;
 use common::*;
 use std::time::Duration;
 
-fn process_id(con: &mut redis::Connection) -> String {
-    info_field(con, "server", "process_id")
-}
-
-fn signal(pid: &str, sig: &str) {
-    let status = std::process::Command::new("kill")
-        .args([sig, pid])
-        .status()
-        .expect("cannot run kill");
-    assert!(status.success(), "kill {sig} {pid} failed");
-}
-
 #[test]
 fn replica_dataset_equals_primary_after_mixed_workload() {
     for_each_flavor(|flavor| {
@@ -72,14 +60,14 @@ fn late_replica_applies_the_primarys_clock() {
         // Stop the replica so it applies every call at least 200 ms after
         // the primary decided: its own clock would give later window ends.
         let pid = process_id(&mut rcon);
-        signal(&pid, "-STOP");
+        signal(pid, "-STOP");
         for i in 0..20 {
             let key = format!("late:{i}");
             limiter(&mut pcon, &["RL.FIXED", &key, "3", "1h"]);
             limiter(&mut pcon, &["RL.FIXED", &key, "3", "2h", "COST", "2"]);
         }
         std::thread::sleep(Duration::from_millis(200));
-        signal(&pid, "-CONT");
+        signal(pid, "-CONT");
         wait_in_sync(&mut pcon, &mut rcon);
         assert_same_dataset(&format!("{flavor:?} late replica"), &mut pcon, &mut rcon);
     });
@@ -88,9 +76,7 @@ fn late_replica_applies_the_primarys_clock() {
 #[test]
 fn denied_calls_and_peek_replicate_nothing() {
     for_each_flavor(|flavor| {
-        // No pings, so only propagated commands move the offset.
-        let (primary, replica) =
-            primary_and_replica(flavor, &["--repl-ping-replica-period", "3600"]);
+        let (primary, replica) = quiet_primary_and_replica(flavor);
         let (mut pcon, mut rcon) = (primary.conn(), replica.conn());
         let aligned = aligned_windows(&mut pcon)[0];
         limiter(&mut pcon, &["RL.FIXED", "full", "2", "1h", "COST", "2"]);

@@ -64,6 +64,20 @@ fn load(con: &mut redis::Connection, fixture: &[u8], expires: i64, keys: &[&str]
     }
 }
 
+/// Runs `body` on a fresh server of each flavor holding `fixture` under
+/// each of `keys`, expiring at `expires`.
+fn with_fixture(
+    fixture: &[u8],
+    expires: i64,
+    keys: &[&str],
+    body: impl Fn(&mut redis::Connection) + Sync,
+) {
+    on_each_server(|_, con| {
+        load(con, fixture, expires, keys);
+        body(con);
+    });
+}
+
 #[test]
 fn the_fixtures_are_what_they_say() {
     // The layouts as documented in src/state, read back from the bytes.
@@ -118,104 +132,107 @@ fn the_fixtures_are_what_they_say() {
 
 #[test]
 fn fixed_values_of_version_1_keep_counting() {
-    on_each_server(|_, con| {
-        load(
-            con,
-            FIXED,
-            FIXED_EXPIRES,
-            &["f", "f:refund", "f:block", "f:cost"],
-        );
-        load(con, ALIGNED, ALIGNED_EXPIRES, &["f:aligned"]);
-        // 3 of 5 used, the window ending an hour after the clock's T.
-        let f = ["RL.FIXED", "f", "5", "1h"];
-        changes_nothing(con, "PEEK", |con| {
+    with_fixture(
+        FIXED,
+        FIXED_EXPIRES,
+        &["f", "f:refund", "f:block", "f:cost"],
+        |con| {
+            load(con, ALIGNED, ALIGNED_EXPIRES, &["f:aligned"]);
+            // 3 of 5 used, the window ending an hour after the clock's T.
+            let f = ["RL.FIXED", "f", "5", "1h"];
+            changes_nothing(con, "PEEK", |con| {
+                assert_eq!(
+                    limiter(con, &["RL.FIXED", "f", "5", "1h", "PEEK"]),
+                    [1, 4, 0, 5, 1, HOUR]
+                );
+            });
+            assert_eq!(limiter(con, &f), [1, 4, 0, 5, 1, HOUR]);
+            assert_eq!(limiter(con, &f), [1, 5, 0, 5, 0, HOUR]);
+            assert_eq!(limiter(con, &f), [0, 5, HOUR, 5, 0, HOUR]);
+            assert_eq!(pexpiretime(con, "f"), FIXED_EXPIRES);
             assert_eq!(
-                limiter(con, &["RL.FIXED", "f", "5", "1h", "PEEK"]),
-                [1, 4, 0, 5, 1, HOUR]
+                limiter(con, &["RL.FIXED", "f:cost", "5", "1h", "COST", "3"]),
+                [0, 3, HOUR, 5, 2, HOUR]
             );
-        });
-        assert_eq!(limiter(con, &f), [1, 4, 0, 5, 1, HOUR]);
-        assert_eq!(limiter(con, &f), [1, 5, 0, 5, 0, HOUR]);
-        assert_eq!(limiter(con, &f), [0, 5, HOUR, 5, 0, HOUR]);
-        assert_eq!(pexpiretime(con, "f"), FIXED_EXPIRES);
-        assert_eq!(
-            limiter(con, &["RL.FIXED", "f:cost", "5", "1h", "COST", "3"]),
-            [0, 3, HOUR, 5, 2, HOUR]
-        );
-        assert_eq!(
-            limiter(con, &["RL.FIXED", "f:cost", "5", "1h", "COST", "2"]),
-            [1, 5, 0, 5, 0, HOUR]
-        );
-        assert_eq!(
-            limiter(con, &["RL.FIXED", "f:aligned", "5", "1h", "ALIGNED"]),
-            [1, 3, 0, 5, 2, HOUR]
-        );
-        assert_eq!(pexpiretime(con, "f:aligned"), ALIGNED_EXPIRES);
+            assert_eq!(
+                limiter(con, &["RL.FIXED", "f:cost", "5", "1h", "COST", "2"]),
+                [1, 5, 0, 5, 0, HOUR]
+            );
+            assert_eq!(
+                limiter(con, &["RL.FIXED", "f:aligned", "5", "1h", "ALIGNED"]),
+                [1, 3, 0, 5, 2, HOUR]
+            );
+            assert_eq!(pexpiretime(con, "f:aligned"), ALIGNED_EXPIRES);
 
-        // REFUND gives back what the old value recorded.
-        assert_eq!(
-            limiter(con, &["RL.FIXED", "f:refund", "5", "1h", "REFUND", "2"]),
-            [1, 1, 0, 5, 4, HOUR]
-        );
-        assert_eq!(pexpiretime(con, "f:refund"), FIXED_EXPIRES);
-        assert_eq!(
-            limiter(con, &["RL.FIXED", "f:refund", "5", "1h", "COST", "4"]),
-            [1, 5, 0, 5, 0, HOUR]
-        );
-        // BLOCK: a denial of the old value starts a block; the value's own
-        // window still counts and the key outlives neither.
-        let start = timed(con, &["RL.FIXED", "f:block", "3", "1h", "BLOCK", "10s"]);
-        assert_eq!(start.reply, [0, 3, 10_000, 3, 0, HOUR], "{start:?}");
-        assert_eq!(
-            pexpiretime(con, "f:block"),
-            FIXED_EXPIRES,
-            "a block shortened or lengthened the key's life"
-        );
-        let blocked = timed(con, &["RL.FIXED", "f:block", "5", "1h"]);
-        assert_eq!(blocked.reply[..2], [0, 3], "{blocked:?}");
-        assert_in("time left", blocked.reply[2], 1, 10_000);
-        assert_eq!(blocked.reply[3..], [5, 2, HOUR], "{blocked:?}");
-    });
+            // REFUND gives back what the old value recorded.
+            assert_eq!(
+                limiter(con, &["RL.FIXED", "f:refund", "5", "1h", "REFUND", "2"]),
+                [1, 1, 0, 5, 4, HOUR]
+            );
+            assert_eq!(pexpiretime(con, "f:refund"), FIXED_EXPIRES);
+            assert_eq!(
+                limiter(con, &["RL.FIXED", "f:refund", "5", "1h", "COST", "4"]),
+                [1, 5, 0, 5, 0, HOUR]
+            );
+            // BLOCK: a denial of the old value starts a block; the value's own
+            // window still counts and the key outlives neither.
+            let start = timed(con, &["RL.FIXED", "f:block", "3", "1h", "BLOCK", "10s"]);
+            assert_eq!(start.reply, [0, 3, 10_000, 3, 0, HOUR], "{start:?}");
+            assert_eq!(
+                pexpiretime(con, "f:block"),
+                FIXED_EXPIRES,
+                "a block shortened or lengthened the key's life"
+            );
+            let blocked = timed(con, &["RL.FIXED", "f:block", "5", "1h"]);
+            assert_eq!(blocked.reply[..2], [0, 3], "{blocked:?}");
+            assert_in("time left", blocked.reply[2], 1, 10_000);
+            assert_eq!(blocked.reply[3..], [5, 2, HOUR], "{blocked:?}");
+        },
+    );
 }
 
 #[test]
 fn sliding_logs_of_version_1_keep_counting() {
-    on_each_server(|_, con| {
-        load(con, SLIDING, SLIDING_EXPIRES, &["s", "s:refund", "s:block"]);
-        // 6 units logged at T, T+10 and T+20; the clock stands at T+20.
-        let s = ["RL.SLIDING", "s", "10", "1h"];
-        changes_nothing(con, "PEEK", |con| {
-            assert_eq!(limiter(con, &with(&s, &["PEEK"])), [1, 7, 0, 10, 3, HOUR]);
-        });
-        assert_eq!(limiter(con, &s), [1, 7, 0, 10, 3, HOUR]);
-        assert_eq!(
-            limiter(con, &with(&s, &["COST", "3"])),
-            [1, 10, 0, 10, 0, HOUR]
-        );
-        // The oldest entry (2 at T) must leave for one more: at T + 1h.
-        assert_eq!(limiter(con, &s), [0, 10, HOUR - 20, 10, 0, HOUR]);
-        assert_eq!(pexpiretime(con, "s"), SLIDING_EXPIRES);
+    with_fixture(
+        SLIDING,
+        SLIDING_EXPIRES,
+        &["s", "s:refund", "s:block"],
+        |con| {
+            // 6 units logged at T, T+10 and T+20; the clock stands at T+20.
+            let s = ["RL.SLIDING", "s", "10", "1h"];
+            changes_nothing(con, "PEEK", |con| {
+                assert_eq!(limiter(con, &with(&s, &["PEEK"])), [1, 7, 0, 10, 3, HOUR]);
+            });
+            assert_eq!(limiter(con, &s), [1, 7, 0, 10, 3, HOUR]);
+            assert_eq!(
+                limiter(con, &with(&s, &["COST", "3"])),
+                [1, 10, 0, 10, 0, HOUR]
+            );
+            // The oldest entry (2 at T) must leave for one more: at T + 1h.
+            assert_eq!(limiter(con, &s), [0, 10, HOUR - 20, 10, 0, HOUR]);
+            assert_eq!(pexpiretime(con, "s"), SLIDING_EXPIRES);
 
-        // REFUND: the newest units first (3 at T+20, then 1 at T+10): the
-        // 2 at T are left, counting until T + 1h.
-        assert_eq!(
-            limiter(con, &["RL.SLIDING", "s:refund", "10", "1h", "REFUND", "4"]),
-            [1, 2, 0, 10, 8, HOUR - 20]
-        );
-        assert_eq!(pexpiretime(con, "s:refund"), T + HOUR);
-        assert_eq!(
-            limiter(con, &["RL.SLIDING", "s:refund", "10", "1h", "COST", "8"])[..5],
-            [1, 10, 0, 10, 0]
-        );
-        // BLOCK.
-        let start = limiter(con, &["RL.SLIDING", "s:block", "6", "1h", "BLOCK", "10s"]);
-        assert_eq!(start, [0, 6, 10_000, 6, 0, HOUR]);
-        assert_eq!(
-            pexpiretime(con, "s:block"),
-            SLIDING_EXPIRES,
-            "a block shortened or lengthened the key's life"
-        );
-    });
+            // REFUND: the newest units first (3 at T+20, then 1 at T+10): the
+            // 2 at T are left, counting until T + 1h.
+            assert_eq!(
+                limiter(con, &["RL.SLIDING", "s:refund", "10", "1h", "REFUND", "4"]),
+                [1, 2, 0, 10, 8, HOUR - 20]
+            );
+            assert_eq!(pexpiretime(con, "s:refund"), T + HOUR);
+            assert_eq!(
+                limiter(con, &["RL.SLIDING", "s:refund", "10", "1h", "COST", "8"])[..5],
+                [1, 10, 0, 10, 0]
+            );
+            // BLOCK.
+            let start = limiter(con, &["RL.SLIDING", "s:block", "6", "1h", "BLOCK", "10s"]);
+            assert_eq!(start, [0, 6, 10_000, 6, 0, HOUR]);
+            assert_eq!(
+                pexpiretime(con, "s:block"),
+                SLIDING_EXPIRES,
+                "a block shortened or lengthened the key's life"
+            );
+        },
+    );
 }
 
 fn with<'a>(base: &[&'a str], more: &[&'a str]) -> Vec<&'a str> {
@@ -224,151 +241,148 @@ fn with<'a>(base: &[&'a str], more: &[&'a str]) -> Vec<&'a str> {
 
 #[test]
 fn approx_values_of_version_1_keep_counting() {
-    on_each_server(|_, con| {
-        load(
-            con,
-            APPROX,
-            APPROX_EXPIRES,
-            &["a", "a:refund", "a:empty", "a:block"],
-        );
-        // The window at T holds 2, the one before 4; the clock stands at
-        // T, so the previous window weighs in whole: 6.
-        let a = ["RL.SLIDING", "a", "10", "1h", "APPROX"];
-        changes_nothing(con, "PEEK", |con| {
+    with_fixture(
+        APPROX,
+        APPROX_EXPIRES,
+        &["a", "a:refund", "a:empty", "a:block"],
+        |con| {
+            // The window at T holds 2, the one before 4; the clock stands at
+            // T, so the previous window weighs in whole: 6.
+            let a = ["RL.SLIDING", "a", "10", "1h", "APPROX"];
+            changes_nothing(con, "PEEK", |con| {
+                assert_eq!(
+                    limiter(con, &with(&a, &["PEEK"])),
+                    [1, 7, 0, 10, 3, 2 * HOUR]
+                );
+            });
+            assert_eq!(limiter(con, &a), [1, 7, 0, 10, 3, 2 * HOUR]);
+            assert_eq!(pexpiretime(con, "a"), APPROX_EXPIRES);
+            // At limit 7 the next unit fits once the previous window's weight
+            // drops by one: 1 ms later.
             assert_eq!(
-                limiter(con, &with(&a, &["PEEK"])),
-                [1, 7, 0, 10, 3, 2 * HOUR]
+                limiter(con, &["RL.SLIDING", "a", "7", "1h", "APPROX"]),
+                [0, 7, 1, 7, 0, 2 * HOUR]
             );
-        });
-        assert_eq!(limiter(con, &a), [1, 7, 0, 10, 3, 2 * HOUR]);
-        assert_eq!(pexpiretime(con, "a"), APPROX_EXPIRES);
-        // At limit 7 the next unit fits once the previous window's weight
-        // drops by one: 1 ms later.
-        assert_eq!(
-            limiter(con, &["RL.SLIDING", "a", "7", "1h", "APPROX"]),
-            [0, 7, 1, 7, 0, 2 * HOUR]
-        );
 
-        // REFUND: the current window only.
-        let r = [
-            "RL.SLIDING",
-            "a:refund",
-            "10",
-            "1h",
-            "APPROX",
-            "REFUND",
-            "1",
-        ];
-        assert_eq!(limiter(con, &r), [1, 5, 0, 10, 5, 2 * HOUR]);
-        assert_eq!(pexpiretime(con, "a:refund"), APPROX_EXPIRES);
-        // All of it: the previous window's 4 still count, until T + 1h.
-        let r = ["RL.SLIDING", "a:empty", "10", "1h", "APPROX", "REFUND", "5"];
-        assert_eq!(limiter(con, &r), [1, 4, 0, 10, 6, HOUR]);
-        assert_eq!(pexpiretime(con, "a:empty"), T + HOUR);
-        changes_nothing(con, "nothing left to refund", |con| {
+            // REFUND: the current window only.
+            let r = [
+                "RL.SLIDING",
+                "a:refund",
+                "10",
+                "1h",
+                "APPROX",
+                "REFUND",
+                "1",
+            ];
+            assert_eq!(limiter(con, &r), [1, 5, 0, 10, 5, 2 * HOUR]);
+            assert_eq!(pexpiretime(con, "a:refund"), APPROX_EXPIRES);
+            // All of it: the previous window's 4 still count, until T + 1h.
+            let r = ["RL.SLIDING", "a:empty", "10", "1h", "APPROX", "REFUND", "5"];
             assert_eq!(limiter(con, &r), [1, 4, 0, 10, 6, HOUR]);
-        });
-        // BLOCK.
-        let start = limiter(
-            con,
-            &["RL.SLIDING", "a:block", "6", "1h", "APPROX", "BLOCK", "10s"],
-        );
-        assert_eq!(start, [0, 6, 10_000, 6, 0, 2 * HOUR]);
-        assert_eq!(
-            pexpiretime(con, "a:block"),
-            APPROX_EXPIRES,
-            "a block shortened or lengthened the key's life"
-        );
-    });
+            assert_eq!(pexpiretime(con, "a:empty"), T + HOUR);
+            changes_nothing(con, "nothing left to refund", |con| {
+                assert_eq!(limiter(con, &r), [1, 4, 0, 10, 6, HOUR]);
+            });
+            // BLOCK.
+            let start = limiter(
+                con,
+                &["RL.SLIDING", "a:block", "6", "1h", "APPROX", "BLOCK", "10s"],
+            );
+            assert_eq!(start, [0, 6, 10_000, 6, 0, 2 * HOUR]);
+            assert_eq!(
+                pexpiretime(con, "a:block"),
+                APPROX_EXPIRES,
+                "a block shortened or lengthened the key's life"
+            );
+        },
+    );
 }
 
 #[test]
 fn token_buckets_of_version_1_keep_counting_refunding_and_reserving() {
-    on_each_server(|_, con| {
-        load(
-            con,
-            TOKEN,
-            TOKEN_EXPIRES,
-            &["t", "t:reserve", "t:refund", "t:block"],
-        );
-        // Capacity 5, 3 tokens short, 2 a second; the clock stands at T.
-        let t = ["RL.TOKEN", "t", "2", "1s", "BURST", "5"];
-        changes_nothing(con, "PEEK", |con| {
-            assert_eq!(limiter(con, &with(&t, &["PEEK"])), [1, 4, 0, 5, 1, 2000]);
-        });
-        assert_eq!(limiter(con, &t), [1, 4, 0, 5, 1, 2000]);
-        assert_eq!(pexpiretime(con, "t"), T + 2000);
-        assert_eq!(
-            limiter(con, &with(&t, &["COST", "2"])),
-            [0, 4, 500, 5, 1, 2000]
-        );
-        assert_eq!(
-            limiter(con, &with(&t, &["COST", "6"])),
-            [0, 4, -1, 5, 1, 2000]
-        );
-
-        // RESERVE: into debt, a token every 500 ms.
-        let r = ["RL.TOKEN", "t:reserve", "2", "1s", "BURST", "5"];
-        assert_eq!(
-            limiter(con, &with(&r, &["COST", "3", "RESERVE", "10s"])),
-            [1, 6, 500, 5, 0, 3000]
-        );
-        assert_eq!(pexpiretime(con, "t:reserve"), T + 3000);
-        assert_eq!(
-            limiter(con, &with(&r, &["RESERVE", "10s"])),
-            [1, 7, 1000, 5, 0, 3500]
-        );
-        changes_nothing(con, "a denied reservation", |con| {
+    with_fixture(
+        TOKEN,
+        TOKEN_EXPIRES,
+        &["t", "t:reserve", "t:refund", "t:block"],
+        |con| {
+            // Capacity 5, 3 tokens short, 2 a second; the clock stands at T.
+            let t = ["RL.TOKEN", "t", "2", "1s", "BURST", "5"];
+            changes_nothing(con, "PEEK", |con| {
+                assert_eq!(limiter(con, &with(&t, &["PEEK"])), [1, 4, 0, 5, 1, 2000]);
+            });
+            assert_eq!(limiter(con, &t), [1, 4, 0, 5, 1, 2000]);
+            assert_eq!(pexpiretime(con, "t"), T + 2000);
             assert_eq!(
-                limiter(con, &with(&r, &["RESERVE", "1s"])),
-                [0, 7, 500, 5, 0, 3500]
+                limiter(con, &with(&t, &["COST", "2"])),
+                [0, 4, 500, 5, 1, 2000]
             );
             assert_eq!(
-                limiter(con, &with(&r, &["RESERVE", "0"])),
-                [0, 7, 1500, 5, 0, 3500]
+                limiter(con, &with(&t, &["COST", "6"])),
+                [0, 4, -1, 5, 1, 2000]
             );
-            assert_eq!(limiter(con, &r), [0, 7, 1500, 5, 0, 3500]);
-        });
-        // REFUND repays the debt first.
-        assert_eq!(
-            limiter(con, &with(&r, &["REFUND", "3"])),
-            [1, 4, 0, 5, 1, 2000]
-        );
-        assert_eq!(pexpiretime(con, "t:reserve"), T + 2000);
 
-        // REFUND on the old value: up to full, then the key goes.
-        let f = ["RL.TOKEN", "t:refund", "2", "1s", "BURST", "5"];
-        assert_eq!(
-            limiter(con, &with(&f, &["REFUND", "2"])),
-            [1, 1, 0, 5, 4, 500]
-        );
-        assert_eq!(pexpiretime(con, "t:refund"), T + 500);
-        assert_eq!(
-            limiter(con, &with(&f, &["REFUND", "5"])),
-            [1, 0, 0, 5, 5, 0]
-        );
-        assert!(!exists(con, "t:refund"));
+            // RESERVE: into debt, a token every 500 ms.
+            let r = ["RL.TOKEN", "t:reserve", "2", "1s", "BURST", "5"];
+            assert_eq!(
+                limiter(con, &with(&r, &["COST", "3", "RESERVE", "10s"])),
+                [1, 6, 500, 5, 0, 3000]
+            );
+            assert_eq!(pexpiretime(con, "t:reserve"), T + 3000);
+            assert_eq!(
+                limiter(con, &with(&r, &["RESERVE", "10s"])),
+                [1, 7, 1000, 5, 0, 3500]
+            );
+            changes_nothing(con, "a denied reservation", |con| {
+                assert_eq!(
+                    limiter(con, &with(&r, &["RESERVE", "1s"])),
+                    [0, 7, 500, 5, 0, 3500]
+                );
+                assert_eq!(
+                    limiter(con, &with(&r, &["RESERVE", "0"])),
+                    [0, 7, 1500, 5, 0, 3500]
+                );
+                assert_eq!(limiter(con, &r), [0, 7, 1500, 5, 0, 3500]);
+            });
+            // REFUND repays the debt first.
+            assert_eq!(
+                limiter(con, &with(&r, &["REFUND", "3"])),
+                [1, 4, 0, 5, 1, 2000]
+            );
+            assert_eq!(pexpiretime(con, "t:reserve"), T + 2000);
 
-        // BLOCK: the denial starts a block; the bucket keeps its 3 used
-        // tokens at least until it would be full again (T + 1500 ms).
-        let b = ["RL.TOKEN", "t:block", "2", "1s", "BURST", "5"];
-        let start = limiter(con, &with(&b, &["COST", "3", "BLOCK", "10s"]));
-        assert_eq!(start, [0, 3, 10_000, 5, 2, 10_000]);
-        assert!(
-            pexpiretime(con, "t:block") >= TOKEN_EXPIRES,
-            "the block shortened the bucket's life to {} (it is full at {TOKEN_EXPIRES})",
-            pexpiretime(con, "t:block")
-        );
-        let blocked = limiter(con, &b);
-        assert_eq!(blocked[..2], [0, 3], "{blocked:?}");
-        assert_in("time left", blocked[2], 1, 10_000);
-    });
+            // REFUND on the old value: up to full, then the key goes.
+            let f = ["RL.TOKEN", "t:refund", "2", "1s", "BURST", "5"];
+            assert_eq!(
+                limiter(con, &with(&f, &["REFUND", "2"])),
+                [1, 1, 0, 5, 4, 500]
+            );
+            assert_eq!(pexpiretime(con, "t:refund"), T + 500);
+            assert_eq!(
+                limiter(con, &with(&f, &["REFUND", "5"])),
+                [1, 0, 0, 5, 5, 0]
+            );
+            assert!(!exists(con, "t:refund"));
+
+            // BLOCK: the denial starts a block; the bucket keeps its 3 used
+            // tokens at least until it would be full again (T + 1500 ms).
+            let b = ["RL.TOKEN", "t:block", "2", "1s", "BURST", "5"];
+            let start = limiter(con, &with(&b, &["COST", "3", "BLOCK", "10s"]));
+            assert_eq!(start, [0, 3, 10_000, 5, 2, 10_000]);
+            assert!(
+                pexpiretime(con, "t:block") >= TOKEN_EXPIRES,
+                "the block shortened the bucket's life to {} (it is full at {TOKEN_EXPIRES})",
+                pexpiretime(con, "t:block")
+            );
+            let blocked = limiter(con, &b);
+            assert_eq!(blocked[..2], [0, 3], "{blocked:?}");
+            assert_in("time left", blocked[2], 1, 10_000);
+        },
+    );
 }
 
 #[test]
 fn overrides_of_version_1_keep_applying() {
-    on_each_server(|_, con| {
-        load(con, OVERRIDE, 0, &["o"]);
+    with_fixture(OVERRIDE, 0, &["o"], |con| {
         load(con, OVERRIDE_PLAIN, 0, &["o:plain"]);
         assert_eq!(
             cmd(con, &["RL.OVERRIDE.GET", "o"]).map(|v| ints(&v)),

@@ -5,7 +5,9 @@
 //! checks its exact error, that the server still answers at once, and
 //! that the dataset did not change.
 
-use super::{call, cmd, digest, snapshot, Flavor, Snapshot};
+use super::{
+    blocked_clients, call, cmd, digest, log_is_clean, on_each_server, snapshot, Flavor, Snapshot,
+};
 use redis::Value;
 
 /// The error a row must get.
@@ -32,6 +34,7 @@ impl Want {
 }
 
 /// One row of a catalogue: what it checks, the words sent, the error.
+#[derive(Clone)]
 pub struct Row {
     pub what: String,
     pub argv: Vec<Vec<u8>>,
@@ -116,6 +119,46 @@ pub fn newer_version(version: u8) -> String {
 pub const CORRUPT: &str = "ERR key holds a corrupt librl value";
 
 pub const INVALID_CURSOR: &str = "ERR invalid cursor";
+
+/// Bad as durations (a window, BLOCK): zero in every unit, signs,
+/// fractions, spacing, unknown units, and just past 3650d in every unit.
+pub const BAD_DURATIONS: &[&[u8]] = &[
+    b"10x",
+    b"ms",
+    b"s",
+    b"d",
+    b"-5s",
+    b"+5s",
+    b"1.5s",
+    b"0.5s",
+    b"0ms",
+    b"0s",
+    b"0d",
+    b"05s",
+    b"0x10s",
+    b"5 s",
+    b"5 ms",
+    b" 5s",
+    b"5s ",
+    b"5sec",
+    b"5msms",
+    b"5us",
+    b"5\xc2\xb5s",
+    b"1w",
+    b"1y",
+    b"1h30m",
+    b"1d1",
+    b"3651d",
+    b"87601h",
+    b"5256001m",
+    b"315360001",
+    b"315360001s",
+    b"315360000001ms",
+    b"99999999999999999999d",
+    b"0m",
+    b"0h",
+    b"-1h",
+];
 
 /// Not integers from 1 to 2^50, whatever the argument: bad for every
 /// amount and, as they carry no valid unit either, for every duration.
@@ -229,4 +272,33 @@ pub fn assert_catalogue(con: &mut redis::Connection, flavor: Flavor, rows: &[Row
     );
     assert_eq!(snapshot(con), start, "{flavor:?}");
     assert_eq!(digest(con), digest_start, "{flavor:?}");
+}
+
+/// A catalogue test, on a fresh server of each flavor: `prepare` writes
+/// the keys the rows aim at and makes the control calls (valid calls that
+/// differ from the rows in one respect, so that each row's error is its
+/// own); then each row of `catalogue(flavor)`, more than `at_least` of
+/// them, must be refused with its exact error, changing nothing, blocking
+/// no client and logging no crash. The catalogue's text (what the rows
+/// are) ends the summary line.
+pub fn refuse_on_each_server(
+    at_least: usize,
+    prepare: impl Fn(&mut redis::Connection) + Sync,
+    catalogue: impl Fn(Flavor) -> (Vec<Row>, String) + Sync,
+) {
+    on_each_server(|server, con| {
+        let flavor = server.flavor;
+        let (rows, what) = catalogue(flavor);
+        assert!(
+            rows.len() > at_least,
+            "the catalogue shrank: {}",
+            rows.len()
+        );
+        prepare(con);
+        assert_eq!(blocked_clients(con), 0, "{flavor:?}");
+        assert_catalogue(con, flavor, &rows);
+        assert_eq!(blocked_clients(con), 0, "{flavor:?}");
+        log_is_clean(&server.log(), &format!("{flavor:?}"));
+        eprintln!("{flavor:?}: {} {what}", rows.len());
+    });
 }

@@ -3,7 +3,7 @@
 //! calls bracketed by the server's clock, replication offsets, blocked
 //! clients, and values in the encoding-version-1 layouts written by hand.
 
-use super::{cmd, info_field, info_i64, limiter, pexpiretime, server_ms, snapshot};
+use super::{cmd, info_field, info_i64, limiter, pexpiretime, rl_all, server_ms, snapshot};
 use redis::Value;
 
 /// 2100-01-01T00:00:00Z in Unix ms: a time no test reaches. A stored value
@@ -147,6 +147,26 @@ pub fn changes_nothing<T>(
     out
 }
 
+/// RL.ALL of a FIXED clause on `full` (1 per hour, its one unit spent
+/// here first) and the clause `token` (one that would reserve or wait):
+/// denied at once by the FIXED clause, reserving nothing, changing nothing.
+#[track_caller]
+pub fn denied_by_a_full_clause(
+    con: &mut redis::Connection,
+    what: &str,
+    full: &str,
+    token: &[&str],
+) {
+    assert_eq!(limiter(con, &["RL.FIXED", full, "1", "1h"])[0], 1);
+    let args = [&["FIXED", full, "1", "1h"][..], token].concat();
+    changes_nothing(con, what, |con| {
+        let (allowed, retry, clauses) = rl_all(con, &args);
+        assert_eq!(allowed, 0, "{what}: {clauses:?}");
+        assert!(retry > 0, "{what}: {clauses:?}");
+        assert_eq!(clauses[0][0], 0, "{what}: {clauses:?}");
+    });
+}
+
 /// The server's log holds no sign of a crash or a panic.
 #[track_caller]
 pub fn log_is_clean(log: &str, what: &str) {
@@ -163,6 +183,16 @@ pub fn log_is_clean(log: &str, what: &str) {
 /// The server's process id, from INFO.
 pub fn process_id(con: &mut redis::Connection) -> u32 {
     info_field(con, "server", "process_id").parse().unwrap()
+}
+
+/// Sends `sig` (`-STOP`, `-CONT`) to the server process `pid`.
+pub fn signal(pid: u32, sig: &str) {
+    let pid = pid.to_string();
+    let status = std::process::Command::new("kill")
+        .args([sig, &pid])
+        .status()
+        .expect("cannot run kill");
+    assert!(status.success(), "kill {sig} {pid} failed");
 }
 
 // ---------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 //! Primaries, replicas, AOF rewrites and crashes.
 
 use super::{
-    cmd, info_field, info_i64, limiter, pexpiretime, server_ms, wait_until, Flavor, Server,
+    assert_same_snapshot, cmd, digest, info_field, info_i64, limiter, pexpiretime, server_ms,
+    snapshot, wait_until, Flavor, Server, Snapshot,
 };
 
 /// Append-only with every write on disk before the reply.
@@ -28,6 +29,12 @@ pub fn start_replica(primary: &Server) -> Server {
         info_field(&mut rcon, "replication", "master_link_status") == "up"
     });
     replica
+}
+
+/// A primary and its replica that never ping each other, so that only
+/// propagated commands move the replication offset.
+pub fn quiet_primary_and_replica(flavor: Flavor) -> (Server, Server) {
+    primary_and_replica(flavor, &["--repl-ping-replica-period", "3600"])
 }
 
 /// A primary started with `primary_extra` and a replica of the same
@@ -88,6 +95,71 @@ pub fn crash_and_restart(server: &mut Server) -> redis::Connection {
 pub fn let_the_clock_move(con: &mut redis::Connection, ms: i64) {
     let t0 = server_ms(con);
     wait_until("the clock to move", || server_ms(con) > t0 + ms);
+}
+
+/// What `server`'s AOF (it runs with [`AOF`]) gives back of what `con`
+/// wrote, each time after the clock has moved on `clock_ms`: after a
+/// SIGKILL; after a rewrite (the state then lives in the base file); and
+/// after `more` calls on top of the rewrite (in the incremental file): the
+/// same keys, values and expiry times, and the same digest. Returns a
+/// connection after the last restart, and the dataset it holds.
+pub fn assert_aof_restores(
+    server: &mut Server,
+    con: &mut redis::Connection,
+    clock_ms: i64,
+    more: impl FnOnce(&mut redis::Connection),
+) -> (redis::Connection, Snapshot) {
+    let flavor = server.flavor;
+    let mut restarted = |con: &mut redis::Connection, want: &Snapshot, what: &str| {
+        let want_digest = digest(con);
+        let_the_clock_move(con, clock_ms);
+        let mut con = crash_and_restart(server);
+        let what = format!("{flavor:?}: {what}");
+        assert_same_snapshot(&snapshot(&mut con), want, &what);
+        assert_eq!(digest(&mut con), want_digest, "{what}");
+        con
+    };
+    let before = snapshot(con);
+    let mut con = restarted(con, &before, "AOF after SIGKILL");
+    bgrewriteaof(&mut con);
+    assert_same_snapshot(&snapshot(&mut con), &before, "the rewrite changed nothing");
+    let mut con = restarted(&mut con, &before, "rewritten AOF");
+    more(&mut con);
+    let after_more = snapshot(&mut con);
+    assert_ne!(
+        after_more, before,
+        "{flavor:?}: the calls on top changed nothing"
+    );
+    let con = restarted(&mut con, &after_more, "rewritten AOF plus increments");
+    (con, after_more)
+}
+
+/// `SAVE`, then a SIGKILL and a restart after the clock has moved on
+/// `clock_ms`: dump.rdb is loaded, and gives back the same keys, values,
+/// expiry times and digest. Returns a connection after the restart.
+pub fn assert_rdb_restores(
+    server: &mut Server,
+    con: &mut redis::Connection,
+    clock_ms: i64,
+) -> redis::Connection {
+    let flavor = server.flavor;
+    cmd(con, &["SAVE"]).unwrap();
+    let before = snapshot(con);
+    let digest_before = digest(con);
+    let_the_clock_move(con, clock_ms);
+    let mut con = crash_and_restart(server);
+    assert_eq!(
+        info_i64(&mut con, "persistence", "rdb_last_load_keys_loaded"),
+        before.len() as i64,
+        "{flavor:?}: dump.rdb was not loaded"
+    );
+    assert_same_snapshot(
+        &snapshot(&mut con),
+        &before,
+        &format!("{flavor:?}: RDB load"),
+    );
+    assert_eq!(digest(&mut con), digest_before, "{flavor:?}: RDB load");
+    con
 }
 
 pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {

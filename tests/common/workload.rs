@@ -138,6 +138,19 @@ pub fn clause(
     (word, args)
 }
 
+/// A limiter call (`kind`: one limiter or RL.ALL), PEEK one time in ten.
+fn maybe_peeking(rng: &mut Lcg, mut argv: Vec<Vec<u8>>, kind: CallKind) -> Call {
+    let peek = rng.chance(10);
+    if peek {
+        argv.push(arg_bytes("PEEK"));
+    }
+    Call {
+        args: argv,
+        kind,
+        peek,
+    }
+}
+
 /// A deterministic mix of every command on keys under `prefix`: the three
 /// limiters and RL.ALL (admitted, denied, PEEK, COST above the limit,
 /// overrides), and RL.OVERRIDE.SET (with and without BURST and TTL), GET,
@@ -152,15 +165,7 @@ pub fn mixed_calls(prefix: &str, aligned: &[&str], seed: u64, steps: usize) -> V
             let (word, args) = clause(&mut rng, prefix, aligned, i);
             let mut argv = vec![arg_bytes(format!("RL.{word}"))];
             argv.extend(args);
-            let peek = rng.chance(10);
-            if peek {
-                argv.push(arg_bytes("PEEK"));
-            }
-            Call {
-                args: argv,
-                kind: CallKind::Limiter,
-                peek,
-            }
+            maybe_peeking(&mut rng, argv, CallKind::Limiter)
         } else if roll < 70 {
             let n = 1 + rng.below(3) as usize;
             let mut picked: Vec<u64> = Vec::new();
@@ -176,15 +181,7 @@ pub fn mixed_calls(prefix: &str, aligned: &[&str], seed: u64, steps: usize) -> V
                 argv.push(arg_bytes(word));
                 argv.extend(args);
             }
-            let peek = rng.chance(10);
-            if peek {
-                argv.push(arg_bytes("PEEK"));
-            }
-            Call {
-                args: argv,
-                kind: CallKind::All,
-                peek,
-            }
+            maybe_peeking(&mut rng, argv, CallKind::All)
         } else if roll < 80 {
             let mut argv = vec![
                 arg_bytes("RL.OVERRIDE.SET"),
