@@ -44,14 +44,18 @@ impl Ctx<'_> {
         flags & replayed as c_int != 0
     }
 
-    /// True when used memory is above `maxmemory` (the state in which the
-    /// server refuses its own growing writes): the module then refuses
+    /// True when used memory has reached `maxmemory` (the state in which
+    /// the server refuses its own growing writes): the module then refuses
     /// only what would add to the dataset, instead of every call as the
-    /// `deny-oom` flag would.
+    /// `deny-oom` flag would. The server's used-memory ratio is the same
+    /// test as its OOM context flag (both come from its maxmemory state)
+    /// without computing every other flag: a third of the cost, and next
+    /// to nothing without `maxmemory`. As a float it can call a server
+    /// within one part in 2^24 of `maxmemory` full a little early.
     pub fn is_oom(self) -> bool {
-        // SAFETY: the context is the running command's.
-        let flags = unsafe { raw::RedisModule_GetContextFlags.map_or(0, |f| f(self.raw)) };
-        flags & raw::REDISMODULE_CTX_FLAGS_OOM as c_int != 0
+        // SAFETY: a plain query of the server's memory state.
+        let ratio = unsafe { raw::RedisModule_GetUsedMemoryRatio.map_or(0.0, |f| f()) };
+        ratio >= 1.0
     }
 
     /// True when the server asks only which arguments are keys.
@@ -73,33 +77,16 @@ pub fn now_ms() -> u64 {
     u64::try_from(ms).unwrap_or(0)
 }
 
-/// One argument of the running command: the server's object and its bytes.
+/// One argument of the running command: the server's object, whose bytes
+/// are asked for only when read (a key is opened by its object, never
+/// read as bytes). The same layout as the server's argv entry, so the
+/// call's arguments are its argv, not a copy.
+#[repr(transparent)]
 pub struct Arg {
     raw: *mut raw::RedisModuleString,
-    ptr: *const u8,
-    len: usize,
 }
 
 impl Arg {
-    const EMPTY: Arg = Arg {
-        raw: std::ptr::null_mut(),
-        ptr: std::ptr::null(),
-        len: 0,
-    };
-
-    fn new(raw: *mut raw::RedisModuleString) -> Arg {
-        let mut len = 0usize;
-        // SAFETY: raw is an argument of the running command; its bytes live
-        // as long as it does.
-        let ptr =
-            unsafe { raw::RedisModule_StringPtrLen.map_or(std::ptr::null(), |f| f(raw, &mut len)) };
-        Arg {
-            raw,
-            ptr: ptr.cast::<u8>(),
-            len: if ptr.is_null() { 0 } else { len },
-        }
-    }
-
     fn raw(&self) -> *mut raw::RedisModuleString {
         self.raw
     }
@@ -107,12 +94,18 @@ impl Arg {
 
 impl AsRef<[u8]> for Arg {
     fn as_ref(&self) -> &[u8] {
-        if self.ptr.is_null() {
-            return &[];
+        let mut len = 0usize;
+        // SAFETY: raw is an argument of the running command; the server
+        // guarantees `len` bytes at the pointer for as long as the argument
+        // lives, which outlives every borrow of `self`.
+        unsafe {
+            let ptr =
+                raw::RedisModule_StringPtrLen.map_or(std::ptr::null(), |f| f(self.raw, &mut len));
+            if ptr.is_null() {
+                return &[];
+            }
+            std::slice::from_raw_parts(ptr.cast::<u8>(), len)
         }
-        // SAFETY: the server guarantees `len` bytes at `ptr` for as long as
-        // the argument lives, which outlives every borrow of `self`.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 }
 
@@ -121,12 +114,7 @@ impl AsRef<[u8]> for Arg {
 pub struct Call<'a> {
     pub ctx: Ctx<'a>,
     pub args: &'a [Arg],
-    argv: &'a [*mut raw::RedisModuleString],
 }
-
-/// Commands up to this many arguments are served without allocating
-/// (a single limiter with every option fits).
-const STACK_ARGS: usize = 16;
 
 /// A command's body, run by `entry`.
 pub trait Entry {
@@ -144,31 +132,18 @@ pub unsafe extern "C" fn entry<E: Entry>(
     argc: c_int,
 ) -> c_int {
     let argc = usize::try_from(argc).unwrap_or(0);
-    let argv: &[*mut raw::RedisModuleString] = if argv.is_null() || argc == 0 {
+    let args: &[Arg] = if argv.is_null() || argc == 0 {
         &[]
     } else {
-        // SAFETY: the server passes argc valid argument pointers.
-        unsafe { std::slice::from_raw_parts(argv, argc) }
+        // SAFETY: the server passes argc valid argument pointers, alive for
+        // the call; an Arg is one such pointer (repr(transparent)).
+        unsafe { std::slice::from_raw_parts(argv.cast::<Arg>(), argc) }
     };
     let ctx = Ctx {
         raw: ctx,
         _call: PhantomData,
     };
-    if argv.len() <= STACK_ARGS {
-        let mut buf: [Arg; STACK_ARGS] = [const { Arg::EMPTY }; STACK_ARGS];
-        for (slot, &a) in buf.iter_mut().zip(argv) {
-            *slot = Arg::new(a);
-        }
-        let args = buf.get(..argv.len()).unwrap_or_default();
-        E::run(Call { ctx, args, argv });
-    } else {
-        let args: Vec<Arg> = argv.iter().map(|&a| Arg::new(a)).collect();
-        E::run(Call {
-            ctx,
-            args: &args,
-            argv,
-        });
-    }
+    E::run(Call { ctx, args });
     raw::REDISMODULE_OK as c_int
 }
 
@@ -179,14 +154,13 @@ impl<'a> Call<'a> {
         Call {
             ctx: self.ctx,
             args: self.args.get(1..).unwrap_or_default(),
-            argv: self.argv.get(1..).unwrap_or_default(),
         }
     }
 
     /// Propagates the running call as it came, plus `NOW now`: the client's
     /// own argument objects are passed, so nothing is copied.
     pub fn replicate_with_now(self, command: &CStr, now: u64) {
-        let args = self.argv.get(1..).unwrap_or_default();
+        let args = self.args.get(1..).unwrap_or_default();
         let now = c_longlong::try_from(now).unwrap_or(c_longlong::MAX);
         // SAFETY: the format "vcl" takes (array, count), a C string and a
         // long long, matching the arguments; all live for the call.
@@ -196,7 +170,7 @@ impl<'a> Call<'a> {
                     self.ctx.raw(),
                     command.as_ptr(),
                     c"vcl".as_ptr(),
-                    args.as_ptr(),
+                    args.as_ptr().cast::<*mut raw::RedisModuleString>(),
                     args.len(),
                     c"NOW".as_ptr(),
                     now,
@@ -257,8 +231,12 @@ impl<'a> Call<'a> {
     /// Replies a limiter's integers without building an intermediate value.
     pub fn reply_integers(self, values: &[i64]) {
         self.reply_array(values.len());
-        for &v in values {
-            self.reply_integer(v);
+        // SAFETY: the server fills in its API before loading the module.
+        if let Some(int) = unsafe { raw::RedisModule_ReplyWithLongLong } {
+            for &v in values {
+                // SAFETY: the context is the running command's.
+                unsafe { int(self.ctx.raw(), v) };
+            }
         }
     }
 

@@ -139,7 +139,6 @@ fn reply_call(ctx: *mut raw::RedisModuleCtx) -> Call<'static> {
             _call: std::marker::PhantomData,
         },
         args: &[],
-        argv: &[],
     }
 }
 
