@@ -81,8 +81,14 @@ impl Bucket {
     }
 }
 
+/// `a / b` rounded up; in u64 when both fit (nearly always: a u128
+/// division is a library call), else in u128.
 fn div_ceil(a: u128, b: u128) -> u128 {
-    a.div_ceil(b.max(1))
+    let b = b.max(1);
+    match (u64::try_from(a), u64::try_from(b)) {
+        (Ok(a), Ok(b)) => u128::from(a.div_ceil(b)),
+        _ => a.div_ceil(b),
+    }
 }
 
 fn to_u64(v: u128) -> u64 {

@@ -66,13 +66,32 @@ impl Window {
 /// A strictly decimal u64: digits only, no leading zero (but "0" itself).
 #[inline]
 pub fn plain_u64(arg: &[u8]) -> Option<u64> {
-    let leading_zero = arg.len() > 1 && arg.first() == Some(&b'0');
-    if arg.is_empty() || leading_zero || !arg.iter().all(u8::is_ascii_digit) {
-        return None;
+    match leading_decimal(arg)? {
+        (n, []) => Some(n),
+        _ => None,
     }
-    arg.iter().try_fold(0u64, |acc, &d| {
-        acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
-    })
+}
+
+/// The strictly decimal number `arg` starts with and the bytes after it,
+/// in one pass (this parses every call's numbers): None when it starts
+/// with no digit, with a leading zero, or past u64.
+#[inline]
+fn leading_decimal(arg: &[u8]) -> Option<(u64, &[u8])> {
+    let mut value = 0u64;
+    let mut digits = 0usize;
+    for &b in arg {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        value = value.checked_mul(10)?.checked_add(u64::from(d))?;
+        digits += 1;
+    }
+    let (number, rest) = arg.split_at_checked(digits)?;
+    match number {
+        [] | [b'0', _, ..] => None,
+        _ => Some((value, rest)),
+    }
 }
 
 /// The duration grammar: a strictly decimal integer with an optional unit
@@ -81,8 +100,7 @@ pub fn plain_u64(arg: &[u8]) -> Option<u64> {
 /// u64 milliseconds.
 #[inline]
 pub fn duration_ms(arg: &[u8]) -> Option<u64> {
-    let digits = arg.iter().take_while(|b| b.is_ascii_digit()).count();
-    let (number, unit) = arg.split_at(digits);
+    let (number, unit) = leading_decimal(arg)?;
     let scale: u64 = match unit {
         [] | [b's' | b'S'] => 1000,
         [b'm' | b'M', b's' | b'S'] => 1,
@@ -91,7 +109,7 @@ pub fn duration_ms(arg: &[u8]) -> Option<u64> {
         [b'd' | b'D'] => 24 * 60 * 60 * 1000,
         _ => return None,
     };
-    plain_u64(number)?.checked_mul(scale)
+    number.checked_mul(scale)
 }
 
 /// A RESERVE or WAIT `max_wait` in ms: 0 (with or without a unit: no wait
