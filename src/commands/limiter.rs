@@ -380,6 +380,7 @@ pub struct Decided<'c> {
 
 /// Resolves the clause's override, opens its key and decides, changing
 /// nothing; the commit is prepared in `checked`.
+#[inline(always)]
 pub fn decide<'c>(
     call: Call<'c>,
     clause: &Clause<'c, Arg>,

@@ -162,6 +162,7 @@ impl Trust for bool {
 
 /// Parses `key amount window [options...]` where `argv[0]` is the command
 /// name; `trust` says whether `NOW ms` is allowed.
+#[inline(always)]
 pub fn parse_limiter<'a, W: AsRef<[u8]>>(
     algorithm: Algorithm,
     argv: &'a [W],
@@ -267,6 +268,7 @@ impl<T: Trust> CallFlags<T> {
 /// Parses one clause, `key amount window [options...]` with the key at
 /// `argv[start]`; returns it and the index after it. Inside RL.ALL a clause
 /// ends at the next algorithm word.
+#[inline(always)]
 fn parse_clause<'a, W: AsRef<[u8]>>(
     algorithm: Algorithm,
     argv: &'a [W],

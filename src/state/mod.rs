@@ -187,6 +187,7 @@ impl Commit {
 
 /// Decides the clause's step against `limit` on the key's value, preparing
 /// what committing writes. Changes nothing.
+#[inline(always)]
 pub fn check(limit: &Limit, value: Value<'_>, step: &Step) -> Result<Checked, RlError> {
     match limit {
         Limit::Fixed(p) => flow(p, value, step),
