@@ -229,16 +229,7 @@ fn set_get_del_and_list_reply_shapes() {
 
         // Binary-safe okeys (NUL bytes: see the test after this one).
         let okey: &[u8] = b"\xff\xfeov key";
-        assert_eq!(
-            call(con, &[b"RL.OVERRIDE.SET", okey, b"4", b"2s"]),
-            Ok(Value::Okay)
-        );
-        assert_eq!(
-            call(con, &[b"RL.OVERRIDE.GET", okey]),
-            Ok(Value::Array(
-                [4, 2000, 0, -1].into_iter().map(Value::Int).collect()
-            ))
-        );
+        set_and_get(con, okey, 4, "2s", 2000);
         let raw = cmd(con, &["RL.OVERRIDE.LIST", "0", "COUNT", "100"]).unwrap();
         let listed = match &raw {
             Value::Array(parts) => match parts.get(1) {
@@ -258,6 +249,28 @@ fn set_get_del_and_list_reply_shapes() {
     });
 }
 
+/// `RL.OVERRIDE.SET okey limit window` (`window_ms` in ms) takes a key name
+/// of any bytes, and GET gives it back: no burst, no TTL.
+fn set_and_get(con: &mut redis::Connection, okey: &[u8], limit: i64, window: &str, window_ms: i64) {
+    let limit_word = limit.to_string();
+    let set = [
+        b"RL.OVERRIDE.SET",
+        okey,
+        limit_word.as_bytes(),
+        window.as_bytes(),
+    ];
+    assert_eq!(call(con, &set), Ok(Value::Okay));
+    assert_eq!(
+        call(con, &[b"RL.OVERRIDE.GET", okey]),
+        Ok(Value::Array(
+            [limit, window_ms, 0, -1]
+                .into_iter()
+                .map(Value::Int)
+                .collect()
+        ))
+    );
+}
+
 /// Key names are binary: a NUL byte is as good as any other. LIST must list
 /// an override whose name holds one, and skip a plain string whose name
 /// holds one, like every other key.
@@ -265,16 +278,7 @@ fn set_get_del_and_list_reply_shapes() {
 fn list_handles_key_names_with_nul_bytes() {
     on_each_server(|_, con| {
         let okey: &[u8] = b"ov\x00nul";
-        assert_eq!(
-            call(con, &[b"RL.OVERRIDE.SET", okey, b"3", b"1s"]),
-            Ok(Value::Okay)
-        );
-        assert_eq!(
-            call(con, &[b"RL.OVERRIDE.GET", okey]),
-            Ok(Value::Array(
-                [3, 1000, 0, -1].into_iter().map(Value::Int).collect()
-            ))
-        );
+        set_and_get(con, okey, 3, "1s", 1000);
         assert_eq!(
             call(con, &[b"RL.FIXED", b"k", b"100", b"1", b"OVERRIDE", okey]),
             Ok(Value::Array(
@@ -354,14 +358,8 @@ fn an_expired_override_falls_back_to_the_calls_own_values() {
             vec![],
             "LIST must not show an expired override"
         );
-        assert_eq!(
-            limiter(con, &["RL.FIXED", "k2", "10", "1s", "OVERRIDE", "o"]),
-            [1, 1, 0, 10, 9, 1000]
-        );
-        assert_eq!(
-            limiter(con, &["RL.TOKEN", "t", "4", "1s", "OVERRIDE", "o", "PEEK"]),
-            [1, 1, 0, 4, 3, 250]
-        );
+        assert_replies(con, "RL.FIXED k2 10 1s OVERRIDE o", [1, 1, 0, 10, 9, 1000]);
+        assert_replies(con, "RL.TOKEN t 4 1s OVERRIDE o PEEK", [1, 1, 0, 4, 3, 250]);
         // The limiter that used it now counts against the call's own limit,
         // in the window it opened.
         let r = limiter(con, &["RL.FIXED", "k", "10", "1s", "OVERRIDE", "o"]);
@@ -405,14 +403,8 @@ fn an_override_ttl_is_independent_of_limiter_windows() {
         // A long-lived override with a short window.
         ok(con, &["RL.OVERRIDE.SET", "long", "3", "50ms", "TTL", "1h"]);
         let long_at = pexpiretime(con, "long");
-        assert_eq!(
-            limiter(con, &["RL.FIXED", "k", "100", "1h", "OVERRIDE", "long"]),
-            [1, 1, 0, 3, 2, 50]
-        );
-        assert_eq!(
-            limiter(con, &["RL.TOKEN", "t", "100", "1h", "OVERRIDE", "long"]),
-            [1, 1, 0, 3, 2, 17]
-        );
+        assert_replies(con, "RL.FIXED k 100 1h OVERRIDE long", [1, 1, 0, 3, 2, 50]);
+        assert_replies(con, "RL.TOKEN t 100 1h OVERRIDE long", [1, 1, 0, 3, 2, 17]);
         assert_eq!(
             pexpiretime(con, "long"),
             long_at,
@@ -462,10 +454,7 @@ fn an_override_ttl_is_independent_of_limiter_windows() {
 fn override_values_replace_the_calls_own_on_fixed() {
     on_each_server(|_, con| {
         ok(con, &["RL.OVERRIDE.SET", "o", "3", "1m"]);
-        assert_eq!(
-            limiter(con, &["RL.FIXED", "f", "100", "1s", "OVERRIDE", "o"]),
-            [1, 1, 0, 3, 2, 60_000]
-        );
+        assert_replies(con, "RL.FIXED f 100 1s OVERRIDE o", [1, 1, 0, 3, 2, 60_000]);
         let pttl = cmd_int(con, &["PTTL", "f"]);
         assert!((59_900..=60_000).contains(&pttl), "{pttl}");
         let r = limiter(
@@ -485,18 +474,17 @@ fn override_values_replace_the_calls_own_on_fixed() {
 
         // FIXED has no burst: an override's BURST leaves its limit alone.
         ok(con, &["RL.OVERRIDE.SET", "ob", "4", "1m", "BURST", "50"]);
-        assert_eq!(
-            limiter(
-                con,
-                &["RL.FIXED", "fb", "100", "1s", "OVERRIDE", "ob", "COST", "4"]
-            ),
-            [1, 4, 0, 4, 0, 60_000]
+        assert_replies(
+            con,
+            "RL.FIXED fb 100 1s OVERRIDE ob COST 4",
+            [1, 4, 0, 4, 0, 60_000],
         );
 
         // A missing okey: the call's own values, and no okey created.
-        assert_eq!(
-            limiter(con, &["RL.FIXED", "g", "10", "1s", "OVERRIDE", "nosuch"]),
-            [1, 1, 0, 10, 9, 1000]
+        assert_replies(
+            con,
+            "RL.FIXED g 10 1s OVERRIDE nosuch",
+            [1, 1, 0, 10, 9, 1000],
         );
         assert!(!exists(con, "nosuch"));
 
@@ -509,12 +497,10 @@ fn override_values_replace_the_calls_own_on_fixed() {
 
         // PEEK reads the override too, and writes nothing.
         let before = snapshot(con);
-        assert_eq!(
-            limiter(
-                con,
-                &["RL.FIXED", "p", "100", "1s", "OVERRIDE", "o", "PEEK"]
-            ),
-            [1, 1, 0, 3, 2, 60_000]
+        assert_replies(
+            con,
+            "RL.FIXED p 100 1s OVERRIDE o PEEK",
+            [1, 1, 0, 3, 2, 60_000],
         );
         let peek = limiter(
             con,
@@ -522,12 +508,10 @@ fn override_values_replace_the_calls_own_on_fixed() {
         );
         assert_eq!(peek[..2], [0, 3]);
         assert_eq!(peek[3..5], [3, 0]);
-        assert_eq!(
-            limiter(
-                con,
-                &["RL.FIXED", "p", "100", "1s", "OVERRIDE", "nosuch", "PEEK"]
-            ),
-            [1, 1, 0, 100, 99, 1000]
+        assert_replies(
+            con,
+            "RL.FIXED p 100 1s OVERRIDE nosuch PEEK",
+            [1, 1, 0, 100, 99, 1000],
         );
         assert_eq!(snapshot(con), before);
     });
@@ -538,49 +522,39 @@ fn override_values_replace_the_calls_own_on_token() {
     on_each_server(|_, con| {
         // capacity = the override's BURST...
         ok(con, &["RL.OVERRIDE.SET", "tb", "5", "1s", "BURST", "20"]);
-        assert_eq!(
-            limiter(
-                con,
-                &["RL.TOKEN", "t", "100", "1m", "OVERRIDE", "tb", "COST", "20"]
-            ),
-            [1, 20, 0, 20, 0, 4000]
+        assert_replies(
+            con,
+            "RL.TOKEN t 100 1m OVERRIDE tb COST 20",
+            [1, 20, 0, 20, 0, 4000],
         );
         let denied = limiter(con, &["RL.TOKEN", "t", "100", "1m", "OVERRIDE", "tb"]);
         assert_eq!(denied[..2], [0, 20]);
         assert!(denied[2] > 0 && denied[2] <= 200, "{denied:?}");
         // ... or its limit when it has none, even if the call gives BURST.
         ok(con, &["RL.OVERRIDE.SET", "tn", "5", "1s"]);
-        assert_eq!(
-            limiter(
-                con,
-                &["RL.TOKEN", "t2", "100", "1m", "BURST", "1000", "OVERRIDE", "tn"]
-            ),
-            [1, 1, 0, 5, 4, 200]
+        assert_replies(
+            con,
+            "RL.TOKEN t2 100 1m BURST 1000 OVERRIDE tn",
+            [1, 1, 0, 5, 4, 200],
         );
-        assert_eq!(
-            limiter(
-                con,
-                &["RL.TOKEN", "t5", "100", "1m", "OVERRIDE", "tn", "COST", "6"]
-            ),
-            [0, 0, -1, 5, 5, 0]
+        assert_replies(
+            con,
+            "RL.TOKEN t5 100 1m OVERRIDE tn COST 6",
+            [0, 0, -1, 5, 5, 0],
         );
         // A missing okey: the call's own rate, window and burst.
-        assert_eq!(
-            limiter(
-                con,
-                &["RL.TOKEN", "t3", "7", "1s", "BURST", "9", "OVERRIDE", "nosuch"]
-            ),
-            [1, 1, 0, 9, 8, 143]
+        assert_replies(
+            con,
+            "RL.TOKEN t3 7 1s BURST 9 OVERRIDE nosuch",
+            [1, 1, 0, 9, 8, 143],
         );
         assert!(!exists(con, "nosuch"));
         // PEEK reads the override and writes nothing.
         let before = snapshot(con);
-        assert_eq!(
-            limiter(
-                con,
-                &["RL.TOKEN", "t4", "100", "1m", "OVERRIDE", "tb", "PEEK", "COST", "20"]
-            ),
-            [1, 20, 0, 20, 0, 4000]
+        assert_replies(
+            con,
+            "RL.TOKEN t4 100 1m OVERRIDE tb PEEK COST 20",
+            [1, 20, 0, 20, 0, 4000],
         );
         let peek = limiter(
             con,
@@ -1161,12 +1135,10 @@ fn assert_populated(con: &mut redis::Connection) {
     assert_eq!(get(con, "gone"), None);
     assert_eq!(get(con, "gone2"), None);
     // A limiter still uses them.
-    assert_eq!(
-        limiter(
-            con,
-            &["RL.FIXED", "after", "100", "1s", "OVERRIDE", "burst", "PEEK"]
-        ),
-        [1, 1, 0, 7, 6, 60_000]
+    assert_replies(
+        con,
+        "RL.FIXED after 100 1s OVERRIDE burst PEEK",
+        [1, 1, 0, 7, 6, 60_000],
     );
     let r = limiter(con, &["RL.FIXED", "f", "100", "1s", "OVERRIDE", "ttl"]);
     assert_eq!(r[..5], [1, 3, 0, 3, 0]);
@@ -1376,16 +1348,11 @@ fn dump_restore_copy_and_rename_give_working_overrides() {
         assert_eq!(pexpiretime(con, "rn"), o_at);
         assert_override(con, "rn", [7, 60_000, 9], 3_500_000..=3_600_000);
 
-        assert_eq!(
-            limiter(con, &["RL.FIXED", "k", "100", "1s", "OVERRIDE", "r"]),
-            [1, 1, 0, 7, 6, 60_000]
-        );
-        assert_eq!(
-            limiter(
-                con,
-                &["RL.TOKEN", "t", "100", "1s", "OVERRIDE", "rn", "COST", "9"]
-            ),
-            [1, 9, 0, 9, 0, 77_143]
+        assert_replies(con, "RL.FIXED k 100 1s OVERRIDE r", [1, 1, 0, 7, 6, 60_000]);
+        assert_replies(
+            con,
+            "RL.TOKEN t 100 1s OVERRIDE rn COST 9",
+            [1, 9, 0, 9, 0, 77_143],
         );
         assert_eq!(
             limiter(

@@ -49,6 +49,14 @@ pub fn limiter(con: &mut redis::Connection, args: &[&str]) -> [i64; 6] {
     v.try_into().expect("a limiter reply has six integers")
 }
 
+/// The limiter call `call` (its words separated by a space) replies
+/// exactly `want`.
+#[track_caller]
+pub fn assert_replies(con: &mut redis::Connection, call: &str, want: [i64; 6]) {
+    let args: Vec<&str> = call.split(' ').collect();
+    assert_eq!(limiter(con, &args), want, "{call}");
+}
+
 /// `RL.ALL args...` as `(allowed, retry_after, [six]...)`; panics on an
 /// error reply.
 pub fn rl_all(con: &mut redis::Connection, args: &[&str]) -> (i64, i64, Vec<[i64; 6]>) {
