@@ -93,13 +93,7 @@ fn sync_resp2_replies_on_each_server() {
         let mut con = server.conn();
         limiter_replies(&mut con);
         all_or_nothing(&mut con);
-        let () = redis::cmd("SET")
-            .arg("plain")
-            .arg("x")
-            .query(&mut con)
-            .unwrap();
-        let e = Fixed::new("plain", 1, "1m").query(&mut con).unwrap_err();
-        assert_eq!(e.code(), Some("WRONGTYPE"), "{e}");
+        assert_server_errors_come_back(&mut con);
         let e = Fixed::new("f", 0, "1m").query(&mut con).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Client);
         assert!(e.to_string().contains("limit must be"), "{e}");

@@ -7,6 +7,7 @@
 //! reaped on drop.
 #![allow(dead_code)]
 
+use librl_client::{Command, Fixed};
 use librl_test_support as support;
 use std::time::{Duration, Instant};
 
@@ -144,4 +145,14 @@ impl ClusterStats for Cluster {
             })
             .collect()
     }
+}
+
+/// A server error comes back as one: a limiter call on a plain string is
+/// WRONGTYPE (on `con`, a connection to a server or to a cluster).
+pub fn assert_server_errors_come_back<C: librl_client::Connection + redis::ConnectionLike>(
+    con: &mut C,
+) {
+    let () = redis::cmd("SET").arg("plain").arg("x").query(con).unwrap();
+    let e = Fixed::new("plain", 1, "1h").query(con).unwrap_err();
+    assert_eq!(e.code(), Some("WRONGTYPE"), "{e}");
 }
