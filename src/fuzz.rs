@@ -6,7 +6,7 @@
 
 use crate::request::{
     find_keys, parse_all, parse_limiter, parse_override_del, parse_override_get,
-    parse_override_list, parse_override_set, Algorithm, DOTTED,
+    parse_override_list, parse_override_set, Algorithm,
 };
 use crate::request::{Action, Reserve};
 use crate::server::Value;
@@ -217,10 +217,10 @@ fn parsers_and_decoders_never_panic() {
         let _ = parse_all(&argv, trusted);
         let _ = find_keys(&argv, true);
         let _ = find_keys(&argv, false);
-        let _ = parse_override_set(&argv, trusted, DOTTED.set);
-        let _ = parse_override_get(&argv, DOTTED.get);
-        let _ = parse_override_del(&argv, DOTTED.del);
-        let _ = parse_override_list(&argv, DOTTED.list);
+        let _ = parse_override_set(&argv, trusted, "RL.OVERRIDE.SET");
+        let _ = parse_override_get(&argv, "RL.OVERRIDE.GET");
+        let _ = parse_override_del(&argv, "RL.OVERRIDE.DEL");
+        let _ = parse_override_list(&argv, "RL.OVERRIDE.LIST");
     }
     let decoder_inputs = 200_000;
     for i in 0..decoder_inputs {

@@ -42,53 +42,6 @@ const ALLOCATOR: Allocator = std::alloc::System;
 /// dataset (see `commands::limiter`).
 const LIMITER_FLAGS: &CStr = c"write fast getkeys-api";
 
-/// One override command: its flags, its handlers in both forms, its doc.
-struct OverrideCommand {
-    sub: &'static CStr,
-    dotted: &'static CStr,
-    flags: &'static CStr,
-    container_handler: Handler,
-    dotted_handler: Handler,
-    doc: &'static docs::CommandDoc,
-}
-
-const OVERRIDE_COMMANDS: [OverrideCommand; 4] = [
-    OverrideCommand {
-        sub: c"set",
-        dotted: c"RL.OVERRIDE.SET",
-        // Every SET stores a value, so the server's own refusal above
-        // `maxmemory` is exactly right here.
-        flags: c"write deny-oom fast",
-        container_handler: entry::<overrides::Set<true>>,
-        dotted_handler: entry::<overrides::Set<false>>,
-        doc: &docs::OVERRIDE_SET,
-    },
-    OverrideCommand {
-        sub: c"get",
-        dotted: c"RL.OVERRIDE.GET",
-        flags: c"readonly fast",
-        container_handler: entry::<overrides::Get<true>>,
-        dotted_handler: entry::<overrides::Get<false>>,
-        doc: &docs::OVERRIDE_GET,
-    },
-    OverrideCommand {
-        sub: c"del",
-        dotted: c"RL.OVERRIDE.DEL",
-        flags: c"write fast",
-        container_handler: entry::<overrides::Del<true>>,
-        dotted_handler: entry::<overrides::Del<false>>,
-        doc: &docs::OVERRIDE_DEL,
-    },
-    OverrideCommand {
-        sub: c"list",
-        dotted: c"RL.OVERRIDE.LIST",
-        flags: c"readonly",
-        container_handler: entry::<overrides::List<true>>,
-        dotted_handler: entry::<overrides::List<false>>,
-        doc: &docs::OVERRIDE_LIST,
-    },
-];
-
 fn limiter_handler(algorithm: Algorithm) -> Handler {
     match algorithm {
         Algorithm::Fixed => entry::<limiter::Fixed>,
@@ -129,26 +82,27 @@ fn register_commands(ctx: &Context) -> Result<(), String> {
         register::attach(ctx, c"rl.override", &docs::OVERRIDE, 0),
         c"rl.override",
     )?;
-    for c in &OVERRIDE_COMMANDS {
+    for sub in &overrides::SUBCOMMANDS {
         ok(
             register::subcommand(
                 ctx,
                 c"rl.override",
-                c.sub,
-                c.container_handler,
-                c.flags,
+                sub.word,
+                entry::<overrides::Container>,
+                sub.flags,
                 no_keys,
             ),
-            c.sub,
+            sub.word,
         )?;
-        let full = format!("rl.override|{}", c.sub.to_string_lossy());
+        let full = format!("rl.override|{}", sub.word.to_string_lossy());
         let full = std::ffi::CString::new(full).map_err(|e| e.to_string())?;
-        ok(register::attach(ctx, &full, c.doc, 1), &full)?;
+        ok(register::attach(ctx, &full, sub.doc, 1), &full)?;
+        let dotted = sub.doc.name;
         ok(
-            register::command(ctx, c.dotted, c.dotted_handler, c.flags, no_keys),
-            c.dotted,
+            register::command(ctx, dotted, entry::<overrides::Dotted>, sub.flags, no_keys),
+            dotted,
         )?;
-        ok(register::attach(ctx, c.dotted, c.doc, 0), c.dotted)?;
+        ok(register::attach(ctx, dotted, sub.doc, 0), dotted)?;
     }
     ok(
         register::subcommand(

@@ -1,6 +1,7 @@
 //! Per-command counters, reported by `INFO rl` as `rl_<command>_<counter>`
 //! fields (plain integers, so exporters scrape them unchanged).
 
+use crate::commands::overrides::{Sub, SUBCOMMANDS};
 use crate::mode::MODE;
 use crate::request::Algorithm;
 use redis_module::{InfoContext, RedisResult};
@@ -13,42 +14,45 @@ pub enum Command {
     Sliding,
     Token,
     All,
-    OverrideSet,
-    OverrideGet,
-    OverrideDel,
-    OverrideList,
+    /// An override subcommand (its table: commands/overrides.rs).
+    Override(Sub),
 }
 
-const COMMANDS: [Command; 8] = [
+const LIMITERS: [Command; 4] = [
     Command::Fixed,
     Command::Sliding,
     Command::Token,
     Command::All,
-    Command::OverrideSet,
-    Command::OverrideGet,
-    Command::OverrideDel,
-    Command::OverrideList,
 ];
 
+/// Every command with a row of counters: the limiters, then the override
+/// subcommands.
+const ROWS: usize = LIMITERS.len() + SUBCOMMANDS.len();
+
 impl Command {
-    fn name(self) -> &'static str {
+    fn name(self) -> String {
         match self {
-            Command::Fixed => "fixed",
-            Command::Sliding => "sliding",
-            Command::Token => "token",
-            Command::All => "all",
-            Command::OverrideSet => "override_set",
-            Command::OverrideGet => "override_get",
-            Command::OverrideDel => "override_del",
-            Command::OverrideList => "override_list",
+            Command::Fixed => "fixed".to_string(),
+            Command::Sliding => "sliding".to_string(),
+            Command::Token => "token".to_string(),
+            Command::All => "all".to_string(),
+            Command::Override(sub) => sub.entry().stat_name(),
+        }
+    }
+
+    /// Its row in the counters.
+    fn row(self) -> usize {
+        match self {
+            Command::Fixed => 0,
+            Command::Sliding => 1,
+            Command::Token => 2,
+            Command::All => 3,
+            Command::Override(sub) => LIMITERS.len() + sub as usize,
         }
     }
 
     fn is_limiter(self) -> bool {
-        matches!(
-            self,
-            Command::Fixed | Command::Sliding | Command::Token | Command::All
-        )
+        !matches!(self, Command::Override(_))
     }
 }
 
@@ -116,17 +120,17 @@ pub fn count_event(event: Event) {
 }
 #[allow(clippy::declare_interior_mutable_const)]
 const ZERO_ROW: [AtomicU64; COUNTERS.len()] = [ZERO; COUNTERS.len()];
-static COUNTS: [[AtomicU64; COUNTERS.len()]; COMMANDS.len()] = [ZERO_ROW; COMMANDS.len()];
+static COUNTS: [[AtomicU64; COUNTERS.len()]; ROWS] = [ZERO_ROW; ROWS];
 
 pub fn count(command: Command, counter: Counter) {
-    if let Some(row) = COUNTS.get(command as usize) {
+    if let Some(row) = COUNTS.get(command.row()) {
         row[counter as usize].fetch_add(1, Ordering::Relaxed);
     }
 }
 
 fn get(command: Command, counter: Counter) -> u64 {
     COUNTS
-        .get(command as usize)
+        .get(command.row())
         .map_or(0, |row| row[counter as usize].load(Ordering::Relaxed))
 }
 
@@ -136,7 +140,8 @@ fn info(ctx: &InfoContext, _for_crash_report: bool) -> RedisResult<()> {
         .builder()
         .add_section("stats")
         .field("mode", MODE.current().name())?;
-    for command in COMMANDS {
+    let overrides = SUBCOMMANDS.iter().map(|s| Command::Override(s.sub));
+    for command in LIMITERS.into_iter().chain(overrides) {
         for (counter, counter_name) in COUNTERS {
             let limiter_only = !matches!(counter, Counter::Calls | Counter::Errors);
             if limiter_only && !command.is_limiter() {

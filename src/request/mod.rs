@@ -769,8 +769,11 @@ mod tests {
 
     #[test]
     fn override_set() {
-        let argv = args(DOTTED.set, &["o", "5", "1h", "burst", "9", "TTL", "1d"]);
-        let set = parse_override_set(&argv, false, DOTTED.set).unwrap();
+        let argv = args(
+            "RL.OVERRIDE.SET",
+            &["o", "5", "1h", "burst", "9", "TTL", "1d"],
+        );
+        let set = parse_override_set(&argv, false, "RL.OVERRIDE.SET").unwrap();
         assert_eq!(
             set.value,
             Override {
@@ -781,7 +784,7 @@ mod tests {
         );
         assert_eq!(set.ttl_ms, Some(86_400_000));
         let cases: &[(&[&str], ArgError)] = &[
-            (&["o", "5"], ArgError::WrongArity(DOTTED.set)),
+            (&["o", "5"], ArgError::WrongArity("RL.OVERRIDE.SET")),
             (&["o", "x", "1s"], ArgError::BadAmount("limit")),
             (&["o", "5", "1x"], ArgError::BadDuration("window")),
             (&["o", "5", "1s", "TTL"], ArgError::MissingValue("TTL")),
@@ -797,21 +800,21 @@ mod tests {
             (
                 &["o", "5", "1s", "COST", "1"],
                 ArgError::OptionNotFor {
-                    command: DOTTED.set,
+                    command: "RL.OVERRIDE.SET",
                     option: "COST",
                 },
             ),
             (
                 &["o", "5", "1s", "NOW", "1"],
                 ArgError::UnknownOption {
-                    command: DOTTED.set,
+                    command: "RL.OVERRIDE.SET",
                     option: "NOW".into(),
                 },
             ),
         ];
         for (rest, want) in cases {
             assert_eq!(
-                parse_override_set(&args(DOTTED.set, rest), false, DOTTED.set)
+                parse_override_set(&args("RL.OVERRIDE.SET", rest), false, "RL.OVERRIDE.SET")
                     .as_ref()
                     .err(),
                 Some(want),
@@ -822,19 +825,22 @@ mod tests {
 
     #[test]
     fn override_list() {
-        let argv = args(DOTTED.list, &["0", "MATCH", "rl:*", "count", "10"]);
-        let req = parse_override_list(&argv, DOTTED.list).unwrap();
+        let argv = args("RL.OVERRIDE.LIST", &["0", "MATCH", "rl:*", "count", "10"]);
+        let req = parse_override_list(&argv, "RL.OVERRIDE.LIST").unwrap();
         assert_eq!(
             (req.cursor, req.pattern, req.count),
             (0, Some(&b"rl:*"[..]), Some(10))
         );
         assert_eq!(
-            parse_override_list(&args(DOTTED.list, &["18446744073709551615"]), DOTTED.list)
-                .map(|r| r.cursor),
+            parse_override_list(
+                &args("RL.OVERRIDE.LIST", &["18446744073709551615"]),
+                "RL.OVERRIDE.LIST"
+            )
+            .map(|r| r.cursor),
             Ok(u64::MAX)
         );
         let cases: &[(&[&str], ArgError)] = &[
-            (&[], ArgError::WrongArity(DOTTED.list)),
+            (&[], ArgError::WrongArity("RL.OVERRIDE.LIST")),
             (&["-1"], ArgError::BadCursor),
             (&["x"], ArgError::BadCursor),
             (&["18446744073709551616"], ArgError::BadCursor),
@@ -847,14 +853,14 @@ mod tests {
             (
                 &["0", "TYPE", "string"],
                 ArgError::UnknownOption {
-                    command: DOTTED.list,
+                    command: "RL.OVERRIDE.LIST",
                     option: "TYPE".into(),
                 },
             ),
         ];
         for (rest, want) in cases {
             assert_eq!(
-                parse_override_list(&args(DOTTED.list, rest), DOTTED.list)
+                parse_override_list(&args("RL.OVERRIDE.LIST", rest), "RL.OVERRIDE.LIST")
                     .as_ref()
                     .err(),
                 Some(want),
@@ -862,16 +868,17 @@ mod tests {
             );
         }
         assert_eq!(
-            parse_override_get(&args(DOTTED.get, &[]), DOTTED.get).map(|_| ()),
-            Err(ArgError::WrongArity(DOTTED.get))
+            parse_override_get(&args("RL.OVERRIDE.GET", &[]), "RL.OVERRIDE.GET").map(|_| ()),
+            Err(ArgError::WrongArity("RL.OVERRIDE.GET"))
         );
         assert_eq!(
-            parse_override_get(&args(DOTTED.get, &["a", "b"]), DOTTED.get).map(|_| ()),
-            Err(ArgError::WrongArity(DOTTED.get))
+            parse_override_get(&args("RL.OVERRIDE.GET", &["a", "b"]), "RL.OVERRIDE.GET")
+                .map(|_| ()),
+            Err(ArgError::WrongArity("RL.OVERRIDE.GET"))
         );
         assert_eq!(
-            parse_override_del(&args(DOTTED.del, &[]), DOTTED.del).map(|_| ()),
-            Err(ArgError::WrongArity(DOTTED.del))
+            parse_override_del(&args("RL.OVERRIDE.DEL", &[]), "RL.OVERRIDE.DEL").map(|_| ()),
+            Err(ArgError::WrongArity("RL.OVERRIDE.DEL"))
         );
     }
 
@@ -995,8 +1002,8 @@ mod tests {
             let _ = parse_limiter(Algorithm::Token, &slices, trusted);
             let _ = parse_limiter(Algorithm::Sliding, &slices, trusted);
             let _ = parse_all(&slices, trusted);
-            let _ = parse_override_set(&slices, trusted, DOTTED.set);
-            let _ = parse_override_list(&slices, DOTTED.list);
+            let _ = parse_override_set(&slices, trusted, "RL.OVERRIDE.SET");
+            let _ = parse_override_list(&slices, "RL.OVERRIDE.LIST");
         }
     }
 }

@@ -14,30 +14,6 @@ pub struct OverrideSet<'a, W> {
     pub replayed_now_ms: Option<u64>,
 }
 
-/// How an override command is named in its messages: as the client wrote
-/// it, the dotted alias or the container's subcommand.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct OverrideNames {
-    pub set: &'static str,
-    pub get: &'static str,
-    pub del: &'static str,
-    pub list: &'static str,
-}
-
-pub const DOTTED: OverrideNames = OverrideNames {
-    set: "RL.OVERRIDE.SET",
-    get: "RL.OVERRIDE.GET",
-    del: "RL.OVERRIDE.DEL",
-    list: "RL.OVERRIDE.LIST",
-};
-
-pub const CONTAINER: OverrideNames = OverrideNames {
-    set: "RL.OVERRIDE SET",
-    get: "RL.OVERRIDE GET",
-    del: "RL.OVERRIDE DEL",
-    list: "RL.OVERRIDE LIST",
-};
-
 /// The okey is argv[1] (argv[0] being the command or subcommand name).
 /// `trusted` allows the internal `NOW ms` option that anchors a TTL to the
 /// primary's clock on replicas and AOF replay.
