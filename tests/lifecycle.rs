@@ -1101,31 +1101,20 @@ fn calls_that_change_nothing_propagate_nothing() {
 #[test]
 fn a_late_replica_applies_the_primarys_block_end_and_turns() {
     for_each_flavor(|flavor| {
-        let (primary, replica) = primary_and_replica(flavor, &[]);
-        let (mut p, mut r) = (primary.conn(), replica.conn());
-        // Stop the replica so it applies every call well after the primary
-        // decided: its own clock would give later block ends and turns.
-        let pid = process_id(&mut r);
-        signal(pid, "-STOP");
-        for i in 0..10 {
-            let key = format!("late:{i}");
-            limiter(&mut p, &["RL.FIXED", &key, "1", "1h"]);
-            limiter(&mut p, &["RL.FIXED", &key, "1", "1h", "BLOCK", "2h"]);
-            let t = format!("late:t:{i}");
-            limiter(&mut p, &["RL.TOKEN", &t, "1", "1h", "BURST", "1"]);
-            limiter(
-                &mut p,
-                &["RL.TOKEN", &t, "1", "1h", "BURST", "1", "RESERVE", "1d"],
-            );
-            limiter(
-                &mut p,
-                &["RL.TOKEN", &t, "1", "1h", "BURST", "1", "REFUND", "1"],
-            );
-        }
-        std::thread::sleep(Duration::from_millis(150));
-        signal(pid, "-CONT");
-        wait_in_sync(&mut p, &mut r);
-        assert_same_dataset(&format!("{flavor:?} late replica"), &mut p, &mut r);
+        assert_late_replica_agrees(flavor, 150, |p| {
+            for i in 0..10 {
+                let key = format!("late:{i}");
+                limiter(p, &["RL.FIXED", &key, "1", "1h"]);
+                limiter(p, &["RL.FIXED", &key, "1", "1h", "BLOCK", "2h"]);
+                let t = format!("late:t:{i}");
+                limiter(p, &["RL.TOKEN", &t, "1", "1h", "BURST", "1"]);
+                limiter(
+                    p,
+                    &["RL.TOKEN", &t, "1", "1h", "BURST", "1", "RESERVE", "1d"],
+                );
+                limiter(p, &["RL.TOKEN", &t, "1", "1h", "BURST", "1", "REFUND", "1"]);
+            }
+        });
     });
 }
 

@@ -9,7 +9,6 @@
 mod common;
 
 use common::*;
-use std::time::Duration;
 
 #[test]
 fn replica_dataset_equals_primary_after_mixed_workload() {
@@ -55,21 +54,13 @@ fn replica_equals_primary_after_every_command() {
 #[test]
 fn late_replica_applies_the_primarys_clock() {
     for_each_flavor(|flavor| {
-        let (primary, replica) = primary_and_replica(flavor, &[]);
-        let (mut pcon, mut rcon) = (primary.conn(), replica.conn());
-        // Stop the replica so it applies every call at least 200 ms after
-        // the primary decided: its own clock would give later window ends.
-        let pid = process_id(&mut rcon);
-        signal(pid, "-STOP");
-        for i in 0..20 {
-            let key = format!("late:{i}");
-            limiter(&mut pcon, &["RL.FIXED", &key, "3", "1h"]);
-            limiter(&mut pcon, &["RL.FIXED", &key, "3", "2h", "COST", "2"]);
-        }
-        std::thread::sleep(Duration::from_millis(200));
-        signal(pid, "-CONT");
-        wait_in_sync(&mut pcon, &mut rcon);
-        assert_same_dataset(&format!("{flavor:?} late replica"), &mut pcon, &mut rcon);
+        assert_late_replica_agrees(flavor, 200, |p| {
+            for i in 0..20 {
+                let key = format!("late:{i}");
+                limiter(p, &["RL.FIXED", &key, "3", "1h"]);
+                limiter(p, &["RL.FIXED", &key, "3", "2h", "COST", "2"]);
+            }
+        });
     });
 }
 

@@ -1,8 +1,8 @@
 //! Primaries, replicas, AOF rewrites and crashes.
 
 use super::{
-    assert_same_snapshot, cmd, digest, info_field, info_i64, limiter, pexpiretime, server_ms,
-    snapshot, wait_until, Flavor, Server, Snapshot,
+    assert_same_dataset, assert_same_snapshot, cmd, digest, info_field, info_i64, limiter,
+    pexpiretime, process_id, server_ms, signal, snapshot, wait_until, Flavor, Server, Snapshot,
 };
 
 /// Append-only with every write on disk before the reply.
@@ -43,6 +43,27 @@ pub fn primary_and_replica(flavor: Flavor, primary_extra: &[&str]) -> (Server, S
     let primary = start_primary(flavor, primary_extra);
     let replica = start_replica(&primary);
     (primary, replica)
+}
+
+/// A replica that applies what `calls` sends its primary at least
+/// `late_ms` after the primary decided it (stopped with SIGSTOP meanwhile)
+/// ends with the primary's dataset exactly: it applies the primary's
+/// clock, not its own, which would give later window ends, block ends and
+/// turns.
+pub fn assert_late_replica_agrees(
+    flavor: Flavor,
+    late_ms: u64,
+    calls: impl FnOnce(&mut redis::Connection),
+) {
+    let (primary, replica) = primary_and_replica(flavor, &[]);
+    let (mut p, mut r) = (primary.conn(), replica.conn());
+    let pid = process_id(&mut r);
+    signal(pid, "-STOP");
+    calls(&mut p);
+    std::thread::sleep(std::time::Duration::from_millis(late_ms));
+    signal(pid, "-CONT");
+    wait_in_sync(&mut p, &mut r);
+    assert_same_dataset(&format!("{flavor:?} late replica"), &mut p, &mut r);
 }
 
 /// Waits until the replica has processed everything the primary has
