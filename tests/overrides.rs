@@ -496,24 +496,24 @@ fn override_values_replace_the_calls_own_on_fixed() {
         assert_eq!(pexpiretime(con, "al") % 60_000, 0);
 
         // PEEK reads the override too, and writes nothing.
-        let before = snapshot(con);
-        assert_replies(
-            con,
-            "RL.FIXED p 100 1s OVERRIDE o PEEK",
-            [1, 1, 0, 3, 2, 60_000],
-        );
-        let peek = limiter(
-            con,
-            &["RL.FIXED", "f", "100", "1s", "PEEK", "OVERRIDE", "o"],
-        );
-        assert_eq!(peek[..2], [0, 3]);
-        assert_eq!(peek[3..5], [3, 0]);
-        assert_replies(
-            con,
-            "RL.FIXED p 100 1s OVERRIDE nosuch PEEK",
-            [1, 1, 0, 100, 99, 1000],
-        );
-        assert_eq!(snapshot(con), before);
+        changes_nothing(con, "a FIXED PEEK with an override", |con| {
+            assert_replies(
+                con,
+                "RL.FIXED p 100 1s OVERRIDE o PEEK",
+                [1, 1, 0, 3, 2, 60_000],
+            );
+            let peek = limiter(
+                con,
+                &["RL.FIXED", "f", "100", "1s", "PEEK", "OVERRIDE", "o"],
+            );
+            assert_eq!(peek[..2], [0, 3]);
+            assert_eq!(peek[3..5], [3, 0]);
+            assert_replies(
+                con,
+                "RL.FIXED p 100 1s OVERRIDE nosuch PEEK",
+                [1, 1, 0, 100, 99, 1000],
+            );
+        });
     });
 }
 
@@ -550,19 +550,19 @@ fn override_values_replace_the_calls_own_on_token() {
         );
         assert!(!exists(con, "nosuch"));
         // PEEK reads the override and writes nothing.
-        let before = snapshot(con);
-        assert_replies(
-            con,
-            "RL.TOKEN t4 100 1m OVERRIDE tb PEEK COST 20",
-            [1, 20, 0, 20, 0, 4000],
-        );
-        let peek = limiter(
-            con,
-            &["RL.TOKEN", "t", "100", "1m", "PEEK", "OVERRIDE", "tb"],
-        );
-        assert_eq!(peek[3], 20);
-        assert_sane(peek, 20);
-        assert_eq!(snapshot(con), before);
+        changes_nothing(con, "a TOKEN PEEK with an override", |con| {
+            assert_replies(
+                con,
+                "RL.TOKEN t4 100 1m OVERRIDE tb PEEK COST 20",
+                [1, 20, 0, 20, 0, 4000],
+            );
+            let peek = limiter(
+                con,
+                &["RL.TOKEN", "t", "100", "1m", "PEEK", "OVERRIDE", "tb"],
+            );
+            assert_eq!(peek[3], 20);
+            assert_sane(peek, 20);
+        });
     });
 }
 
