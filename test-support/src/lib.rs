@@ -1,11 +1,13 @@
 //! The server guard the project's Rust test suites share (the module's
-//! tests/, clients/rust's tests, the tower crate's): where the module and
-//! the servers are (scripts/servers.env, overridable by environment
-//! variables), free loopback ports, fresh working directories, and a
-//! server process that is ready only when the process answering on its
-//! port is ours, and is stopped (SHUTDOWN, then SIGKILL) and reaped on
-//! drop. It speaks the few RESP commands it needs itself, so each suite
-//! keeps whichever `redis` crate it tests with.
+//! tests/, clients/rust's tests, the tower crate's and the axum example's):
+//! where the module and the servers are (scripts/servers.env, overridable
+//! by environment variables), free loopback ports, fresh working
+//! directories; one [`Builder`] for every server a test starts, giving a
+//! [`Process`] that is ready only when the process answering on its port
+//! is ours, and is stopped (SHUTDOWN, then SIGKILL) and reaped on drop;
+//! and the 3-primary [`Cluster`] bootstrap. It speaks the few RESP
+//! commands it needs itself, so each suite keeps whichever `redis` crate
+//! it tests with.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
