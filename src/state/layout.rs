@@ -59,19 +59,43 @@ pub enum DecodeError {
 /// The block wrapper's length before the wrapped value.
 pub const BLOCK_LEN: usize = HEADER_LEN + 8;
 
+/// The 5-byte prefix of a version and tag.
+pub fn prefix(version: u8, tag: Tag) -> [u8; HEADER_LEN] {
+    let [m0, m1, m2] = MAGIC;
+    [m0, m1, m2, version, tag as u8]
+}
+
+/// Reads a value's prefix, for every reader of every layout: its version,
+/// its tag and the bytes after it. Checks marker, version and tag, in that
+/// order, so that a foreign value, a newer layout and an unknown tag each
+/// get their own error.
+pub fn read_prefix(bytes: &[u8]) -> Result<(u8, Tag, &[u8]), DecodeError> {
+    let Some((header, rest)) = bytes.split_first_chunk::<HEADER_LEN>() else {
+        return Err(DecodeError::Foreign);
+    };
+    let [m0, m1, m2, version, tag] = *header;
+    if [m0, m1, m2] != MAGIC {
+        return Err(DecodeError::Foreign);
+    }
+    // A (version, tag) pair this module never writes is a newer module's
+    // layout, whichever command reads it.
+    let known = version == VERSION || (version == VERSION_2 && matches!(tag, b'T' | b'B'));
+    if !known {
+        return Err(DecodeError::UnsupportedVersion(version));
+    }
+    let tag = Tag::from_byte(tag).ok_or(DecodeError::Corrupt)?;
+    Ok((version, tag, rest))
+}
+
 /// Splits a value into its stored block end (version 2, tag `B`, then
 /// `until_ms` as a little-endian u64) and the limiter's own value, which
 /// may be empty (a key blocked before it held any state). Any other value
 /// has no block.
 pub fn split_block(bytes: &[u8]) -> Result<(Option<u64>, &[u8]), DecodeError> {
-    match bytes.get(..HEADER_LEN) {
-        Some([0, b'r', b'l', VERSION_2, b'B']) => {
-            let until = bytes
-                .get(HEADER_LEN..BLOCK_LEN)
-                .and_then(|b| <[u8; 8]>::try_from(b).ok())
-                .map(u64::from_le_bytes)
-                .ok_or(DecodeError::Corrupt)?;
-            Ok((Some(until), bytes.get(BLOCK_LEN..).unwrap_or_default()))
+    match read_prefix(bytes) {
+        Ok((VERSION_2, Tag::Block, rest)) => {
+            let (until, inner) = rest.split_first_chunk::<8>().ok_or(DecodeError::Corrupt)?;
+            Ok((Some(u64::from_le_bytes(*until)), inner))
         }
         _ => Ok((None, bytes)),
     }
@@ -98,8 +122,7 @@ impl<'a> Writer<'a> {
 
     pub fn versioned(out: &'a mut [u8], version: u8, tag: Tag) -> Self {
         let mut w = Writer { out, pos: 0 };
-        w.bytes(&MAGIC);
-        w.bytes(&[version, tag as u8]);
+        w.bytes(&prefix(version, tag));
         w
     }
 
@@ -121,8 +144,8 @@ pub struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
-    /// Checks marker, version and tag, in that order, so that a foreign
-    /// value, a newer layout and another algorithm each get their own error.
+    /// Reads the prefix (`read_prefix`) of a value that must be `want`'s:
+    /// another algorithm's is `OtherTag`.
     pub fn new(bytes: &'a [u8], want: Tag) -> Result<Self, DecodeError> {
         Self::versioned(bytes, want, VERSION).map(|(reader, _)| reader)
     }
@@ -130,24 +153,13 @@ impl<'a> Reader<'a> {
     /// Like `new`, accepting versions 1 to `newest` of this tag; returns
     /// the value's version too.
     pub fn versioned(bytes: &'a [u8], want: Tag, newest: u8) -> Result<(Self, u8), DecodeError> {
-        let Some((header, rest)) = bytes.split_first_chunk::<HEADER_LEN>() else {
-            return Err(DecodeError::Foreign);
-        };
-        let [m0, m1, m2, version, tag] = *header;
-        if [m0, m1, m2] != MAGIC {
-            return Err(DecodeError::Foreign);
-        }
-        // A (version, tag) pair this module never writes is a newer
-        // module's layout, whichever command reads it.
-        let known = version == VERSION || (version == VERSION_2 && matches!(tag, b'T' | b'B'));
-        if !known {
-            return Err(DecodeError::UnsupportedVersion(version));
-        }
-        match Tag::from_byte(tag) {
-            Some(t) if t == want && version <= newest => Ok((Reader { rest }, version)),
-            Some(t) if t == want => Err(DecodeError::UnsupportedVersion(version)),
-            Some(_) => Err(DecodeError::OtherTag),
-            None => Err(DecodeError::Corrupt),
+        let (version, tag, rest) = read_prefix(bytes)?;
+        if tag != want {
+            Err(DecodeError::OtherTag)
+        } else if version > newest {
+            Err(DecodeError::UnsupportedVersion(version))
+        } else {
+            Ok((Reader { rest }, version))
         }
     }
 

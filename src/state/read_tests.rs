@@ -248,3 +248,35 @@ fn fixed_size_updates_never_grow() {
         }
     }
 }
+
+/// A TOKEN bucket in debt (version 2) is another kind's value to every
+/// other reader, the exact sliding log's included: WRONGTYPE, as a
+/// bucket of version 1 is (the prefix is read in one place).
+#[test]
+fn a_bucket_in_debt_is_another_kinds_value_to_every_other_reader() {
+    let token = Limit::Token(TokenParams {
+        rate: 1,
+        window_ms: 1000,
+        capacity: 1,
+    });
+    let reserve = Action::Take {
+        cost: 1,
+        reserve: Some(Reserve {
+            max_wait_ms: 10_000,
+            wait: false,
+        }),
+    };
+    // The one token, then one reserved beyond an empty bucket.
+    let mut value = calls(&token, &[1_000]);
+    let c = run(&token, &value, &step(1_000, reserve));
+    apply(&mut value, c.commit.as_ref().expect("a reservation writes"));
+    let bytes = value.expect("a bucket");
+    assert_eq!(bytes[3], 2, "a bucket in debt is version 2");
+    for limit in limits().iter().filter(|l| !matches!(l, Limit::Token(_))) {
+        let err = check(limit, Value::String(&bytes), &step(1_000, take(1))).err();
+        assert!(
+            matches!(err, Some(crate::error::RlError::WrongType { .. })),
+            "{limit:?}: {err:?}"
+        );
+    }
+}

@@ -17,7 +17,7 @@
 //! Every rebuild copies O(live) bytes after at least live/4 appends or
 //! trims, which keeps a call amortized O(1).
 
-use super::layout::{DecodeError, Tag, HEADER_LEN, MAGIC, VERSION};
+use super::layout::{prefix, DecodeError, Reader, Tag, HEADER_LEN, VERSION};
 use super::{SmallBytes, Stored, Write};
 use crate::error::RlError;
 use librl_core::algorithm::Exact;
@@ -56,22 +56,7 @@ impl Header {
     /// Reads and checks the header in O(1); entries are checked lazily as
     /// they are read.
     fn parse(bytes: &[u8]) -> Result<Header, DecodeError> {
-        let Some(prefix) = bytes.get(..HEADER_LEN) else {
-            return Err(DecodeError::Foreign);
-        };
-        if prefix[..3] != MAGIC {
-            return Err(DecodeError::Foreign);
-        }
-        if prefix[3] != VERSION {
-            return Err(DecodeError::UnsupportedVersion(prefix[3]));
-        }
-        if prefix[4] != Tag::Sliding as u8 {
-            return Err(if Tag::from_byte(prefix[4]).is_some() {
-                DecodeError::OtherTag
-            } else {
-                DecodeError::Corrupt
-            });
-        }
+        Reader::new(bytes, Tag::Sliding)?;
         let f = HEADER_LEN;
         let parsed = (|| {
             Some(Header {
@@ -112,8 +97,7 @@ impl Header {
                 dst.copy_from_slice(v);
             }
         };
-        put(0, &MAGIC);
-        put(3, &[VERSION, Tag::Sliding as u8]);
+        put(0, &prefix(VERSION, Tag::Sliding));
         // Offsets fit u32: the log never exceeds MAX_LOG_BYTES plus one rebuild's slack.
         put(f, &(self.head as u32).to_le_bytes());
         put(f + 4, &(self.tail as u32).to_le_bytes());
