@@ -17,6 +17,7 @@ use librl_core::limit::Limit;
 use librl_core::overrides::Override;
 use librl_core::sliding::SlidingParams;
 use librl_core::token::{TokenParams, TokenState};
+use librl_core::units::{Amount, Window};
 
 /// xorshift64*: deterministic, so a failure reproduces from its seed.
 struct Rng(u64);
@@ -109,7 +110,7 @@ fn valid_encodings(rng: &mut Rng) -> Vec<Vec<u8>> {
         .to_vec(),
         token::encode_token(&TokenState {
             at_ms: n,
-            window_ms: 1 + rng.next() % 10_000,
+            window_ms: Window::new(1 + rng.next() % 10_000).unwrap(),
             missing: u128::from(1 + rng.next() % 10_000),
         })
         .to_vec(),
@@ -120,8 +121,8 @@ fn valid_encodings(rng: &mut Rng) -> Vec<Vec<u8>> {
         })
         .to_vec(),
         overrides::encode_override(&Override {
-            limit: 1 + rng.next() % 100,
-            window_ms: 1 + rng.next() % 1000,
+            limit: Amount::new(1 + rng.next() % 100).unwrap(),
+            window_ms: Window::new(1 + rng.next() % 1000).unwrap(),
             burst: None,
         })
         .to_vec(),
@@ -151,24 +152,10 @@ fn mutate(rng: &mut Rng, mut bytes: Vec<u8>) -> Vec<u8> {
 /// (decode and classify), decide, and prepare the commit.
 fn exercise_state(bytes: &[u8], now: u64, cost: u64) {
     let limits = [
-        Limit::Fixed(FixedParams {
-            limit: 5,
-            window_ms: 100,
-            aligned: now.is_multiple_of(2),
-        }),
-        Limit::Token(TokenParams {
-            rate: 3,
-            window_ms: 1000,
-            capacity: 7,
-        }),
-        Limit::Approx(ApproxParams {
-            limit: 5,
-            window_ms: 100,
-        }),
-        Limit::Sliding(SlidingParams {
-            limit: 50,
-            window_ms: 10,
-        }),
+        Limit::Fixed(FixedParams::new(5, 100, now.is_multiple_of(2)).unwrap()),
+        Limit::Token(TokenParams::new(3, 1000, 7).unwrap()),
+        Limit::Approx(ApproxParams::new(5, 100).unwrap()),
+        Limit::Sliding(SlidingParams::new(50, 10).unwrap()),
     ];
     let actions = [
         Action::Take {

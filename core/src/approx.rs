@@ -16,11 +16,24 @@
 //! previous window's counter is history and is not touched.
 
 use super::decision::{Change, Decision, Refunded, RetryAfter, Status, Verdict};
+use super::units::{Amount, Window};
+use std::num::NonZeroU128;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ApproxParams {
-    pub limit: u64,
-    pub window_ms: u64,
+    pub limit: Amount,
+    pub window_ms: Window,
+}
+
+impl ApproxParams {
+    /// The parameters from plain numbers: None when the limit is not an
+    /// [`Amount`] or the window not a [`Window`].
+    pub const fn new(limit: u64, window_ms: u64) -> Option<ApproxParams> {
+        match (Amount::new(limit), Window::new(window_ms)) {
+            (Some(limit), Some(window_ms)) => Some(ApproxParams { limit, window_ms }),
+            _ => None,
+        }
+    }
 }
 
 /// The counts of the aligned window starting at `start_ms` and of the one
@@ -39,8 +52,9 @@ impl ApproxState {
 }
 
 /// floor(previous * remaining / window), exactly.
-fn weighted(previous: u64, remaining_ms: u64, window_ms: u64) -> u64 {
-    let w = u128::from(previous) * u128::from(remaining_ms) / u128::from(window_ms.max(1));
+fn weighted(previous: u64, remaining_ms: u64, window: Window) -> u64 {
+    let w =
+        u128::from(previous) * u128::from(remaining_ms) / NonZeroU128::from(window.nonzero_ms());
     u64::try_from(w).unwrap_or(u64::MAX)
 }
 
@@ -63,10 +77,11 @@ pub fn decide(
     now: u64,
     cost: u64,
 ) -> Decision<ApproxState> {
-    let window = params.window_ms.max(1);
+    let (limit, w) = (params.limit.get(), params.window_ms);
+    let window = w.ms();
     // A clock that steps back stands still at the stored window's start.
     let now = now.max(state.map_or(0, |s| s.start_ms));
-    let start_ms = now - now % window;
+    let start_ms = now - now % w.nonzero_ms();
     let (current, previous) = match state {
         Some(s) if s.start_ms == start_ms => (s.current, s.previous),
         Some(s) if s.start_ms.saturating_add(window) == start_ms => (0, s.current),
@@ -74,13 +89,13 @@ pub fn decide(
     };
     let elapsed = now - start_ms;
     let left = window - elapsed;
-    let count = current.saturating_add(weighted(previous, left, window));
+    let count = current.saturating_add(weighted(previous, left, w));
     // The counters matter until the window after this one ends.
     let expires_at_ms = start_ms.saturating_add(window.saturating_mul(2));
-    if let Some(after) = count.checked_add(cost).filter(|&c| c <= params.limit) {
+    if let Some(after) = count.checked_add(cost).filter(|&c| c <= limit) {
         return Decision {
             count: after,
-            limit: params.limit,
+            limit,
             reset_after_ms: expires_at_ms - now,
             verdict: Verdict::Admit {
                 state: ApproxState {
@@ -93,21 +108,15 @@ pub fn decide(
             },
         };
     }
-    let retry_after = if cost > params.limit {
+    let retry_after = if cost > limit {
         RetryAfter::Never
     } else {
-        RetryAfter::Ms(wait_for(
-            current,
-            previous,
-            left,
-            window,
-            params.limit - cost,
-        ))
+        RetryAfter::Ms(wait_for(current, previous, left, window, limit - cost))
     };
     Decision {
         count,
         verdict: Verdict::Deny(retry_after),
-        limit: params.limit,
+        limit,
         reset_after_ms: life(current, previous, start_ms, window, now),
     }
 }
@@ -133,9 +142,10 @@ pub fn refund(
     now: u64,
     units: u64,
 ) -> Refunded<ApproxState> {
-    let window = params.window_ms.max(1);
+    let w = params.window_ms;
+    let window = w.ms();
     let now = now.max(state.map_or(0, |s| s.start_ms));
-    let start_ms = now - now % window;
+    let start_ms = now - now % w.nonzero_ms();
     let (current, previous) = match state {
         Some(s) if s.start_ms == start_ms => (s.current, s.previous),
         Some(s) if s.start_ms.saturating_add(window) == start_ms => (0, s.current),
@@ -143,7 +153,7 @@ pub fn refund(
     };
     let refunded = current.saturating_sub(units);
     let left = window - (now - start_ms);
-    let count = refunded.saturating_add(weighted(previous, left, window));
+    let count = refunded.saturating_add(weighted(previous, left, w));
     let reset_after_ms = life(refunded, previous, start_ms, window, now);
     let change = if refunded == current {
         Change::Unchanged
@@ -162,7 +172,7 @@ pub fn refund(
     Refunded {
         change,
         count,
-        limit: params.limit,
+        limit: params.limit.get(),
         reset_after_ms,
     }
 }
@@ -197,10 +207,7 @@ mod tests {
 
     #[test]
     fn seed_001_weighting() {
-        let p = ApproxParams {
-            limit: 10,
-            window_ms: 1000,
-        };
+        let p = ApproxParams::new(10, 1000).unwrap();
         let prev = Some(ApproxState {
             start_ms: 0,
             current: 8,
@@ -217,10 +224,7 @@ mod tests {
 
     #[test]
     fn cost_above_limit_never_fits() {
-        let p = ApproxParams {
-            limit: 3,
-            window_ms: 100,
-        };
+        let p = ApproxParams::new(3, 100).unwrap();
         assert_eq!(decide(&p, None, 50, 4).reply(), [0, 0, -1, 3, 3, 0]);
     }
 
@@ -231,7 +235,7 @@ mod tests {
             window_ms in 1u64..500,
             steps in prop::collection::vec((0u64..300, 1u64..10), 1..80),
         ) {
-            let p = ApproxParams { limit, window_ms };
+            let p = ApproxParams::new(limit, window_ms).unwrap();
             let mut state = None;
             let mut now = 1_000_000u64;
             for (gap, cost) in steps {
@@ -257,10 +261,7 @@ mod tests {
 
     #[test]
     fn refund_lowers_only_the_current_window() {
-        let p = ApproxParams {
-            limit: 10,
-            window_ms: 1000,
-        };
+        let p = ApproxParams::new(10, 1000).unwrap();
         let s = Some(ApproxState {
             start_ms: 1000,
             current: 3,
@@ -322,7 +323,7 @@ mod tests {
             window_ms in 1u64..500,
             steps in prop::collection::vec((0u64..300, any::<bool>(), 1u64..10), 1..120),
         ) {
-            let p = ApproxParams { limit, window_ms };
+            let p = ApproxParams::new(limit, window_ms).unwrap();
             let mut state = None;
             let mut per_window: std::collections::BTreeMap<u64, u64> = Default::default();
             let mut now = 1_000_000u64;

@@ -374,11 +374,7 @@ mod tests {
         }
     }
 
-    const LOGIN: FixedParams = FixedParams {
-        limit: 2,
-        window_ms: 1000,
-        aligned: false,
-    };
+    const LOGIN: FixedParams = FixedParams::new(2, 1000, false).unwrap();
     const BLOCK: BlockRule = BlockRule {
         duration_ms: Some(5000),
         peek: false,
@@ -643,7 +639,7 @@ mod tests {
             limit in 1u64..6, window_ms in 1u64..3000, aligned in any::<bool>(),
             steps in prop::collection::vec((0u64..1500, op()), 1..80),
         ) {
-            let p = FixedParams { limit, window_ms, aligned };
+            let p = FixedParams::new(limit, window_ms, aligned).unwrap();
             run_workload(&p, limit, &steps)?;
         }
 
@@ -652,7 +648,7 @@ mod tests {
             rate in 1u64..5, window_ms in 1u64..3000, capacity in 1u64..6, max_wait_ms in 0u64..2000,
             steps in prop::collection::vec((0u64..1500, op()), 1..80),
         ) {
-            let p = TokenParams { rate, window_ms, capacity };
+            let p = TokenParams::new(rate, window_ms, capacity).unwrap();
             run_workload(&Reserving(p, max_wait_ms), capacity, &steps)?;
         }
     }

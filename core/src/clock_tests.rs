@@ -121,13 +121,13 @@ proptest! {
         start in 0..=i64::MAX as u64,
         steps in prop::collection::vec((step(), call_or_refund()), 1..60),
     ) {
-        let fp = FixedParams { limit, window_ms, aligned };
+        let fp = FixedParams::new(limit, window_ms, aligned).unwrap();
         survives(&fp, limit, start, &steps, |s| s.start_ms < s.end_ms)?;
-        let ap = ApproxParams { limit, window_ms };
+        let ap = ApproxParams::new(limit, window_ms).unwrap();
         survives(&ap, limit, start, &steps, |s| s.is_consistent())?;
-        let sp = SlidingParams { limit: small_limit, window_ms };
+        let sp = SlidingParams::new(small_limit, window_ms).unwrap();
         survives(&Exact::<VecLog>::new(sp), small_limit, start, &steps, |_| true)?;
-        let tp = TokenParams { rate: limit, window_ms, capacity: limit };
+        let tp = TokenParams::new(limit, window_ms, limit).unwrap();
         survives(&tp, limit, start, &steps, |b| b.is_consistent())?;
     }
 
@@ -137,7 +137,7 @@ proptest! {
         start in 0..=i64::MAX as u64,
         steps in prop::collection::vec((step(), call_or_refund(), 0u64..=MAX_WINDOW_MS, 0u64..3), 1..60),
     ) {
-        let p = TokenParams { rate, window_ms, capacity };
+        let p = TokenParams::new(rate, window_ms, capacity).unwrap();
         let (mut now, mut bucket): (u64, Option<Bucket>) = (start, None);
         for (by, (is_refund, n), max_wait, scale) in steps {
             now = advance(now, by);
@@ -178,7 +178,7 @@ proptest! {
         limit in 1u64..=MAX_AMOUNT, window_ms in 1u64..=MAX_WINDOW_MS, aligned in any::<bool>(),
         start in 0..=i64::MAX as u64, steps in prop::collection::vec((step(), 1u64..5), 1..60),
     ) {
-        let p = FixedParams { limit, window_ms, aligned };
+        let p = FixedParams::new(limit, window_ms, aligned).unwrap();
         survives(&p, limit, start, &calls_only(steps), |s| s.start_ms < s.end_ms)?;
     }
 
@@ -187,7 +187,7 @@ proptest! {
         rate in 1u64..=MAX_AMOUNT, window_ms in 1u64..=MAX_WINDOW_MS, capacity in 1u64..=MAX_AMOUNT,
         start in 0..=i64::MAX as u64, steps in prop::collection::vec((step(), 1u64..5), 1..60),
     ) {
-        let p = TokenParams { rate, window_ms, capacity };
+        let p = TokenParams::new(rate, window_ms, capacity).unwrap();
         survives(&p, capacity, start, &calls_only(steps), |b| b.is_consistent() && b.debt == 0)?;
     }
 
@@ -196,7 +196,7 @@ proptest! {
         limit in 1u64..50, window_ms in 1u64..=MAX_WINDOW_MS,
         start in 0..=i64::MAX as u64, steps in prop::collection::vec((step(), 1u64..5), 1..60),
     ) {
-        let p = Exact::<VecLog>::new(SlidingParams { limit, window_ms });
+        let p = Exact::<VecLog>::new(SlidingParams::new(limit, window_ms).unwrap());
         survives(&p, limit, start, &calls_only(steps), |_| true)?;
     }
 
@@ -205,7 +205,7 @@ proptest! {
         limit in 1u64..=MAX_AMOUNT, window_ms in 1u64..=MAX_WINDOW_MS,
         start in 0..=i64::MAX as u64, steps in prop::collection::vec((step(), 1u64..5), 1..60),
     ) {
-        let p = ApproxParams { limit, window_ms };
+        let p = ApproxParams::new(limit, window_ms).unwrap();
         survives(&p, limit, start, &calls_only(steps), |s| s.is_consistent())?;
     }
 }

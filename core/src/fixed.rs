@@ -8,12 +8,28 @@
 //! a window as on an empty key (ALIGNED: the same aligned window).
 
 use super::decision::{Change, Decision, Refunded, RetryAfter, Status, Verdict};
+use super::units::{Amount, Window};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FixedParams {
-    pub limit: u64,
-    pub window_ms: u64,
+    pub limit: Amount,
+    pub window_ms: Window,
     pub aligned: bool,
+}
+
+impl FixedParams {
+    /// The parameters from plain numbers: None when the limit is not an
+    /// [`Amount`] or the window not a [`Window`].
+    pub const fn new(limit: u64, window_ms: u64, aligned: bool) -> Option<FixedParams> {
+        match (Amount::new(limit), Window::new(window_ms)) {
+            (Some(limit), Some(window_ms)) => Some(FixedParams {
+                limit,
+                window_ms,
+                aligned,
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// A window that has opened, with the units admitted in it. The end is
@@ -36,13 +52,13 @@ impl FixedState {
 
 fn open_window(params: &FixedParams, now: u64) -> FixedState {
     let start_ms = if params.aligned {
-        now - now % params.window_ms.max(1)
+        now - now % params.window_ms.ms()
     } else {
         now
     };
     FixedState {
         start_ms,
-        end_ms: start_ms.saturating_add(params.window_ms),
+        end_ms: start_ms.saturating_add(params.window_ms.ms()),
         count: 0,
     }
 }
@@ -64,11 +80,11 @@ pub fn decide(
     match window
         .count
         .checked_add(cost)
-        .filter(|&c| c <= params.limit)
+        .filter(|&c| c <= params.limit.get())
     {
         Some(count) => Decision {
             count,
-            limit: params.limit,
+            limit: params.limit.get(),
             reset_after_ms: until_end,
             verdict: Verdict::Admit {
                 state: FixedState { count, ..window },
@@ -80,12 +96,12 @@ pub fn decide(
             count: window.count,
             // The next window starts empty, so any cost within the limit
             // fits as soon as this one ends.
-            verdict: Verdict::Deny(if cost > params.limit {
+            verdict: Verdict::Deny(if cost > params.limit.get() {
                 RetryAfter::Never
             } else {
                 RetryAfter::Ms(until_end)
             }),
-            limit: params.limit,
+            limit: params.limit.get(),
             reset_after_ms: if live.is_some() { until_end } else { 0 },
         },
     }
@@ -106,7 +122,7 @@ pub fn refund(
         return Refunded {
             change: Change::Unchanged,
             count: 0,
-            limit: params.limit,
+            limit: params.limit.get(),
             reset_after_ms: 0,
         };
     };
@@ -134,7 +150,7 @@ pub fn refund(
     Refunded {
         change,
         count,
-        limit: params.limit,
+        limit: params.limit.get(),
         reset_after_ms,
     }
 }
@@ -151,11 +167,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn params(limit: u64, window_ms: u64, aligned: bool) -> FixedParams {
-        FixedParams {
-            limit,
-            window_ms,
-            aligned,
-        }
+        FixedParams::new(limit, window_ms, aligned).unwrap()
     }
 
     #[test]
@@ -255,10 +267,10 @@ mod tests {
                     *admitted.entry(s.start_ms).or_default() += cost;
                     state = Some(s);
                 }
-                prop_assert!(d.count <= p.limit);
+                prop_assert!(d.count <= p.limit.get());
             }
             for total in admitted.values() {
-                prop_assert!(*total <= p.limit);
+                prop_assert!(*total <= p.limit.get());
             }
         }
 
@@ -278,7 +290,7 @@ mod tests {
                         prop_assert!(decide(&p, state, now + wait, cost).allowed());
                         prop_assert!(!decide(&p, state, now + wait - 1, cost).allowed());
                     }
-                    Some(RetryAfter::Never) => prop_assert!(cost > p.limit),
+                    Some(RetryAfter::Never) => prop_assert!(cost > p.limit.get()),
                     None => prop_assert!(d.allowed()),
                 }
                 if let Some(s) = d.into_state() {
@@ -381,7 +393,7 @@ mod tests {
                     }
                 } else {
                     let d = decide(&p, state, now, n);
-                    prop_assert_eq!(d.allowed(), recorded + n <= p.limit);
+                    prop_assert_eq!(d.allowed(), recorded + n <= p.limit.get());
                     if let Some(s) = d.into_state() {
                         window.get_or_insert((s.end_ms, Vec::new())).1.push(n);
                         state = Some(s);

@@ -13,7 +13,10 @@
 //! decide, refund, status), so a caller is written once for every
 //! algorithm; [`algorithm::InMemory`] adds how a state kept as a plain
 //! value commits. [`units`] holds the amounts and durations a caller gives,
-//! with their bounds and grammar, for the module's parser and the client.
+//! with their bounds and grammar, for the module's parser and the client;
+//! every algorithm's parameters (and an override's values) are made of
+//! them, so a limit or window of 0 or out of range cannot reach an
+//! algorithm, which therefore divides by a window or rate unguarded.
 #![forbid(unsafe_code)]
 
 pub mod algorithm;

@@ -48,10 +48,10 @@ impl Limit {
     /// The effective limit a reply reports (TOKEN: the capacity).
     pub fn reported_limit(&self) -> u64 {
         match self {
-            Limit::Fixed(p) => p.limit,
-            Limit::Sliding(p) => p.limit,
-            Limit::Approx(p) => p.limit,
-            Limit::Token(p) => p.capacity,
+            Limit::Fixed(p) => p.limit.get(),
+            Limit::Sliding(p) => p.limit.get(),
+            Limit::Approx(p) => p.limit.get(),
+            Limit::Token(p) => p.capacity.get(),
         }
     }
 }
@@ -59,70 +59,43 @@ impl Limit {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::units::{Amount, Window};
 
     const O: Override = Override {
-        limit: 7,
-        window_ms: 2_000,
+        limit: Amount::new(7).unwrap(),
+        window_ms: Window::new(2_000).unwrap(),
         burst: None,
     };
 
     #[test]
     fn override_replaces_limit_and_window_and_keeps_alignment() {
-        let fixed = Limit::Fixed(FixedParams {
-            limit: 100,
-            window_ms: 60_000,
-            aligned: true,
-        });
+        let fixed = Limit::Fixed(FixedParams::new(100, 60_000, true).unwrap());
         assert_eq!(
             fixed.with_override(&O),
-            Limit::Fixed(FixedParams {
-                limit: 7,
-                window_ms: 2_000,
-                aligned: true
-            })
+            Limit::Fixed(FixedParams::new(7, 2_000, true).unwrap())
         );
-        let sliding = Limit::Sliding(SlidingParams {
-            limit: 1,
-            window_ms: 1,
-        });
+        let sliding = Limit::Sliding(SlidingParams::new(1, 1).unwrap());
         assert_eq!(
             sliding.with_override(&O),
-            Limit::Sliding(SlidingParams {
-                limit: 7,
-                window_ms: 2_000
-            })
+            Limit::Sliding(SlidingParams::new(7, 2_000).unwrap())
         );
-        let approx = Limit::Approx(ApproxParams {
-            limit: 1,
-            window_ms: 1,
-        });
+        let approx = Limit::Approx(ApproxParams::new(1, 1).unwrap());
         assert_eq!(
             approx.with_override(&O),
-            Limit::Approx(ApproxParams {
-                limit: 7,
-                window_ms: 2_000
-            })
+            Limit::Approx(ApproxParams::new(7, 2_000).unwrap())
         );
     }
 
     #[test]
     fn token_capacity_is_the_override_burst_or_its_rate() {
-        let token = Limit::Token(TokenParams {
-            rate: 10,
-            window_ms: 1_000,
-            capacity: 50,
-        });
+        let token = Limit::Token(TokenParams::new(10, 1_000, 50).unwrap());
         let rate_only = token.with_override(&O);
         assert_eq!(
             rate_only,
-            Limit::Token(TokenParams {
-                rate: 7,
-                window_ms: 2_000,
-                capacity: 7
-            })
+            Limit::Token(TokenParams::new(7, 2_000, 7).unwrap())
         );
         let with_burst = token.with_override(&Override {
-            burst: Some(30),
+            burst: Amount::new(30),
             ..O
         });
         assert_eq!(with_burst.reported_limit(), 30);

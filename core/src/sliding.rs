@@ -12,11 +12,23 @@
 //! in its own layout ([`VecLog::refund`] is the reference).
 
 use super::decision::{Change, Decision, Refunded, RetryAfter, Status, Verdict};
+use super::units::{Amount, Window};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SlidingParams {
-    pub limit: u64,
-    pub window_ms: u64,
+    pub limit: Amount,
+    pub window_ms: Window,
+}
+
+impl SlidingParams {
+    /// The parameters from plain numbers: None when the limit is not an
+    /// [`Amount`] or the window not a [`Window`].
+    pub const fn new(limit: u64, window_ms: u64) -> Option<SlidingParams> {
+        match (Amount::new(limit), Window::new(window_ms)) {
+            (Some(limit), Some(window_ms)) => Some(SlidingParams { limit, window_ms }),
+            _ => None,
+        }
+    }
 }
 
 /// A read-only view of a log: entries oldest-first with strictly increasing
@@ -64,7 +76,7 @@ pub fn decide<L: Log>(
 ) -> Result<Decision<Append>, CorruptLog> {
     // A clock that steps back stands still at the newest logged call.
     let now = now.max(log.and_then(Log::newest_ms).unwrap_or(0));
-    let window = params.window_ms;
+    let window = params.window_ms.ms();
     let cutoff_ms = now.saturating_sub(window);
     let mut live = log.into_iter().flat_map(|l| l.entries()).peekable();
     let mut expired = 0u64;
@@ -77,10 +89,10 @@ pub fn decide<L: Log>(
         live.next();
     }
     let count = log.map_or(0, |l| l.total()).saturating_sub(expired);
-    if let Some(after) = count.checked_add(cost).filter(|&c| c <= params.limit) {
+    if let Some(after) = count.checked_add(cost).filter(|&c| c <= params.limit.get()) {
         return Ok(Decision {
             count: after,
-            limit: params.limit,
+            limit: params.limit.get(),
             reset_after_ms: window,
             verdict: Verdict::Admit {
                 state: Append {
@@ -93,11 +105,11 @@ pub fn decide<L: Log>(
             },
         });
     }
-    let retry_after = if cost > params.limit {
+    let retry_after = if cost > params.limit.get() {
         RetryAfter::Never
     } else {
         // The oldest entries leave first: wait until enough of them have.
-        let must_leave = count.saturating_add(cost) - params.limit;
+        let must_leave = count.saturating_add(cost) - params.limit.get();
         let mut left = 0u64;
         let mut wait = window;
         for entry in live {
@@ -117,7 +129,7 @@ pub fn decide<L: Log>(
     Ok(Decision {
         count,
         verdict: Verdict::Deny(retry_after),
-        limit: params.limit,
+        limit: params.limit.get(),
         reset_after_ms,
     })
 }
@@ -132,7 +144,7 @@ pub fn refund<L: Log>(
     units: u64,
 ) -> Result<Refunded<Refund>, CorruptLog> {
     let now = now.max(log.and_then(Log::newest_ms).unwrap_or(0));
-    let window = params.window_ms;
+    let window = params.window_ms.ms();
     let cutoff_ms = now.saturating_sub(window);
     // As `decide` counts: the header's total less the entries that have
     // left the window (read oldest-first up to the cutoff).
@@ -187,7 +199,7 @@ pub fn refund<L: Log>(
     Ok(Refunded {
         change,
         count,
-        limit: params.limit,
+        limit: params.limit.get(),
         reset_after_ms,
     })
 }
@@ -252,10 +264,7 @@ mod tests {
 
     #[test]
     fn table_of_edges() {
-        let p = SlidingParams {
-            limit: 3,
-            window_ms: 1000,
-        };
+        let p = SlidingParams::new(3, 1000).unwrap();
         // (now, cost) -> [allowed, count, retry_after, limit, remaining, reset_after]
         let rows: &[((u64, u64), [i64; 6])] = &[
             ((10_000, 1), [1, 1, 0, 3, 2, 1000]),
@@ -281,10 +290,7 @@ mod tests {
     #[test]
     fn shrunk_limit_waits_for_enough_entries_to_leave() {
         let log = VecLog(vec![(100, 5), (200, 5), (300, 5)]);
-        let p = SlidingParams {
-            limit: 4,
-            window_ms: 1000,
-        };
+        let p = SlidingParams::new(4, 1000).unwrap();
         // count 15 + 1 must fall to 4: all three entries must leave.
         let d = decide(&p, Some(&log), 400, 1).unwrap();
         assert_eq!(d.reply(), [0, 15, 900, 4, 0, 900]);
@@ -293,10 +299,7 @@ mod tests {
     #[test]
     fn clock_stepping_back_stands_still_at_the_newest_entry() {
         let log = VecLog(vec![(5000, 1)]);
-        let p = SlidingParams {
-            limit: 5,
-            window_ms: 1000,
-        };
+        let p = SlidingParams::new(5, 1000).unwrap();
         let d = decide(&p, Some(&log), 10, 1).unwrap();
         assert_eq!(d.reply(), [1, 2, 0, 5, 3, 1000]);
         assert_eq!(d.into_state().map(|a| a.now_ms), Some(5000));
@@ -317,7 +320,7 @@ mod tests {
             window_ms in 1u64..2000,
             steps in prop::collection::vec((0u64..400, 1u64..8), 1..120),
         ) {
-            let p = SlidingParams { limit, window_ms };
+            let p = SlidingParams::new(limit, window_ms).unwrap();
             let mut all: Vec<(u64, u64)> = Vec::new();
             let mut log = VecLog::default();
             let mut now = 1_000_000u64;
@@ -350,10 +353,7 @@ mod tests {
 
     #[test]
     fn refund_takes_the_newest_units_first() {
-        let p = SlidingParams {
-            limit: 10,
-            window_ms: 1000,
-        };
+        let p = SlidingParams::new(10, 1000).unwrap();
         let mut log = VecLog(vec![(100, 2), (200, 3), (300, 1)]);
         let r = refund(&p, Some(&log), 400, 2).unwrap();
         assert_eq!(r.reply(), [1, 4, 0, 10, 6, 800]);
@@ -408,7 +408,7 @@ mod tests {
             window_ms in 1u64..2000,
             steps in prop::collection::vec((0u64..400, any::<bool>(), 1u64..8), 1..120),
         ) {
-            let p = SlidingParams { limit, window_ms };
+            let p = SlidingParams::new(limit, window_ms).unwrap();
             let mut all: Vec<(u64, u64)> = Vec::new();
             let mut log = VecLog::default();
             let mut now = 1_000_000u64;

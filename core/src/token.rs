@@ -21,13 +21,34 @@
 //! up to its capacity.
 
 use super::decision::{Change, Decision, Refunded, RetryAfter, Status, Verdict};
+use super::units::{Amount, Window};
 use super::{MAX_AMOUNT, MAX_WINDOW_MS};
+use std::num::NonZeroU128;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TokenParams {
-    pub rate: u64,
-    pub window_ms: u64,
-    pub capacity: u64,
+    pub rate: Amount,
+    pub window_ms: Window,
+    pub capacity: Amount,
+}
+
+impl TokenParams {
+    /// The parameters from plain numbers: None when the rate or capacity
+    /// is not an [`Amount`] or the window not a [`Window`].
+    pub const fn new(rate: u64, window_ms: u64, capacity: u64) -> Option<TokenParams> {
+        match (
+            Amount::new(rate),
+            Window::new(window_ms),
+            Amount::new(capacity),
+        ) {
+            (Some(rate), Some(window_ms), Some(capacity)) => Some(TokenParams {
+                rate,
+                window_ms,
+                capacity,
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// The bucket as of `at_ms`: `missing` units (1/`window_ms` of a token
@@ -36,15 +57,14 @@ pub struct TokenParams {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TokenState {
     pub at_ms: u64,
-    pub window_ms: u64,
+    pub window_ms: Window,
     pub missing: u128,
 }
 
 impl TokenState {
     pub fn is_consistent(&self) -> bool {
-        (1..=MAX_WINDOW_MS).contains(&self.window_ms)
-            && self.missing >= 1
-            && self.missing <= u128::from(MAX_AMOUNT) * u128::from(self.window_ms)
+        self.missing >= 1
+            && self.missing <= u128::from(MAX_AMOUNT) * u128::from(self.window_ms.ms())
     }
 }
 
@@ -83,8 +103,8 @@ impl Bucket {
 
 /// `a / b` rounded up; in u64 when both fit (nearly always: a u128
 /// division is a library call), else in u128.
-fn div_ceil(a: u128, b: u128) -> u128 {
-    let b = b.max(1);
+fn div_ceil(a: u128, b: NonZeroU128) -> u128 {
+    let b = b.get();
     match (u64::try_from(a), u64::try_from(b)) {
         (Ok(a), Ok(b)) => u128::from(a.div_ceil(b)),
         _ => a.div_ceil(b),
@@ -111,18 +131,18 @@ struct Ask {
 }
 
 struct Units {
-    window: u128,
-    rate: u128,
+    window: NonZeroU128,
+    rate: NonZeroU128,
     full: u128,
 }
 
 impl Units {
     fn of(params: &TokenParams) -> Units {
-        let window = u128::from(params.window_ms);
+        let window = NonZeroU128::from(params.window_ms.nonzero_ms());
         Units {
             window,
-            rate: u128::from(params.rate).max(1),
-            full: u128::from(params.capacity) * window,
+            rate: NonZeroU128::from(params.rate.nonzero()),
+            full: u128::from(params.capacity.get()) * window.get(),
         }
     }
 
@@ -146,12 +166,12 @@ impl Units {
             if s.window_ms == params.window_ms {
                 units
             } else {
-                units
-                    .checked_mul(self.window)
-                    .map_or(u128::MAX, |m| div_ceil(m, u128::from(s.window_ms)))
+                units.checked_mul(self.window.get()).map_or(u128::MAX, |m| {
+                    div_ceil(m, NonZeroU128::from(s.window_ms.nonzero_ms()))
+                })
             }
         };
-        let refilled = u128::from(now - s.at_ms) * self.rate;
+        let refilled = u128::from(now - s.at_ms) * self.rate.get();
         // Refilling repays the debt first. A smaller capacity caps the
         // shortfall (never below empty), never the debt.
         let debt = rescale(debt).min(MAX_DEBT);
@@ -199,14 +219,14 @@ impl Units {
         store: impl FnOnce(Bucket) -> S,
     ) -> Decision<S> {
         let Level { now, short } = self.level(params, state, debt, now);
-        let after = short.saturating_add(u128::from(cost) * self.window);
+        let after = short.saturating_add(u128::from(cost) * self.window.get());
         // What the bucket would owe beyond empty once the call's tokens
         // are taken; each ms repays `rate` units of it, so the call may act
         // after ceil(owed / rate) ms.
         let owed = after.saturating_sub(self.full);
         let fits = owed == 0
-            || (cost <= params.capacity
-                && owed <= u128::from(max_wait_ms) * self.rate
+            || (cost <= params.capacity.get()
+                && owed <= u128::from(max_wait_ms) * self.rate.get()
                 && owed <= MAX_DEBT);
         if fits {
             let status = self.status(params, after);
@@ -221,7 +241,7 @@ impl Units {
                 },
             };
         }
-        let retry_after = if cost > params.capacity {
+        let retry_after = if cost > params.capacity.get() {
             RetryAfter::Never
         } else {
             // The wait shrinks by exactly 1 per ms waited, so the call fits
@@ -243,7 +263,7 @@ impl Units {
     fn status(&self, params: &TokenParams, short: u128) -> Status {
         Status {
             count: to_u64(div_ceil(short, self.window)),
-            limit: params.capacity,
+            limit: params.capacity.get(),
             reset_after_ms: to_u64(div_ceil(short, self.rate)),
         }
     }
@@ -318,7 +338,7 @@ pub fn refund(
 ) -> Refunded<Bucket> {
     let u = Units::of(params);
     let Level { now, short } = u.level_of(params, bucket, now);
-    let after = short.saturating_sub(u128::from(units) * u.window);
+    let after = short.saturating_sub(u128::from(units) * u.window.get());
     let status = u.status(params, after);
     let change = if after == short {
         Change::Unchanged
@@ -353,11 +373,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn params(rate: u64, window_ms: u64, capacity: u64) -> TokenParams {
-        TokenParams {
-            rate,
-            window_ms,
-            capacity,
-        }
+        TokenParams::new(rate, window_ms, capacity).unwrap()
     }
 
     #[test]
@@ -531,7 +547,7 @@ mod tests {
                         prop_assert!(!model.admits(&p, now + wait - 1, cost));
                         prop_assert!(decide(&p, state, now + wait, cost).allowed());
                     }
-                    Some(RetryAfter::Never) => prop_assert!(cost > p.capacity),
+                    Some(RetryAfter::Never) => prop_assert!(cost > p.capacity.get()),
                     None => prop_assert!(d.allowed()),
                 }
                 if d.allowed() {
@@ -688,22 +704,16 @@ mod tests {
         if let Change::Store { state, .. } = r.change {
             assert!(state.is_consistent());
         }
-        // Nonsense parameters do not panic.
-        let zero = TokenParams {
-            rate: 0,
-            window_ms: 0,
-            capacity: 0,
-        };
-        let _ = reserve(&zero, b, u64::MAX, u64::MAX, u64::MAX);
-        let _ = refund(&zero, b, u64::MAX, u64::MAX);
-        let huge = TokenParams {
-            rate: u64::MAX,
-            window_ms: u64::MAX,
-            capacity: u64::MAX,
-        };
-        let _ = reserve(&huge, b, u64::MAX, u64::MAX, u64::MAX);
-        let _ = refund(&huge, b, 0, u64::MAX);
-        let _ = status(&huge, b, 0);
+        // Nonsense parameters cannot be built; the widest ones with
+        // nonsense calls do not panic.
+        assert_eq!(TokenParams::new(0, 1, 1), None);
+        assert_eq!(TokenParams::new(1, 0, 1), None);
+        assert_eq!(TokenParams::new(1, 1, 0), None);
+        assert_eq!(TokenParams::new(u64::MAX, u64::MAX, u64::MAX), None);
+        let _ = reserve(&wide, b, u64::MAX, u64::MAX, u64::MAX);
+        let _ = refund(&wide, b, u64::MAX, u64::MAX);
+        let _ = refund(&wide, b, 0, u64::MAX);
+        let _ = status(&wide, b, 0);
     }
 
     /// A million reservations at 3 per second through a bucket of 5: after
@@ -758,7 +768,7 @@ mod tests {
             let tat =
                 self.tat.max(u128::from(now) * r) + u128::from(cost) * u128::from(p.window_ms);
             let start = tat.saturating_sub(u128::from(p.capacity) * u128::from(p.window_ms));
-            (cost <= p.capacity).then(|| start.div_ceil(r).saturating_sub(u128::from(now)))
+            (cost <= p.capacity.get()).then(|| start.div_ceil(r).saturating_sub(u128::from(now)))
         }
         fn take(&mut self, p: &TokenParams, now: u64, cost: u64) {
             let r = u128::from(p.rate);

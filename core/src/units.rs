@@ -34,6 +34,12 @@ impl Amount {
     pub const fn get(self) -> u64 {
         self.0.get()
     }
+
+    /// The amount as a divisor the compiler knows is not 0.
+    #[inline]
+    pub const fn nonzero(self) -> NonZeroU64 {
+        self.0
+    }
 }
 
 /// A window or duration: whole milliseconds from 1 to [`MAX_WINDOW_MS`]
@@ -60,6 +66,36 @@ impl Window {
     #[inline]
     pub const fn ms(self) -> u64 {
         self.0.get()
+    }
+
+    /// The milliseconds as a divisor the compiler knows is not 0.
+    #[inline]
+    pub const fn nonzero_ms(self) -> NonZeroU64 {
+        self.0
+    }
+}
+
+impl From<Amount> for u64 {
+    fn from(a: Amount) -> u64 {
+        a.get()
+    }
+}
+
+impl From<Amount> for u128 {
+    fn from(a: Amount) -> u128 {
+        u128::from(a.get())
+    }
+}
+
+impl From<Window> for u64 {
+    fn from(w: Window) -> u64 {
+        w.ms()
+    }
+}
+
+impl From<Window> for u128 {
+    fn from(w: Window) -> u128 {
+        u128::from(w.ms())
     }
 }
 

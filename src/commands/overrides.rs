@@ -13,6 +13,7 @@ use crate::server::{Access, Call, Entry};
 use crate::state::overrides::{encode_override, load_override};
 use crate::stats::Command;
 use librl_core::overrides::Override;
+use librl_core::units::Amount;
 use std::ffi::CStr;
 
 /// Which override subcommand.
@@ -209,9 +210,9 @@ fn set(call: Call<'_>, name: &'static str, replayed: bool) -> Result<(), RlError
 /// Replicates SET in its dotted form, with the TTL anchored by NOW: both
 /// forms reach replicas and the AOF as the same command.
 fn replicate_set(call: Call<'_>, okey: &[u8], o: &Override, ttl_ms: Option<u64>, now: u64) {
-    let limit = o.limit.to_string();
-    let window = format!("{}ms", o.window_ms);
-    let burst = o.burst.map(|b| b.to_string());
+    let limit = o.limit.get().to_string();
+    let window = format!("{}ms", o.window_ms.ms());
+    let burst = o.burst.map(|b| b.get().to_string());
     let ttl = ttl_ms.map(|t| format!("{t}ms"));
     let now = now.to_string();
     let mut argv: Vec<&[u8]> = vec![okey, limit.as_bytes(), window.as_bytes()];
@@ -229,9 +230,9 @@ fn replicate_set(call: Call<'_>, okey: &[u8], o: &Override, ttl_ms: Option<u64>,
 fn fields(o: &Override, ttl_ms: Option<u64>) -> [i64; 4] {
     let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
     [
-        int(o.limit),
-        int(o.window_ms),
-        int(o.burst.unwrap_or(0)),
+        int(o.limit.get()),
+        int(o.window_ms.ms()),
+        int(o.burst.map_or(0, Amount::get)),
         ttl_ms.map_or(-1, int),
     ]
 }

@@ -291,7 +291,7 @@ fn parse_clause<'a, W: AsRef<[u8]>>(
         });
     };
     let amount = parse_amount(amount.as_ref(), algorithm.amount_name())?;
-    let window_ms = parse_duration_ms(window.as_ref(), "window")?;
+    let window_ms = parse_window(window.as_ref(), "window")?;
     let (mut aligned, mut approx, mut burst, mut okey) = (false, false, None, None);
     let (mut cost, mut refund, mut block_ms, mut reserve) = (None, None, None, None);
     let mut seen = Seen::default();
@@ -325,11 +325,11 @@ fn parse_clause<'a, W: AsRef<[u8]>>(
             }
             b"REFUND" => {
                 seen.once("REFUND")?;
-                refund = Some(parse_amount(value(argv, &mut i, "REFUND")?, "REFUND")?);
+                refund = Some(parse_amount(value(argv, &mut i, "REFUND")?, "REFUND")?.get());
             }
             b"BLOCK" => {
                 seen.once("BLOCK")?;
-                block_ms = Some(parse_duration_ms(value(argv, &mut i, "BLOCK")?, "BLOCK")?);
+                block_ms = Some(parse_window(value(argv, &mut i, "BLOCK")?, "BLOCK")?.ms());
             }
             b"RESERVE" | b"WAIT" if algorithm == Algorithm::Token => {
                 let (option, wait) = if option == b"WAIT" {
@@ -440,6 +440,7 @@ pub fn find_keys<W: AsRef<[u8]>>(argv: &[W], all: bool) -> Vec<(usize, bool)> {
 mod tests {
     use super::*;
     use librl_core::overrides::Override;
+    use librl_core::units::{Amount, Window};
     use librl_core::{MAX_AMOUNT, MAX_WINDOW_MS};
     use proptest::prelude::*;
 
@@ -478,10 +479,7 @@ mod tests {
         let call = parse(Algorithm::Sliding, &["k", "10", "1s", "approx"]).unwrap();
         assert_eq!(
             call.limit,
-            Limit::Approx(ApproxParams {
-                limit: 10,
-                window_ms: 1000
-            })
+            Limit::Approx(ApproxParams::new(10, 1000).unwrap())
         );
         let cases: &[(&[&str], ArgError)] = &[
             (
@@ -522,11 +520,7 @@ mod tests {
         assert_eq!(
             (call.limit, call.action),
             (
-                Limit::Token(TokenParams {
-                    rate: 10,
-                    window_ms: 1000,
-                    capacity: 50
-                }),
+                Limit::Token(TokenParams::new(10, 1000, 50).unwrap()),
                 Action::Take {
                     cost: 2,
                     reserve: None
@@ -570,8 +564,11 @@ mod tests {
 
     #[test]
     fn amounts() {
-        assert_eq!(parse_amount(b"1", "limit"), Ok(1));
-        assert_eq!(parse_amount(b"1125899906842624", "limit"), Ok(MAX_AMOUNT));
+        assert_eq!(parse_amount(b"1", "limit"), Ok(Amount::ONE));
+        assert_eq!(
+            parse_amount(b"1125899906842624", "limit").map(Amount::get),
+            Ok(MAX_AMOUNT)
+        );
         for bad in [
             "",
             "0",
@@ -620,7 +617,7 @@ mod tests {
             ("5MS", 5),
         ] {
             assert_eq!(
-                parse_duration_ms(text.as_bytes(), "window"),
+                parse_window(text.as_bytes(), "window").map(Window::ms),
                 Ok(ms),
                 "{text}"
             );
@@ -644,7 +641,7 @@ mod tests {
             "315360000001ms",
         ] {
             assert_eq!(
-                parse_duration_ms(bad.as_bytes(), "window"),
+                parse_window(bad.as_bytes(), "window"),
                 Err(ArgError::BadDuration("window")),
                 "{bad:?}"
             );
@@ -659,11 +656,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             call.limit,
-            Limit::Fixed(FixedParams {
-                limit: 10,
-                window_ms: 60_000,
-                aligned: true
-            })
+            Limit::Fixed(FixedParams::new(10, 60_000, true).unwrap())
         );
         assert_eq!(
             call.action,
@@ -777,9 +770,9 @@ mod tests {
         assert_eq!(
             set.value,
             Override {
-                limit: 5,
-                window_ms: 3_600_000,
-                burst: Some(9)
+                limit: Amount::new(5).unwrap(),
+                window_ms: Window::new(3_600_000).unwrap(),
+                burst: Amount::new(9)
             }
         );
         assert_eq!(set.ttl_ms, Some(86_400_000));
@@ -912,7 +905,7 @@ mod tests {
         assert!(matches!(call.clauses[1].limit, Limit::Approx(_)));
         assert!(matches!(
             call.clauses[2].limit,
-            Limit::Token(TokenParams { capacity: 9, .. })
+            Limit::Token(TokenParams { capacity, .. }) if capacity.get() == 9
         ));
         assert_eq!(
             call.clauses[1].action,

@@ -1,7 +1,7 @@
 //! `RL.OVERRIDE SET|GET|DEL|LIST` (and the dotted aliases) to typed
 //! requests.
 
-use super::words::{foreign_option, parse_amount, parse_duration_ms, parse_plain_u64, value, Seen};
+use super::words::{foreign_option, parse_amount, parse_plain_u64, parse_window, value, Seen};
 use super::ArgError;
 use librl_core::overrides::Override;
 
@@ -30,7 +30,7 @@ pub fn parse_override_set<'a, W: AsRef<[u8]>>(
         okey,
         value: Override {
             limit: parse_amount(limit, "limit")?,
-            window_ms: parse_duration_ms(window, "window")?,
+            window_ms: parse_window(window, "window")?,
             burst: None,
         },
         ttl_ms: None,
@@ -48,7 +48,7 @@ pub fn parse_override_set<'a, W: AsRef<[u8]>>(
             }
             b"TTL" => {
                 seen.once("TTL")?;
-                set.ttl_ms = Some(parse_duration_ms(value(argv, &mut i, "TTL")?, "TTL")?);
+                set.ttl_ms = Some(parse_window(value(argv, &mut i, "TTL")?, "TTL")?.ms());
             }
             b"NOW" if trusted => {
                 seen.once("NOW")?;
@@ -107,7 +107,7 @@ pub fn parse_override_list<'a, W: AsRef<[u8]>>(
             }
             b"COUNT" => {
                 seen.once("COUNT")?;
-                request.count = Some(parse_amount(value(argv, &mut i, "COUNT")?, "COUNT")?);
+                request.count = Some(parse_amount(value(argv, &mut i, "COUNT")?, "COUNT")?.get());
             }
             other => return Err(foreign_option(name, other, word)),
         }

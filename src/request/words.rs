@@ -110,31 +110,27 @@ impl fmt::Display for ArgError {
 
 /// Parses a strictly decimal integer in `1..=2^50`: no sign, no spaces, no
 /// leading zeros, no fractions (the same strictness as Redis's own integers).
-pub fn parse_amount(arg: &[u8], name: &'static str) -> Result<u64, ArgError> {
-    Amount::parse(arg)
-        .map(Amount::get)
-        .ok_or(ArgError::BadAmount(name))
+pub fn parse_amount(arg: &[u8], name: &'static str) -> Result<Amount, ArgError> {
+    Amount::parse(arg).ok_or(ArgError::BadAmount(name))
 }
 
 /// Parses COST: an amount, or 0 for a call that only reads the limiter.
 pub fn parse_cost(arg: &[u8]) -> Result<u64, ArgError> {
     match parse_plain_u64(arg) {
         Some(0) => Ok(0),
-        _ => parse_amount(arg, "COST").map_err(|_| ArgError::BadCost),
+        _ => Amount::parse(arg).map(Amount::get).ok_or(ArgError::BadCost),
     }
 }
 
 pub(super) use units::plain_u64 as parse_plain_u64;
 
 /// Parses `<integer>[ms|s|m|h|d]` (units case-insensitive, bare means
-/// seconds) into milliseconds within `1..=3650d`.
-pub fn parse_duration_ms(arg: &[u8], name: &'static str) -> Result<u64, ArgError> {
-    Window::parse(arg)
-        .map(Window::ms)
-        .ok_or(ArgError::BadDuration(name))
+/// seconds) into a window of `1ms..=3650d`.
+pub fn parse_window(arg: &[u8], name: &'static str) -> Result<Window, ArgError> {
+    Window::parse(arg).ok_or(ArgError::BadDuration(name))
 }
 
-/// A RESERVE or WAIT `max_wait`: a duration as `parse_duration_ms` takes
+/// A RESERVE or WAIT `max_wait`: a duration as `parse_window` takes
 /// it, or 0 (admit only if no wait is needed).
 pub fn parse_wait_ms(arg: &[u8], name: &'static str) -> Result<u64, ArgError> {
     units::wait_ms(arg).ok_or(ArgError::BadWait(name))

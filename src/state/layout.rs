@@ -200,6 +200,7 @@ mod tests {
     use librl_core::fixed::FixedState;
     use librl_core::overrides::Override;
     use librl_core::token::TokenState;
+    use librl_core::units::{Amount, Window};
     use proptest::prelude::*;
 
     #[test]
@@ -249,7 +250,7 @@ mod tests {
     fn token_round_trips_and_tags_are_distinct() {
         let s = TokenState {
             at_ms: 7,
-            window_ms: 1000,
+            window_ms: Window::new(1000).unwrap(),
             missing: 123_456,
         };
         let bytes = encode_token(&s);
@@ -261,16 +262,19 @@ mod tests {
             count: 3,
         });
         assert_eq!(decode_token(&fixed), Err(DecodeError::OtherTag));
-        let zero_window = encode_token(&TokenState { window_ms: 0, ..s });
+        // A window of 0 cannot be a TokenState, so its bytes are written
+        // over a valid encoding (the window follows `at_ms`).
+        let mut zero_window = bytes;
+        zero_window[HEADER_LEN + 8..HEADER_LEN + 16].fill(0);
         assert_eq!(decode_token(&zero_window), Err(DecodeError::Corrupt));
     }
 
     #[test]
     fn override_round_trips_with_and_without_burst() {
-        for burst in [None, Some(7)] {
+        for burst in [None, Amount::new(7)] {
             let o = Override {
-                limit: 5,
-                window_ms: 60_000,
+                limit: Amount::new(5).unwrap(),
+                window_ms: Window::new(60_000).unwrap(),
                 burst,
             };
             assert_eq!(decode_override(&encode_override(&o)), Ok(o));
@@ -279,11 +283,14 @@ mod tests {
                 Err(DecodeError::OtherTag)
             );
         }
-        let zero_limit = encode_override(&Override {
-            limit: 0,
-            window_ms: 1,
+        // A limit of 0 cannot be an Override, so its bytes are written over
+        // a valid encoding (the limit comes first).
+        let mut zero_limit = encode_override(&Override {
+            limit: Amount::ONE,
+            window_ms: Window::new(1).unwrap(),
             burst: None,
         });
+        zero_limit[HEADER_LEN..HEADER_LEN + 8].fill(0);
         assert_eq!(decode_override(&zero_limit), Err(DecodeError::Corrupt));
     }
 

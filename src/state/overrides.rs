@@ -7,6 +7,7 @@ use super::load;
 use crate::error::RlError;
 use crate::server::Value;
 use librl_core::overrides::Override;
+use librl_core::units::{Amount, Window};
 
 /// What a command that reads an okey accepts, for WRONGTYPE messages.
 pub const EXPECTED: &str = "an RL.OVERRIDE value";
@@ -22,23 +23,26 @@ pub const OVERRIDE_LEN: usize = HEADER_LEN + 3 * 8;
 pub fn encode_override(o: &Override) -> [u8; OVERRIDE_LEN] {
     let mut out = [0u8; OVERRIDE_LEN];
     let mut w = Writer::new(&mut out, Tag::Override);
-    w.u64(o.limit);
-    w.u64(o.window_ms);
-    w.u64(o.burst.unwrap_or(0));
+    w.u64(o.limit.get());
+    w.u64(o.window_ms.ms());
+    w.u64(o.burst.map_or(0, Amount::get));
     out
 }
 
 pub fn decode_override(bytes: &[u8]) -> Result<Override, DecodeError> {
     let mut r = Reader::new(bytes, Tag::Override)?;
-    let o = Override {
-        limit: r.u64()?,
-        window_ms: r.u64()?,
-        burst: Some(r.u64()?).filter(|&b| b != 0),
-    };
+    let (limit, window_ms, burst) = (r.u64()?, r.u64()?, r.u64()?);
     r.finish()?;
-    if o.is_consistent() {
-        Ok(o)
-    } else {
-        Err(DecodeError::Corrupt)
-    }
+    // Values out of the types' range were not written by us.
+    let o = (|| {
+        Some(Override {
+            limit: Amount::new(limit)?,
+            window_ms: Window::new(window_ms)?,
+            burst: match burst {
+                0 => None,
+                b => Some(Amount::new(b)?),
+            },
+        })
+    })();
+    o.ok_or(DecodeError::Corrupt)
 }

@@ -61,29 +61,11 @@ fn calls(limit: &Limit, times: &[u64]) -> Option<Vec<u8>> {
 
 fn limits() -> [Limit; 5] {
     [
-        Limit::Fixed(FixedParams {
-            limit: 10,
-            window_ms: 1000,
-            aligned: false,
-        }),
-        Limit::Fixed(FixedParams {
-            limit: 10,
-            window_ms: 1000,
-            aligned: true,
-        }),
-        Limit::Sliding(SlidingParams {
-            limit: 10,
-            window_ms: 1000,
-        }),
-        Limit::Approx(ApproxParams {
-            limit: 10,
-            window_ms: 1000,
-        }),
-        Limit::Token(TokenParams {
-            rate: 10,
-            window_ms: 1000,
-            capacity: 10,
-        }),
+        Limit::Fixed(FixedParams::new(10, 1000, false).unwrap()),
+        Limit::Fixed(FixedParams::new(10, 1000, true).unwrap()),
+        Limit::Sliding(SlidingParams::new(10, 1000).unwrap()),
+        Limit::Approx(ApproxParams::new(10, 1000).unwrap()),
+        Limit::Token(TokenParams::new(10, 1000, 10).unwrap()),
     ]
 }
 
@@ -153,11 +135,7 @@ fn cost_zero_reads_a_token_bucket_mid_refill() {
 
 #[test]
 fn cost_zero_with_reserve_or_wait_reads_and_never_waits() {
-    let limit = Limit::Token(TokenParams {
-        rate: 1,
-        window_ms: 1000,
-        capacity: 1,
-    });
+    let limit = Limit::Token(TokenParams::new(1, 1000, 1).unwrap());
     let mut value = calls(&limit, &[30_000]);
     // A reservation puts the bucket in debt: the next token is 1 s away.
     let reserve = |wait| Action::Take {
@@ -188,11 +166,7 @@ fn cost_zero_with_reserve_or_wait_reads_and_never_waits() {
 
 #[test]
 fn cost_zero_during_a_block_is_admitted_and_shows_the_block_in_reset_after() {
-    let limit = Limit::Fixed(FixedParams {
-        limit: 1,
-        window_ms: 1000,
-        aligned: false,
-    });
+    let limit = Limit::Fixed(FixedParams::new(1, 1000, false).unwrap());
     let mut value = calls(&limit, &[40_000]);
     let blocking = Step {
         block_ms: Some(60_000),
@@ -208,10 +182,7 @@ fn cost_zero_during_a_block_is_admitted_and_shows_the_block_in_reset_after() {
 
 #[test]
 fn only_a_log_rebuilt_larger_is_growth() {
-    let limit = Limit::Sliding(SlidingParams {
-        limit: 1_000_000,
-        window_ms: 3_600_000,
-    });
+    let limit = Limit::Sliding(SlidingParams::new(1_000_000, 3_600_000).unwrap());
     let mut value: Option<Vec<u8>> = None;
     let (mut grown, mut in_place) = (0, 0);
     for i in 0..2_000u64 {
@@ -254,11 +225,7 @@ fn fixed_size_updates_never_grow() {
 /// bucket of version 1 is (the prefix is read in one place).
 #[test]
 fn a_bucket_in_debt_is_another_kinds_value_to_every_other_reader() {
-    let token = Limit::Token(TokenParams {
-        rate: 1,
-        window_ms: 1000,
-        capacity: 1,
-    });
+    let token = Limit::Token(TokenParams::new(1, 1000, 1).unwrap());
     let reserve = Action::Take {
         cost: 1,
         reserve: Some(Reserve {

@@ -470,10 +470,7 @@ mod tests {
 
     #[test]
     fn a_call_per_millisecond_costs_about_two_bytes() {
-        let p = SlidingParams {
-            limit: 1_000_000,
-            window_ms: 60_000,
-        };
+        let p = SlidingParams::new(1_000_000, 60_000).unwrap();
         let mut value = None;
         for now in 0..10_000u64 {
             let log = value.as_deref().map(|b| view(b).unwrap());
@@ -519,10 +516,7 @@ mod tests {
         // The second entry's cost becomes an unterminated varint.
         let last = full.len() - 1;
         full[last] = 0x80;
-        let p = SlidingParams {
-            limit: 100,
-            window_ms: 1_000,
-        };
+        let p = SlidingParams::new(100, 1_000).unwrap();
         let step = Step {
             now: 10,
             action: crate::request::Action::Take {
@@ -562,7 +556,7 @@ mod tests {
             window_ms in 1u64..3000,
             steps in prop::collection::vec((0u64..300, 1u64..9, any::<bool>()), 1..300),
         ) {
-            let p = SlidingParams { limit, window_ms };
+            let p = SlidingParams::new(limit, window_ms).unwrap();
             let mut reference = VecLog::default();
             let mut value: Option<Vec<u8>> = None;
             let mut now = 5_000_000u64;
@@ -597,7 +591,7 @@ mod tests {
             bytes.extend(tail);
             if let Ok(v) = view(&bytes) {
                 let _: Vec<_> = v.entries().collect();
-                let p = SlidingParams { limit: 5, window_ms: 100 };
+                let p = SlidingParams::new(5, 100).unwrap();
                 if let Some(a) = decide(&p, Some(&v), now, cost).ok().and_then(|d| d.into_state()) {
                     let _ = plan(Some(&bytes), &a);
                 }

@@ -8,6 +8,7 @@ use super::layout::{DecodeError, Reader, Tag, Writer, HEADER_LEN};
 use super::{SmallBytes, Stored, Write};
 use crate::error::RlError;
 use librl_core::token::{Bucket, TokenParams, TokenState};
+use librl_core::units::Window;
 
 pub const TOKEN_LEN: usize = HEADER_LEN + 2 * 8 + 16;
 /// A bucket in debt: version 2, one more u128.
@@ -17,7 +18,7 @@ pub fn encode_token(s: &TokenState) -> [u8; TOKEN_LEN] {
     let mut out = [0u8; TOKEN_LEN];
     let mut w = Writer::new(&mut out, Tag::Token);
     w.u64(s.at_ms);
-    w.u64(s.window_ms);
+    w.u64(s.window_ms.ms());
     w.bytes(&s.missing.to_le_bytes());
     out
 }
@@ -36,13 +37,16 @@ pub fn decode_token(bytes: &[u8]) -> Result<TokenState, DecodeError> {
 /// Either version: a version-1 value is a bucket without debt.
 pub fn decode_bucket(bytes: &[u8]) -> Result<Bucket, DecodeError> {
     let (mut r, version) = Reader::versioned(bytes, Tag::Token, VERSION_2)?;
-    let state = TokenState {
-        at_ms: r.u64()?,
-        window_ms: r.u64()?,
-        missing: r.u128()?,
-    };
+    let (at_ms, window_ms, missing) = (r.u64()?, r.u64()?, r.u128()?);
     let debt = if version == VERSION_2 { r.u128()? } else { 0 };
     r.finish()?;
+    // A window out of range was not written by us.
+    let window_ms = Window::new(window_ms).ok_or(DecodeError::Corrupt)?;
+    let state = TokenState {
+        at_ms,
+        window_ms,
+        missing,
+    };
     let bucket = Bucket { state, debt };
     // Version 2 exists only for debt.
     if bucket.is_consistent() && (version != VERSION_2 || debt > 0) {
@@ -60,7 +64,7 @@ pub fn encode_bucket(b: &Bucket) -> SmallBytes {
     let mut out = [0u8; TOKEN_DEBT_LEN];
     let mut w = Writer::versioned(&mut out, VERSION_2, Tag::Token);
     w.u64(b.state.at_ms);
-    w.u64(b.state.window_ms);
+    w.u64(b.state.window_ms.ms());
     w.bytes(&b.state.missing.to_le_bytes());
     w.bytes(&b.debt.to_le_bytes());
     SmallBytes::new(&out)

@@ -79,29 +79,18 @@ where
 }
 
 fn fixed_row(iters: u64) -> Row {
-    let p = FixedParams {
-        limit: MAX_AMOUNT,
-        window_ms: DAY_MS,
-        aligned: false,
-    };
+    let p = FixedParams::new(MAX_AMOUNT, DAY_MS, false).unwrap();
     row("FIXED", "one window".into(), &p, first(&p), BASE_MS, iters).0
 }
 
 fn approx_row(iters: u64) -> Row {
-    let p = ApproxParams {
-        limit: MAX_AMOUNT,
-        window_ms: DAY_MS,
-    };
+    let p = ApproxParams::new(MAX_AMOUNT, DAY_MS).unwrap();
     let state = "two counters".into();
     row("SLIDING APPROX", state, &p, first(&p), BASE_MS, iters).0
 }
 
 fn token_row(iters: u64) -> Row {
-    let p = TokenParams {
-        rate: 1_000_000,
-        window_ms: 1000,
-        capacity: 1_000_000,
-    };
+    let p = TokenParams::new(1_000_000, 1000, 1_000_000).unwrap();
     row("TOKEN", "a bucket".into(), &p, first(&p), BASE_MS, iters).0
 }
 
@@ -160,10 +149,7 @@ impl OwnedLog for QueueLog {
 /// window of `entries` ms, so each call trims the oldest entry and appends
 /// one.
 fn sliding_row(entries: u64, iters: u64) -> Row {
-    let p = SlidingParams {
-        limit: MAX_AMOUNT,
-        window_ms: entries,
-    };
+    let p = SlidingParams::new(MAX_AMOUNT, entries).unwrap();
     let mut log = QueueLog::default();
     for i in 0..entries {
         log.apply(&Append {

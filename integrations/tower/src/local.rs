@@ -19,6 +19,7 @@ use librl_core::decision::Verdict;
 use librl_core::fixed::{FixedParams, FixedState};
 use librl_core::sliding::{SlidingParams, VecLog};
 use librl_core::token::{Bucket, TokenParams};
+use librl_core::units::{Amount, Window};
 
 use crate::check::Check;
 use crate::policy::Algorithm;
@@ -121,7 +122,12 @@ impl LocalLimiter {
 /// algorithm, after a policy changed, counts as none).
 fn decide(check: &Check, state: Option<&State>, now: u64) -> Outcome {
     let p = &check.policy;
-    let (limit, window_ms, cost) = (p.limit, p.window_ms(), check.cost);
+    let cost = check.cost;
+    // A layer validates its policies when it is built, so these are in
+    // range; were one not, the check is denied as no wait could help.
+    let (Some(limit), Some(window_ms)) = (Amount::new(p.limit), Window::new(p.window_ms())) else {
+        return refused();
+    };
     match p.algorithm {
         Algorithm::Fixed { aligned } => {
             let params = FixedParams {
@@ -157,10 +163,15 @@ fn decide(check: &Check, state: Option<&State>, now: u64) -> Outcome {
             run(&exact, log, now, cost, State::Sliding)
         }
         Algorithm::Token { burst } => {
+            let capacity = match burst.map(Amount::new) {
+                None => limit,
+                Some(Some(capacity)) => capacity,
+                Some(None) => return refused(),
+            };
             let params = TokenParams {
                 rate: limit,
                 window_ms,
-                capacity: burst.unwrap_or(limit),
+                capacity,
             };
             let old = match state {
                 Some(State::Token(s)) => Some(s),
@@ -189,10 +200,7 @@ where
         .decide(state, now, cost)
         .or_else(|_| algorithm.decide(None, now, cost));
     let Ok(decision) = decided else {
-        return Outcome {
-            reply: never(),
-            commit: None,
-        };
+        return refused();
     };
     let r = decision.reply();
     let reply = Decision {
@@ -220,6 +228,14 @@ where
 
 fn non_negative(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
+}
+
+/// A check denied for good, committing nothing.
+fn refused() -> Outcome {
+    Outcome {
+        reply: never(),
+        commit: None,
+    }
 }
 
 fn never() -> Decision {
