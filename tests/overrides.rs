@@ -110,6 +110,38 @@ fn refused(con: &mut redis::Connection, args: &[&str], want: &str) {
 // ---------------------------------------------------------------------------
 // Reply shapes
 
+/// `RL.OVERRIDE HELP` (what the server's "Try RL.OVERRIDE HELP" points
+/// to): every subcommand's synopsis and description, then HELP's own.
+#[test]
+fn help_lists_every_subcommand() {
+    const HELP: [&str; 11] = [
+        "RL.OVERRIDE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "SET <okey> <limit> <window> [BURST <capacity>] [TTL <duration>]",
+        "    Store an override whose limit, window and burst replace those of limiter calls naming it.",
+        "GET <okey>",
+        "    Return [limit, window_ms, burst, ttl_ms], or nil.",
+        "DEL <okey> [<okey> ...]",
+        "    Delete overrides; return how many were deleted.",
+        "LIST <cursor> [MATCH <pattern>] [COUNT <count>]",
+        "    Iterate this node's overrides with SCAN's cursor contract.",
+        "HELP",
+        "    Print this help.",
+    ];
+    on_each_server(|_, con| {
+        let want: Vec<Value> = HELP
+            .iter()
+            .map(|line| Value::SimpleString(line.to_string()))
+            .collect();
+        for form in ["RL.OVERRIDE", "rl.override"] {
+            assert_eq!(
+                cmd(con, &[form, "help"]),
+                Ok(Value::Array(want.clone())),
+                "{form}"
+            );
+        }
+    });
+}
+
 #[test]
 fn set_get_del_and_list_reply_shapes() {
     on_each_server(|_, con| {
