@@ -509,11 +509,12 @@ mod tests {
 
     impl Model {
         fn level_at(&self, p: &TokenParams, now: u64) -> u128 {
-            let cap = u128::from(p.capacity) * u128::from(p.window_ms);
-            (self.level + u128::from(now.max(self.at) - self.at) * u128::from(p.rate)).min(cap)
+            let cap = u128::from(p.capacity.get()) * u128::from(p.window_ms.ms());
+            (self.level + u128::from(now.max(self.at) - self.at) * u128::from(p.rate.get()))
+                .min(cap)
         }
         fn admits(&self, p: &TokenParams, now: u64, cost: u64) -> bool {
-            self.level_at(p, now) >= u128::from(cost) * u128::from(p.window_ms)
+            self.level_at(p, now) >= u128::from(cost) * u128::from(p.window_ms.ms())
         }
     }
 
@@ -527,7 +528,7 @@ mod tests {
         ) {
             let p = params(rate, window_ms, rate + extra_capacity);
             let w = u128::from(window_ms);
-            let mut model = Model { level: u128::from(p.capacity) * w, at: 0 };
+            let mut model = Model { level: u128::from(p.capacity.get()) * w, at: 0 };
             let mut state = None;
             let mut now = 0u64;
             for (gap, cost) in steps {
@@ -536,7 +537,7 @@ mod tests {
                 let level = model.level_at(&p, now);
                 prop_assert_eq!(d.allowed(), model.admits(&p, now, cost));
                 let level_after = if d.allowed() { level - u128::from(cost) * w } else { level };
-                let full = u128::from(p.capacity) * w;
+                let full = u128::from(p.capacity.get()) * w;
                 prop_assert_eq!(u128::from(d.count), (full - level_after).div_ceil(w));
                 prop_assert_eq!(u128::from(d.remaining()), level_after / w);
                 prop_assert_eq!(u128::from(d.reset_after_ms), (full - level_after).div_ceil(u128::from(rate)));
@@ -764,29 +765,30 @@ mod tests {
     impl Queue {
         /// The ms the call would wait at `now`, None if its cost never fits.
         fn wait(&self, p: &TokenParams, now: u64, cost: u64) -> Option<u128> {
-            let r = u128::from(p.rate);
+            let r = u128::from(p.rate.get());
             let tat =
-                self.tat.max(u128::from(now) * r) + u128::from(cost) * u128::from(p.window_ms);
-            let start = tat.saturating_sub(u128::from(p.capacity) * u128::from(p.window_ms));
+                self.tat.max(u128::from(now) * r) + u128::from(cost) * u128::from(p.window_ms.ms());
+            let start =
+                tat.saturating_sub(u128::from(p.capacity.get()) * u128::from(p.window_ms.ms()));
             (cost <= p.capacity.get()).then(|| start.div_ceil(r).saturating_sub(u128::from(now)))
         }
         fn take(&mut self, p: &TokenParams, now: u64, cost: u64) {
-            let r = u128::from(p.rate);
+            let r = u128::from(p.rate.get());
             self.tat =
-                self.tat.max(u128::from(now) * r) + u128::from(cost) * u128::from(p.window_ms);
+                self.tat.max(u128::from(now) * r) + u128::from(cost) * u128::from(p.window_ms.ms());
         }
         fn give(&mut self, p: &TokenParams, now: u64, units: u64) {
-            let r = u128::from(p.rate);
+            let r = u128::from(p.rate.get());
             let now = u128::from(now) * r;
             self.tat = self
                 .tat
-                .saturating_sub(u128::from(units) * u128::from(p.window_ms))
+                .saturating_sub(u128::from(units) * u128::from(p.window_ms.ms()))
                 .max(now);
         }
         /// Tokens short of full at `now`, times window.
         fn short(&self, p: &TokenParams, now: u64) -> u128 {
             self.tat
-                .saturating_sub(u128::from(now) * u128::from(p.rate))
+                .saturating_sub(u128::from(now) * u128::from(p.rate.get()))
         }
     }
 

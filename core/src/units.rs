@@ -75,30 +75,6 @@ impl Window {
     }
 }
 
-impl From<Amount> for u64 {
-    fn from(a: Amount) -> u64 {
-        a.get()
-    }
-}
-
-impl From<Amount> for u128 {
-    fn from(a: Amount) -> u128 {
-        u128::from(a.get())
-    }
-}
-
-impl From<Window> for u64 {
-    fn from(w: Window) -> u64 {
-        w.ms()
-    }
-}
-
-impl From<Window> for u128 {
-    fn from(w: Window) -> u128 {
-        u128::from(w.ms())
-    }
-}
-
 /// A strictly decimal u64: digits only, no leading zero (but "0" itself).
 #[inline]
 pub fn plain_u64(arg: &[u8]) -> Option<u64> {

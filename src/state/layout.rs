@@ -92,8 +92,10 @@ pub fn read_prefix(bytes: &[u8]) -> Result<(u8, Tag, &[u8]), DecodeError> {
 /// may be empty (a key blocked before it held any state). Any other value
 /// has no block.
 pub fn split_block(bytes: &[u8]) -> Result<(Option<u64>, &[u8]), DecodeError> {
-    match read_prefix(bytes) {
-        Ok((VERSION_2, Tag::Block, rest)) => {
+    // Every call with a value asks this first: one compare with the block's
+    // prefix, the full reading left to the limiter's own decoder.
+    match bytes.split_first_chunk::<HEADER_LEN>() {
+        Some((header, rest)) if *header == prefix(VERSION_2, Tag::Block) => {
             let (until, inner) = rest.split_first_chunk::<8>().ok_or(DecodeError::Corrupt)?;
             Ok((Some(u64::from_le_bytes(*until)), inner))
         }
