@@ -407,6 +407,10 @@ export async function startCluster(bin: string = REDIS_SERVER): Promise<TestClus
     const nodes: ClusterNode[] = [];
     for (const [i, server] of servers.entries()) {
       const range = ranges[i]!;
+      // Distinct epochs from the start, as redis-cli --cluster create sets
+      // them: no equal epochs left to resolve by gossip while a test moves
+      // a slot (a late bump can hand the slot back to its old owner).
+      await server.admin.call("CLUSTER", "SET-CONFIG-EPOCH", i + 1);
       await server.admin.call("CLUSTER", "ADDSLOTSRANGE", range[0], range[1]);
       nodes.push({ server, id: String(await server.admin.call("CLUSTER", "MYID")), slots: range });
     }
