@@ -47,6 +47,16 @@ enum Shape {
     Other,
 }
 
+impl Shape {
+    fn of(value: &Value<'_>) -> Shape {
+        match value {
+            Value::Empty => Shape::Empty,
+            Value::String(bytes) => Shape::String(bytes.len()),
+            Value::OtherType => Shape::Other,
+        }
+    }
+}
+
 impl<'c> Key<'c> {
     pub fn open(ctx: Ctx<'c>, name: &'c Arg, access: Access) -> Self {
         Self::open_raw(ctx, name.raw(), access)
@@ -79,24 +89,13 @@ impl<'c> Key<'c> {
 
     pub fn value(&self) -> Value<'_> {
         let value = self.read();
-        self.shape.set(Some(match value {
-            Value::Empty => Shape::Empty,
-            Value::String(bytes) => Shape::String(bytes.len()),
-            Value::OtherType => Shape::Other,
-        }));
+        self.shape.set(Some(Shape::of(&value)));
         value
     }
 
     /// The value's type and length, as first read this call.
     fn shape(&self) -> Shape {
-        match self.shape.get() {
-            Some(shape) => shape,
-            None => match self.value() {
-                Value::Empty => Shape::Empty,
-                Value::String(bytes) => Shape::String(bytes.len()),
-                Value::OtherType => Shape::Other,
-            },
-        }
+        self.shape.get().unwrap_or_else(|| Shape::of(&self.value()))
     }
 
     fn read(&self) -> Value<'_> {
