@@ -7,10 +7,10 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { HttpLimiter, type HttpLimiterOptions, type Selection, type Verdict } from "./http/core.js";
 import { defaultUser, headerOf, pathOf, readUpTo } from "./http/request.js";
-import type { Refusal } from "./http/response.js";
+import type { Refusal } from "./http/refusals.js";
 
-export { ConfigError, loadConfig, parseConfig, type Config } from "./http/config.js";
-export type { DecisionEvent, Outcome, CheckReport, Logger } from "./http/core.js";
+export { ConfigError, loadConfig, parseConfig, type Config } from "./http/configuration.js";
+export type { DecisionEvent, Outcome, CheckReport, Logger } from "./http/hook.js";
 
 /** The request as Express hands it to middleware (Node's, plus what Express and auth layers add). */
 export interface ExpressRequest extends IncomingMessage {
@@ -73,6 +73,7 @@ export function rateLimit(options: ExpressRateLimitOptions): ExpressRateLimit {
   if (typeof user !== "function") throw new TypeError("librl: the `user` option must be a function (req) => string | undefined");
 
   const run = (req: ExpressRequest, res: ServerResponse, next: NextFunction, policies: Selection | undefined) => {
+    // The whole path, whatever router the middleware is mounted on.
     const path = pathOf(req.originalUrl ?? req.url);
     const method = req.method ?? "GET";
     const chosen = policies ?? core.select(method, path);
@@ -81,7 +82,7 @@ export function rateLimit(options: ExpressRateLimitOptions): ExpressRateLimit {
       method,
       path,
       peer: req.socket?.remoteAddress,
-      header: (name: string) => headerOf(req.headers, name),
+      header: (name: string) => headerOf(req, name),
       get user() {
         return user(req);
       },

@@ -11,8 +11,8 @@ import type { IncomingMessage } from "node:http";
 import { HttpLimiter, type HttpLimiterOptions, type Selection } from "./http/core.js";
 import { defaultUser, headerOf, pathOf, readUpTo } from "./http/request.js";
 
-export { ConfigError, loadConfig, parseConfig, type Config } from "./http/config.js";
-export type { DecisionEvent, Outcome, CheckReport, Logger } from "./http/core.js";
+export { ConfigError, loadConfig, parseConfig, type Config } from "./http/configuration.js";
+export type { DecisionEvent, Outcome, CheckReport, Logger } from "./http/hook.js";
 
 /** The parts of a Fastify request the plugin reads. */
 export interface FastifyRequestLike {
@@ -37,6 +37,8 @@ type Hook = (...args: never[]) => unknown;
 
 /** The parts of a Fastify instance the plugin uses. */
 export interface FastifyInstanceLike {
+  /** The instance's options (read: whether its router ends the path at a `;`). */
+  readonly initialConfig?: unknown;
   addHook(name: string, hook: Hook): unknown;
   decorate(name: string, value: unknown): unknown;
   hasDecorator?(name: string): boolean;
@@ -63,6 +65,12 @@ type WithAfter = { [AFTER]?: ((status: number) => Promise<void>) | undefined };
 /** A Readable that Fastify's body parsers accept in place of the request. */
 type Payload = Readable & { receivedEncodedLength?: number };
 
+/** Fastify 5's `routerOptions.useSemicolonDelimiter`, else Fastify 4's top-level option (its default: true). */
+function semicolonDelimits(initialConfig: unknown): boolean {
+  const config = (initialConfig ?? {}) as { useSemicolonDelimiter?: unknown; routerOptions?: { useSemicolonDelimiter?: unknown } };
+  return (config.routerOptions?.useSemicolonDelimiter ?? config.useSemicolonDelimiter) === true;
+}
+
 /**
  * The plugin: `await app.register(librl, { client, config })`. Decorates
  * the instance with `librl` (the framework-free limiter).
@@ -84,6 +92,14 @@ async function librlFastify(fastify: FastifyInstanceLike, options: FastifyRateLi
     return found;
   };
 
+  // With useSemicolonDelimiter (Fastify 4's default), `/a;x/b` routes to `/a`'s handler: the path ends at the `;`.
+  const semicolonEnds = semicolonDelimits(fastify.initialConfig);
+  const pathOfRequest = (request: FastifyRequestLike): string => {
+    const path = pathOf(request.raw.url ?? request.url);
+    const semicolon = semicolonEnds ? path.indexOf(";") : -1;
+    return semicolon < 0 ? path : path.slice(0, semicolon);
+  };
+
   fastify.decorate("librl", core);
   // A route naming a missing policy fails when it is added, not at its first request.
   fastify.addHook("onRoute", ((route: { url?: string; method?: unknown; config?: unknown }) => {
@@ -91,7 +107,7 @@ async function librlFastify(fastify: FastifyInstanceLike, options: FastifyRateLi
   }) as Hook);
 
   fastify.addHook("preParsing", (async (request: FastifyRequestLike, reply: FastifyReplyLike, payload: Payload) => {
-    const path = pathOf(request.url);
+    const path = pathOfRequest(request);
     const chosen = routePolicies(request.routeOptions?.config ?? request.routeConfig, "route") ?? core.select(request.method, path);
     if (chosen.policies.length === 0) return payload;
     let replaced: Payload | undefined;
@@ -107,7 +123,7 @@ async function librlFastify(fastify: FastifyInstanceLike, options: FastifyRateLi
         method: request.method,
         path,
         peer: request.raw.socket?.remoteAddress,
-        header: (name: string) => headerOf(request.raw.headers, name),
+        header: (name: string) => headerOf(request.raw, name),
         get user() {
           return user(request);
         },

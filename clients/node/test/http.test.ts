@@ -10,7 +10,8 @@ import assert from "node:assert/strict";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import type { AddressInfo } from "node:net";
+import { connect, type AddressInfo } from "node:net";
+import { createHash } from "node:crypto";
 import type { Server as HttpServer } from "node:http";
 import { after, before, describe, it } from "node:test";
 import express from "express";
@@ -20,7 +21,9 @@ import { Counter, Registry } from "prom-client";
 import { parse as parseYaml } from "yaml";
 import { rateLimit } from "../src/express.js";
 import { librl } from "../src/fastify.js";
-import { ConfigError, loadConfig, type DecisionEvent } from "../src/http/index.js";
+import { ConfigError, loadConfig, parseConfig, type DecisionEvent } from "../src/http/index.js";
+import { Limiter } from "../src/limiter.js";
+import { refund } from "../src/http/decide.js";
 import { REDIS_SERVER, freePort, startServer, type Server } from "./helpers.js";
 
 /**
@@ -72,6 +75,27 @@ async function statuses(url: string, n: number, init?: RequestInit): Promise<num
   return out;
 }
 
+/**
+ * Sends one request with the request target and header lines exactly as
+ * given (fetch would normalize the target and merge the lines); resolves
+ * to the status and the response's head.
+ */
+function rawRequest(port: number, target: string, lines: readonly string[] = []): Promise<{ status: number; head: string }> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, "127.0.0.1", () => {
+      socket.write(`GET ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n${lines.map((l) => `${l}\r\n`).join("")}\r\n`, "latin1");
+    });
+    let text = "";
+    socket.setEncoding("latin1");
+    socket.on("data", (chunk: string) => (text += chunk));
+    socket.on("end", () => {
+      const head = text.slice(0, text.indexOf("\r\n\r\n"));
+      resolve({ status: Number(head.split(" ")[1]), head });
+    });
+    socket.on("error", reject);
+  });
+}
+
 describe("HTTP integrations", { concurrency: 1 }, () => {
   let server: Server;
   let client: Redis;
@@ -103,7 +127,7 @@ describe("HTTP integrations", { concurrency: 1 }, () => {
     } finally {
       await close();
     }
-    assert.throws(() => limiter.policies("two", "nope"), (err: Error) => err instanceof ConfigError && /policies\[1\]: no policy named "nope"/.test(err.message));
+    assert.throws(() => limiter.policies("two", "nope"), (err: Error) => err instanceof ConfigError && err.message === 'librl: configuration: policies[1]: no policy is named "nope"');
   });
 
   it("Fastify: a route's config names its policies, [] exempts it, and a missing name fails at ready()", async () => {
@@ -129,7 +153,7 @@ describe("HTTP integrations", { concurrency: 1 }, () => {
         bad.get("/x", { config: { librl: { policies: ["missing"] } } }, async () => "x");
         await bad.ready();
       },
-      /config\.librl\.policies\[0\]: no policy named "missing"/,
+      /config\.librl\.policies\[0\]: no policy is named "missing"/,
     );
     await bad.close();
   });
@@ -318,7 +342,7 @@ describe("HTTP integrations", { concurrency: 1 }, () => {
     loadConfig(yaml, { parseYaml: (text) => (injected++, parseYaml(text)) });
     assert.equal(injected, 1);
     writeFileSync(yaml, "policies:\n  - {name: p, algorithm: fixed, limit: 5, window: 1s, burst: 2}\n");
-    assert.throws(() => loadConfig(yaml), /^ConfigError: policies\[0\]\.burst: burst is for token policies, not fixed$/);
+    assert.throws(() => loadConfig(yaml), /^ConfigError: librl: configuration: policies\[0\]\.burst: burst is for token policies, not fixed$/);
     writeFileSync(json, "{ policies: ");
     assert.throws(() => loadConfig(json), /policies\.json is not JSON/);
     assert.throws(() => loadConfig(path.join(dir, "missing.yaml")), /cannot read .*missing\.yaml/);
@@ -326,5 +350,76 @@ describe("HTTP integrations", { concurrency: 1 }, () => {
       () => rateLimit({ client, config: { ...base, timeout: "2m" } }),
       (err: Error) => err instanceof ConfigError && err.field === "timeout" && err.message.startsWith("librl: configuration: timeout:"),
     );
+  });
+
+  it("each adapter checks the path its framework routes: absolute-form targets, fragments, and Fastify 4's `;`", async () => {
+    // `/limited;x/y` routes to `/limited` in Fastify 4 (useSemicolonDelimiter), whose `/limited/y` route is exempt here.
+    const config = {
+      ...base,
+      routes: [
+        { path: "/limited", policies: ["two"] },
+        { path: "/limited/y", policies: [] },
+      ],
+    };
+    const targets = ["/limited", "http://127.0.0.1/limited", "/limited#x"];
+    const expected = [200, 200, 429];
+
+    await flush();
+    const app = express();
+    app.use(rateLimit({ client, config }));
+    app.get("/limited", (_req, res) => void res.send("limited"));
+    const e = await listen(app);
+    const port = Number(new URL(e.url).port);
+    const got: number[] = [];
+    for (const target of targets) got.push((await rawRequest(port, target)).status);
+    await e.close();
+    assert.deepEqual(got, expected, "express");
+
+    for (const [name, make] of [
+      ["fastify 5", () => Fastify()],
+      ["fastify 4", () => fastify4() as unknown as ReturnType<typeof Fastify>],
+    ] as const) {
+      await flush();
+      const f = make();
+      await f.register(librl, { client, config });
+      f.get("/limited", async () => "limited");
+      await f.listen({ port: 0, host: "127.0.0.1" });
+      const fport = (f.server.address() as AddressInfo).port;
+      const statuses: number[] = [];
+      for (const target of targets) statuses.push((await rawRequest(fport, target)).status);
+      if (name === "fastify 4") statuses.push((await rawRequest(fport, "/limited;x/y")).status);
+      await f.close();
+      assert.deepEqual(statuses, name === "fastify 4" ? [...expected, 429] : expected, name);
+    }
+  });
+
+  it("header lines Node keeps apart are read joined, as the bytes sent: two Authorization lines are one API key", async () => {
+    await flush();
+    const config = { ...base, api_key_header: "Authorization", policies: [{ name: "k", algorithm: "fixed", limit: 5, window: "60s", key: "api-key" }] };
+    const app = express();
+    app.use(rateLimit({ client, config }));
+    app.use((_req, res) => void res.send("ok"));
+    const e = await listen(app);
+    const port = Number(new URL(e.url).port);
+    // Node's `headers` keeps only the first Authorization line.
+    assert.equal((await rawRequest(port, "/", ["Authorization: a", "Authorization: b"])).status, 200);
+    // A non-ASCII key is hashed from its bytes (FC 6E EF), as every integration hashes it.
+    assert.equal((await rawRequest(port, "/", ["Authorization: \u00fcn\u00ef"])).status, 200);
+    await e.close();
+    const id = (bytes: Buffer) => createHash("sha256").update(bytes).digest("hex").slice(0, 32);
+    assert.equal(await server.admin.call("EXISTS", `rl:{api-key:${id(Buffer.from("a, b"))}}:k`), 1);
+    assert.equal(await server.admin.call("EXISTS", `rl:{api-key:${id(Buffer.from("fc6eef", "hex"))}}:k`), 1);
+  });
+
+  it("a refund Redis does not answer is logged, naming its keys and why it was made", async () => {
+    const down = new Redis({ host: "127.0.0.1", port: await freePort(), enableOfflineQueue: false, lazyConnect: true });
+    const warnings: string[] = [];
+    const policy = parseConfig(base).policies.get("two");
+    assert.ok(policy !== undefined);
+    const subject = { kind: "ip", value: "203.0.113.7", tag: "ip:203.0.113.7", loopback: false };
+    await refund(new Limiter(down), [{ policy, subject, key: "rl:{ip:203.0.113.7}:two", okey: undefined, cost: 1 }], 200, { warn: (m) => warnings.push(m) }, "a request refused by fail: closed");
+    down.disconnect();
+    assert.equal(warnings.length, 1);
+    assert.match(warnings[0] as string, /^librl: could not refund rl:\{ip:203\.0\.113\.7\}:two \(a request refused by fail: closed\): /);
   });
 });

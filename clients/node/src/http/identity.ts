@@ -1,16 +1,21 @@
 /**
- * Who sent a request (docs/http.md, Who): the client's IP address (proxy
- * headers believed only from trusted proxies), its API key (hashed, never
- * stored verbatim), its user, a header's value, or everyone.
+ * Identity (docs/http.md, Identity): who sent a request. The client's
+ * address (proxy headers believed only from trusted proxies), its API key
+ * (hashed, never stored verbatim), its user, a header's value, or
+ * everyone. Addresses are read with `node:net`; a zone index is dropped.
  */
-import { createHash } from "node:crypto";
-import { ipBytes, type Cidr, type Config, type KeyKind } from "./config.js";
+import { BlockList, SocketAddress, isIP } from "node:net";
+import type { Config, KeyKind, TrustedNetwork } from "./configuration.js";
+import { apiKeyId, headerKeyValue, userKeyValue } from "./keys.js";
 
 /** What the adapters read from a request, framework-free. */
 export interface RequestFacts {
   /** The TCP peer's address as the socket reports it. */
   readonly peer: string | undefined;
-  /** A header's value by lower-case name (several lines joined with ", "), or undefined. */
+  /**
+   * A header's value by lower-case name, every line joined with ", ", as
+   * the Latin-1 string of its bytes (what Node gives), or undefined.
+   */
   header(name: string): string | undefined;
   /** The authenticated user, as the user resolver found it. */
   readonly user: string | undefined;
@@ -27,130 +32,153 @@ export interface Subject {
   readonly loopback: boolean;
 }
 
-/** The first 32 hex digits of the value's SHA-256: `printf %s "$KEY" | sha256sum | cut -c1-32`. */
-export function apiKeyId(value: string): string {
-  return createHash("sha256").update(value, "utf8").digest("hex").slice(0, 32);
+/** Trims spaces and tabs (HTTP's OWS), and nothing else, at both ends. */
+export function trimOws(text: string): string {
+  const ows = (c: number) => c === 0x20 || c === 0x09;
+  let start = 0;
+  let end = text.length;
+  while (start < end && ows(text.charCodeAt(start))) start++;
+  while (end > start && ows(text.charCodeAt(end - 1))) end--;
+  return start === 0 && end === text.length ? text : text.slice(start, end);
 }
 
-function contains(net: Cidr, addr: Uint8Array): boolean {
-  let bits = net.bits;
-  for (let i = 0; i < 16 && bits > 0; i++, bits -= 8) {
-    const mask = bits >= 8 ? 0xff : (0xff << (8 - bits)) & 0xff;
-    if (((net.bytes[i] as number) & mask) !== ((addr[i] as number) & mask)) return false;
+/** A header's value trimmed of OWS; undefined when it is absent or empty (docs/http.md, Identity: header values are bytes). */
+export function headerValue(facts: RequestFacts, name: string): string | undefined {
+  const raw = facts.header(name);
+  if (raw === undefined) return undefined;
+  const value = trimOws(raw);
+  return value === "" ? undefined : value;
+}
+
+/** An address in canonical text and its family. */
+interface Address {
+  readonly text: string;
+  readonly family: "ipv4" | "ipv6";
+}
+
+const MAPPED = /^::ffff:([0-9]+\.[0-9]+\.[0-9]+\.[0-9]+)$/i;
+/** libuv writes `::a.b.c.d` (IPv4-compatible, deprecated) where RFC 5952 has hex groups. */
+const COMPATIBLE = /^::([0-9]+)\.([0-9]+)\.([0-9]+)\.([0-9]+)$/;
+
+/**
+ * An address's canonical text: IPv4 (and IPv4-mapped IPv6) as a dotted
+ * quad, IPv6 in RFC 5952 form without its zone index; undefined when the
+ * text is not an address.
+ */
+export function canonicalAddress(text: string): Address | undefined {
+  const family = isIP(text);
+  // node:net's own IPv4 grammar has no leading zeros: the text is canonical.
+  if (family === 4) return { text, family: "ipv4" };
+  if (family !== 6) return undefined;
+  const zone = text.indexOf("%");
+  const address = zone < 0 ? text : text.slice(0, zone);
+  const written = new SocketAddress({ address, family: "ipv6" }).address;
+  const mapped = MAPPED.exec(written);
+  if (mapped !== null) return { text: mapped[1] as string, family: "ipv4" };
+  const compatible = COMPATIBLE.exec(written);
+  if (compatible === null) return { text: written, family: "ipv6" };
+  const [a, b, c, d] = compatible.slice(1).map(Number) as [number, number, number, number];
+  return { text: `::${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`, family: "ipv6" };
+}
+
+/**
+ * One hop of X-Forwarded-For (or X-Real-IP, or the peer): an address,
+ * without a port (`203.0.113.7:4711`) or brackets (`[2001:db8::1]:4711`).
+ */
+export function parseHop(hop: string): Address | undefined {
+  const s = trimOws(hop);
+  if (s.startsWith("[")) {
+    const bracket = /^\[([^\]]*)\](?::[0-9]+)?$/.exec(s);
+    return bracket === null ? undefined : canonicalAddress(bracket[1] as string);
   }
-  return true;
+  const v4port = /^([0-9.]+):[0-9]+$/.exec(s);
+  return canonicalAddress(v4port === null ? s : (v4port[1] as string));
 }
 
-/** `203.0.113.7`, `2001:db8::1`, `203.0.113.7:4711`, `[2001:db8::1]:4711` -> bytes and canonical text. */
-function parseHop(hop: string): { bytes: Uint8Array; text: string } | undefined {
-  let s = hop.trim();
-  const bracket = /^\[([^\]]+)\](?::[0-9]+)?$/.exec(s);
-  if (bracket) s = bracket[1] as string;
-  else if (/^[0-9.]+:[0-9]+$/.test(s)) s = s.slice(0, s.lastIndexOf(":"));
-  const bytes = ipBytes(s);
-  return bytes === undefined ? undefined : { bytes, text: canonicalIp(bytes) };
+/** 127.0.0.0/8 and ::1 (canonical text). */
+function isLoopback(a: Address): boolean {
+  return a.family === "ipv4" ? a.text.startsWith("127.") : a.text === "::1";
 }
 
-/** IPv4 (and IPv4-mapped IPv6) as dotted quads; IPv6 in RFC 5952 form. */
-export function canonicalIp(bytes: Uint8Array): string {
-  const mapped = bytes.slice(0, 10).every((b) => b === 0) && bytes[10] === 0xff && bytes[11] === 0xff;
-  if (mapped) return Array.from(bytes.slice(12)).join(".");
-  const groups: number[] = [];
-  for (let i = 0; i < 16; i += 2) groups.push(((bytes[i] as number) << 8) | (bytes[i + 1] as number));
-  // The longest run of two or more zero groups becomes "::".
-  let best = -1;
-  let bestLen = 1;
-  for (let i = 0; i < 8; ) {
-    if (groups[i] !== 0) {
-      i++;
-      continue;
-    }
-    let j = i;
-    while (j < 8 && groups[j] === 0) j++;
-    if (j - i > bestLen) {
-      best = i;
-      bestLen = j - i;
-    }
-    i = j;
+/** The trusted proxies, ready for requests. */
+export class TrustedProxies {
+  readonly #list = new BlockList();
+  readonly #empty: boolean;
+
+  constructor(networks: readonly TrustedNetwork[]) {
+    for (const n of networks) this.#list.addSubnet(n.address, n.prefix, n.family);
+    this.#empty = networks.length === 0;
   }
-  const hex = groups.map((g) => g.toString(16));
-  if (best < 0) return hex.join(":");
-  return `${hex.slice(0, best).join(":")}::${hex.slice(best + bestLen).join(":")}`;
-}
 
-function isLoopback(bytes: Uint8Array): boolean {
-  const mapped = bytes.slice(0, 10).every((b) => b === 0) && bytes[10] === 0xff && bytes[11] === 0xff;
-  if (mapped) return bytes[12] === 127;
-  return bytes.slice(0, 15).every((b) => b === 0) && bytes[15] === 1;
+  has(a: Address): boolean {
+    return !this.#empty && this.#list.check(a.text, a.family);
+  }
 }
 
 /**
  * The client's address: the TCP peer, unless the peer is a trusted proxy;
- * then `X-Forwarded-For` is read from its nearest hop back and the first
- * address that is not a trusted proxy is the client (the hops left of it
- * were written by the client and prove nothing). Without X-Forwarded-For,
- * a trusted proxy's `X-Real-IP` is the client.
+ * then `X-Forwarded-For` (every line, one list) is read from its nearest
+ * hop back and the first address that is not a trusted proxy is the
+ * client (the hops left of it were written by the client and prove
+ * nothing). Without X-Forwarded-For, a trusted proxy's `X-Real-IP` is the
+ * client. Undefined when the peer is unknown.
  */
-export function clientIp(facts: RequestFacts, trusted: readonly Cidr[]): { text: string; loopback: boolean } | undefined {
+export function clientAddress(facts: RequestFacts, trusted: TrustedProxies): { text: string; loopback: boolean } | undefined {
   const peer = facts.peer === undefined ? undefined : parseHop(facts.peer);
   if (peer === undefined) return undefined;
-  const result = (ip: { bytes: Uint8Array; text: string }) => ({ text: ip.text, loopback: isLoopback(ip.bytes) });
-  const isTrusted = (ip: Uint8Array) => trusted.some((net) => contains(net, ip));
-  if (!isTrusted(peer.bytes)) return result(peer);
-  const xff = facts.header("x-forwarded-for");
-  const hops = xff === undefined ? [] : xff.split(",").map((h) => h.trim()).filter((h) => h !== "");
-  if (hops.length === 0) {
-    const real = facts.header("x-real-ip");
-    const parsed = real === undefined ? undefined : parseHop(real);
-    return result(parsed ?? peer);
-  }
   let client = peer;
-  for (let i = hops.length - 1; i >= 0; i--) {
-    // Past an unreadable hop nothing can be believed: the nearest address read so far stands.
-    const ip = parseHop(hops[i] as string);
-    if (ip === undefined) break;
-    client = ip;
-    if (!isTrusted(ip.bytes)) break;
+  if (trusted.has(peer)) {
+    const xff = facts.header("x-forwarded-for");
+    // Empty list elements are skipped, as RFC 9110 reads a list.
+    const hops = xff === undefined ? [] : xff.split(",").filter((h) => trimOws(h) !== "");
+    if (hops.length === 0) {
+      const real = headerValue(facts, "x-real-ip");
+      client = (real === undefined ? undefined : parseHop(real)) ?? peer;
+    }
+    for (let i = hops.length - 1; i >= 0; i--) {
+      // Past an unreadable hop nothing can be believed: the nearest address read so far stands.
+      const hop = parseHop(hops[i] as string);
+      if (hop === undefined) break;
+      client = hop;
+      if (!trusted.has(hop)) break;
+    }
   }
-  return result(client);
+  return { text: client.text, loopback: isLoopback(client) };
 }
 
-/**
- * A user or header value as it appears in a key: verbatim when it is 1 to
- * 64 bytes of `A-Z a-z 0-9 . _ ~ @ + = : / -`, else `sha256-` and 32 hex
- * digits of its SHA-256 (a `}` must not break the hash tag).
- */
-export function keyValue(value: string): string {
-  return /^[A-Za-z0-9._~@+=:/-]{1,64}$/.test(value) ? value : `sha256-${apiKeyId(value)}`;
-}
+const GLOBAL: Subject = { kind: "global", value: "", tag: "global", loopback: false };
+const UNKNOWN_IP: Subject = { kind: "ip", value: "unknown", tag: "ip:unknown", loopback: false };
 
-/** The subjects a request presents to each kind of key, computed once per request. */
+/** The subjects a request presents to each kind of key, each computed at most once per request. */
 export class Identity {
   #ip: Subject | undefined;
-  #ipDone = false;
+  #apiKey: Subject | null | undefined;
 
   constructor(
     private readonly facts: RequestFacts,
     private readonly config: Config,
+    private readonly trusted: TrustedProxies,
   ) {}
 
   ip(): Subject {
-    if (!this.#ipDone) {
-      const ip = clientIp(this.facts, this.config.trustedProxies);
-      this.#ip =
-        ip === undefined
-          ? { kind: "ip", value: "unknown", tag: "ip:unknown", loopback: false }
-          : { kind: "ip", value: ip.text, tag: `ip:${ip.text}`, loopback: ip.loopback };
-      this.#ipDone = true;
+    if (this.#ip === undefined) {
+      const ip = clientAddress(this.facts, this.trusted);
+      this.#ip = ip === undefined ? UNKNOWN_IP : { kind: "ip", value: ip.text, tag: `ip:${ip.text}`, loopback: ip.loopback };
     }
-    return this.#ip as Subject;
+    return this.#ip;
   }
 
-  apiKey(): Subject | undefined {
-    const value = this.facts.header(this.config.apiKeyHeader);
-    if (value === undefined || value === "") return undefined;
-    const id = apiKeyId(value);
-    return { kind: "api-key", value: id, tag: `api-key:${id}`, loopback: false };
+  /** The API key's subject, or null without a key (absent or empty header). */
+  apiKey(): Subject | null {
+    if (this.#apiKey === undefined) {
+      const value = headerValue(this.facts, this.config.apiKeyHeader);
+      if (value === undefined) this.#apiKey = null;
+      else {
+        const id = apiKeyId(value);
+        this.#apiKey = { kind: "api-key", value: id, tag: `api-key:${id}`, loopback: false };
+      }
+    }
+    return this.#apiKey;
   }
 
   subject(key: KeyKind): Subject {
@@ -162,19 +190,19 @@ export class Identity {
       case "user": {
         const user = this.facts.user;
         if (user !== undefined && user !== "") {
-          const value = keyValue(user);
+          const value = userKeyValue(user);
           return { kind: "user", value, tag: `user:${value}`, loopback: false };
         }
         return this.apiKey() ?? this.ip();
       }
       case "header": {
-        const value = this.facts.header(key.header);
-        if (value === undefined || value === "") return this.ip();
-        const kind = `header:${key.header}`;
-        return { kind, value: keyValue(value), tag: `${kind}:${keyValue(value)}`, loopback: false };
+        const raw = headerValue(this.facts, key.header);
+        if (raw === undefined) return this.ip();
+        const value = headerKeyValue(raw);
+        return { kind: key.tagKind, value, tag: `${key.tagKind}:${value}`, loopback: false };
       }
       case "global":
-        return { kind: "global", value: "", tag: "global", loopback: false };
+        return GLOBAL;
     }
   }
 }

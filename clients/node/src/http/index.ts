@@ -2,18 +2,10 @@
  * librl/http: the framework-free HTTP rate limiter the Express and Fastify
  * adapters share (docs/http.md), for adapting another framework.
  */
-export {
-  HttpLimiter,
-  type DecisionEvent,
-  type HttpLimiterOptions,
-  type Logger,
-  type MeasureBody,
-  type Outcome,
-  type CheckReport,
-  type Selection,
-  type RequestInfo,
-  type Verdict,
-} from "./core.js";
+export { HttpLimiter, type HttpLimiterOptions, type RequestInfo, type Verdict } from "./core.js";
+export type { CheckReport, DecisionEvent, DecisionHook, Logger, Outcome } from "./hook.js";
+export type { MeasureBody } from "./plan.js";
+export { canonicalPath, type Selection } from "./routes.js";
 export {
   ConfigError,
   loadConfig,
@@ -27,7 +19,9 @@ export {
   type LoadOptions,
   type Policy,
   type Route,
+  type TrustedNetwork,
   type YamlParser,
-} from "./config.js";
-export { apiKeyId, type RequestFacts, type Subject } from "./identity.js";
-export type { Refusal } from "./response.js";
+} from "./configuration.js";
+export { type RequestFacts, type Subject } from "./identity.js";
+export { apiKeyId } from "./keys.js";
+export type { Refusal } from "./refusals.js";

@@ -3,20 +3,68 @@
  * values, the path, the default user (`req.user`), and reading a body
  * without Content-Length to measure it.
  */
-import type { IncomingHttpHeaders, IncomingMessage } from "node:http";
+import type { IncomingMessage } from "node:http";
 
-/** A header's value by lower-case name; several lines joined with ", ". */
-export function headerOf(headers: IncomingHttpHeaders, name: string): string | undefined {
-  const value = headers[name];
-  if (value === undefined) return undefined;
-  return Array.isArray(value) ? value.join(", ") : value;
+/**
+ * The names whose lines Node's `headers` does not join with ", ": it keeps
+ * the first line of these, joins cookie lines with "; " and gives
+ * set-cookie as a list.
+ */
+const NOT_JOINED = new Set([
+  "age",
+  "authorization",
+  "content-length",
+  "content-type",
+  "cookie",
+  "etag",
+  "expires",
+  "from",
+  "host",
+  "if-modified-since",
+  "if-unmodified-since",
+  "last-modified",
+  "location",
+  "max-forwards",
+  "proxy-authorization",
+  "referer",
+  "retry-after",
+  "server",
+  "set-cookie",
+  "user-agent",
+]);
+
+/**
+ * A header's value by lower-case name: every line joined with ", ", as
+ * the Latin-1 string of its bytes (how Node decodes them).
+ */
+export function headerOf(req: IncomingMessage, name: string): string | undefined {
+  if (!NOT_JOINED.has(name)) return req.headers[name] as string | undefined;
+  return req.headersDistinct[name]?.join(", ");
 }
 
-/** The URL's path, without the query string. */
+/**
+ * The path of a request target, as received: a fragment (`#...`) and the
+ * query dropped (Express and Fastify route `/a#x` to `/a`), and an
+ * absolute-form target's `scheme://authority` too (both route
+ * `http://host/a` to `/a`). Percent-escapes and the rest are the
+ * canonical path's to read (docs/http.md, Routes).
+ */
 export function pathOf(url: string | undefined): string {
   if (url === undefined) return "/";
-  const q = url.indexOf("?");
-  return q < 0 ? url : url.slice(0, q);
+  let end = url.length;
+  for (let i = 0; i < url.length; i++) {
+    const c = url.charCodeAt(i);
+    // `?` or `#`
+    if (c === 0x3f || c === 0x23) {
+      end = i;
+      break;
+    }
+  }
+  const target = end === url.length ? url : url.slice(0, end);
+  if (target.charCodeAt(0) === 0x2f) return target;
+  const absolute = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/]*/.exec(target);
+  if (absolute === null) return target;
+  return target.length === absolute[0].length ? "/" : target.slice(absolute[0].length);
 }
 
 /**

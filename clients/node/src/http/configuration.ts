@@ -1,26 +1,26 @@
 /**
- * The shared HTTP configuration (docs/http.md, One configuration): read
- * from an object, a JSON file or a YAML file, and checked whole at start-up.
- * Every mistake is a ConfigError whose message starts with the field's path
- * (`policies[0].burst`, `routes[1].policies[0]`, `timeout`).
+ * Configuration (docs/http.md, One configuration and Start-up
+ * validation): the document read from an object, a JSON file or a YAML
+ * file, and checked whole at start-up. Every mistake is a ConfigError
+ * whose message is `librl: configuration: <path>: <problem>`, the path
+ * naming the field (`policies[0].burst`, `routes[1].policies[0]`).
  */
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
+import { isIP } from "node:net";
 import path from "node:path";
+import { MAX_UNITS, MAX_WINDOW_MS, durationMs, rateOf } from "./durations.js";
 
-/** 2^50: the largest limit, rate, burst and cost the module accepts. */
-export const MAX_UNITS = 2 ** 50;
-/** The module's longest window, 3650 days, in ms. */
-const MAX_WINDOW_MS = 3650 * 86_400_000;
+export { MAX_UNITS } from "./durations.js";
 
-/** A configuration that cannot work; `field` is the path of the field at fault. */
+/** A configuration that cannot work; `field` is the path of the field at fault, `problem` what is wrong with it. */
 export class ConfigError extends Error {
   override readonly name = "ConfigError";
   constructor(
     readonly field: string,
-    problem: string,
+    readonly problem: string,
   ) {
-    super(`${field}: ${problem}`);
+    super(`librl: configuration: ${field}: ${problem}`);
   }
 }
 
@@ -31,11 +31,14 @@ export type KeyKind =
   | { kind: "ip" }
   | { kind: "api-key" }
   | { kind: "user" }
-  | { kind: "header"; header: string }
+  | { kind: "header"; header: string; tagKind: string }
   | { kind: "global" };
 
-/** What one request costs against a policy. */
-export type CostSpec = { kind: "units"; units: number } | { kind: "body-bytes" } | { kind: "header"; header: string };
+/** What one request costs against a policy; `header` is the name in lower case, `name` as configured. */
+export type CostSpec =
+  | { kind: "units"; units: number }
+  | { kind: "body-bytes" }
+  | { kind: "header"; header: string; name: string };
 
 export type CountMode = "all" | "failed" | "succeeded";
 
@@ -70,7 +73,7 @@ export interface Config {
   readonly fail: "open" | "closed";
   readonly timeoutMs: number;
   readonly headers: HeadersMode;
-  readonly trustedProxies: readonly Cidr[];
+  readonly trustedProxies: readonly TrustedNetwork[];
   readonly exemptLoopback: boolean;
   /** Lower-case header name. */
   readonly apiKeyHeader: string;
@@ -78,14 +81,16 @@ export interface Config {
   /** The most bytes read to measure a body without Content-Length (`body-bytes` costs); more is 413. */
   readonly maxBodyBytes: number;
   readonly policies: ReadonlyMap<string, Policy>;
-  /** Longest path prefix first; undefined: every policy applies to every request. */
+  /** In the file's order; undefined: every policy applies to every request. */
   readonly routes: readonly Route[] | undefined;
 }
 
-/** An IPv4 or IPv6 network, as 16 bytes (IPv4 mapped into IPv6) and a prefix length. */
-export interface Cidr {
-  readonly bytes: Uint8Array;
-  readonly bits: number;
+/** A trusted proxy: an address with its prefix length (32 or 128 for one address). */
+export interface TrustedNetwork {
+  readonly address: string;
+  readonly prefix: number;
+  readonly family: "ipv4" | "ipv6";
+  /** As written in the configuration. */
   readonly text: string;
 }
 
@@ -164,128 +169,48 @@ function units(field: string, value: unknown, max = MAX_UNITS, maxText = "2^50")
   return value;
 }
 
-const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
-
 /**
- * A duration in ms: a positive integer with an optional unit (ms, s, m, h,
- * d), a bare integer (or a JSON number) being seconds, as the commands take it.
+ * A duration in ms: a JSON integer of seconds, or the module's grammar
+ * (`250ms`, `1s`, `15m`, `24h`, `7d`, `60`), from 1 ms to `maxMs`.
  */
 export function parseDuration(field: string, value: unknown, maxMs = MAX_WINDOW_MS, maxText = "3650 days"): number {
-  let ms: number | undefined;
-  if (typeof value === "number" && Number.isSafeInteger(value)) ms = value * 1000;
-  else if (typeof value === "string") {
-    const m = /^\s*([0-9]+)\s*(ms|s|m|h|d)?\s*$/.exec(value);
-    if (m) ms = Number(m[1]) * (UNIT_MS[m[2] ?? "s"] as number);
-  }
-  if (ms === undefined || !Number.isSafeInteger(ms)) {
+  const ms = durationMs(value);
+  if (ms === undefined) {
     throw new ConfigError(field, `${shown(value)} is not a duration (an integer with a unit ms, s, m, h or d: "250ms", "1s", "15m")`);
   }
-  if (ms < 1 || ms > maxMs) throw new ConfigError(field, `${shown(value)} is not from 1 ms to ${maxText}`);
+  if (!(ms >= 1 && ms <= maxMs)) throw new ConfigError(field, `${shown(value)} is not from 1 ms to ${maxText}`);
   return ms;
 }
 
-const RATE_UNITS: Record<string, number> = {
-  s: 1000,
-  sec: 1000,
-  second: 1000,
-  m: 60_000,
-  min: 60_000,
-  minute: 60_000,
-  h: 3_600_000,
-  hour: 3_600_000,
-  d: 86_400_000,
-  day: 86_400_000,
-};
-
-/** `100/minute`, `5/s`, `10/90s`: the `limits` library's shorthand, as [limit, window ms]. */
+/** `100/minute`, `5 per 2 minutes`, `10/90s`: the `limits` library's shorthand, as [limit, window ms]. */
 export function parseRate(field: string, value: unknown): [number, number] {
-  const m = typeof value === "string" ? /^\s*([0-9]+)\s*\/\s*(\S+)\s*$/.exec(value) : null;
-  if (!m) {
-    throw new ConfigError(field, `${shown(value)} is not a rate such as "100/minute", "5/s" or "10/90s"`);
+  const rate = rateOf(value);
+  if (rate === undefined) {
+    throw new ConfigError(field, `${shown(value)} is not a rate such as "100/minute", "5 per 2 minutes" or "10/90s"`);
   }
-  const limit = units(field, Number(m[1]));
-  const per = (m[2] as string).toLowerCase();
-  const unit = RATE_UNITS[per] ?? RATE_UNITS[per.replace(/s$/, "")];
-  return [limit, unit ?? parseDuration(field, per)];
+  const [limit, windowMs] = rate;
+  if (!(limit >= 1 && limit <= MAX_UNITS)) throw new ConfigError(field, `${shown(value)}: the count must be from 1 to 2^50`);
+  if (!(windowMs >= 1 && windowMs <= MAX_WINDOW_MS)) throw new ConfigError(field, `${shown(value)}: the period must be from 1 ms to 3650 days`);
+  return rate;
 }
 
-/** `10.0.0.0/8`, `127.0.0.1`, `::1/128`, `2001:db8::/32`. */
-export function parseCidr(field: string, value: unknown): Cidr {
-  if (typeof value !== "string") throw new ConfigError(field, `${shown(value)} is not an IP address or CIDR`);
-  const [addr, bitsText, extra] = value.trim().split("/");
-  const bytes = addr === undefined ? undefined : ipBytes(addr);
-  if (bytes === undefined || extra !== undefined) {
-    throw new ConfigError(field, `${shown(value)} is not an IP address or CIDR`);
-  }
-  const v4 = !addr!.includes(":");
-  const max = v4 ? 32 : 128;
-  let bits = max;
-  if (bitsText !== undefined) {
-    bits = /^[0-9]{1,3}$/.test(bitsText) ? Number(bitsText) : -1;
-    if (bits < 0 || bits > max) throw new ConfigError(field, `${shown(value)}: the prefix length must be 0 to ${max}`);
-  }
-  return { bytes, bits: v4 ? bits + 96 : bits, text: value.trim() };
-}
-
-/** An IPv4 or IPv6 address as 16 bytes (IPv4 as ::ffff:a.b.c.d), or undefined. */
-export function ipBytes(text: string): Uint8Array | undefined {
-  const v4 = (s: string): number[] | undefined => {
-    const parts = s.split(".");
-    if (parts.length !== 4) return undefined;
-    const out: number[] = [];
-    for (const p of parts) {
-      if (!/^[0-9]{1,3}$/.test(p) || Number(p) > 255) return undefined;
-      out.push(Number(p));
-    }
-    return out;
-  };
-  const four = v4(text);
-  if (four) return Uint8Array.from([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, ...four]);
-  let s = text;
-  const zone = s.indexOf("%");
-  if (zone >= 0) s = s.slice(0, zone);
-  if (!s.includes(":")) return undefined;
-  let tail: number[] = [];
-  const lastColon = s.lastIndexOf(":");
-  if (s.slice(lastColon + 1).includes(".")) {
-    const embedded = v4(s.slice(lastColon + 1));
-    if (!embedded) return undefined;
-    tail = embedded;
-    s = s.slice(0, lastColon + 1) + "0:0";
-  }
-  const halves = s.split("::");
-  if (halves.length > 2) return undefined;
-  const group = (part: string): number[] | undefined => {
-    if (part === "") return [];
-    const out: number[] = [];
-    for (const g of part.split(":")) {
-      if (!/^[0-9a-fA-F]{1,4}$/.test(g)) return undefined;
-      const n = parseInt(g, 16);
-      out.push(n >> 8, n & 0xff);
-    }
-    return out;
-  };
-  const head = group(halves[0] as string);
-  const rest = halves.length === 2 ? group(halves[1] as string) : [];
-  if (head === undefined || rest === undefined) return undefined;
-  let bytes: number[];
-  if (halves.length === 2) {
-    if (head.length + rest.length > 14) return undefined;
-    bytes = [...head, ...new Array<number>(16 - head.length - rest.length).fill(0), ...rest];
-  } else {
-    if (head.length !== 16) return undefined;
-    bytes = head;
-  }
-  if (tail.length === 4) bytes.splice(12, 4, ...tail);
-  return Uint8Array.from(bytes);
+/** `10.0.0.0/8`, `127.0.0.1`, `::1/128`, `2001:db8::/32` (read by node:net). */
+export function parseNetwork(field: string, value: unknown): TrustedNetwork {
+  const m = typeof value === "string" ? /^([^/]*)(?:\/([0-9]{1,3}))?$/.exec(value) : null;
+  const address = m?.[1] ?? "";
+  const family = isIP(address) === 4 ? "ipv4" : isIP(address) === 6 && !address.includes("%") ? "ipv6" : undefined;
+  const max = family === "ipv4" ? 32 : 128;
+  const prefix = m?.[2] === undefined ? max : Number(m[2]);
+  if (m === null || family === undefined || prefix > max) throw new ConfigError(field, "must be an IP address or a CIDR network");
+  return { address, prefix, family, text: value as string };
 }
 
 function parseKey(field: string, value: unknown): KeyKind {
   if (value === undefined) return { kind: "ip" };
   if (value === "ip" || value === "api-key" || value === "user" || value === "global") return { kind: value };
   if (typeof value === "string" && value.startsWith("header:")) {
-    const header = value.slice("header:".length).trim();
-    if (HTTP_TOKEN.test(header)) return { kind: "header", header: header.toLowerCase() };
+    const header = value.slice("header:".length);
+    if (HTTP_TOKEN.test(header)) return { kind: "header", header: header.toLowerCase(), tagKind: `header:${header.toLowerCase()}` };
   }
   throw new ConfigError(field, `${shown(value)} is not one of ip, api-key, user, header:<Name>, global`);
 }
@@ -294,8 +219,8 @@ function parseCost(field: string, value: unknown): CostSpec {
   if (value === undefined) return { kind: "units", units: 1 };
   if (value === "body-bytes") return { kind: "body-bytes" };
   if (typeof value === "string" && value.startsWith("header:")) {
-    const header = value.slice("header:".length).trim();
-    if (HTTP_TOKEN.test(header)) return { kind: "header", header: header.toLowerCase() };
+    const header = value.slice("header:".length);
+    if (HTTP_TOKEN.test(header)) return { kind: "header", header: header.toLowerCase(), name: header };
   }
   if (typeof value === "number") return { kind: "units", units: units(field, value) };
   throw new ConfigError(field, `${shown(value)} is not an integer from 1 to 2^50, body-bytes or header:<Name>`);
@@ -314,16 +239,16 @@ function parsePolicy(where: string, raw: unknown): Policy {
   let windowMs: number;
   if (raw["rate"] !== undefined) {
     if (raw["limit"] !== undefined || raw["window"] !== undefined) {
-      throw new ConfigError(`${where}.rate`, "give either rate or limit and window, not both");
+      throw new ConfigError(`${where}.rate`, "give rate, or limit and window, not both");
     }
     [limit, windowMs] = parseRate(`${where}.rate`, raw["rate"]);
   } else {
-    if (raw["limit"] === undefined) throw new ConfigError(`${where}.limit`, "missing (or give rate, e.g. \"100/minute\")");
-    if (raw["window"] === undefined) throw new ConfigError(`${where}.window`, "missing (e.g. \"1s\", \"1m\")");
+    if (raw["limit"] === undefined) throw new ConfigError(`${where}.limit`, "missing (give limit and window, or rate)");
+    if (raw["window"] === undefined) throw new ConfigError(`${where}.window`, "missing (give limit and window, or rate)");
     limit = units(`${where}.limit`, raw["limit"]);
     windowMs = parseDuration(`${where}.window`, raw["window"]);
   }
-  if (raw["aligned"] !== undefined && algorithm !== "fixed") {
+  if (raw["aligned"] === true && algorithm !== "fixed") {
     throw new ConfigError(`${where}.aligned`, `aligned is for fixed policies, not ${algorithm}`);
   }
   if (raw["burst"] !== undefined && algorithm !== "token") {
@@ -349,8 +274,7 @@ export function resolvePolicies(where: string, names: unknown, policies: Readonl
   return names.map((name, i) => {
     const policy = typeof name === "string" ? policies.get(name) : undefined;
     if (policy === undefined) {
-      const known = [...policies.keys()].join(", ") || "none";
-      throw new ConfigError(`${where}[${i}]`, `no policy named ${shown(name)} (policies: ${known})`);
+      throw new ConfigError(`${where}[${i}]`, `no policy is named ${typeof name === "string" ? `"${name}"` : shown(name)}`);
     }
     return policy;
   });
@@ -380,7 +304,7 @@ function parseRoute(where: string, raw: unknown, policies: ReadonlyMap<string, P
 
 /** Checks a configuration document (the JSON form, or the same as an object). */
 export function parseConfig(raw: unknown): Config {
-  if (!isObject(raw)) throw new ConfigError("(root)", "the configuration must be an object");
+  if (!isObject(raw)) throw new ConfigError("(document)", "must be an object");
   checkFields("", raw, TOP_FIELDS);
   const prefix = raw["prefix"] ?? "rl:";
   // Braces would break the cluster hash tag the subject is.
@@ -389,7 +313,7 @@ export function parseConfig(raw: unknown): Config {
   }
   const fail = raw["fail"];
   if (fail === "local") {
-    throw new ConfigError("fail", "local is the Rust integration's mode only; use open or closed");
+    throw new ConfigError("fail", "local is the Rust integration's mode; use open or closed");
   }
   const apiKeyHeader = raw["api_key_header"] ?? "X-Api-Key";
   if (typeof apiKeyHeader !== "string" || !HTTP_TOKEN.test(apiKeyHeader)) {
@@ -418,17 +342,12 @@ export function parseConfig(raw: unknown): Config {
   const policies = new Map<string, Policy>();
   rawPolicies.forEach((p, i) => {
     const policy = parsePolicy(`policies[${i}]`, p);
-    if (policies.has(policy.name)) throw new ConfigError(`policies[${i}].name`, `${shown(policy.name)} is defined twice`);
+    if (policies.has(policy.name)) throw new ConfigError(`policies[${i}].name`, `"${policy.name}" is used by an earlier policy`);
     policies.set(policy.name, policy);
   });
   const rawRoutes = raw["routes"] ?? [];
   if (!Array.isArray(rawRoutes)) throw new ConfigError("routes", "must be a list of routes");
   const routes = rawRoutes.map((r, i) => parseRoute(`routes[${i}]`, r, policies));
-  // Longest prefix first; among equal paths, the file's order.
-  const ordered = routes
-    .map((route, i) => ({ route, i }))
-    .sort((a, b) => b.route.path.length - a.route.path.length || a.i - b.i)
-    .map(({ route }) => route);
 
   return {
     prefix,
@@ -436,13 +355,13 @@ export function parseConfig(raw: unknown): Config {
     fail: oneOf("fail", fail, ["open", "closed"], "open"),
     timeoutMs: raw["timeout"] === undefined ? 250 : parseDuration("timeout", raw["timeout"], 60_000, "60 s"),
     headers: oneOf<HeadersMode>("headers", raw["headers"], ["both", "ietf", "legacy", "none"], "both"),
-    trustedProxies: proxies.map((p, i) => parseCidr(`trusted_proxies[${i}]`, p)),
+    trustedProxies: proxies.map((p, i) => parseNetwork(`trusted_proxies[${i}]`, p)),
     exemptLoopback: bool("exempt_loopback", raw["exempt_loopback"], true),
     apiKeyHeader: apiKeyHeader.toLowerCase(),
     deny: { status, body, message },
     maxBodyBytes: maxBody,
     policies,
-    routes: ordered.length === 0 ? undefined : ordered,
+    routes: routes.length === 0 ? undefined : routes,
   };
 }
 

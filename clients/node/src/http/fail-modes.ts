@@ -1,0 +1,45 @@
+/**
+ * Fail modes (docs/http.md, Fail modes): what a request gets when Redis
+ * fails, before or in the middle of its exchange. `open` passes it and
+ * keeps what Redis admitted counted (a request that is served stays
+ * counted); `closed` refunds what Redis admitted, then refuses it with a
+ * 503 (a request that is refused is counted by no policy). `local` is the
+ * Rust integration's only.
+ */
+import type { Limiter } from "../limiter.js";
+import { refund, type Failed } from "./decide.js";
+import type { Logger } from "./hook.js";
+
+/** How often the fail-mode warning is logged at most. */
+const WARN_INTERVAL_MS = 10_000;
+
+export class FailMode {
+  #lastWarning = -Infinity;
+
+  constructor(
+    readonly mode: "open" | "closed",
+    private readonly limiter: Limiter,
+    private readonly timeoutMs: number,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Applies the mode to a failed exchange: the hook's outcome, once any refund is done. */
+  async apply(failed: Failed): Promise<"fail_open" | "fail_closed"> {
+    const closed = this.mode === "closed";
+    this.#warn(
+      `librl: Redis did not answer (${failed.error.message}); ${closed ? "refusing requests (fail: closed)" : "passing requests unlimited (fail: open)"}`,
+    );
+    if (!closed) return "fail_open";
+    // Before the 503 is sent, bounded by its own timeout; a failure is logged.
+    const admitted = failed.admitted.flat();
+    if (admitted.length > 0) await refund(this.limiter, admitted, this.timeoutMs, this.logger, "a request refused by fail: closed");
+    return "fail_closed";
+  }
+
+  #warn(message: string): void {
+    const now = Date.now();
+    if (now - this.#lastWarning < WARN_INTERVAL_MS) return;
+    this.#lastWarning = now;
+    this.logger.warn(message);
+  }
+}

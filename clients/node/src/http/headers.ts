@@ -1,0 +1,92 @@
+/**
+ * Headers (docs/http.md, Headers): the IETF draft's `RateLimit-Policy` and
+ * `RateLimit`, the legacy `X-RateLimit-*`, and `Retry-After`, from the
+ * module's replies; and the most restrictive policy they describe.
+ */
+import type { Decision } from "../reply.js";
+import type { HeadersMode, Policy } from "./configuration.js";
+
+/** One policy's check, with the reply it got. */
+export interface Checked {
+  readonly policy: Policy;
+  readonly decision: Decision;
+}
+
+/** Whole seconds, rounded up. */
+export function ceilSecs(ms: number): number {
+  return Math.ceil(Math.max(0, ms) / 1000);
+}
+
+/** `Retry-After` seconds (at least 1), or undefined when no wait helps. */
+export function retryAfterSecs(d: Decision): number | undefined {
+  return d.retryAfterMs < 0 ? undefined : Math.max(1, ceilSecs(d.retryAfterMs));
+}
+
+/**
+ * The index of the check a client most needs to see: among the denials,
+ * the longest wait (a cost no wait can fit first); with none, the
+ * smallest share of its limit left, then the later reset, then the first
+ * in check order. Undefined for no checks.
+ */
+export function mostRestrictive(checked: readonly Checked[]): number | undefined {
+  let best: number | undefined;
+  for (let i = 0; i < checked.length; i++) {
+    if (best === undefined || tighter((checked[i] as Checked).decision, (checked[best] as Checked).decision)) best = i;
+  }
+  return best;
+}
+
+function tighter(a: Decision, b: Decision): boolean {
+  if (a.allowed !== b.allowed) return !a.allowed;
+  if (!a.allowed) {
+    if (a.retryAfterMs < 0 || b.retryAfterMs < 0) return a.retryAfterMs < 0 && b.retryAfterMs >= 0;
+    return a.retryAfterMs > b.retryAfterMs;
+  }
+  // remaining/limit compared without division.
+  const left = a.remaining * b.limit - b.remaining * a.limit;
+  if (left !== 0) return left < 0;
+  return a.resetAfterMs > b.resetAfterMs;
+}
+
+/**
+ * The `<limit>` a policy advertises: the reply's limit (the effective one,
+ * after an override), except a token policy whose capacity is its own
+ * configured burst: then its rate per window.
+ */
+export function shownLimit(c: Checked): number {
+  const { policy, decision } = c;
+  if (policy.algorithm === "token" && policy.burst !== undefined && decision.limit === policy.burst) return policy.limit;
+  return decision.limit;
+}
+
+/**
+ * The rate-limit headers for the checks made, in check order. `refused`:
+ * the request is refused by a denial (enforce mode), which adds
+ * `Retry-After` when a wait can help.
+ */
+export function rateLimitHeaders(mode: HeadersMode, checked: readonly Checked[], refused: boolean): Record<string, string> {
+  const out: Record<string, string> = {};
+  const worst = mostRestrictive(checked);
+  if (worst === undefined) return out;
+  const w = checked[worst] as Checked;
+  const reset = ceilSecs(w.decision.resetAfterMs);
+  if (mode === "both" || mode === "ietf") {
+    out["RateLimit-Policy"] = checked
+      .map((c) => {
+        const unit = c.policy.cost.kind === "body-bytes" ? ';qu="content-bytes"' : "";
+        return `"${c.policy.name}";q=${shownLimit(c)};w=${ceilSecs(c.policy.windowMs)}${unit}`;
+      })
+      .join(", ");
+    out["RateLimit"] = `"${w.policy.name}";r=${w.decision.remaining};t=${reset}`;
+  }
+  if (mode === "both" || mode === "legacy") {
+    out["X-RateLimit-Limit"] = String(shownLimit(w));
+    out["X-RateLimit-Remaining"] = String(w.decision.remaining);
+    out["X-RateLimit-Reset"] = String(reset);
+  }
+  if (refused && !w.decision.allowed) {
+    const secs = retryAfterSecs(w.decision);
+    if (secs !== undefined) out["Retry-After"] = String(secs);
+  }
+  return out;
+}

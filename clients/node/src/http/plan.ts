@@ -1,0 +1,97 @@
+/**
+ * Plan (docs/http.md, One decision per request, step 1): which checks a
+ * request needs. The route's policies minus the loopback-exempt ones,
+ * each with its subject and keys; then each one's cost (a bad cost header
+ * or a body too large refuses the request here, before any Redis call).
+ */
+import type { Policy } from "./configuration.js";
+import { MAX_UNITS } from "./durations.js";
+import { trimOws, type Identity, type Subject } from "./identity.js";
+import { keyBase, limiterKey, overrideKey } from "./keys.js";
+import { badCost, tooLarge, type Refusal } from "./refusals.js";
+
+/** A policy that applies to a request, with its subject and keys. */
+export interface Planned {
+  readonly policy: Policy;
+  readonly subject: Subject;
+  readonly key: string;
+  /** The override key, for an overridable policy. */
+  readonly okey: string | undefined;
+}
+
+/** One policy applied to one request, with its cost. */
+export interface Check extends Planned {
+  readonly cost: number;
+}
+
+/**
+ * The checks a request needs before costs: each policy with its subject
+ * and keys, in check order, without those whose subject is a loopback
+ * address when `exemptLoopback` is on. Empty: the request is not checked.
+ */
+export function plan(policies: readonly Policy[], identity: Identity, prefix: string, exemptLoopback: boolean): Planned[] {
+  const planned: Planned[] = [];
+  for (const policy of policies) {
+    const subject = identity.subject(policy.key);
+    if (exemptLoopback && subject.loopback) continue;
+    const base = keyBase(prefix, subject.tag);
+    planned.push({
+      policy,
+      subject,
+      key: limiterKey(base, policy.name),
+      okey: policy.overridable ? overrideKey(base, policy.name) : undefined,
+    });
+  }
+  return planned;
+}
+
+/**
+ * A cost header's value (docs/http.md, Cost): every line joined with ", ",
+ * trimmed of spaces and tabs, must be decimal digits with a value from 1
+ * to 2^50. `undefined` (absent) costs 1; null: not a cost (400).
+ */
+export function costHeader(value: string | undefined): number | null {
+  if (value === undefined) return 1;
+  const digits = trimOws(value);
+  if (!/^[0-9]+$/.test(digits)) return null;
+  const cost = Number(digits);
+  return cost >= 1 && cost <= MAX_UNITS ? cost : null;
+}
+
+/** Reads the body of a request without Content-Length, up to `max` bytes: its length, or undefined past max. */
+export type MeasureBody = (max: number) => Promise<number | undefined>;
+
+/**
+ * Each planned check's cost: an integer, the body's size (its
+ * Content-Length, or the body read to be measured, up to
+ * `maxBodyBytes`: larger is 413), or a request header (400 when it is not
+ * a cost). The body is measured first, as every integration does.
+ */
+export async function costs(
+  planned: readonly Planned[],
+  header: (name: string) => string | undefined,
+  maxBodyBytes: number,
+  measureBody: MeasureBody,
+): Promise<Check[] | Refusal> {
+  let bodyCost = 0;
+  if (planned.some((p) => p.policy.cost.kind === "body-bytes")) {
+    const declared = header("content-length");
+    const length = declared !== undefined && /^[0-9]+$/.test(declared) ? Number(declared) : await measureBody(maxBodyBytes);
+    if (length === undefined || length > maxBodyBytes) return tooLarge(maxBodyBytes);
+    bodyCost = Math.min(Math.max(length, 1), MAX_UNITS);
+  }
+  const checks: Check[] = [];
+  for (const p of planned) {
+    const spec = p.policy.cost;
+    let cost: number;
+    if (spec.kind === "units") cost = spec.units;
+    else if (spec.kind === "body-bytes") cost = bodyCost;
+    else {
+      const fromHeader = costHeader(header(spec.header));
+      if (fromHeader === null) return badCost(spec.name, p.policy.name);
+      cost = fromHeader;
+    }
+    checks.push({ policy: p.policy, subject: p.subject, key: p.key, okey: p.okey, cost });
+  }
+  return checks;
+}

@@ -1,0 +1,67 @@
+/**
+ * Refusals (docs/http.md, Refusals): the responses the limiter makes
+ * itself, RFC 9457 problem bodies (or the deny message as text), each
+ * `detail` exactly as the contract writes it.
+ */
+import type { Decision } from "../reply.js";
+import type { Config, Policy } from "./configuration.js";
+import { retryAfterSecs, shownLimit, type Checked } from "./headers.js";
+
+/** A response the limiter answers itself, instead of the handler. */
+export interface Refusal {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly contentType: string;
+  readonly body: string;
+}
+
+export const PROBLEM_TYPE = "application/problem+json";
+export const TEXT_TYPE = "text/plain; charset=utf-8";
+
+/** An RFC 9457 problem response; `extra` members go after the standard ones. */
+export function problem(status: number, title: string, detail: string, extra: Record<string, unknown> = {}): Refusal {
+  const body = { type: "about:blank", title, status, detail, ...extra };
+  return { status, headers: {}, contentType: PROBLEM_TYPE, body: JSON.stringify(body) };
+}
+
+/** `60s`, `1500ms`: a window as the 429 detail writes it. */
+export function windowText(ms: number): string {
+  return ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`;
+}
+
+/** The 429 detail: when to retry, or that no wait helps; `limit` as the headers show it. */
+export function deniedDetail(policy: Policy, limit: number, decision: Decision, cost: number): string {
+  const what = `"${policy.name}" (${limit} per ${windowText(policy.windowMs)})`;
+  return decision.retryAfterMs < 0
+    ? `This request costs ${cost}, more than rate limit ${what} ever admits at once.`
+    : `Rate limit ${what} exceeded; retry in ${retryAfterSecs(decision)} s.`;
+}
+
+/** The refusal for the most restrictive denial (`deny`'s status and body), with the rate-limit headers. */
+export function denied(deny: Config["deny"], c: Checked, cost: number, headers: Readonly<Record<string, string>>): Refusal {
+  if (deny.body === "text") return { status: deny.status, headers, contentType: TEXT_TYPE, body: deny.message };
+  const { policy, decision } = c;
+  // The title names the refusal, whatever status it is sent with.
+  const limit = shownLimit(c);
+  const refusal = problem(deny.status, "Too Many Requests", deniedDetail(policy, limit, decision, cost), {
+    policy: policy.name,
+    limit,
+    retry_after: decision.retryAfterMs < 0 ? null : decision.retryAfterMs,
+  });
+  return { ...refusal, headers };
+}
+
+/** 503: Redis cannot answer and `fail: closed`. */
+export function unavailable(): Refusal {
+  return problem(503, "Service Unavailable", "The rate limiter is unavailable, and this service does not admit unlimited requests.");
+}
+
+/** 400: a cost header that is not an integer from 1 to 2^50 (`header` as configured). */
+export function badCost(header: string, policy: string): Refusal {
+  return problem(400, "Bad Request", `${header} must be an integer from 1 to 2^50.`, { policy });
+}
+
+/** 413: a body larger than `max_body_bytes`, declared or read. */
+export function tooLarge(max: number): Refusal {
+  return problem(413, "Content Too Large", `The body may be at most ${max} bytes.`);
+}

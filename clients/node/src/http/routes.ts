@@ -1,0 +1,105 @@
+/**
+ * Routes (docs/http.md, Routes): the canonical path a route is matched
+ * on, and the route a request selects: the longest whole-segment prefix
+ * of its canonical path, ASCII case folded, among the routes whose
+ * methods include the request's; without routes, every policy.
+ *
+ * Paths are byte strings: one character per byte, as Node gives a
+ * request's URL (Latin-1). A route's path from the configuration is a
+ * Unicode string, taken as its UTF-8 bytes.
+ */
+import type { Policy, Route } from "./configuration.js";
+
+const ESCAPE = /%[0-9A-Fa-f]{2}/;
+const ESCAPES = /%([0-9A-Fa-f]{2})/g;
+
+function decodeOnce(path: string): string {
+  return path.replace(ESCAPES, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+}
+
+/**
+ * The path routes are matched on: the query dropped (from the first `?`),
+ * `%XX` decoded until none remains (so a path decoded once by a framework
+ * and the raw one agree), each segment cut at its first `;`, empty and
+ * `.` segments dropped, `..` removing the segment before it (never above
+ * the root), joined with `/` and no trailing slash. At least as merged as
+ * Express's and Fastify's routers, so a path either routes to a handler
+ * is never checked less than its route says.
+ */
+export function canonicalPath(path: string): string {
+  const q = path.indexOf("?");
+  let p = q < 0 ? path : path.slice(0, q);
+  while (ESCAPE.test(p)) p = decodeOnce(p);
+  const segments: string[] = [];
+  for (const part of p.split("/")) {
+    const semicolon = part.indexOf(";");
+    const segment = semicolon < 0 ? part : part.slice(0, semicolon);
+    if (segment === "" || segment === ".") continue;
+    if (segment === "..") segments.pop();
+    else segments.push(segment);
+  }
+  return `/${segments.join("/")}`;
+}
+
+/** A Unicode string's UTF-8 bytes, one character per byte. */
+export function utf8Bytes(text: string): string {
+  return /^[\x00-\x7f]*$/.test(text) ? text : Buffer.from(text, "utf8").toString("latin1");
+}
+
+/** Folds A-Z to a-z and nothing else (bytes above 0x7F are not letters here). */
+export function foldAsciiCase(bytes: string): string {
+  if (!/[A-Z]/.test(bytes)) return bytes;
+  return bytes.replace(/[A-Z]+/g, (letters) => letters.toLowerCase());
+}
+
+/** `/api` covers `/api` and `/api/x`, never `/apix`; `/` covers everything. */
+function covers(prefix: string, path: string): boolean {
+  if (prefix === "/" || path === prefix) return true;
+  return path.startsWith(prefix) && path.charCodeAt(prefix.length) === 0x2f;
+}
+
+/** The policies that apply to a request, and the configuration route that chose them (if one did). */
+export interface Selection {
+  readonly policies: readonly Policy[];
+  readonly route: string | undefined;
+}
+
+interface Compiled {
+  /** Canonical, case folded. */
+  readonly match: string;
+  readonly methods: ReadonlySet<string> | undefined;
+  readonly selection: Selection;
+}
+
+const NOTHING: Selection = Object.freeze({ policies: [], route: undefined });
+
+/** The configuration's routes, canonicalized and ordered once, at start-up. */
+export class Routes {
+  readonly #routes: readonly Compiled[] | undefined;
+  readonly #every: Selection;
+
+  /** `routes` undefined (or empty): every policy applies to every request. */
+  constructor(routes: readonly Route[] | undefined, everyPolicy: readonly Policy[]) {
+    this.#every = Object.freeze({ policies: everyPolicy, route: undefined });
+    if (routes === undefined || routes.length === 0) return;
+    // Longest first; among equally long ones the file's order (the sort is stable).
+    this.#routes = routes
+      .map((r) => ({
+        match: foldAsciiCase(canonicalPath(utf8Bytes(r.path))),
+        methods: r.methods === undefined ? undefined : new Set(r.methods),
+        selection: Object.freeze({ policies: r.policies, route: r.path }),
+      }))
+      .sort((a, b) => b.match.length - a.match.length);
+  }
+
+  /** The route of a request: `path` is the request's path as the framework gives it, raw or decoded. */
+  select(method: string, path: string): Selection {
+    const routes = this.#routes;
+    if (routes === undefined) return this.#every;
+    const match = foldAsciiCase(canonicalPath(path));
+    for (const route of routes) {
+      if (covers(route.match, match) && (route.methods === undefined || route.methods.has(method))) return route.selection;
+    }
+    return NOTHING;
+  }
+}
