@@ -25,10 +25,12 @@ all: build
 help:
 	@awk '/^## /{d=substr($$0,4);next} /^[A-Za-z0-9_.-]+:([^=]|$$)/{t=$$1;sub(/:.*/,"",t);if(t!=".PHONY")printf "  make %-14s %s\n",t,(d!=""?d:"(undocumented: add a ## line above it)");d="";next} /^[^#]/{d=""}' $(firstword $(MAKEFILE_LIST))
 
-# The quick inner loop: formatting, lints, the unit tests of every crate and
-# all of the pure core's tests, and the docs' links; no server is started.
-## the quick loop: fmt, clippy, unit and core tests, docs links; no servers
+# The quick inner loop: the generated schema files are fresh, formatting,
+# lints, the unit tests of every crate and all of the pure core's tests, and
+# the docs' links; no server is started.
+## the quick loop: generated files fresh, fmt, clippy, unit and core tests, docs links; no servers
 check: build-deps
+	python3 scripts/gen-schema.py --check
 	cargo fmt --all --check
 	cargo clippy --locked --workspace --all-targets -- -D warnings
 	cargo test --locked --workspace --lib
@@ -63,8 +65,9 @@ run: build
 	@echo "librl: redis-server on 127.0.0.1:$(PORT) with librl loaded; try: redis-cli RL.FIXED user:42 10 60"
 	exec redis-server --bind 127.0.0.1 --port $(PORT) --save "" --appendonly no --loadmodule $(MODULE)
 
-## fmt and clippy -D warnings (workspace, bench crates); gofmt and go vet (Go package)
+## generated schema files fresh; fmt and clippy -D warnings (workspace, bench crates); gofmt and go vet (Go package)
 lint: build-deps
+	python3 scripts/gen-schema.py --check
 	cargo fmt --all --check
 	cargo clippy --locked --workspace --all-targets -- -D warnings
 	$(MAKE) --no-print-directory bench-lint
