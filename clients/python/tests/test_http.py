@@ -6,12 +6,13 @@ HTTP, a real Redis with the module."""
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Dict, List, MutableMapping, Optional, Tuple
+from typing import Any, Dict, List, MutableMapping, Optional, Tuple, Union
 
 import django_app
 import flask
@@ -57,7 +58,7 @@ def url(redis_server: Server) -> str:
 
 
 def get(
-    port: int, path: str, headers: Optional[Dict[str, str]] = None
+    port: int, path: str, headers: Optional[Dict[str, Union[str, bytes]]] = None
 ) -> Tuple[int, Dict[str, str], bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
@@ -284,18 +285,21 @@ def test_more_start_up_errors(doc: Dict[str, Any], message: str) -> None:
         load(doc)
 
 
+@pytest.mark.parametrize("fail", ["open", "closed"])
 @pytest.mark.parametrize("framework", ["fastapi", "django", "flask"])
-def test_a_group_admitted_before_redis_failed_stays_counted(
-    framework: str, url: str, redis_server: Server
+def test_redis_failing_mid_exchange_counts_a_served_request_only(
+    framework: str, fail: str, url: str, redis_server: Server
 ) -> None:
     """docs/http.md, One decision per request: the ip group is admitted,
-    then the api-key group's RL.ALL fails (its key is a string: WRONGTYPE);
-    fail open lets the request through, without headers, and the ip group
-    stays counted."""
+    then the api-key group's RL.ALL fails (its key is a string:
+    WRONGTYPE). Fail open serves the request, without headers, and the ip
+    group stays counted; fail closed refuses it with the 503, and refunds
+    the ip group first."""
     from http_servers import factories
 
     config = {
         "exempt_loopback": False,
+        "fail": fail,
         "policies": [
             {"name": "by-ip", "algorithm": "fixed", "limit": 5, "window": "60s"},
             {"name": "by-key", "algorithm": "fixed", "limit": 5, "window": "60s", "key": "api-key"},
@@ -306,7 +310,81 @@ def test_a_group_admitted_before_redis_failed_stays_counted(
         r.set(f"rl:{{api-key:{key_id}}}:by-key", "not a limiter")
         app = factories()[framework](config, url=url)
         with serving(framework, app) as running:
-            status, headers, _ = get(running.port, "/", {"X-Api-Key": "secret"})
-            assert (status, "ratelimit" in headers) == (200, False)  # fail open
-        # PEEK reports the count a call would make: one recorded, plus one.
-        assert r.execute_command("RL.FIXED", "rl:{ip:127.0.0.1}:by-ip", 5, 60, "PEEK")[1] == 2
+            status, headers, body = get(running.port, "/", {"X-Api-Key": "secret"})
+        assert "ratelimit" not in headers
+        # PEEK reports the count a call would make: what is recorded, plus one.
+        peeked = r.execute_command("RL.FIXED", "rl:{ip:127.0.0.1}:by-ip", 5, 60, "PEEK")[1]
+    if fail == "open":
+        assert (status, peeked) == (200, 2)
+    else:
+        assert (status, peeked) == (503, 1)
+        assert json.loads(body)["detail"] == (
+            "The rate limiter is unavailable, and this service does not admit unlimited requests."
+        )
+
+
+#: Spellings of a path and whether each is checked against a /limited route
+#: (docs/http.md, The canonical path); each framework hands the path it got
+#: (raw under uvicorn, decoded once under waitress) and must agree.
+SPELLINGS = [
+    ("/limited", True),
+    ("//limited", True),
+    ("/a//../limited", True),
+    ("/limited/", True),
+    ("/./limited", True),
+    ("/x/../limited", True),
+    ("/../../limited", True),
+    ("/limited;jsessionid=1", True),
+    ("/LIMITED", True),
+    ("/%6Cimited", True),
+    ("/limited%2Fx", True),
+    ("/limited%252Fx", True),
+    ("/limited?x=1", True),
+    ("/limited%3Fx", False),  # a decoded ? is part of the segment
+    ("/limitedx", False),
+    ("/lim%FFited", False),
+    ("/other/limited", False),
+]
+
+
+@pytest.mark.parametrize("framework", ["fastapi", "django", "flask"])
+def test_every_spelling_of_a_route_path_is_checked_against_it(framework: str, url: str) -> None:
+    from http_servers import factories
+
+    config = {
+        "exempt_loopback": False,
+        "policies": [{"name": "p", "algorithm": "fixed", "limit": 100, "window": "60s"}],
+        "routes": [{"path": "/LIMITED/", "policies": ["p"]}],
+    }
+    app = factories()[framework](config, url=url)
+    with serving(framework, app) as running:
+        checked = {path: "ratelimit" in get(running.port, path)[1] for path, _ in SPELLINGS}
+    assert checked == dict(SPELLINGS)
+
+
+@pytest.mark.parametrize("framework", ["fastapi", "django", "flask"])
+def test_header_values_are_keyed_by_their_bytes(
+    framework: str, url: str, redis_server: Server
+) -> None:
+    """X-Api-Key sent as the bytes FC 6E EF ("\u00fcn\u00ef" in Latin-1) is hashed as
+    those three bytes, whether the server hands them over as bytes (ASGI)
+    or as Latin-1 text (WSGI); so is an unsafe header-key value."""
+    from http_servers import factories
+
+    config = {
+        "exempt_loopback": False,
+        "policies": [
+            {"name": "k", "algorithm": "fixed", "limit": 5, "window": "60s", "key": "api-key"},
+            {"name": "h", "algorithm": "fixed", "limit": 5, "window": "60s", "key": "header:X-T"},
+        ],
+    }
+    raw = b"\xfc\x6e\xef"
+    digest = hashlib.sha256(raw).hexdigest()[:32]
+    app = factories()[framework](config, url=url)
+    with serving(framework, app) as running:
+        assert get(running.port, "/", {"X-Api-Key": raw, "X-T": raw})[0] == 200
+    with redis_server.client() as r:
+        assert sorted(r.keys()) == [
+            f"rl:{{api-key:{digest}}}:k".encode(),
+            f"rl:{{header:x-t:sha256-{digest}}}:h".encode(),
+        ]

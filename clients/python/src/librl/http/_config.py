@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Tuple, Union
 
+from ._routes import route_key
+
 MAX_UNITS = 2**50
 _DURATION = re.compile(r"([0-9]+)(ms|s|m|h|d)?")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1000}
@@ -58,6 +60,7 @@ class Policy:
     key_header: Optional[str] = None
     #: An integer, or "body-bytes", or "header" (then ``cost_header``).
     cost: Union[int, str] = 1
+    #: The cost header's name as the configuration writes it.
     cost_header: Optional[str] = None
     #: all, failed or succeeded.
     count: str = "all"
@@ -70,9 +73,15 @@ class Policy:
 
 @dataclass(frozen=True)
 class Route:
+    #: As the configuration writes it (the decision hook reports it).
     path: str
     methods: Optional[FrozenSet[str]]
     policies: Tuple[Policy, ...]
+    #: The path requests are compared with: canonical, in lower case.
+    key: bytes = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", route_key(self.path))
 
 
 @dataclass(frozen=True)
@@ -290,7 +299,7 @@ def _policy(path: str, raw: object) -> Policy:
         if raw_cost == "body-bytes":
             cost = raw_cost
         elif raw_cost.startswith("header:") and _HEADER_NAME.fullmatch(raw_cost[7:]):
-            cost, cost_header = "header", raw_cost[7:].lower()
+            cost, cost_header = "header", raw_cost[7:]
         else:
             raise ConfigError(
                 f"{path}.cost", f"{raw_cost!r}: an integer, body-bytes or header:<Name>"

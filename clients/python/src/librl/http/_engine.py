@@ -16,34 +16,54 @@ import math
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Generator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .._args import Clause, Fixed, Sliding, Token
-from .._types import AllDecision, Decision
+from .._types import Decision
 from ._config import MAX_UNITS, Config, Policy, Route
+from ._decide import Call, Verdict, settlement
+from ._routes import decoded_path, select
 
 log = logging.getLogger("librl.http")
 
-_SAFE_VALUE = re.compile(r"[A-Za-z0-9._~@+=:/-]{1,64}")
-_DECIMAL = re.compile(r"[0-9]+")
+_SAFE_VALUE = re.compile(rb"[A-Za-z0-9._~@+=:/-]{1,64}")
+_DIGITS = re.compile(rb"[0-9]+")
 IpAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 
 
 @dataclass
 class Request:
     """What the contract reads of a request. ``headers`` maps lower-case
-    names to every value of that name; ``user`` is the framework's
-    authenticated user, as the adapter's resolver found it."""
+    names to every line of that name, as bytes (a ``str`` line is text a
+    WSGI server decoded from Latin-1, and is encoded back so);
+    ``raw_path`` is the path routes are matched on, as the adapter
+    received it (raw, or decoded once by the server with ``?`` escaped:
+    see ``decoded_path``; None: ``path`` encoded so); ``path`` is the
+    path as the framework shows it, reported to the decision hook;
+    ``user`` is the framework's authenticated user, as the adapter's
+    resolver found it."""
 
     method: str
     path: str
-    headers: Mapping[str, Sequence[str]]
+    headers: Mapping[str, Sequence[Union[bytes, str]]]
     peer: Optional[str]
     user: Optional[str] = None
+    raw_path: Optional[bytes] = None
 
-    def header(self, name: str) -> Optional[str]:
-        values = self.headers.get(name)
-        return values[0] if values else None
+    def header(self, name: str) -> Optional[bytes]:
+        """Every line of the header ``name`` (lower case) joined by ``, ``,
+        as HTTP combines them, trimmed of spaces and tabs; None when the
+        request has no such line (docs/http.md, Identity: header values are
+        bytes)."""
+        lines = self.headers.get(name)
+        if not lines:
+            return None
+        return b", ".join(_latin1(line) for line in lines).strip(b" \t")
+
+    def route_path(self) -> bytes:
+        if self.raw_path is not None:
+            return self.raw_path
+        return decoded_path(self.path.encode())
 
 
 @dataclass(frozen=True)
@@ -134,21 +154,6 @@ class Plan:
     checks: List[Check] = field(default_factory=list)
 
 
-@dataclass
-class Verdict:
-    """The outcome of a plan's exchange with Redis."""
-
-    admitted: bool
-    #: One per check, in check order.
-    replies: List[Decision]
-
-
-#: One RL.ALL call: its clauses and PEEK; the guard sends back an AllDecision.
-Call = Tuple[Tuple[Clause, ...], bool]
-Exchange = Generator[Call, AllDecision, Verdict]
-Refunds = Generator[Call, AllDecision, None]
-
-
 class Engine:
     """The contract for one configuration; one per middleware."""
 
@@ -185,8 +190,8 @@ class Engine:
         length = None
         if any(p.cost == "body-bytes" for p, _ in applying):
             declared = request.header("content-length")
-            if declared is not None and _DECIMAL.fullmatch(declared.strip()):
-                length = int(declared)
+            if declared is not None and _DIGITS.fullmatch(declared):
+                length = _bounded_int(declared)
             elif request.header("transfer-encoding") is not None or declared is None:
                 plan.needs_body = True
                 return plan
@@ -197,10 +202,7 @@ class Engine:
         header 400."""
         config = self.config
         if body_length is not None and body_length > config.max_body_bytes:
-            return problem(
-                413,
-                f"A request body may be at most {config.max_body_bytes} bytes here.",
-            )
+            return problem(413, f"The body may be at most {config.max_body_bytes} bytes.")
         plan.needs_body = False
         prefix = config.prefix
         checks = []
@@ -209,18 +211,14 @@ class Engine:
                 cost = min(max(1, body_length or 0), MAX_UNITS)
             elif policy.cost == "header":
                 assert policy.cost_header is not None
-                raw = plan.request.header(policy.cost_header)
-                if raw is None:
-                    cost = 1
-                else:
-                    text = raw.strip()
-                    if not _DECIMAL.fullmatch(text) or not 1 <= int(text) <= MAX_UNITS:
-                        return problem(
-                            400,
-                            f"{policy.cost_header} must be an integer from 1 to 2^50.",
-                            policy=policy.name,
-                        )
-                    cost = int(text)
+                header_cost = cost_header(plan.request.header(policy.cost_header.lower()))
+                if header_cost is None:
+                    return problem(
+                        400,
+                        f"{policy.cost_header} must be an integer from 1 to 2^50.",
+                        policy=policy.name,
+                    )
+                cost = header_cost
             else:
                 cost = int(policy.cost)
             base = f"{prefix}{{{subject}}}"
@@ -252,18 +250,7 @@ class Engine:
         routes = self.config.routes
         if not routes:
             return None, self.config.policies
-        best: Optional[Route] = None
-        path = request.path
-        for route in routes:
-            if route.methods is not None and request.method not in route.methods:
-                continue
-            prefix = route.path
-            if (
-                prefix == "/"
-                or path == prefix
-                or path.startswith(prefix if prefix.endswith("/") else prefix + "/")
-            ) and (best is None or len(prefix) > len(best.path)):
-                best = route
+        best = select(routes, request.method, request.route_path())
         return (best, best.policies) if best is not None else (None, ())
 
     # -- who -----------------------------------------------------------------
@@ -272,14 +259,13 @@ class Engine:
         peer = _parse_ip(request.peer) if request.peer else None
         if peer is None or not self._trusted(peer):
             return peer
-        hops = [
-            hop.strip()
-            for line in request.headers.get("x-forwarded-for", ())
-            for hop in line.split(",")
-        ]
+        forwarded = request.header("x-forwarded-for") or b""
+        # Empty list elements are skipped, as RFC 9110 reads a list.
+        hops = [hop.strip(b" \t").decode("latin-1") for hop in forwarded.split(b",")]
+        hops = [hop for hop in hops if hop]
         if not hops:
             real = request.header("x-real-ip")
-            return (_parse_hop(real) if real else None) or peer
+            return (_parse_hop(real.decode("latin-1")) if real else None) or peer
         client = peer
         for hop in reversed(hops):
             ip = _parse_hop(hop)
@@ -303,53 +289,21 @@ class Engine:
             if value:
                 return f"header:{policy.key_header}:{_safe(value)}"
         if kind == "user" and request.user:
-            return f"user:{_safe(request.user)}"
+            # A user name is text: its UTF-8 bytes.
+            return f"user:{_safe(request.user.encode())}"
         if kind in ("api-key", "user"):
             api_key = request.header(self.config.api_key_header)
             if api_key:
-                return f"api-key:{hashlib.sha256(api_key.encode()).hexdigest()[:32]}"
+                return f"api-key:{_hashed(api_key)}"
         return f"ip:{ip}" if ip is not None else "ip:unknown"
 
     # -- the exchange with Redis ----------------------------------------------
 
-    def exchange(self, checks: List[Check]) -> Exchange:
-        """One RL.ALL per subject in order; after a denial the later ones are
-        PEEKed and the earlier ones refunded (docs/http.md, One decision per
-        request)."""
-        groups: Dict[str, List[int]] = {}
-        for i, check in enumerate(checks):
-            groups.setdefault(check.subject, []).append(i)
-        replies: List[Optional[Decision]] = [None] * len(checks)
-        admitted: List[List[int]] = []
-        denied = False
-        for indexes in groups.values():
-            clauses = tuple(checks[i].clause() for i in indexes)
-            reply = yield clauses, denied
-            for i, decision in zip(indexes, reply.decisions):
-                replies[i] = decision
-            if denied:
-                continue
-            if reply.allowed:
-                admitted.append(indexes)
-            else:
-                denied = True
-        if denied:
-            for indexes in admitted:
-                yield tuple(checks[i].clause(refund=True) for i in indexes), False
-        return Verdict(not denied, [r for r in replies if r is not None])
-
-    def refunds(self, checks: List[Check], verdict: Verdict, status: int) -> Refunds:
-        """After the handler: refund the `count: failed` policies of a
-        response below 400, the `count: succeeded` ones of 400 and above."""
+    def settlement(self, checks: List[Check], verdict: Verdict, status: int) -> List[Call]:
+        """After the handler: the `count: failed`/`succeeded` refunds."""
         if not verdict.admitted:
-            return
-        groups: Dict[str, List[Clause]] = {}
-        for check in checks:
-            count = check.policy.count
-            if (count == "failed" and status < 400) or (count == "succeeded" and status >= 400):
-                groups.setdefault(check.subject, []).append(check.clause(refund=True))
-        for clauses in groups.values():
-            yield tuple(clauses), False
+            return []
+        return settlement(checks, [c.policy.count for c in checks], status)
 
     def has_refunds(self, checks: List[Check]) -> bool:
         return any(check.policy.count != "all" for check in checks)
@@ -542,23 +496,53 @@ def _ceil_s(ms: int) -> int:
 
 
 def _show_window(ms: int) -> str:
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
-        if ms % size == 0:
-            return f"{ms // size}{unit}"
-    return f"{ms}ms"
+    """A window in a denial's detail: whole seconds, else milliseconds."""
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
 
 
-def _safe(value: str) -> str:
+def cost_header(value: Optional[bytes]) -> Optional[int]:
+    """A ``header:<Name>`` cost (docs/http.md, Cost): 1 when the header is
+    absent; its digits (leading zeros allowed) when they make 1 to 2^50;
+    None, a 400, for anything else."""
+    if value is None:
+        return 1
+    if not _DIGITS.fullmatch(value):
+        return None
+    cost = _bounded_int(value)
+    return cost if 1 <= cost <= MAX_UNITS else None
+
+
+def _bounded_int(digits: bytes) -> int:
+    """ASCII digits as an integer, capped past 2^50 (int() refuses texts of
+    thousands of digits, and any such number is out of every bound)."""
+    digits = digits.lstrip(b"0")
+    return int(digits or b"0") if len(digits) <= 16 else MAX_UNITS + 1
+
+
+def _latin1(line: Union[bytes, str]) -> bytes:
+    return line if isinstance(line, bytes) else line.encode("latin-1")
+
+
+def _hashed(value: bytes) -> str:
+    return hashlib.sha256(value).hexdigest()[:32]
+
+
+def _safe(value: bytes) -> str:
     """A user or header value as it appears in a key: verbatim when safe,
     else hashed (a brace must not break the hash tag)."""
     if _SAFE_VALUE.fullmatch(value):
-        return value
-    return "sha256-" + hashlib.sha256(value.encode()).hexdigest()[:32]
+        return value.decode("ascii")
+    return "sha256-" + _hashed(value)
 
 
 def _parse_ip(text: str) -> Optional[IpAddress]:
+    """An address in canonical form, IPv4-mapped IPv6 as IPv4, an IPv6
+    zone index dropped (docs/http.md, Identity)."""
+    address, zone, _ = text.partition("%")
+    if zone and ":" not in address:
+        return None  # only an IPv6 address has a zone
     try:
-        ip = ipaddress.ip_address(text.split("%", 1)[0])
+        ip = ipaddress.ip_address(address)
     except ValueError:
         return None
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:

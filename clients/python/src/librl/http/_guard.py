@@ -30,8 +30,10 @@ from redis.retry import Retry
 
 from .._async import AsyncLimiter
 from .._sync import Limiter
+from .._types import AllDecision
 from ._config import Config, load
-from ._engine import Engine, Exchange, Hook, Plan, Refunds, Reply, Request, Verdict, log
+from ._decide import Call, Exchange, Verdict
+from ._engine import Engine, Hook, Plan, Reply, Request, log
 
 #: What a configuration may be given as: a Config, a dict, or a file path.
 ConfigSource = Union[Config, Mapping[str, Any], str, "os.PathLike[str]"]
@@ -140,19 +142,24 @@ class _Guarding(Generic[ClientT, LimiterT]):
         passed, headers, refusal = self.engine.decided(plan, verdict)
         return Admission(refusal, headers, plan, verdict if passed else None)
 
-    def _refunds(self, admission: Admission, status: int) -> Optional[Refunds]:
-        """The refunds to send after the handler answered ``status``, if
-        the request's check has any."""
+    def _settlement(self, admission: Admission, status: int) -> List[Call]:
+        """The refunds to send after the handler answered ``status``."""
         plan, verdict = admission.plan, admission.verdict
         if plan is None or verdict is None or not self.engine.has_refunds(plan.checks):
-            return None
-        return self.engine.refunds(plan.checks, verdict, status)
+            return []
+        return self.engine.settlement(plan.checks, verdict, status)
+
+    def _timeout_s(self) -> float:
+        return self.config.timeout_ms / 1000
 
 
 class Guard(_Guarding[Client, Limiter]):
     """The contract over a blocking redis-py client (``redis.Redis`` or
     ``redis.RedisCluster``). Without ``client``, one is made from ``url``
-    or ``cluster_nodes``, else from $REDIS_URL or $REDIS_CLUSTER_NODES."""
+    or ``cluster_nodes``, else from $REDIS_URL or $REDIS_CLUSTER_NODES.
+    The client's socket timeout bounds each call; the configuration's
+    ``timeout`` bounds the exchange: past it, the calls stop and a reply
+    that came later counts as a failure."""
 
     def _connect(self, url: Optional[str], cluster_nodes: Optional[str]) -> Client:
         return connect(self.config, url, cluster_nodes)
@@ -180,32 +187,39 @@ class Guard(_Guarding[Client, Limiter]):
             plan = engine.costs(plan, self.config.max_body_bytes + 1 if length is None else length)
         if isinstance(plan, Reply):
             return Admission(reply=plan)
-        start = time.monotonic()
+        exchange = Exchange(plan.checks)
         try:
-            verdict = self._run(engine.exchange(plan.checks))
-            if time.monotonic() - start > self.config.timeout_ms / 1000:
-                raise TimeoutError(f"Redis answered after the {self.config.timeout_ms} ms timeout")
+            self._run(exchange, time.monotonic() + self._timeout_s())
         except Exception as e:
+            if self.config.fail == "closed":
+                self._refund(exchange.failure_refunds())
             return Admission(reply=engine.failed(plan, e), plan=plan)
-        return self._admission(plan, verdict)
+        return self._admission(plan, exchange.verdict())
 
     def finish(self, admission: Admission, status: int) -> None:
         """After the handler: the `count: failed`/`succeeded` refunds."""
-        refunds = self._refunds(admission, status)
-        if refunds is None:
-            return
-        try:
-            self._run(refunds)
-        except Exception as e:
-            log.warning("librl: a refund after the response failed: %s", e)
+        self._refund(self._settlement(admission, status))
 
-    def _run(self, steps: Union[Exchange, Refunds]) -> Any:
+    def _run(self, exchange: Exchange, deadline: float) -> None:
+        while (call := exchange.next_call()) is not None:
+            exchange.answer(self._send(call, deadline))
+
+    def _send(self, call: Call, deadline: float) -> AllDecision:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no answer within the {self.config.timeout_ms} ms timeout")
+        reply = self.limiter.all(*call[0], peek=call[1])
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"Redis answered after the {self.config.timeout_ms} ms timeout")
+        return reply
+
+    def _refund(self, calls: List[Call]) -> None:
+        """Refunds, within their own timeout; a failure is logged."""
+        deadline = time.monotonic() + self._timeout_s()
         try:
-            clauses, peek = next(steps)
-            while True:
-                clauses, peek = steps.send(self.limiter.all(*clauses, peek=peek))
-        except StopIteration as done:
-            return done.value
+            for call in calls:
+                self._send(call, deadline)
+        except Exception as e:
+            log.warning("librl: a refund failed: %s", _reason(e))
 
 
 class AsyncGuard(_Guarding[AsyncClient, AsyncLimiter]):
@@ -234,28 +248,36 @@ class AsyncGuard(_Guarding[AsyncClient, AsyncLimiter]):
             plan = engine.costs(plan, self.config.max_body_bytes + 1 if length is None else length)
         if isinstance(plan, Reply):
             return Admission(reply=plan)
+        exchange = Exchange(plan.checks)
         try:
-            verdict = await asyncio.wait_for(
-                self._run(engine.exchange(plan.checks)), self.config.timeout_ms / 1000
-            )
+            await asyncio.wait_for(self._run(exchange), self._timeout_s())
         except Exception as e:
+            if self.config.fail == "closed":
+                await self._refund(exchange.failure_refunds())
             return Admission(reply=engine.failed(plan, e), plan=plan)
-        return self._admission(plan, verdict)
+        return self._admission(plan, exchange.verdict())
 
     async def finish(self, admission: Admission, status: int) -> None:
         """Guard.finish, awaited."""
-        refunds = self._refunds(admission, status)
-        if refunds is None:
+        await self._refund(self._settlement(admission, status))
+
+    async def _run(self, exchange: Exchange) -> None:
+        while (call := exchange.next_call()) is not None:
+            exchange.answer(await self.limiter.all(*call[0], peek=call[1]))
+
+    async def _refund(self, calls: List[Call]) -> None:
+        """Refunds, within their own timeout; a failure is logged."""
+        if not calls:
             return
         try:
-            await asyncio.wait_for(self._run(refunds), self.config.timeout_ms / 1000)
+            await asyncio.wait_for(self._send_all(calls), self._timeout_s())
         except Exception as e:
-            log.warning("librl: a refund after the response failed: %s", e)
+            log.warning("librl: a refund failed: %s", _reason(e))
 
-    async def _run(self, steps: Union[Exchange, Refunds]) -> Any:
-        try:
-            clauses, peek = next(steps)
-            while True:
-                clauses, peek = steps.send(await self.limiter.all(*clauses, peek=peek))
-        except StopIteration as done:
-            return done.value
+    async def _send_all(self, calls: List[Call]) -> None:
+        for clauses, peek in calls:
+            await self.limiter.all(*clauses, peek=peek)
+
+
+def _reason(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__

@@ -19,6 +19,7 @@ from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optiona
 
 from ._engine import Hook, Reply, Request
 from ._guard import Admission, AsyncGuard, ConfigSource
+from ._routes import decoded_path
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -60,16 +61,22 @@ def scope_user(scope: Scope) -> Optional[str]:
 
 
 def request_of(scope: Scope, user: Optional[str]) -> Request:
-    headers: Dict[str, List[str]] = {}
+    """The request as the contract reads it: the header lines as the bytes
+    that were sent, and the raw path (``raw_path``, when the server gives
+    it; else ``path``, which the server decoded once)."""
+    headers: Dict[str, List[bytes]] = {}
     for name, value in scope.get("headers", ()):
-        headers.setdefault(name.decode("latin-1").lower(), []).append(value.decode("latin-1"))
+        headers.setdefault(name.decode("latin-1").lower(), []).append(value)
     client = scope.get("client")
+    path = scope.get("path", "/")
+    raw_path = scope.get("raw_path")
     return Request(
         method=scope.get("method", "GET"),
-        path=scope.get("path", "/"),
+        path=path,
         headers=headers,
         peer=client[0] if client else None,
         user=user,
+        raw_path=raw_path if raw_path is not None else decoded_path(path.encode()),
     )
 
 

@@ -34,6 +34,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpResponse
 from django.utils.module_loading import import_string
 
+from . import _wsgi as wsgi
 from ._engine import Reply, Request
 from ._guard import Admission, Guard
 from .asgi import user_name
@@ -129,18 +130,7 @@ class RateLimitMiddleware:
 
 
 def request_of(request: Any, user: Optional[str]) -> Request:
-    meta = request.META
-    headers: Dict[str, List[str]] = {}
-    for key, value in meta.items():
-        if key.startswith("HTTP_"):
-            headers[key[5:].replace("_", "-").lower()] = [value]
-    for key in ("CONTENT_LENGTH", "CONTENT_TYPE"):
-        if meta.get(key):
-            headers[key.replace("_", "-").lower()] = [meta[key]]
-    return Request(
-        method=request.method,
-        path=request.path_info,
-        headers=headers,
-        peer=meta.get("REMOTE_ADDR"),
-        user=user,
-    )
+    """The request as the contract reads it: its headers from META (the
+    WSGI environ), and ``path_info``, which Django decoded as UTF-8
+    (re-escaping bytes that are not), as UTF-8 bytes."""
+    return wsgi.request_of(request.META, request.path_info, request.path_info.encode(), user)

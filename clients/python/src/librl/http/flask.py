@@ -19,11 +19,12 @@ installed and authenticated; pass ``user=`` a function of no arguments
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, TypeVar
+from typing import Any, Callable, Optional, TypeVar
 
 import flask
 from flask import Flask, Response
 
+from . import _wsgi as wsgi
 from ._engine import Hook, Request
 from ._guard import Admission, ConfigSource, Guard
 from .asgi import user_name
@@ -110,13 +111,10 @@ class RateLimit:
 
 
 def request_of(request: flask.Request, user: Optional[str]) -> Request:
-    headers: Dict[str, List[str]] = {}
-    for name, value in request.headers.items():
-        headers.setdefault(name.lower(), []).append(value)
-    return Request(
-        method=request.method,
-        path=request.path,
-        headers=headers,
-        peer=request.remote_addr,
-        user=user,
+    """The request as the contract reads it: the WSGI environ's headers,
+    and its ``PATH_INFO`` (the server's once-decoded path, Latin-1 text
+    per PEP 3333) back as the bytes it stands for."""
+    environ = request.environ
+    return wsgi.request_of(
+        environ, request.path, environ.get("PATH_INFO", "/").encode("latin-1"), user
     )
