@@ -27,6 +27,7 @@ function decodeOnce(path: string): string {
  * is never checked less than its route says.
  */
 export function canonicalPath(path: string): string {
+  if ((scan(path) & CANONICAL) !== 0) return path;
   const q = path.indexOf("?");
   let p = q < 0 ? path : path.slice(0, q);
   while (ESCAPE.test(p)) p = decodeOnce(p);
@@ -39,6 +40,38 @@ export function canonicalPath(path: string): string {
     else segments.push(segment);
   }
   return `/${segments.join("/")}`;
+}
+
+const CANONICAL = 1;
+const NO_UPPER_CASE = 2;
+
+/**
+ * In one scan (most requests' paths are both): whether a path is its own
+ * canonical path (it starts with `/`, has no `%`, `;` or `?`, no segment
+ * that is empty or starts with `.`, no trailing slash), and whether it has
+ * no A-Z.
+ */
+function scan(path: string): number {
+  const n = path.length;
+  if (n === 0 || path.charCodeAt(0) !== 0x2f) return 0;
+  let upper = false;
+  for (let i = 1; i < n; i++) {
+    const c = path.charCodeAt(i);
+    // `%`, `;`, `?`
+    if (c === 0x25 || c === 0x3b || c === 0x3f) return 0;
+    // A segment's first character: not `/` (empty), not `.`.
+    if ((c === 0x2f || c === 0x2e) && path.charCodeAt(i - 1) === 0x2f) return 0;
+    if (c >= 0x41 && c <= 0x5a) upper = true;
+  }
+  if (n > 1 && path.charCodeAt(n - 1) === 0x2f) return 0;
+  return upper ? CANONICAL : CANONICAL | NO_UPPER_CASE;
+}
+
+/** What routes are matched on: the canonical path, ASCII case folded. */
+export function routeMatchPath(path: string): string {
+  const s = scan(path);
+  if (s === (CANONICAL | NO_UPPER_CASE)) return path;
+  return foldAsciiCase(s === CANONICAL ? path : canonicalPath(path));
 }
 
 /** A Unicode string's UTF-8 bytes, one character per byte. */
@@ -85,7 +118,7 @@ export class Routes {
     // Longest first; among equally long ones the file's order (the sort is stable).
     this.#routes = routes
       .map((r) => ({
-        match: foldAsciiCase(canonicalPath(utf8Bytes(r.path))),
+        match: routeMatchPath(utf8Bytes(r.path)),
         methods: r.methods === undefined ? undefined : new Set(r.methods),
         selection: Object.freeze({ policies: r.policies, route: r.path }),
       }))
@@ -96,7 +129,7 @@ export class Routes {
   select(method: string, path: string): Selection {
     const routes = this.#routes;
     if (routes === undefined) return this.#every;
-    const match = foldAsciiCase(canonicalPath(path));
+    const match = routeMatchPath(path);
     for (const route of routes) {
       if (covers(route.match, match) && (route.methods === undefined || route.methods.has(method))) return route.selection;
     }
