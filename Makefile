@@ -78,12 +78,14 @@ lint: build-deps
 # The client packages' checks run their own linters and type checkers
 # (ruff and mypy --strict; tsc --strict) before their tests; the Go
 # package's gofmt and go vet run in `lint`, its go test -race here.
-# The docs' links are checked first (instant); the Docker context last: it
+# The docs' links are checked first (instant), then the conformance suite's
+# own tests (the schema against every case: seconds); the Docker context last: it
 # builds the module from docker/Dockerfile's files in a target dir of its
 # own (target/docker-build), never touching the librl.so the tests load.
 ## everything: lints, docs links, every test on four real servers, Docker context
 test: deps build lint
 	python3 scripts/check-docs.py
+	conformance/check.sh
 	cargo test --locked --workspace
 	clients/python/check.sh
 	clients/node/check.sh

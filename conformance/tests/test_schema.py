@@ -1,0 +1,302 @@
+"""The configuration schema is the one source (docs/http.md, Start-up
+validation): every behaviour case's configuration is valid under it; every
+start-up case is refused by it or names the cross-field rule, listed in
+its description, that refuses it; its librl keywords mean what the vectors
+say; and scripts/gen-schema.py refuses what it does not know and names a
+stale generated file.
+
+The schema is read with the `jsonschema` package (pinned in
+scripts/requirements-dev.txt) and librl's own meanings: x-librl-duration
+and x-librl-rate bound durations and rates, lengths count UTF-8 bytes, and
+a pattern's `$` is the end of the text (not before a final newline, as
+Python's re has it)."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import pytest
+import yaml
+from jsonschema import Draft202012Validator, ValidationError, validators
+
+from contract import CONFORMANCE, ROOT, Case, load_cases, load_schema, load_vectors
+
+UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+WORD_MS = {"second": 1000, "minute": 60_000, "hour": 3_600_000, "day": 86_400_000}
+DURATION = re.compile(r"([1-9][0-9]*)([Mm][Ss]|[SsMmHhDd])?")
+RATE = re.compile(r"[ \t]*([0-9]+)[ \t]*(/|[Pp][Ee][Rr])([ \t]*)(.*?)[ \t]*")
+UNIT_PERIOD = re.compile(r"(?:([0-9]+)[ \t]*)?([A-Za-z]+)")
+
+
+def duration_ms(value: object) -> Optional[int]:
+    """docs/http.md, Durations, without bounds; None: not a duration."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int):
+        return value * 1000 if value >= 0 else None
+    if not isinstance(value, str):
+        return None
+    m = DURATION.fullmatch(value)
+    if m is None:
+        return None
+    return int(m.group(1)) * UNIT_MS[(m.group(2) or "s").lower()]
+
+
+def unit_ms(word: str) -> Optional[int]:
+    w = word.lower()
+    if len(w) == 1:
+        return UNIT_MS.get(w)
+    return WORD_MS.get(w[:-1] if w.endswith("s") else w)
+
+
+def rate(value: object) -> Optional[Tuple[int, int]]:
+    """docs/http.md, Rates, without bounds: (count, period ms)."""
+    m = RATE.fullmatch(value) if isinstance(value, str) else None
+    if m is None:
+        return None
+    count, separator, space, period = int(m.group(1)), m.group(2), m.group(3), m.group(4)
+    ms = duration_ms(period) if DURATION.fullmatch(period) else None
+    if ms is None:
+        units = UNIT_PERIOD.fullmatch(period)
+        size = unit_ms(units.group(2)) if units is not None else None
+        if units is None or size is None:
+            return None
+        if units.group(1) is None and separator != "/" and not space:
+            return None  # `per` touching the unit's letters
+        ms = int(units.group(1) or 1) * size
+    return count, ms
+
+
+def _duration_keyword(
+    validator: Any, bounds: Dict[str, int], instance: Any, schema: Any
+) -> Iterator[ValidationError]:
+    ms = duration_ms(instance)
+    if ms is not None and not bounds["min_ms"] <= ms <= bounds["max_ms"]:
+        yield ValidationError(
+            f"{instance!r} is not from {bounds['min_ms']} to {bounds['max_ms']} ms"
+        )
+
+
+def _rate_keyword(
+    validator: Any, bounds: Dict[str, int], instance: Any, schema: Any
+) -> Iterator[ValidationError]:
+    parsed = rate(instance)
+    if parsed is None:
+        yield ValidationError(f"{instance!r} is not a rate")
+    elif not (
+        bounds["min_count"] <= parsed[0] <= bounds["max_count"]
+        and bounds["min_ms"] <= parsed[1] <= bounds["max_ms"]
+    ):
+        yield ValidationError(f"{instance!r} is outside the rate's bounds")
+
+
+def _min_length(validator: Any, n: int, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if isinstance(instance, str) and len(instance.encode()) < n:
+        yield ValidationError(f"{instance!r} is shorter than {n} bytes")
+
+
+def _max_length(validator: Any, n: int, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if isinstance(instance, str) and len(instance.encode()) > n:
+        yield ValidationError(f"{instance!r} is longer than {n} bytes")
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    anchored = pattern[:-1] + r"\Z" if pattern.endswith("$") else pattern
+    if isinstance(instance, str) and re.search(anchored, instance) is None:
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+LibrlValidator = validators.extend(
+    Draft202012Validator,
+    {
+        "x-librl-duration": _duration_keyword,
+        "x-librl-rate": _rate_keyword,
+        "minLength": _min_length,
+        "maxLength": _max_length,
+        "pattern": _pattern,
+    },
+)
+SCHEMA = load_schema()
+VALIDATOR = LibrlValidator(SCHEMA)
+RULES = SCHEMA["x-librl-cross-field"]
+CASES = load_cases()
+BEHAVIOUR = [c for c in CASES if "startup_error" not in c]
+STARTUP = [c for c in CASES if "startup_error" in c]
+
+
+def field_path(error: ValidationError) -> str:
+    """The error's place as docs/http.md writes paths: policies[0].limit."""
+    out = ""
+    for part in error.absolute_path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def encloses(outer: str, inner: str) -> bool:
+    return outer == "" or inner == outer or inner.startswith((outer + ".", outer + "["))
+
+
+def test_schema_is_json_schema_2020_12() -> None:
+    Draft202012Validator.check_schema(SCHEMA)
+
+
+def test_description_lists_every_cross_field_rule() -> None:
+    for rule, text in RULES.items():
+        assert f"{rule}: {text}" in SCHEMA["description"], rule
+
+
+@pytest.mark.parametrize("case", BEHAVIOUR, ids=[c["name"] for c in BEHAVIOUR])
+def test_behaviour_case_configuration_is_valid(case: Case) -> None:
+    problems = [f"{field_path(e)}: {e.message}" for e in VALIDATOR.iter_errors(case["config"])]
+    assert not problems, problems
+
+
+@pytest.mark.parametrize("case", STARTUP, ids=[c["name"] for c in STARTUP])
+def test_startup_case_fails_the_schema_or_names_its_cross_field_rule(case: Case) -> None:
+    errors = list(VALIDATOR.iter_errors(case["config"]))
+    rule = case.get("cross_field")
+    if rule is not None:
+        assert rule in RULES, f"cross_field {rule!r} is not a rule of the schema's description"
+    if not errors:
+        assert rule is not None, "valid under the schema, and names no cross-field rule"
+    if rule is not None:
+        return  # the schema may state the rule for validators, at another field
+    # Refused for the field the case names (or an object holding it).
+    paths = [field_path(e) for e in errors]
+    assert any(encloses(p, case["startup_error"]) for p in paths), paths
+
+
+def test_startup_cases_cover_every_cross_field_rule_an_integration_checks() -> None:
+    named = {c["cross_field"] for c in STARTUP if "cross_field" in c}
+    assert set(RULES) - {"fail-local-where-supported"} <= named
+
+
+# The texts of conformance/README.md's cross-field table: the only
+# configuration errors the schema may let through.
+CROSS_FIELD_TEXTS = re.compile(
+    r'"[^"]*" is used by an earlier policy|no policy is named "[^"]*"'
+    r"|give rate, or limit and window, not both|missing \(give limit and window, or rate\)"
+    r"|aligned is for fixed policies, not \w+|burst is for token policies, not \w+"
+    r"|must be an IP address or a CIDR network"
+    r"|local is the Rust integration's mode; use open or closed"
+)
+ERRORS = load_vectors("config-errors.json")
+
+
+@pytest.mark.parametrize("vector", ERRORS, ids=[v["name"] for v in ERRORS])
+def test_config_error_vector_fails_the_schema_or_is_cross_field(vector: Dict[str, Any]) -> None:
+    if list(VALIDATOR.iter_errors(vector["input"]["config"])):
+        return
+    text = vector["expect"].split(": ", 3)[3]
+    assert CROSS_FIELD_TEXTS.fullmatch(text), f"valid under the schema: {vector['expect']}"
+
+
+def _bounds(field: str) -> Dict[str, int]:
+    if field == "timeout":
+        bounds: Dict[str, int] = SCHEMA["properties"]["timeout"]["x-librl-duration"]
+    else:
+        bounds = SCHEMA["$defs"]["policy"]["properties"]["window"]["x-librl-duration"]
+    return bounds
+
+
+DURATIONS = load_vectors("durations.json")
+
+
+@pytest.mark.parametrize("vector", DURATIONS, ids=[v["name"] for v in DURATIONS])
+def test_duration_keyword_reads_as_the_vectors(vector: Dict[str, Any]) -> None:
+    """The suite's reading of durations and x-librl-duration agrees with
+    the vectors, so the schema test judges cases as the integrations do."""
+    bounds = _bounds(vector["input"]["field"])
+    ms = duration_ms(vector["input"]["value"])
+    got = (
+        {"ms": ms}
+        if ms is not None and bounds["min_ms"] <= ms <= bounds["max_ms"]
+        else {"error": True}
+    )
+    assert got == vector["expect"]
+
+
+RATES = load_vectors("rates.json")
+RATE_BOUNDS: Dict[str, int] = SCHEMA["$defs"]["policy"]["properties"]["rate"]["x-librl-rate"]
+RATE_PATTERN: str = SCHEMA["$defs"]["policy"]["properties"]["rate"]["pattern"]
+
+
+@pytest.mark.parametrize("vector", RATES, ids=[v["name"] for v in RATES])
+def test_rate_keyword_and_pattern_read_as_the_vectors(vector: Dict[str, Any]) -> None:
+    value = vector["input"]["value"]
+    errors = list(_rate_keyword(None, RATE_BOUNDS, value, None))
+    parsed = rate(value)
+    got = (
+        {"error": True}
+        if errors or parsed is None
+        else {"limit": parsed[0], "window_ms": parsed[1]}
+    )
+    assert got == vector["expect"]
+    # The pattern is the grammar: it takes every rate, bounds aside.
+    if parsed is not None:
+        assert list(_pattern(None, RATE_PATTERN, value, None)) == []
+    elif isinstance(value, str):
+        assert list(_pattern(None, RATE_PATTERN, value, None)) != [], value
+
+
+def test_example_policy_file_is_valid() -> None:
+    doc = yaml.safe_load((CONFORMANCE / "examples" / "policies.yaml").read_text())
+    assert [f"{field_path(e)}: {e.message}" for e in VALIDATOR.iter_errors(doc)] == []
+
+
+def _generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gen_schema", ROOT / "scripts" / "gen-schema.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_generated_files_are_fresh() -> None:
+    assert _generator().main(["gen-schema.py", "--check"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("where", "change"),
+    [
+        ("an unknown keyword", lambda s: s["properties"]["prefix"].update(format="hostname")),
+        ("an unknown $defs keyword", lambda s: s["$defs"]["policy"].update(dependentRequired={})),
+        (
+            "an unlisted cross-field rule",
+            lambda s: s["$defs"]["policy"]["allOf"].append(
+                {"x-librl-rule": "nope", "required": []}
+            ),
+        ),
+        ("a combination not marked as a rule", lambda s: s["$defs"]["route"].update(allOf=[{}])),
+        ("a duration without bounds", lambda s: s["properties"]["timeout"].pop("x-librl-duration")),
+    ],
+)
+def test_generator_refuses_what_it_does_not_know(where: str, change: Any) -> None:
+    gen = _generator()
+    schema = copy.deepcopy(SCHEMA)
+    change(schema)
+    with pytest.raises(gen.SchemaError):
+        gen.Reader(schema).read()
+
+
+def test_check_names_each_stale_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gen = _generator()
+    monkeypatch.setattr(gen, "ROOT", tmp_path)
+    stale: List[str] = list(gen.OUTPUTS.values())
+    assert gen.main(["gen-schema.py", "--check"]) == 1
+    err = capsys.readouterr().err
+    for path in stale:
+        assert f"{path} is stale" in err
+    assert not any((tmp_path / p).exists() for p in stale)
