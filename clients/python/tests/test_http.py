@@ -259,7 +259,7 @@ def test_configuration_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load(tmp_path / "missing.yaml")
     (tmp_path / "list.json").write_text("[1]")
-    with pytest.raises(ConfigError, match=r"\(document\): must be a mapping"):
+    with pytest.raises(ConfigError, match=r"\(document\): must be an object"):
         load(tmp_path / "list.json")
 
 
@@ -267,11 +267,12 @@ def test_configuration_files(tmp_path: Path) -> None:
     ("doc", "message"),
     [
         ({"policies": "p"}, "policies: must be a list"),
-        ({"policies": [5]}, "policies[0]: must be a mapping"),
+        ({"policies": [5]}, "policies[0]: must be an object"),
         ({"policies": [], "routes": {}}, "routes: must be a list"),
-        ({"policies": [], "deny": []}, "deny: must be a mapping"),
+        ({"policies": [], "routes": None}, "routes: must be a list"),
+        ({"policies": [], "deny": []}, "deny: must be an object"),
         ({"policies": [], "trusted_proxies": "10.0.0.0/8"}, "trusted_proxies: must be a list"),
-        ({"policies": [], "exempt_loopback": "yes"}, "exempt_loopback: 'yes': true or false"),
+        ({"policies": [], "exempt_loopback": "yes"}, "exempt_loopback: must be true or false"),
         ({"policies": [], "fail": "local"}, "fail: local is the Rust integration's mode"),
         ({"policies": [], "routes": [{"path": "/", "policies": "p"}]}, "routes[0].policies"),
         (

@@ -1,6 +1,10 @@
-"""The configuration (docs/http.md, Configuration reference): loaded from a
-YAML or JSON file or a dict, validated completely before any request, each
-error naming the field by its path (``policies[0].burst``)."""
+"""The configuration (docs/http.md, Configuration reference and Start-up
+validation): loaded from a YAML or JSON file or a dict, then read in two
+steps. A walker over the schema's generated tree (_schema.py) checks every
+field's name, kind, enum, bounds, pattern and duration and fills in the
+defaults; then code checks the cross-field rules the schema lists, and
+builds the Config. Every error names the field by its path, with the
+messages of conformance/README.md, Configuration errors."""
 
 from __future__ import annotations
 
@@ -12,25 +16,23 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Tuple, Union
 
+from . import _schema
 from ._routes import route_key
 
 MAX_UNITS = 2**50
-_DURATION = re.compile(r"([0-9]+)(ms|s|m|h|d)?")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1000}
-_RATE_UNITS = {
-    "s": 1000,
-    "second": 1000,
-    "m": 60_000,
-    "minute": 60_000,
-    "h": 3_600_000,
-    "hour": 3_600_000,
-    "d": 86_400_000,
-    "day": 86_400_000,
-}
-_POLICY_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-_METHOD = re.compile(r"[A-Z][A-Z_-]*")
-_PREFIX = re.compile(r"[\x21-\x7a\x7c\x7e]{0,64}")  # printable ASCII but { } and space
+
+_DURATION = re.compile(r"([1-9][0-9]*)(ms|s|m|h|d)?", re.IGNORECASE | re.ASCII)
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+#: rate = OWS count OWS ("/" / "per") OWS period OWS; "per" needs
+#: whitespace after it only where a letter follows (docs/http.md, Rates).
+_RATE = re.compile(
+    r"[ \t]*([0-9]+)[ \t]*(?:/[ \t]*|per(?:[ \t]+|(?=[0-9])))(.*?)[ \t]*",
+    re.IGNORECASE | re.ASCII | re.DOTALL,
+)
+_RATE_PERIOD = re.compile(
+    r"(?:([0-9]+)[ \t]*)?(s|m|h|d|seconds?|minutes?|hours?|days?)",
+    re.IGNORECASE | re.ASCII,
+)
 
 
 class ConfigError(ValueError):
@@ -134,303 +136,269 @@ def load(source: Union[Config, Mapping[str, Any], str, os.PathLike[str]]) -> Con
             ) from None
         try:
             doc = yaml.safe_load(text)
-        except yaml.YAMLError as e:
+        except (yaml.YAMLError, ValueError) as e:  # ValueError: an integer of 5000 digits
             raise ConfigError("file", f"{path} is not YAML: {e}") from None
     return parse(doc)
 
 
 def parse(doc: object) -> Config:
-    if not isinstance(doc, Mapping):
-        raise ConfigError("(document)", f"must be a mapping, not {_kind(doc)}")
-    _known(
-        "",
-        doc,
-        {
-            "prefix",
-            "mode",
-            "fail",
-            "timeout",
-            "headers",
-            "trusted_proxies",
-            "exempt_loopback",
-            "api_key_header",
-            "max_body_bytes",
-            "local_max_keys",
-            "deny",
-            "policies",
-            "routes",
-        },
+    """The Config of a document (a dict as JSON or YAML gives it)."""
+    tree = _object(_schema.ROOT, doc, "")
+    return _build(tree, doc if isinstance(doc, Mapping) else {})
+
+
+# -- the walker: the schema's tree, field by field ------------------------------
+
+
+def _object(name: str, value: object, path: str) -> Dict[str, Any]:
+    """An object of the schema: unknown fields refused, each field read by
+    its kind, absent ones given their default; the values as the walker
+    reads them (durations in ms, rates as (count, ms))."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(path or "(document)", "must be an object")
+    fields = _schema.OBJECTS[name]
+    known = {f.name for f in fields}
+    for key in value:
+        if key not in known:
+            raise ConfigError(_join(path, str(key)), "unknown field")
+    out: Dict[str, Any] = {}
+    for f in fields:
+        where = _join(path, f.name)
+        if f.name in value:
+            out[f.name] = _value(f, value[f.name], where)
+        elif f.required:
+            raise ConfigError(where, "missing")
+        elif f.default is not None:
+            out[f.name] = _value(f, json.loads(f.default), where)
+    return out
+
+
+def _value(f: _schema.Field, value: object, path: str) -> Any:
+    kind = f.kind
+    if kind == "object":
+        assert f.object is not None
+        return _object(f.object, value, path)
+    if kind == "list":
+        if not isinstance(value, list):
+            raise ConfigError(path, "must be a list")
+        if f.min_items is not None and len(value) < f.min_items:
+            raise ConfigError(path, "must not be empty")
+        assert f.items is not None
+        return [_value(f.items, item, f"{path}[{i}]") for i, item in enumerate(value)]
+    if kind == "string":
+        return _string(f, value, path)
+    if kind == "integer":
+        number = _whole(value)
+        if number is None or not _in_bounds(f, number):
+            raise ConfigError(path, f"must be an integer from {f.minimum} to {f.maximum}")
+        return number
+    if kind == "boolean":
+        if not isinstance(value, bool):
+            raise ConfigError(path, "must be true or false")
+        return value
+    if kind == "duration":
+        ms = duration_ms(value)
+        if ms is None or not _in_duration_bounds(f, ms):
+            raise ConfigError(
+                path,
+                f"must be a duration from {f.duration_min_ms} ms to {f.duration_max_ms} ms "
+                "(an integer and ms, s, m, h or d; seconds without a unit)",
+            )
+        return ms
+    if kind == "rate":
+        parsed = rate(value) if isinstance(value, str) else None
+        if parsed is None or not _in_bounds(f, parsed[0]) or not _in_duration_bounds(f, parsed[1]):
+            raise ConfigError(
+                path,
+                f"must be a rate: a count from {f.minimum} to {f.maximum} per a period from "
+                f"{f.duration_min_ms} ms to {f.duration_max_ms} ms "
+                "(100/minute, 5 per 10s, 3/1500ms)",
+            )
+        return parsed
+    if kind == "int-or-string":
+        number = _whole(value)
+        if (number is not None and _in_bounds(f, number)) or (
+            isinstance(value, str) and _fits(f, value)
+        ):
+            return number if number is not None else value
+        raise ConfigError(path, f"must be {f.expected}")
+    raise AssertionError(f"the schema has a kind this reader lacks: {kind}")
+
+
+def _string(f: _schema.Field, value: object, path: str) -> str:
+    if f.choices:
+        if value not in f.choices or not isinstance(value, str):
+            raise ConfigError(path, f"must be one of {', '.join(f.choices)}")
+        return value
+    if not isinstance(value, str) or not _fits(f, value):
+        raise ConfigError(path, f"must be {f.expected or 'a string'}")
+    return value
+
+
+def _fits(f: _schema.Field, text: str) -> bool:
+    """A string within the field's pattern and lengths (in UTF-8 bytes)."""
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        return False  # a lone surrogate (JSON "\\ud800") is no text
+    return (
+        (f.pattern is None or re.search(f.pattern, text) is not None)
+        and (f.min_length is None or size >= f.min_length)
+        and (f.max_length is None or size <= f.max_length)
     )
-    prefix = doc.get("prefix", "rl:")
-    if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
-        raise ConfigError(
-            "prefix",
-            f"{prefix!r}: up to 64 printable ASCII characters without braces or spaces "
-            "(braces would break the cluster hash tag)",
-        )
-    mode = _choice("mode", doc.get("mode", "enforce"), ("enforce", "shadow"))
-    fail = _choice("fail", doc.get("fail", "open"), ("open", "closed", "local"))
-    if fail == "local":
-        raise ConfigError(
-            "fail", "local is the Rust integration's mode; in Python use open or closed"
-        )
-    timeout_ms = duration_ms("timeout", doc.get("timeout", "250ms"))
-    if timeout_ms > 60_000:
-        raise ConfigError("timeout", f"{doc.get('timeout')!r} is over the 60 s maximum")
-    headers = _choice("headers", doc.get("headers", "both"), ("both", "ietf", "legacy", "none"))
-    proxies = doc.get("trusted_proxies", [])
-    if not isinstance(proxies, list):
-        raise ConfigError("trusted_proxies", f"must be a list, not {_kind(proxies)}")
+
+
+def _whole(value: object) -> Optional[int]:
+    """A number whose value is whole (``5`` and ``5.0`` alike), as JSON
+    Schema's integer; a boolean is none."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _in_bounds(f: _schema.Field, number: int) -> bool:
+    return (f.minimum is None or number >= f.minimum) and (f.maximum is None or number <= f.maximum)
+
+
+def _in_duration_bounds(f: _schema.Field, ms: int) -> bool:
+    return (f.duration_min_ms is None or ms >= f.duration_min_ms) and (
+        f.duration_max_ms is None or ms <= f.duration_max_ms
+    )
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+# -- the grammars (docs/http.md, Durations and Rates) ---------------------------
+
+
+def duration_ms(value: object) -> Optional[int]:
+    """A duration in ms, unbounded: the module's grammar (``250ms``, ``1S``,
+    ``15m``, ``60`` seconds), or a whole number of seconds; None for
+    anything else (``1.5s``, ``05s``, ``5 s``, ``true``)."""
+    seconds = _whole(value)
+    if seconds is not None:
+        return seconds * 1000 if seconds > 0 else None
+    if not isinstance(value, str):
+        return None
+    match = _DURATION.fullmatch(value)
+    if match is None:
+        return None
+    unit = (match.group(2) or "s").lower()
+    return _digits(match.group(1)) * _UNIT_MS[unit]
+
+
+def rate(text: str) -> Optional[Tuple[int, int]]:
+    """A rate's (count, period in ms), unbounded: ``100/minute``,
+    ``5 per 2 minutes``, ``5/10s``, ``3/1500ms``; None when ``text`` is not
+    one."""
+    match = _RATE.fullmatch(text)
+    if match is None:
+        return None
+    count, period = _digits(match.group(1)), match.group(2)
+    words = _RATE_PERIOD.fullmatch(period)
+    if words is not None:
+        n = _digits(words.group(1)) if words.group(1) is not None else 1
+        return (count, n * _UNIT_MS[words.group(2)[0].lower()]) if n >= 1 else None
+    ms = duration_ms(period)
+    return (count, ms) if ms is not None else None
+
+
+def _digits(text: str) -> int:
+    """ASCII digits as an integer; past 18 digits, 10^18, which every bound
+    refuses (int() refuses texts of thousands of digits)."""
+    text = text.lstrip("0")
+    return int(text or "0") if len(text) <= 18 else 10**18
+
+
+# -- the cross-field rules, and the Config --------------------------------------
+
+
+def _build(tree: Mapping[str, Any], doc: Mapping[str, Any]) -> Config:
+    if tree["fail"] == "local":
+        raise ConfigError("fail", "local is the Rust integration's mode; use open or closed")
     trusted: List[IpNetwork] = []
-    for i, net in enumerate(proxies):
+    for i, text in enumerate(tree["trusted_proxies"]):
         try:
-            if not isinstance(net, str):
-                raise ValueError
-            trusted.append(ipaddress.ip_network(net, strict=False))
+            trusted.append(ipaddress.ip_network(text, strict=False))
         except ValueError:
             raise ConfigError(
-                f"trusted_proxies[{i}]", f"{net!r} is not an address or a network"
+                f"trusted_proxies[{i}]", "must be an IP address or a CIDR network"
             ) from None
-    exempt = _bool("exempt_loopback", doc.get("exempt_loopback", True))
-    api_key_header = doc.get("api_key_header", "X-Api-Key")
-    if not isinstance(api_key_header, str) or not _HEADER_NAME.fullmatch(api_key_header):
-        raise ConfigError("api_key_header", f"{api_key_header!r} is not a header name")
-    max_body = _int("max_body_bytes", doc.get("max_body_bytes", 8_388_608), 1, MAX_UNITS)
-    _int("local_max_keys", doc.get("local_max_keys", 100_000), 1, 2**32)
-    deny = doc.get("deny", {})
-    if not isinstance(deny, Mapping):
-        raise ConfigError("deny", f"must be a mapping, not {_kind(deny)}")
-    _known("deny.", deny, {"status", "body", "message"})
-    status = _int("deny.status", deny.get("status", 429), 400, 599)
-    body = _choice("deny.body", deny.get("body", "problem"), ("problem", "text"))
-    message = deny.get("message", "Too Many Requests")
-    if not isinstance(message, str) or not 1 <= len(message.encode()) <= 1024:
-        raise ConfigError("deny.message", "must be a string of 1 to 1024 bytes")
-    if "policies" not in doc:
-        raise ConfigError("policies", "missing: the configuration needs at least one policy")
-    raw_policies = doc["policies"]
-    if not isinstance(raw_policies, list):
-        raise ConfigError("policies", f"must be a list, not {_kind(raw_policies)}")
     policies: Dict[str, Policy] = {}
-    for i, raw in enumerate(raw_policies):
+    for i, raw in enumerate(tree["policies"]):
         policy = _policy(f"policies[{i}]", raw)
         if policy.name in policies:
-            raise ConfigError(f"policies[{i}].name", f"{policy.name!r} is used twice")
+            raise ConfigError(
+                f"policies[{i}].name", f'"{policy.name}" is used by an earlier policy'
+            )
         policies[policy.name] = policy
-    routes = doc.get("routes")
-    if routes is None:
-        routes = []
-    if not isinstance(routes, list):
-        raise ConfigError("routes", f"must be a list, not {_kind(routes)}")
+    deny = tree["deny"]
     return Config(
         policies=tuple(policies.values()),
-        routes=tuple(_route(f"routes[{i}]", r, policies) for i, r in enumerate(routes)),
-        prefix=prefix,
-        mode=mode,
-        fail=fail,
-        timeout_ms=timeout_ms,
-        headers=headers,
+        routes=tuple(_route(f"routes[{i}]", r, policies) for i, r in enumerate(tree["routes"])),
+        prefix=tree["prefix"],
+        mode=tree["mode"],
+        fail=tree["fail"],
+        timeout_ms=tree["timeout"],
+        headers=tree["headers"],
         trusted_proxies=tuple(trusted),
-        exempt_loopback=exempt,
-        api_key_header=api_key_header.lower(),
-        max_body_bytes=max_body,
-        deny_status=status,
-        deny_body=body,
-        deny_message=message,
+        exempt_loopback=tree["exempt_loopback"],
+        api_key_header=tree["api_key_header"].lower(),
+        max_body_bytes=tree["max_body_bytes"],
+        deny_status=deny["status"],
+        deny_body=deny["body"],
+        deny_message=deny["message"],
         source=doc,
     )
 
 
-def _policy(path: str, raw: object) -> Policy:
-    if not isinstance(raw, Mapping):
-        raise ConfigError(path, f"must be a mapping, not {_kind(raw)}")
-    _known(
-        path + ".",
-        raw,
-        {
-            "name",
-            "algorithm",
-            "limit",
-            "window",
-            "rate",
-            "aligned",
-            "burst",
-            "key",
-            "cost",
-            "count",
-            "overridable",
-        },
-    )
-    name = raw.get("name")
-    if name is None:
-        raise ConfigError(f"{path}.name", "missing")
-    if not isinstance(name, str) or not _POLICY_NAME.fullmatch(name):
-        raise ConfigError(f"{path}.name", f"{name!r}: 1 to 64 of A-Z a-z 0-9 - _ .")
-    if "algorithm" not in raw:
-        raise ConfigError(f"{path}.algorithm", "missing: fixed, sliding, approx or token")
-    algorithm = _choice(
-        f"{path}.algorithm", raw["algorithm"], ("fixed", "sliding", "approx", "token")
-    )
+def _policy(path: str, raw: Mapping[str, Any]) -> Policy:
+    algorithm = raw["algorithm"]
     if "rate" in raw:
-        for other in ("limit", "window"):
-            if other in raw:
-                raise ConfigError(f"{path}.rate", f"rate replaces limit and window: drop {other}")
-        limit, window_ms = _rate(f"{path}.rate", raw["rate"])
+        if "limit" in raw or "window" in raw:
+            raise ConfigError(f"{path}.rate", "give rate, or limit and window, not both")
+        limit, window_ms = raw["rate"]
     else:
-        if "limit" not in raw:
-            raise ConfigError(f"{path}.limit", "missing (or give rate, e.g. 100/minute)")
-        limit = _int(f"{path}.limit", raw["limit"], 1, MAX_UNITS)
-        if "window" not in raw:
-            raise ConfigError(f"{path}.window", "missing (or give rate, e.g. 100/minute)")
-        window_ms = _window(f"{path}.window", raw["window"])
-    aligned = _bool(f"{path}.aligned", raw.get("aligned", False))
-    if "aligned" in raw and algorithm != "fixed":
+        for name in ("limit", "window"):
+            if name not in raw:
+                raise ConfigError(f"{path}.{name}", "missing (give limit and window, or rate)")
+        limit, window_ms = raw["limit"], raw["window"]
+    if raw["aligned"] and algorithm != "fixed":
         raise ConfigError(f"{path}.aligned", f"aligned is for fixed policies, not {algorithm}")
-    burst = None
-    if "burst" in raw:
-        if algorithm != "token":
-            raise ConfigError(f"{path}.burst", f"burst is for token policies, not {algorithm}")
-        burst = _int(f"{path}.burst", raw["burst"], 1, MAX_UNITS)
-    key, key_header = _key(f"{path}.key", raw.get("key", "ip"))
-    cost: Union[int, str]
+    if "burst" in raw and algorithm != "token":
+        raise ConfigError(f"{path}.burst", f"burst is for token policies, not {algorithm}")
+    key, _, key_header = raw["key"].partition(":")
+    cost: Union[int, str] = raw["cost"]
     cost_header = None
-    raw_cost = raw.get("cost", 1)
-    if isinstance(raw_cost, str):
-        if raw_cost == "body-bytes":
-            cost = raw_cost
-        elif raw_cost.startswith("header:") and _HEADER_NAME.fullmatch(raw_cost[7:]):
-            cost, cost_header = "header", raw_cost[7:]
-        else:
-            raise ConfigError(
-                f"{path}.cost", f"{raw_cost!r}: an integer, body-bytes or header:<Name>"
-            )
-    else:
-        cost = _int(f"{path}.cost", raw_cost, 1, MAX_UNITS)
-    count = _choice(f"{path}.count", raw.get("count", "all"), ("all", "failed", "succeeded"))
+    if isinstance(cost, str) and cost.startswith("header:"):
+        cost, cost_header = "header", cost[len("header:") :]
     return Policy(
-        name=name,
+        name=raw["name"],
         algorithm=algorithm,
         limit=limit,
         window_ms=window_ms,
-        aligned=aligned,
-        burst=burst,
+        aligned=raw["aligned"],
+        burst=raw.get("burst"),
         key=key,
-        key_header=key_header,
+        key_header=key_header.lower() or None,
         cost=cost,
         cost_header=cost_header,
-        count=count,
-        overridable=_bool(f"{path}.overridable", raw.get("overridable", False)),
+        count=raw["count"],
+        overridable=raw["overridable"],
     )
 
 
-def _key(path: str, raw: object) -> Tuple[str, Optional[str]]:
-    if raw in ("ip", "api-key", "user", "global"):
-        return str(raw), None
-    if isinstance(raw, str) and raw.startswith("header:"):
-        name = raw[7:]
-        if _HEADER_NAME.fullmatch(name):
-            return "header", name.lower()
-        raise ConfigError(path, f"{raw!r}: header:<Name> needs a header name")
-    raise ConfigError(path, f"{raw!r}: ip, api-key, user, header:<Name> or global")
-
-
-def _route(path: str, raw: object, policies: Mapping[str, Policy]) -> Route:
-    if not isinstance(raw, Mapping):
-        raise ConfigError(path, f"must be a mapping, not {_kind(raw)}")
-    _known(path + ".", raw, {"path", "methods", "policies"})
-    prefix = raw.get("path")
-    if prefix is None:
-        raise ConfigError(f"{path}.path", "missing")
-    if not isinstance(prefix, str) or not prefix.startswith("/"):
-        raise ConfigError(f"{path}.path", f"{prefix!r} must start with /")
-    methods = raw.get("methods")
-    if methods is not None:
-        if not isinstance(methods, list):
-            raise ConfigError(f"{path}.methods", f"must be a list, not {_kind(methods)}")
-        for j, method in enumerate(methods):
-            if not isinstance(method, str) or not _METHOD.fullmatch(method):
-                raise ConfigError(
-                    f"{path}.methods[{j}]", f"{method!r} is not an upper-case method name"
-                )
-    names = raw.get("policies")
-    if not isinstance(names, list):
-        raise ConfigError(f"{path}.policies", "missing or not a list of policy names")
+def _route(path: str, raw: Mapping[str, Any], policies: Mapping[str, Policy]) -> Route:
     chosen = []
-    for j, name in enumerate(names):
-        if not isinstance(name, str) or name not in policies:
-            raise ConfigError(f"{path}.policies[{j}]", f"{name!r} is not a defined policy")
+    for j, name in enumerate(raw["policies"]):
+        if name not in policies:
+            raise ConfigError(f"{path}.policies[{j}]", f'no policy is named "{name}"')
         chosen.append(policies[name])
-    return Route(prefix, None if methods is None else frozenset(methods), tuple(chosen))
-
-
-def duration_ms(path: str, raw: object) -> int:
-    """``250ms``, ``1s``, ``15m``, ``24h``, ``7d``, or an integer of seconds;
-    positive."""
-    text = str(raw) if type(raw) is int else raw
-    match = _DURATION.fullmatch(text) if isinstance(text, str) else None
-    if match is None:
-        raise ConfigError(
-            path, f"{raw!r} is not a duration: an integer and ms, s, m, h or d (1500ms, not 1.5s)"
-        )
-    ms = int(match.group(1)) * _UNIT_MS[match.group(2)]
-    if ms == 0:
-        raise ConfigError(path, f"{raw!r} must be positive")
-    return ms
-
-
-def _window(path: str, raw: object) -> int:
-    ms = duration_ms(path, raw)
-    if ms > 3650 * 86_400_000:
-        raise ConfigError(path, f"{raw!r} is over the 3650 days maximum")
-    return ms
-
-
-def _rate(path: str, raw: object) -> Tuple[int, int]:
-    """``100/minute``, ``5/10s``, ``3/1500ms``."""
-    if isinstance(raw, str) and "/" in raw:
-        count, unit = raw.split("/", 1)
-        if count.strip().isdigit():
-            limit = int(count)
-            unit = unit.strip()
-            if 1 <= limit <= MAX_UNITS:
-                if unit in _RATE_UNITS:
-                    return limit, _RATE_UNITS[unit]
-                try:
-                    return limit, _window(path, unit)
-                except ConfigError:
-                    pass
-    raise ConfigError(path, f"{raw!r}: N/unit, unit s, m, h, d (or their names) or a duration")
-
-
-def _int(path: str, raw: object, lo: int, hi: int) -> int:
-    if type(raw) is not int or not lo <= raw <= hi:
-        raise ConfigError(path, f"{raw!r}: an integer from {lo} to {_show(hi)}")
-    return raw
-
-
-def _show(n: int) -> str:
-    return "2^50" if n == MAX_UNITS else "2^32" if n == 2**32 else str(n)
-
-
-def _bool(path: str, raw: object) -> bool:
-    if not isinstance(raw, bool):
-        raise ConfigError(path, f"{raw!r}: true or false")
-    return raw
-
-
-def _choice(path: str, raw: object, choices: Tuple[str, ...]) -> str:
-    if raw not in choices:
-        raise ConfigError(path, f"{raw!r}: one of {', '.join(choices)}")
-    return str(raw)
-
-
-def _known(path: str, raw: Mapping[Any, Any], fields: set[str]) -> None:
-    for name in raw:
-        if name not in fields:
-            raise ConfigError(
-                f"{path}{name}", f"unknown field (known: {', '.join(sorted(fields))})"
-            )
-
-
-def _kind(value: object) -> str:
-    return type(value).__name__
+    methods = raw.get("methods")
+    return Route(raw["path"], None if methods is None else frozenset(methods), tuple(chosen))
