@@ -9,7 +9,7 @@ from typing import List, Tuple
 from librl import AllDecision, Decision
 from librl.http import Engine, Request, parse
 from librl.http._decide import Call, Exchange
-from librl.http._engine import Check, Plan
+from librl.http._plan import Check, Plan
 
 CONFIG = parse(
     {

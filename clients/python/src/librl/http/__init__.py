@@ -6,14 +6,21 @@ behaviour, in every framework.
 - ``librl.http.django``: RateLimitMiddleware (settings.LIBRL) and @rate_limit;
 - ``librl.http.flask``: RateLimit, the extension, and its policies() decorator.
 
-This package holds what they share and imports no framework: the
-configuration (``load``), the contract (``Engine``) and its Redis exchange
-over a blocking client (``Guard``) or an asyncio one (``AsyncGuard``).
+This package holds what they share and imports no framework: a core
+without I/O whose modules are named after docs/http.md's sections
+(_configuration with the generated _schema, _request, _identity, _keys,
+_routes, _plan, _decide, _headers, _refusals, _fail, _hook; _engine ties
+them for one configuration), and the Redis exchanges over a blocking
+client (``Guard``) or an asyncio one (``AsyncGuard``). The adapters only
+move requests and responses.
 """
 
-from ._config import Config, ConfigError, Policy, Route, load, parse
-from ._engine import CheckReport, DecisionEvent, Engine, Hook, Reply, Request
+from ._configuration import Config, ConfigError, Policy, Route, load, parse
+from ._engine import Engine
 from ._guard import Admission, AsyncGuard, Guard, connect, connect_async
+from ._hook import CheckReport, DecisionEvent, Hook, Outcome
+from ._refusals import Reply
+from ._request import Request
 
 __all__ = [
     "Admission",
@@ -25,6 +32,7 @@ __all__ = [
     "Engine",
     "Guard",
     "Hook",
+    "Outcome",
     "Policy",
     "Reply",
     "Request",

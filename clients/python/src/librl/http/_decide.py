@@ -8,22 +8,14 @@ the `count: failed`/`succeeded` refunds after the handler. The guards
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Protocol, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from .._args import Clause
 from .._types import AllDecision, Decision
+from ._plan import Check
 
 #: One RL.ALL: its clauses, and whether it is sent with PEEK.
 Call = Tuple[Tuple[Clause, ...], bool]
-
-
-class Checked(Protocol):
-    """What the exchange needs of a check: its subject, its clause."""
-
-    @property
-    def subject(self) -> str: ...
-
-    def clause(self, refund: bool = False) -> Clause: ...
 
 
 @dataclass
@@ -42,7 +34,7 @@ class Exchange:
     runs out part-way, ``failure_refunds()`` are the calls that give back
     what Redis admitted (fail closed)."""
 
-    def __init__(self, checks: Sequence[Checked]) -> None:
+    def __init__(self, checks: Sequence[Check]) -> None:
         self._checks = checks
         groups: Dict[str, List[int]] = {}
         for i, check in enumerate(checks):
@@ -94,13 +86,14 @@ class Exchange:
         return tuple(self._checks[i].clause(refund=True) for i in group), False
 
 
-def settlement(checks: Sequence[Checked], counts: Sequence[str], status: int) -> List[Call]:
+def settlement(checks: Sequence[Check], status: int) -> List[Call]:
     """After the handler (docs/http.md, Counting after the response): the
     `count: failed` policies' refunds when ``status`` is below 400, the
     `count: succeeded` ones' when it is 400 or above, one RL.ALL per
-    subject. ``counts`` is each check's policy's ``count``."""
+    subject."""
     groups: Dict[str, List[Clause]] = {}
-    for check, count in zip(checks, counts):
+    for check in checks:
+        count = check.policy.count
         if (count == "failed" and status < 400) or (count == "succeeded" and status >= 400):
             groups.setdefault(check.subject, []).append(check.clause(refund=True))
     return [(tuple(clauses), False) for clauses in groups.values()]

@@ -6,6 +6,7 @@ same steps, in the same order; only the sends and the timeout differ.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 from dataclasses import dataclass, field
@@ -31,9 +32,16 @@ from redis.retry import Retry
 from .._async import AsyncLimiter
 from .._sync import Limiter
 from .._types import AllDecision
-from ._config import Config, load
+from ._configuration import Config, load
 from ._decide import Call, Exchange, Verdict
-from ._engine import Engine, Hook, Plan, Reply, Request, log
+from ._engine import Engine
+from ._fail import reason
+from ._hook import Hook
+from ._plan import Plan
+from ._refusals import Reply
+from ._request import Request
+
+log = logging.getLogger("librl.http")
 
 #: What a configuration may be given as: a Config, a dict, or a file path.
 ConfigSource = Union[Config, Mapping[str, Any], str, "os.PathLike[str]"]
@@ -191,7 +199,7 @@ class Guard(_Guarding[Client, Limiter]):
         try:
             self._run(exchange, time.monotonic() + self._timeout_s())
         except Exception as e:
-            if self.config.fail == "closed":
+            if engine.fail.refuses:
                 self._refund(exchange.failure_refunds())
             return Admission(reply=engine.failed(plan, e), plan=plan)
         return self._admission(plan, exchange.verdict())
@@ -219,7 +227,7 @@ class Guard(_Guarding[Client, Limiter]):
             for call in calls:
                 self._send(call, deadline)
         except Exception as e:
-            log.warning("librl: a refund failed: %s", _reason(e))
+            log.warning("librl: a refund failed: %s", reason(e))
 
 
 class AsyncGuard(_Guarding[AsyncClient, AsyncLimiter]):
@@ -252,7 +260,7 @@ class AsyncGuard(_Guarding[AsyncClient, AsyncLimiter]):
         try:
             await asyncio.wait_for(self._run(exchange), self._timeout_s())
         except Exception as e:
-            if self.config.fail == "closed":
+            if engine.fail.refuses:
                 await self._refund(exchange.failure_refunds())
             return Admission(reply=engine.failed(plan, e), plan=plan)
         return self._admission(plan, exchange.verdict())
@@ -272,12 +280,8 @@ class AsyncGuard(_Guarding[AsyncClient, AsyncLimiter]):
         try:
             await asyncio.wait_for(self._send_all(calls), self._timeout_s())
         except Exception as e:
-            log.warning("librl: a refund failed: %s", _reason(e))
+            log.warning("librl: a refund failed: %s", reason(e))
 
     async def _send_all(self, calls: List[Call]) -> None:
         for clauses, peek in calls:
             await self.limiter.all(*clauses, peek=peek)
-
-
-def _reason(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Optional, Sequence
 
 if TYPE_CHECKING:
-    from ._config import Route
+    from ._configuration import Route
 
 _HEX = frozenset(b"0123456789abcdefABCDEF")
 

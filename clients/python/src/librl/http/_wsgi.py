@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional
 
-from ._engine import Request
+from ._request import Request
 from ._routes import decoded_path
 
 

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optional, Sequence, Tuple
 
-from ._engine import Hook, Reply, Request
 from ._guard import Admission, AsyncGuard, ConfigSource
-from ._routes import decoded_path
+from ._hook import Hook
+from ._identity import user_name
+from ._refusals import Reply
+from ._request import Request
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -28,26 +30,6 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 #: Finds the authenticated user of a request in its ASGI scope.
 UserResolver = Callable[[Scope], Optional[str]]
-
-
-def user_name(user: Any) -> Optional[str]:
-    """The name of a framework's user object: a string as is; an object's
-    ``username``, ``identity``, ``display_name`` or ``id``; None when it is
-    not authenticated."""
-    if user is None or isinstance(user, str):
-        return user or None
-    if getattr(user, "is_authenticated", True) is False:
-        return None
-    for attr in ("username", "identity", "display_name", "id"):
-        try:
-            value = getattr(user, attr, None)
-            if callable(value):
-                value = value()
-        except NotImplementedError:  # Starlette's BaseUser leaves identity abstract
-            continue
-        if value not in (None, ""):
-            return str(value)
-    return None
 
 
 def scope_user(scope: Scope) -> Optional[str]:
@@ -68,15 +50,13 @@ def request_of(scope: Scope, user: Optional[str]) -> Request:
     for name, value in scope.get("headers", ()):
         headers.setdefault(name.decode("latin-1").lower(), []).append(value)
     client = scope.get("client")
-    path = scope.get("path", "/")
-    raw_path = scope.get("raw_path")
     return Request(
         method=scope.get("method", "GET"),
-        path=path,
+        path=scope.get("path", "/"),
         headers=headers,
         peer=client[0] if client else None,
         user=user,
-        raw_path=raw_path if raw_path is not None else decoded_path(path.encode()),
+        raw_path=scope.get("raw_path"),
     )
 
 

@@ -35,9 +35,10 @@ from django.http import HttpResponse
 from django.utils.module_loading import import_string
 
 from . import _wsgi as wsgi
-from ._engine import Reply, Request
 from ._guard import Admission, Guard
-from .asgi import user_name
+from ._identity import user_name
+from ._refusals import Reply
+from ._request import Request
 
 F = TypeVar("F", bound=Callable[..., Any])
 

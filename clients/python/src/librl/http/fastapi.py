@@ -25,8 +25,9 @@ from fastapi import FastAPI, HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ._engine import Hook, Reply
 from ._guard import AsyncGuard, ConfigSource
+from ._hook import Hook
+from ._refusals import Reply
 from .asgi import RateLimitMiddleware, UserResolver, request_of, scope_user
 
 

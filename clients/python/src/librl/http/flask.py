@@ -25,9 +25,10 @@ import flask
 from flask import Flask, Response
 
 from . import _wsgi as wsgi
-from ._engine import Hook, Request
 from ._guard import Admission, ConfigSource, Guard
-from .asgi import user_name
+from ._hook import Hook
+from ._identity import user_name
+from ._request import Request
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -277,6 +277,15 @@ def _join(path: str, name: str) -> str:
 # -- the grammars (docs/http.md, Durations and Rates) ---------------------------
 
 
+def decimal(digits: Union[str, bytes]) -> int:
+    """ASCII digits (leading zeros allowed) as an integer; past 18
+    significant digits, 10^18, which every bound refuses (int() refuses
+    texts of thousands of digits)."""
+    text = digits.decode("ascii") if isinstance(digits, bytes) else digits
+    text = text.lstrip("0")
+    return int(text or "0") if len(text) <= 18 else 10**18
+
+
 def duration_ms(value: object) -> Optional[int]:
     """A duration in ms, unbounded: the module's grammar (``250ms``, ``1S``,
     ``15m``, ``60`` seconds), or a whole number of seconds; None for
@@ -290,7 +299,7 @@ def duration_ms(value: object) -> Optional[int]:
     if match is None:
         return None
     unit = (match.group(2) or "s").lower()
-    return _digits(match.group(1)) * _UNIT_MS[unit]
+    return decimal(match.group(1)) * _UNIT_MS[unit]
 
 
 def rate(text: str) -> Optional[Tuple[int, int]]:
@@ -300,20 +309,13 @@ def rate(text: str) -> Optional[Tuple[int, int]]:
     match = _RATE.fullmatch(text)
     if match is None:
         return None
-    count, period = _digits(match.group(1)), match.group(2)
+    count, period = decimal(match.group(1)), match.group(2)
     words = _RATE_PERIOD.fullmatch(period)
     if words is not None:
-        n = _digits(words.group(1)) if words.group(1) is not None else 1
+        n = decimal(words.group(1)) if words.group(1) is not None else 1
         return (count, n * _UNIT_MS[words.group(2)[0].lower()]) if n >= 1 else None
     ms = duration_ms(period)
     return (count, ms) if ms is not None else None
-
-
-def _digits(text: str) -> int:
-    """ASCII digits as an integer; past 18 digits, 10^18, which every bound
-    refuses (int() refuses texts of thousands of digits)."""
-    text = text.lstrip("0")
-    return int(text or "0") if len(text) <= 18 else 10**18
 
 
 # -- the cross-field rules, and the Config --------------------------------------

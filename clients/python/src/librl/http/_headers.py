@@ -1,0 +1,83 @@
+"""The rate-limit headers (docs/http.md, Headers): every checked policy in
+RateLimit-Policy, the most restrictive one in RateLimit and
+X-RateLimit-*, and Retry-After on a denial."""
+
+from __future__ import annotations
+
+import math
+from typing import List, Optional, Sequence, Tuple
+
+from .._types import Decision
+from ._configuration import Policy
+
+
+def rate_limit_headers(
+    style: str,
+    policies: Sequence[Policy],
+    replies: Sequence[Decision],
+    worst: int,
+    refused: bool,
+) -> List[Tuple[str, str]]:
+    """The headers of a checked request: ``style`` is the configuration's
+    ``headers``; ``replies`` one per policy, in check order; ``worst`` the
+    most restrictive; ``refused`` adds Retry-After (when a wait helps)."""
+    out: List[Tuple[str, str]] = []
+    reply, policy = replies[worst], policies[worst]
+    reset = ceil_s(reply.reset_after_ms)
+    if style in ("both", "ietf"):
+        items = []
+        for p, r in zip(policies, replies):
+            unit = ';qu="content-bytes"' if p.cost == "body-bytes" else ""
+            items.append(f'"{p.name}";q={shown_limit(p, r)};w={p.window_s}{unit}')
+        out.append(("RateLimit-Policy", ", ".join(items)))
+        out.append(("RateLimit", f'"{policy.name}";r={reply.remaining};t={reset}'))
+    if style in ("both", "legacy"):
+        out.append(("X-RateLimit-Limit", str(shown_limit(policy, reply))))
+        out.append(("X-RateLimit-Remaining", str(reply.remaining)))
+        out.append(("X-RateLimit-Reset", str(reset)))
+    retry = retry_after_s(reply)
+    if refused and retry is not None:
+        out.append(("Retry-After", str(retry)))
+    return out
+
+
+def shown_limit(policy: Policy, reply: Decision) -> int:
+    """The limit the headers show: a token policy's rate per window (its
+    reply's limit is the capacity), unless an override changed it."""
+    if policy.algorithm == "token" and policy.burst is not None and reply.limit == policy.burst:
+        return policy.limit
+    return reply.limit
+
+
+def most_restrictive(replies: Sequence[Decision]) -> int:
+    """The denying reply with the longest wait (-1, never, is the longest);
+    else the smallest share of its limit left, then the later reset, then
+    the first."""
+    denied = [i for i, r in enumerate(replies) if not r.allowed]
+    if denied:
+        return max(
+            denied,
+            key=lambda i: (
+                math.inf if replies[i].retry_after_ms < 0 else replies[i].retry_after_ms,
+                -i,
+            ),
+        )
+    best = 0
+    for i in range(1, len(replies)):
+        a, b = replies[i], replies[best]
+        # remaining/limit compared without division.
+        left_a, left_b = a.remaining * b.limit, b.remaining * a.limit
+        if left_a < left_b or (left_a == left_b and a.reset_after_ms > b.reset_after_ms):
+            best = i
+    return best
+
+
+def retry_after_s(reply: Decision) -> Optional[int]:
+    """Retry-After: whole seconds until the request may succeed, at least
+    1; None when no wait helps (the cost exceeds the limit)."""
+    return max(1, ceil_s(reply.retry_after_ms)) if reply.retry_after_ms >= 0 else None
+
+
+def ceil_s(ms: int) -> int:
+    """Milliseconds as seconds, rounded up (1 ms is 1 s, 0 is 0)."""
+    return -(-ms // 1000) if ms > 0 else 0

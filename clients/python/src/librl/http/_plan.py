@@ -1,0 +1,161 @@
+"""Which checks a request needs (docs/http.md, One decision per request,
+step 1): its policies (the route's, or a view's own), each one's subject
+(loopback-exempt ones dropped), key and cost; a bad cost header or a body
+too large refuses the request here, before any Redis call."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import List, Optional, Sequence, Tuple, Union
+
+from .._args import Clause, Fixed, Sliding, Token
+from ._configuration import MAX_UNITS, Config, Policy, Route, decimal
+from ._identity import client_ip, is_loopback, subject
+from ._keys import limiter_key, override_key
+from ._refusals import Reply, bad_cost, too_large
+from ._request import Request
+from ._routes import select
+
+_DIGITS = re.compile(rb"[0-9]+")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One policy checked for one request."""
+
+    policy: Policy
+    subject: str
+    key: str
+    override_key: Optional[str]
+    cost: int
+
+    def clause(self, refund: bool = False) -> Clause:
+        """The policy's clause of RL.ALL: ``COST n``, or ``REFUND n``."""
+        p = self.policy
+        window = f"{p.window_ms}ms"
+        cost = {"refund": self.cost} if refund else {"cost": self.cost}
+        if p.algorithm == "token":
+            return Token(
+                self.key, p.limit, window, burst=p.burst, override=self.override_key, **cost
+            )
+        if p.algorithm == "fixed":
+            return Fixed(
+                self.key, p.limit, window, aligned=p.aligned, override=self.override_key, **cost
+            )
+        return Sliding(
+            self.key,
+            p.limit,
+            window,
+            approx=p.algorithm == "approx",
+            override=self.override_key,
+            **cost,
+        )
+
+
+@dataclass
+class Plan:
+    """A request's checks, before Redis: ``needs_body`` when a body-bytes
+    policy applies and the request has no Content-Length (the adapter reads
+    the body, up to max_body_bytes + 1 bytes, and ``costs`` follows)."""
+
+    request: Request
+    route: Optional[Route]
+    #: Each applying policy with its subject, in check order.
+    applying: List[Tuple[Policy, str]]
+    needs_body: bool = False
+    checks: List[Check] = field(default_factory=list)
+
+
+def plan(
+    config: Config, request: Request, names: Optional[Sequence[str]] = None
+) -> Union[Plan, Reply, None]:
+    """The request's checks, or a refusal made before any check (400, 413),
+    or None when no policy applies (no check, no headers). ``names``: a
+    view's own policies (a decorator, a dependency), in place of the
+    routes."""
+    route: Optional[Route] = None
+    if names is not None:
+        policies = named(config, names)
+    elif not config.routes:
+        policies = config.policies
+    else:
+        route = select(config.routes, request.method, request.route_path())
+        policies = route.policies if route is not None else ()
+    if not policies:
+        return None
+    ip = client_ip(request.peer, request, config.trusted_proxies)
+    applying = []
+    for policy in policies:
+        who = subject(policy, request, ip, config)
+        if config.exempt_loopback and who.startswith("ip:") and is_loopback(ip):
+            continue
+        applying.append((policy, who))
+    if not applying:
+        return None
+    planned = Plan(request, route, applying)
+    length = None
+    if any(p.cost == "body-bytes" for p, _ in applying):
+        declared = request.header("content-length")
+        if declared is not None and _DIGITS.fullmatch(declared):
+            length = decimal(declared)
+        elif request.header("transfer-encoding") is not None or declared is None:
+            planned.needs_body = True
+            return planned
+    return costs(config, planned, length)
+
+
+def costs(config: Config, planned: Plan, body_length: Optional[int]) -> Union[Plan, Reply]:
+    """Each check's cost and keys; a body over max_body_bytes is 413, a bad
+    cost header 400 (docs/http.md, Cost)."""
+    if body_length is not None and body_length > config.max_body_bytes:
+        return too_large(config.max_body_bytes)
+    planned.needs_body = False
+    checks = []
+    for policy, who in planned.applying:
+        if policy.cost == "body-bytes":
+            cost = min(max(1, body_length or 0), MAX_UNITS)
+        elif policy.cost == "header":
+            assert policy.cost_header is not None
+            header_cost = cost_header(planned.request.header(policy.cost_header.lower()))
+            if header_cost is None:
+                return bad_cost(policy)
+            cost = header_cost
+        else:
+            cost = int(policy.cost)
+        checks.append(
+            Check(
+                policy,
+                who,
+                limiter_key(config.prefix, who, policy),
+                override_key(config.prefix, who, policy),
+                cost,
+            )
+        )
+    planned.checks = checks
+    return planned
+
+
+def cost_header(value: Optional[bytes]) -> Optional[int]:
+    """A ``header:<Name>`` cost: 1 when the header is absent; its value
+    (all its lines joined, trimmed) when it is ASCII digits, leading zeros
+    allowed, making 1 to 2^50; None, a 400, for anything else."""
+    if value is None:
+        return 1
+    if not _DIGITS.fullmatch(value):
+        return None
+    cost = decimal(value)
+    return cost if 1 <= cost <= MAX_UNITS else None
+
+
+def named(config: Config, names: Sequence[str]) -> Tuple[Policy, ...]:
+    """The policies of these names; a name not defined is a ValueError
+    (raised where a decorator or dependency is written, at import)."""
+    by_name = {p.name: p for p in config.policies}
+    missing = [n for n in names if n not in by_name]
+    if missing:
+        raise ValueError(
+            f"librl: no policy named {', '.join(map(repr, missing))} in the configuration "
+            f"(defined: {', '.join(by_name)})"
+        )
+    return tuple(by_name[n] for n in names)
