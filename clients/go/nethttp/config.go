@@ -214,8 +214,6 @@ func bad(field, format string, args ...any) *ConfigError {
 	return &ConfigError{Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
-const maxUnits = int64(1) << 50
-
 // The validated configuration.
 type config struct {
 	prefix         string
@@ -260,17 +258,10 @@ type policy struct {
 	overridable bool
 }
 
-type route struct {
-	path     string
-	methods  []string
-	policies []*policy
-}
-
 var (
 	policyName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 	token      = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-	method     = regexp.MustCompile(`^[A-Z][A-Z0-9_-]*$`)
-	durationRe = regexp.MustCompile(`^([0-9]+)(ms|s|m|h|d)?$`)
+	method     = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Z-]+$") // a token without lower case
 )
 
 func fields(path string, m map[string]any, known ...string) error {
@@ -396,66 +387,25 @@ func asInt(path string, v any, lo, hi int64) (int64, error) {
 	return n, nil
 }
 
-var units = map[string]time.Duration{"": time.Second, "ms": time.Millisecond, "s": time.Second,
-	"m": time.Minute, "h": time.Hour, "d": 24 * time.Hour}
-
-// parseDuration reads "<integer><unit>" or a bare integer of seconds.
-func parseDuration(s string) (time.Duration, bool) {
-	m := durationRe.FindStringSubmatch(strings.TrimSpace(s))
-	if m == nil || len(m[1]) > 15 {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(m[1], 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	return time.Duration(n) * units[m[2]], true
-}
-
 func asDuration(path string, v any, lo, hi time.Duration) (time.Duration, error) {
-	var d time.Duration
+	var ms int64
 	switch x := v.(type) {
 	case string:
 		var ok bool
-		if d, ok = parseDuration(x); !ok {
-			return 0, bad(path, "%q is not a duration: write an integer with ms, s, m, h or d (1500ms, 1m), or seconds", x)
+		if ms, ok = durationMS(x); !ok {
+			return 0, bad(path, "%q is not a duration: write a positive integer with ms, s, m, h or d (1500ms, 1m), or seconds", x)
 		}
 	default:
-		n, err := asInt(path, v, 0, 3650*24*3600)
+		n, err := asInt(path, v, 1, 1<<40)
 		if err != nil {
 			return 0, bad(path, "must be a duration such as \"250ms\" or \"1m\", got %s", describe(v))
 		}
-		d = time.Duration(n) * time.Second
+		ms = n * 1000
 	}
-	if d < lo || d > hi {
-		return 0, bad(path, "must be from %v to %v, got %v", lo, hi, d)
+	if d := time.Duration(ms) * time.Millisecond; ms <= int64(hi/time.Millisecond) && d >= lo {
+		return d, nil
 	}
-	return d, nil
-}
-
-const maxWindow = 3650 * 24 * time.Hour
-
-var rateUnits = map[string]time.Duration{"s": time.Second, "second": time.Second, "m": time.Minute,
-	"minute": time.Minute, "h": time.Hour, "hour": time.Hour, "d": 24 * time.Hour, "day": 24 * time.Hour}
-
-func parseRate(s string) (int64, time.Duration, bool) {
-	n, per, ok := strings.Cut(strings.TrimSpace(s), "/")
-	if !ok {
-		return 0, 0, false
-	}
-	limit, err := strconv.ParseInt(strings.TrimSpace(n), 10, 64)
-	if err != nil || limit < 1 || limit > maxUnits {
-		return 0, 0, false
-	}
-	per = strings.TrimSpace(per)
-	if w, ok := rateUnits[per]; ok {
-		return limit, w, true
-	}
-	w, ok := parseDuration(per)
-	if !ok || w < time.Millisecond || w > maxWindow {
-		return 0, 0, false
-	}
-	return limit, w, true
+	return 0, bad(path, "must be from %v to %v", lo, hi)
 }
 
 func oneOf(path string, v any, allowed ...string) (string, error) {
@@ -607,8 +557,13 @@ func parseConfig(doc any) (*config, error) {
 	return c, nil
 }
 
+// parseNetwork reads an address or a CIDR network; an IPv6 zone index on
+// the address is dropped, as everywhere an address is read.
 func parseNetwork(s string) (netip.Prefix, error) {
-	if strings.Contains(s, "/") {
+	if addr, bits, ok := strings.Cut(s, "/"); ok {
+		if at := strings.IndexByte(addr, '%'); at >= 0 && strings.Contains(addr, ":") {
+			s = addr[:at] + "/" + bits
+		}
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
 			return p, err
@@ -622,7 +577,7 @@ func parseNetwork(s string) (netip.Prefix, error) {
 	if err != nil {
 		return netip.Prefix{}, err
 	}
-	a = a.Unmap()
+	a = a.WithZone("").Unmap()
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
@@ -699,10 +654,14 @@ func parsePolicy(path string, v any) (*policy, error) {
 		if err != nil {
 			return nil, err
 		}
-		var ok bool
-		if p.limit, p.window, ok = parseRate(s); !ok {
-			return nil, bad(f("rate"), "%q is not N/unit (unit: s, second, m, minute, h, hour, d, day, or a duration such as 10s)", s)
+		limit, ms, ok := parseRate(s)
+		if !ok {
+			return nil, bad(f("rate"), "%q is not N/unit (unit: s, second, m, minute, h, hour, d, day, their plurals, or a duration such as 10s)", s)
 		}
+		if ms > int64(maxWindow/time.Millisecond) {
+			return nil, bad(f("rate"), "%q: the period must be from 1ms to 3650 days", s)
+		}
+		p.limit, p.window = limit, time.Duration(ms)*time.Millisecond
 	} else {
 		if !hasLimit {
 			return nil, bad(f("limit"), "missing: give limit and window, or rate")
@@ -793,16 +752,21 @@ func (c *config) parseRoute(path string, v any) (route, error) {
 	if !strings.HasPrefix(r.path, "/") {
 		return r, bad(path+".path", "%q must start with /", r.path)
 	}
+	r.match = lowerASCII(canonicalPath(r.path))
 	if ms, ok := m["methods"]; ok {
 		err := eachString(path+".methods", ms, "method names", func(at, s string) error {
 			if !method.MatchString(s) {
-				return bad(at, "%q is not an upper-case method name", s)
+				return bad(at, "%q is not a method name without lower-case letters (GET, M-SEARCH)", s)
 			}
 			r.methods = append(r.methods, s)
 			return nil
 		})
 		if err != nil {
 			return r, err
+		}
+		// A route that matches no method is a mistake; without methods, every method.
+		if len(r.methods) == 0 {
+			return r, bad(path+".methods", "must not be empty: omit methods for every method")
 		}
 	}
 	ps, ok := m["policies"]

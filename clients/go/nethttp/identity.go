@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"regexp"
 	"strings"
 )
 
@@ -40,15 +39,28 @@ func hashID(value string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-var safeValue = regexp.MustCompile(`^[A-Za-z0-9._~@+=:/-]{1,64}$`)
-
 // keyValue is a user or header value as it appears in a key: verbatim when
-// safe, else hashed (a "}" must not break the hash tag).
+// it is 1 to 64 bytes of A-Z a-z 0-9 . _ ~ @ + = : / -, else hashed (a "}"
+// must not break the hash tag). Go strings are bytes: a header value's
+// bytes as received, a user name's UTF-8.
 func keyValue(v string) string {
-	if safeValue.MatchString(v) {
+	if keySafe(v) {
 		return v
 	}
 	return "sha256-" + hashID(v)
+}
+
+func keySafe(v string) bool {
+	if len(v) < 1 || len(v) > 64 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("._~@+=:/-", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // identity computes a request's subjects, each once.
@@ -59,7 +71,9 @@ type identity struct {
 	ip   *subject
 }
 
-// parseHop reads an address with an optional port or [v6] brackets.
+// parseHop reads an address with an optional port or [v6] brackets. An
+// IPv6 zone index (fe80::1%eth0) is dropped: a zone names the receiving
+// host's interface, not the client.
 func parseHop(hop string) (netip.Addr, bool) {
 	s := strings.TrimSpace(hop)
 	if host, _, err := net.SplitHostPort(s); err == nil {
@@ -68,10 +82,10 @@ func parseHop(hop string) (netip.Addr, bool) {
 		s = s[1 : len(s)-1]
 	}
 	a, err := netip.ParseAddr(s)
-	if err != nil || a.Zone() != "" {
+	if err != nil {
 		return netip.Addr{}, false
 	}
-	return a.Unmap(), true
+	return a.WithZone("").Unmap(), true
 }
 
 func (id *identity) trusted(a netip.Addr) bool {

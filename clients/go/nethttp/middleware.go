@@ -21,7 +21,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -131,7 +130,15 @@ func New(client redis.UniversalClient, source Source, opts ...Option) (*Middlewa
 // none, every policy).
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		policies, route := m.selectRoute(r.Method, r.URL.Path)
+		policies, route := m.c.policies, ""
+		if m.c.hasRoutes {
+			i := selectRoute(m.c.routes, r.Method, r.URL.Path)
+			if i < 0 {
+				next.ServeHTTP(w, r)
+				return
+			}
+			policies, route = m.c.routes[i].policies, m.c.routes[i].path
+		}
 		m.serve(w, r, next, policies, route)
 	})
 }
@@ -150,46 +157,6 @@ func (m *Middleware) Policies(names ...string) (func(http.Handler) http.Handler,
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next, ps, "") })
 	}, nil
-}
-
-// selectRoute: the route with the longest path prefix (whole segments)
-// among those whose methods include the request's; the first on a tie.
-func (m *Middleware) selectRoute(method, path string) ([]*policy, string) {
-	if !m.c.hasRoutes {
-		return m.c.policies, ""
-	}
-	best := -1
-	for i, r := range m.c.routes {
-		if !hasPrefix(path, r.path) || (r.methods != nil && !contains(r.methods, method)) {
-			continue
-		}
-		if best < 0 || len(r.path) > len(m.c.routes[best].path) {
-			best = i
-		}
-	}
-	if best < 0 {
-		return nil, ""
-	}
-	return m.c.routes[best].policies, m.c.routes[best].path
-}
-
-func hasPrefix(path, prefix string) bool {
-	if prefix == "/" || path == prefix {
-		return true
-	}
-	if !strings.HasPrefix(path, prefix) {
-		return false
-	}
-	return strings.HasSuffix(prefix, "/") || path[len(prefix)] == '/'
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // check is one policy applied to one request.
@@ -217,19 +184,17 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		c := check{p: p, s: s, cost: p.costUnits}
 		switch p.cost {
 		case costHeader:
-			if v := r.Header.Get(p.costHeader); v != "" {
-				n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-				if err != nil || n < 1 || n > maxUnits || strings.ContainsAny(strings.TrimSpace(v), "+-") {
-					problem(w, 400, titles[400], p.costHeader+" must be an integer from 1 to 2^50.", map[string]any{"policy": p.name})
-					return
-				}
-				c.cost = n
+			n, ok := headerCost(r.Header.Values(p.costHeader))
+			if !ok {
+				problem(w, 400, titles[400], p.costHeader+" must be an integer from 1 to 2^50.", map[string]any{"policy": p.name})
+				return
 			}
+			c.cost = n
 		case costBodyBytes:
 			if body < 0 {
 				var ok bool
 				if body, ok = m.measure(r); !ok {
-					problem(w, 413, titles[413], fmt.Sprintf("The request body may be at most %d bytes.", m.c.maxBody), nil)
+					problem(w, 413, titles[413], fmt.Sprintf("The body may be at most %d bytes.", m.c.maxBody), nil)
 					return
 				}
 			}
