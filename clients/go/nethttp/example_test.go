@@ -13,7 +13,7 @@ import (
 func ExampleNew() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	mw, err := nethttp.New(rdb, nethttp.File("policies.yaml"),
-		nethttp.OnDecision(func(e nethttp.Event) {
+		nethttp.OnDecision(func(e nethttp.DecisionEvent) {
 			if e.Outcome == nethttp.Denied {
 				log.Printf("refused %s %s", e.Method, e.Path)
 			}

@@ -42,19 +42,20 @@ const (
 	FailClosed Outcome = "fail_closed" // Redis did not answer in time; 503
 )
 
-// Event is the decision hook's argument, once per checked request.
-type Event struct {
+// DecisionEvent is the decision hook's argument, once per checked request
+// (docs/http.md, Decision hook).
+type DecisionEvent struct {
 	Outcome Outcome
 	Local   bool // decided in the process: never, in Go (no local fail mode)
 	Method  string
 	Path    string
 	Route   string // the matched route's path, "" when none
-	Checks  []Check
+	Checks  []CheckReport
 	Err     error // why Redis could not answer (FailOpen, FailClosed)
 }
 
-// Check is one checked policy as the hook sees it.
-type Check struct {
+// CheckReport is one checked policy as the hook sees it.
+type CheckReport struct {
 	Policy   string
 	Subject  string // the key's middle part: ip:203.0.113.9, user:alice, api-key:<32 hex>, global
 	Key      string
@@ -62,13 +63,23 @@ type Check struct {
 	Decision *librl.Decision // nil when Redis could not answer
 }
 
+// Event is DecisionEvent's earlier name.
+//
+// Deprecated: use DecisionEvent, the name every librl integration uses.
+type Event = DecisionEvent
+
+// Check is CheckReport's earlier name.
+//
+// Deprecated: use CheckReport, the name every librl integration uses.
+type Check = CheckReport
+
 // Option configures New.
 type Option func(*Middleware)
 
 // OnDecision sets the decision hook: called once per checked request,
 // after the decision and before the handler runs or the refusal is sent. A
 // panic in it is logged and ignored.
-func OnDecision(hook func(Event)) Option { return func(m *Middleware) { m.hook = hook } }
+func OnDecision(hook func(DecisionEvent)) Option { return func(m *Middleware) { m.hook = hook } }
 
 // UserResolver sets how the authenticated user of a request is found, for
 // `key: user` policies (default: UserFromContext). "" means no user: the
@@ -81,7 +92,11 @@ func UserResolver(resolve func(*http.Request) string) Option {
 // api-gateway's `headers`): a policy label for monitoring, say. They are
 // set after the rate-limit headers and may not replace them.
 func DenyHeaders(h http.Header) Option {
-	return func(m *Middleware) { m.denyHeaders = h.Clone() }
+	canonical := http.Header{}
+	for k, v := range h {
+		canonical[http.CanonicalHeaderKey(k)] = append([]string(nil), v...)
+	}
+	return func(m *Middleware) { m.denyHeaders = canonical }
 }
 
 // Logger sets where warnings go (fail open, shadow would-deny, failed
@@ -92,7 +107,7 @@ func Logger(l *slog.Logger) Option { return func(m *Middleware) { m.log = l } }
 type Middleware struct {
 	c        *config
 	lim      *librl.Limiter
-	hook     func(Event)
+	hook     func(DecisionEvent)
 	user     func(*http.Request) string
 	log      *slog.Logger
 	lastWarn atomic.Int64
@@ -510,9 +525,9 @@ func (m *Middleware) emit(r *http.Request, route string, outcome Outcome, checks
 	if m.hook == nil {
 		return
 	}
-	ev := Event{Outcome: outcome, Method: r.Method, Path: r.URL.Path, Route: route, Err: err}
+	ev := DecisionEvent{Outcome: outcome, Method: r.Method, Path: r.URL.Path, Route: route, Err: err}
 	for i, c := range checks {
-		ch := Check{Policy: c.p.name, Subject: c.s.tag, Key: c.key, Cost: c.cost}
+		ch := CheckReport{Policy: c.p.name, Subject: c.s.tag, Key: c.key, Cost: c.cost}
 		if decisions != nil {
 			d := decisions[i]
 			ch.Decision = &d

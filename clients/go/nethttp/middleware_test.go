@@ -43,7 +43,7 @@ func TestMiddlewareInGo(t *testing.T) {
 	t.Run("a Config struct, the hook and a user resolver", func(t *testing.T) {
 		rdb.FlushAll(ctx)
 		var mu sync.Mutex
-		var events []nethttp.Event
+		var events []nethttp.DecisionEvent
 		cfg := nethttp.Config{
 			ExemptLoopback: nethttp.Ptr(false),
 			Policies: []nethttp.Policy{
@@ -52,7 +52,7 @@ func TestMiddlewareInGo(t *testing.T) {
 		}
 		mw, err := nethttp.New(rdb, cfg,
 			nethttp.UserResolver(func(r *http.Request) string { return r.Header.Get("X-User") }),
-			nethttp.OnDecision(func(e nethttp.Event) {
+			nethttp.OnDecision(func(e nethttp.DecisionEvent) {
 				mu.Lock()
 				events = append(events, e)
 				mu.Unlock()

@@ -95,6 +95,20 @@ func quota(c checked) int64 {
 	return c.d.Limit
 }
 
+// The rate-limit headers under net/http's canonical keys, so that
+// Header().Get finds them from wrapping code (on the wire in HTTP/1.1:
+// Ratelimit-Policy; header names are case-insensitive). Assigning the
+// canonical key directly is what Header.Set does, without canonicalizing
+// the name on every request.
+const (
+	hdrPolicy     = "Ratelimit-Policy"
+	hdrRateLimit  = "Ratelimit"
+	hdrLimit      = "X-Ratelimit-Limit"
+	hdrRemaining  = "X-Ratelimit-Remaining"
+	hdrReset      = "X-Ratelimit-Reset"
+	hdrRetryAfter = "Retry-After"
+)
+
 // setHeaders writes the rate-limit headers (docs/http.md, Headers); with
 // refused, Retry-After too.
 func (m *Middleware) setHeaders(h http.Header, cs []checked, refused bool) {
@@ -103,6 +117,12 @@ func (m *Middleware) setHeaders(h http.Header, cs []checked, refused bool) {
 	}
 	w := cs[mostRestrictive(cs)]
 	reset := strconv.FormatInt(ceilSecs(w.d.ResetAfter), 10)
+	// One backing array for every header's one-value slice.
+	vals := make([]string, 0, 6)
+	set := func(k, v string) {
+		vals = append(vals, v)
+		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
 	if m.c.ietf {
 		parts := make([]string, len(cs))
 		for i, c := range cs {
@@ -112,25 +132,17 @@ func (m *Middleware) setHeaders(h http.Header, cs []checked, refused bool) {
 			}
 			parts[i] = fmt.Sprintf(`"%s";q=%d;w=%d%s`, c.p.name, quota(c), ceilSecs(c.p.window), unit)
 		}
-		setExact(h, "RateLimit-Policy", strings.Join(parts, ", "))
-		setExact(h, "RateLimit", fmt.Sprintf(`"%s";r=%d;t=%s`, w.p.name, w.d.Remaining, reset))
+		set(hdrPolicy, strings.Join(parts, ", "))
+		set(hdrRateLimit, fmt.Sprintf(`"%s";r=%d;t=%s`, w.p.name, w.d.Remaining, reset))
 	}
 	if m.c.legacy {
-		setExact(h, "X-RateLimit-Limit", strconv.FormatInt(quota(w), 10))
-		setExact(h, "X-RateLimit-Remaining", strconv.FormatInt(w.d.Remaining, 10))
-		setExact(h, "X-RateLimit-Reset", reset)
+		set(hdrLimit, strconv.FormatInt(quota(w), 10))
+		set(hdrRemaining, strconv.FormatInt(w.d.Remaining, 10))
+		set(hdrReset, reset)
 	}
 	if refused && !w.d.Allowed && w.d.RetryAfter != librl.Never {
-		h.Set("Retry-After", strconv.FormatInt(max(1, ceilSecs(w.d.RetryAfter)), 10))
+		set(hdrRetryAfter, strconv.FormatInt(max(1, ceilSecs(w.d.RetryAfter)), 10))
 	}
-}
-
-// setExact sets a header under its name as docs/http.md spells it
-// (net/http's canonical form would send "Ratelimit"), replacing any value
-// under either spelling.
-func setExact(h http.Header, name, value string) {
-	delete(h, http.CanonicalHeaderKey(name))
-	h[name] = []string{value}
 }
 
 var titles = map[int]string{400: "Bad Request", 413: "Content Too Large", 429: "Too Many Requests",
@@ -165,7 +177,8 @@ func (m *Middleware) deny(w http.ResponseWriter, c checked, cost int64) {
 		_, _ = w.Write([]byte(m.c.denyMessage))
 		return
 	}
-	what := fmt.Sprintf("%q (%d per %s)", c.p.name, quota(c), describeWindow(c.p.window))
+	// The configured limit and window, as Rust's Policy Display writes them.
+	what := fmt.Sprintf("\"%s\" (%d per %s)", c.p.name, c.p.limit, describeWindow(c.p.window))
 	var retry any
 	detail := fmt.Sprintf("This request costs %d, more than rate limit %s ever admits at once.", cost, what)
 	if r := ms(c.d.RetryAfter); r >= 0 {
