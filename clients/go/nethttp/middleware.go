@@ -227,7 +227,8 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		next.ServeHTTP(w, r)
 		return
 	}
-	admitted, decisions, err := m.exchange(checks)
+	v, err := m.exchange(checks)
+	admitted, decisions := v.admitted, v.decisions
 	if err != nil {
 		m.warnOnce(fmt.Sprintf("librl: Redis did not answer (%v); %s", err, map[bool]string{
 			true: "refusing requests (fail: closed)", false: "passing requests unlimited (fail: open)"}[m.c.failClosed]))
@@ -403,54 +404,94 @@ func groups(checks []check) [][]int {
 
 var errTimeout = errors.New("no answer within the configured timeout")
 
-// exchange runs the checks within the timeout. The exchange goes on in
-// the background past it, and refunds what it admitted once Redis answers.
-func (m *Middleware) exchange(checks []check) (bool, []librl.Decision, error) {
-	type outcome struct {
-		admitted  bool
-		decisions []librl.Decision
-		err       error
+// verdict is what Redis answered for a request's checks.
+type verdict struct {
+	admitted  bool
+	decisions []librl.Decision
+}
+
+// ledger holds the groups Redis admitted for one request while their fate
+// is open: a request that is served stays counted, a request that is
+// refused is counted by no policy (docs/http.md, One decision per
+// request). Each group is refunded at most once, by whoever takes it.
+type ledger struct {
+	mu       sync.Mutex
+	admitted [][]check
+	// gone: the request went on without the exchange (the timeout passed).
+	gone bool
+	// result: every group answered; the verdict stands even if the denial's
+	// refunds are still under way when the timeout passes.
+	result *verdict
+}
+
+func (l *ledger) take() [][]check {
+	gs := l.admitted
+	l.admitted = nil
+	return gs
+}
+
+// exchange runs the checks within the timeout. Past it the exchange goes
+// on in the background; what it admits stays counted under fail: open
+// (the request was served) and is refunded under fail: closed (it was
+// refused). On an error or the timeout with fail: closed, the groups
+// admitted so far are refunded before this returns, so before the 503.
+func (m *Middleware) exchange(checks []check) (verdict, error) {
+	type result struct {
+		v   verdict
+		err error
 	}
-	var mu sync.Mutex
-	abandoned := false
-	done := make(chan outcome, 1)
+	l := &ledger{}
+	done := make(chan result, 1)
 	go func() {
-		admitted, decisions, refund, err := m.decide(checks)
-		mu.Lock()
-		gone := abandoned
-		mu.Unlock()
-		if gone || !admitted || err != nil {
-			m.refundGroups(refund)
+		v, err := m.decide(checks, l)
+		var back [][]check
+		l.mu.Lock()
+		if err == nil {
+			l.result = &v
 		}
-		done <- outcome{admitted, decisions, err}
+		// Past the timeout the fail mode decided the request; before it, a
+		// denial does (an error is the caller's to settle).
+		if (l.gone && m.c.failClosed) || (!l.gone && err == nil && !v.admitted) {
+			back = l.take()
+		}
+		l.mu.Unlock()
+		m.refundGroups(back)
+		done <- result{v, err}
 	}()
 	timer := time.NewTimer(m.c.timeout)
 	defer timer.Stop()
+	var err error
 	select {
-	case o := <-done:
-		return o.admitted, o.decisions, o.err
-	case <-timer.C:
-		mu.Lock()
-		abandoned = true
-		mu.Unlock()
-		// A result that arrived at the same moment is taken.
-		select {
-		case o := <-done:
-			return o.admitted, o.decisions, o.err
-		default:
-			return false, nil, errTimeout
+	case r := <-done:
+		if r.err == nil {
+			return r.v, nil
 		}
+		err = r.err
+	case <-timer.C:
+		l.mu.Lock()
+		l.gone = true
+		if l.result != nil {
+			v := *l.result
+			l.mu.Unlock()
+			return v, nil
+		}
+		l.mu.Unlock()
+		err = errTimeout
 	}
+	if m.c.failClosed {
+		l.mu.Lock()
+		back := l.take()
+		l.mu.Unlock()
+		m.refundWithin(back)
+	}
+	return verdict{}, err
 }
 
 // decide sends one RL.ALL per subject; after a denial the later groups are
-// peeked. It returns the admitted groups' checks, for the caller to refund
-// when the request is refused or abandoned.
-func (m *Middleware) decide(checks []check) (bool, []librl.Decision, [][]check, error) {
+// peeked. Each admitted group goes to the ledger as soon as Redis admits it.
+func (m *Middleware) decide(checks []check, l *ledger) (verdict, error) {
 	ctx := context.Background()
-	decisions := make([]librl.Decision, len(checks))
-	var admittedGroups [][]check
-	admitted := true
+	v := verdict{admitted: true, decisions: make([]librl.Decision, len(checks))}
 	for _, g := range groups(checks) {
 		clauses := make([]librl.Clause, len(g))
 		members := make([]check, len(g))
@@ -460,28 +501,30 @@ func (m *Middleware) decide(checks []check) (bool, []librl.Decision, [][]check, 
 		}
 		var a librl.AllDecision
 		var err error
-		if admitted {
+		if v.admitted {
 			a, err = m.lim.All(ctx, clauses...)
 		} else {
 			a, err = m.lim.PeekAll(ctx, clauses...)
 		}
 		if err != nil {
-			return false, nil, admittedGroups, err
+			return verdict{}, err
 		}
 		for j, i := range g {
-			decisions[i] = a.Decisions[j]
+			v.decisions[i] = a.Decisions[j]
 		}
-		if admitted && a.Allowed {
-			admittedGroups = append(admittedGroups, members)
+		if v.admitted && a.Allowed {
+			l.mu.Lock()
+			l.admitted = append(l.admitted, members)
+			l.mu.Unlock()
 		} else {
-			admitted = false
+			v.admitted = false
 		}
 	}
-	return admitted, decisions, admittedGroups, nil
+	return v, nil
 }
 
 // refund gives the checks' costs back: one RL.ALL of REFUND clauses per
-// subject, each within the timeout; failures are logged.
+// subject, within the timeout; failures are logged.
 func (m *Middleware) refund(checks []check) {
 	var gs [][]check
 	for _, g := range groups(checks) {
@@ -491,9 +534,32 @@ func (m *Middleware) refund(checks []check) {
 		}
 		gs = append(gs, members)
 	}
-	m.refundGroups(gs)
+	m.refundWithin(gs)
 }
 
+// refundWithin refunds the groups, waiting at most the timeout: a Redis
+// that does not answer must not hold the response longer (the refunds go
+// on in the background).
+func (m *Middleware) refundWithin(gs [][]check) {
+	if len(gs) == 0 {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		m.refundGroups(gs)
+		close(done)
+	}()
+	timer := time.NewTimer(m.c.timeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		m.log.Warn("librl: a refund did not finish within the timeout; it goes on in the background")
+	}
+}
+
+// refundGroups sends one RL.ALL of REFUND clauses per group; failures are
+// logged.
 func (m *Middleware) refundGroups(gs [][]check) {
 	for _, g := range gs {
 		clauses := make([]librl.Clause, len(g))
@@ -502,10 +568,7 @@ func (m *Middleware) refundGroups(gs [][]check) {
 			clauses[j] = clause(c, true)
 			keys[j] = c.key
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), m.c.timeout)
-		_, err := m.lim.All(ctx, clauses...)
-		cancel()
-		if err != nil {
+		if _, err := m.lim.All(context.Background(), clauses...); err != nil {
 			m.log.Warn("librl: could not refund", "keys", strings.Join(keys, ", "), "error", err)
 		}
 	}
