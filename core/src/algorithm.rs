@@ -4,6 +4,7 @@
 //! are written once against [`Algorithm`] instead of once per algorithm.
 
 use crate::approx::{self, ApproxParams, ApproxState};
+use crate::concurrent::{self, ConcurrentParams, CorruptLeases, Edit, Leases, VecLeases};
 use crate::decision::{Change, Decision, Refunded, Status};
 use crate::fixed::{self, FixedParams, FixedState};
 use crate::sliding::{self, Append, CorruptLog, Log, Refund, SlidingParams, VecLog};
@@ -276,6 +277,80 @@ impl<L: OwnedLog> InMemory for Exact<L> {
                 let mut log = log.unwrap_or_default();
                 log.refund(&state);
                 Some(log)
+            }
+            Change::Clear => None,
+        }
+    }
+}
+
+/// CONCURRENT over leases stored as `L` (the module's compact bytes, or
+/// [`VecLeases`] in memory): decided from a read-only view, and committed
+/// as an [`Edit`] in the leases' own layout. `decide` takes a lease;
+/// leases are given back by id ([`concurrent::release`]), never by units,
+/// so `refund` changes nothing.
+pub struct Leasing<L> {
+    pub params: ConcurrentParams,
+    leases: PhantomData<fn(&L)>,
+}
+
+impl<L> Leasing<L> {
+    pub fn new(params: ConcurrentParams) -> Leasing<L> {
+        Leasing {
+            params,
+            leases: PhantomData,
+        }
+    }
+}
+
+impl<L: Leases> Algorithm for Leasing<L> {
+    type State = L;
+    type Admit = Edit;
+    type Refund = Edit;
+    type Error = CorruptLeases;
+
+    fn decide(
+        &self,
+        leases: Option<&L>,
+        now: u64,
+        cost: u64,
+    ) -> Result<Decision<Edit>, CorruptLeases> {
+        concurrent::decide(&self.params, leases, now, cost)
+    }
+
+    fn refund(
+        &self,
+        leases: Option<&L>,
+        now: u64,
+        _units: u64,
+    ) -> Result<Refunded<Edit>, CorruptLeases> {
+        let status = concurrent::status(&self.params, leases, now)?;
+        Ok(Refunded {
+            change: Change::Unchanged,
+            count: status.count,
+            limit: status.limit,
+            reset_after_ms: status.reset_after_ms,
+        })
+    }
+
+    fn status(&self, leases: Option<&L>, now: u64) -> Result<Status, CorruptLeases> {
+        concurrent::status(&self.params, leases, now)
+    }
+}
+
+impl InMemory for Leasing<VecLeases> {
+    fn admit(leases: Option<VecLeases>, admit: Edit) -> VecLeases {
+        let mut leases = leases.unwrap_or_default();
+        leases.apply(&admit);
+        leases
+    }
+
+    fn refunded(leases: Option<VecLeases>, change: Change<Edit>) -> Option<VecLeases> {
+        match change {
+            Change::Unchanged => leases,
+            Change::Store { state, .. } => {
+                let mut leases = leases.unwrap_or_default();
+                leases.apply(&state);
+                Some(leases)
             }
             Change::Clear => None,
         }

@@ -167,16 +167,20 @@ impl<S> Decision<S> {
 }
 
 /// A limiter's reply, typed until the one renderer writes it:
-/// `[allowed, count, retry_after, limit, remaining, reset_after]`.
+/// `[allowed, count, retry_after, limit, remaining, reset_after]`, and for
+/// a concurrency limiter a seventh integer, the lease id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LimiterReply {
     pub allowed: bool,
     pub retry_after: RetryAfter,
     pub status: Status,
+    /// The lease this call took or named (0: none); None for the limiters
+    /// without leases, whose reply has six integers.
+    pub lease: Option<u64>,
 }
 
 impl LimiterReply {
-    /// The six integers, in the reply's order.
+    /// The six integers every limiter replies, in the reply's order.
     pub fn six(&self) -> [i64; 6] {
         [
             i64::from(self.allowed),
@@ -186,6 +190,35 @@ impl LimiterReply {
             int(self.status.remaining()),
             int(self.status.reset_after_ms),
         ]
+    }
+
+    /// The reply's integers: the first `len` of the array (six, or seven
+    /// with the lease id).
+    pub fn integers(&self) -> ([i64; 7], usize) {
+        let [a, b, c, d, e, f] = self.six();
+        match self.lease {
+            Some(id) => ([a, b, c, d, e, f, int(id)], 7),
+            None => ([a, b, c, d, e, f, 0], 6),
+        }
+    }
+
+    /// The reply of a concurrency limiter: with the lease id `id` (0 when
+    /// the call holds no lease).
+    pub fn with_lease(self, id: u64) -> LimiterReply {
+        LimiterReply {
+            lease: Some(id),
+            ..self
+        }
+    }
+
+    /// The reply of a call that took nothing although its clause would
+    /// have admitted it (PEEK, an RL.ALL call another clause denied): a
+    /// lease id, if the reply has one, is 0.
+    pub fn nothing_taken(self) -> LimiterReply {
+        LimiterReply {
+            lease: self.lease.map(|_| 0),
+            ..self
+        }
     }
 
     /// Monitor mode: admitted, retry_after kept so the application can log
@@ -247,6 +280,7 @@ impl Status {
             allowed,
             retry_after,
             status: self,
+            lease: None,
         }
     }
 

@@ -7,9 +7,11 @@
 //! (REFUND: units given back, as a [`decision::Refunded`] whose "nothing
 //! changed" cannot be written) and `status` (the counts without a call);
 //! `token` adds `reserve` (RESERVE and WAIT: the bucket as a queue, which
-//! may go into debt) over its debt-aware [`token::Bucket`]. [`block`] is
+//! may go into debt) over its debt-aware [`token::Bucket`]; [`concurrent`]
+//! holds leases (a call takes slots until it releases them or its lease
+//! ends) and adds `release` and `renew`, by lease id. [`block`] is
 //! BLOCK's penalty, a layer over any algorithm's decision.
-//! [`algorithm::Algorithm`] is the shape all four share (state type,
+//! [`algorithm::Algorithm`] is the shape all five share (state type,
 //! decide, refund, status), so a caller is written once for every
 //! algorithm; [`algorithm::InMemory`] adds how a state kept as a plain
 //! value commits. [`units`] holds the amounts and durations a caller gives,
@@ -24,6 +26,7 @@ pub mod approx;
 pub mod block;
 #[cfg(test)]
 mod clock_tests;
+pub mod concurrent;
 pub mod decision;
 pub mod fixed;
 pub mod limit;
