@@ -1,0 +1,243 @@
+/**
+ * The shared vectors (conformance/vectors/README.md): every pure rule of
+ * docs/http.md as input and expected output, run against the functions
+ * the Express and Fastify adapters call on requests, without Redis. Each
+ * function the vectors name gets a thin adapter here (bytes in the
+ * adapters' Latin-1 form, configuration read by the configuration
+ * reader), never a second implementation.
+ */
+import assert from "node:assert/strict";
+import { readFileSync, readdirSync } from "node:fs";
+import path from "node:path";
+import { describe, it } from "node:test";
+import { parseDecision } from "../src/reply.js";
+import { ConfigError, parseConfig, type Config, type Policy } from "../src/http/configuration.js";
+import { rateLimitHeaders, mostRestrictive, type Checked } from "../src/http/headers.js";
+import { Identity, TrustedProxies, clientAddress, type RequestFacts } from "../src/http/identity.js";
+import { costHeader, plan } from "../src/http/plan.js";
+import { badCost, denied, tooLarge, unavailable, type Refusal } from "../src/http/refusals.js";
+import { Routes, canonicalPath } from "../src/http/routes.js";
+import { WalkError, walkField, type RateValue } from "../src/http/walker.js";
+
+const VECTORS_DIR = process.env["LIBRL_CONFORMANCE_VECTORS"] ?? path.resolve(__dirname, "..", "..", "..", "..", "conformance", "vectors");
+
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+type Input = { readonly [key: string]: Json };
+
+/** A member the vector must give. */
+function given(input: Input, name: string): Json {
+  const value = input[name];
+  if (value === undefined) throw new Error(`the vector's input has no ${name}`);
+  return value;
+}
+
+/** Bytes as the vectors write them: a string is its UTF-8 bytes, `{"hex": ...}` those bytes. */
+function bytes(value: Json): Buffer {
+  if (typeof value === "string") return Buffer.from(value, "utf8");
+  if (typeof value === "object" && value !== null && !Array.isArray(value) && typeof value["hex"] === "string") {
+    return Buffer.from(value["hex"], "hex");
+  }
+  throw new Error(`not bytes: ${JSON.stringify(value)}`);
+}
+
+/** Bytes as Node hands a header value or a request target over: Latin-1 text. */
+function latin1(value: Json): string {
+  return bytes(value).toString("latin1");
+}
+
+/** The request facts of `[[name, value], ...]` header lines: each name's lines joined with ", ", as Node's headers are. */
+function facts(peer: Json, lines: Json, user: string | undefined): RequestFacts {
+  const headers = new Map<string, string[]>();
+  for (const [name, value] of lines as [string, Json][]) {
+    const key = name.toLowerCase();
+    headers.set(key, [...(headers.get(key) ?? []), latin1(value)]);
+  }
+  return { peer: peer === null ? undefined : (peer as string), header: (name) => headers.get(name)?.join(", "), user };
+}
+
+/** A configuration document with these policies (a whole policy is a policy of the document). */
+function config(top: Input, policies: Json[]): Config {
+  return parseConfig({ ...top, policies });
+}
+
+function policiesOf(policies: Json[]): Policy[] {
+  return [...config({}, policies).policies.values()];
+}
+
+function decisions(replies: Json): Checked["decision"][] {
+  return (replies as Json[]).map((r) => parseDecision(r, "a vector's reply"));
+}
+
+/** A walked value, or `{"error": true}` for what the walker refuses. */
+function walked<T>(read: () => T, shape: (value: T) => Json): Json {
+  try {
+    return shape(read());
+  } catch (err) {
+    if (err instanceof WalkError) return { error: true };
+    throw err;
+  }
+}
+
+function refusalJson(r: Refusal): Json {
+  const out: { [key: string]: Json } = { status: r.status, content_type: r.contentType };
+  if (r.contentType === "application/problem+json") out["body"] = JSON.parse(r.body) as Json;
+  else out["body_text"] = r.body;
+  return out;
+}
+
+/** Each function the vectors name, as the adapters call it. */
+const FUNCTIONS: Readonly<Record<string, (input: Input) => Json>> = {
+  duration: (input) => {
+    const [object, name] = given(input, "field") === "timeout" ? ["config", "timeout"] : ["policy", "window"];
+    return walked(() => walkField(name, given(input, "value"), object, name) as number, (ms) => ({ ms }));
+  },
+
+  rate: (input) =>
+    walked(
+      () => walkField("rate", given(input, "value"), "policy", "rate") as RateValue,
+      (r) => ({ limit: r.count, window_ms: r.windowMs }),
+    ),
+
+  cost_header: (input) => {
+    const lines = (given(input, "lines") as Json[]).map(latin1);
+    const cost = costHeader(lines.length === 0 ? undefined : lines.join(", "));
+    const out: Json = cost === null ? { error: "bad-cost" } : { cost };
+    return out;
+  },
+
+  canonical_path: (input) => ({ hex: Buffer.from(canonicalPath(latin1(given(input, "path"))), "latin1").toString("hex") }),
+
+  route: (input) => {
+    const names = given(input, "policies") as string[];
+    const c = parseConfig({
+      policies: names.map((name) => ({ name, algorithm: "fixed", limit: 1, window: "1s" })),
+      routes: given(input, "routes"),
+    });
+    const selection = new Routes(c.routes, [...c.policies.values()]).select(given(input, "method") as string, latin1(given(input, "path")));
+    const index = c.routes?.findIndex((r) => r.policies === selection.policies) ?? -1;
+    if (c.routes !== undefined && index < 0) return null;
+    return { route: c.routes === undefined ? null : index, policies: selection.policies.map((p) => p.name) };
+  },
+
+  client_ip: (input) => {
+    const c = config({ trusted_proxies: given(input, "trusted_proxies") }, []);
+    return clientAddress(facts(given(input, "peer"), given(input, "headers"), undefined), new TrustedProxies(c.trustedProxies))?.text ?? null;
+  },
+
+  key: (input) => {
+    const c = config(given(input, "config") as Input, [given(input, "policy")]);
+    const request = given(input, "request") as Input;
+    const user = given(request, "user") === null ? undefined : bytes(given(request, "user")).toString("utf8");
+    const identity = new Identity(facts(given(request, "peer"), given(request, "headers"), user), c, new TrustedProxies(c.trustedProxies));
+    const policy = [...c.policies.values()];
+    const [planned] = plan(policy, identity, c.prefix, false);
+    assert.ok(planned !== undefined);
+    return {
+      subject: planned.subject.tag,
+      key: planned.key,
+      override_key: planned.okey ?? null,
+      exempt: plan(policy, identity, c.prefix, c.exemptLoopback).length === 0,
+    };
+  },
+
+  response_headers: (input) => {
+    const policies = policiesOf(given(input, "policies") as Json[]);
+    const replies = decisions(given(input, "replies"));
+    const checked: Checked[] = policies.map((policy, i) => ({ policy, decision: replies[i] as Checked["decision"] }));
+    const refused = given(input, "denied") === true && given(input, "mode") === "enforce";
+    const headers = rateLimitHeaders(given(input, "headers") as Config["headers"], checked, refused);
+    const six = ["RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After"];
+    return lowerCaseNames({
+      most_restrictive: mostRestrictive(checked) ?? null,
+      headers,
+      absent: six.filter((name) => headers[name] === undefined),
+    });
+  },
+
+  refusal: (input) => {
+    const deny = parseConfig({ deny: given(input, "deny"), policies: [] }).deny;
+    switch (given(input, "kind")) {
+      case "denied": {
+        const [policy] = policiesOf([given(input, "policy")]);
+        const [decision] = decisions([given(input, "reply")]);
+        return refusalJson(denied(deny, { policy: policy as Policy, decision: decision as Checked["decision"] }, given(input, "cost") as number, {}));
+      }
+      case "bad-cost":
+        return refusalJson(badCost(given(input, "header") as string, (policiesOf([given(input, "policy")])[0] as Policy).name));
+      case "too-large":
+        return refusalJson(tooLarge(given(input, "max_body_bytes") as number));
+      case "unavailable":
+        return refusalJson(unavailable());
+      default:
+        throw new Error(`unknown refusal kind ${JSON.stringify(given(input, "kind"))}`);
+    }
+  },
+
+  config_error: (input) => {
+    try {
+      parseConfig(given(input, "config"));
+    } catch (err) {
+      if (err instanceof ConfigError) return err.message;
+      throw err;
+    }
+    return "(accepted)";
+  },
+};
+
+/** The files this runner runs: the directory must hold exactly these. */
+const FILES = [
+  "client-ip.json",
+  "config-errors.json",
+  "cost-headers.json",
+  "durations.json",
+  "headers.json",
+  "keys.json",
+  "paths.json",
+  "rates.json",
+  "refusals.json",
+  "routes.json",
+];
+
+interface VectorFile {
+  rule: string;
+  function: string;
+  vectors: { name: string; input: Input; expect: Json }[];
+}
+
+/** Header names compare without regard to case. */
+function lowerCaseNames(v: { most_restrictive: Json; headers: Json; absent: Json }): Json {
+  const headers = Object.fromEntries(Object.entries(v.headers as Record<string, Json>).map(([k, x]) => [k.toLowerCase(), x]));
+  return { ...v, headers, absent: (v.absent as string[]).map((n) => n.toLowerCase()).sort() };
+}
+
+/** Expected bytes compare as bytes, header names without case; everything else exactly. */
+function expected(file: VectorFile, expect: Json): Json {
+  if (file.function === "canonical_path") return { hex: bytes(expect).toString("hex") };
+  if (file.function === "response_headers") return lowerCaseNames(expect as { most_restrictive: Json; headers: Json; absent: Json });
+  return expect;
+}
+
+describe("conformance vectors", () => {
+  it("the directory holds exactly the files this runner runs", () => {
+    assert.deepEqual(readdirSync(VECTORS_DIR).filter((f) => f.endsWith(".json")).sort(), FILES);
+  });
+
+  for (const name of FILES) {
+    const file = JSON.parse(readFileSync(path.join(VECTORS_DIR, name), "utf8")) as VectorFile;
+    describe(`${name} (${file.function}, ${file.rule})`, () => {
+      const run = FUNCTIONS[file.function];
+      it("names a function this runner knows, and each vector once", () => {
+        assert.ok(run !== undefined, `unknown function ${JSON.stringify(file.function)}`);
+        const names = file.vectors.map((v) => v.name);
+        assert.equal(new Set(names).size, names.length, "vector names are not unique");
+      });
+      if (run === undefined) return;
+      for (const v of file.vectors) {
+        it(v.name, () => {
+          const got = run(v.input);
+          assert.deepStrictEqual(got, expected(file, v.expect), `${name} ${v.name}: got ${JSON.stringify(got)}, expected ${JSON.stringify(v.expect)}`);
+        });
+      }
+    });
+  }
+});
