@@ -19,6 +19,7 @@ import Fastify from "fastify";
 import Redis from "ioredis";
 import { Counter, Registry } from "prom-client";
 import { parse as parseYaml } from "yaml";
+import { FRAMEWORKS, startApp } from "../examples/app.js";
 import { rateLimit } from "../src/express.js";
 import { librl } from "../src/fastify.js";
 import { ConfigError, loadConfig, parseConfig, type DecisionEvent } from "../src/http/index.js";
@@ -421,5 +422,38 @@ describe("HTTP integrations", { concurrency: 1 }, () => {
     down.disconnect();
     assert.equal(warnings.length, 1);
     assert.match(warnings[0] as string, /^librl: could not refund rl:\{ip:203\.0\.113\.7\}:two \(a request refused by fail: closed\): /);
+  });
+
+  it("Redis failing mid-exchange: fail open keeps the admitted subject counted, fail closed refunds it before the 503", async () => {
+    // The API key's limiter key holds a plain string: its RL.ALL answers WRONGTYPE after the IP's was admitted.
+    const policies = [
+      { name: "by-ip", algorithm: "fixed", limit: 5, window: "60s" },
+      { name: "by-key", algorithm: "fixed", limit: 5, window: "60s", key: "api-key" },
+    ];
+    const keyOfKey = `rl:{api-key:${createHash("sha256").update("secret").digest("hex").slice(0, 32)}}:by-key`;
+    for (const framework of FRAMEWORKS) {
+      for (const [fail, status, counted] of [
+        ["open", 200, 1],
+        ["closed", 503, 0],
+      ] as const) {
+        await flush();
+        await server.admin.call("SET", keyOfKey, "not a limiter");
+        const warnings: string[] = [];
+        const app = await startApp(framework, {
+          client,
+          config: { exempt_loopback: false, fail, policies },
+          logger: { warn: (m) => warnings.push(m) },
+        });
+        const res = await fetch(`http://127.0.0.1:${app.port}/`, { headers: { "X-Api-Key": "secret" } });
+        await res.arrayBuffer();
+        await app.close();
+        const where = `${framework}, fail: ${fail}`;
+        assert.equal(res.status, status, where);
+        const peek = (await server.admin.call("RL.FIXED", "rl:{ip:127.0.0.1}:by-ip", 5, "60s", "PEEK")) as number[];
+        // PEEK counts the call it answers for: a count of n + 1 means n are recorded.
+        assert.equal(peek[1], counted + 1, where);
+        assert.match(warnings.join("\n"), /WRONGTYPE/, where);
+      }
+    }
   });
 });
