@@ -115,17 +115,35 @@ def decoded(reply: Any) -> Any:
     return reply
 
 
+class Connection(http.client.HTTPConnection):
+    """http.client, sending a request line's bytes as they are: a case's
+    path may hold any byte (``{"hex": ...}``), which http.client would
+    encode as ASCII."""
+
+    def _encode_request(self, request: str) -> bytes:
+        return request.encode("latin-1")
+
+
+def case_bytes(value: Any) -> bytes:
+    """A case's bytes: a string's UTF-8, or ``{"hex": ...}`` exactly."""
+    if isinstance(value, dict):
+        return bytes.fromhex(value["hex"])
+    return str(value).encode()
+
+
 def send(port: int, request: Dict[str, Any]) -> Tuple[int, Dict[str, str], bytes]:
     """One request on a fresh connection; a header given as a list is sent
-    as that many lines."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    as that many lines, and a value (or the path) as ``{"hex": ...}`` as
+    those bytes."""
+    conn = Connection("127.0.0.1", port, timeout=10)
     try:
         body = request.get("body")
         encoded = body.encode() if body is not None else None
-        conn.putrequest(request.get("method", "GET"), request["path"], skip_accept_encoding=True)
+        path = case_bytes(request["path"]).decode("latin-1")
+        conn.putrequest(request.get("method", "GET"), path, skip_accept_encoding=True)
         for name, value in request.get("headers", {}).items():
             for line in value if isinstance(value, list) else [value]:
-                conn.putheader(name, line)
+                conn.putheader(name, case_bytes(line))
         if request.get("chunked"):
             conn.putheader("Transfer-Encoding", "chunked")
             conn.endheaders()

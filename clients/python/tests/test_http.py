@@ -263,29 +263,6 @@ def test_configuration_files(tmp_path: Path) -> None:
         load(tmp_path / "list.json")
 
 
-@pytest.mark.parametrize(
-    ("doc", "message"),
-    [
-        ({"policies": "p"}, "policies: must be a list"),
-        ({"policies": [5]}, "policies[0]: must be an object"),
-        ({"policies": [], "routes": {}}, "routes: must be a list"),
-        ({"policies": [], "routes": None}, "routes: must be a list"),
-        ({"policies": [], "deny": []}, "deny: must be an object"),
-        ({"policies": [], "trusted_proxies": "10.0.0.0/8"}, "trusted_proxies: must be a list"),
-        ({"policies": [], "exempt_loopback": "yes"}, "exempt_loopback: must be true or false"),
-        ({"policies": [], "fail": "local"}, "fail: local is the Rust integration's mode"),
-        ({"policies": [], "routes": [{"path": "/", "policies": "p"}]}, "routes[0].policies"),
-        (
-            {"policies": [], "routes": [{"path": "/", "methods": "GET", "policies": []}]},
-            "routes[0].methods: must be a list",
-        ),
-    ],
-)
-def test_more_start_up_errors(doc: Dict[str, Any], message: str) -> None:
-    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
-        load(doc)
-
-
 @pytest.mark.parametrize("fail", ["open", "closed"])
 @pytest.mark.parametrize("framework", ["fastapi", "django", "flask"])
 def test_redis_failing_mid_exchange_counts_a_served_request_only(

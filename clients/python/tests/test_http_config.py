@@ -1,15 +1,19 @@
 """The configuration reader without Redis (docs/http.md, Start-up
-validation): the walker over the schema's generated tree, and the
-cross-field rules after it, with the messages of conformance/README.md,
-Configuration errors."""
+validation), beyond conformance/vectors (durations, rates and whole
+messages, run by test_http_vectors.py): what only Python refuses, and
+the Config the walker builds."""
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any, Dict, List
 
 import pytest
 
-from librl.http import ConfigError, parse
+from librl.http import ConfigError, _schema, parse
+from librl.http._configuration import rate
+from servers import ROOT
 
 P = {"name": "p", "algorithm": "fixed", "limit": 1, "window": "1s"}
 
@@ -28,50 +32,18 @@ def error(doc: object) -> str:
 @pytest.mark.parametrize(
     ("doc", "message"),
     [
-        ([1], "(document): must be an object"),
-        ({"policies": [P], "timeot": 1}, "timeot: unknown field"),
-        ({}, "policies: missing"),
-        ({"policies": [P], "timeout": None}, "timeout: must be a duration from 1 ms to 60000 ms"),
-        ({"policies": [P], "mode": "x"}, "mode: must be one of enforce, shadow"),
-        ({"policies": [P], "deny": {"status": 600}}, "deny.status: must be an integer from 400"),
-        ({"policies": [P], "deny": {"message": "\ud800"}}, "deny.message: must be 1 to 1024"),
-        ({"policies": [P], "exempt_loopback": 1}, "exempt_loopback: must be true or false"),
-        ({"policies": [policy(limit=True, window=1)]}, "policies[0].limit: must be an integer"),
-        ({"policies": [policy(rate="5/sec")]}, "policies[0].rate: must be a rate: a count from 1"),
-        ({"policies": [policy(cost=0, rate="1/s")]}, "policies[0].cost: must be an integer"),
-        (
-            {"policies": [P], "routes": [{"path": "/", "methods": [], "policies": []}]},
-            "routes[0].methods: must not be empty",
-        ),
-        (
-            {"policies": [P], "trusted_proxies": ["fe80::1%eth0"]},
-            "trusted_proxies[0]: must be an IP address or a CIDR network",
-        ),
-        # The cross-field rules, after the walker.
-        (
-            {"policies": [P], "trusted_proxies": ["10.0.0.0/33"]},
-            "trusted_proxies[0]: must be an IP address or a CIDR network",
-        ),
-        ({"policies": [P, P]}, 'policies[1].name: "p" is used by an earlier policy'),
-        (
-            {"policies": [P], "routes": [{"path": "/", "policies": ["q"]}]},
-            'routes[0].policies[0]: no policy is named "q"',
-        ),
-        (
-            {"policies": [policy(rate="5/s", limit=5)]},
-            "policies[0].rate: give rate, or limit and window, not both",
-        ),
-        ({"policies": [policy(window="1s")]}, "policies[0].limit: missing (give limit and window"),
-        ({"policies": [policy(limit=1)]}, "policies[0].window: missing (give limit and window"),
-        (
-            {"policies": [policy(algorithm="sliding", rate="1/s", aligned=True)]},
-            "policies[0].aligned: aligned is for fixed policies, not sliding",
-        ),
-        ({"policies": [policy(rate="1/s", burst=2)]}, "policies[0].burst: burst is for token"),
+        # Python lacks the local fail mode (a cross-field rule of its own).
         ({"policies": [P], "fail": "local"}, "fail: local is the Rust integration's mode; use"),
+        # A lone surrogate (JSON "\ud800") is no text: it could not be sent.
+        ({"policies": [P], "deny": {"message": "\ud800"}}, "deny.message: must be 1 to 1024"),
+        # Digits past what int() reads are out of bounds, not an exception.
+        ({"policies": [policy(rate="9" * 5000 + "/s")]}, "policies[0].rate: must be a rate"),
+        ({"policies": [policy(limit=1, window="9" * 5000)]}, "policies[0].window: must be a"),
     ],
 )
-def test_refusals_name_the_field(doc: object, message: str) -> None:
+def test_refusals_python_adds(doc: object, message: str) -> None:
+    """What conformance/vectors/config-errors.json cannot say for every
+    language; the rest of the walker's messages are its vectors."""
     assert error(doc).startswith(f"librl: configuration: {message}")
 
 
@@ -108,3 +80,18 @@ def test_whole_numbers_are_integers_and_routes_are_canonical() -> None:
     route = config.routes[0]
     routes: List[Any] = [route.path, route.methods, route.key]
     assert routes == ["/Limited/", frozenset({"M-SEARCH"}), b"/limited"]
+
+
+def test_the_schemas_rate_pattern_and_the_grammar_agree() -> None:
+    """The schema states the rate grammar as a pattern (for JSON Schema
+    validators); the reader parses it (rate()). On every string of
+    conformance/vectors/rates.json they agree on what is a rate, bounds
+    aside."""
+    (field,) = [f for f in _schema.OBJECTS["policy"] if f.name == "rate"]
+    assert field.pattern is not None
+    vectors = json.loads((ROOT / "conformance" / "vectors" / "rates.json").read_text())["vectors"]
+    texts = [v["input"]["value"] for v in vectors if isinstance(v["input"]["value"], str)]
+    assert len(texts) > 50
+    for text in texts:
+        by_pattern = re.search(field.pattern, text) is not None
+        assert by_pattern == (rate(text) is not None), text

@@ -173,6 +173,14 @@ def _object(name: str, value: object, path: str) -> Dict[str, Any]:
     return out
 
 
+def read_field(object_name: str, name: str, value: object) -> Any:
+    """One field of one of the schema's objects, read as the walker reads
+    it (a duration in ms, a rate as (count, ms)); a ConfigError naming the
+    field when it is refused."""
+    (f,) = [f for f in _schema.OBJECTS[object_name] if f.name == name]
+    return _value(f, value, name)
+
+
 def _value(f: _schema.Field, value: object, path: str) -> Any:
     kind = f.kind
     if kind == "object":
@@ -313,7 +321,7 @@ def rate(text: str) -> Optional[Tuple[int, int]]:
     words = _RATE_PERIOD.fullmatch(period)
     if words is not None:
         n = decimal(words.group(1)) if words.group(1) is not None else 1
-        return (count, n * _UNIT_MS[words.group(2)[0].lower()]) if n >= 1 else None
+        return count, n * _UNIT_MS[words.group(2)[0].lower()]  # n = 0: out of bounds
     ms = duration_ms(period)
     return (count, ms) if ms is not None else None
 

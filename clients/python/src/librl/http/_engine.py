@@ -13,7 +13,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 from ._configuration import Config, Policy
 from ._decide import Call, Verdict, settlement
 from ._fail import FailMode, reason
-from ._headers import most_restrictive, rate_limit_headers
+from ._headers import response_headers
 from ._hook import Hook, Outcome, event_of, report
 from ._plan import Check, Plan, costs, named, plan
 from ._refusals import Reply, denied
@@ -51,11 +51,10 @@ class Engine:
         """(pass the request on?, the rate-limit headers, the refusal if
         not); reports to the hook."""
         checks, replies = planned.checks, verdict.replies
-        shadow = self.config.mode == "shadow"
-        worst = most_restrictive(replies)
-        refused = not verdict.admitted and not shadow
         policies = [check.policy for check in checks]
-        headers = rate_limit_headers(self.config.headers, policies, replies, worst, refused)
+        worst, headers = response_headers(self.config, policies, replies, not verdict.admitted)
+        shadow = self.config.mode == "shadow"
+        refused = not verdict.admitted and not shadow
         outcome: Outcome = "allowed" if verdict.admitted else "would_deny" if shadow else "denied"
         if outcome == "would_deny":
             log.warning(

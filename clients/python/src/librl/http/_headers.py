@@ -8,7 +8,18 @@ import math
 from typing import List, Optional, Sequence, Tuple
 
 from .._types import Decision
-from ._configuration import Policy
+from ._configuration import Config, Policy
+
+
+def response_headers(
+    config: Config, policies: Sequence[Policy], replies: Sequence[Decision], denied: bool
+) -> Tuple[int, List[Tuple[str, str]]]:
+    """The most restrictive policy's index and the headers of a checked
+    request, whose group was ``denied`` or not: Retry-After only on a
+    refusal, which shadow mode never makes."""
+    worst = most_restrictive(replies)
+    refused = denied and config.mode != "shadow"
+    return worst, rate_limit_headers(config.headers, policies, replies, worst, refused)
 
 
 def rate_limit_headers(

@@ -11,7 +11,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 from .._args import Clause, Fixed, Sliding, Token
 from ._configuration import MAX_UNITS, Config, Policy, Route, decimal
-from ._identity import client_ip, is_loopback, subject
+from ._identity import IpAddress, client_ip, is_loopback, subject
 from ._keys import limiter_key, override_key
 from ._refusals import Reply, bad_cost, too_large
 from ._request import Request
@@ -74,23 +74,16 @@ def plan(
     or None when no policy applies (no check, no headers). ``names``: a
     view's own policies (a decorator, a dependency), in place of the
     routes."""
-    route: Optional[Route] = None
-    if names is not None:
-        policies = named(config, names)
-    elif not config.routes:
-        policies = config.policies
-    else:
-        route = select(config.routes, request.method, request.route_path())
-        policies = route.policies if route is not None else ()
-    if not policies:
+    found = route_policies(config, request, names)
+    if found is None or not found[1]:
         return None
+    route, policies = found
     ip = client_ip(request.peer, request, config.trusted_proxies)
     applying = []
     for policy in policies:
-        who = subject(policy, request, ip, config)
-        if config.exempt_loopback and who.startswith("ip:") and is_loopback(ip):
-            continue
-        applying.append((policy, who))
+        who, exempt = subject_of(config, request, policy, ip)
+        if not exempt:
+            applying.append((policy, who))
     if not applying:
         return None
     planned = Plan(request, route, applying)
@@ -103,6 +96,30 @@ def plan(
             planned.needs_body = True
             return planned
     return costs(config, planned, length)
+
+
+def route_policies(
+    config: Config, request: Request, names: Optional[Sequence[str]] = None
+) -> Optional[Tuple[Optional[Route], Sequence[Policy]]]:
+    """The route a request gets (None without routes or with ``names``)
+    and its policies in check order; None when routes exist and none
+    matches: the request is not checked (docs/http.md, Routes)."""
+    if names is not None:
+        return None, named(config, names)
+    if not config.routes:
+        return None, config.policies
+    route = select(config.routes, request.method, request.route_path())
+    return (route, route.policies) if route is not None else None
+
+
+def subject_of(
+    config: Config, request: Request, policy: Policy, ip: Optional[IpAddress]
+) -> Tuple[str, bool]:
+    """The subject ``policy`` counts for ``request`` (whose client is
+    ``ip``), and whether ``exempt_loopback`` skips it: an ``ip`` subject,
+    directly or by fallback, with a loopback address."""
+    who = subject(policy, request, ip, config)
+    return who, config.exempt_loopback and who.startswith("ip:") and is_loopback(ip)
 
 
 def costs(config: Config, planned: Plan, body_length: Optional[int]) -> Union[Plan, Reply]:

@@ -1,0 +1,250 @@
+"""conformance/vectors/*.json, without Redis (conformance/vectors/README.md):
+every vector of every file through the functions the integrations call on
+requests, each file's function by a thin adapter below. A file this runner
+does not list, or a function it does not know, fails."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import pytest
+
+from librl import Decision
+from librl.http import Config, ConfigError, Request, parse
+from librl.http._configuration import read_field
+from librl.http._headers import response_headers
+from librl.http._identity import client_ip
+from librl.http._keys import limiter_key, override_key
+from librl.http._plan import cost_header, route_policies, subject_of
+from librl.http._refusals import Reply, bad_cost, denied, too_large, unavailable
+from librl.http._request import header_value
+from librl.http._routes import canonical_path
+from servers import ROOT
+
+VECTORS = ROOT / "conformance" / "vectors"
+
+#: A policy for the documents a vector gives without one.
+ANY_POLICY = {"name": "any", "algorithm": "fixed", "limit": 1, "window": "1s"}
+
+
+def as_bytes(value: Any) -> bytes:
+    """A vector's bytes: a JSON string's UTF-8, or ``{"hex": ...}``."""
+    if isinstance(value, dict):
+        return bytes.fromhex(value["hex"])
+    assert isinstance(value, str), value
+    return value.encode()
+
+
+def request(
+    headers: List[List[Any]], peer: Optional[str] = None, user: Any = None, latin1: bool = False
+) -> Request:
+    """A request with these header lines: bytes, as an ASGI server gives
+    them, or (``latin1``) Latin-1 text, as a WSGI server does."""
+    lines: Dict[str, List[Any]] = {}
+    for name, value in headers:
+        raw = as_bytes(value)
+        lines.setdefault(name.lower(), []).append(raw.decode("latin-1") if latin1 else raw)
+    name = as_bytes(user).decode() if user is not None else None
+    return Request("GET", "/", lines, peer, name)
+
+
+def decision(reply: List[int]) -> Decision:
+    allowed, count, retry_after, limit, remaining, reset_after = reply
+    return Decision(bool(allowed), count, retry_after, limit, remaining, reset_after)
+
+
+def config_with(policies: List[Any], **fields: Any) -> Config:
+    return parse({**fields, "policies": policies})
+
+
+# -- one adapter per function ---------------------------------------------------
+
+
+def duration(given: Dict[str, Any]) -> Any:
+    where = "config" if given["field"] == "timeout" else "policy"
+    try:
+        return {"ms": read_field(where, given["field"], given["value"])}
+    except ConfigError:
+        return {"error": True}
+
+
+def rate(given: Dict[str, Any]) -> Any:
+    try:
+        limit, window_ms = read_field("policy", "rate", given["value"])
+    except ConfigError:
+        return {"error": True}
+    return {"limit": limit, "window_ms": window_ms}
+
+
+def cost(given: Dict[str, Any]) -> Any:
+    lines = [as_bytes(line) for line in given["lines"]]
+    # ASGI hands the lines over as bytes, WSGI as Latin-1 text: one answer.
+    answers = {cost_header(header_value(lines)), cost_header(header_value(_latin1(lines)))}
+    assert len(answers) == 1, answers
+    found = answers.pop()
+    return {"cost": found} if found is not None else {"error": "bad-cost"}
+
+
+def _latin1(lines: List[bytes]) -> List[str]:
+    return [line.decode("latin-1") for line in lines]
+
+
+def path(given: Dict[str, Any]) -> bytes:
+    return canonical_path(as_bytes(given["path"]))
+
+
+def route(given: Dict[str, Any]) -> Any:
+    config = config_with(
+        [{**ANY_POLICY, "name": name} for name in given["policies"]], routes=given["routes"]
+    )
+    raw = Request(given["method"], "/", {}, None, raw_path=as_bytes(given["path"]))
+    found = route_policies(config, raw)
+    if found is None:
+        return None
+    chosen, policies = found
+    index = next((i for i, r in enumerate(config.routes) if r is chosen), None)
+    return {"route": index, "policies": [p.name for p in policies]}
+
+
+def client(given: Dict[str, Any]) -> Any:
+    trusted = config_with([ANY_POLICY], trusted_proxies=given["trusted_proxies"]).trusted_proxies
+    answers = {
+        str(ip) if ip is not None else None
+        for ip in (
+            client_ip(given["peer"], request(given["headers"], latin1=latin1), trusted)
+            for latin1 in (False, True)
+        )
+    }
+    assert len(answers) == 1, answers
+    return answers.pop()
+
+
+def key(given: Dict[str, Any]) -> Any:
+    config = config_with([given["policy"]], **given["config"])
+    policy = config.policies[0]
+    asked = given["request"]
+    answers = []
+    for latin1 in (False, True):
+        req = request(asked["headers"], asked["peer"], asked["user"], latin1)
+        ip = client_ip(req.peer, req, config.trusted_proxies)
+        who, exempt = subject_of(config, req, policy, ip)
+        answers.append(
+            {
+                "subject": who,
+                "key": limiter_key(config.prefix, who, policy),
+                "override_key": override_key(config.prefix, who, policy),
+                "exempt": exempt,
+            }
+        )
+    assert answers[0] == answers[1], answers
+    return answers[0]
+
+
+def headers(given: Dict[str, Any]) -> Any:
+    config = config_with(given["policies"], headers=given["headers"], mode=given["mode"])
+    replies = [decision(r) for r in given["replies"]]
+    worst, sent = response_headers(config, list(config.policies), replies, given["denied"])
+    six = (
+        "RateLimit-Policy",
+        "RateLimit",
+        "X-RateLimit-Limit",
+        "X-RateLimit-Remaining",
+        "X-RateLimit-Reset",
+        "Retry-After",
+    )
+    named = {name.lower(): name for name in six}
+    values = {named.get(name.lower(), name): value for name, value in sent}
+    assert len(values) == len(sent), sent  # each header once
+    return {
+        "most_restrictive": worst,
+        "headers": values,
+        "absent": [name for name in six if name not in values],
+    }
+
+
+def refusal(given: Dict[str, Any]) -> Any:
+    kind = given["kind"]
+    config = config_with([given.get("policy", ANY_POLICY)], deny=given["deny"])
+    reply: Reply
+    if kind == "denied":
+        reply = denied(config, config.policies[0], decision(given["reply"]), given["cost"])
+    elif kind == "bad-cost":
+        policy = config.policies[0]
+        assert policy.cost_header == given["header"]
+        reply = bad_cost(policy)
+    elif kind == "too-large":
+        reply = too_large(given["max_body_bytes"])
+    elif kind == "unavailable":
+        reply = unavailable()
+    else:
+        raise AssertionError(f"unknown refusal kind {kind!r}")
+    content_type = dict(reply.headers)["Content-Type"]
+    out: Dict[str, Any] = {"status": reply.status, "content_type": content_type}
+    if content_type.startswith("application/problem+json"):
+        out["body"] = json.loads(reply.body)
+    else:
+        out["body_text"] = reply.body.decode()
+    return out
+
+
+def config_error(given: Dict[str, Any]) -> Any:
+    try:
+        parse(given["config"])
+    except ConfigError as e:
+        return str(e)
+    return None
+
+
+#: Each file this runner runs, with its function's name and adapter.
+FILES: Dict[str, Tuple[str, Callable[[Dict[str, Any]], Any]]] = {
+    "durations.json": ("duration", duration),
+    "rates.json": ("rate", rate),
+    "cost-headers.json": ("cost_header", cost),
+    "paths.json": ("canonical_path", path),
+    "routes.json": ("route", route),
+    "client-ip.json": ("client_ip", client),
+    "keys.json": ("key", key),
+    "headers.json": ("response_headers", headers),
+    "refusals.json": ("refusal", refusal),
+    "config-errors.json": ("config_error", config_error),
+}
+
+
+def expected(file: str, value: Any) -> Any:
+    """The expectation, with bytes where the function answers bytes."""
+    return as_bytes(value) if file == "paths.json" else value
+
+
+def vectors() -> List[Any]:
+    out = []
+    for file in sorted(FILES):
+        document = json.loads((VECTORS / file).read_text())
+        for vector in document["vectors"]:
+            out.append(
+                pytest.param(file, document["function"], vector, id=f"{file}:{vector['name']}")
+            )
+    return out
+
+
+def test_the_runner_runs_every_vector_file() -> None:
+    on_disk = {p.name for p in Path(VECTORS).glob("*.json")}
+    assert on_disk == set(FILES), (
+        f"not run: {sorted(on_disk - set(FILES))}; missing: {sorted(set(FILES) - on_disk)}"
+    )
+
+
+def test_vector_names_are_unique_per_file() -> None:
+    for file in FILES:
+        names = [v["name"] for v in json.loads((VECTORS / file).read_text())["vectors"]]
+        assert len(names) == len(set(names)), file
+
+
+@pytest.mark.parametrize(("file", "function", "vector"), vectors())
+def test_vector(file: str, function: str, vector: Dict[str, Any]) -> None:
+    name, run = FILES[file]
+    assert function == name, f"{file}: unknown function {function!r} (this runner has {name!r})"
+    got = run(vector["input"])
+    want = expected(file, vector["expect"])
+    assert got == want, f"{file} {vector['name']}: got {got!r}, expected {want!r}"
