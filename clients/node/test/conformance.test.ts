@@ -27,10 +27,14 @@ const CAPABILITIES = new Set<string>([]);
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
+/** Text, or `{"hex": ...}`: exactly those bytes. */
+type Bytes = string | { hex: string };
+
 interface HttpRequest {
   method?: string;
-  path: string;
-  headers?: Record<string, string | string[]>;
+  path: Bytes;
+  /** A value, or a list of values sent as that many header lines. */
+  headers?: Record<string, Bytes | Bytes[]>;
   body?: string;
   chunked?: boolean;
 }
@@ -118,12 +122,21 @@ interface HttpResponse {
   body: string;
 }
 
+/**
+ * As Node's HTTP client writes it: a header value or a request target as
+ * Latin-1 text, one character per byte (text as its UTF-8 bytes).
+ */
+function wire(value: Bytes): string {
+  return (typeof value === "string" ? Buffer.from(value, "utf8") : Buffer.from(value.hex, "hex")).toString("latin1");
+}
+
 function send(port: number, req: HttpRequest): Promise<HttpResponse> {
-  const headers: OutgoingHttpHeaders = { ...(req.headers ?? {}) };
+  const headers: OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(req.headers ?? {})) headers[name] = Array.isArray(value) ? value.map(wire) : wire(value);
   if (req.body !== undefined && !req.chunked) headers["Content-Length"] = Buffer.byteLength(req.body);
   return new Promise((resolve, reject) => {
     const r = httpRequest(
-      { host: "127.0.0.1", localAddress: "127.0.0.1", port, method: req.method ?? "GET", path: req.path, headers, agent: false },
+      { host: "127.0.0.1", localAddress: "127.0.0.1", port, method: req.method ?? "GET", path: wire(req.path), headers, agent: false },
       (res) => {
         const chunks: Buffer[] = [];
         res.on("data", (c: Buffer) => chunks.push(c));
