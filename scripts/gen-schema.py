@@ -31,7 +31,7 @@ SOURCE = "conformance/schema/config.schema.json"
 
 # The one table of where each language's generated module goes.
 OUTPUTS: Dict[str, str] = {
-    "rust": "integrations/tower/src/schema.rs",
+    "rust": "clients/rust/tower/src/schema.rs",
     "python": "clients/python/src/librl/http/_schema.py",
     "typescript": "clients/node/src/http/schema.ts",
     "go": "clients/go/nethttp/schema_gen.go",

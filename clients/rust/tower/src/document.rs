@@ -509,7 +509,7 @@ mod tests {
     fn reads_the_sample_file() {
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../conformance/examples/policies.yaml"
+            "/../../../conformance/examples/policies.yaml"
         );
         let c = Config::from_file(path).unwrap();
         assert_eq!(c.policies.len(), 4);

@@ -18,7 +18,7 @@ use librl_tower::{Config, RateLimiter, RedisTarget};
 use serde_json::{json, Value};
 
 fn cases_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../conformance/cases")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../conformance/cases")
 }
 
 /// Every case, file by file in name order.
