@@ -15,10 +15,10 @@ from fastapi.responses import PlainTextResponse
 from starlette.authentication import AuthCredentials, AuthenticationBackend, SimpleUser
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from librl.http.fastapi import RateLimit
-
-METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 if TYPE_CHECKING:
     from serve import AppOptions
@@ -37,9 +37,16 @@ def make_app(config: Any, **options: Unpack[AppOptions]) -> FastAPI:
     # Added last, so it runs first: the user is known when librl checks.
     app.add_middleware(AuthenticationMiddleware, backend=ConformanceUser())
 
-    @app.api_route("/{path:path}", methods=METHODS)
-    async def ok(request: Request) -> PlainTextResponse:
-        status = int(request.headers.get("x-conformance-status", "200"))
-        return PlainTextResponse("ok", status_code=status)
-
+    # An ASGI app as the endpoint: Starlette then serves every method with
+    # it (M-SEARCH, PROPFIND...), where a function endpoint gets GET only.
+    app.router.routes.append(Route("/{path:path}", Ok()))
     return app
+
+
+class Ok:
+    """Answers ``ok``, with the status X-Conformance-Status asks for."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        status = int(request.headers.get("x-conformance-status", "200"))
+        await PlainTextResponse("ok", status_code=status)(scope, receive, send)

@@ -11,10 +11,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from flask import Flask, Response, g, request
+from werkzeug.routing import Rule
 
 from librl.http.flask import RateLimit
-
-METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 if TYPE_CHECKING:
     from serve import AppOptions
@@ -32,10 +31,13 @@ def make_app(config: Any, **options: Unpack[AppOptions]) -> Flask:
 
     RateLimit(app, config=config, **options)
 
-    @app.route("/", defaults={"path": ""}, methods=METHODS)
-    @app.route("/<path:path>", methods=METHODS)
     def ok(path: str) -> Response:
         status = int(request.headers.get("X-Conformance-Status", "200"))
         return Response("ok", status=status, content_type="text/plain; charset=utf-8")
 
+    # Werkzeug's own rules, whose methods=None serves every method
+    # (M-SEARCH, PROPFIND...); Flask's route() lists them.
+    app.url_map.add(Rule("/", defaults={"path": ""}, endpoint="ok"))
+    app.url_map.add(Rule("/<path:path>", endpoint="ok"))
+    app.view_functions["ok"] = ok
     return app
