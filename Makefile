@@ -49,8 +49,8 @@ build-deps:
 	@scripts/install-deps.sh build
 
 # What testing needs too (the other three servers, the Python venv, the
-# Node client's packages).
-## install what testing needs too (three more servers, the Python venv, npm packages)
+# Node client's packages, the Java client's Maven build).
+## install what testing needs too (three more servers, the Python venv, npm packages, Maven build)
 deps:
 	@scripts/install-deps.sh test
 
@@ -65,19 +65,21 @@ run: build
 	@echo "librl: redis-server on 127.0.0.1:$(PORT) with librl loaded; try: redis-cli RL.FIXED user:42 10 60"
 	exec redis-server --bind 127.0.0.1 --port $(PORT) --save "" --appendonly no --loadmodule $(MODULE)
 
-## generated schema files fresh; fmt and clippy -D warnings (workspace, bench crates); gofmt and go vet (Go package)
+## generated schema files fresh; fmt and clippy -D warnings (workspace, bench crates); gofmt and go vet (Go package); javac -Werror (Java package)
 lint: build-deps
 	python3 scripts/gen-schema.py --check
 	cargo fmt --all --check
 	cargo clippy --locked --workspace --all-targets -- -D warnings
 	$(MAKE) --no-print-directory bench-lint
 	clients/go/check.sh lint
+	clients/java/check.sh lint
 
 # Tests build in the dev profile: overflow checks on, and no LTO link per
 # test binary. The servers load the release module built above.
 # The client packages' checks run their own linters and type checkers
 # (ruff and mypy --strict; tsc --strict) before their tests; the Go
-# package's gofmt and go vet run in `lint`, its go test -race here.
+# package's gofmt and go vet run in `lint`, its go test -race here; the Java
+# package's javac -Xlint:all -Werror in `lint`, its JUnit suites here.
 # The docs' links are checked first (instant), then the conformance suite's
 # own tests (the schema against every case: seconds); the Docker context last: it
 # builds the module from docker/Dockerfile's files in a target dir of its
@@ -90,6 +92,7 @@ test: deps build lint
 	clients/python/check.sh
 	clients/node/check.sh
 	clients/go/check.sh test
+	clients/java/check.sh test
 	python3 scripts/check-docker-context.py
 
 ## remove target/, .deps/ and dist/

@@ -7,8 +7,9 @@
 #                              .deps/, no root needed), a Python virtualenv
 #                              .deps/venv with the pinned tools of
 #                              scripts/requirements-dev.txt, the Node
-#                              client's dependencies (npm ci) and the Go
-#                              client's modules (go mod download)
+#                              client's dependencies (npm ci), the Go
+#                              client's modules (go mod download) and the
+#                              Java client's Maven build (.deps/m2)
 #   install-deps.sh leakcheck  the test set plus valgrind
 #   install-deps.sh bench      the build set plus redis-benchmark (Debian's
 #                              redis-tools) and valgrind, for make bench and
@@ -32,6 +33,9 @@ for pkg in libclang1-14 libclang-common-14-dev; do
 done
 if [ "$purpose" != build ] && [ "$purpose" != bench ]; then
   python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
+  # clients/java: a JDK 17+ and Maven.
+  command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
+  command -v mvn >/dev/null 2>&1 || missing+=(maven)
 fi
 if ((${#missing[@]})); then
   sudo=""
@@ -99,4 +103,19 @@ if [ -f "$go_client/go.mod" ]; then
   command -v go >/dev/null 2>&1 || [ ! -x /usr/local/go/bin/go ] || PATH="$PATH:/usr/local/go/bin"
   command -v go >/dev/null 2>&1 || { echo "librl: Go (1.21 or later) is required for clients/go, and no go is on PATH: https://go.dev/dl" >&2; exit 1; }
   (cd "$go_client" && go mod download)
+fi
+
+# The Java client's Maven build: plugins, Lettuce, Jedis and JUnit, as its
+# pom says, into .deps/m2. Its unit tests (no server) run once here, in a
+# scratch build directory, so that Maven also fetches the JUnit provider its
+# test plugin resolves only when tests run; clients/java/check.sh then runs
+# offline while the pom is unchanged (.deps/m2/.librl-pom is its copy).
+java_client="$root/clients/java"
+if [ -f "$java_client/pom.xml" ] && ! cmp -s "$java_client/pom.xml" "$deps/m2/.librl-pom"; then
+  echo "librl: fetching clients/java's Maven build into .deps/m2"
+  scratch=$(mktemp -d)
+  (cd "$java_client" && mvn -B -q --no-transfer-progress -Dmaven.repo.local="$deps/m2" \
+    -Dlibrl.build.dir="$scratch" -Dtest=CommandsTest -Dsurefire.failIfNoSpecifiedTests=false package)
+  rm -rf "$scratch"
+  cp "$java_client/pom.xml" "$deps/m2/.librl-pom"
 fi

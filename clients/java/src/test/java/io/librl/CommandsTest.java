@@ -1,0 +1,250 @@
+package io.librl;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.List;
+import java.util.Optional;
+import java.util.OptionalLong;
+import org.junit.jupiter.api.Test;
+
+/** The command set without a server: the words sent, the replies read, the denial cache's clock. */
+class CommandsTest {
+  private static final Duration SECOND = Duration.ofSeconds(1);
+
+  @Test
+  void slotsMatchTheClusterSpecification() {
+    assertEquals(0x31C3, Slot.of("123456789"));
+    assertEquals(12182, Slot.of("foo"));
+    assertEquals(3443, Slot.of("{user1000}.following"));
+    assertEquals(3443, Slot.of("{user1000}.followers"));
+    // An empty tag does not count: the whole key is hashed; only the first tag counts.
+    assertEquals(Slot.of("{}x"), Slot.of("{}x"));
+    assertTrue(Slot.of("{}x") != Slot.of("x"));
+    assertEquals(Slot.of("{a}{b}"), Slot.of("a"));
+    assertEquals(Slot.of("{ü}:1"), Slot.of("{ü}:2"));
+  }
+
+  @Test
+  void aSingleCallFollowsTheGrammar() {
+    Call k =
+        Calls.single(
+            Token.of("k", 5, Duration.ofMillis(1500))
+                .burst(10)
+                .cost(2)
+                .waitUpTo(Duration.ZERO)
+                .block(Duration.ofMinutes(1))
+                .override("o")
+                .peek());
+    assertEquals(
+        List.of("RL.TOKEN", "k", "5", "1500ms", "BURST", "10", "COST", "2", "WAIT", "0ms",
+            "BLOCK", "60000ms", "OVERRIDE", "o", "PEEK"),
+        k.words());
+    assertEquals("k", k.routeKey());
+    assertEquals(List.of("k", "o"), k.keys());
+    assertEquals(Call.Effect.NONE, k.effect());
+    assertFalse(k.writes());
+    assertEquals(
+        List.of("RL.FIXED", "f", "3", "60000ms", "ALIGNED", "REFUND", "1"),
+        Calls.single(Fixed.of("f", 3, Duration.ofMinutes(1)).aligned().refund(1)).words());
+    assertEquals(
+        List.of("RL.SLIDING", "s", "3", "1000ms", "APPROX", "COST", "0"),
+        Calls.single(Sliding.of("s", 3, SECOND).approx().cost(0)).words());
+    assertFalse(Calls.single(Sliding.of("s", 3, SECOND).cost(0)).writes());
+    assertEquals(
+        List.of("RL.TOKEN", "t", "1", "1000ms", "RESERVE", "250ms"),
+        Calls.single(Token.of("t", 1, SECOND).reserve(Duration.ofMillis(250))).words());
+    // Options are immutable: a clause is a value.
+    Fixed base = Fixed.of("f", 1, SECOND);
+    base.cost(5);
+    assertEquals(OptionalLong.empty(), base.cost());
+    assertEquals("RL.FIXED f 1 1000ms COST 5", base.cost(9).cost(5).toString());
+  }
+
+  @Test
+  void allFollowsTheGrammarAndSaysWhatItDoes() {
+    Call a =
+        Calls.all(
+            List.of(
+                Fixed.of("{a}:1", 1, SECOND).aligned(),
+                Sliding.of("{a}:2", 2, Duration.ofMinutes(1)).approx().refund(1),
+                Token.of("{a}:3", 3, SECOND).waitUpTo(Duration.ofMillis(700)).override("{a}:o")),
+            false);
+    assertEquals(
+        List.of("RL.ALL", "FIXED", "{a}:1", "1", "1000ms", "ALIGNED", "SLIDING", "{a}:2", "2",
+            "60000ms", "APPROX", "REFUND", "1", "TOKEN", "{a}:3", "3", "1000ms", "WAIT", "700ms",
+            "OVERRIDE", "{a}:o"),
+        a.words());
+    assertEquals("{a}:1", a.routeKey());
+    assertEquals(List.of("{a}:1", "{a}:2", "{a}:3", "{a}:o"), a.keys());
+    assertEquals(Call.Effect.REFUND, a.effect());
+    assertEquals(Duration.ofMillis(700), a.serverWait());
+    Call peek = Calls.all(List.of(Fixed.of("x", 1, SECOND)), true);
+    assertEquals(List.of("RL.ALL", "FIXED", "x", "1", "1000ms", "PEEK"), peek.words());
+    assertFalse(peek.writes());
+  }
+
+  @Test
+  void overridesFollowTheGrammar() {
+    assertEquals(
+        List.of("RL.OVERRIDE", "SET", "o", "7", "1000ms", "BURST", "9", "TTL", "3600000ms"),
+        Calls.overrideSet(LimitOverride.of("o", 7, SECOND).burst(9).ttl(Duration.ofHours(1))).words());
+    assertEquals("RL.OVERRIDE SET", Calls.overrideSet(LimitOverride.of("o", 7, SECOND)).name());
+    assertEquals(List.of("RL.OVERRIDE", "GET", "o"), Calls.overrideGet("o").words());
+    assertEquals(
+        List.of("RL.OVERRIDE", "LIST", "0", "MATCH", "p:*", "COUNT", "50"),
+        Calls.overrideList("0", "p:*", 50).words());
+    assertNull(Calls.overrideList("0", null, 0).routeKey());
+  }
+
+  @Test
+  void badArgumentsAreRefusedBeforeSending() {
+    List<Runnable> bad =
+        List.of(
+            () -> Calls.single(Fixed.of("k", 1, Duration.ofNanos(1_500_000))),
+            () -> Calls.single(Fixed.of("k", 1, Duration.ZERO)),
+            () -> Calls.single(Fixed.of("k", 1, SECOND.negated())),
+            () -> Calls.single(Fixed.of("k", 1, SECOND).cost(1).refund(1)),
+            () -> Calls.single(Token.of("k", 1, SECOND).reserve(Duration.ZERO).waitUpTo(Duration.ZERO)),
+            () -> Calls.single(Fixed.of("k", 1, SECOND).block(Duration.ZERO)),
+            () -> Calls.single(Token.of("k", 1, SECOND).reserve(Duration.ofMillis(-1))),
+            () -> Calls.all(List.of(Fixed.of("k", 1, SECOND).peek()), false),
+            () -> Calls.all(List.of(), false),
+            () -> Calls.overrideSet(LimitOverride.of("o", 1, SECOND).ttl(Duration.ZERO)),
+            () -> Calls.single(Fixed.of("k", 1, Duration.ofSeconds(Long.MAX_VALUE))));
+    for (Runnable r : bad) {
+      assertThrows(LibrlArgumentException.class, r::run);
+    }
+    LibrlArgumentException e =
+        assertThrows(
+            LibrlArgumentException.class,
+            () -> Calls.all(List.of(Fixed.of("a", 1, SECOND), Fixed.of("b", 1, SECOND).peek()), false));
+    assertEquals("all clause 1 (FIXED b)", e.where());
+    assertTrue(e.getMessage().contains("peekAll"), e.getMessage());
+    assertThrows(NullPointerException.class, () -> Fixed.of(null, 1, SECOND));
+    assertThrows(IllegalArgumentException.class, () -> new DenialCache(0));
+  }
+
+  @Test
+  void keysInTwoSlotsAreRefusedWithAHashTagHint() {
+    LibrlArgumentException e =
+        assertThrows(
+            LibrlArgumentException.class,
+            () -> Slot.check("RL.ALL", List.of("user42:min", "user42:day")));
+    assertTrue(e.getMessage().contains("hash tag"), e.getMessage());
+    assertTrue(e.getMessage().contains("{user42}:min and {user42}:day"), e.getMessage());
+    Slot.check("RL.ALL", List.of("{user42}:min", "{user42}:day", "plan:{user42}"));
+  }
+
+  @Test
+  void repliesAreReadAndLongerOnesAccepted() {
+    List<Object> six = List.of(0L, 3L, -1L, 3L, 0L, 900L);
+    Decision d = Replies.decision("RL.FIXED", six);
+    assertFalse(d.allowed());
+    assertEquals(Decision.NEVER, d.retryAfter());
+    assertTrue(d.neverAdmits());
+    assertEquals(Duration.ofMillis(900), d.resetAfter());
+    // A seventh integer (a later librl's) is ignored, at every level.
+    List<Object> seven = List.of(1L, 1L, 0L, 10L, 9L, 60000L, 42L);
+    assertEquals(
+        new Decision(true, 1, Duration.ZERO, 10, 9, Duration.ofMinutes(1)),
+        Replies.decision("RL.CONCURRENT", seven));
+    AllDecision a = Replies.all(List.of(1L, 0L, seven, six));
+    assertTrue(a.allowed());
+    assertEquals(2, a.decisions().size());
+    assertEquals(
+        Optional.of(new OverrideValues(5, SECOND, OptionalLong.empty(), Optional.empty())),
+        Replies.override(List.of(5L, 1000L, 0L, -1L, 99L)));
+    assertEquals(Optional.empty(), Replies.override(null));
+    OverridePage page =
+        Replies.page(
+            List.of(
+                "17".getBytes(StandardCharsets.UTF_8),
+                List.of(List.of("o".getBytes(StandardCharsets.UTF_8), 5L, 1000L, 7L, 2500L))));
+    assertEquals("17", page.cursor());
+    assertFalse(page.isLast());
+    assertEquals(
+        new OverrideEntry(
+            "o", new OverrideValues(5, SECOND, OptionalLong.of(7), Optional.of(Duration.ofMillis(2500)))),
+        page.entries().get(0));
+  }
+
+  @Test
+  void unexpectedRepliesAreErrorsNotCrashes() {
+    List<Object> bad =
+        java.util.Arrays.asList(null, "x", List.of(1L), List.of(1L, "2", 3L, 4L, 5L, 6L));
+    for (Object r : bad) {
+      assertThrows(LibrlCommandException.class, () -> Replies.decision("RL.FIXED", r));
+    }
+    List<Object> badAll =
+        java.util.Arrays.asList(null, List.of(1L, 0L), List.of(1L, 0L, "x"), List.of("1", 0L, List.of()));
+    for (Object r : badAll) {
+      assertThrows(LibrlCommandException.class, () -> Replies.all(r));
+    }
+    List<Object> badPages =
+        java.util.Arrays.asList(
+            null, List.of("x"), List.of(0L, "x"), List.of(0L, List.of(List.of("k", 1L))),
+            List.of(0L, List.of(List.of(7L, 1L, 2L, 3L, 4L))),
+            List.of(List.of(), List.of()));
+    for (Object r : badPages) {
+      assertThrows(LibrlCommandException.class, () -> Replies.page(r));
+    }
+    LibrlCommandException e =
+        assertThrows(LibrlCommandException.class, () -> Replies.integer("RL.OVERRIDE DEL", "OK"));
+    assertFalse(e.isServerError());
+    assertNull(e.errorCode());
+  }
+
+  @Test
+  void theDenialCacheAgesAndNeverOutlivesTheDenial() {
+    DenialCache c = new DenialCache(2);
+    long t0 = System.nanoTime();
+    Decision d = new Decision(false, 3, Duration.ofMillis(500), 3, 0, Duration.ofMillis(800));
+    c.keep("a", c.generation(), t0, t0, d.retryAfter(), d, List.of("k"));
+    Decision aged = (Decision) c.lookup("a", t0 + 200_100_000L);
+    assertEquals(Duration.ofMillis(300), aged.retryAfter());
+    assertEquals(Duration.ofMillis(600), aged.resetAfter());
+    assertNull(c.lookup("a", t0 + 500_000_000L), "answered at retry_after");
+    // A denial sent before a forget is not kept.
+    long gen = c.generation();
+    c.forgetKey("x");
+    c.keep("b", gen, t0, t0, SECOND, d, List.of("k"));
+    assertEquals(0, c.size());
+    // Full of live entries: a new one is not kept.
+    c.keep("1", c.generation(), t0, t0, Duration.ofHours(1), d, List.of("k"));
+    c.keep("2", c.generation(), t0, t0, Duration.ofHours(1), d, List.of("k"));
+    c.keep("3", c.generation(), t0, t0, Duration.ofHours(1), d, List.of("k"));
+    assertNull(c.lookup("3", t0));
+    assertEquals(2, c.size());
+    // A refund on k forgets both; an override change forgets everything.
+    c.after(Calls.single(Fixed.of("k", 1, SECOND).refund(1)));
+    assertEquals(0, c.size());
+    AllDecision all =
+        new AllDecision(false, SECOND, List.of(new Decision(false, 1, SECOND, 1, 0, Duration.ofSeconds(2))));
+    c.keep("all", c.generation(), t0, t0, all.retryAfter(), all, List.of("k"));
+    AllDecision agedAll = (AllDecision) c.lookup("all", t0 + 400_000_000L);
+    assertEquals(Duration.ofMillis(600), agedAll.retryAfter());
+    assertEquals(Duration.ofMillis(1600), agedAll.decisions().get(0).resetAfter());
+    c.after(Calls.overrideSet(LimitOverride.of("o", 1, SECOND)));
+    assertEquals(0, c.size());
+    assertEquals(Decision.NEVER, DenialCache.left(Decision.NEVER, 5_000_000_000L));
+  }
+
+  @Test
+  void exceptionsSayWhatFailed() {
+    DurabilityException e =
+        new DurabilityException("RL.FIXED", null, 1, 0, Duration.ofMillis(100), null);
+    assertEquals(
+        "librl: RL.FIXED: NOTDURABLE the call reached 0 of 1 replicas within 100 ms", e.getMessage());
+    assertThrows(IllegalStateException.class, e::decision);
+    LibrlCommandException server =
+        new LibrlCommandException("RL.TOKEN", new RuntimeException("WRONGTYPE Operation"), true);
+    assertEquals("WRONGTYPE", server.errorCode());
+    assertEquals("librl: RL.TOKEN: WRONGTYPE Operation", server.getMessage());
+  }
+}
