@@ -439,14 +439,38 @@ CLIENT_SCRIPTS = [
     ("Python", "python_bench.py", "python"),
     ("Node.js", "node_bench.mjs", "node"),
     ("Rust", os.path.join("rust", "Cargo.toml"), "cargo"),
+    ("Java", os.path.join("java", "ClientBench.java"), "java"),
 ]
+# Maven's build of the Java package and the classpath the Java benchmark runs
+# with, under target/ (offline from .deps/m2 when scripts/install-deps.sh
+# fetched it for this pom).
+JAVA_BUILD = os.path.join(ROOT, "target", "java-bench")
+JAVA_CLASSPATH = os.path.join(JAVA_BUILD, "classpath.txt")
+MAVEN_DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 CLIENT_TIMEOUT = 300
 
 
 BUILD_TIMEOUT = 900
 
 
+def java_build_command():
+    pom = os.path.join(ROOT, "clients", "java", "pom.xml")
+    m2 = os.path.join(ROOT, ".deps", "m2")
+    stamp = os.path.join(m2, ".librl-pom")
+    offline = []
+    if os.path.exists(stamp):
+        with open(stamp, "rb") as a, open(pom, "rb") as b:
+            offline = ["-o"] if a.read() == b.read() else []
+    return ["mvn", "-B", "-q", "--no-transfer-progress", *offline, "-f", pom, "-Dmaven.repo.local=" + m2,
+            "-Dlibrl.build.dir=" + JAVA_BUILD, "-Dmaven.test.skip=true", "compile",
+            MAVEN_DEPENDENCY_PLUGIN + ":build-classpath", "-Dmdep.outputFile=" + JAVA_CLASSPATH]
+
+
 def client_command(kind, path):
+    if kind == "java":
+        with open(JAVA_CLASSPATH) as f:
+            classpath = os.path.join(JAVA_BUILD, "classes") + os.pathsep + f.read().strip()
+        return ["java", "-cp", classpath, path]
     if kind == "python":
         venv = os.path.join(ROOT, ".deps", "venv", "bin", "python")
         return [venv if os.path.exists(venv) else "python3", path]
@@ -499,8 +523,17 @@ def phase_clients(module, redis_server):
             log(f"clients: {name}: bench/clients/{rel} not present")
             results.append({"package": name, "status": "not present", "script": f"bench/clients/{rel}"})
             continue
-        cmd = client_command(kind, path) + ["--module", module, "--redis-server", redis_server]
         try:
+            if kind == "java":
+                # The package's classes and classpath first, apart from the timed run.
+                log(f"clients: {name}: building clients/java (mvn compile)")
+                code, out, err = run_group(java_build_command(), BUILD_TIMEOUT)
+                if code != 0:
+                    why = "build timed out" if code is None else f"build failed (exit {code})"
+                    log(f"clients: {name}: {why}: {(err or out).strip()[-500:]}")
+                    results.append({"package": name, "status": why, "script": f"bench/clients/{rel}"})
+                    continue
+            cmd = client_command(kind, path) + ["--module", module, "--redis-server", redis_server]
             if kind == "cargo":
                 # Built first, apart from the timed run (a first build takes minutes).
                 log(f"clients: {name}: building bench/clients/{rel} (release)")

@@ -8,6 +8,8 @@
 #                                     (cargo package)
 #   clients-go-<version>.zip          the Go module's source archive, in
 #                                     the module zip layout (path@version/)
+#   librl-<version>.jar, librl-<version>-sources.jar
+#                                     the Java package (mvn package)
 # Each package is built from a copy of its directory in a scratch dir, so
 # making the artifacts never writes inside the checkout (no egg-info, no
 # clients/node/dist). Every artifact is attempted; the script fails at the
@@ -133,6 +135,23 @@ with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as z:
         z.write(f, f"{module}@{version}/{f.relative_to(src).as_posix()}")
 PY
     failed+=("Go module")
+  fi
+fi
+
+# Java: the jar and its sources jar, built by Maven from the copy, offline
+# from .deps/m2 when scripts/install-deps.sh fetched it for this pom. The
+# tests are make test's; here they are not even compiled.
+if [ -f "$root/clients/java/pom.xml" ]; then
+  step "Java package (jar, sources jar)"
+  copy_package clients/java "$scratch/java"
+  offline=()
+  cmp -s "$root/clients/java/pom.xml" "$root/.deps/m2/.librl-pom" && offline=(-o)
+  jversion=$(sed -n 's:^  <version>\(.*\)</version>:\1:p' "$root/clients/java/pom.xml" | head -1)
+  if (cd "$scratch/java" && mvn -B -q --no-transfer-progress -Dstyle.color=never "${offline[@]}" \
+    -Dmaven.repo.local="$root/.deps/m2" -Dmaven.test.skip=true package); then
+    cp "$scratch/java/target/librl-$jversion.jar" "$scratch/java/target/librl-$jversion-sources.jar" "$out/"
+  else
+    failed+=("Java package")
   fi
 fi
 

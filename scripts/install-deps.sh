@@ -106,16 +106,19 @@ if [ -f "$go_client/go.mod" ]; then
 fi
 
 # The Java client's Maven build: plugins, Lettuce, Jedis and JUnit, as its
-# pom says, into .deps/m2. Its unit tests (no server) run once here, in a
-# scratch build directory, so that Maven also fetches the JUnit provider its
-# test plugin resolves only when tests run; clients/java/check.sh then runs
+# pom says, into .deps/m2, and the dependency plugin make bench builds the
+# Java benchmark's classpath with (bench/phases.py names its version). Its
+# unit tests (no server) run once here, in a scratch build directory, so
+# that Maven also fetches the JUnit provider its test plugin resolves only
+# when tests run; clients/java/check.sh, make dist and make bench then run
 # offline while the pom is unchanged (.deps/m2/.librl-pom is its copy).
 java_client="$root/clients/java"
 if [ -f "$java_client/pom.xml" ] && ! cmp -s "$java_client/pom.xml" "$deps/m2/.librl-pom"; then
   echo "librl: fetching clients/java's Maven build into .deps/m2"
   scratch=$(mktemp -d)
   (cd "$java_client" && mvn -B -q --no-transfer-progress -Dmaven.repo.local="$deps/m2" \
-    -Dlibrl.build.dir="$scratch" -Dtest=CommandsTest -Dsurefire.failIfNoSpecifiedTests=false package)
+    -Dlibrl.build.dir="$scratch" -Dtest=CommandsTest -Dsurefire.failIfNoSpecifiedTests=false package \
+    org.apache.maven.plugins:maven-dependency-plugin:3.8.1:build-classpath -Dmdep.outputFile="$scratch/classpath.txt")
   rm -rf "$scratch"
   cp "$java_client/pom.xml" "$deps/m2/.librl-pom"
 fi
