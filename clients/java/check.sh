@@ -16,7 +16,7 @@ command -v mvn >/dev/null 2>&1 || { echo "clients/java: no Maven (mvn) on PATH: 
 m2="$root/.deps/m2"
 offline=()
 if cmp -s pom.xml "$m2/.librl-pom"; then offline=(-o); fi
-mvn=(mvn -B --no-transfer-progress "${offline[@]}" -Dmaven.repo.local="$m2")
+mvn=(mvn -B --no-transfer-progress -Dstyle.color=never "${offline[@]}" -Dmaven.repo.local="$m2")
 mode=${1:-test}
 shift || true
 case "$mode" in
