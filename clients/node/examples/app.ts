@@ -8,7 +8,7 @@
  * In an application, the imports are `librl/express` and `librl/fastify`.
  */
 import type { AddressInfo } from "node:net";
-import type { Server } from "node:http";
+import { METHODS, type Server } from "node:http";
 import express from "express";
 import Fastify from "fastify";
 import { rateLimit } from "../src/express.js";
@@ -45,7 +45,7 @@ export function expressApp(options: HttpLimiterOptions): express.Express {
   return app;
 }
 
-/** Fastify: an onRequest hook sets request.user, the plugin, and catch-all routes that accept any body. */
+/** Fastify: an onRequest hook sets request.user, the plugin, and catch-all routes of every method that accept any body. */
 export async function fastifyApp(options: HttpLimiterOptions): Promise<ReturnType<typeof Fastify>> {
   const app = Fastify();
   app.decorateRequest("user", null);
@@ -57,6 +57,8 @@ export async function fastifyApp(options: HttpLimiterOptions): Promise<ReturnTyp
   app.removeAllContentTypeParsers();
   app.addContentTypeParser("*", { parseAs: "buffer", bodyLimit: 64 * 1024 * 1024 }, (_req, body, done) => done(null, body));
   await app.register(librl, options);
+  // Every method Node's parser reads (M-SEARCH, PROPFIND...), not only the ones Fastify routes by default.
+  for (const method of METHODS) if (!app.supportedMethods.includes(method)) app.addHttpMethod(method, { hasBody: true });
   const handler = async (request: { headers: Record<string, unknown> }, reply: { code(n: number): { type(t: string): { send(b: string): unknown } } }) =>
     reply.code(statusOf(request.headers["x-conformance-status"])).type("text/plain").send("ok");
   app.all("/", handler);
