@@ -366,3 +366,32 @@ def test_header_values_are_keyed_by_their_bytes(
             f"rl:{{api-key:{digest}}}:k".encode(),
             f"rl:{{header:x-t:sha256-{digest}}}:h".encode(),
         ]
+
+
+def test_a_reply_after_the_timeout_is_refunded_when_fail_is_closed(
+    url: str, redis_server: Server
+) -> None:
+    """A blocking client with a socket timeout of its own longer than the
+    configuration's: Redis is paused past the 50 ms timeout, then admits
+    the call; the reply came, late, so fail closed refunds what it
+    admitted before the 503."""
+    config = {
+        "exempt_loopback": False,
+        "fail": "closed",
+        "timeout": "50ms",
+        "policies": [{"name": "late", "algorithm": "fixed", "limit": 5, "window": "60s"}],
+    }
+    app = flask.Flask(__name__)
+    with redis_server.client() as r, redis_server.client(socket_timeout=5) as own:
+        FlaskRateLimit(app, config=config, client=own)
+
+        @app.get("/")
+        def index() -> str:
+            return "ok"
+
+        with serving("flask", app) as running:
+            r.execute_command("CLIENT", "PAUSE", 300, "WRITE")
+            status, _, _ = get(running.port, "/")
+        assert status == 503
+        # PEEK reports the count a call would make: nothing recorded, plus one.
+        assert r.execute_command("RL.FIXED", "rl:{ip:127.0.0.1}:late", 5, 60, "PEEK")[1] == 1

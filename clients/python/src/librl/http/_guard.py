@@ -31,7 +31,6 @@ from redis.retry import Retry
 
 from .._async import AsyncLimiter
 from .._sync import Limiter
-from .._types import AllDecision
 from ._configuration import Config, load
 from ._decide import Call, Exchange, Verdict
 from ._engine import Engine
@@ -210,22 +209,23 @@ class Guard(_Guarding[Client, Limiter]):
 
     def _run(self, exchange: Exchange, deadline: float) -> None:
         while (call := exchange.next_call()) is not None:
-            exchange.answer(self._send(call, deadline))
+            self._in_time(deadline)
+            # Recorded before the lateness check: a reply that came, even
+            # late, says what Redis admitted, and fail closed refunds it.
+            exchange.answer(self.limiter.all(*call[0], peek=call[1]))
+        self._in_time(deadline)
 
-    def _send(self, call: Call, deadline: float) -> AllDecision:
+    def _in_time(self, deadline: float) -> None:
         if time.monotonic() > deadline:
-            raise TimeoutError(f"no answer within the {self.config.timeout_ms} ms timeout")
-        reply = self.limiter.all(*call[0], peek=call[1])
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"Redis answered after the {self.config.timeout_ms} ms timeout")
-        return reply
+            raise TimeoutError(f"Redis took longer than the {self.config.timeout_ms} ms timeout")
 
     def _refund(self, calls: List[Call]) -> None:
         """Refunds, within their own timeout; a failure is logged."""
         deadline = time.monotonic() + self._timeout_s()
         try:
-            for call in calls:
-                self._send(call, deadline)
+            for clauses, peek in calls:
+                self._in_time(deadline)
+                self.limiter.all(*clauses, peek=peek)
         except Exception as e:
             log.warning("librl: a refund failed: %s", reason(e))
 
