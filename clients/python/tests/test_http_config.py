@@ -78,7 +78,7 @@ def test_whole_numbers_are_integers_and_routes_are_canonical() -> None:
     assert (config.timeout_ms, p.limit, p.window_ms) == (1000, 5, 60_000)
     assert (p.key, p.key_header, p.cost, p.cost_header) == ("header", "x-t", "header", "X-Cost")
     route = config.routes[0]
-    routes: List[Any] = [route.path, route.methods, route.key]
+    routes: List[Any] = [route.path, route.methods, route.folded]
     assert routes == ["/Limited/", frozenset({"M-SEARCH"}), b"/limited"]
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Tuple, Union
 
 from . import _schema
-from ._routes import route_key
+from ._routes import folded
 
 MAX_UNITS = 2**50
 
@@ -80,10 +80,10 @@ class Route:
     methods: Optional[FrozenSet[str]]
     policies: Tuple[Policy, ...]
     #: The path requests are compared with: canonical, in lower case.
-    key: bytes = field(init=False, repr=False)
+    folded: bytes = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "key", route_key(self.path))
+        object.__setattr__(self, "folded", folded(self.path))
 
 
 @dataclass(frozen=True)

@@ -55,10 +55,16 @@ def decoded_path(path: bytes) -> bytes:
     return path.replace(b"?", b"%3F")
 
 
-def route_key(path: str) -> bytes:
-    """A route's path as requests are compared with it: canonical, its
-    ASCII letters in lower case."""
-    return canonical_path(path.encode()).lower()
+def folded(path: str) -> bytes:
+    """A route's path as requests are compared with it (made so when the
+    configuration is read)."""
+    return folded_path(path.encode())
+
+
+def folded_path(path: bytes) -> bytes:
+    """A path as routes compare it: canonical, its ASCII letters in lower
+    case (bytes.lower() leaves every other byte as it is)."""
+    return canonical_path(path).lower()
 
 
 def select(routes: Sequence[Route], method: str, path: bytes) -> Optional[Route]:
@@ -66,14 +72,14 @@ def select(routes: Sequence[Route], method: str, path: bytes) -> Optional[Route]
     raw or once-decoded path), among those whose methods include
     ``method``; the first listed among equally long ones; None when none
     covers it."""
-    key = canonical_path(path).lower()
+    requested = folded_path(path)
     best: Optional[Route] = None
     for route in routes:
         if route.methods is not None and method not in route.methods:
             continue
-        prefix = route.key
-        if (prefix == b"/" or key == prefix or key.startswith(prefix + b"/")) and (
-            best is None or len(prefix) > len(best.key)
+        prefix = route.folded
+        if (prefix == b"/" or requested == prefix or requested.startswith(prefix + b"/")) and (
+            best is None or len(prefix) > len(best.folded)
         ):
             best = route
     return best
