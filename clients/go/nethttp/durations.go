@@ -1,15 +1,11 @@
 package nethttp
 
-import "time"
-
 // Durations and rates as the configuration writes them (docs/http.md,
 // Durations; policies' rate).
 
-// maxUnits is 2^50, the module's largest amount.
+// maxUnits is 2^50, the module's largest amount: a body-bytes cost is
+// capped there, and a cost header's value bounded.
 const maxUnits = int64(1) << 50
-
-// maxWindow is the module's longest window, 3650 days.
-const maxWindow = 3650 * 24 * time.Hour
 
 // durationMS reads the module's duration grammar (core/src/units.rs): a
 // positive integer without leading zeros, then an optional unit ms, s, m,
@@ -36,6 +32,20 @@ func durationMS(s string) (int64, bool) {
 		return 0, false
 	}
 	return mulCapped(n, scale)
+}
+
+// durationOf reads a duration field's value: a string in the module's
+// grammar, or a number of seconds whose value is whole (60, 60.0). Bounds
+// are the schema's, checked by the walker.
+func durationOf(v any) (int64, bool) {
+	if s, ok := v.(string); ok {
+		return durationMS(s)
+	}
+	n, ok := wholeNumber(v)
+	if !ok || n < 0 {
+		return 0, false
+	}
+	return mulCapped(n, 1000)
 }
 
 // leadingDecimal reads the digits s starts with (at least one) and returns
@@ -74,11 +84,12 @@ var rateUnits = map[string]int64{
 // period OWS, count 1 to 2^50 digits, period `[n OWS] unit` (n >= 1; unit
 // s, m, h, d, their words or the words' plurals) or a duration (5/10s,
 // 3/1500ms, 5/60). "per" needs a space only where letters would touch.
-// The limit and the period in ms (not yet bounded as a window).
+// The count and the period in ms, unbounded: the walker bounds both with
+// the schema's x-librl-rate.
 func parseRate(s string) (int64, int64, bool) {
 	s = trimOWS(lowerASCII(s))
 	limit, rest, ok := leadingDecimal(s)
-	if !ok || limit < 1 || limit > maxUnits {
+	if !ok {
 		return 0, 0, false
 	}
 	rest = trimOWS(rest)

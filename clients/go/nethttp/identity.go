@@ -2,16 +2,16 @@ package nethttp
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"net"
 	"net/http"
 	"net/netip"
 	"strings"
 )
 
-// subject is whose counter a request uses: the part inside the key's
-// braces (docs/http.md, Identity and Keys).
+// Identity (docs/http.md, Identity): whose counter a request uses, its
+// subject, from the peer, the headers the configuration trusts and the
+// authenticated user.
+
+// subject is the part inside the key's braces.
 type subject struct {
 	tag      string // ip:203.0.113.7, api-key:<32 hex>, user:alice, header:x-tenant:acme, global
 	loopback bool   // an ip subject with a loopback address
@@ -32,54 +32,40 @@ func UserFromContext(ctx context.Context) string {
 	return s
 }
 
-// hashID is the first 32 hex digits of the value's SHA-256:
-// printf %s "$KEY" | sha256sum | cut -c1-32.
-func hashID(value string) string {
-	sum := sha256.Sum256([]byte(value))
-	return hex.EncodeToString(sum[:16])
+// headerValue reads a header as docs/http.md's Identity says every header
+// is read: all its lines joined by ", " (as HTTP combines a field's
+// lines), trimmed of spaces and tabs; false when that leaves nothing.
+// The bytes are those received.
+func headerValue(h http.Header, name string) (string, bool) {
+	v := trimOWS(joinLines(h.Values(name)))
+	return v, v != ""
 }
 
-// keyValue is a user or header value as it appears in a key: verbatim when
-// it is 1 to 64 bytes of A-Z a-z 0-9 . _ ~ @ + = : / -, else hashed (a "}"
-// must not break the hash tag). Go strings are bytes: a header value's
-// bytes as received, a user name's UTF-8.
-func keyValue(v string) string {
-	if keySafe(v) {
-		return v
+func joinLines(lines []string) string {
+	if len(lines) == 1 {
+		return lines[0]
 	}
-	return "sha256-" + hashID(v)
+	return strings.Join(lines, ", ")
 }
 
-func keySafe(v string) bool {
-	if len(v) < 1 || len(v) > 64 {
-		return false
-	}
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("._~@+=:/-", c) >= 0) {
-			return false
-		}
-	}
-	return true
-}
-
-// identity computes a request's subjects, each once.
-type identity struct {
-	r    *http.Request
-	c    *config
-	user string
-	ip   *subject
-}
-
-// parseHop reads an address with an optional port or [v6] brackets. An
-// IPv6 zone index (fe80::1%eth0) is dropped: a zone names the receiving
-// host's interface, not the client.
+// parseHop reads an address with an optional port (digits after ":")
+// or [v6] brackets (with or without a port). An IPv6 zone index
+// (fe80::1%eth0) is dropped: a zone names an interface of the machine
+// that wrote it, not a different client.
 func parseHop(hop string) (netip.Addr, bool) {
-	s := strings.TrimSpace(hop)
-	if host, _, err := net.SplitHostPort(s); err == nil {
-		s = host
-	} else if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
-		s = s[1 : len(s)-1]
+	s := trimOWS(hop)
+	if rest, ok := strings.CutPrefix(s, "["); ok {
+		inside, after, ok := strings.Cut(rest, "]")
+		if !ok || (after != "" && !isPort(after)) {
+			return netip.Addr{}, false
+		}
+		s = inside
+	} else if i := strings.IndexByte(s, ':'); i >= 0 && strings.IndexByte(s[i+1:], ':') < 0 {
+		// One colon: an IPv4 address and its port.
+		if !isPort(s[i:]) {
+			return netip.Addr{}, false
+		}
+		s = s[:i]
 	}
 	a, err := netip.ParseAddr(s)
 	if err != nil {
@@ -88,8 +74,21 @@ func parseHop(hop string) (netip.Addr, bool) {
 	return a.WithZone("").Unmap(), true
 }
 
-func (id *identity) trusted(a netip.Addr) bool {
-	for _, p := range id.c.trusted {
+// isPort: ":" and one or more digits.
+func isPort(s string) bool {
+	if len(s) < 2 || s[0] != ':' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func trustedBy(trusted []netip.Prefix, a netip.Addr) bool {
+	for _, p := range trusted {
 		if p.Contains(a) {
 			return true
 		}
@@ -98,59 +97,74 @@ func (id *identity) trusted(a netip.Addr) bool {
 }
 
 // clientIP: the TCP peer, unless it is a trusted proxy; then
-// X-Forwarded-For read from the nearest hop back, the first untrusted
-// address being the client (an unreadable hop stops the walk), else a
-// trusted peer's X-Real-IP.
-func (id *identity) clientIP() subject {
-	if id.ip != nil {
-		return *id.ip
+// X-Forwarded-For (its lines one list, empty elements skipped) read from
+// the nearest hop back, the first untrusted address being the client (a
+// hop that is not an address stops the walk), else a trusted peer's
+// X-Real-IP when it is one address. false when the peer is no address.
+func clientIP(peer string, trusted []netip.Prefix, h http.Header) (netip.Addr, bool) {
+	client, ok := parseHop(peer)
+	if !ok || !trustedBy(trusted, client) {
+		return client, ok
 	}
-	peer, ok := parseHop(id.r.RemoteAddr)
-	var s subject
-	switch {
-	case !ok:
-		s = subject{tag: "ip:unknown"}
-	default:
-		client := peer
-		if id.trusted(peer) {
-			var hops []string
-			for _, line := range id.r.Header.Values("X-Forwarded-For") {
-				for _, h := range strings.Split(line, ",") {
-					if h = strings.TrimSpace(h); h != "" {
-						hops = append(hops, h)
-					}
-				}
-			}
-			if len(hops) == 0 {
-				if real, ok := parseHop(id.r.Header.Get("X-Real-IP")); ok {
-					client = real
-				}
-			}
-			for i := len(hops) - 1; i >= 0; i-- {
-				a, ok := parseHop(hops[i])
-				if !ok {
-					break
-				}
-				client = a
-				if !id.trusted(a) {
-					break
-				}
+	var hops []string
+	for _, line := range h.Values("X-Forwarded-For") {
+		for _, hop := range strings.Split(line, ",") {
+			if hop = trimOWS(hop); hop != "" {
+				hops = append(hops, hop)
 			}
 		}
-		s = subject{tag: "ip:" + client.String(), loopback: client.IsLoopback()}
 	}
-	id.ip = &s
-	return s
+	if len(hops) == 0 {
+		if v, ok := headerValue(h, "X-Real-IP"); ok {
+			if real, ok := parseHop(v); ok {
+				client = real
+			}
+		}
+		return client, true
+	}
+	for i := len(hops) - 1; i >= 0; i-- {
+		a, ok := parseHop(hops[i])
+		if !ok {
+			break
+		}
+		client = a
+		if !trustedBy(trusted, a) {
+			break
+		}
+	}
+	return client, true
+}
+
+// identity computes a request's subjects, each once.
+type identity struct {
+	c      *config
+	peer   string // the TCP peer, as http.Request.RemoteAddr writes it
+	header http.Header
+	user   string // the authenticated user, "" when none
+	ip     *subject
+}
+
+func (id *identity) clientIP() subject {
+	if id.ip == nil {
+		s := subject{tag: "ip:unknown"}
+		if a, ok := clientIP(id.peer, id.c.trusted, id.header); ok {
+			s = subject{tag: "ip:" + a.String(), loopback: a.IsLoopback()}
+		}
+		id.ip = &s
+	}
+	return *id.ip
 }
 
 func (id *identity) apiKey() (subject, bool) {
-	v := id.r.Header.Get(id.c.apiKeyHeader)
-	if v == "" {
+	v, ok := headerValue(id.header, id.c.apiKeyHeader)
+	if !ok {
 		return subject{}, false
 	}
 	return subject{tag: "api-key:" + hashID(v)}, true
 }
 
+// subject is the policy's subject: its key kind's, falling back to the
+// api-key subject (user), then the ip.
 func (id *identity) subject(p *policy) subject {
 	switch p.keyKind {
 	case "api-key":
@@ -165,8 +179,8 @@ func (id *identity) subject(p *policy) subject {
 			return s
 		}
 	case "header":
-		if v := id.r.Header.Get(p.keyHeader); v != "" {
-			return subject{tag: "header:" + strings.ToLower(p.keyHeader) + ":" + keyValue(v)}
+		if v, ok := headerValue(id.header, p.keyHeader); ok {
+			return subject{tag: p.keyHeaderTag + keyValue(v)}
 		}
 	case "global":
 		return subject{tag: "global"}

@@ -154,6 +154,20 @@ func segmentPrefix(path, prefix string) bool {
 	return true
 }
 
+// selectPolicies is the policies a request gets and the index of the
+// route that chose them (-1 without routes); false when routes exist and
+// none matches: the request is not checked.
+func (c *config) selectPolicies(method, path string) ([]*policy, int, bool) {
+	if len(c.routes) == 0 {
+		return c.policies, -1, true
+	}
+	i := selectRoute(c.routes, method, path)
+	if i < 0 {
+		return nil, -1, false
+	}
+	return c.routes[i].policies, i, true
+}
+
 // selectRoute: the index of the route with the longest path prefix (whole
 // segments) among those whose methods include the request's, the first on
 // a tie; -1 when none matches. path is the request's path as net/http

@@ -91,8 +91,8 @@ func TestRatesAreTheLimitsLibrarysGrammar(t *testing.T) {
 			t.Errorf("parseRate(%q) = %d, %d, %v, want %v", in, limit, ms, ok, want)
 		}
 	}
-	for _, in := range []string{"5/sec", "5/min", "5/month", "5/1.5s", "5/0s", "/minute", "5/", "5", "0/minute",
-		"-5/minute", "+5/minute", "5 perminute", "5/0 minutes", "1125899906842625/d", "5/10 ms", "5/ms", "5//minute"} {
+	for _, in := range []string{"5/sec", "5/min", "5/month", "5/1.5s", "5/0s", "/minute", "5/", "5",
+		"-5/minute", "+5/minute", "5 perminute", "5/0 minutes", "5/10 ms", "5/ms", "5//minute"} {
 		if limit, ms, ok := parseRate(in); ok {
 			t.Errorf("parseRate(%q) = %d, %d, want an error", in, limit, ms)
 		}
@@ -123,9 +123,8 @@ func TestZoneIndexesAreDropped(t *testing.T) {
 			t.Errorf("parseHop(%q) = %v, %v, want %s", in, a, ok, want)
 		}
 	}
-	p, err := parseNetwork("fe80::1%eth0/64")
-	if err != nil || p.String() != "fe80::/64" {
-		t.Errorf("parseNetwork: %v, %v", p, err)
+	if p, err := parseNetwork("fe80::1%eth0/64"); err == nil {
+		t.Errorf("parseNetwork: %v: a configuration's network has no zone", p)
 	}
 }
 

@@ -1,0 +1,424 @@
+package nethttp
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Configuration (docs/http.md, One configuration and Start-up
+// validation): the document from a file, bytes or a Config struct, read
+// by the schema's walker (walker.go), then the rules that span fields,
+// which the schema's description lists, here. Every mistake is a
+// *ConfigError, `librl: configuration: <path>: <problem>`.
+
+// Source is where the configuration comes from (docs/http.md, One
+// configuration): File, Bytes, or a Config struct.
+type Source interface {
+	document() (any, error)
+}
+
+// File reads a YAML or JSON configuration file (JSON is YAML).
+func File(path string) Source { return fileSource(path) }
+
+// Bytes is a configuration document, YAML or JSON.
+func Bytes(doc []byte) Source { return bytesSource(doc) }
+
+type fileSource string
+
+func (f fileSource) document() (any, error) {
+	data, err := os.ReadFile(string(f))
+	if err != nil {
+		return nil, bad("(file)", "cannot read %s: %v", string(f), err)
+	}
+	doc, err := parseYAML(data)
+	if err != nil {
+		return nil, bad("(file)", "%s is not YAML or JSON: %v", string(f), err)
+	}
+	return doc, nil
+}
+
+type bytesSource []byte
+
+func (b bytesSource) document() (any, error) {
+	doc, err := parseYAML(b)
+	if err != nil {
+		return nil, bad("(document)", "not YAML or JSON: %v", err)
+	}
+	return doc, nil
+}
+
+func parseYAML(data []byte) (any, error) {
+	var doc any
+	err := yaml.Unmarshal(data, &doc)
+	return doc, err
+}
+
+// Config is the configuration as Go data, field for field the document of
+// docs/http.md (durations and rates as the document writes them: "250ms",
+// "100/minute"). A zero field is an absent one and takes its default;
+// pointers mark the fields whose zero value is meaningful.
+type Config struct {
+	Prefix         *string  // default "rl:"
+	Mode           string   // enforce | shadow
+	Fail           string   // open | closed
+	Timeout        string   // default "250ms"
+	Headers        string   // both | ietf | legacy | none
+	TrustedProxies []string // addresses or CIDR networks
+	ExemptLoopback *bool    // default true
+	APIKeyHeader   string   // default X-Api-Key
+	MaxBodyBytes   int64    // default 8 MiB
+	Deny           *Deny
+	Policies       []Policy
+	Routes         []Route // nil: every policy applies to every request
+}
+
+// Deny is the refusal's status and body.
+type Deny struct {
+	Status  int    // default 429
+	Body    string // problem | text
+	Message string // the text body
+}
+
+// Policy is one named limit.
+type Policy struct {
+	Name        string
+	Algorithm   string // fixed | sliding | approx | token
+	Limit       int64  // token: the rate per Window
+	Window      string
+	Rate        string // instead of Limit and Window: "100/minute"
+	Aligned     bool   // fixed only
+	Burst       int64  // token only
+	Key         string // ip | api-key | user | header:<Name> | global
+	Cost        string // "" (1) | "<n>" | body-bytes | header:<Name>
+	Count       string // all | failed | succeeded
+	Overridable bool
+}
+
+// Route attaches policies to a path prefix (and methods).
+type Route struct {
+	Path     string
+	Methods  []string
+	Policies []string // empty: the route is exempt
+}
+
+// Ptr is a pointer to v, for Config's optional fields.
+func Ptr[T any](v T) *T { return &v }
+
+func (c Config) document() (any, error) {
+	doc := map[string]any{}
+	put := func(k string, v any, present bool) {
+		if present {
+			doc[k] = v
+		}
+	}
+	if c.Prefix != nil {
+		doc["prefix"] = *c.Prefix
+	}
+	put("mode", c.Mode, c.Mode != "")
+	put("fail", c.Fail, c.Fail != "")
+	put("timeout", c.Timeout, c.Timeout != "")
+	put("headers", c.Headers, c.Headers != "")
+	if c.TrustedProxies != nil {
+		list := make([]any, len(c.TrustedProxies))
+		for i, p := range c.TrustedProxies {
+			list[i] = p
+		}
+		doc["trusted_proxies"] = list
+	}
+	if c.ExemptLoopback != nil {
+		doc["exempt_loopback"] = *c.ExemptLoopback
+	}
+	put("api_key_header", c.APIKeyHeader, c.APIKeyHeader != "")
+	put("max_body_bytes", c.MaxBodyBytes, c.MaxBodyBytes != 0)
+	if c.Deny != nil {
+		d := map[string]any{}
+		if c.Deny.Status != 0 {
+			d["status"] = c.Deny.Status
+		}
+		if c.Deny.Body != "" {
+			d["body"] = c.Deny.Body
+		}
+		if c.Deny.Message != "" {
+			d["message"] = c.Deny.Message
+		}
+		doc["deny"] = d
+	}
+	if c.Policies != nil {
+		list := make([]any, len(c.Policies))
+		for i, p := range c.Policies {
+			m := map[string]any{"name": p.Name, "algorithm": p.Algorithm}
+			if p.Limit != 0 {
+				m["limit"] = p.Limit
+			}
+			if p.Window != "" {
+				m["window"] = p.Window
+			}
+			if p.Rate != "" {
+				m["rate"] = p.Rate
+			}
+			if p.Aligned {
+				m["aligned"] = true
+			}
+			if p.Burst != 0 {
+				m["burst"] = p.Burst
+			}
+			if p.Key != "" {
+				m["key"] = p.Key
+			}
+			if p.Cost != "" {
+				if n, err := strconv.ParseInt(p.Cost, 10, 64); err == nil {
+					m["cost"] = n
+				} else {
+					m["cost"] = p.Cost
+				}
+			}
+			if p.Count != "" {
+				m["count"] = p.Count
+			}
+			if p.Overridable {
+				m["overridable"] = true
+			}
+			list[i] = m
+		}
+		doc["policies"] = list
+	}
+	if c.Routes != nil {
+		list := make([]any, len(c.Routes))
+		for i, r := range c.Routes {
+			m := map[string]any{"path": r.Path}
+			if r.Methods != nil {
+				ms := make([]any, len(r.Methods))
+				for j, x := range r.Methods {
+					ms[j] = x
+				}
+				m["methods"] = ms
+			}
+			ps := make([]any, len(r.Policies))
+			for j, x := range r.Policies {
+				ps[j] = x
+			}
+			m["policies"] = ps
+			list[i] = m
+		}
+		doc["routes"] = list
+	}
+	return doc, nil
+}
+
+// ConfigError is a configuration refused at start-up; Field is the path
+// of the field at fault (policies[0].burst), Message what is wrong with it
+// (conformance/README.md, Configuration errors).
+type ConfigError struct {
+	Field   string
+	Message string
+}
+
+func (e *ConfigError) Error() string {
+	return "librl: configuration: " + e.Field + ": " + e.Message
+}
+
+func bad(field, format string, args ...any) *ConfigError {
+	return &ConfigError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// The validated configuration.
+type config struct {
+	prefix         string
+	shadow         bool
+	failClosed     bool
+	timeout        time.Duration
+	ietf, legacy   bool
+	trusted        []netip.Prefix
+	exemptLoopback bool
+	apiKeyHeader   string
+	maxBody        int64
+	denyStatus     int
+	denyText       bool
+	denyMessage    string
+	policies       []*policy
+	byName         map[string]*policy
+	routes         []route // empty: every policy applies to every request
+}
+
+type costKind uint8
+
+const (
+	costUnits costKind = iota
+	costBodyBytes
+	costHeader
+)
+
+type policy struct {
+	name      string
+	algorithm string // fixed sliding approx token
+	limit     int64
+	window    time.Duration
+	aligned   bool
+	burst     int64
+	keyKind   string // ip api-key user header global
+	keyHeader string // header:<Name>'s name as configured
+	// keyHeaderTag is the subject's start, "header:<name in lower case>:".
+	keyHeaderTag string
+	cost         costKind
+	costUnits    int64
+	costHeader   string // header:<Name>'s name as configured
+	count        string
+	overridable  bool
+}
+
+// parseConfig reads a document: the walker first (every field, with the
+// schema), then the rules that span fields.
+func parseConfig(doc any) (*config, error) {
+	top, err := walkDocument(doc)
+	if err != nil {
+		return nil, err
+	}
+	deny := top["deny"].(walked)
+	c := &config{
+		prefix:         top["prefix"].(string),
+		shadow:         top["mode"] == "shadow",
+		failClosed:     top["fail"] == "closed",
+		timeout:        time.Duration(top["timeout"].(int64)) * time.Millisecond,
+		ietf:           top["headers"] == "both" || top["headers"] == "ietf",
+		legacy:         top["headers"] == "both" || top["headers"] == "legacy",
+		exemptLoopback: top["exempt_loopback"].(bool),
+		apiKeyHeader:   top["api_key_header"].(string),
+		maxBody:        top["max_body_bytes"].(int64),
+		denyStatus:     int(deny["status"].(int64)),
+		denyText:       deny["body"] == "text",
+		denyMessage:    deny["message"].(string),
+		byName:         map[string]*policy{},
+	}
+	// fail-local-where-supported
+	if top["fail"] == "local" {
+		return nil, bad("fail", "local is the Rust integration's mode; use open or closed")
+	}
+	// trusted-proxies-are-networks
+	for i, v := range top["trusted_proxies"].([]any) {
+		net, err := parseNetwork(v.(string))
+		if err != nil {
+			return nil, bad(fmt.Sprintf("trusted_proxies[%d]", i), "must be an IP address or a CIDR network")
+		}
+		c.trusted = append(c.trusted, net)
+	}
+	for i, v := range top["policies"].([]any) {
+		p, err := policyOf(fmt.Sprintf("policies[%d]", i), v.(walked))
+		if err != nil {
+			return nil, err
+		}
+		// policy-names-unique
+		if _, dup := c.byName[p.name]; dup {
+			return nil, bad(fmt.Sprintf("policies[%d].name", i), "\"%s\" is used by an earlier policy", p.name)
+		}
+		c.byName[p.name] = p
+		c.policies = append(c.policies, p)
+	}
+	for i, v := range top["routes"].([]any) {
+		r, err := c.routeOf(fmt.Sprintf("routes[%d]", i), v.(walked))
+		if err != nil {
+			return nil, err
+		}
+		c.routes = append(c.routes, r)
+	}
+	return c, nil
+}
+
+// parseNetwork reads an address or a CIDR network, without a zone index
+// (a configuration names networks, not interfaces); an IPv4-mapped IPv6
+// network is the IPv4 network.
+func parseNetwork(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "%") {
+		return netip.Prefix{}, errors.New("a zone index")
+	}
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return p, err
+		}
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			return netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96), nil
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// policyOf is a walked policy, with the rules that span its fields
+// (rate-or-limit-and-window, aligned-only-on-fixed, burst-only-on-token).
+func policyOf(path string, m walked) (*policy, error) {
+	p := &policy{name: m["name"].(string), algorithm: m["algorithm"].(string), count: m["count"].(string),
+		aligned: m["aligned"].(bool), overridable: m["overridable"].(bool)}
+	limit, hasLimit := m["limit"]
+	window, hasWindow := m["window"]
+	if rate, ok := m["rate"].(rateValue); ok {
+		if hasLimit || hasWindow {
+			return nil, bad(path+".rate", "give rate, or limit and window, not both")
+		}
+		p.limit, p.window = rate.limit, time.Duration(rate.ms)*time.Millisecond
+	} else {
+		if !hasLimit {
+			return nil, bad(path+".limit", "missing (give limit and window, or rate)")
+		}
+		if !hasWindow {
+			return nil, bad(path+".window", "missing (give limit and window, or rate)")
+		}
+		p.limit, p.window = limit.(int64), time.Duration(window.(int64))*time.Millisecond
+	}
+	if p.aligned && p.algorithm != "fixed" {
+		return nil, bad(path+".aligned", "aligned is for fixed policies, not %s", p.algorithm)
+	}
+	if burst, ok := m["burst"]; ok {
+		if p.algorithm != "token" {
+			return nil, bad(path+".burst", "burst is for token policies, not %s", p.algorithm)
+		}
+		p.burst = burst.(int64)
+	}
+	// The walker has checked both against the schema's patterns.
+	p.keyKind = m["key"].(string)
+	if name, ok := strings.CutPrefix(p.keyKind, "header:"); ok {
+		p.keyKind, p.keyHeader, p.keyHeaderTag = "header", name, "header:"+lowerASCII(name)+":"
+	}
+	switch cost := m["cost"].(type) {
+	case int64:
+		p.cost, p.costUnits = costUnits, cost
+	case string:
+		if name, ok := strings.CutPrefix(cost, "header:"); ok {
+			p.cost, p.costHeader = costHeader, name
+		} else {
+			p.cost = costBodyBytes
+		}
+	}
+	return p, nil
+}
+
+// routeOf is a walked route, its policies named by the configuration
+// (routes-name-defined-policies) and its path made canonical.
+func (c *config) routeOf(path string, m walked) (route, error) {
+	r := route{path: m["path"].(string)}
+	r.match = lowerASCII(canonicalPath(r.path))
+	if ms, ok := m["methods"]; ok {
+		for _, x := range ms.([]any) {
+			r.methods = append(r.methods, x.(string))
+		}
+	}
+	for j, x := range m["policies"].([]any) {
+		p, ok := c.byName[x.(string)]
+		if !ok {
+			return r, bad(fmt.Sprintf("%s.policies[%d]", path, j), "no policy is named \"%s\"", x.(string))
+		}
+		r.policies = append(r.policies, p)
+	}
+	return r, nil
+}

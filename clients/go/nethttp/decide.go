@@ -1,0 +1,283 @@
+package nethttp
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	librl "github.com/librl/librl/clients/go"
+)
+
+// Decide (docs/http.md, One decision per request, steps 2 and 3): the
+// checks grouped by subject, one RL.ALL per group, PEEK after a denial,
+// refunds so that a refused request is counted by no policy, all within
+// the timeout; then the fail mode, shadow mode and the hook settle the
+// outcome and the refusal, if any.
+
+// decided is one request's decision and what to answer.
+type decided struct {
+	outcome   Outcome
+	decisions []librl.Decision // one per check; nil when Redis did not answer
+	replied   []checked        // the same, beside each check's policy
+	refusal   *reply           // sent instead of calling the handler
+}
+
+// decide asks Redis, applies the fail mode and shadow mode, calls the hook
+// and picks the refusal.
+func (m *Middleware) decide(r *http.Request, route string, checks []check) decided {
+	v, err := m.exchange(checks)
+	if err != nil {
+		d := decided{outcome: m.failed(err)}
+		if d.outcome == FailClosed {
+			refusal := unavailable()
+			d.refusal = &refusal
+		}
+		m.emit(r, route, d.outcome, checks, nil, err)
+		return d
+	}
+	d := decided{outcome: Allowed, decisions: v.decisions, replied: pairs(checks, v.decisions)}
+	if !v.admitted {
+		worst := mostRestrictive(d.replied)
+		if m.c.shadow {
+			d.outcome = WouldDeny
+			m.log.Warn("librl: shadow mode: the request would be refused", "method", r.Method, "path", r.URL.Path,
+				"policy", checks[worst].p.name)
+		} else {
+			d.outcome = Denied
+			refusal := denied(m.c, d.replied[worst], checks[worst].cost)
+			d.refusal = &refusal
+		}
+	}
+	m.emit(r, route, d.outcome, checks, d.decisions, nil)
+	return d
+}
+
+// pairs is each check's policy with its reply.
+func pairs(checks []check, decisions []librl.Decision) []checked {
+	cs := make([]checked, len(checks))
+	for i := range checks {
+		cs[i] = checked{p: checks[i].p, d: decisions[i]}
+	}
+	return cs
+}
+
+// clause is a check as an RL.ALL clause, consuming or giving back its cost.
+func clause(c check, refund bool) librl.Clause {
+	opts := []librl.Option{librl.Cost(c.cost)}
+	if refund {
+		opts[0] = librl.Refund(c.cost)
+	}
+	if c.okey != "" {
+		opts = append(opts, librl.Override(c.okey))
+	}
+	p := c.p
+	switch p.algorithm {
+	case "fixed":
+		if p.aligned {
+			opts = append(opts, librl.Aligned())
+		}
+		return librl.Fixed(c.key, p.limit, p.window, opts...)
+	case "sliding":
+		return librl.Sliding(c.key, p.limit, p.window, opts...)
+	case "approx":
+		return librl.Sliding(c.key, p.limit, p.window, append(opts, librl.Approx())...)
+	default:
+		if p.burst != 0 {
+			opts = append(opts, librl.Burst(p.burst))
+		}
+		return librl.Token(c.key, p.limit, p.window, opts...)
+	}
+}
+
+// groups are the checks' indexes by subject, in the order subjects first
+// appear.
+func groups(checks []check) [][]int {
+	var out [][]int
+	at := map[string]int{}
+	for i, c := range checks {
+		g, ok := at[c.s.tag]
+		if !ok {
+			g = len(out)
+			at[c.s.tag] = g
+			out = append(out, nil)
+		}
+		out[g] = append(out[g], i)
+	}
+	return out
+}
+
+var errTimeout = errors.New("no answer within the configured timeout")
+
+// verdict is what Redis answered for a request's checks.
+type verdict struct {
+	admitted  bool
+	decisions []librl.Decision
+}
+
+// ledger holds the groups Redis admitted for one request while their fate
+// is open: a request that is served stays counted, a request that is
+// refused is counted by no policy (docs/http.md, One decision per
+// request). Each group is refunded at most once, by whoever takes it.
+type ledger struct {
+	mu       sync.Mutex
+	admitted [][]check
+	// gone: the request went on without the exchange (the timeout passed).
+	gone bool
+	// result: every group answered; the verdict stands even if the denial's
+	// refunds are still under way when the timeout passes.
+	result *verdict
+}
+
+func (l *ledger) take() [][]check {
+	gs := l.admitted
+	l.admitted = nil
+	return gs
+}
+
+// exchange runs the checks within the timeout. Past it the exchange goes
+// on in the background; what it admits stays counted under fail: open
+// (the request was served) and is refunded under fail: closed (it was
+// refused). On an error or the timeout with fail: closed, the groups
+// admitted so far are refunded before this returns, so before the 503.
+func (m *Middleware) exchange(checks []check) (verdict, error) {
+	type result struct {
+		v   verdict
+		err error
+	}
+	l := &ledger{}
+	done := make(chan result, 1)
+	go func() {
+		v, err := m.runGroups(checks, l)
+		var back [][]check
+		l.mu.Lock()
+		if err == nil {
+			l.result = &v
+		}
+		// Past the timeout the fail mode decided the request; before it, a
+		// denial does (an error is the caller's to settle).
+		if (l.gone && m.c.failClosed) || (!l.gone && err == nil && !v.admitted) {
+			back = l.take()
+		}
+		l.mu.Unlock()
+		m.refundGroups(back)
+		done <- result{v, err}
+	}()
+	timer := time.NewTimer(m.c.timeout)
+	defer timer.Stop()
+	var err error
+	select {
+	case r := <-done:
+		if r.err == nil {
+			return r.v, nil
+		}
+		err = r.err
+	case <-timer.C:
+		l.mu.Lock()
+		l.gone = true
+		if l.result != nil {
+			v := *l.result
+			l.mu.Unlock()
+			return v, nil
+		}
+		l.mu.Unlock()
+		err = errTimeout
+	}
+	if m.c.failClosed {
+		l.mu.Lock()
+		back := l.take()
+		l.mu.Unlock()
+		m.refundWithin(back)
+	}
+	return verdict{}, err
+}
+
+// runGroups sends one RL.ALL per subject; after a denial the later groups
+// are peeked. Each admitted group goes to the ledger as soon as Redis
+// admits it.
+func (m *Middleware) runGroups(checks []check, l *ledger) (verdict, error) {
+	ctx := context.Background()
+	v := verdict{admitted: true, decisions: make([]librl.Decision, len(checks))}
+	for _, g := range groups(checks) {
+		clauses := make([]librl.Clause, len(g))
+		members := make([]check, len(g))
+		for j, i := range g {
+			clauses[j] = clause(checks[i], false)
+			members[j] = checks[i]
+		}
+		var a librl.AllDecision
+		var err error
+		if v.admitted {
+			a, err = m.lim.All(ctx, clauses...)
+		} else {
+			a, err = m.lim.PeekAll(ctx, clauses...)
+		}
+		if err != nil {
+			return verdict{}, err
+		}
+		for j, i := range g {
+			v.decisions[i] = a.Decisions[j]
+		}
+		if v.admitted && a.Allowed {
+			l.mu.Lock()
+			l.admitted = append(l.admitted, members)
+			l.mu.Unlock()
+		} else {
+			v.admitted = false
+		}
+	}
+	return v, nil
+}
+
+// refund gives the checks' costs back: one RL.ALL of REFUND clauses per
+// subject, within the timeout; failures are logged.
+func (m *Middleware) refund(checks []check) {
+	var gs [][]check
+	for _, g := range groups(checks) {
+		members := make([]check, len(g))
+		for j, i := range g {
+			members[j] = checks[i]
+		}
+		gs = append(gs, members)
+	}
+	m.refundWithin(gs)
+}
+
+// refundWithin refunds the groups, waiting at most the timeout: a Redis
+// that does not answer must not hold the response longer (the refunds go
+// on in the background).
+func (m *Middleware) refundWithin(gs [][]check) {
+	if len(gs) == 0 {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		m.refundGroups(gs)
+		close(done)
+	}()
+	timer := time.NewTimer(m.c.timeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		m.log.Warn("librl: a refund did not finish within the timeout; it goes on in the background")
+	}
+}
+
+// refundGroups sends one RL.ALL of REFUND clauses per group; failures are
+// logged.
+func (m *Middleware) refundGroups(gs [][]check) {
+	for _, g := range gs {
+		clauses := make([]librl.Clause, len(g))
+		keys := make([]string, len(g))
+		for j, c := range g {
+			clauses[j] = clause(c, true)
+			keys[j] = c.key
+		}
+		if _, err := m.lim.All(context.Background(), clauses...); err != nil {
+			m.log.Warn("librl: could not refund", "keys", strings.Join(keys, ", "), "error", err)
+		}
+	}
+}

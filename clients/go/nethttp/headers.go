@@ -1,0 +1,151 @@
+package nethttp
+
+import (
+	"fmt"
+	"math/bits"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	librl "github.com/librl/librl/clients/go"
+)
+
+// Headers (docs/http.md, Headers): the rate-limit headers of a checked
+// request, from the module's replies, describing the most restrictive
+// policy.
+
+// checked is one policy's check with the reply it got.
+type checked struct {
+	p *policy
+	d librl.Decision
+}
+
+// The rate-limit headers under net/http's canonical keys, so that
+// Header().Get finds them from wrapping code (on the wire in HTTP/1.1:
+// Ratelimit-Policy; header names are case-insensitive). Assigning the
+// canonical key directly is what Header.Set does, without canonicalizing
+// the name on every request.
+const (
+	hdrPolicy     = "Ratelimit-Policy"
+	hdrRateLimit  = "Ratelimit"
+	hdrLimit      = "X-Ratelimit-Limit"
+	hdrRemaining  = "X-Ratelimit-Remaining"
+	hdrReset      = "X-Ratelimit-Reset"
+	hdrRetryAfter = "Retry-After"
+)
+
+// setHeaders writes the rate-limit headers the configuration's `headers`
+// names; with denied (a group refused the request), Retry-After too,
+// except in shadow mode, which never refuses.
+func setHeaders(c *config, h http.Header, cs []checked, denied bool) {
+	if len(cs) == 0 {
+		return
+	}
+	w := cs[mostRestrictive(cs)]
+	reset := strconv.FormatInt(ceilSecs(w.d.ResetAfter), 10)
+	// One backing array for every header's one-value slice.
+	vals := make([]string, 0, 6)
+	set := func(k, v string) {
+		vals = append(vals, v)
+		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	if c.ietf {
+		parts := make([]string, len(cs))
+		for i, x := range cs {
+			unit := ""
+			if x.p.cost == costBodyBytes {
+				unit = `;qu="content-bytes"`
+			}
+			parts[i] = fmt.Sprintf(`"%s";q=%d;w=%d%s`, x.p.name, quota(x), ceilSecs(x.p.window), unit)
+		}
+		set(hdrPolicy, strings.Join(parts, ", "))
+		set(hdrRateLimit, fmt.Sprintf(`"%s";r=%d;t=%s`, w.p.name, w.d.Remaining, reset))
+	}
+	if c.legacy {
+		set(hdrLimit, strconv.FormatInt(quota(w), 10))
+		set(hdrRemaining, strconv.FormatInt(w.d.Remaining, 10))
+		set(hdrReset, reset)
+	}
+	if denied && !c.shadow && !w.d.Allowed && w.d.RetryAfter != librl.Never {
+		set(hdrRetryAfter, strconv.FormatInt(retryAfterSecs(w.d), 10))
+	}
+}
+
+// retryAfterSecs is Retry-After's value: max(1, ceil(retry_after_ms / 1000)).
+func retryAfterSecs(d librl.Decision) int64 { return max(1, ceilSecs(d.RetryAfter)) }
+
+func ms(d time.Duration) int64 {
+	if d == librl.Never {
+		return -1
+	}
+	return d.Milliseconds()
+}
+
+// ceilSecs is whole seconds, rounded up.
+func ceilSecs(d time.Duration) int64 {
+	m := ms(d)
+	if m <= 0 {
+		return 0
+	}
+	return (m + 999) / 1000
+}
+
+// mostRestrictive: among denials the longest wait (Never first); else the
+// smallest share of the limit left, then the later reset, then the first.
+func mostRestrictive(cs []checked) int {
+	best := 0
+	for i := 1; i < len(cs); i++ {
+		if tighter(cs[i].d, cs[best].d) {
+			best = i
+		}
+	}
+	return best
+}
+
+func tighter(a, b librl.Decision) bool {
+	if a.Allowed != b.Allowed {
+		return !a.Allowed
+	}
+	if !a.Allowed {
+		ra, rb := ms(a.RetryAfter), ms(b.RetryAfter)
+		if ra < 0 || rb < 0 {
+			return ra < 0 && rb >= 0
+		}
+		return ra > rb
+	}
+	// remaining/limit compared without division, in 128 bits.
+	if c := cmp128(a.Remaining, b.Limit, b.Remaining, a.Limit); c != 0 {
+		return c < 0
+	}
+	return a.ResetAfter > b.ResetAfter
+}
+
+// cmp128 compares x1*y1 with x2*y2 (non-negative) exactly.
+func cmp128(x1, y1, x2, y2 int64) int {
+	h1, l1 := bits.Mul64(uint64(max(x1, 0)), uint64(max(y1, 0)))
+	h2, l2 := bits.Mul64(uint64(max(x2, 0)), uint64(max(y2, 0)))
+	if h1 != h2 {
+		return cmpU(h1, h2)
+	}
+	return cmpU(l1, l2)
+}
+
+func cmpU(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// quota is the <limit> shown: the reply's (effective) limit, except a token
+// policy whose capacity is its own configured burst: then its rate.
+func quota(c checked) int64 {
+	if c.p.algorithm == "token" && c.p.burst != 0 && c.d.Limit == c.p.burst {
+		return c.p.limit
+	}
+	return c.d.Limit
+}

@@ -1,0 +1,46 @@
+package nethttp
+
+import (
+	"encoding/json"
+	"regexp"
+	"testing"
+)
+
+// The generated tree (schema_gen.go) suits this walker: every pattern
+// compiles in Go's regexp, every default is JSON the field accepts, and
+// every object a field names exists; a schema change that breaks one
+// fails here rather than at someone's start-up.
+func TestSchemaTreeSuitsTheWalker(t *testing.T) {
+	if _, ok := schemaObjects[schemaRoot]; !ok {
+		t.Fatalf("no root object %q", schemaRoot)
+	}
+	var check func(where string, f *schemaField)
+	check = func(where string, f *schemaField) {
+		if f.Pattern != "" {
+			if _, err := regexp.Compile(f.Pattern); err != nil {
+				t.Errorf("%s: pattern %q: %v", where, f.Pattern, err)
+			}
+		}
+		if f.Default != "" {
+			var def any
+			if err := json.Unmarshal([]byte(f.Default), &def); err != nil {
+				t.Errorf("%s: default %q: %v", where, f.Default, err)
+			} else if _, err := walk(where, def, f); err != nil {
+				t.Errorf("%s: default %q refused: %v", where, f.Default, err)
+			}
+		}
+		if f.Kind == schemaObject {
+			if _, ok := schemaObjects[f.Object]; !ok {
+				t.Errorf("%s: object %q is not in the tree", where, f.Object)
+			}
+		}
+		if f.Items != nil {
+			check(where+"[]", f.Items)
+		}
+	}
+	for name, fields := range schemaObjects {
+		for i := range fields {
+			check(name+"."+fields[i].Name, &fields[i])
+		}
+	}
+}
