@@ -2,6 +2,7 @@ package nethttp_test
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -28,10 +29,12 @@ import (
 
 type conformanceCase struct {
 	Name         string            `json:"name"`
+	Rule         string            `json:"rule"`
 	Redis        string            `json:"redis"`
 	Requires     []string          `json:"requires"`
 	Config       json.RawMessage   `json:"config"`
 	StartupError *string           `json:"startup_error"`
+	CrossField   string            `json:"cross_field"`
 	Steps        []json.RawMessage `json:"steps"`
 }
 
@@ -47,7 +50,7 @@ type step struct {
 
 type request struct {
 	Method  string                     `json:"method"`
-	Path    string                     `json:"path"`
+	Path    json.RawMessage            `json:"path"`
 	Headers map[string]json.RawMessage `json:"headers"`
 	Body    *string                    `json:"body"`
 	Chunked bool                       `json:"chunked"`
@@ -81,7 +84,9 @@ func loadCases(t *testing.T) []conformanceCase {
 		var doc struct {
 			Cases []conformanceCase `json:"cases"`
 		}
-		if err := json.Unmarshal(data, &doc); err != nil {
+		// Strict: a field of the case format this runner does not know
+		// fails here, rather than being skipped.
+		if err := strictDecode(data, &doc); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
 		all = append(all, doc.Cases...)
@@ -211,9 +216,7 @@ func runCase(t *testing.T, c conformanceCase, env *redisEnv) {
 	}()
 	for i, raw := range c.Steps {
 		var s step
-		dec := json.NewDecoder(strings.NewReader(string(raw)))
-		dec.UseNumber()
-		if err := dec.Decode(&s); err != nil {
+		if err := strictDecode(raw, &s); err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
 		fail := func(format string, args ...any) {
@@ -330,22 +333,33 @@ func doRequest(client *http.Client, base string, r *request, rawExpect json.RawM
 			body = io.MultiReader(body) // an unknown length: sent chunked
 		}
 	}
-	req, err := http.NewRequest(method, base+r.Path, body)
+	path, err := caseBytes(r.Path)
+	if err != nil {
+		return "path: " + err.Error()
+	}
+	req, err := http.NewRequest(method, base, body)
 	if err != nil {
 		return err.Error()
+	}
+	// The path's bytes as the case writes them, on the request line as
+	// they are (url.Parse would escape some, and clean none).
+	req.URL.Path, req.URL.RawPath = "", ""
+	req.URL.Opaque = path
+	if strings.HasPrefix(path, "//") {
+		// An opaque //x is written scheme:host-relative; a path of that
+		// form goes through the URL's path, which keeps it as it is.
+		req.URL.Opaque, req.URL.Path = "", path
 	}
 	if r.Body != nil && !r.Chunked {
 		req.ContentLength = int64(len(*r.Body))
 	}
 	for name, raw := range r.Headers {
-		var one string
-		var many []string
-		if json.Unmarshal(raw, &one) == nil {
-			req.Header.Add(name, one)
-		} else if json.Unmarshal(raw, &many) == nil {
-			for _, v := range many {
-				req.Header.Add(name, v)
-			}
+		lines, err := headerLines(raw)
+		if err != nil {
+			return fmt.Sprintf("header %s: %v", name, err)
+		}
+		for _, v := range lines {
+			req.Header.Add(name, v)
 		}
 	}
 	resp, err := client.Do(req)
@@ -358,12 +372,10 @@ func doRequest(client *http.Client, base string, r *request, rawExpect json.RawM
 		return ""
 	}
 	var e expectation
-	dec := json.NewDecoder(strings.NewReader(string(rawExpect)))
-	dec.UseNumber()
-	if err := dec.Decode(&e); err != nil {
+	if err := strictDecode(rawExpect, &e); err != nil {
 		return err.Error()
 	}
-	where := fmt.Sprintf("%s %s -> %d %v %q", method, r.Path, resp.StatusCode, resp.Header, data)
+	where := fmt.Sprintf("%s %q -> %d %v %q", method, path, resp.StatusCode, resp.Header, data)
 	if e.Status != 0 && resp.StatusCode != e.Status {
 		return fmt.Sprintf("status %d, want %d (%s)", resp.StatusCode, e.Status, where)
 	}
@@ -405,6 +417,50 @@ func doRequest(client *http.Client, base string, r *request, rawExpect json.RawM
 		}
 	}
 	return ""
+}
+
+// strictDecode reads JSON with numbers as json.Number, refusing fields
+// the target does not have.
+func strictDecode(data []byte, into any) error {
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.UseNumber()
+	dec.DisallowUnknownFields()
+	return dec.Decode(into)
+}
+
+// caseBytes is a string's UTF-8 bytes, or {"hex": "..."}'s bytes
+// (conformance/README.md, Steps).
+func caseBytes(raw json.RawMessage) (string, error) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	var h struct {
+		Hex *string `json:"hex"`
+	}
+	if err := strictDecode(raw, &h); err != nil || h.Hex == nil {
+		return "", fmt.Errorf("%s is neither a string nor {\"hex\": ...}", raw)
+	}
+	b, err := hex.DecodeString(*h.Hex)
+	return string(b), err
+}
+
+// headerLines is a header's value in a case: one line (a string or
+// bytes), or a list of them, one line each.
+func headerLines(raw json.RawMessage) ([]string, error) {
+	var list []json.RawMessage
+	if json.Unmarshal(raw, &list) != nil {
+		list = []json.RawMessage{raw}
+	}
+	lines := make([]string, len(list))
+	for i, one := range list {
+		v, err := caseBytes(one)
+		if err != nil {
+			return nil, err
+		}
+		lines[i] = v
+	}
+	return lines, nil
 }
 
 // match compares a value with an expectation: equal, or a matcher
