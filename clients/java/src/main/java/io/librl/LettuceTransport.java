@@ -95,7 +95,11 @@ abstract class LettuceTransport<C extends StatefulConnection<String, String>> im
   static CompletableFuture<List<Object>> dispatch(
       StatefulRedisConnection<String, String> connection,
       List<AsyncCommand<String, String, Object>> commands) {
-    connection.dispatch(commands);
+    try {
+      connection.dispatch(commands);
+    } catch (RuntimeException e) {
+      return CompletableFuture.failedFuture(e); // a closed connection, say
+    }
     CompletableFuture<?>[] all = commands.toArray(CompletableFuture<?>[]::new);
     return CompletableFuture.allOf(all)
         .handle(

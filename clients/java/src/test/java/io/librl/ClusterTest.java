@@ -25,12 +25,6 @@ class ClusterTest {
   private static final Duration SECOND = Duration.ofSeconds(1);
   private static final Duration MINUTE = Duration.ofMinutes(1);
 
-  static {
-    TestServers.prefetch(
-        () -> TestServers.cluster(TestServers.Flavor.REDIS7),
-        () -> TestServers.cluster(TestServers.Flavor.VALKEY9));
-  }
-
   /** A client of a cluster: its name and how to make its limiter. */
   record Client(String name, Function<TestServers.Cluster, Limiter> make) {
     @Override

@@ -24,12 +24,6 @@ class DurabilityTest {
   private static final Duration SECOND = Duration.ofSeconds(1);
   private static final Duration MINUTE = Duration.ofMinutes(1);
 
-  static {
-    TestServers.prefetch(
-        () -> TestServers.primaryWithReplica(TestServers.Flavor.VALKEY9),
-        () -> TestServers.cluster(TestServers.Flavor.REDIS7));
-  }
-
   record Client(String name, Function<TestServers.Server, Limiter> standalone, Function<TestServers.Cluster, Limiter> cluster) {
     @Override
     public String toString() {

@@ -32,12 +32,6 @@ class StandaloneTest {
   private static final Duration SECOND = Duration.ofSeconds(1);
   private static final Duration MINUTE = Duration.ofMinutes(1);
 
-  static {
-    for (TestServers.Flavor f : TestServers.Flavor.values()) {
-      TestServers.prefetch(() -> TestServers.standalone(f));
-    }
-  }
-
   /** A check, on a limiter over a flushed server. */
   interface Check {
     void run(Limiter limiter, TestServers.Server server, Class<? extends Exception> serverError);

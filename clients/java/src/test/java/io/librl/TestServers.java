@@ -98,6 +98,15 @@ final class TestServers {
                     LIVE.forEach(Process::destroyForcibly);
                   }
                 }));
+    // Every server the suites use starts at once, in the background, when the first suite asks
+    // for one: the clusters' gossip settles while the standalone suites run.
+    for (Flavor f : Flavor.values()) {
+      prefetch(() -> standalone(f));
+    }
+    prefetch(
+        () -> cluster(Flavor.REDIS7),
+        () -> cluster(Flavor.VALKEY9),
+        () -> primaryWithReplica(Flavor.VALKEY9));
   }
 
   /** scripts/servers.env's path for {@code variable}, relative to the root. */
@@ -318,8 +327,8 @@ final class TestServers {
     return once("cluster " + flavor, () -> Cluster.start(flavor));
   }
 
-  /** Starts the named servers at once, in the background: later calls find them running. */
-  static void prefetch(Runnable... starts) {
+  /** Starts servers in the background: later calls find them running, or wait for them. */
+  private static void prefetch(Runnable... starts) {
     for (Runnable r : starts) {
       Thread t = new Thread(r, "librl-test-prefetch");
       t.setDaemon(true);
