@@ -15,7 +15,6 @@ import redis.clients.jedis.CommandArguments;
 import redis.clients.jedis.Connection;
 import redis.clients.jedis.ConnectionPool;
 import redis.clients.jedis.JedisCluster;
-import redis.clients.jedis.JedisPooled;
 import redis.clients.jedis.Protocol;
 import redis.clients.jedis.UnifiedJedis;
 import redis.clients.jedis.commands.ProtocolCommand;
@@ -192,14 +191,13 @@ final class JedisTransport implements Transport {
     }
   }
 
-  /** A connection of a standalone client's pool, held by the caller alone until closed. */
-  private Connection standaloneConnection() {
-    return client instanceof JedisPooled p ? p.getPool().getResource() : reflectivePool().getResource();
-  }
-
-  /** Jedis 7.1's RedisClient has JedisPooled's getPool(), but is no JedisPooled. */
+  /**
+   * A connection of a standalone client's pool, held by the caller alone until closed. JedisPooled
+   * and Jedis 7.1's RedisClient both have getPool(), but share no type that declares it (and Jedis
+   * 8 has no JedisPooled), so it is looked up by name.
+   */
   @SuppressWarnings("unchecked") // getPool() is Pool<Connection> wherever Jedis has it
-  private Pool<Connection> reflectivePool() {
+  private Connection standaloneConnection() {
     Method getPool = publicMethod(client, "getPool");
     if (getPool == null) {
       throw new LibrlArgumentException(
@@ -207,7 +205,7 @@ final class JedisTransport implements Transport {
           "durability needs a pooled client (JedisPooled or JedisCluster), not a "
               + client.getClass().getName());
     }
-    return (Pool<Connection>) invoke(getPool, client);
+    return ((Pool<Connection>) invoke(getPool, client)).getResource();
   }
 
   /**
