@@ -75,6 +75,42 @@ function loadCases(): Case[] {
 }
 
 // ---------------------------------------------------------------------------
+// The case format, read strictly: a member this runner does not know (a
+// typo such as "header" for "headers") fails instead of checking nothing.
+
+const CASE_FIELDS = ["name", "rule", "redis", "requires", "config", "startup_error", "cross_field", "steps"];
+const REQUEST_FIELDS = ["method", "path", "headers", "body", "chunked"];
+const EXPECT_FIELDS = ["status", "headers", "absent", "content_type", "body", "body_text"];
+/** Each step's kind, by the member that names it, and every member it may have. */
+const STEP_FIELDS: Readonly<Record<string, readonly string[]>> = {
+  request: ["request", "expect", "repeat"],
+  sleep_ms: ["sleep_ms"],
+  redis: ["redis", "expect"],
+  redis_pause_ms: ["redis_pause_ms"],
+  check: ["check"],
+};
+
+/** What is not in the format a case is written in, or undefined. */
+function formatError(c: Case): string | undefined {
+  const extra = (value: object, allowed: readonly string[], where: string) => {
+    const unknown = Object.keys(value).filter((k) => !allowed.includes(k));
+    return unknown.length === 0 ? undefined : `${where}: unknown member ${unknown.join(", ")}`;
+  };
+  const top = extra(c, CASE_FIELDS, "case");
+  if (top !== undefined) return top;
+  if ((c.startup_error === undefined) === (c.steps === undefined)) return "case: give steps or startup_error";
+  for (const [i, step] of (c.steps ?? []).entries()) {
+    const kind = Object.keys(STEP_FIELDS).find((k) => k in step);
+    if (kind === undefined) return `step ${i}: not a step`;
+    const why =
+      extra(step, STEP_FIELDS[kind] as readonly string[], `step ${i}`) ??
+      ("request" in step ? (extra(step.request, REQUEST_FIELDS, `step ${i} request`) ?? extra(step.expect ?? {}, EXPECT_FIELDS, `step ${i} expect`)) : undefined);
+    if (why !== undefined) return why;
+  }
+  return undefined;
+}
+
+// ---------------------------------------------------------------------------
 // Matching expected values (conformance/README.md, Matchers).
 
 function isMatcher(e: Json): e is { [key: string]: Json } {
@@ -314,6 +350,8 @@ async function everyKeyExpires(admins: Admin[]): Promise<string | undefined> {
 }
 
 async function runCase(c: Case, framework: FrameworkName, backends: Backends): Promise<void> {
+  const malformed = formatError(c);
+  if (malformed !== undefined) assert.fail(`${c.name}: ${malformed}`);
   const kind = c.redis ?? "standalone";
   if (kind !== "down") {
     for (const admin of backends.primaries(kind)) {
@@ -391,6 +429,10 @@ const CASES = loadCases();
 const needCluster = CASES.some((c) => c.redis === "cluster");
 
 describe("conformance", { concurrency: true }, () => {
+  it("every case is written in the format this runner reads", () => {
+    const wrong = CASES.map((c) => [c.name, formatError(c)]).filter(([, why]) => why !== undefined);
+    assert.deepEqual(wrong, []);
+  });
   for (const framework of FRAMEWORKS) {
     for (const clientName of CLIENT_NAMES) {
       describe(`${framework} + ${clientName}`, { concurrency: 1 }, () => {
