@@ -18,16 +18,20 @@ class CommandsTest {
   private static final Duration SECOND = Duration.ofSeconds(1);
 
   @Test
-  void slotsMatchTheClusterSpecification() {
+  void slotsMatchTheClusterSpecificationAndBothClients() {
     assertEquals(0x31C3, Slot.of("123456789"));
     assertEquals(12182, Slot.of("foo"));
     assertEquals(3443, Slot.of("{user1000}.following"));
     assertEquals(3443, Slot.of("{user1000}.followers"));
-    // An empty tag does not count: the whole key is hashed; only the first tag counts.
-    assertEquals(Slot.of("{}x"), Slot.of("{}x"));
+    // Only the first tag counts; an empty one does not, and the whole key is hashed.
+    for (String key :
+        List.of("{}x", "x{}", "{a}{b}", "a{b", "}a{b}", "{ü}:1", "plan:{acme}", "", "{", "{}", "{{a}}",
+            "rl:{ip:203.0.113.9}:s", "日本{語}")) {
+      assertEquals(redis.clients.jedis.util.JedisClusterCRC16.getSlot(key), Slot.of(key), key);
+      assertEquals(io.lettuce.core.cluster.SlotHash.getSlot(key), Slot.of(key), key);
+    }
     assertTrue(Slot.of("{}x") != Slot.of("x"));
     assertEquals(Slot.of("{a}{b}"), Slot.of("a"));
-    assertEquals(Slot.of("{ü}:1"), Slot.of("{ü}:2"));
   }
 
   @Test
