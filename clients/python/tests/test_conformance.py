@@ -34,6 +34,60 @@ def load_cases() -> List[Dict[str, Any]]:
 CASES = load_cases()
 
 
+#: The case format (conformance/README.md), read strictly: a member this
+#: runner does not know (a typo such as "header" for "headers", a new step
+#: kind) fails the case instead of checking nothing.
+CASE_FIELDS = {
+    "name",
+    "rule",
+    "redis",
+    "requires",
+    "config",
+    "startup_error",
+    "cross_field",
+    "steps",
+}
+REQUEST_FIELDS = {"method", "path", "headers", "body", "chunked"}
+EXPECT_FIELDS = {"status", "headers", "absent", "content_type", "body", "body_text"}
+#: Each step kind, by the member that names it, and every member it may have.
+STEP_FIELDS = {
+    "request": {"request", "expect", "repeat"},
+    "sleep_ms": {"sleep_ms"},
+    "redis": {"redis", "expect"},
+    "redis_pause_ms": {"redis_pause_ms"},
+    "check": {"check"},
+}
+
+
+def format_problem(case: Dict[str, Any]) -> Optional[str]:
+    """What in ``case`` is outside the format this runner reads, or None."""
+    unknown = set(case) - CASE_FIELDS
+    if unknown:
+        return f"case: unknown members {sorted(unknown)}"
+    if ("steps" in case) == ("startup_error" in case):
+        return "case: give steps or startup_error"
+    if case.get("redis", "standalone") not in ("standalone", "cluster", "down"):
+        return f"case: unknown redis {case['redis']!r}"
+    for i, step in enumerate(case.get("steps", [])):
+        kinds = [kind for kind in STEP_FIELDS if kind in step]
+        if len(kinds) != 1:
+            return f"step {i}: not one step kind: {sorted(step)}"
+        unknown = set(step) - STEP_FIELDS[kinds[0]]
+        if kinds[0] == "request":
+            unknown |= {f"request.{k}" for k in set(step["request"]) - REQUEST_FIELDS}
+            unknown |= {f"expect.{k}" for k in set(step.get("expect", {})) - EXPECT_FIELDS}
+        if kinds[0] == "check" and step["check"] != "every_key_expires":
+            unknown.add(f"check {step['check']!r}")
+        if unknown:
+            return f"step {i}: unknown members {sorted(unknown)}"
+    return None
+
+
+def test_every_case_is_in_the_format_this_runner_reads() -> None:
+    problems = {c["name"]: format_problem(c) for c in CASES if format_problem(c) is not None}
+    assert not problems, problems
+
+
 @pytest.fixture(scope="module")
 def standalone() -> Iterator[Server]:
     s = start_server("redis")
@@ -219,8 +273,8 @@ def run_steps(case: Dict[str, Any], port: int, r: Redis) -> None:
         elif "redis_pause_ms" in step:
             r.pause(step["redis_pause_ms"])
         elif step.get("check") == "every_key_expires":
-            problem = r.every_key_expires()
-            assert problem is None, f"{where}: {problem}"
+            lasting = r.every_key_expires()
+            assert lasting is None, f"{where}: {lasting}"
         else:
             raise AssertionError(f"{where}: unknown step {step!r}")
 
@@ -228,6 +282,8 @@ def run_steps(case: Dict[str, Any], port: int, r: Redis) -> None:
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_case(framework: str, case: Dict[str, Any], request: pytest.FixtureRequest) -> None:
+    problem = format_problem(case)
+    assert problem is None, f"{case['name']}: {problem}"
     missing = set(case.get("requires", [])) & LACKS
     if missing:
         pytest.skip(f"the Python integrations lack {', '.join(sorted(missing))}")
