@@ -55,6 +55,8 @@ COMMANDS = [
     ("RL.SLIDING", lambda k: [["RL.SLIDING", k, "10", "60"]]),
     ("RL.SLIDING APPROX", lambda k: [["RL.SLIDING", k, "10", "60", "APPROX"]]),
     ("RL.TOKEN", lambda k: [["RL.TOKEN", k, "10", "60"]]),
+    ("RL.CONCURRENT (one lease)", lambda k: [["RL.CONCURRENT", k, "10", "60"]]),
+    ("RL.CONCURRENT (five leases)", lambda k: [["RL.CONCURRENT", k, "10", "60"]] * 5),
     ("INCR + PEXPIRE", lambda k: [["INCR", k], ["PEXPIRE", k, "60000"]]),
 ]
 
@@ -127,7 +129,7 @@ def phase(subjects=SUBJECTS):
         row = {}
         for name, calls in COMMANDS:
             row[name] = bytes_per_subject(binary, calls, subjects)
-            log(f"{server:<10} {name:<18} {row[name]:6.0f} B per subject")
+            log(f"{server:<10} {name:<27} {row[name]:6.0f} B per subject")
         out["servers"][server] = row
     return out
 

@@ -243,6 +243,55 @@ pub const TOKEN: CommandDoc = CommandDoc {
     ],
 };
 
+pub const CONCURRENT: CommandDoc = CommandDoc {
+    name: c"RL.CONCURRENT",
+    acl: "write fast",
+    summary: c"Takes slots of a concurrency limit as a lease that ends by itself unless released or renewed; replies the lease id.",
+    complexity: c"O(L) where L is the number of leases the key holds (at most the limit).",
+    arity: -4,
+    keys: LIMITER_KEYS,
+    args: &[
+        KEY_ARG,
+        Arg {
+            name: c"limit",
+            kind: ArgKind::Integer,
+            token: None,
+            optional: false,
+            summary: c"Slots that may be held at once, 1 to 2^50.",
+        },
+        Arg {
+            name: c"lease",
+            kind: ArgKind::String,
+            token: None,
+            optional: false,
+            summary: c"How long a lease lasts unless released or renewed: an integer with an optional unit ms, s, m, h or d (bare is seconds), 1ms to 3650d.",
+        },
+        Arg {
+            name: c"cost",
+            kind: ArgKind::Integer,
+            token: Some(c"COST"),
+            optional: true,
+            summary: c"Slots this lease takes, 0 to 2^50, default 1; 0 reads the limiter and changes nothing.",
+        },
+        Arg {
+            name: c"release",
+            kind: ArgKind::Integer,
+            token: Some(c"RELEASE"),
+            optional: true,
+            summary: c"Instead of taking a lease: free the lease with this id at once.",
+        },
+        Arg {
+            name: c"renew",
+            kind: ArgKind::Integer,
+            token: Some(c"RENEW"),
+            optional: true,
+            summary: c"Instead of taking a lease: the lease with this id now lasts the lease duration from now.",
+        },
+        OVERRIDE_ARG,
+        PEEK_ARG,
+    ],
+};
+
 pub const ALL: CommandDoc = CommandDoc {
     name: c"RL.ALL",
     acl: "write fast",
@@ -393,6 +442,7 @@ impl Algorithm {
             Algorithm::Fixed => &FIXED,
             Algorithm::Sliding => &SLIDING,
             Algorithm::Token => &TOKEN,
+            Algorithm::Concurrent => &CONCURRENT,
         }
     }
 }
@@ -459,7 +509,7 @@ mod tests {
                 let value: &[&str] = match *token {
                     "ALIGNED" | "APPROX" | "PEEK" => &[],
                     "OVERRIDE" => &["okey"],
-                    "COST" | "REFUND" | "BURST" => &["2"],
+                    "COST" | "REFUND" | "BURST" | "RELEASE" | "RENEW" => &["2"],
                     _ => &["1s"],
                 };
                 let mut argv = vec![name, "key", "10", "60", token];

@@ -74,6 +74,13 @@ impl From<librl_core::sliding::CorruptLog> for RlError {
     }
 }
 
+/// Leases are checked as they are read, as the exact log is.
+impl From<librl_core::concurrent::CorruptLeases> for RlError {
+    fn from(_: librl_core::concurrent::CorruptLeases) -> Self {
+        RlError::BadState(DecodeError::Corrupt)
+    }
+}
+
 impl From<RlError> for RedisError {
     fn from(e: RlError) -> Self {
         RedisError::String(e.to_string())

@@ -10,8 +10,9 @@ use crate::request::{
 };
 use crate::request::{Action, Reserve};
 use crate::server::Value;
-use crate::state::{self, approx, fixed, overrides, sliding, token, Step};
+use crate::state::{self, approx, concurrent, fixed, overrides, sliding, token, Step};
 use librl_core::approx::{ApproxParams, ApproxState};
+use librl_core::concurrent::{ConcurrentParams, Lease};
 use librl_core::fixed::{FixedParams, FixedState};
 use librl_core::limit::Limit;
 use librl_core::overrides::Override;
@@ -42,6 +43,7 @@ const TOKENS: &[&str] = &[
     "FIXED",
     "SLIDING",
     "TOKEN",
+    "CONCURRENT",
     "fixed",
     "ALIGNED",
     "APPROX",
@@ -53,6 +55,9 @@ const TOKENS: &[&str] = &[
     "TTL",
     "MATCH",
     "COUNT",
+    "RELEASE",
+    "RENEW",
+    "WAIT",
     "peek",
     "k",
     "o",
@@ -71,6 +76,8 @@ const TOKENS: &[&str] = &[
     "3651d",
     "1125899906842624",
     "1125899906842625",
+    "9007199254740991",
+    "9007199254740992",
     "9223372036854775808",
     "18446744073709551616",
     "-1",
@@ -127,6 +134,22 @@ fn valid_encodings(rng: &mut Rng) -> Vec<Vec<u8>> {
         })
         .to_vec(),
         sliding::build(&[(n % 1000, 1), (n % 1000 + 3, 2), (n % 1000 + 9, 1)]),
+        concurrent::build(
+            n % 1000 * 1000 + 9,
+            n % 1000,
+            &[
+                Lease {
+                    id: n % 1000 * 1000 + 8,
+                    end_ms: n % 1000 + 1 + rng.next() % 100,
+                    slots: 1 + rng.next() % 3,
+                },
+                Lease {
+                    id: n % 1000 * 1000 + 2,
+                    end_ms: n % 1000 + 1 + rng.next() % 100,
+                    slots: 1,
+                },
+            ],
+        ),
     ]
 }
 
@@ -156,6 +179,7 @@ fn exercise_state(bytes: &[u8], now: u64, cost: u64) {
         Limit::Token(TokenParams::new(3, 1000, 7).unwrap()),
         Limit::Approx(ApproxParams::new(5, 100).unwrap()),
         Limit::Sliding(SlidingParams::new(50, 10).unwrap()),
+        Limit::Concurrent(ConcurrentParams::new(4, 50).unwrap()),
     ];
     let actions = [
         Action::Take {
@@ -170,6 +194,8 @@ fn exercise_state(bytes: &[u8], now: u64, cost: u64) {
             }),
         },
         Action::Refund(cost),
+        Action::Release(now % 2_000_000),
+        Action::Renew(now % 2_000_000),
     ];
     for limit in &limits {
         for action in actions {
@@ -198,7 +224,7 @@ fn parsers_and_decoders_never_panic() {
         let owned = argv(&mut rng);
         let argv: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
         let trusted = rng.below(2) == 0;
-        for algorithm in [Algorithm::Fixed, Algorithm::Sliding, Algorithm::Token] {
+        for algorithm in Algorithm::ALL {
             let _ = parse_limiter(algorithm, &argv, trusted);
         }
         let _ = parse_all(&argv, trusted);
@@ -226,6 +252,6 @@ fn parsers_and_decoders_never_panic() {
         exercise_state(&bytes, now, 1 + rng.next() % 10);
     }
     eprintln!(
-        "fuzz: {parser_inputs} argv inputs x 8 parsers, {decoder_inputs} state inputs x 5 decoders: no panic"
+        "fuzz: {parser_inputs} argv inputs x 9 parsers, {decoder_inputs} state inputs x 6 decoders: no panic"
     );
 }

@@ -47,6 +47,7 @@ fn limiter_handler(algorithm: Algorithm) -> Handler {
         Algorithm::Fixed => entry::<limiter::Fixed>,
         Algorithm::Sliding => entry::<limiter::Sliding>,
         Algorithm::Token => entry::<limiter::Token>,
+        Algorithm::Concurrent => entry::<limiter::Concurrent>,
     }
 }
 

@@ -13,15 +13,17 @@ pub enum Command {
     Fixed,
     Sliding,
     Token,
+    Concurrent,
     All,
     /// An override subcommand (its table: commands/overrides.rs).
     Override(Sub),
 }
 
-const LIMITERS: [Command; 4] = [
+const LIMITERS: [Command; 5] = [
     Command::Fixed,
     Command::Sliding,
     Command::Token,
+    Command::Concurrent,
     Command::All,
 ];
 
@@ -35,6 +37,7 @@ impl Command {
             Command::Fixed => "fixed".to_string(),
             Command::Sliding => "sliding".to_string(),
             Command::Token => "token".to_string(),
+            Command::Concurrent => "concurrent".to_string(),
             Command::All => "all".to_string(),
             Command::Override(sub) => sub.entry().stat_name(),
         }
@@ -46,7 +49,8 @@ impl Command {
             Command::Fixed => 0,
             Command::Sliding => 1,
             Command::Token => 2,
-            Command::All => 3,
+            Command::Concurrent => 3,
+            Command::All => 4,
             Command::Override(sub) => LIMITERS.len() + sub as usize,
         }
     }
@@ -62,6 +66,7 @@ impl From<Algorithm> for Command {
             Algorithm::Fixed => Command::Fixed,
             Algorithm::Sliding => Command::Sliding,
             Algorithm::Token => Command::Token,
+            Algorithm::Concurrent => Command::Concurrent,
         }
     }
 }
@@ -99,14 +104,20 @@ pub enum Event {
     Reserved,
     /// A WAIT whose reply the server held.
     Waited,
+    /// A RELEASE that freed a lease.
+    Released,
+    /// A RENEW that extended a lease.
+    Renewed,
 }
 
-const EVENTS: [(Event, &str); 5] = [
+const EVENTS: [(Event, &str); 7] = [
     (Event::Refunded, "refunds"),
     (Event::BlockStarted, "blocks_started"),
     (Event::DeniedByBlock, "denied_by_block"),
     (Event::Reserved, "reservations"),
     (Event::Waited, "waits"),
+    (Event::Released, "releases"),
+    (Event::Renewed, "renewals"),
 ];
 
 #[allow(clippy::declare_interior_mutable_const)]

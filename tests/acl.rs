@@ -32,7 +32,7 @@ fn assert_allowed(con: &mut redis::Connection, args: &[&str]) {
 }
 
 /// One call of every command on `rl:` keys.
-const EVERY_COMMAND_ON_RL_KEYS: [&[&str]; 12] = [
+const EVERY_COMMAND_ON_RL_KEYS: [&[&str]; 14] = [
     &[
         "RL.OVERRIDE.SET",
         "rl:o",
@@ -55,6 +55,8 @@ const EVERY_COMMAND_ON_RL_KEYS: [&[&str]; 12] = [
         "TOKEN", "rl:a3", "5", "1d",
     ],
     &["RL.ALL", "FIXED", "rl:a1", "5", "1h", "PEEK"],
+    &["RL.CONCURRENT", "rl:c", "5", "1h", "OVERRIDE", "rl:o"],
+    &["RL.CONCURRENT", "rl:c", "5", "1h", "RELEASE", "1"],
     &["RL.OVERRIDE.GET", "rl:o"],
     &["RL.OVERRIDE.LIST", "0"],
     &["RL.OVERRIDE.SET", "rl:o2", "1", "1h"],
@@ -62,7 +64,7 @@ const EVERY_COMMAND_ON_RL_KEYS: [&[&str]; 12] = [
 ];
 
 /// Calls naming a key outside `rl:*`, as key or as okey.
-const FOREIGN: [&[&str]; 12] = [
+const FOREIGN: [&[&str]; 14] = [
     &["RL.FIXED", "other", "5", "1h"],
     &["RL.FIXED", "rl:f", "1", "1h", "OVERRIDE", "other"],
     &[
@@ -81,6 +83,8 @@ const FOREIGN: [&[&str]; 12] = [
     ],
     &["RL.ALL", "FIXED", "rl:a1", "1", "1h", "OVERRIDE", "other"],
     &["RL.ALL", "TOKEN", "other", "1", "1d", "PEEK"],
+    &["RL.CONCURRENT", "other", "1", "1h", "RELEASE", "5"],
+    &["RL.CONCURRENT", "rl:c", "1", "1h", "OVERRIDE", "other"],
     &["RL.OVERRIDE.SET", "other", "1", "1h"],
     &["RL.OVERRIDE.GET", "other"],
     &["RL.OVERRIDE.DEL", "rl:o", "other"],
@@ -100,6 +104,7 @@ fn acl_key_patterns_apply_to_key_and_okey() {
                 "+rl.fixed",
                 "+rl.sliding",
                 "+rl.token",
+                "+rl.concurrent",
                 "+rl.all",
                 "+rl.override.set",
                 "+rl.override.get",
@@ -155,6 +160,7 @@ fn acl_read_only_key_permission_allows_only_reads() {
             &["RL.FIXED", "rl:f", "5", "1h", "PEEK"],
             &["RL.SLIDING", "rl:s", "5", "1h"],
             &["RL.TOKEN", "rl:t", "5", "1d", "PEEK"],
+            &["RL.CONCURRENT", "rl:c", "5", "1d", "PEEK"],
             &["RL.ALL", "FIXED", "rl:f", "5", "1h", "PEEK"],
             &["RL.OVERRIDE.SET", "rl:o", "5", "1h"],
             &["RL.OVERRIDE.DEL", "rl:o"],
@@ -175,6 +181,7 @@ fn acl_read_only_key_permission_allows_only_reads() {
         for args in [
             &["RL.FIXED", "rl:f", "5", "1h"][..],
             &["RL.TOKEN", "rl:t", "5", "1d"],
+            &["RL.CONCURRENT", "rl:c", "5", "1d", "RELEASE", "1"],
             &["RL.ALL", "SLIDING", "rl:s", "5", "1h"],
             &["RL.OVERRIDE.GET", "rl:o"],
         ] {
@@ -189,6 +196,14 @@ fn acl_read_only_key_permission_allows_only_reads() {
             &["RL.FIXED", "rl:lim:f", "5", "1h", "OVERRIDE", "rl:ovr:1"][..],
             &["RL.SLIDING", "rl:lim:s", "5", "1h", "OVERRIDE", "rl:ovr:1"],
             &["RL.TOKEN", "rl:lim:t", "5", "1d", "OVERRIDE", "rl:ovr:1"],
+            &[
+                "RL.CONCURRENT",
+                "rl:lim:c",
+                "5",
+                "1d",
+                "OVERRIDE",
+                "rl:ovr:1",
+            ],
             &[
                 "RL.ALL", "FIXED", "rl:lim:a", "5", "1h", "OVERRIDE", "rl:ovr:1", "TOKEN",
                 "rl:lim:b", "5", "1d", "OVERRIDE", "rl:ovr:1",
@@ -218,10 +233,11 @@ fn acl_read_only_key_permission_allows_only_reads() {
     });
 }
 
-const ALL_COMMANDS: [&str; 8] = [
+const ALL_COMMANDS: [&str; 9] = [
     "rl.fixed",
     "rl.sliding",
     "rl.token",
+    "rl.concurrent",
     "rl.all",
     "rl.override.set",
     "rl.override.get",
@@ -280,6 +296,7 @@ fn acl_categories_where_the_server_supports_them() {
             "rl.fixed",
             "rl.sliding",
             "rl.token",
+            "rl.concurrent",
             "rl.all",
             "rl.override.set",
             "rl.override.del",

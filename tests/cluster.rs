@@ -1048,6 +1048,17 @@ fn limiter_okey_in_another_slot_is_crossslot() {
                 "{b}o",
             ],
             &["RL.TOKEN", "{a}3", "5", "1h", "OVERRIDE", "{b}o", "PEEK"],
+            &["RL.CONCURRENT", "{a}4", "5", "1h", "OVERRIDE", "{b}o"],
+            &[
+                "RL.CONCURRENT",
+                "{a}4",
+                "5",
+                "1h",
+                "RELEASE",
+                "1",
+                "OVERRIDE",
+                "{b}o",
+            ],
             &[
                 "RL.FIXED",
                 "user:1",

@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use redis::Value;
 
-const LIMITERS: [&str; 3] = ["RL.FIXED", "RL.SLIDING", "RL.TOKEN"];
+const LIMITERS: [&str; 4] = ["RL.FIXED", "RL.SLIDING", "RL.TOKEN", "RL.CONCURRENT"];
 
 #[test]
 fn getkeys_reports_key_and_override_key() {
@@ -51,18 +51,18 @@ fn docs_show_summary_complexity_and_arguments() {
             "complexity",
             "arguments",
             "key",
-            "window",
             "COST",
             "OVERRIDE",
             "PEEK",
         ];
         for (command, own) in [
-            ("RL.FIXED", ["limit", "ALIGNED"]),
-            ("RL.SLIDING", ["limit", "APPROX"]),
-            ("RL.TOKEN", ["rate", "BURST"]),
+            ("RL.FIXED", &["limit", "window", "ALIGNED"][..]),
+            ("RL.SLIDING", &["limit", "window", "APPROX"]),
+            ("RL.TOKEN", &["rate", "window", "BURST"]),
+            ("RL.CONCURRENT", &["limit", "lease", "RELEASE", "RENEW"]),
         ] {
             let docs = strings(&cmd(con, &["COMMAND", "DOCS", command]).unwrap());
-            for want in shared.iter().chain(&own) {
+            for want in shared.iter().chain(own) {
                 assert!(docs.iter().any(|d| d == want), "{want} missing: {docs:?}");
             }
         }

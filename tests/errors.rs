@@ -1,6 +1,6 @@
 //! Bad input, catalogued (docs/commands.md, Errors): every malformed argument, option
-//! and key that RL.FIXED, RL.SLIDING, RL.TOKEN and RL.OVERRIDE.SET, GET,
-//! DEL and LIST can be given is answered by its exact error, the server
+//! and key that RL.FIXED, RL.SLIDING, RL.TOKEN, RL.CONCURRENT and
+//! RL.OVERRIDE.SET, GET, DEL and LIST can be given is answered by its exact error, the server
 //! keeps answering, and the dataset stays byte-for-byte the same (every
 //! key's DUMP and absolute expiry, and DEBUG DIGEST), checked after each
 //! case and over the whole catalogue.
@@ -25,9 +25,27 @@ const MAX_AMOUNT: &str = "1125899906842624";
 /// The option words of librl's commands: any of them on a command that
 /// lacks it is "not an option of" it; every other word (NOW from a client,
 /// TYPE, ...) is unknown to a command that lacks it, shown as spelled.
-const LIMITER_OPTIONS: [&str; 9] = [
-    "ALIGNED", "APPROX", "BURST", "COST", "OVERRIDE", "PEEK", "TTL", "MATCH", "COUNT",
+const LIMITER_OPTIONS: [&str; 15] = [
+    "ALIGNED", "APPROX", "BURST", "COST", "OVERRIDE", "PEEK", "TTL", "MATCH", "COUNT", "REFUND",
+    "BLOCK", "RESERVE", "WAIT", "RELEASE", "RENEW",
 ];
+
+/// A RELEASE or RENEW id that is not a lease id.
+fn lease_id_error(name: &str) -> String {
+    format!("ERR {name} must be a lease id: an integer from 1 to 9007199254740991 (2^53 - 1)")
+}
+
+/// Not lease ids: every bad number that is not a valid id (2^50 + 1 is
+/// one), and 2^53.
+fn bad_lease_ids() -> Vec<&'static [u8]> {
+    let mut out: Vec<&[u8]> = BAD_NUMBERS
+        .iter()
+        .copied()
+        .filter(|b| *b != b"1125899906842625")
+        .collect();
+    out.push(b"9007199254740992");
+    out
+}
 
 fn foreign_option(command: &str, spelled: &str) -> String {
     let upper = spelled.to_ascii_uppercase();
@@ -147,6 +165,7 @@ enum Owner {
     Sliding,
     Approx,
     Token,
+    Concurrent,
     Override,
 }
 
@@ -158,6 +177,7 @@ impl Owner {
             Owner::Sliding => b'S',
             Owner::Approx => b'A',
             Owner::Token => b'T',
+            Owner::Concurrent => b'C',
             Owner::Override => b'O',
         }
     }
@@ -169,20 +189,24 @@ impl Owner {
             Owner::Sliding => "an RL.SLIDING limiter",
             Owner::Approx => "an RL.SLIDING APPROX limiter",
             Owner::Token => "an RL.TOKEN limiter",
+            Owner::Concurrent => "an RL.CONCURRENT limiter",
             Owner::Override => "an RL.OVERRIDE value",
         })
     }
 
     /// The error the owner's commands give for a tampered librl value (our
-    /// marker, then version and tag): a version this librl does not know
-    /// first, then an unknown tag (corrupt), then another kind's value
-    /// (WRONGTYPE, however broken its fields), else its own impossible
-    /// value (corrupt).
+    /// marker, then version and tag): a version this librl does not write
+    /// that tag in first (version 1 has every tag; 2 a bucket in debt and
+    /// a block; 3 leases), then an unknown tag (corrupt), then another
+    /// kind's value (WRONGTYPE, however broken its fields), else its own
+    /// impossible value (corrupt).
     fn tampered_error(self, value: &[u8]) -> String {
         let (version, tag) = (value[3], value[4]);
-        if version != 1 {
+        let known =
+            version == 1 || (version == 2 && b"TB".contains(&tag)) || (version == 3 && tag == b'C');
+        if !known {
             newer_version(version)
-        } else if !b"FSATO".contains(&tag) {
+        } else if !b"FSATOC".contains(&tag) {
             CORRUPT.into()
         } else if tag != self.tag() {
             self.wrongtype()
@@ -286,7 +310,42 @@ const RL_OVERRIDE_SET: Grammar = Grammar {
     own_key: b"ovr:a",
 };
 
-const GRAMMARS: [&Grammar; 4] = [&RL_FIXED, &RL_SLIDING, &RL_TOKEN, &RL_OVERRIDE_SET];
+/// RELEASE and RENEW exclude COST, so they are not among `options` (whose
+/// every one a control call gives at once): their rows are in
+/// `order_cases`.
+const RL_CONCURRENT: Grammar = Grammar {
+    command: "RL.CONCURRENT",
+    positional: &[
+        (Kind::Amount("limit"), "10"),
+        (Kind::Duration("lease"), "60"),
+    ],
+    options: &[
+        valued("COST", Kind::Cost, "2"),
+        valued("OVERRIDE", Kind::Key, "ovr:none"),
+        flag("PEEK"),
+    ],
+    foreign: &[
+        &["BURST", "5"],
+        &["ALIGNED"],
+        &["APPROX"],
+        &["REFUND", "1"],
+        &["BLOCK", "1h"],
+        &["RESERVE", "1s"],
+        &["WAIT", "1s"],
+        &["TTL", "1h"],
+    ],
+    owner: Owner::Concurrent,
+    variant: None,
+    own_key: b"con:a",
+};
+
+const GRAMMARS: [&Grammar; 5] = [
+    &RL_FIXED,
+    &RL_SLIDING,
+    &RL_TOKEN,
+    &RL_CONCURRENT,
+    &RL_OVERRIDE_SET,
+];
 
 impl Grammar {
     /// `command key` and the valid positional samples.
@@ -775,6 +834,58 @@ fn order_cases(g: &Grammar, key: &[u8]) -> Vec<Case> {
                 repeated("BURST"),
             ),
         ],
+        Owner::Concurrent => vec![
+            (&["0", "0"], amount_error("limit")),
+            (&["10", "0", "FOO"], duration_error("lease")),
+            (&["RELEASE", "1", "60"], amount_error("limit")),
+            (&["10", "RELEASE", "1"], duration_error("lease")),
+            (&["10", "60", "COST", "-1", "RELEASE", "x"], cost_error()),
+            (
+                &["10", "60", "RELEASE", "x", "COST", "-1"],
+                lease_id_error("RELEASE"),
+            ),
+            (&["10", "60", "RELEASE", "PEEK"], lease_id_error("RELEASE")),
+            (&["10", "60", "RENEW", "COST", "1"], lease_id_error("RENEW")),
+            (
+                &["10", "60", "release", "1", "RELEASE", "2"],
+                repeated("RELEASE"),
+            ),
+            (&["10", "60", "RENEW", "1", "renew", "1"], repeated("RENEW")),
+            (
+                &["10", "60", "COST", "1", "RELEASE", "2"],
+                exclusive("COST", "RELEASE"),
+            ),
+            (
+                &["10", "60", "RELEASE", "2", "COST", "0"],
+                exclusive("COST", "RELEASE"),
+            ),
+            (
+                &["10", "60", "RENEW", "2", "COST", "1"],
+                exclusive("COST", "RENEW"),
+            ),
+            (
+                &["10", "60", "RENEW", "2", "RELEASE", "1"],
+                exclusive("RELEASE", "RENEW"),
+            ),
+            (
+                &[
+                    "10", "60", "RELEASE", "2", "PEEK", "OVERRIDE", "o", "RENEW", "3",
+                ],
+                exclusive("RELEASE", "RENEW"),
+            ),
+            (
+                &["10", "60", "RELEASE", "2", "BURST", "1"],
+                not_an_option(cmd, "BURST"),
+            ),
+            (
+                &["10", "60", "RENEW", "2", "REFUND", "1"],
+                not_an_option(cmd, "REFUND"),
+            ),
+            (
+                &["10", "60", "RELEASE", "2", "FOO"],
+                unknown_option(cmd, "FOO"),
+            ),
+        ],
         Owner::Override => vec![
             (&["0", "0", "TTL", "0"], amount_error("limit")),
             (&["5", "0", "TTL", "0"], duration_error("window")),
@@ -809,6 +920,28 @@ fn order_cases(g: &Grammar, key: &[u8]) -> Vec<Case> {
             )
         })
         .collect()
+}
+
+/// RELEASE and RENEW (any case) without their id, and with every bad id.
+fn lease_id_cases(g: &Grammar, key: &[u8]) -> Vec<Case> {
+    let mut cases = Vec::new();
+    for option in ["RELEASE", "RENEW", "release", "Renew"] {
+        let name = option.to_ascii_uppercase();
+        let base = g.base(key);
+        cases.push(Case::new(
+            format!("{} {}: {option} without its id", g.command, show(key)),
+            with(base.clone(), &[option.as_bytes()]),
+            needs_value(&name),
+        ));
+        for bad in bad_lease_ids() {
+            cases.push(Case::new(
+                format!("{} {}: {option} {}", g.command, show(key), show(bad)),
+                with(base.clone(), &[option.as_bytes(), bad]),
+                lease_id_error(&name),
+            ));
+        }
+    }
+    cases
 }
 
 const OVERRIDE_GET: &str = "RL.OVERRIDE.GET";
@@ -1025,7 +1158,7 @@ const OTHER_TYPES: [&[u8]; 12] = [
 ];
 
 /// Live librl values of every kind, seeded by `seed`.
-const LIBRL_KEYS: [(&[u8], Owner); 11] = [
+const LIBRL_KEYS: [(&[u8], Owner); 13] = [
     (b"lim:a", Owner::Fixed),
     (b"lim:aligned", Owner::Fixed),
     (b"lim:\xff\xfe", Owner::Fixed),
@@ -1034,6 +1167,8 @@ const LIBRL_KEYS: [(&[u8], Owner); 11] = [
     (b"sl:approx", Owner::Approx),
     (b"tok:a", Owner::Token),
     (b"tok:burst", Owner::Token),
+    (b"con:a", Owner::Concurrent),
+    (b"con:\x00", Owner::Concurrent),
     (b"ovr:a", Owner::Override),
     (b"ovr:forever", Owner::Override),
     (b"ovr:\xc3\x28", Owner::Override),
@@ -1120,6 +1255,34 @@ fn tampered_values() -> Vec<(&'static str, Vec<u8>)> {
             "token:over-missing",
             librl_value(1, b'T', &[start, 1000, 0, 1]),
         ),
+        // RL.CONCURRENT's leases: next_id, at_ms, then varints (version 3).
+        ("con:v9", librl_value(9, b'C', &[10, start])),
+        ("con:v1", librl_value(1, b'C', &[10, start])),
+        ("con:v2", librl_value(2, b'C', &[10, start])),
+        ("con:header", librl_value(3, b'C', &[])),
+        ("con:short", librl_value(3, b'C', &[10])),
+        ("con:next0", librl_value(3, b'C', &[0, start])),
+        ("con:next-over", librl_value(3, b'C', &[1 << 53 | 1, start])),
+        (
+            "con:gap0",
+            [librl_value(3, b'C', &[10, start]), vec![0, 1]].concat(),
+        ),
+        (
+            "con:gap-past-1",
+            [librl_value(3, b'C', &[10, start]), vec![20, 1]].concat(),
+        ),
+        (
+            "con:one-slot-flagged",
+            [librl_value(3, b'C', &[10, start]), vec![3, 1, 1]].concat(),
+        ),
+        (
+            "con:end0",
+            [librl_value(3, b'C', &[10, start]), vec![2, 0]].concat(),
+        ),
+        (
+            "con:cut",
+            [librl_value(3, b'C', &[10, start]), vec![2, 0x80]].concat(),
+        ),
         // Overrides: limit, window_ms, burst (0: none).
         ("override:v9", librl_value(9, b'O', &[5, 1000, 0])),
         ("override:header", librl_value(1, b'O', &[])),
@@ -1164,6 +1327,9 @@ fn seed(con: &mut redis::Connection) {
         &["RL.SLIDING", "sl:approx", "10", "1h", "APPROX", "COST", "3"],
     );
     limiter(con, &["RL.TOKEN", "tok:a", "10", "3650d", "COST", "3"]);
+    lease(con, &["RL.CONCURRENT", "con:a", "10", "3650d", "COST", "3"]);
+    lease(con, &["RL.CONCURRENT", "con:a", "10", "1d"]);
+    ok(con, &[b"RL.CONCURRENT", b"con:\x00", b"1", b"1h"]);
     limiter(
         con,
         &[
@@ -1244,6 +1410,9 @@ fn catalogue() -> Vec<Case> {
         for key in g.arg_targets() {
             cases.extend(grammar_cases(g, key));
             cases.extend(order_cases(g, key));
+            if g.owner == Owner::Concurrent {
+                cases.extend(lease_id_cases(g, key));
+            }
         }
         for key in OTHER_TYPES {
             cases.extend(key_cases(g, key, None));

@@ -43,7 +43,7 @@ fn scripted(con: &mut redis::Connection, args: &[&str], outcome: Outcome) -> Vec
             let (a, r, _) = all_parts(v);
             (a, r)
         } else {
-            let r = six(v);
+            let r = ints(v);
             (r[0], r[2])
         }
     };
@@ -116,6 +116,15 @@ fn info_counts_every_outcome_of_every_command_exactly() {
             (&["RL.TOKEN", "t", "1", "1d", "BURST", "0"], Error),
             (&["RL.TOKEN", "f", "1", "1d"], Error),
             (&["RL.TOKEN"], Rejected),
+            (&["RL.CONCURRENT", "c", "1", "1h"], Allowed),
+            (&["RL.CONCURRENT", "c", "1", "1h"], Denied),
+            (&["RL.CONCURRENT", "c", "1", "1h", "PEEK"], Denied),
+            (&["RL.CONCURRENT", "c", "1", "1h", "COST", "2"], Denied),
+            (&["RL.CONCURRENT", "c2", "1", "1h", "COST", "0"], Allowed),
+            (&["RL.CONCURRENT", "c", "0", "1h"], Error),
+            (&["RL.CONCURRENT", "c", "1", "1h", "RELEASE", "0"], Error),
+            (&["RL.CONCURRENT", "f", "1", "1h"], Error),
+            (&["RL.CONCURRENT", "c", "1"], Rejected),
             (
                 &["RL.ALL", "FIXED", "a1", "1", "1h", "TOKEN", "a2", "5", "1d"],
                 Allowed,
@@ -160,6 +169,8 @@ fn info_counts_every_outcome_of_every_command_exactly() {
             (&["RL.SLIDING", "m2", "1", "1h"], Allowed),
             (&["RL.TOKEN", "t", "1", "1d"], WouldDeny),
             (&["RL.TOKEN", "t", "1", "1d", "COST", "2"], WouldDeny),
+            (&["RL.CONCURRENT", "c", "1", "1h"], WouldDeny),
+            (&["RL.CONCURRENT", "c", "1", "1h", "COST", "5"], WouldDeny),
             (
                 &["RL.ALL", "FIXED", "a1", "1", "1h", "TOKEN", "a2", "5", "1d"],
                 WouldDeny,
@@ -179,6 +190,7 @@ fn info_counts_every_outcome_of_every_command_exactly() {
             (&["RL.FIXED", "f", "-1", "1h"], Error),
             (&["RL.SLIDING", "s", "1", "1h"], Allowed),
             (&["RL.TOKEN", "t", "1", "1d", "COST", "5"], Allowed),
+            (&["RL.CONCURRENT", "c", "1", "1h"], Allowed),
             (
                 &[
                     "RL.ALL", "FIXED", "a1", "1", "1h", "SLIDING", "s", "1", "1h",
@@ -235,7 +247,7 @@ fn info_counts_every_outcome_of_every_command_exactly() {
         let got = counters(con);
         assert_eq!(got, expected, "{:?}", server.flavor);
         // calls = allowed + denied + errors, for every limiter command.
-        for command in ["fixed", "sliding", "token", "all"] {
+        for command in ["fixed", "sliding", "token", "concurrent", "all"] {
             let field = |c: &str| got[&format!("rl_{command}_{c}")];
             assert_eq!(
                 field("calls"),

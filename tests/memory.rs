@@ -48,6 +48,7 @@ fn subjects_already_held_keep_being_limited() {
         limiter(con, &["RL.SLIDING", "s:old", "3", "60"]);
         limiter(con, &["RL.TOKEN", "t:old", "3", "60"]);
         limiter(con, &["RL.FIXED", "b:old", "1", "60", "BLOCK", "1h"]);
+        let first = lease(con, &["RL.CONCURRENT", "c:old", "3", "1h"])[6].to_string();
         // An empty bucket of 100 tokens, one back every 100 ms: its key
         // lives 10 s, however long filling the server takes.
         let bucket = ["RL.TOKEN", "w:old", "10", "1s", "BURST", "100"];
@@ -93,6 +94,20 @@ fn subjects_already_held_keep_being_limited() {
             assert_eq!(limiter(con, args)[0], 1, "{args:?}");
         }
 
+        // Leases on a key that exists: new ones (the value grows by a few
+        // bytes, bounded by the limit), refusals, renewals and releases.
+        let c = ["RL.CONCURRENT", "c:old", "3", "1h"];
+        let second = lease(con, &c);
+        assert_eq!(second[..2], [1, 2]);
+        assert_eq!(lease(con, &[&c[..], &["COST", "1"]].concat())[..2], [1, 3]);
+        assert_eq!(lease(con, &c)[..2], [0, 3]);
+        assert_eq!(lease(con, &[&c[..], &["RENEW", &first]].concat())[0], 1);
+        assert_eq!(
+            lease(con, &[&c[..], &["RELEASE", &first]].concat())[..2],
+            [1, 2]
+        );
+        assert_eq!(lease(con, &[&c[..], &["COST", "0"]].concat())[..2], [1, 2]);
+
         // A denial that starts a block on an existing key stores its end.
         assert_eq!(
             limiter(con, &["RL.FIXED", "b:old", "1", "60", "BLOCK", "1h"])[0],
@@ -122,8 +137,13 @@ fn subjects_already_held_keep_being_limited() {
         assert_eq!(cmd_int(con, &["RL.OVERRIDE", "DEL", "o:old"]), 1);
 
         assert_eq!(info_i64(con, "rl", "rl_fixed_oom_refused"), 0);
-        for c in ["fixed", "sliding", "token", "all"] {
+        for c in ["fixed", "sliding", "token", "concurrent", "all"] {
             assert_eq!(info_i64(con, "rl", &format!("rl_{c}_errors")), 0, "{c}");
+            assert_eq!(
+                info_i64(con, "rl", &format!("rl_{c}_oom_refused")),
+                0,
+                "{c}"
+            );
         }
     });
 }
@@ -137,8 +157,9 @@ fn what_would_add_to_the_dataset_is_refused_and_writes_nothing() {
         let before = keys_and_expiries(con);
 
         // New subjects, whatever the command or option.
-        let refused: [&[&str]; 8] = [
+        let refused: [&[&str]; 9] = [
             &["RL.FIXED", "f:new", "10", "60"],
+            &["RL.CONCURRENT", "c:new", "10", "60"],
             &["RL.FIXED", "f:new", "10", "60", "ALIGNED"],
             &["RL.SLIDING", "s:new", "10", "60"],
             &["RL.SLIDING", "a:new", "10", "60", "APPROX"],
@@ -166,6 +187,13 @@ fn what_would_add_to_the_dataset_is_refused_and_writes_nothing() {
         assert_eq!(read, [1, 0, 0, 10, 10, 0]);
         let refund = limiter(con, &["RL.FIXED", "f:new", "10", "60", "REFUND", "1"]);
         assert_eq!(refund[..2], [1, 0]);
+        // RELEASE and RENEW always run: on a new key, they find no lease.
+        for option in ["RELEASE", "RENEW"] {
+            let r = lease(con, &["RL.CONCURRENT", "c:new", "10", "60", option, "1"]);
+            assert_eq!(r, [0, 0, 0, 10, 10, 0, 0]);
+        }
+        let peek = lease(con, &["RL.CONCURRENT", "c:new", "10", "60", "PEEK"]);
+        assert_eq!(peek, [1, 1, 0, 10, 9, 60_000, 0]);
         assert_eq!(keys_and_expiries(con), before);
 
         let c = counters(con);
@@ -173,7 +201,8 @@ fn what_would_add_to_the_dataset_is_refused_and_writes_nothing() {
         assert_eq!(c["rl_sliding_oom_refused"], 2, "{c:?}");
         assert_eq!(c["rl_token_oom_refused"], 2, "{c:?}");
         assert_eq!(c["rl_all_oom_refused"], 1, "{c:?}");
-        for name in ["fixed", "sliding", "token", "all"] {
+        assert_eq!(c["rl_concurrent_oom_refused"], 1, "{c:?}");
+        for name in ["fixed", "sliding", "token", "concurrent", "all"] {
             assert_eq!(c[&format!("rl_{name}_errors")], 0, "{c:?}");
         }
 

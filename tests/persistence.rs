@@ -107,6 +107,34 @@ fn aof_restarts_restore_every_command() {
     });
 }
 
+/// Leases taken, released, renewed and ended by themselves come back from
+/// the AOF (after a SIGKILL, a rewrite, and increments on top of it) and
+/// from an RDB byte for byte, with the same expiry, and a key's counter
+/// goes on: its next lease gets the next id.
+#[test]
+fn leases_survive_restarts() {
+    for_each_flavor(|flavor| {
+        let next_id_goes_on = |con: &mut redis::Connection| {
+            let args = ["RL.CONCURRENT", "l:c:5", "100", "1h"];
+            let first = lease(con, &args);
+            assert_eq!(lease(con, &args)[6], first[6] + 1, "{flavor:?}");
+        };
+        let mut server = Server::builder(flavor).args(&AOF).start();
+        let mut con = server.conn();
+        lease_workload(&mut con, "l", 71, 300);
+        let (mut con, _) = assert_aof_restores(&mut server, &mut con, 20, |con| {
+            lease_workload(con, "l2", 72, 200);
+        });
+        next_id_goes_on(&mut con);
+        drop((con, server));
+        let mut server = Server::start(flavor);
+        let mut con = server.conn();
+        lease_workload(&mut con, "l", 73, 300);
+        let mut con = assert_rdb_restores(&mut server, &mut con, 20);
+        next_id_goes_on(&mut con);
+    });
+}
+
 /// A server started in `mode` on a copy of another server's AOF.
 fn start_from_aof(flavor: Flavor, aof_dir: &std::path::Path, mode: &str) -> Server {
     Server::builder(flavor)

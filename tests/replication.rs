@@ -64,6 +64,26 @@ fn late_replica_applies_the_primarys_clock() {
     });
 }
 
+/// Leases taken, refused, released, renewed and ended by themselves: the
+/// replica holds the same leases, byte for byte, with the same expiry; a
+/// replica that applies the calls late (so its own clock would have ended
+/// other leases) agrees too.
+#[test]
+fn replica_holds_the_same_leases() {
+    for_each_flavor(|flavor| {
+        let (primary, replica) = primary_and_replica(flavor, &[]);
+        let (mut pcon, mut rcon) = (primary.conn(), replica.conn());
+        lease_workload(&mut pcon, "l", 61, 400);
+        wait_in_sync(&mut pcon, &mut rcon);
+        let snap = assert_same_dataset(&format!("{flavor:?} replica"), &mut pcon, &mut rcon);
+        assert_eq!(snap.len() as u64, LEASE_WORKLOAD_KEYS, "{flavor:?}");
+        drop((primary, replica));
+        assert_late_replica_agrees(flavor, 200, |p| {
+            lease_workload(p, "late", 62, 200);
+        });
+    });
+}
+
 #[test]
 fn denied_calls_and_peek_replicate_nothing() {
     for_each_flavor(|flavor| {

@@ -10,15 +10,16 @@
 //! makes them last longer by as much, never shorter; a renewal never
 //! shortens a lease either.
 //!
-//! Lease ids follow the clock: a lease taken at `now` gets at least
-//! `now * 1000 + 1`, and always more than every id the key gave before (a
-//! counter kept with the leases). A key stays until its last lease ends
-//! and, after a release of its last lease (or a burst of more than 1,000
-//! leases in one millisecond), until the clock has caught up with the ids
-//! it gave, so a key that goes and comes back never gives an id twice: a
-//! holder whose lease ended and that releases it late can never free a
-//! slot someone else holds. Ids stay below 2^53, so that JavaScript
-//! numbers hold them exactly (until the year 2255).
+//! Lease ids: a key's first lease gets the clock's millisecond times 1,000
+//! plus 1, and each later one the next integer (a counter kept with the
+//! leases), so ids are unique within the key. A key stays until its last
+//! lease ends and, after a release of its last lease in the millisecond it
+//! was taken (or more than 1,000 leases per millisecond), until the clock
+//! has caught up with the counter: a key that goes and comes back starts
+//! above every id it gave before, so a holder whose lease ended and that
+//! releases it late can never free a slot someone else holds (as long as
+//! the primary's clock does not step back). Ids stay below 2^53, so that
+//! JavaScript numbers hold them exactly (until the year 2255).
 //!
 //! The decisions read the leases through [`Leases`] (the module's compact
 //! bytes, or [`VecLeases`] in memory) and return an [`Edit`] that says
@@ -118,7 +119,7 @@ pub fn ids_caught_up_ms(next_id: u64) -> u64 {
     next_id.saturating_sub(1).div_ceil(IDS_PER_MS)
 }
 
-/// The least id a lease taken at `now` may get.
+/// The id of the first lease of a key that starts at `now`.
 fn first_id_at(now: u64) -> u64 {
     now.saturating_mul(IDS_PER_MS).saturating_add(1)
 }
@@ -211,7 +212,12 @@ pub fn decide<L: Leases>(
     let (op, next_id, end_ms) = if cost == 0 {
         (Op::Nothing, s.next_id, 0)
     } else {
-        let id = s.next_id.max(first_id_at(now));
+        // A new key's first id comes from the clock, the others from the
+        // counter (dense ids keep the stored gaps small).
+        let id = match s.next_id {
+            0 => first_id_at(now),
+            next => next,
+        };
         if id > MAX_LEASE_ID {
             // No id is left: only a clock past the year 2255 gets here.
             return Ok(deny(RetryAfter::Never));

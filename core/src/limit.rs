@@ -2,6 +2,7 @@
 //! its own parameters, and the pure merge of an operator's override.
 
 use crate::approx::ApproxParams;
+use crate::concurrent::ConcurrentParams;
 use crate::fixed::FixedParams;
 use crate::overrides::Override;
 use crate::sliding::SlidingParams;
@@ -15,13 +16,15 @@ pub enum Limit {
     /// SLIDING APPROX: the two-window weighted counter.
     Approx(ApproxParams),
     Token(TokenParams),
+    Concurrent(ConcurrentParams),
 }
 
 impl Limit {
     /// The limit with an override's values in place of the call's own:
-    /// limit (TOKEN: rate) and window always; a token bucket's capacity
-    /// becomes the override's burst, or its rate when it has none. A
-    /// window's alignment is the call's, not the override's.
+    /// limit (TOKEN: rate) and window (CONCURRENT: the lease) always; a
+    /// token bucket's capacity becomes the override's burst, or its rate
+    /// when it has none. A window's alignment is the call's, not the
+    /// override's.
     pub fn with_override(self, o: &Override) -> Limit {
         match self {
             Limit::Fixed(p) => Limit::Fixed(FixedParams {
@@ -42,6 +45,10 @@ impl Limit {
                 window_ms: o.window_ms,
                 capacity: o.burst.unwrap_or(o.limit),
             }),
+            Limit::Concurrent(_) => Limit::Concurrent(ConcurrentParams {
+                limit: o.limit,
+                lease_ms: o.window_ms,
+            }),
         }
     }
 
@@ -52,6 +59,7 @@ impl Limit {
             Limit::Sliding(p) => p.limit.get(),
             Limit::Approx(p) => p.limit.get(),
             Limit::Token(p) => p.capacity.get(),
+            Limit::Concurrent(p) => p.limit.get(),
         }
     }
 }
@@ -84,6 +92,13 @@ mod tests {
             approx.with_override(&O),
             Limit::Approx(ApproxParams::new(7, 2_000).unwrap())
         );
+        // A concurrency limit's lease is the override's window.
+        let concurrent = Limit::Concurrent(ConcurrentParams::new(1, 30_000).unwrap());
+        assert_eq!(
+            concurrent.with_override(&O),
+            Limit::Concurrent(ConcurrentParams::new(7, 2_000).unwrap())
+        );
+        assert_eq!(concurrent.with_override(&O).reported_limit(), 7);
     }
 
     #[test]

@@ -21,6 +21,7 @@ use crate::server::{Access, Arg, Call, Entry, Key, Reply};
 use crate::state::{self, overrides::load_override, Checked, Commit, Step};
 use crate::stats::{self, Command, Counter, Event};
 use librl_core::decision::{LimiterReply, RetryAfter, Status};
+use librl_core::limit::Limit;
 use std::ffi::CStr;
 
 // Each command's grammar is written once, in its entry in docs.rs (what
@@ -33,6 +34,8 @@ pub struct Fixed;
 pub struct Sliding;
 /// `RL.TOKEN`: its grammar is [`crate::docs::TOKEN`].
 pub struct Token;
+/// `RL.CONCURRENT`: its grammar is [`crate::docs::CONCURRENT`].
+pub struct Concurrent;
 
 impl Entry for Fixed {
     fn run(call: Call<'_>) {
@@ -49,6 +52,12 @@ impl Entry for Sliding {
 impl Entry for Token {
     fn run(call: Call<'_>) {
         handle(call, Algorithm::Token);
+    }
+}
+
+impl Entry for Concurrent {
+    fn run(call: Call<'_>) {
+        handle(call, Algorithm::Concurrent);
     }
 }
 
@@ -253,11 +262,17 @@ fn settle(
         }
     }
     let retry_after = denied.unwrap_or(RetryAfter::Ms(wait_ms));
+    // A lease is taken only by a call that writes: a PEEK, or a clause of
+    // a denied RL.ALL, replies lease 0.
+    let took = admitted && !peek;
     let reply = shaped(
         shape,
         admitted,
         retry_after,
-        decided.iter().map(|d| d.checked.reply),
+        decided.iter().map(|d| match took {
+            true => d.checked.reply,
+            false => d.checked.reply.nothing_taken(),
+        }),
     );
     call.reply_limiter(if mode == Mode::monitor {
         // Admit, but keep what `on` would have said so the application
@@ -362,14 +377,19 @@ pub fn count_outcome(command: Command, allowed: bool, mode: Mode) {
     }
 }
 
-/// `off` mode: admitted, nothing counted, remaining = the call's limit.
+/// `off` mode: admitted, nothing counted, remaining = the call's limit
+/// (and for a concurrency limit, no lease: 0).
 fn off_reply(clause: &Clause<'_, Arg>) -> LimiterReply {
     let nothing = Status {
         count: 0,
         limit: clause.limit.reported_limit(),
         reset_after_ms: 0,
     };
-    nothing.limiter_reply(true, RetryAfter::Ms(0))
+    let reply = nothing.limiter_reply(true, RetryAfter::Ms(0));
+    match clause.limit {
+        Limit::Concurrent(_) => reply.with_lease(0),
+        _ => reply,
+    }
 }
 
 /// A clause decided against its key, the key still open for the commit.

@@ -6,6 +6,7 @@
 //! are references to them, with their argv positions for the getkeys API.
 
 use librl_core::approx::ApproxParams;
+use librl_core::concurrent::ConcurrentParams;
 use librl_core::fixed::FixedParams;
 use librl_core::limit::Limit;
 use librl_core::sliding::SlidingParams;
@@ -25,10 +26,16 @@ pub enum Algorithm {
     Fixed,
     Sliding,
     Token,
+    Concurrent,
 }
 
 impl Algorithm {
-    pub const ALL: [Algorithm; 3] = [Algorithm::Fixed, Algorithm::Sliding, Algorithm::Token];
+    pub const ALL: [Algorithm; 4] = [
+        Algorithm::Fixed,
+        Algorithm::Sliding,
+        Algorithm::Token,
+        Algorithm::Concurrent,
+    ];
 
     /// The word that opens this algorithm's clause in RL.ALL.
     pub fn from_word(upper: &[u8]) -> Option<Algorithm> {
@@ -46,6 +53,7 @@ impl Algorithm {
             Algorithm::Fixed => c"RL.FIXED",
             Algorithm::Sliding => c"RL.SLIDING",
             Algorithm::Token => c"RL.TOKEN",
+            Algorithm::Concurrent => c"RL.CONCURRENT",
         }
     }
 
@@ -55,6 +63,7 @@ impl Algorithm {
             Algorithm::Fixed => "RL.ALL FIXED",
             Algorithm::Sliding => "RL.ALL SLIDING",
             Algorithm::Token => "RL.ALL TOKEN",
+            Algorithm::Concurrent => "RL.ALL CONCURRENT",
         }
     }
 
@@ -63,15 +72,32 @@ impl Algorithm {
             Algorithm::Fixed => "RL.FIXED",
             Algorithm::Sliding => "RL.SLIDING",
             Algorithm::Token => "RL.TOKEN",
+            Algorithm::Concurrent => "RL.CONCURRENT",
         }
     }
 
     /// What the first number is called in this algorithm's grammar.
     fn amount_name(self) -> &'static str {
         match self {
-            Algorithm::Fixed | Algorithm::Sliding => "limit",
+            Algorithm::Fixed | Algorithm::Sliding | Algorithm::Concurrent => "limit",
             Algorithm::Token => "rate",
         }
+    }
+
+    /// What the duration after it is called: a limit's window, or how long
+    /// a concurrency limit's lease lasts.
+    fn duration_name(self) -> &'static str {
+        match self {
+            Algorithm::Concurrent => "lease",
+            _ => "window",
+        }
+    }
+
+    /// Whether its calls may give units back (REFUND) or start a block
+    /// (BLOCK): every rate limiter; a concurrency limit's slots come back
+    /// by RELEASE.
+    fn counts_units(self) -> bool {
+        self != Algorithm::Concurrent
     }
 }
 
@@ -101,10 +127,15 @@ impl<W: AsRef<[u8]>> KeyArg<'_, W> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
     /// Consume `cost` units (COST, default 1), now or, with RESERVE/WAIT
-    /// (TOKEN), from the future.
+    /// (TOKEN), from the future; on CONCURRENT, take `cost` slots as one
+    /// lease.
     Take { cost: u64, reserve: Option<Reserve> },
     /// REFUND n: give back up to n units the limiter recorded.
     Refund(u64),
+    /// RELEASE id (CONCURRENT): the lease's slots are free at once.
+    Release(u64),
+    /// RENEW id (CONCURRENT): the lease lasts its length from now.
+    Renew(u64),
 }
 
 /// RESERVE or WAIT `max_wait` on a TOKEN clause.
@@ -291,9 +322,10 @@ fn parse_clause<'a, W: AsRef<[u8]>>(
         });
     };
     let amount = parse_amount(amount.as_ref(), algorithm.amount_name())?;
-    let window_ms = parse_window(window.as_ref(), "window")?;
+    let window_ms = parse_window(window.as_ref(), algorithm.duration_name())?;
     let (mut aligned, mut approx, mut burst, mut okey) = (false, false, None, None);
     let (mut cost, mut refund, mut block_ms, mut reserve) = (None, None, None, None);
+    let mut by_lease = None;
     let mut seen = Seen::default();
     let mut i = start + 3;
     while let Some(word) = argv.get(i).map(AsRef::as_ref) {
@@ -323,11 +355,21 @@ fn parse_clause<'a, W: AsRef<[u8]>>(
                 seen.once("COST")?;
                 cost = Some(parse_cost(value(argv, &mut i, "COST")?)?);
             }
-            b"REFUND" => {
+            b"REFUND" if algorithm.counts_units() => {
                 seen.once("REFUND")?;
                 refund = Some(parse_amount(value(argv, &mut i, "REFUND")?, "REFUND")?.get());
             }
-            b"BLOCK" => {
+            b"RELEASE" | b"RENEW" if algorithm == Algorithm::Concurrent && !in_all => {
+                let (option, action): (_, fn(u64) -> Action) = if option == b"RELEASE" {
+                    ("RELEASE", Action::Release)
+                } else {
+                    ("RENEW", Action::Renew)
+                };
+                seen.once(option)?;
+                let id = parse_lease_id(value(argv, &mut i, option)?, option)?;
+                by_lease = Some(action(id));
+            }
+            b"BLOCK" if algorithm.counts_units() => {
                 seen.once("BLOCK")?;
                 block_ms = Some(parse_window(value(argv, &mut i, "BLOCK")?, "BLOCK")?.ms());
             }
@@ -370,6 +412,10 @@ fn parse_clause<'a, W: AsRef<[u8]>>(
             window_ms,
             capacity: burst.unwrap_or(amount),
         }),
+        Algorithm::Concurrent => Limit::Concurrent(ConcurrentParams {
+            limit: amount,
+            lease_ms: window_ms,
+        }),
     };
     // Only calls that give options can combine them wrongly.
     if seen.any() {
@@ -378,15 +424,21 @@ fn parse_clause<'a, W: AsRef<[u8]>>(
             ("RESERVE", "WAIT"),
             ("REFUND", "RESERVE"),
             ("REFUND", "WAIT"),
+            ("COST", "RELEASE"),
+            ("COST", "RENEW"),
+            ("WAIT", "RELEASE"),
+            ("WAIT", "RENEW"),
+            ("RELEASE", "RENEW"),
         ] {
             if seen.has(a) && seen.has(b) {
                 return Err(ArgError::Exclusive(a, b));
             }
         }
     }
-    let action = match (refund, reserve) {
-        (Some(units), _) => Action::Refund(units),
-        (None, reserve) => Action::Take {
+    let action = match (by_lease, refund, reserve) {
+        (Some(action), _, _) => action,
+        (None, Some(units), _) => Action::Refund(units),
+        (None, None, reserve) => Action::Take {
             cost: cost.unwrap_or(1),
             reserve,
         },
@@ -439,6 +491,7 @@ pub fn find_keys<W: AsRef<[u8]>>(argv: &[W], all: bool) -> Vec<(usize, bool)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use librl_core::concurrent::ConcurrentParams;
     use librl_core::overrides::Override;
     use librl_core::units::{Amount, Window};
     use librl_core::{MAX_AMOUNT, MAX_WINDOW_MS};
@@ -972,6 +1025,78 @@ mod tests {
         assert_eq!(
             ArgError::ClauseArity(Algorithm::Token).to_string(),
             "ERR RL.ALL TOKEN clause needs key, rate and window"
+        );
+    }
+
+    #[test]
+    fn concurrent_takes_releases_and_renews() {
+        let parse = |args: &[&str]| parse(Algorithm::Concurrent, args);
+        let take = parse(&["k", "5", "30s", "COST", "2", "OVERRIDE", "o"]).unwrap();
+        assert_eq!(
+            take.limit,
+            Limit::Concurrent(ConcurrentParams::new(5, 30_000).unwrap())
+        );
+        assert_eq!(
+            take.action,
+            Action::Take {
+                cost: 2,
+                reserve: None
+            }
+        );
+        let release = parse(&["k", "5", "30s", "release", "9007199254740991", "PEEK"]).unwrap();
+        assert_eq!(release.action, Action::Release((1 << 53) - 1));
+        assert!(release.peek);
+        assert_eq!(
+            parse(&["k", "5", "30s", "RENEW", "7"]).unwrap().action,
+            Action::Renew(7)
+        );
+        let cases: &[(&[&str], ArgError)] = &[
+            (&["k", "5", "0"], ArgError::BadDuration("lease")),
+            (
+                &["k", "5", "1s", "RELEASE"],
+                ArgError::MissingValue("RELEASE"),
+            ),
+            (
+                &["k", "5", "1s", "RELEASE", "0"],
+                ArgError::BadLeaseId("RELEASE"),
+            ),
+            (
+                &["k", "5", "1s", "RENEW", "9007199254740992"],
+                ArgError::BadLeaseId("RENEW"),
+            ),
+            (
+                &["k", "5", "1s", "RELEASE", "1", "COST", "1"],
+                ArgError::Exclusive("COST", "RELEASE"),
+            ),
+            (
+                &["k", "5", "1s", "RENEW", "1", "RELEASE", "1"],
+                ArgError::Exclusive("RELEASE", "RENEW"),
+            ),
+            (
+                &["k", "5", "1s", "REFUND", "1"],
+                ArgError::OptionNotFor {
+                    command: "RL.CONCURRENT",
+                    option: "REFUND",
+                },
+            ),
+            (
+                &["k", "5", "1s", "BLOCK", "1s"],
+                ArgError::OptionNotFor {
+                    command: "RL.CONCURRENT",
+                    option: "BLOCK",
+                },
+            ),
+        ];
+        for (args, want) in cases {
+            assert_eq!(parse(args).as_ref().err(), Some(want), "{args:?}");
+        }
+        // The lease ids are the concurrency limiter's alone.
+        assert_eq!(
+            fixed(&["k", "5", "1s", "RELEASE", "1"]).err(),
+            Some(ArgError::OptionNotFor {
+                command: "RL.FIXED",
+                option: "RELEASE",
+            })
         );
     }
 

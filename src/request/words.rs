@@ -2,6 +2,7 @@
 //! and the errors they give. Every argument rule of docs/commands.md
 //! lives here.
 
+use librl_core::concurrent::MAX_LEASE_ID;
 use librl_core::units::{self, Amount, Window};
 use librl_core::MAX_AMOUNT;
 use std::fmt;
@@ -20,6 +21,8 @@ pub enum ArgError {
     BadDuration(&'static str),
     /// A RESERVE/WAIT max_wait that is neither 0 nor a duration.
     BadWait(&'static str),
+    /// A RELEASE/RENEW id that is not a lease id (1 to 2^53 - 1).
+    BadLeaseId(&'static str),
     UnknownOption {
         command: &'static str,
         option: String,
@@ -69,6 +72,10 @@ impl fmt::Display for ArgError {
                 "ERR {name} must be 0 or a duration up to 3650d: a non-negative integer \
                  with an optional unit ms, s, m, h or d (bare integers are seconds)"
             ),
+            ArgError::BadLeaseId(name) => write!(
+                f,
+                "ERR {name} must be a lease id: an integer from 1 to {MAX_LEASE_ID} (2^53 - 1)"
+            ),
             ArgError::UnknownOption { command, option } => {
                 write!(f, "ERR unknown option '{option}' for {command}")
             }
@@ -93,9 +100,10 @@ impl fmt::Display for ArgError {
             ),
             ArgError::ClauseArity(algorithm) => write!(
                 f,
-                "ERR {} clause needs key, {} and window",
+                "ERR {} clause needs key, {} and {}",
                 algorithm.clause_name(),
-                algorithm.amount_name()
+                algorithm.amount_name(),
+                algorithm.duration_name()
             ),
             ArgError::DuplicateKey(key) => {
                 write!(f, "ERR key '{key}' appears in more than one RL.ALL clause")
@@ -136,6 +144,14 @@ pub fn parse_wait_ms(arg: &[u8], name: &'static str) -> Result<u64, ArgError> {
     units::wait_ms(arg).ok_or(ArgError::BadWait(name))
 }
 
+/// A lease id (RELEASE, RENEW): a strictly decimal integer from 1 to
+/// 2^53 - 1, as a concurrency limiter gives them.
+pub fn parse_lease_id(arg: &[u8], name: &'static str) -> Result<u64, ArgError> {
+    parse_plain_u64(arg)
+        .filter(|id| (1..=MAX_LEASE_ID).contains(id))
+        .ok_or(ArgError::BadLeaseId(name))
+}
+
 /// The value after an option, advancing past it.
 pub(super) fn value<'a, W: AsRef<[u8]>>(
     argv: &'a [W],
@@ -149,9 +165,9 @@ pub(super) fn value<'a, W: AsRef<[u8]>>(
 
 /// Options that belong to some librl command, to tell "wrong command"
 /// apart from "unknown".
-pub(super) const KNOWN_OPTIONS: [&str; 13] = [
+pub(super) const KNOWN_OPTIONS: [&str; 15] = [
     "ALIGNED", "APPROX", "BURST", "COST", "OVERRIDE", "PEEK", "TTL", "MATCH", "COUNT", "REFUND",
-    "BLOCK", "RESERVE", "WAIT",
+    "BLOCK", "RESERVE", "WAIT", "RELEASE", "RENEW",
 ];
 
 pub(super) fn foreign_option(command: &'static str, upper: &[u8], original: &[u8]) -> ArgError {
@@ -190,9 +206,9 @@ pub(super) fn printable(bytes: &[u8]) -> String {
 #[derive(Default)]
 pub(super) struct Seen(u32);
 
-pub(super) const OPTION_NAMES: [&str; 15] = [
+pub(super) const OPTION_NAMES: [&str; 17] = [
     "ALIGNED", "APPROX", "BURST", "COST", "OVERRIDE", "PEEK", "TTL", "MATCH", "COUNT", "REFUND",
-    "BLOCK", "RESERVE", "WAIT", "NOW", "?",
+    "BLOCK", "RESERVE", "WAIT", "RELEASE", "RENEW", "NOW", "?",
 ];
 
 impl Seen {
@@ -222,15 +238,16 @@ impl Seen {
 }
 
 /// A word upper-cased on the stack: every option and clause name fits in
-/// 8 bytes; a longer word is no keyword (its upper-cased form is empty).
+/// 10 bytes (CONCURRENT); a longer word is no keyword (its upper-cased form
+/// is empty).
 pub(super) struct Upper {
-    buf: [u8; 8],
+    buf: [u8; 10],
     len: usize,
 }
 
 impl Upper {
     pub(super) fn of(word: &[u8]) -> Upper {
-        let mut buf = [0u8; 8];
+        let mut buf = [0u8; 10];
         let len = if word.len() <= buf.len() {
             word.len()
         } else {

@@ -1,5 +1,6 @@
 //! The one renderer of a limiter command's reply. The reply stays typed
-//! (`LimiterReply`: allowed, retry_after, counts) until it is written here;
+//! (`LimiterReply`: allowed, retry_after, counts, and a concurrency
+//! limiter's lease id) until it is written here;
 //! monitor mode and WAIT change it through its methods, never by index.
 
 use super::Call;
@@ -67,8 +68,12 @@ impl Call<'_> {
     where
         C: IntoIterator<Item = LimiterReply, IntoIter: ExactSizeIterator>,
     {
+        let integers = |r: &LimiterReply| {
+            let (ints, len) = r.integers();
+            self.reply_integers(ints.get(..len).unwrap_or_default());
+        };
         match reply {
-            Reply::One(r) => self.reply_integers(&r.six()),
+            Reply::One(r) => integers(&r),
             Reply::All {
                 allowed,
                 retry_after,
@@ -79,7 +84,7 @@ impl Call<'_> {
                 self.reply_integer(i64::from(allowed));
                 self.reply_integer(retry_after.as_reply());
                 for r in clauses {
-                    self.reply_integers(&r.six());
+                    integers(&r);
                 }
             }
         }

@@ -16,6 +16,9 @@ pub const VERSION: u8 = 1;
 /// `T` with a debt field). A module that knows only version 1 refuses
 /// these values cleanly.
 pub const VERSION_2: u8 = 2;
+/// Version 3: a concurrency limiter's leases (tag `C`). A module that
+/// knows only versions 1 and 2 refuses every version-3 value cleanly.
+pub const VERSION_3: u8 = 3;
 pub const HEADER_LEN: usize = MAGIC.len() + 2;
 
 /// Which kind of value a librl key holds.
@@ -28,6 +31,8 @@ pub enum Tag {
     Approx = b'A' as isize,
     /// A BLOCK in force, wrapping the limiter's own value (version 2).
     Block = b'B' as isize,
+    /// A concurrency limiter's leases (version 3).
+    Concurrent = b'C' as isize,
 }
 
 impl Tag {
@@ -39,6 +44,7 @@ impl Tag {
             b'S' => Some(Tag::Sliding),
             b'A' => Some(Tag::Approx),
             b'B' => Some(Tag::Block),
+            b'C' => Some(Tag::Concurrent),
             _ => None,
         }
     }
@@ -79,7 +85,9 @@ pub fn read_prefix(bytes: &[u8]) -> Result<(u8, Tag, &[u8]), DecodeError> {
     }
     // A (version, tag) pair this module never writes is a newer module's
     // layout, whichever command reads it.
-    let known = version == VERSION || (version == VERSION_2 && matches!(tag, b'T' | b'B'));
+    let known = version == VERSION
+        || (version == VERSION_2 && matches!(tag, b'T' | b'B'))
+        || (version == VERSION_3 && tag == b'C');
     if !known {
         return Err(DecodeError::UnsupportedVersion(version));
     }
@@ -181,6 +189,12 @@ impl<'a> Reader<'a> {
             .ok_or(DecodeError::Corrupt)?;
         self.rest = rest;
         Ok(u128::from_le_bytes(*head))
+    }
+
+    /// The bytes after the fields read so far (a layout whose tail is not
+    /// fixed-size fields reads it itself).
+    pub fn rest(self) -> &'a [u8] {
+        self.rest
     }
 
     pub fn finish(self) -> Result<(), DecodeError> {

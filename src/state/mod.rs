@@ -4,10 +4,13 @@
 //! the module knows a byte layout.
 //!
 //! One file per algorithm: `fixed.rs`, `approx.rs`, `token.rs`,
-//! `sliding.rs` (the compact exact log); `overrides.rs` for override
-//! values; `layout.rs` for the prefix they share.
+//! `sliding.rs` (the compact exact log), `concurrent.rs` (leases, with its
+//! own flow: RELEASE and RENEW by id, no REFUND or BLOCK); `overrides.rs`
+//! for override values; `layout.rs` for the prefix they share, `varint.rs`
+//! for the small numbers of the variable-length layouts.
 
 pub mod approx;
+pub mod concurrent;
 pub mod fixed;
 pub mod layout;
 pub mod overrides;
@@ -15,6 +18,7 @@ pub mod overrides;
 mod read_tests;
 pub mod sliding;
 pub mod token;
+mod varint;
 
 use crate::error::RlError;
 use crate::request::Action;
@@ -134,6 +138,19 @@ impl Write {
 }
 
 impl Checked {
+    /// A decision with nothing to wait for: its reply, why it was denied,
+    /// and what committing writes.
+    fn answer(reply: LimiterReply, denied: Option<RetryAfter>, commit: Option<Commit>) -> Checked {
+        Checked {
+            reply,
+            denied,
+            wait_ms: 0,
+            commit,
+            held: reply,
+            event: None,
+        }
+    }
+
     /// What to write given whether the call as a whole is admitted: an
     /// admitted call writes its commit, a denied one only a block it starts.
     pub fn write(&self, admitted: bool) -> Option<&Commit> {
@@ -194,6 +211,7 @@ pub fn check(limit: &Limit, value: Value<'_>, step: &Step) -> Result<Checked, Rl
         Limit::Approx(p) => flow(p, value, step),
         Limit::Token(p) => flow(p, value, step),
         Limit::Sliding(p) => flow(&Exact::<LogView<'_>>::new(*p), value, step),
+        Limit::Concurrent(p) => concurrent::check(p, value, step),
     }
 }
 
@@ -307,6 +325,9 @@ fn flow<'v, A: Stored<'v>>(a: &A, value: Value<'v>, step: &Step) -> Result<Check
             });
         }
         Action::Take { cost, reserve } => (cost, reserve.map(|r| r.max_wait_ms)),
+        Action::Release(_) | Action::Renew(_) => {
+            return Err(RlError::Internal("a lease id on a rate limiter"))
+        }
     };
     let guarded = match block::in_force(block, now) {
         Some(b) => b.deny(a.status(state, now).map_err(Into::into)?, cost),

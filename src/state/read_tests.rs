@@ -6,6 +6,7 @@ use super::{check, Checked, Commit, Step, Write};
 use crate::request::{Action, Reserve};
 use crate::server::Value;
 use librl_core::approx::ApproxParams;
+use librl_core::concurrent::ConcurrentParams;
 use librl_core::fixed::FixedParams;
 use librl_core::limit::Limit;
 use librl_core::sliding::SlidingParams;
@@ -59,13 +60,14 @@ fn calls(limit: &Limit, times: &[u64]) -> Option<Vec<u8>> {
     value
 }
 
-fn limits() -> [Limit; 5] {
+fn limits() -> [Limit; 6] {
     [
         Limit::Fixed(FixedParams::new(10, 1000, false).unwrap()),
         Limit::Fixed(FixedParams::new(10, 1000, true).unwrap()),
         Limit::Sliding(SlidingParams::new(10, 1000).unwrap()),
         Limit::Approx(ApproxParams::new(10, 1000).unwrap()),
         Limit::Token(TokenParams::new(10, 1000, 10).unwrap()),
+        Limit::Concurrent(ConcurrentParams::new(10, 1000).unwrap()),
     ]
 }
 
@@ -103,6 +105,8 @@ fn cost_zero_reads_the_counts_as_stored() {
             // One token back per 100 ms: each call's token was back within
             // 100 ms, so the bucket is full at 10500.
             Limit::Token(_) => [1, 0, 0, 10, 10, 0],
+            // Three leases of a second each: the last ends at 11200.
+            Limit::Concurrent(_) => [1, 3, 0, 10, 7, 700],
         }
     };
     for limit in limits() {

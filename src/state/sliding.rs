@@ -18,6 +18,7 @@
 //! trims, which keeps a call amortized O(1).
 
 use super::layout::{prefix, DecodeError, Reader, Tag, HEADER_LEN, VERSION};
+use super::varint;
 use super::{SmallBytes, Stored, Write};
 use crate::error::RlError;
 use librl_core::algorithm::Exact;
@@ -108,46 +109,18 @@ impl Header {
     }
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-/// Decodes a varint at `data[*pos..]`, advancing `pos`.
-fn get_varint(data: &[u8], pos: &mut usize) -> Option<u64> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let b = *data.get(*pos)?;
-        *pos += 1;
-        v |= u64::from(b & 0x7f).checked_shl(shift)?;
-        if b & 0x80 == 0 {
-            return Some(v);
-        }
-    }
-    None
-}
-
 /// The longest entry: two 10-byte varints.
 const MAX_ENTRY: usize = 20;
 
 fn encode_entry(delta_ms: u64, cost: u64) -> ([u8; MAX_ENTRY], usize) {
     let mut out = [0u8; MAX_ENTRY];
     let mut len = 0;
-    for mut v in [delta_ms, cost] {
-        loop {
-            let byte = (v & 0x7f) as u8;
-            v >>= 7;
-            if let Some(slot) = out.get_mut(len) {
-                *slot = if v == 0 { byte } else { byte | 0x80 };
-            }
-            len += 1;
-            if v == 0 {
-                break;
-            }
+    for v in [delta_ms, cost] {
+        let (bytes, n) = varint::encode(v);
+        if let (Some(dst), Some(src)) = (out.get_mut(len..len + n), bytes.get(..n)) {
+            dst.copy_from_slice(src);
         }
+        len += n;
     }
     (out, len)
 }
@@ -284,8 +257,8 @@ impl Iterator for Entries<'_> {
         }
         let data = self.data.get(..self.end)?;
         let entry = (|| {
-            let delta = get_varint(data, &mut self.pos)?;
-            let cost = get_varint(data, &mut self.pos)?;
+            let delta = varint::get(data, &mut self.pos)?;
+            let cost = varint::get(data, &mut self.pos)?;
             let time = if self.first {
                 self.time
             } else {
@@ -328,7 +301,7 @@ pub fn plan(existing: Option<&[u8]>, a: &Append) -> Result<Edit, CorruptLog> {
     let mut first = true;
     while pos < h.tail {
         let start = pos;
-        let (Some(delta), Some(cost)) = (get_varint(data, &mut pos), get_varint(data, &mut pos))
+        let (Some(delta), Some(cost)) = (varint::get(data, &mut pos), varint::get(data, &mut pos))
         else {
             break;
         };
@@ -351,9 +324,9 @@ pub fn plan(existing: Option<&[u8]>, a: &Append) -> Result<Edit, CorruptLog> {
     let (at, entry) = if a.now_ms == h.last_ms {
         // The head entry's delta is never read, so it may be rewritten as 0.
         let mut p = h.last;
-        let delta = get_varint(data, &mut p).unwrap_or(0);
+        let delta = varint::get(data, &mut p).unwrap_or(0);
         let delta = if h.last == h.head { 0 } else { delta };
-        let old = get_varint(data, &mut p).unwrap_or(0);
+        let old = varint::get(data, &mut p).unwrap_or(0);
         (h.last, encode_entry(delta, old.saturating_add(a.cost)))
     } else {
         (h.tail, encode_entry(a.now_ms - h.last_ms, a.cost))
@@ -429,8 +402,8 @@ pub fn build(entries: &[(u64, u64)]) -> Vec<u8> {
     let mut prev = entries.first().map_or(0, |e| e.0);
     for &(t, c) in entries {
         last = data.len();
-        put_varint(&mut data, t - prev);
-        put_varint(&mut data, c);
+        varint::put(&mut data, t - prev);
+        varint::put(&mut data, c);
         prev = t;
     }
     let tail = data.len();

@@ -22,10 +22,11 @@ pub fn info_i64(con: &mut redis::Connection, section: &str, field: &str) -> i64 
 }
 
 /// The commands `INFO rl` counts, by their field names.
-pub const COUNTED: [&str; 8] = [
+pub const COUNTED: [&str; 9] = [
     "fixed",
     "sliding",
     "token",
+    "concurrent",
     "all",
     "override_set",
     "override_get",
@@ -47,14 +48,17 @@ const OVERRIDE_COUNTERS: [&str; 2] = ["calls", "errors"];
 
 /// Counters of a request's whole life, over all commands: refunds that
 /// gave something back, denials that started a block, calls denied because
-/// a block was in force, admitted RESERVE or WAIT calls that must wait, and
-/// WAIT calls whose reply the server held.
-pub const LIFE_COUNTERS: [&str; 5] = [
+/// a block was in force, admitted RESERVE or WAIT calls that must wait,
+/// WAIT calls whose reply the server held, and leases released and
+/// renewed.
+pub const LIFE_COUNTERS: [&str; 7] = [
     "rl_refunds",
     "rl_blocks_started",
     "rl_denied_by_block",
     "rl_reservations",
     "rl_waits",
+    "rl_releases",
+    "rl_renewals",
 ];
 
 /// Every counter of `INFO rl`, checking that each is a plain

@@ -67,6 +67,23 @@ pub fn timed(con: &mut redis::Connection, args: &[&str]) -> Timed {
     }
 }
 
+/// One `RL.CONCURRENT` call bracketed by the server's clock: its six
+/// limiter integers, and the lease id.
+pub fn timed_lease(con: &mut redis::Connection, args: &[&str]) -> (Timed, i64) {
+    let before = server_ms(con);
+    let [a, b, c, d, e, f, id] = crate::common::lease(con, args);
+    let after = server_ms(con);
+    let reply = [a, b, c, d, e, f];
+    (
+        Timed {
+            reply,
+            before,
+            after,
+        },
+        id,
+    )
+}
+
 /// `RL.ALL args...` bracketed by the server's clock.
 pub fn timed_all(
     con: &mut redis::Connection,

@@ -49,6 +49,20 @@ pub fn limiter(con: &mut redis::Connection, args: &[&str]) -> [i64; 6] {
     v.try_into().expect("a limiter reply has six integers")
 }
 
+/// An `RL.CONCURRENT` reply's seven integers (the six of every limiter,
+/// then the lease id); panics on an error reply.
+pub fn lease(con: &mut redis::Connection, args: &[&str]) -> [i64; 7] {
+    let reply = cmd(con, args).unwrap_or_else(|e| panic!("{args:?} failed: {e}"));
+    seven(&reply)
+}
+
+/// A concurrency limiter's reply: seven integers.
+pub fn seven(v: &Value) -> [i64; 7] {
+    ints(v)
+        .try_into()
+        .unwrap_or_else(|items| panic!("not seven integers: {items:?}"))
+}
+
 /// The limiter call `call` (its words separated by a space) replies
 /// exactly `want`.
 #[track_caller]

@@ -283,6 +283,7 @@ pub fn stats_name(command: &[u8]) -> &'static str {
         b"RL.FIXED" => "fixed",
         b"RL.SLIDING" => "sliding",
         b"RL.TOKEN" => "token",
+        b"RL.CONCURRENT" => "concurrent",
         b"RL.ALL" => "all",
         b"RL.OVERRIDE.SET" => "override_set",
         b"RL.OVERRIDE.GET" => "override_get",
@@ -507,6 +508,133 @@ pub fn fixed_workload(
     assert!(
         tally.admitted >= 50 && tally.denied >= 50 && tally.never >= 10 && tally.peeks >= 10,
         "the workload is not mixed enough: {tally:?}"
+    );
+    tally
+}
+
+// ---------------------------------------------------------------------------
+// RL.CONCURRENT only
+// ---------------------------------------------------------------------------
+
+/// What a lease workload did, to check that it really was mixed.
+#[derive(Debug, Default)]
+pub struct LeaseTally {
+    pub taken: usize,
+    pub refused: usize,
+    pub released: usize,
+    /// RELEASE or RENEW of a lease that had ended by itself (or never was).
+    pub not_held: usize,
+    pub renewed: usize,
+    /// Leases of 40 ms, left to end by themselves.
+    pub short: usize,
+}
+
+pub const LEASE_WORKLOAD_KEYS: u64 = 8;
+
+/// A deterministic mix of RL.CONCURRENT calls on keys `prefix:c:0`..:
+/// acquires (COST 1 or 2, some with 40 ms leases that end by themselves
+/// while the workload runs), RELEASE and RENEW of held, ended and unknown
+/// leases, PEEK and COST 0. It ends with a pause longer than the short
+/// leases and one more acquire of an hour on each key, so the ended
+/// leases are dropped and every key lives an hour or more.
+pub fn lease_workload(
+    con: &mut redis::Connection,
+    prefix: &str,
+    seed: u64,
+    steps: usize,
+) -> LeaseTally {
+    let mut rng = Lcg(seed);
+    let mut held: BTreeMap<u64, Vec<i64>> = BTreeMap::new();
+    let mut tally = LeaseTally::default();
+    let key = |i: u64| format!("{prefix}:c:{i}");
+    let call = |con: &mut redis::Connection, args: &[String]| -> Vec<i64> {
+        let mut c = redis::cmd(&args[0]);
+        for a in &args[1..] {
+            c.arg(a);
+        }
+        c.query(con)
+            .unwrap_or_else(|e| panic!("{args:?}: {}", error_line(&e)))
+    };
+    for step in 0..steps {
+        if step % 40 == 39 {
+            std::thread::sleep(std::time::Duration::from_millis(15));
+        }
+        let i = rng.below(LEASE_WORKLOAD_KEYS);
+        let limit = (3 + i % 4).to_string();
+        let mut args = vec!["RL.CONCURRENT".to_string(), key(i), limit];
+        let roll = rng.below(100);
+        let ids = held.entry(i).or_default();
+        if roll < 50 {
+            let short = rng.chance(25);
+            args.push(
+                if short {
+                    "40ms"
+                } else {
+                    ["1h", "2h"][(i % 2) as usize]
+                }
+                .into(),
+            );
+            let cost = 1 + rng.below(2);
+            if cost > 1 || rng.chance(30) {
+                args.extend(["COST".to_string(), cost.to_string()]);
+            }
+            let r = call(con, &args);
+            if r[0] == 1 {
+                tally.taken += 1;
+                tally.short += usize::from(short);
+                ids.push(r[6]);
+            } else {
+                tally.refused += 1;
+            }
+        } else if roll < 85 && !ids.is_empty() {
+            let at = rng.below(ids.len() as u64) as usize;
+            let renew = roll >= 75;
+            let id = if renew { ids[at] } else { ids.swap_remove(at) };
+            args.push(if renew { "3h" } else { "1h" }.into());
+            args.extend([
+                if renew { "RENEW" } else { "RELEASE" }.to_string(),
+                id.to_string(),
+            ]);
+            let r = call(con, &args);
+            match (r[0], renew) {
+                (0, _) => tally.not_held += 1,
+                (_, true) => tally.renewed += 1,
+                (_, false) => tally.released += 1,
+            }
+        } else if roll < 90 {
+            args.extend([
+                "1h".to_string(),
+                "RELEASE".to_string(),
+                "424242".to_string(),
+            ]);
+            assert_eq!(call(con, &args)[0], 0);
+        } else {
+            args.push("1h".into());
+            args.push(if roll < 95 { "PEEK" } else { "COST" }.into());
+            if roll >= 95 {
+                args.push("0".into());
+            }
+            call(con, &args);
+        }
+    }
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    for i in 0..LEASE_WORKLOAD_KEYS {
+        let args = [
+            "RL.CONCURRENT".to_string(),
+            key(i),
+            (3 + i % 4).to_string(),
+            "1h".into(),
+        ];
+        call(con, &args);
+    }
+    let at_least = |n: usize, per: usize| n * per >= steps;
+    assert!(
+        at_least(tally.taken, 10)
+            && at_least(tally.refused, 30)
+            && at_least(tally.released, 20)
+            && at_least(tally.renewed, 80)
+            && at_least(tally.short, 50),
+        "the lease workload is not mixed enough: {tally:?}"
     );
     tally
 }

@@ -92,15 +92,19 @@ fn acquires_until_the_limit_and_leases_end_at_the_millisecond() {
     assert_eq!(k.acquire(&p, 400, 1), [0, 3, 600, 3, 0, 600, 0]);
     // A cost above the limit never fits.
     assert_eq!(k.acquire(&p, 400, 4), [0, 3, -1, 3, 0, 600, 0]);
-    // Held during [0, 1000): at 999 still held, at 1000 ended.
+    // Held during [0, 1000): at 999 still held, at 1000 ended (the key
+    // itself is there until the clock is past 1000: its counter goes on).
     assert_eq!(k.acquire(&p, 999, 1), [0, 3, 1, 3, 0, 1, 0]);
-    assert_eq!(k.acquire(&p, 1000, 1), [1, 1, 0, 3, 2, 1000, 1_000_001]);
-    // Ids follow the clock and never repeat within a millisecond.
-    assert_eq!(k.acquire(&p, 1000, 1), [1, 2, 0, 3, 1, 1000, 1_000_002]);
-    assert_eq!(k.acquire(&p, 1500, 1), [1, 3, 0, 3, 0, 1000, 1_500_001]);
+    assert_eq!(k.acquire(&p, 1000, 1), [1, 1, 0, 3, 2, 1000, 3]);
+    assert_eq!(k.acquire(&p, 1000, 1), [1, 2, 0, 3, 1, 1000, 4]);
+    assert_eq!(k.acquire(&p, 1500, 1), [1, 3, 0, 3, 0, 1000, 5]);
     // The key lives until its last lease ends.
     assert_eq!(k.pttl(1500), 1000);
-    assert_eq!(k.acquire(&p, 2000, 1), [1, 2, 0, 3, 1, 1000, 2_000_001]);
+    assert_eq!(k.acquire(&p, 2000, 1), [1, 2, 0, 3, 1, 1000, 6]);
+    // Gone once the clock is past 3000: the next key's ids start from the
+    // clock.
+    assert_eq!(k.pttl(3000), 0);
+    assert_eq!(k.acquire(&p, 3001, 1), [1, 1, 0, 3, 2, 1000, 3_001_001]);
 }
 
 #[test]
@@ -124,22 +128,23 @@ fn release_frees_slots_at_once_and_only_once() {
     let mut k = Key::default();
     let a = k.acquire(&p, 5, 1)[6] as u64;
     let b = k.acquire(&p, 6, 1)[6] as u64;
-    assert_eq!((a, b), (5001, 6001));
+    assert_eq!((a, b), (5001, 5002));
     assert_eq!(k.acquire(&p, 7, 1)[0], 0);
     // [held, count after, 0, limit, remaining, reset_after, id or 0]
     assert_eq!(k.release(&p, 8, a), [1, 1, 0, 2, 1, 9998, 5001]);
     assert_eq!(k.release(&p, 8, a), [0, 1, 0, 2, 1, 9998, 0]);
     assert_eq!(k.release(&p, 8, 424_242), [0, 1, 0, 2, 1, 9998, 0]);
-    assert_eq!(k.acquire(&p, 9, 1), [1, 2, 0, 2, 0, 10_000, 9001]);
+    assert_eq!(k.acquire(&p, 9, 1), [1, 2, 0, 2, 0, 10_000, 5003]);
     // Releasing the latest lease shortens the key's life to the others'.
-    assert_eq!(k.release(&p, 10, 9001), [1, 1, 0, 2, 1, 9996, 9001]);
+    assert_eq!(k.release(&p, 10, 5003), [1, 1, 0, 2, 1, 9996, 5003]);
     assert_eq!(k.pttl(10), 9996);
-    // The last lease released in a later millisecond than it was taken:
-    // the key goes.
-    assert_eq!(k.release(&p, 11, b), [1, 0, 0, 2, 2, 0, 6001]);
+    // The last lease released in a later millisecond than the clock's
+    // part of its id: the key goes.
+    assert_eq!(k.release(&p, 11, b), [1, 0, 0, 2, 2, 0, 5002]);
     assert!(k.leases.is_none());
     // A lease that has ended cannot be released: its slot is free already.
     let c = k.acquire(&p, 20, 1)[6] as u64;
+    assert_eq!(c, 20_001);
     assert_eq!(k.release(&p, 10_020, c), [0, 0, 0, 2, 2, 0, 0]);
 }
 
@@ -154,9 +159,14 @@ fn a_key_released_in_the_millisecond_it_was_taken_keeps_its_ids() {
     assert_eq!(k.pttl(7), 1);
     assert_eq!(k.acquire(&p, 7, 1)[6], 7002);
     assert_eq!(k.release(&p, 7, 7002)[0], 1);
-    // A late second release of the first lease frees nothing.
-    assert_eq!(k.acquire(&p, 8, 1)[6], 8001);
+    // Still there at 8 (gone once the clock is past it): the counter goes
+    // on, and a late second release of the first lease frees nothing.
+    assert_eq!(k.acquire(&p, 8, 1)[6], 7003);
     assert_eq!(k.release(&p, 8, 7001)[..2], [0, 1]);
+    assert_eq!(k.release(&p, 8, 7003)[0], 1);
+    // 7004 is ahead of the clock's 8001 nowhere: the key goes at once.
+    assert_eq!(k.pttl(8), 0);
+    assert_eq!(k.acquire(&p, 9, 1)[6], 9001);
 }
 
 #[test]
@@ -174,9 +184,10 @@ fn a_burst_beyond_the_clock_keeps_the_key_until_the_clock_catches_up() {
     assert_eq!(k.acquire(&p, 101, 0)[..6], [1, 0, 0, 10_000, 10_000, 2]);
     assert_eq!(k.pttl(101), 2);
     assert_eq!(k.acquire(&p, 102, 1)[6], 102_501);
-    // A key that has gone starts at the clock, above every earlier id.
-    assert_eq!(k.acquire(&p, 103, 1)[6], 103_001);
-    assert!(k.acquire(&p, 200, 1)[6] > 103_001);
+    // At 103 (the key's last millisecond) the counter goes on; a key that
+    // has gone starts at the clock, above every earlier id.
+    assert_eq!(k.acquire(&p, 103, 1)[6], 102_502);
+    assert_eq!(k.acquire(&p, 200, 1)[6], 200_001);
 }
 
 #[test]
@@ -207,10 +218,10 @@ fn an_override_changes_the_limit_and_the_length_of_new_leases() {
     assert_eq!(k.acquire(&small, 300, 1), [0, 4, 900, 1, 0, 900, 0]);
     assert_eq!(k.acquire(&small, 1199, 1)[..3], [0, 2, 1]);
     // New leases take the new length; the held ones keep theirs.
-    assert_eq!(k.acquire(&small, 1200, 1), [1, 1, 0, 1, 0, 5000, 1_200_001]);
+    assert_eq!(k.acquire(&small, 1200, 1), [1, 1, 0, 1, 0, 5000, 3]);
     let big = params(10, 10);
-    assert_eq!(k.acquire(&big, 1200, 1), [1, 2, 0, 10, 8, 5000, 1_200_002]);
-    assert_eq!(k.renew(&big, 1205, 1_200_002)[5], 5000 - 5);
+    assert_eq!(k.acquire(&big, 1200, 1), [1, 2, 0, 10, 8, 5000, 4]);
+    assert_eq!(k.renew(&big, 1205, 4)[5], 5000 - 5);
 }
 
 #[test]
@@ -229,7 +240,15 @@ fn ids_run_out_only_past_the_year_2255() {
     let last_ms = MAX_LEASE_ID / IDS_PER_MS;
     let mut k = Key::default();
     assert_eq!(k.acquire(&p, last_ms, 1)[6] as u64, last_ms * 1000 + 1);
-    assert_eq!(k.acquire(&p, last_ms + 1, 1)[2], -1);
+    let mut fresh = Key::default();
+    assert_eq!(fresh.acquire(&p, last_ms + 1, 1)[2], -1);
+    // The counter itself stops at the last id.
+    let full = VecLeases {
+        next_id: MAX_LEASE_ID + 1,
+        leases: Vec::new(),
+    };
+    let d = decide(&p, Some(&full), 0, 1).unwrap();
+    assert_eq!(d.denied(), Some(RetryAfter::Never));
     let d = decide::<VecLeases>(&p, None, u64::MAX, 1).unwrap();
     assert_eq!(d.denied(), Some(RetryAfter::Never));
     // The widest values do not panic.
