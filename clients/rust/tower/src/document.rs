@@ -10,7 +10,7 @@ use std::time::Duration;
 use http::{HeaderName, Method, StatusCode};
 use serde_json::{Map, Value};
 
-use crate::config::{
+use crate::configuration::{
     parse_network, valid_prefix, Config, ConfigError, Deny, DenyBody, FailMode, HeaderMode, Mode,
     Route, MAX_TIMEOUT,
 };

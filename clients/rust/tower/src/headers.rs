@@ -7,8 +7,8 @@ use std::cmp::Ordering;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use librl_client::{Decision, RetryAfter};
 
-use crate::check::Check;
-use crate::config::HeaderMode;
+use crate::configuration::HeaderMode;
+use crate::plan::Check;
 use crate::policy::{Algorithm, Cost};
 
 pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");

@@ -192,7 +192,7 @@ mod tests {
         let trusted: Vec<IpNet> = trusted
             .split(',')
             .filter(|s| !s.is_empty())
-            .map(|s| crate::config::parse_network(s).unwrap())
+            .map(|s| crate::configuration::parse_network(s).unwrap())
             .collect();
         client_ip(ip(peer), &map, &trusted)
     }

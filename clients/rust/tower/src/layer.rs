@@ -20,9 +20,9 @@ use http_body_util::{BodyExt, Either, Full, Limited};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::check::Refusal;
 use crate::limiter::{RequestFacts, Shared};
-use crate::problem::{self, Reply};
+use crate::plan::Refusal;
+use crate::refusals::{self, Reply};
 use crate::routes::PolicySet;
 
 /// The TCP peer's address, for servers that do not record it as axum's
@@ -113,7 +113,7 @@ where
     B::Error: Into<BoxError>,
 {
     let peer = peer_of(&req);
-    let grpc = problem::grpc_content_type(req.headers());
+    let grpc = refusals::grpc_content_type(req.headers());
     let planned = shared.plan(&set, &facts(&req, peer));
     let Some(planned) = planned else {
         let response = inner.call(req.map(Either::Left)).await?;
@@ -126,7 +126,7 @@ where
                 body_len = Some(len);
                 req
             }
-            Err(refusal) => return Ok(respond(problem::refused(&refusal), grpc.as_ref())),
+            Err(refusal) => return Ok(respond(refusals::refused(&refusal), grpc.as_ref())),
         }
     } else {
         req.map(Either::Left)
@@ -216,7 +216,7 @@ fn respond<R>(reply: Reply, grpc: Option<&HeaderValue>) -> Response<ResponseBody
         let headers = response.headers_mut();
         headers.insert(CONTENT_TYPE, content_type.clone());
         headers.insert("grpc-status", HeaderValue::from(u16::from(reply.grpc_code)));
-        headers.insert("grpc-message", problem::grpc_message(&reply.detail));
+        headers.insert("grpc-message", refusals::grpc_message(&reply.detail));
         return response;
     }
     let mut response = Response::new(Either::Right(Full::new(reply.body)));

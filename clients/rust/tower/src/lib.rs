@@ -42,22 +42,22 @@
 //! or insert [`PeerAddr`] (hyper, tonic): the peer address is how a client
 //! without credentials is told apart.
 
-mod backend;
-mod check;
-mod config;
+mod configuration;
+mod decide;
 mod document;
+mod fail;
 mod headers;
 mod hook;
 mod identity;
 mod layer;
 mod limiter;
-mod local;
+mod plan;
 mod policy;
-mod problem;
+mod refusals;
 mod routes;
 
-pub use backend::RedisTarget;
-pub use config::{Config, ConfigError, Deny, DenyBody, FailMode, HeaderMode, Mode, Route};
+pub use configuration::{Config, ConfigError, Deny, DenyBody, FailMode, HeaderMode, Mode, Route};
+pub use decide::RedisTarget;
 pub use hook::{CheckReport, DecisionEvent, DecisionHook, Outcome};
 pub use identity::hashed;
 pub use layer::{PeerAddr, RateLimit, RateLimitLayer, RequestBody, ResponseBody};

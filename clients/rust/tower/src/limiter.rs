@@ -12,14 +12,14 @@ use std::time::{Duration, Instant};
 use http::{Extensions, HeaderMap, Method};
 use librl_client::Decision;
 
-use crate::backend::{Backend, RedisTarget};
-use crate::check::{self, Check, Refusal};
-use crate::config::{validate_policies, Config, ConfigError, FailMode, Mode};
+use crate::configuration::{validate_policies, Config, ConfigError, FailMode, Mode};
+use crate::decide::{Backend, RedisTarget};
+use crate::fail::LocalLimiter;
 use crate::hook::{self, CheckReport, DecisionEvent, DecisionHook, Outcome};
 use crate::identity::Client;
-use crate::local::LocalLimiter;
+use crate::plan::{self, Check, Refusal};
 use crate::policy::{Count, Policy};
-use crate::problem::{self, Reply};
+use crate::refusals::{self, Reply};
 use crate::routes::PolicySet;
 use crate::{headers, RateLimitLayer};
 
@@ -238,7 +238,7 @@ pub struct Planned {
 impl Planned {
     /// The body's size is needed (a `body-bytes` policy applies).
     pub fn needs_body_len(&self) -> bool {
-        check::needs_body_len(&self.applying)
+        plan::needs_body_len(&self.applying)
     }
 }
 
@@ -270,7 +270,7 @@ impl Shared {
             &c.api_key_header,
             user,
         );
-        let applying = check::applying(
+        let applying = plan::applying(
             selection.policies,
             &client,
             facts.headers,
@@ -295,13 +295,13 @@ impl Shared {
         facts: &RequestFacts<'_>,
         body_len: Option<u64>,
     ) -> Result<Decided, Reply> {
-        let checks = check::checks(
+        let checks = plan::checks(
             planned.applying,
             &self.config.prefix,
             facts.headers,
             body_len,
         )
-        .map_err(|r: Refusal| problem::refused(&r))?;
+        .map_err(|r: Refusal| refusals::refused(&r))?;
         let (mut outcome, replies, local, error) = match self.backend.check(&checks).await {
             Ok(v) => (allowed_or_denied(v.admitted), v.replies, false, None),
             Err(e) => match self.config.fail {
@@ -362,10 +362,10 @@ impl Shared {
         }
         let refusal = match outcome {
             Outcome::Denied => match worst {
-                Some(i) => Some(problem::denied(&self.config.deny, &checks[i], &replies[i])),
-                None => Some(problem::unavailable()),
+                Some(i) => Some(refusals::denied(&self.config.deny, &checks[i], &replies[i])),
+                None => Some(refusals::unavailable()),
             },
-            Outcome::FailClosed => Some(problem::unavailable()),
+            Outcome::FailClosed => Some(refusals::unavailable()),
             Outcome::Allowed | Outcome::WouldDeny | Outcome::FailOpen => None,
         };
         Ok(Decided {
@@ -416,7 +416,7 @@ impl Shared {
         }
     }
 
-    fn warn_open(&self, e: &crate::backend::Unavailable) {
+    fn warn_open(&self, e: &crate::decide::Unavailable) {
         let mut warned = self.warned.lock().unwrap_or_else(|p| p.into_inner());
         if warned.is_none_or(|at| at.elapsed() >= Duration::from_secs(10)) {
             *warned = Some(Instant::now());

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use http::Method;
 
-use crate::config::Route;
+use crate::configuration::Route;
 use crate::policy::Policy;
 
 /// Policies and the routes that select among them, ready for requests.

@@ -12,7 +12,7 @@ use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use tokio::sync::OnceCell;
 
-use crate::check::Check;
+use crate::plan::Check;
 use crate::policy::Algorithm;
 
 /// Where librl is loaded.

@@ -21,7 +21,7 @@ use librl_core::sliding::{SlidingParams, VecLog};
 use librl_core::token::{Bucket, TokenParams};
 use librl_core::units::{Amount, Window};
 
-use crate::check::Check;
+use crate::plan::Check;
 use crate::policy::Algorithm;
 
 /// One limiter's state, as the module would store it in its key.

@@ -8,9 +8,9 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use librl_client::Decision;
 use serde_json::{json, Map, Value};
 
-use crate::check::{Check, Refusal};
-use crate::config::{Deny, DenyBody};
+use crate::configuration::{Deny, DenyBody};
 use crate::headers::shown_limit;
+use crate::plan::{Check, Refusal};
 
 pub const PROBLEM_JSON: &str = "application/problem+json";
 pub const TEXT_PLAIN: &str = "text/plain; charset=utf-8";
