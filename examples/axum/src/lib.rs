@@ -82,7 +82,6 @@ pub fn demo_app(limiter: &RateLimiter) -> Router {
     let secs = Duration::from_secs;
     let per_ip = || Policy::fixed("ip-second", 5, secs(1)).aligned();
     let per_user = |p: Policy| p.key(KeyKind::User).overridable();
-    let batch_size = "x-batch-size".parse().expect("a header name");
     Router::new()
         .route("/", get(index))
         .route(
@@ -108,7 +107,7 @@ pub fn demo_app(limiter: &RateLimiter) -> Router {
                 limiter.layer([
                     per_ip(),
                     per_user(Policy::fixed("batch-items", 100, secs(60)))
-                        .cost(Cost::Header(batch_size)),
+                        .cost(Cost::Header("X-Batch-Size".into())),
                 ]),
             ),
         )

@@ -1,29 +1,35 @@
-//! The configuration (docs/http.md, Configuration reference) as Rust
-//! values, its defaults, and the checks a value built in code needs
-//! before it is used. Reading a YAML/JSON document is `document.rs`.
+//! The configuration (docs/http.md, One configuration and Configuration
+//! reference) as Rust values, read from a YAML/JSON document in two steps
+//! (docs/http.md, Start-up validation): the schema's walker (`walker.rs`:
+//! names, kinds, enums, bounds, patterns, durations, defaults), then the
+//! rules that span fields, which the schema's description lists and this
+//! file checks. A configuration built in code is written back as a
+//! document and read the same way, so both meet the same rules and the
+//! same messages.
 
 use std::fmt;
 use std::net::IpAddr;
+use std::path::Path;
 use std::time::Duration;
 
 use http::{HeaderName, Method, StatusCode};
 use ipnet::IpNet;
+use serde_json::{json, Map, Value};
 
-use crate::policy::Policy;
+use crate::policy::{Algorithm, Cost, Count, KeyKind, Policy, ValidPolicy};
+use crate::walker::{walk_document, walk_object_at, Walked, WalkedObject};
 
 /// `enforce`, or `shadow`: check and record, never refuse.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
-    #[default]
     Enforce,
     Shadow,
 }
 
 /// What a request gets when Redis cannot answer within the timeout.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FailMode {
     /// Pass the request unlimited, and log a warning (at most every 10 s).
-    #[default]
     Open,
     /// Answer 503 with a problem body.
     Closed,
@@ -32,10 +38,9 @@ pub enum FailMode {
 }
 
 /// Which rate-limit headers responses carry.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HeaderMode {
     /// `RateLimit-Policy`, `RateLimit` and `X-RateLimit-*`.
-    #[default]
     Both,
     /// The IETF draft's `RateLimit-Policy` and `RateLimit`.
     Ietf,
@@ -44,10 +49,9 @@ pub enum HeaderMode {
     None,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DenyBody {
     /// RFC 9457 `application/problem+json`.
-    #[default]
     Problem,
     /// `text/plain`: the deny message.
     Text,
@@ -61,18 +65,9 @@ pub struct Deny {
     pub message: String,
 }
 
-impl Default for Deny {
-    fn default() -> Deny {
-        Deny {
-            status: StatusCode::TOO_MANY_REQUESTS,
-            body: DenyBody::Problem,
-            message: "Too Many Requests".into(),
-        }
-    }
-}
-
-/// Policies for the paths under `path` (whole segments), for `methods`
-/// (None: every method).
+/// Policies for the paths under `path` (whole segments, compared as
+/// canonical paths: docs/http.md, Routes), for `methods` (None: every
+/// method).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Route {
     pub path: String,
@@ -104,26 +99,6 @@ pub struct Config {
     pub routes: Vec<Route>,
 }
 
-impl Default for Config {
-    fn default() -> Config {
-        Config {
-            prefix: "rl:".into(),
-            mode: Mode::Enforce,
-            fail: FailMode::Open,
-            timeout: Duration::from_millis(250),
-            headers: HeaderMode::Both,
-            trusted_proxies: Vec::new(),
-            exempt_loopback: true,
-            api_key_header: HeaderName::from_static("x-api-key"),
-            max_body_bytes: 8 << 20,
-            local_max_keys: 100_000,
-            deny: Deny::default(),
-            policies: Vec::new(),
-            routes: Vec::new(),
-        }
-    }
-}
-
 /// A configuration refused at start-up: `path` names the field
 /// (`policies[0].burst`, `routes[1].policies[0]`, `timeout`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -149,82 +124,605 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// The longest timeout: a rate limiter that waits longer is an outage.
-pub const MAX_TIMEOUT: Duration = Duration::from_secs(60);
+type Result<T> = std::result::Result<T, ConfigError>;
 
-impl Config {
-    /// Every check a configuration built in code needs (a document read
-    /// by `document.rs` has passed them all already).
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        if !valid_prefix(&self.prefix) {
-            return Err(ConfigError::new(
-                "prefix",
-                "use at most 64 printable ASCII characters without '{', '}' or spaces",
-            ));
-        }
-        if self.timeout.is_zero() || self.timeout > MAX_TIMEOUT {
-            return Err(ConfigError::new("timeout", "use 1 ms to 60 s"));
-        }
-        if !(1..=crate::policy::MAX_UNITS).contains(&self.max_body_bytes) {
-            return Err(ConfigError::new("max_body_bytes", "use 1 to 2^50"));
-        }
-        if self.local_max_keys == 0 {
-            return Err(ConfigError::new("local_max_keys", "use at least 1"));
-        }
-        if !(400..=599).contains(&self.deny.status.as_u16()) {
-            return Err(ConfigError::new("deny.status", "use 400 to 599"));
-        }
-        if !(1..=1024).contains(&self.deny.message.len()) {
-            return Err(ConfigError::new("deny.message", "use 1 to 1024 bytes"));
-        }
-        validate_policies(&self.policies, "policies")?;
-        for (i, route) in self.routes.iter().enumerate() {
-            if !route.path.starts_with('/') {
-                return Err(ConfigError::new(
-                    format!("routes[{i}].path"),
-                    format!("{:?} must start with '/'", route.path),
-                ));
-            }
-            for (j, name) in route.policies.iter().enumerate() {
-                if !self.policies.iter().any(|p| &p.name == name) {
-                    return Err(ConfigError::new(
-                        format!("routes[{i}].policies[{j}]"),
-                        format!("no policy is named {name:?}"),
-                    ));
-                }
-            }
-        }
-        Ok(())
+/// The cross-field rules the schema's description lists, each checked
+/// below where its name is written; `fail-local-where-supported` refuses
+/// nothing here, Rust having the `local` fail mode.
+#[cfg(test)]
+const CROSS_FIELD: &[&str] = &[
+    "aligned-only-on-fixed",
+    "burst-only-on-token",
+    "fail-local-where-supported",
+    "policy-names-unique",
+    "rate-or-limit-and-window",
+    "routes-name-defined-policies",
+    "trusted-proxies-are-networks",
+];
+
+/// A configuration ready to serve: its policies with the module's numbers.
+pub(crate) struct Validated {
+    pub policies: Vec<ValidPolicy>,
+}
+
+impl Default for Config {
+    /// The schema's defaults, with no policies.
+    fn default() -> Config {
+        Config::from_value(&json!({"policies": []}))
+            .unwrap_or_else(|e| panic!("librl-tower: the schema's defaults are refused: {e}"))
     }
 }
 
-/// Each policy's values, and names used once; `list` is the list's path.
-pub fn validate_policies(policies: &[Policy], list: &str) -> Result<(), ConfigError> {
+impl Default for Deny {
+    fn default() -> Deny {
+        Config::default().deny
+    }
+}
+
+impl Config {
+    /// Reads a file, YAML or JSON (JSON is YAML).
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Config> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ConfigError::new("(file)", format!("cannot read {}: {e}", path.display()))
+        })?;
+        Config::from_yaml(&text).map_err(|e| match e.path.as_str() {
+            "(document)" if e.message.starts_with("not YAML") => {
+                ConfigError::new("(file)", format!("{} is {}", path.display(), e.message))
+            }
+            _ => e,
+        })
+    }
+
+    pub fn from_yaml(text: &str) -> Result<Config> {
+        let yaml: serde_yaml::Value = serde_yaml::from_str(text)
+            .map_err(|e| ConfigError::new("(document)", format!("not YAML or JSON: {e}")))?;
+        let value = serde_json::to_value(yaml)
+            .map_err(|e| ConfigError::new("(document)", format!("not YAML or JSON: {e}")))?;
+        Config::from_value(&value)
+    }
+
+    pub fn from_json(text: &str) -> Result<Config> {
+        let value: Value = serde_json::from_str(text)
+            .map_err(|e| ConfigError::new("(document)", format!("not JSON: {e}")))?;
+        Config::from_value(&value)
+    }
+
+    /// The document as a JSON value (what serde gives for any format).
+    pub fn from_value(value: &Value) -> Result<Config> {
+        read_config(&walk_document(value)?)
+    }
+
+    /// This configuration as a document (the JSON form docs/http.md
+    /// describes), which [`Config::from_value`] reads back.
+    pub fn to_value(&self) -> Value {
+        let mut doc = Map::new();
+        doc.insert("prefix".into(), json!(self.prefix));
+        doc.insert("mode".into(), json!(self.mode.name()));
+        doc.insert("fail".into(), json!(self.fail.name()));
+        doc.insert("timeout".into(), duration_text(self.timeout));
+        doc.insert("headers".into(), json!(self.headers.name()));
+        let proxies: Vec<String> = self.trusted_proxies.iter().map(IpNet::to_string).collect();
+        doc.insert("trusted_proxies".into(), json!(proxies));
+        doc.insert("exempt_loopback".into(), json!(self.exempt_loopback));
+        doc.insert("api_key_header".into(), json!(self.api_key_header.as_str()));
+        doc.insert("max_body_bytes".into(), json!(self.max_body_bytes));
+        doc.insert("local_max_keys".into(), json!(self.local_max_keys as u64));
+        doc.insert(
+            "deny".into(),
+            json!({
+                "status": self.deny.status.as_u16(),
+                "body": self.deny.body.name(),
+                "message": self.deny.message,
+            }),
+        );
+        let policies: Vec<Value> = self.policies.iter().map(policy_document).collect();
+        doc.insert("policies".into(), Value::Array(policies));
+        let routes: Vec<Value> = self.routes.iter().map(route_document).collect();
+        doc.insert("routes".into(), Value::Array(routes));
+        Value::Object(doc)
+    }
+
+    /// Every check of docs/http.md, Start-up validation, with the messages
+    /// a document gets.
+    pub fn validate(&self) -> Result<()> {
+        self.validated().map(|_| ())
+    }
+
+    pub(crate) fn validated(&self) -> Result<Validated> {
+        let read = Config::from_value(&self.to_value())?;
+        Ok(Validated {
+            policies: valid_policies(&read.policies, "policies")?,
+        })
+    }
+}
+
+/// Policies built in code for one layer, checked as a document's are,
+/// at `<list>[i]` (`layer[0].limit`).
+pub(crate) fn validate_policies(policies: &[Policy], list: &str) -> Result<Vec<ValidPolicy>> {
+    let mut read = Vec::with_capacity(policies.len());
     for (i, policy) in policies.iter().enumerate() {
-        policy
-            .validate()
-            .map_err(|(field, why)| ConfigError::new(format!("{list}[{i}].{field}"), why))?;
-        if policies[..i].iter().any(|p| p.name == policy.name) {
+        let path = format!("{list}[{i}]");
+        let walked = walk_object_at(&path, &policy_document(policy), "policy")?;
+        let policy = read_policy(&walked)?;
+        unique_name(&read, &policy, &walked)?;
+        read.push(policy);
+    }
+    valid_policies(&read, list)
+}
+
+fn valid_policies(policies: &[Policy], list: &str) -> Result<Vec<ValidPolicy>> {
+    policies
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            ValidPolicy::new(p).ok_or_else(|| {
+                ConfigError::new(
+                    format!("{list}[{i}]"),
+                    "a number the walker accepted is out of the module's range (a bug in librl-tower)",
+                )
+            })
+        })
+        .collect()
+}
+
+fn read_config(top: &WalkedObject) -> Result<Config> {
+    let text = |name: &str| -> Result<&str> { top.required(name, top.text(name)?) };
+    let mode = text("mode")?;
+    let fail = text("fail")?;
+    let headers = text("headers")?;
+    let mut trusted_proxies = Vec::new();
+    for (i, item) in top.list("trusted_proxies")?.iter().enumerate() {
+        // trusted-proxies-are-networks: the pattern only bounds characters.
+        let net = item.as_text().and_then(parse_network).ok_or_else(|| {
+            ConfigError::new(
+                format!("{}[{i}]", top.path("trusted_proxies")),
+                "must be an IP address or a CIDR network",
+            )
+        })?;
+        trusted_proxies.push(net);
+    }
+    let api_key_header = text("api_key_header")?;
+    let deny = top.required("deny", top.object("deny")?)?;
+    let mut policies: Vec<Policy> = Vec::new();
+    for item in top.list("policies")? {
+        let walked = top.required("policies", item.as_object())?;
+        let policy = read_policy(walked)?;
+        unique_name(&policies, &policy, walked)?;
+        policies.push(policy);
+    }
+    let mut routes = Vec::new();
+    for item in top.list("routes")? {
+        let walked = top.required("routes", item.as_object())?;
+        routes.push(read_route(walked, &policies)?);
+    }
+    Ok(Config {
+        prefix: text("prefix")?.to_string(),
+        mode: top.required("mode", Mode::from_name(mode))?,
+        fail: top.required("fail", FailMode::from_name(fail))?,
+        timeout: Duration::from_millis(top.required("timeout", top.ms("timeout")?)?),
+        headers: top.required("headers", HeaderMode::from_name(headers))?,
+        trusted_proxies,
+        exempt_loopback: top.required("exempt_loopback", top.boolean("exempt_loopback")?)?,
+        api_key_header: top.required(
+            "api_key_header",
+            HeaderName::from_bytes(api_key_header.as_bytes()).ok(),
+        )?,
+        max_body_bytes: top.required("max_body_bytes", top.integer("max_body_bytes")?)?,
+        local_max_keys: usize::try_from(
+            top.required("local_max_keys", top.integer("local_max_keys")?)?,
+        )
+        .unwrap_or(usize::MAX),
+        deny: read_deny(deny)?,
+        policies,
+        routes,
+    })
+}
+
+fn read_deny(deny: &WalkedObject) -> Result<Deny> {
+    let status = deny.required("status", deny.integer("status")?)?;
+    let body = deny.required("body", deny.text("body")?)?;
+    Ok(Deny {
+        status: deny.required(
+            "status",
+            u16::try_from(status)
+                .ok()
+                .and_then(|s| StatusCode::from_u16(s).ok()),
+        )?,
+        body: deny.required("body", DenyBody::from_name(body))?,
+        message: deny.required("message", deny.text("message")?)?.to_string(),
+    })
+}
+
+/// A policy, with the cross-field rules within one policy.
+fn read_policy(p: &WalkedObject) -> Result<Policy> {
+    let name = p.required("name", p.text("name")?)?;
+    let algorithm = p.required("algorithm", p.text("algorithm")?)?;
+    let mut algorithm = p.required("algorithm", Algorithm::from_name(algorithm))?;
+    // rate-or-limit-and-window
+    let (limit, window_ms) = match p.rate("rate")? {
+        Some(_) if p.has("limit") || p.has("window") => {
             return Err(ConfigError::new(
-                format!("{list}[{i}].name"),
-                format!("{:?} is used by an earlier policy", policy.name),
-            ));
+                p.path("rate"),
+                "give rate, or limit and window, not both",
+            ))
         }
+        Some(rate) => rate,
+        None => {
+            let missing = |field: &str| {
+                ConfigError::new(p.path(field), "missing (give limit and window, or rate)")
+            };
+            let limit = p.integer("limit")?.ok_or_else(|| missing("limit"))?;
+            let window = p.ms("window")?.ok_or_else(|| missing("window"))?;
+            (limit, window)
+        }
+    };
+    // aligned-only-on-fixed
+    if p.boolean("aligned")? == Some(true) {
+        match &mut algorithm {
+            Algorithm::Fixed { aligned } => *aligned = true,
+            other => {
+                return Err(ConfigError::new(
+                    p.path("aligned"),
+                    format!("aligned is for fixed policies, not {}", other.name()),
+                ))
+            }
+        }
+    }
+    // burst-only-on-token
+    if let Some(capacity) = p.integer("burst")? {
+        match &mut algorithm {
+            Algorithm::Token { burst } => *burst = Some(capacity),
+            other => {
+                return Err(ConfigError::new(
+                    p.path("burst"),
+                    format!("burst is for token policies, not {}", other.name()),
+                ))
+            }
+        }
+    }
+    let key = p.required("key", p.text("key")?)?;
+    let count = p.required("count", p.text("count")?)?;
+    let cost = match p.value("cost") {
+        Some(Walked::Integer(n)) => Cost::Units(*n),
+        Some(Walked::Text(text)) if text == "body-bytes" => Cost::BodyBytes,
+        Some(Walked::Text(text)) => Cost::Header(
+            p.required("cost", text.strip_prefix("header:"))?
+                .to_string(),
+        ),
+        _ => return Err(p.out_of_step("cost")),
+    };
+    Ok(Policy {
+        name: name.to_string(),
+        algorithm,
+        limit,
+        window: Duration::from_millis(window_ms),
+        key: p.required("key", KeyKind::from_config(key))?,
+        cost,
+        count: p.required("count", Count::from_name(count))?,
+        overridable: p.required("overridable", p.boolean("overridable")?)?,
+    })
+}
+
+/// policy-names-unique
+fn unique_name(earlier: &[Policy], policy: &Policy, walked: &WalkedObject) -> Result<()> {
+    if earlier.iter().any(|p| p.name == policy.name) {
+        return Err(ConfigError::new(
+            walked.path("name"),
+            format!("\"{}\" is used by an earlier policy", policy.name),
+        ));
     }
     Ok(())
 }
 
-pub fn valid_prefix(prefix: &str) -> bool {
-    prefix.len() <= 64
-        && prefix
-            .bytes()
-            .all(|b| b.is_ascii_graphic() && b != b'{' && b != b'}')
+fn read_route(r: &WalkedObject, policies: &[Policy]) -> Result<Route> {
+    let path = r.required("path", r.text("path")?)?;
+    let methods = if r.has("methods") {
+        let mut methods = Vec::new();
+        for item in r.list("methods")? {
+            let method = item
+                .as_text()
+                .and_then(|m| Method::from_bytes(m.as_bytes()).ok());
+            methods.push(r.required("methods", method)?);
+        }
+        Some(methods)
+    } else {
+        None
+    };
+    let mut names = Vec::new();
+    for (j, item) in r.list("policies")?.iter().enumerate() {
+        let name = r.required("policies", item.as_text())?;
+        // routes-name-defined-policies
+        if !policies.iter().any(|p| p.name == name) {
+            return Err(ConfigError::new(
+                format!("{}[{j}]", r.path("policies")),
+                format!("no policy is named \"{name}\""),
+            ));
+        }
+        names.push(name.to_string());
+    }
+    Ok(Route {
+        path: path.to_string(),
+        methods,
+        policies: names,
+    })
 }
 
-/// `10.0.0.0/8`, `127.0.0.1` (a one-host network), `::1`.
-pub fn parse_network(text: &str) -> Option<IpNet> {
-    let text = text.trim();
+/// `10.0.0.0/8`, `127.0.0.1` (a one-host network), `::1`; no zone index.
+pub(crate) fn parse_network(text: &str) -> Option<IpNet> {
     text.parse::<IpNet>()
         .ok()
         .or_else(|| text.parse::<IpAddr>().ok().map(IpNet::from))
+}
+
+/// A policy as a document's policy object.
+fn policy_document(p: &Policy) -> Value {
+    let mut doc = Map::new();
+    doc.insert("name".into(), json!(p.name));
+    doc.insert("algorithm".into(), json!(p.algorithm.name()));
+    doc.insert("limit".into(), json!(p.limit));
+    doc.insert("window".into(), duration_text(p.window));
+    match p.algorithm {
+        Algorithm::Fixed { aligned } => {
+            doc.insert("aligned".into(), json!(aligned));
+        }
+        Algorithm::Token { burst: Some(b) } => {
+            doc.insert("burst".into(), json!(b));
+        }
+        Algorithm::Token { burst: None } | Algorithm::Sliding | Algorithm::Approx => {}
+    }
+    doc.insert("key".into(), json!(p.key.to_config()));
+    let cost = match &p.cost {
+        Cost::Units(n) => json!(n),
+        Cost::BodyBytes => json!("body-bytes"),
+        Cost::Header(name) => json!(format!("header:{name}")),
+    };
+    doc.insert("cost".into(), cost);
+    doc.insert("count".into(), json!(p.count.name()));
+    doc.insert("overridable".into(), json!(p.overridable));
+    Value::Object(doc)
+}
+
+fn route_document(r: &Route) -> Value {
+    let mut doc = Map::new();
+    doc.insert("path".into(), json!(r.path));
+    if let Some(methods) = &r.methods {
+        let methods: Vec<&str> = methods.iter().map(Method::as_str).collect();
+        doc.insert("methods".into(), json!(methods));
+    }
+    doc.insert("policies".into(), json!(r.policies));
+    Value::Object(doc)
+}
+
+/// A duration as the grammar writes it: whole milliseconds, else
+/// nanoseconds, a unit the grammar does not have, so that a duration the
+/// module cannot take is refused as a document's would be.
+fn duration_text(d: Duration) -> Value {
+    if d.subsec_nanos().is_multiple_of(1_000_000) {
+        json!(format!("{}ms", d.as_millis()))
+    } else {
+        json!(format!("{}ns", d.as_nanos()))
+    }
+}
+
+macro_rules! names {
+    ($ty:ident { $($variant:ident => $name:literal),+ $(,)? }) => {
+        impl $ty {
+            /// The configuration's name of this value.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($ty::$variant => $name),+
+                }
+            }
+
+            /// Reads a value the walker has checked against the schema's enum.
+            pub(crate) fn from_name(name: &str) -> Option<$ty> {
+                match name {
+                    $($name => Some($ty::$variant),)+
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+names!(Mode { Enforce => "enforce", Shadow => "shadow" });
+names!(FailMode { Open => "open", Closed => "closed", Local => "local" });
+names!(HeaderMode { Both => "both", Ietf => "ietf", Legacy => "legacy", None => "none" });
+names!(DenyBody { Problem => "problem", Text => "text" });
+
+/// Serde support: a `Config` inside an application's own settings is read
+/// and checked exactly as a file is.
+impl<'de> serde::Deserialize<'de> for Config {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> std::result::Result<Config, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        Config::from_value(&value).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::OBJECTS;
+
+    #[test]
+    fn reads_the_sample_file() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../../conformance/examples/policies.yaml"
+        );
+        let c = Config::from_file(path).unwrap();
+        assert_eq!(c.policies.len(), 4);
+        assert_eq!(c.routes.len(), 4);
+        assert_eq!(c.policies[1].limit, 30);
+        assert_eq!(c.policies[1].window, Duration::from_secs(60));
+        assert_eq!(
+            c.policies[2].algorithm,
+            Algorithm::Token {
+                burst: Some(2_097_152)
+            }
+        );
+        assert_eq!(c.routes[0].methods, Some(vec![Method::POST, Method::PUT]));
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn files_that_cannot_be_read_are_named() {
+        let err = Config::from_file("/nonexistent/policies.yaml").unwrap_err();
+        assert_eq!(err.path, "(file)");
+        assert!(err.message.contains("/nonexistent/policies.yaml"), "{err}");
+        let err = Config::from_yaml("policies: [").unwrap_err();
+        assert_eq!(err.path, "(document)");
+        assert!(err
+            .to_string()
+            .starts_with("librl: configuration: (document): not YAML"));
+    }
+
+    #[test]
+    fn yaml_reads_as_json_does() {
+        let c = Config::from_yaml(
+            "timeout: 1S\npolicies:\n  - {name: p, algorithm: fixed, rate: 5 per Minute, cost: 2.0}\n",
+        )
+        .unwrap();
+        assert_eq!(c.timeout, Duration::from_secs(1));
+        assert_eq!(c.policies[0].window, Duration::from_secs(60));
+        assert_eq!(c.policies[0].cost, Cost::Units(2));
+        let err = Config::from_yaml("timeout:\npolicies: []\n").unwrap_err();
+        assert_eq!(err.path, "timeout", "an empty YAML value is null, refused");
+    }
+
+    #[test]
+    fn defaults_are_the_schemas() {
+        let c = Config::default();
+        assert_eq!(c.prefix, "rl:");
+        assert_eq!(c.timeout, Duration::from_millis(250));
+        assert!(c.exempt_loopback);
+        assert_eq!(c.deny.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(c.deny.message, "Too Many Requests");
+        // Policy::new's defaults are the schema's too.
+        let walked = read_config(
+            &walk_document(
+                &json!({"policies": [{"name": "p", "algorithm": "fixed", "limit": 1, "window": 1}]}),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            walked.policies[0],
+            Policy::fixed("p", 1, Duration::from_secs(1))
+        );
+    }
+
+    #[test]
+    fn every_cross_field_rule_of_the_schema_is_checked() {
+        let mut rules: Vec<&str> = crate::schema::RULES.iter().map(|(name, _)| *name).collect();
+        rules.sort_unstable();
+        assert_eq!(rules, CROSS_FIELD);
+    }
+
+    #[test]
+    fn every_choice_of_the_schema_has_a_value() {
+        let field = |object: &str, name: &str| {
+            OBJECTS
+                .iter()
+                .find(|o| o.name == object)
+                .and_then(|o| o.fields.iter().find(|f| f.name == name))
+                .unwrap()
+                .choices
+        };
+        for c in field("config", "mode") {
+            assert_eq!(Mode::from_name(c).map(Mode::name), Some(*c));
+        }
+        for c in field("config", "fail") {
+            assert_eq!(FailMode::from_name(c).map(FailMode::name), Some(*c));
+        }
+        for c in field("config", "headers") {
+            assert_eq!(HeaderMode::from_name(c).map(HeaderMode::name), Some(*c));
+        }
+        for c in field("deny", "body") {
+            assert_eq!(DenyBody::from_name(c).map(DenyBody::name), Some(*c));
+        }
+        for c in field("policy", "algorithm") {
+            assert_eq!(Algorithm::from_name(c).map(|a| a.name()), Some(*c));
+        }
+        for c in field("policy", "count") {
+            assert_eq!(Count::from_name(c).map(Count::name), Some(*c));
+        }
+    }
+
+    #[test]
+    fn a_config_built_in_code_meets_the_documents_rules() {
+        let bad = |c: Config| c.validate().unwrap_err().to_string();
+        let with = |p: Policy| Config {
+            policies: vec![p],
+            ..Config::default()
+        };
+        let s = Duration::from_secs;
+        assert_eq!(
+            bad(with(Policy::fixed("a", 0, s(1)))),
+            "librl: configuration: policies[0].limit: must be an integer from 1 to 1125899906842624"
+        );
+        assert!(
+            bad(with(Policy::fixed("a", 1, Duration::from_micros(1500))))
+                .starts_with("librl: configuration: policies[0].window: must be a duration")
+        );
+        assert!(bad(with(Policy::fixed("a b", 1, s(1)))).contains("policies[0].name"));
+        assert!(bad(with(Policy::token("a", 1, s(1)).burst(0))).contains("policies[0].burst"));
+        assert!(bad(with(
+            Policy::fixed("a", 1, s(1)).cost(Cost::Header("X Cost".into()))
+        ))
+        .contains("policies[0].cost"));
+        assert!(bad(Config {
+            timeout: Duration::ZERO,
+            ..Config::default()
+        })
+        .contains(": timeout: "));
+        let empty = Route {
+            path: "/".into(),
+            methods: Some(vec![]),
+            policies: vec![],
+        };
+        assert_eq!(
+            bad(Config {
+                routes: vec![empty],
+                ..Config::default()
+            }),
+            "librl: configuration: routes[0].methods: must not be empty"
+        );
+        let lower = Route {
+            path: "/".into(),
+            methods: Some(vec![Method::from_bytes(b"get").unwrap()]),
+            policies: vec![],
+        };
+        assert!(bad(Config {
+            routes: vec![lower],
+            ..Config::default()
+        })
+        .contains("routes[0].methods[0]"));
+        let twice = vec![Policy::fixed("a", 1, s(1)), Policy::sliding("a", 2, s(1))];
+        assert_eq!(
+            validate_policies(&twice, "layer").unwrap_err().to_string(),
+            "librl: configuration: layer[1].name: \"a\" is used by an earlier policy"
+        );
+        let ok = with(Policy::token("t", 5, Duration::from_millis(1500)).burst(9));
+        let valid = ok.validated().unwrap();
+        assert_eq!(valid.policies[0].window.ms(), 1500);
+    }
+
+    #[test]
+    fn serde_reads_a_config_inside_other_settings() {
+        #[derive(serde::Deserialize)]
+        struct Settings {
+            #[allow(dead_code)]
+            rate_limits: Config,
+        }
+        let bad = json!({"rate_limits": {"policies": [{"name": "p", "algorithm": "fixed", "limit": 0, "window": 1}]}});
+        let err = serde_json::from_value::<Settings>(bad)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("policies[0].limit"), "{err}");
+    }
 }

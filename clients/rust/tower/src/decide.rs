@@ -1,7 +1,9 @@
-//! The Redis side: one connection shared by every request, made on first
-//! use (so the app starts while Redis is down) and remade after a loss;
-//! one `RL.ALL` per subject, refunds across subjects (docs/http.md, One
-//! decision per request).
+//! The Redis exchange of one request (docs/http.md, One decision per
+//! request): one connection shared by every request, made on first use
+//! (so the app starts while Redis is down) and remade after a loss; one
+//! `RL.ALL` per subject, `PEEK` after a denial, refunds across subjects;
+//! and, when Redis fails part-way, which groups it had admitted, so the
+//! fail mode can keep or refund them.
 
 use std::fmt;
 use std::time::Duration;
@@ -13,7 +15,7 @@ use redis::cluster_async::ClusterConnection;
 use tokio::sync::OnceCell;
 
 use crate::plan::Check;
-use crate::policy::Algorithm;
+use crate::policy::ValidAlgorithm;
 
 /// Where librl is loaded.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,6 +65,16 @@ pub struct Verdict {
     pub replies: Vec<Decision>,
 }
 
+/// Redis failed during the exchange: why, and the groups (indices of the
+/// checks, one subject each) it had admitted before, which the fail mode
+/// keeps or refunds. A group whose reply never came is in none: Redis may
+/// or may not have recorded it.
+#[derive(Debug)]
+pub struct Failure {
+    pub error: Unavailable,
+    pub admitted: Vec<Vec<usize>>,
+}
+
 impl Backend {
     /// Parses the URL or node URLs; connects on the first request.
     pub fn new(target: &RedisTarget, timeout: Duration) -> redis::RedisResult<Backend> {
@@ -91,40 +103,75 @@ impl Backend {
     /// a denial the later subjects are peeked (every check gets a reply)
     /// and the earlier, admitted ones refunded, so a refused request is
     /// counted by no policy. The whole exchange has the timeout.
-    pub async fn check(&self, checks: &[Check]) -> Result<Verdict, Unavailable> {
-        self.within_timeout(async {
-            let mut replies: Vec<Option<Decision>> = vec![None; checks.len()];
-            let mut admitted_groups = Vec::new();
-            let mut admitted = true;
-            for members in by_subject(checks) {
-                let all: All = members.iter().map(|&i| checks[i].clause()).collect();
-                let all = if admitted { all } else { all.peek() };
-                let reply = self.run(&all).await?;
-                for (&i, d) in members.iter().zip(reply.decisions) {
-                    replies[i] = Some(d);
-                }
-                if admitted && reply.allowed {
-                    admitted_groups.push(members);
-                } else {
-                    admitted = false;
-                }
-            }
-            if !admitted {
-                for members in admitted_groups {
-                    let refund: All = members.iter().map(|&i| refund(&checks[i])).collect();
-                    if let Err(e) = self.run(&refund).await {
-                        tracing::warn!(
-                            "librl: could not refund a request another subject refused: {e}"
-                        );
+    pub async fn check(&self, checks: &[Check]) -> Result<Verdict, Failure> {
+        let mut admitted_groups = Vec::new();
+        let exchange = self
+            .within_timeout(async {
+                let mut replies: Vec<Option<Decision>> = vec![None; checks.len()];
+                let mut admitted = true;
+                for members in by_subject(checks) {
+                    let all: All = members.iter().map(|&i| checks[i].clause()).collect();
+                    let all = if admitted { all } else { all.peek() };
+                    let reply = self.run(&all).await?;
+                    for (&i, d) in members.iter().zip(reply.decisions) {
+                        replies[i] = Some(d);
+                    }
+                    if admitted && reply.allowed {
+                        admitted_groups.push(members);
+                    } else {
+                        admitted = false;
                     }
                 }
-            }
-            Ok(Verdict {
-                admitted,
-                replies: replies.into_iter().flatten().collect(),
+                if !admitted {
+                    // Each group leaves the list as its refund is sent: were the
+                    // timeout to stop the exchange here, the fail mode refunds
+                    // only the groups not yet refunded (never one twice).
+                    while !admitted_groups.is_empty() {
+                        let members = admitted_groups.remove(0);
+                        let refund: All = members.iter().map(|&i| refund(&checks[i])).collect();
+                        if let Err(e) = self.run(&refund).await {
+                            tracing::warn!(
+                                "librl: could not refund a request another subject refused: {e}"
+                            );
+                        }
+                    }
+                }
+                Ok(Verdict {
+                    admitted,
+                    replies: replies.into_iter().flatten().collect(),
+                })
             })
+            .await;
+        exchange.map_err(|error| Failure {
+            error,
+            admitted: admitted_groups,
         })
-        .await
+    }
+
+    /// Gives back what Redis admitted for a request that is refused after
+    /// all (docs/http.md, One decision per request: fail closed, or a local
+    /// denial): one `RL.ALL` of `REFUND` clauses per group, with its own
+    /// timeout; a refund that fails is logged.
+    pub async fn refund_groups(&self, checks: &[Check], groups: &[Vec<usize>]) {
+        if groups.is_empty() {
+            return;
+        }
+        let refunded = self
+            .within_timeout(async {
+                for members in groups {
+                    let all: All = members
+                        .iter()
+                        .filter_map(|&i| checks.get(i))
+                        .map(refund)
+                        .collect();
+                    self.run(&all).await?;
+                }
+                Ok(())
+            })
+            .await;
+        if let Err(e) = refunded {
+            tracing::warn!("librl: could not refund what Redis admitted before it failed: {e}");
+        }
     }
 
     /// Gives back each check's cost (one `RL.ALL` of `REFUND` clauses per
@@ -204,21 +251,20 @@ impl Check {
     /// options.
     pub fn clause(&self) -> Clause {
         let p = &self.policy;
-        let (key, window) = (self.key.as_str(), p.window);
+        let key = self.key.as_str();
+        let (limit, window, cost) = (p.limit.get(), p.window.ms(), self.cost.get());
+        let window = Duration::from_millis(window);
         let clause: Clause = match p.algorithm {
-            Algorithm::Fixed { aligned } => {
-                let fixed = Fixed::new(key, p.limit, window).cost(self.cost);
+            ValidAlgorithm::Fixed { aligned } => {
+                let fixed = Fixed::new(key, limit, window).cost(cost);
                 (if aligned { fixed.aligned() } else { fixed }).into()
             }
-            Algorithm::Sliding => Sliding::new(key, p.limit, window).cost(self.cost).into(),
-            Algorithm::Approx => Sliding::new(key, p.limit, window)
-                .approx()
-                .cost(self.cost)
-                .into(),
-            Algorithm::Token { burst } => {
-                let token = Token::new(key, p.limit, window).cost(self.cost);
+            ValidAlgorithm::Sliding => Sliding::new(key, limit, window).cost(cost).into(),
+            ValidAlgorithm::Approx => Sliding::new(key, limit, window).approx().cost(cost).into(),
+            ValidAlgorithm::Token { burst } => {
+                let token = Token::new(key, limit, window).cost(cost);
                 match burst {
-                    Some(capacity) => token.burst(capacity).into(),
+                    Some(capacity) => token.burst(capacity.get()).into(),
                     None => token.into(),
                 }
             }
@@ -237,18 +283,16 @@ impl Check {
 /// The check's clause with `REFUND cost` instead of `COST cost`.
 fn refund(check: &Check) -> Clause {
     match check.clause() {
-        Clause::Fixed(c) => c.refund(check.cost).into(),
-        Clause::Sliding(c) => c.refund(check.cost).into(),
-        Clause::Token(c) => c.refund(check.cost).into(),
+        Clause::Fixed(c) => c.refund(check.cost.get()).into(),
+        Clause::Sliding(c) => c.refund(check.cost.get()).into(),
+        Clause::Token(c) => c.refund(check.cost.get()).into(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::identity::Subject;
     use crate::policy::Policy;
-    use std::sync::Arc;
 
     fn words(clause: Clause) -> Vec<String> {
         let all = All::new().clause(clause);
@@ -261,11 +305,8 @@ mod tests {
 
     fn check(policy: Policy, cost: u64, okey: Option<&str>) -> Check {
         Check {
-            policy: Arc::new(policy),
-            subject: Subject::Global,
-            key: "k".into(),
             override_key: okey.map(String::from),
-            cost,
+            ..Check::for_test(policy, cost)
         }
     }
 

@@ -19,10 +19,9 @@ use librl_core::decision::Verdict;
 use librl_core::fixed::{FixedParams, FixedState};
 use librl_core::sliding::{SlidingParams, VecLog};
 use librl_core::token::{Bucket, TokenParams};
-use librl_core::units::{Amount, Window};
 
 use crate::plan::Check;
-use crate::policy::Algorithm;
+use crate::policy::ValidAlgorithm;
 
 /// One limiter's state, as the module would store it in its key.
 #[derive(Clone, Debug)]
@@ -35,7 +34,7 @@ enum State {
 
 /// A call decided: the reply, and for an admitted call the state to store
 /// and until when it matters (Unix ms).
-struct Outcome {
+struct LocalDecision {
     reply: Decision,
     commit: Option<(State, u64)>,
 }
@@ -78,7 +77,7 @@ impl LocalLimiter {
     /// the check alone gives.
     pub fn check_at(&self, checks: &[Check], now: u64) -> (bool, Vec<Decision>) {
         let mut store = self.lock();
-        let outcomes: Vec<Outcome> = checks
+        let outcomes: Vec<LocalDecision> = checks
             .iter()
             .map(|check| {
                 let state = store.live(&check.key, now).map(|e| &e.state);
@@ -120,16 +119,11 @@ impl LocalLimiter {
 
 /// Decides one check on the state its key holds (a state of another
 /// algorithm, after a policy changed, counts as none).
-fn decide(check: &Check, state: Option<&State>, now: u64) -> Outcome {
+fn decide(check: &Check, state: Option<&State>, now: u64) -> LocalDecision {
     let p = &check.policy;
-    let cost = check.cost;
-    // A layer validates its policies when it is built, so these are in
-    // range; were one not, the check is denied as no wait could help.
-    let (Some(limit), Some(window_ms)) = (Amount::new(p.limit), Window::new(p.window_ms())) else {
-        return refused();
-    };
+    let (limit, window_ms, cost) = (p.limit, p.window, check.cost.get());
     match p.algorithm {
-        Algorithm::Fixed { aligned } => {
+        ValidAlgorithm::Fixed { aligned } => {
             let params = FixedParams {
                 limit,
                 window_ms,
@@ -141,7 +135,7 @@ fn decide(check: &Check, state: Option<&State>, now: u64) -> Outcome {
             };
             run(&params, old, now, cost, State::Fixed)
         }
-        Algorithm::Approx => {
+        ValidAlgorithm::Approx => {
             let old = match state {
                 Some(State::Approx(s)) => Some(s),
                 _ => None,
@@ -154,7 +148,7 @@ fn decide(check: &Check, state: Option<&State>, now: u64) -> Outcome {
                 State::Approx,
             )
         }
-        Algorithm::Sliding => {
+        ValidAlgorithm::Sliding => {
             let log = match state {
                 Some(State::Sliding(log)) => Some(log),
                 _ => None,
@@ -162,16 +156,11 @@ fn decide(check: &Check, state: Option<&State>, now: u64) -> Outcome {
             let exact = Exact::<VecLog>::new(SlidingParams { limit, window_ms });
             run(&exact, log, now, cost, State::Sliding)
         }
-        Algorithm::Token { burst } => {
-            let capacity = match burst.map(Amount::new) {
-                None => limit,
-                Some(Some(capacity)) => capacity,
-                Some(None) => return refused(),
-            };
+        ValidAlgorithm::Token { burst } => {
             let params = TokenParams {
                 rate: limit,
                 window_ms,
-                capacity,
+                capacity: burst.unwrap_or(limit),
             };
             let old = match state {
                 Some(State::Token(s)) => Some(s),
@@ -182,7 +171,7 @@ fn decide(check: &Check, state: Option<&State>, now: u64) -> Outcome {
     }
 }
 
-/// One algorithm's decision as an [`Outcome`]; an admitted call's state
+/// One algorithm's decision as an [`LocalDecision`]; an admitted call's state
 /// is committed onto a copy of the old one.
 fn run<A>(
     algorithm: &A,
@@ -190,12 +179,13 @@ fn run<A>(
     now: u64,
     cost: u64,
     wrap: fn(A::State) -> State,
-) -> Outcome
+) -> LocalDecision
 where
     A: InMemory,
     A::State: Clone,
 {
-    // An in-memory state cannot be corrupt; were it, start afresh.
+    // A state this process wrote cannot be corrupt; were it, start afresh,
+    // and were even that refused, deny without recording.
     let decided = algorithm
         .decide(state, now, cost)
         .or_else(|_| algorithm.decide(None, now, cost));
@@ -223,7 +213,7 @@ where
         } => Some((wrap(A::admit(state.cloned(), admit)), expires_at_ms)),
         Verdict::Deny(_) => None,
     };
-    Outcome { reply, commit }
+    LocalDecision { reply, commit }
 }
 
 fn non_negative(v: i64) -> u64 {
@@ -231,8 +221,8 @@ fn non_negative(v: i64) -> u64 {
 }
 
 /// A check denied for good, committing nothing.
-fn refused() -> Outcome {
-    Outcome {
+fn refused() -> LocalDecision {
+    LocalDecision {
         reply: never(),
         commit: None,
     }
@@ -284,25 +274,20 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::identity::Subject;
     use crate::policy::Policy;
-    use std::sync::Arc;
     use std::time::Duration;
 
-    fn check(policy: &Arc<Policy>, key: &str) -> Check {
+    fn check(policy: &Policy, key: &str) -> Check {
         Check {
-            policy: policy.clone(),
-            subject: Subject::Global,
             key: key.into(),
-            override_key: None,
-            cost: 1,
+            ..Check::for_test(policy.clone(), 1)
         }
     }
 
     #[test]
     fn a_request_one_policy_refuses_is_counted_by_none() {
-        let minute = Arc::new(Policy::fixed("minute", 10, Duration::from_secs(60)));
-        let burst = Arc::new(Policy::fixed("burst", 1, Duration::from_secs(10)));
+        let minute = Policy::fixed("minute", 10, Duration::from_secs(60));
+        let burst = Policy::fixed("burst", 1, Duration::from_secs(10));
         let local = LocalLimiter::new(100);
         let checks = [check(&minute, "m"), check(&burst, "b")];
         let (ok, replies) = local.check_at(&checks, 1_000);
@@ -329,7 +314,6 @@ mod tests {
             (Policy::approx("a", 3, s(60)), 3),
             (Policy::token("t", 3, s(60)).burst(5), 5),
         ] {
-            let policy = Arc::new(policy);
             let local = LocalLimiter::new(10);
             let c = [check(&policy, "k")];
             for i in 0..denied_at {
@@ -343,8 +327,8 @@ mod tests {
 
     #[test]
     fn a_full_store_evicts_the_keys_closest_to_expiry() {
-        let short = Arc::new(Policy::fixed("short", 5, Duration::from_secs(1)));
-        let long = Arc::new(Policy::fixed("long", 5, Duration::from_secs(3600)));
+        let short = Policy::fixed("short", 5, Duration::from_secs(1));
+        let long = Policy::fixed("long", 5, Duration::from_secs(3600));
         let local = LocalLimiter::new(20);
         for i in 0..10 {
             local.check_at(&[check(&long, &format!("long{i}"))], 0);

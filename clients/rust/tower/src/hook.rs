@@ -7,6 +7,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use http::Method;
 use librl_client::Decision;
 
+use crate::configuration::Mode;
+
 /// What happened to a checked request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Outcome {
@@ -21,6 +23,16 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// The outcome of a decision (Redis's or the local fail mode's): a
+    /// denial in shadow mode lets the request pass.
+    pub(crate) fn of(admitted: bool, mode: Mode) -> Outcome {
+        match (admitted, mode) {
+            (true, _) => Outcome::Allowed,
+            (false, Mode::Enforce) => Outcome::Denied,
+            (false, Mode::Shadow) => Outcome::WouldDeny,
+        }
+    }
+
     /// `allowed`, `denied`, `would_deny`, `fail_open`, `fail_closed`: the
     /// contract's names, ready for a metric label.
     pub fn as_str(self) -> &'static str {

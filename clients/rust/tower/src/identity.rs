@@ -4,12 +4,13 @@
 //! middle of the policy's keys.
 
 use std::fmt;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use http::header::AsHeaderName;
 use http::{HeaderMap, HeaderName};
 use ipnet::IpNet;
-use sha2::{Digest, Sha256};
 
+use crate::keys::{hashed, key_safe};
 use crate::policy::KeyKind;
 
 /// The identities a request carries, as the framework adapter found them.
@@ -20,7 +21,7 @@ pub struct Client {
     pub ip: Option<IpAddr>,
     /// The API key's id ([`hashed`]), never the key itself.
     pub api_key: Option<String>,
-    /// The authenticated user, as the framework or a resolver names it.
+    /// The authenticated user, made key-safe.
     pub user: Option<String>,
 }
 
@@ -39,7 +40,8 @@ pub enum Subject {
 }
 
 impl Client {
-    /// `peer` is the TCP peer; `user` what the framework authenticated.
+    /// `peer` is the TCP peer; `user` what the framework authenticated (a
+    /// string: its UTF-8 bytes are what the key is made of).
     pub fn new(
         peer: Option<IpAddr>,
         headers: &HeaderMap,
@@ -49,12 +51,10 @@ impl Client {
     ) -> Client {
         Client {
             ip: peer.map(|peer| client_ip(peer, headers, trusted)),
-            api_key: headers
-                .get(api_key_header)
-                .map(|v| v.as_bytes())
-                .filter(|v| !v.is_empty())
-                .map(hashed),
-            user: user.filter(|u| !u.is_empty()).map(|u| key_safe(&u)),
+            api_key: header_value(headers, api_key_header).map(|v| hashed(&v)),
+            user: user
+                .filter(|u| !u.is_empty())
+                .map(|u| key_safe(u.as_bytes())),
         }
     }
 
@@ -67,13 +67,9 @@ impl Client {
             KeyKind::Ip => ip(),
             KeyKind::ApiKey => api_key(),
             KeyKind::User => self.user.clone().map_or_else(api_key, Subject::User),
-            KeyKind::Header(name) => headers
-                .get(name)
-                .map(|v| v.as_bytes())
-                .filter(|v| !v.is_empty())
-                .map_or_else(ip, |v| {
-                    Subject::Header(name.as_str().to_string(), key_safe_bytes(v))
-                }),
+            KeyKind::Header(name) => header_value(headers, name).map_or_else(ip, |v| {
+                Subject::Header(name.as_str().to_string(), key_safe(&v))
+            }),
             KeyKind::Global => Subject::Global,
         }
     }
@@ -98,32 +94,30 @@ impl fmt::Display for Subject {
     }
 }
 
-/// The first 16 bytes of the value's SHA-256 in hex: API keys stay out of
-/// Redis (and out of `KEYS` and `MONITOR`), and an operator can still find
-/// one client's counters: `printf %s "$KEY" | sha256sum | cut -c1-32`.
-pub fn hashed(value: &[u8]) -> String {
-    Sha256::digest(value)[..16]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-/// A user or header value as it appears in a key: verbatim when short and
-/// made of safe characters, else `sha256-` and its hash (a `}` must not end
-/// the hash tag early).
-pub fn key_safe(value: &str) -> String {
-    key_safe_bytes(value.as_bytes())
-}
-
-fn key_safe_bytes(value: &[u8]) -> String {
-    let safe = (1..=64).contains(&value.len())
-        && value
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || b"._~@+=:/-".contains(b));
-    match std::str::from_utf8(value) {
-        Ok(text) if safe => text.to_string(),
-        _ => format!("sha256-{}", hashed(value)),
+/// A header as docs/http.md, Identity reads it: every line joined by `, `
+/// (as HTTP combines a field's lines), trimmed of spaces and tabs; None
+/// when the header is absent. Bytes, never decoded.
+pub(crate) fn header_lines<K: AsHeaderName>(headers: &HeaderMap, name: K) -> Option<Vec<u8>> {
+    let mut lines = headers.get_all(name).into_iter();
+    let mut joined = lines.next()?.as_bytes().to_vec();
+    for line in lines {
+        joined.extend_from_slice(b", ");
+        joined.extend_from_slice(line.as_bytes());
     }
+    Some(trim_ows(&joined).to_vec())
+}
+
+/// [`header_lines`], where an empty value is no value.
+pub(crate) fn header_value<K: AsHeaderName>(headers: &HeaderMap, name: K) -> Option<Vec<u8>> {
+    header_lines(headers, name).filter(|v| !v.is_empty())
+}
+
+/// Without spaces and tabs at either end.
+pub(crate) fn trim_ows(bytes: &[u8]) -> &[u8] {
+    let is_ows = |b: &u8| matches!(b, b' ' | b'\t');
+    let start = bytes.iter().take_while(|b| is_ows(b)).count();
+    let end = bytes.len() - bytes.iter().rev().take_while(|b| is_ows(b)).count();
+    bytes.get(start..end.max(start)).unwrap_or_default()
 }
 
 /// The client's address. The TCP peer, unless the peer is a trusted proxy:
@@ -137,25 +131,23 @@ pub fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr
     if !is_trusted(peer) {
         return peer;
     }
-    let hops: Vec<&str> = headers
-        .get_all("x-forwarded-for")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
+    let forwarded = header_lines(headers, "x-forwarded-for").unwrap_or_default();
+    // Empty elements are skipped, as RFC 9110 reads a list.
+    let hops: Vec<&[u8]> = forwarded
+        .split(|&b| b == b',')
+        .map(trim_ows)
+        .filter(|hop| !hop.is_empty())
         .collect();
     if hops.is_empty() {
-        return headers
-            .get("x-real-ip")
-            .and_then(|v| v.to_str().ok())
-            .and_then(parse_hop)
+        return header_value(headers, "x-real-ip")
+            .and_then(|v| parse_address(&v))
             .unwrap_or(peer);
     }
     let mut client = peer;
     for hop in hops.iter().rev() {
         // Past an unreadable hop nothing can be believed: the nearest
         // address read so far stands.
-        let Some(ip) = parse_hop(hop) else { break };
+        let Some(ip) = parse_address(hop) else { break };
         client = ip;
         if !is_trusted(ip) {
             break;
@@ -164,135 +156,42 @@ pub fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr
     client
 }
 
-/// `203.0.113.7`, `2001:db8::1`, `203.0.113.7:4711` or `[2001:db8::1]:4711`.
-fn parse_hop(hop: &str) -> Option<IpAddr> {
-    let hop = hop.trim();
-    hop.parse::<IpAddr>()
-        .or_else(|_| hop.parse::<SocketAddr>().map(|s| s.ip()))
-        .ok()
-        .map(|ip| ip.to_canonical())
+/// An address as a proxy or a socket writes it: `203.0.113.7`,
+/// `2001:db8::1`, `203.0.113.7:4711`, `[2001:db8::1]:4711`, with an IPv6
+/// zone index (`fe80::1%eth0`) dropped: it names the writer's interface,
+/// not another client. IPv4-mapped IPv6 is IPv4. None for anything else.
+pub(crate) fn parse_address(text: &[u8]) -> Option<IpAddr> {
+    let text = std::str::from_utf8(trim_ows(text)).ok()?;
+    let ip = if let Some(bracketed) = text.strip_prefix('[') {
+        let (inside, after) = bracketed.split_once(']')?;
+        if !(after.is_empty() || port(after.strip_prefix(':')?)) {
+            return None;
+        }
+        IpAddr::V6(ipv6(inside)?)
+    } else if text.matches(':').count() == 1 {
+        let (host, p) = text.split_once(':')?;
+        if !port(p) {
+            return None;
+        }
+        IpAddr::V4(host.parse::<Ipv4Addr>().ok()?)
+    } else if text.contains(':') {
+        IpAddr::V6(ipv6(text)?)
+    } else {
+        IpAddr::V4(text.parse::<Ipv4Addr>().ok()?)
+    };
+    Some(ip.to_canonical())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// IPv6, with a zone index (`%` and at least one character) dropped.
+fn ipv6(text: &str) -> Option<Ipv6Addr> {
+    let address = match text.split_once('%') {
+        Some((address, zone)) if !zone.is_empty() => address,
+        Some(_) => return None,
+        None => text,
+    };
+    address.parse().ok()
+}
 
-    fn ip(s: &str) -> IpAddr {
-        s.parse().unwrap()
-    }
-
-    fn resolve(peer: &str, headers: &[(&str, &str)], trusted: &str) -> IpAddr {
-        let mut map = HeaderMap::new();
-        for (k, v) in headers {
-            map.append(
-                HeaderName::from_bytes(k.as_bytes()).unwrap(),
-                v.parse().unwrap(),
-            );
-        }
-        let trusted: Vec<IpNet> = trusted
-            .split(',')
-            .filter(|s| !s.is_empty())
-            .map(|s| crate::configuration::parse_network(s).unwrap())
-            .collect();
-        client_ip(ip(peer), &map, &trusted)
-    }
-
-    #[test]
-    fn an_untrusted_peer_is_the_client_whatever_it_says() {
-        let xff = [
-            ("x-forwarded-for", "198.51.100.1"),
-            ("x-real-ip", "198.51.100.2"),
-        ];
-        assert_eq!(resolve("203.0.113.9", &xff, ""), ip("203.0.113.9"));
-        assert_eq!(
-            resolve("203.0.113.9", &xff, "10.0.0.0/8"),
-            ip("203.0.113.9")
-        );
-    }
-
-    #[test]
-    fn a_trusted_peer_names_the_nearest_untrusted_hop() {
-        let trusted = "10.0.0.0/8";
-        let one = [("x-forwarded-for", "198.51.100.1")];
-        assert_eq!(resolve("10.0.0.1", &one, trusted), ip("198.51.100.1"));
-        // The client forged the first hop; our proxy appended the real one.
-        let forged = [("x-forwarded-for", "1.1.1.1, 198.51.100.1, 10.0.0.2")];
-        assert_eq!(resolve("10.0.0.1", &forged, trusted), ip("198.51.100.1"));
-        // Two header lines read as one list.
-        let lines = [
-            ("x-forwarded-for", "1.1.1.1"),
-            ("x-forwarded-for", "198.51.100.1"),
-        ];
-        assert_eq!(resolve("10.0.0.1", &lines, trusted), ip("198.51.100.1"));
-        // Ports and brackets are dropped.
-        let ported = [("x-forwarded-for", "[2001:db8::1]:4711")];
-        assert_eq!(resolve("10.0.0.1", &ported, trusted), ip("2001:db8::1"));
-    }
-
-    #[test]
-    fn a_trusted_peer_without_forwarded_for_may_send_x_real_ip() {
-        let real = [("x-real-ip", "198.51.100.7")];
-        assert_eq!(resolve("127.0.0.1", &real, "127.0.0.1"), ip("198.51.100.7"));
-        assert_eq!(resolve("127.0.0.1", &[], "127.0.0.1"), ip("127.0.0.1"));
-    }
-
-    #[test]
-    fn garbage_stops_the_walk_at_the_last_readable_hop() {
-        let bad = [("x-forwarded-for", "198.51.100.1, nonsense, 10.0.0.2")];
-        assert_eq!(resolve("10.0.0.1", &bad, "10.0.0.0/8"), ip("10.0.0.2"));
-    }
-
-    #[test]
-    fn ipv4_mapped_peers_match_ipv4_networks() {
-        let xff = [("x-forwarded-for", "198.51.100.1")];
-        assert_eq!(
-            resolve("::ffff:127.0.0.1", &xff, "127.0.0.1"),
-            ip("198.51.100.1")
-        );
-    }
-
-    #[test]
-    fn user_falls_back_to_api_key_then_ip() {
-        let headers = HeaderMap::new();
-        let mut c = Client {
-            ip: Some(ip("198.51.100.1")),
-            api_key: Some("ab".into()),
-            user: Some("alice".into()),
-        };
-        assert_eq!(
-            c.subject(&KeyKind::User, &headers).to_string(),
-            "user:alice"
-        );
-        assert_eq!(
-            c.subject(&KeyKind::Ip, &headers).to_string(),
-            "ip:198.51.100.1"
-        );
-        c.user = None;
-        assert_eq!(
-            c.subject(&KeyKind::User, &headers).to_string(),
-            "api-key:ab"
-        );
-        c.api_key = None;
-        assert_eq!(
-            c.subject(&KeyKind::User, &headers).to_string(),
-            "ip:198.51.100.1"
-        );
-        assert!(!c.subject(&KeyKind::User, &headers).is_loopback());
-        c.ip = Some(ip("127.0.0.2"));
-        assert!(c.subject(&KeyKind::ApiKey, &headers).is_loopback());
-        assert_eq!(c.subject(&KeyKind::Global, &headers).to_string(), "global");
-    }
-
-    #[test]
-    fn unsafe_values_are_hashed() {
-        assert_eq!(key_safe("alice@example.com"), "alice@example.com");
-        assert_eq!(key_safe("a b}"), "sha256-3010f89b5b4bf5c82c7279d7b2901e7b");
-        assert!(key_safe(&"x".repeat(65)).starts_with("sha256-"));
-    }
-
-    #[test]
-    fn api_key_ids_are_sha256_prefixes() {
-        // printf %s secret | sha256sum
-        assert_eq!(hashed(b"secret"), "2bb80d537b1da3e38bd30361aa855686");
-    }
+fn port(text: &str) -> bool {
+    !text.is_empty() && text.len() <= 5 && text.bytes().all(|b| b.is_ascii_digit())
 }

@@ -20,8 +20,8 @@ use http_body_util::{BodyExt, Either, Full, Limited};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::limiter::{RequestFacts, Shared};
-use crate::plan::Refusal;
+use crate::limiter::Shared;
+use crate::plan::{Refusal, RequestFacts};
 use crate::refusals::{self, Reply};
 use crate::routes::PolicySet;
 

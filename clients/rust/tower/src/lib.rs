@@ -44,23 +44,31 @@
 
 mod configuration;
 mod decide;
-mod document;
+mod durations;
 mod fail;
 mod headers;
 mod hook;
 mod identity;
+mod keys;
 mod layer;
 mod limiter;
 mod plan;
 mod policy;
 mod refusals;
 mod routes;
+// RULES (the cross-field rules' names) is read by a test only.
+#[cfg_attr(not(test), allow(dead_code))]
+mod schema;
+#[cfg(test)]
+mod vectors;
+mod walker;
 
 pub use configuration::{Config, ConfigError, Deny, DenyBody, FailMode, HeaderMode, Mode, Route};
 pub use decide::RedisTarget;
+pub use durations::{parse_duration, parse_rate};
 pub use hook::{CheckReport, DecisionEvent, DecisionHook, Outcome};
-pub use identity::hashed;
+pub use keys::hashed;
 pub use layer::{PeerAddr, RateLimit, RateLimitLayer, RequestBody, ResponseBody};
 pub use librl_client::{Decision, RetryAfter};
 pub use limiter::{AuthUser, BuildError, Builder, RateLimiter};
-pub use policy::{parse_duration, parse_rate, Algorithm, Cost, Count, KeyKind, Policy};
+pub use policy::{Algorithm, Cost, Count, KeyKind, Policy};

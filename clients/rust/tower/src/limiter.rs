@@ -5,19 +5,18 @@
 //! `count: failed` / `succeeded` once the status is known. The tower
 //! adapter (`layer.rs`) only moves requests and responses.
 
-use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use http::{Extensions, HeaderMap, Method};
+use http::{Extensions, HeaderMap};
 use librl_client::Decision;
 
-use crate::configuration::{validate_policies, Config, ConfigError, FailMode, Mode};
-use crate::decide::{Backend, RedisTarget};
+use crate::configuration::{validate_policies, Config, ConfigError, FailMode};
+use crate::decide::{Backend, Failure, RedisTarget};
 use crate::fail::LocalLimiter;
 use crate::hook::{self, CheckReport, DecisionEvent, DecisionHook, Outcome};
 use crate::identity::Client;
-use crate::plan::{self, Check, Refusal};
+use crate::plan::{self, Check, Planned, Refusal, RequestFacts};
 use crate::policy::{Count, Policy};
 use crate::refusals::{self, Reply};
 use crate::routes::PolicySet;
@@ -129,12 +128,9 @@ impl Builder {
     /// Checks the whole configuration (start-up validation) and the Redis
     /// location; connects on the first request, so Redis may be down.
     pub fn build(self) -> Result<RateLimiter, BuildError> {
-        self.config.validate()?;
+        let validated = self.config.validated()?;
         let backend = Backend::new(&self.target, self.config.timeout).map_err(BuildError::Redis)?;
-        let routes = Arc::new(PolicySet::new(
-            self.config.policies.clone(),
-            &self.config.routes,
-        ));
+        let routes = Arc::new(PolicySet::new(validated.policies, &self.config.routes));
         Ok(RateLimiter {
             shared: Arc::new(Shared {
                 local: LocalLimiter::new(self.config.local_max_keys),
@@ -186,7 +182,7 @@ impl RateLimiter {
         policies: impl IntoIterator<Item = Policy>,
     ) -> Result<RateLimitLayer, ConfigError> {
         let policies: Vec<Policy> = policies.into_iter().collect();
-        validate_policies(&policies, "layer")?;
+        let policies = validate_policies(&policies, "layer")?;
         Ok(RateLimitLayer::new(
             self.shared.clone(),
             Arc::new(PolicySet::new(policies, &[])),
@@ -210,7 +206,7 @@ impl RateLimiter {
                 .ok_or_else(|| {
                     ConfigError::new(
                         format!("named_layer[{i}]"),
-                        format!("no policy is named {name:?}"),
+                        format!("no policy is named \"{name}\""),
                     )
                 })?;
             policies.push(policy.clone());
@@ -219,31 +215,8 @@ impl RateLimiter {
     }
 }
 
-/// What a request is, as the adapter saw it.
-pub struct RequestFacts<'a> {
-    pub method: &'a Method,
-    pub path: &'a str,
-    pub headers: &'a HeaderMap,
-    pub extensions: &'a Extensions,
-    /// The TCP peer.
-    pub peer: Option<IpAddr>,
-}
-
-/// The policies a request gets, before costs are known.
-pub struct Planned {
-    route: Option<String>,
-    applying: Vec<(Arc<Policy>, crate::identity::Subject)>,
-}
-
-impl Planned {
-    /// The body's size is needed (a `body-bytes` policy applies).
-    pub fn needs_body_len(&self) -> bool {
-        plan::needs_body_len(&self.applying)
-    }
-}
-
 /// One request's decision and what to answer.
-pub struct Decided {
+pub(crate) struct Decided {
     pub checks: Vec<Check>,
     pub replies: Vec<Decision>,
     pub outcome: Outcome,
@@ -257,7 +230,7 @@ impl Shared {
     /// The applying policies, or None when the request is not checked (no
     /// route, every policy exempt).
     pub(crate) fn plan(&self, set: &PolicySet, facts: &RequestFacts<'_>) -> Option<Planned> {
-        let selection = set.select(facts.method, facts.path)?;
+        let selection = set.select(facts.method, facts.path.as_bytes())?;
         let c = &self.config;
         let user = match &self.user {
             Some(resolve) => resolve(facts.headers, facts.extensions),
@@ -277,7 +250,7 @@ impl Shared {
             c.exempt_loopback,
         );
         (!applying.is_empty()).then(|| Planned {
-            route: selection.route.map(String::from),
+            route: selection.route.map(|(_, path)| path.to_string()),
             applying,
         })
     }
@@ -295,38 +268,19 @@ impl Shared {
         facts: &RequestFacts<'_>,
         body_len: Option<u64>,
     ) -> Result<Decided, Reply> {
-        let checks = plan::checks(
-            planned.applying,
-            &self.config.prefix,
-            facts.headers,
-            body_len,
-        )
-        .map_err(|r: Refusal| refusals::refused(&r))?;
-        let (mut outcome, replies, local, error) = match self.backend.check(&checks).await {
-            Ok(v) => (allowed_or_denied(v.admitted), v.replies, false, None),
-            Err(e) => match self.config.fail {
-                FailMode::Open => {
-                    self.warn_open(&e);
-                    (Outcome::FailOpen, Vec::new(), false, Some(e.to_string()))
-                }
-                FailMode::Closed => {
-                    tracing::error!("librl: request refused (fail closed): {e}");
-                    (Outcome::FailClosed, Vec::new(), false, Some(e.to_string()))
-                }
-                FailMode::Local => {
-                    let (admitted, replies) = self.local.check(&checks);
-                    (
-                        allowed_or_denied(admitted),
-                        replies,
-                        true,
-                        Some(e.to_string()),
-                    )
-                }
-            },
+        let route = planned.route.clone();
+        let checks = planned
+            .checks(&self.config.prefix, facts.headers, body_len)
+            .map_err(|r: Refusal| refusals::refused(&r))?;
+        let (outcome, replies, local, error) = match self.backend.check(&checks).await {
+            Ok(v) => (
+                Outcome::of(v.admitted, self.config.mode),
+                v.replies,
+                false,
+                None,
+            ),
+            Err(failure) => self.fail(&checks, failure).await,
         };
-        if outcome == Outcome::Denied && self.config.mode == Mode::Shadow {
-            outcome = Outcome::WouldDeny;
-        }
         let worst = headers::most_restrictive(&replies);
         if outcome == Outcome::WouldDeny {
             if let Some(i) = worst {
@@ -344,7 +298,7 @@ impl Shared {
                 local,
                 method: facts.method,
                 path: facts.path,
-                route: planned.route.as_deref(),
+                route: route.as_deref(),
                 checks: checks
                     .iter()
                     .enumerate()
@@ -352,7 +306,7 @@ impl Shared {
                         policy: &c.policy.name,
                         subject: c.subject.to_string(),
                         key: &c.key,
-                        cost: c.cost,
+                        cost: c.cost.get(),
                         decision: replies.get(i).copied(),
                     })
                     .collect(),
@@ -381,13 +335,12 @@ impl Shared {
     /// open or closed).
     pub(crate) fn write_headers(&self, decided: &Decided, headers: &mut HeaderMap) {
         if decided.replies.len() == decided.checks.len() {
-            let denied = decided.outcome == Outcome::Denied;
             headers::write(
                 headers,
                 self.config.headers,
                 &decided.checks,
                 &decided.replies,
-                denied,
+                decided.outcome,
             );
         }
     }
@@ -416,19 +369,51 @@ impl Shared {
         }
     }
 
+    /// Redis could not answer (docs/http.md, Fail modes), maybe after it
+    /// admitted some groups: a request that is served keeps them counted,
+    /// one that is refused has them refunded before it is answered.
+    async fn fail(
+        &self,
+        checks: &[Check],
+        failure: Failure,
+    ) -> (Outcome, Vec<Decision>, bool, Option<String>) {
+        let Failure { error, admitted } = failure;
+        match self.config.fail {
+            FailMode::Open => {
+                self.warn_open(&error);
+                (
+                    Outcome::FailOpen,
+                    Vec::new(),
+                    false,
+                    Some(error.to_string()),
+                )
+            }
+            FailMode::Closed => {
+                tracing::error!("librl: request refused (fail closed): {error}");
+                self.backend.refund_groups(checks, &admitted).await;
+                (
+                    Outcome::FailClosed,
+                    Vec::new(),
+                    false,
+                    Some(error.to_string()),
+                )
+            }
+            FailMode::Local => {
+                let (served, replies) = self.local.check(checks);
+                if !served {
+                    self.backend.refund_groups(checks, &admitted).await;
+                }
+                let outcome = Outcome::of(served, self.config.mode);
+                (outcome, replies, true, Some(error.to_string()))
+            }
+        }
+    }
+
     fn warn_open(&self, e: &crate::decide::Unavailable) {
         let mut warned = self.warned.lock().unwrap_or_else(|p| p.into_inner());
         if warned.is_none_or(|at| at.elapsed() >= Duration::from_secs(10)) {
             *warned = Some(Instant::now());
             tracing::warn!("librl: rate limiting skipped (fail open): {e}");
         }
-    }
-}
-
-fn allowed_or_denied(admitted: bool) -> Outcome {
-    if admitted {
-        Outcome::Allowed
-    } else {
-        Outcome::Denied
     }
 }

@@ -1,29 +1,55 @@
-//! A policy applied to one request: whose counter (subject and keys,
-//! docs/http.md, Keys) and at what cost (docs/http.md, Cost). Requests
-//! refused before any check (a bad cost header, a body too large) are
-//! [`Refusal`]s.
+//! Which checks a request needs (docs/http.md, One decision per request,
+//! step 1): the route's policies, the loopback-exempt ones dropped, each
+//! one's subject and keys (docs/http.md, Keys) and its cost
+//! (docs/http.md, Cost). A request refused before any check (a bad cost
+//! header, a body too large) is a [`Refusal`].
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
-use http::{HeaderMap, HeaderName};
+use http::{Extensions, HeaderMap, Method};
+use librl_core::units::Amount;
+use librl_core::MAX_AMOUNT;
 
-use crate::identity::{Client, Subject};
-use crate::policy::{Cost, Policy, MAX_UNITS};
+use crate::identity::{header_lines, Client, Subject};
+use crate::keys::Keys;
+use crate::policy::{ValidCost, ValidPolicy};
 
+/// What a request is, as the adapter saw it.
+pub struct RequestFacts<'a> {
+    pub method: &'a Method,
+    /// The path as the framework hands it (raw or decoded: the canonical
+    /// path is the same).
+    pub path: &'a str,
+    pub headers: &'a HeaderMap,
+    pub extensions: &'a Extensions,
+    /// The TCP peer.
+    pub peer: Option<IpAddr>,
+}
+
+/// The policies a request gets, each with its subject, before costs are known.
+pub(crate) struct Planned {
+    /// The matched route's path as configured.
+    pub route: Option<String>,
+    pub applying: Vec<(Arc<ValidPolicy>, Subject)>,
+}
+
+/// One policy checked for one request.
 #[derive(Clone, Debug)]
-pub struct Check {
-    pub policy: Arc<Policy>,
+pub(crate) struct Check {
+    pub policy: Arc<ValidPolicy>,
     pub subject: Subject,
     pub key: String,
     pub override_key: Option<String>,
-    pub cost: u64,
+    pub cost: Amount,
 }
 
 /// A request refused before any policy is checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Refusal {
-    /// The policy's cost header is not an integer from 1 to 2^50.
-    BadCost { policy: String, header: HeaderName },
+pub(crate) enum Refusal {
+    /// The policy's cost header is not an integer from 1 to 2^50; `header`
+    /// is its name as configured.
+    BadCost { policy: String, header: String },
     /// The body is larger than `max_body_bytes`.
     BodyTooLarge { max: u64 },
 }
@@ -31,12 +57,12 @@ pub enum Refusal {
 /// The policies that apply to this client, each with its subject, in
 /// check order: those whose subject is a loopback address are dropped
 /// when `exempt_loopback` is on.
-pub fn applying(
-    policies: &[Arc<Policy>],
+pub(crate) fn applying(
+    policies: &[Arc<ValidPolicy>],
     client: &Client,
     headers: &HeaderMap,
     exempt_loopback: bool,
-) -> Vec<(Arc<Policy>, Subject)> {
+) -> Vec<(Arc<ValidPolicy>, Subject)> {
     policies
         .iter()
         .map(|p| (p.clone(), client.subject(&p.key, headers)))
@@ -44,112 +70,84 @@ pub fn applying(
         .collect()
 }
 
-/// Whether a policy needs the body's size.
-pub fn needs_body_len(applying: &[(Arc<Policy>, Subject)]) -> bool {
-    applying.iter().any(|(p, _)| p.cost == Cost::BodyBytes)
-}
-
-/// The checks, keyed `<prefix>{<subject>}:<policy>`; `body_len` is the
-/// body's size when [`needs_body_len`] asked for it.
-pub fn checks(
-    applying: Vec<(Arc<Policy>, Subject)>,
-    prefix: &str,
-    headers: &HeaderMap,
-    body_len: Option<u64>,
-) -> Result<Vec<Check>, Refusal> {
-    applying
-        .into_iter()
-        .map(|(policy, subject)| {
-            let cost = match &policy.cost {
-                Cost::Units(n) => *n,
-                Cost::BodyBytes => body_len.unwrap_or(0).clamp(1, MAX_UNITS),
-                Cost::Header(name) => {
-                    header_cost(headers, name).ok_or_else(|| Refusal::BadCost {
-                        policy: policy.name.clone(),
-                        header: name.clone(),
-                    })?
-                }
-            };
-            // The subject is the hash tag: one subject's keys share a slot.
-            let base = format!("{prefix}{{{subject}}}");
-            Ok(Check {
-                key: format!("{base}:{}", policy.name),
-                override_key: policy
-                    .overridable
-                    .then(|| format!("{base}:override:{}", policy.name)),
-                cost,
-                subject,
-                policy,
-            })
-        })
-        .collect()
-}
-
-/// The cost a request declares in `name`: 1 when absent; None when it is
-/// not a decimal integer from 1 to 2^50.
-fn header_cost(headers: &HeaderMap, name: &HeaderName) -> Option<u64> {
-    let Some(value) = headers.get(name) else {
-        return Some(1);
-    };
-    let text = value.to_str().ok()?.trim();
-    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    text.parse::<u64>()
-        .ok()
-        .filter(|cost| (1..=MAX_UNITS).contains(cost))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::policy::KeyKind;
-    use std::time::Duration;
-
-    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-        pairs
+impl Planned {
+    /// The body's size is needed (a `body-bytes` policy applies).
+    pub(crate) fn needs_body_len(&self) -> bool {
+        self.applying
             .iter()
-            .map(|(k, v)| {
-                (
-                    HeaderName::from_bytes(k.as_bytes()).unwrap(),
-                    v.parse().unwrap(),
-                )
+            .any(|(p, _)| p.cost == ValidCost::BodyBytes)
+    }
+
+    /// The checks, keyed `<prefix>{<subject>}:<policy>`; `body_len` is the
+    /// body's size when [`Planned::needs_body_len`] asked for it.
+    pub(crate) fn checks(
+        self,
+        prefix: &str,
+        headers: &HeaderMap,
+        body_len: Option<u64>,
+    ) -> Result<Vec<Check>, Refusal> {
+        self.applying
+            .into_iter()
+            .map(|(policy, subject)| {
+                let cost = match &policy.cost {
+                    ValidCost::Units(n) => *n,
+                    ValidCost::BodyBytes => clamped(body_len.unwrap_or(0)),
+                    ValidCost::Header { name, configured } => {
+                        cost_header(header_lines(headers, name).as_deref()).ok_or_else(|| {
+                            Refusal::BadCost {
+                                policy: policy.name.clone(),
+                                header: configured.clone(),
+                            }
+                        })?
+                    }
+                };
+                let keys = Keys::new(prefix, &subject, &policy.name, policy.overridable);
+                Ok(Check {
+                    key: keys.key,
+                    override_key: keys.override_key,
+                    cost,
+                    subject,
+                    policy,
+                })
             })
             .collect()
     }
+}
 
-    #[test]
-    fn keys_carry_the_subject_as_hash_tag() {
-        let p = Arc::new(
-            Policy::fixed("p", 1, Duration::from_secs(1))
-                .key(KeyKind::User)
-                .overridable(),
-        );
-        let client = Client {
-            ip: Some("127.0.0.1".parse().unwrap()),
-            api_key: None,
-            user: Some("alice".into()),
-        };
-        let h = HeaderMap::new();
-        let c = checks(applying(&[p], &client, &h, true), "rl:", &h, None).unwrap();
-        assert_eq!(c[0].key, "rl:{user:alice}:p");
-        assert_eq!(
-            c[0].override_key.as_deref(),
-            Some("rl:{user:alice}:override:p")
-        );
+/// A body's size as a cost: at least 1, at most 2^50 (`max_body_bytes`
+/// already bounds it below that).
+fn clamped(len: u64) -> Amount {
+    Amount::new(len.clamp(1, MAX_AMOUNT)).unwrap_or(Amount::ONE)
+}
+
+/// The cost a request declares (docs/http.md, Cost), from the header's
+/// lines joined and trimmed ([`header_lines`]): absent (None) costs 1;
+/// otherwise ASCII digits (leading zeros allowed) from 1 to 2^50, or None:
+/// the request is refused.
+pub(crate) fn cost_header(value: Option<&[u8]>) -> Option<Amount> {
+    let Some(text) = value else {
+        return Some(Amount::ONE);
+    };
+    if text.is_empty() || !text.iter().all(u8::is_ascii_digit) {
+        return None;
     }
+    let n = text.iter().try_fold(0u64, |n, d| {
+        n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })?;
+    Amount::new(n)
+}
 
-    #[test]
-    fn cost_headers_are_decimal_integers_from_1_to_2_50() {
-        let name = HeaderName::from_static("x-cost");
-        assert_eq!(header_cost(&headers(&[]), &name), Some(1));
-        assert_eq!(header_cost(&headers(&[("x-cost", " 7 ")]), &name), Some(7));
-        for bad in ["0", "-1", "1.5", "abc", "+3", "1125899906842625"] {
-            assert_eq!(
-                header_cost(&headers(&[("x-cost", bad)]), &name),
-                None,
-                "{bad}"
-            );
+#[cfg(test)]
+impl Check {
+    /// A check of `policy` (valid) at `cost`, on the key `k` of the global
+    /// subject.
+    pub(crate) fn for_test(policy: crate::policy::Policy, cost: u64) -> Check {
+        Check {
+            policy: Arc::new(ValidPolicy::new(&policy).expect("a valid policy")),
+            subject: Subject::Global,
+            key: "k".into(),
+            override_key: None,
+            cost: Amount::new(cost).expect("a valid cost"),
         }
     }
 }

@@ -1,18 +1,14 @@
 //! One named limit (docs/http.md, Policies): its algorithm, limit and
 //! window, whose counter it uses, what a request costs, and which
-//! responses it counts. Also the text forms a configuration file writes:
-//! durations (`1500ms`) and rates (`100/minute`).
+//! responses it counts. [`Policy`] is what an application writes (plain
+//! numbers, checked when a layer is built); [`ValidPolicy`] is what a
+//! validated one holds: librl-core's [`Amount`] and [`Window`], so the rest
+//! of the crate never meets a limit or window the module would refuse.
 
-use std::fmt;
 use std::time::Duration;
 
 use http::HeaderName;
-
-/// 2^50: the largest limit, rate, burst and cost the module accepts.
-pub const MAX_UNITS: u64 = librl_core::MAX_AMOUNT;
-
-/// The module's largest window, 3650 days, in ms.
-pub const MAX_WINDOW_MS: u64 = librl_core::MAX_WINDOW_MS;
+use librl_core::units::{Amount, Window};
 
 /// Which RL.* command a policy calls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,8 +47,9 @@ pub enum Cost {
     Units(u64),
     /// The request body's size in bytes (at least 1).
     BodyBytes,
-    /// The integer in this request header, 1 when absent.
-    Header(HeaderName),
+    /// The integer in the request header of this name (as the 400's detail
+    /// writes it: `X-Batch-Size`), 1 when absent.
+    Header(String),
 }
 
 /// Which requests stay counted once the response is known.
@@ -103,8 +100,9 @@ impl Policy {
         Policy::new(name, Algorithm::Token { burst: None }, rate, window)
     }
 
-    /// Values are checked by [`Policy::validate`] when a layer is built,
-    /// so a bad policy stops the program at start-up.
+    /// Values are checked when a layer is built, so a bad policy stops the
+    /// program at start-up. The defaults are the schema's (a test holds
+    /// them to it).
     pub fn new(name: &str, algorithm: Algorithm, limit: u64, window: Duration) -> Policy {
         Policy {
             name: name.to_string(),
@@ -123,7 +121,11 @@ impl Policy {
     pub fn aligned(mut self) -> Policy {
         match &mut self.algorithm {
             Algorithm::Fixed { aligned } => *aligned = true,
-            other => panic!("policy {}: aligned is for fixed, not {other}", self.name),
+            other => panic!(
+                "policy {}: aligned is for fixed policies, not {}",
+                self.name,
+                other.name()
+            ),
         }
         self
     }
@@ -132,7 +134,11 @@ impl Policy {
     pub fn burst(mut self, capacity: u64) -> Policy {
         match &mut self.algorithm {
             Algorithm::Token { burst } => *burst = Some(capacity),
-            other => panic!("policy {}: burst is for token, not {other}", self.name),
+            other => panic!(
+                "policy {}: burst is for token policies, not {}",
+                self.name,
+                other.name()
+            ),
         }
         self
     }
@@ -156,182 +162,166 @@ impl Policy {
         self.overridable = true;
         self
     }
-
-    /// The field (relative to the policy) and the reason, for the first
-    /// value the module would refuse.
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
-        if !valid_name(&self.name) {
-            return Err((
-                "name",
-                format!("{:?}: use 1 to 64 of A-Z a-z 0-9 - _ .", self.name),
-            ));
-        }
-        if !(1..=MAX_UNITS).contains(&self.limit) {
-            return Err(("limit", format!("{} is not from 1 to 2^50", self.limit)));
-        }
-        let window_ms = self.window.as_millis();
-        if !self.window.subsec_nanos().is_multiple_of(1_000_000)
-            || window_ms == 0
-            || window_ms > u128::from(MAX_WINDOW_MS)
-        {
-            return Err((
-                "window",
-                format!(
-                    "{:?} is not whole milliseconds from 1 ms to 3650 days",
-                    self.window
-                ),
-            ));
-        }
-        if let Algorithm::Token { burst: Some(b) } = self.algorithm {
-            if !(1..=MAX_UNITS).contains(&b) {
-                return Err(("burst", format!("{b} is not from 1 to 2^50")));
-            }
-        }
-        if let Cost::Units(n) = self.cost {
-            if !(1..=MAX_UNITS).contains(&n) {
-                return Err(("cost", format!("{n} is not from 1 to 2^50")));
-            }
-        }
-        Ok(())
-    }
-
-    pub fn window_ms(&self) -> u64 {
-        u64::try_from(self.window.as_millis()).unwrap_or(u64::MAX)
-    }
-
-    /// The window in whole seconds, rounded up, as the headers give it.
-    pub fn window_secs(&self) -> u64 {
-        self.window_ms().div_ceil(1000)
-    }
 }
 
-impl fmt::Display for Algorithm {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl Algorithm {
+    /// The configuration's name: `fixed`, `sliding`, `approx`, `token`.
+    pub fn name(&self) -> &'static str {
+        match self {
             Algorithm::Fixed { .. } => "fixed",
             Algorithm::Sliding => "sliding",
             Algorithm::Approx => "approx",
             Algorithm::Token { .. } => "token",
+        }
+    }
+
+    pub(crate) fn from_name(name: &str) -> Option<Algorithm> {
+        match name {
+            "fixed" => Some(Algorithm::Fixed { aligned: false }),
+            "sliding" => Some(Algorithm::Sliding),
+            "approx" => Some(Algorithm::Approx),
+            "token" => Some(Algorithm::Token { burst: None }),
+            _ => None,
+        }
+    }
+}
+
+impl KeyKind {
+    /// The configuration's text: `ip`, `api-key`, `user`, `global`,
+    /// `header:<name>`.
+    pub fn to_config(&self) -> String {
+        match self {
+            KeyKind::Ip => "ip".into(),
+            KeyKind::ApiKey => "api-key".into(),
+            KeyKind::User => "user".into(),
+            KeyKind::Global => "global".into(),
+            KeyKind::Header(name) => format!("header:{name}"),
+        }
+    }
+
+    /// Reads a text the walker has checked against the schema's pattern.
+    pub(crate) fn from_config(text: &str) -> Option<KeyKind> {
+        match text {
+            "ip" => Some(KeyKind::Ip),
+            "api-key" => Some(KeyKind::ApiKey),
+            "user" => Some(KeyKind::User),
+            "global" => Some(KeyKind::Global),
+            _ => text
+                .strip_prefix("header:")
+                .and_then(|n| HeaderName::from_bytes(n.as_bytes()).ok())
+                .map(KeyKind::Header),
+        }
+    }
+}
+
+impl Count {
+    pub fn name(self) -> &'static str {
+        match self {
+            Count::All => "all",
+            Count::Failed => "failed",
+            Count::Succeeded => "succeeded",
+        }
+    }
+
+    pub(crate) fn from_name(name: &str) -> Option<Count> {
+        match name {
+            "all" => Some(Count::All),
+            "failed" => Some(Count::Failed),
+            "succeeded" => Some(Count::Succeeded),
+            _ => None,
+        }
+    }
+}
+
+/// A validated policy's algorithm: a token bucket's burst is an [`Amount`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ValidAlgorithm {
+    Fixed { aligned: bool },
+    Sliding,
+    Approx,
+    Token { burst: Option<Amount> },
+}
+
+/// A validated policy's cost.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum ValidCost {
+    Units(Amount),
+    BodyBytes,
+    /// The header to read, and its name as configured (the 400's detail).
+    Header {
+        name: HeaderName,
+        configured: String,
+    },
+}
+
+/// A policy whose every number is one the module accepts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ValidPolicy {
+    pub name: String,
+    pub algorithm: ValidAlgorithm,
+    pub limit: Amount,
+    pub window: Window,
+    pub key: KeyKind,
+    pub cost: ValidCost,
+    pub count: Count,
+    pub overridable: bool,
+}
+
+impl ValidPolicy {
+    /// None when a number is out of the module's range or the cost header
+    /// is not a header name: what the walker refuses first, so only a
+    /// policy that skipped it gets None.
+    pub(crate) fn new(p: &Policy) -> Option<ValidPolicy> {
+        let algorithm = match p.algorithm {
+            Algorithm::Fixed { aligned } => ValidAlgorithm::Fixed { aligned },
+            Algorithm::Sliding => ValidAlgorithm::Sliding,
+            Algorithm::Approx => ValidAlgorithm::Approx,
+            Algorithm::Token { burst: None } => ValidAlgorithm::Token { burst: None },
+            Algorithm::Token { burst: Some(b) } => ValidAlgorithm::Token {
+                burst: Some(Amount::new(b)?),
+            },
+        };
+        let whole_ms = p.window.subsec_nanos().is_multiple_of(1_000_000);
+        let window_ms = u64::try_from(p.window.as_millis()).ok()?;
+        let cost = match &p.cost {
+            Cost::Units(n) => ValidCost::Units(Amount::new(*n)?),
+            Cost::BodyBytes => ValidCost::BodyBytes,
+            Cost::Header(configured) => ValidCost::Header {
+                name: HeaderName::from_bytes(configured.as_bytes()).ok()?,
+                configured: configured.clone(),
+            },
+        };
+        Some(ValidPolicy {
+            name: p.name.clone(),
+            algorithm,
+            limit: Amount::new(p.limit)?,
+            window: whole_ms.then(|| Window::new(window_ms)).flatten()?,
+            key: p.key.clone(),
+            cost,
+            count: p.count,
+            overridable: p.overridable,
         })
     }
-}
 
-impl fmt::Display for Policy {
-    /// `3 per 60s`, `1000 per 1500ms`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let ms = self.window_ms();
-        if ms.is_multiple_of(1000) {
-            write!(f, "{} per {}s", self.limit, ms / 1000)
-        } else {
-            write!(f, "{} per {}ms", self.limit, ms)
-        }
+    /// The window in whole seconds, rounded up, as the headers give it.
+    pub(crate) fn window_secs(&self) -> u64 {
+        self.window.ms().div_ceil(1000)
     }
 }
 
-/// 1 to 64 of `A-Z a-z 0-9 - _ .`: safe in a key and in a header's quoted
-/// string.
-pub fn valid_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+/// A window as the refusals' detail writes it (docs/http.md, Refusals):
+/// whole seconds with `s` when a multiple of 1000 ms (`60s`), else `ms`.
+pub(crate) fn window_text(window: Window) -> String {
+    let ms = window.ms();
+    if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
 }
 
-/// `250ms`, `1s`, `15m`, `24h`, `7d`, or a bare integer of seconds, as the
-/// module's commands read them. None for anything else (`1.5s`, `0x10`).
-pub fn parse_duration(text: &str) -> Option<Duration> {
-    let text = text.trim();
-    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
-    if digits == 0 {
-        return None;
-    }
-    let n: u64 = text[..digits].parse().ok()?;
-    let unit_ms: u64 = match &text[digits..] {
-        "ms" => 1,
-        "" | "s" => 1000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => return None,
-    };
-    n.checked_mul(unit_ms).map(Duration::from_millis)
-}
-
-/// `100/minute`, `5/10s`, `3/1500ms`: a limit and its window, as the
-/// `limits` library writes rates.
-pub fn parse_rate(text: &str) -> Option<(u64, Duration)> {
-    let (count, per) = text.trim().split_once('/')?;
-    if count.is_empty() || !count.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let limit: u64 = count.parse().ok()?;
-    let window = match per.trim() {
-        "s" | "sec" | "second" => Duration::from_secs(1),
-        "m" | "min" | "minute" => Duration::from_secs(60),
-        "h" | "hour" => Duration::from_secs(3600),
-        "d" | "day" => Duration::from_secs(86_400),
-        other => parse_duration(other)?,
-    };
-    Some((limit, window))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_read_as_the_commands_read_them() {
-        let ms = Duration::from_millis;
-        assert_eq!(parse_duration("250ms"), Some(ms(250)));
-        assert_eq!(parse_duration("60"), Some(ms(60_000)));
-        assert_eq!(parse_duration("15m"), Some(ms(900_000)));
-        assert_eq!(parse_duration("2d"), Some(ms(172_800_000)));
-        for bad in ["", "1.5s", "ms", "10 parsecs", "-1s", "1w"] {
-            assert_eq!(parse_duration(bad), None, "{bad}");
-        }
-    }
-
-    #[test]
-    fn rates_read_as_the_limits_library_writes_them() {
-        let s = Duration::from_secs;
-        assert_eq!(parse_rate("100/minute"), Some((100, s(60))));
-        assert_eq!(parse_rate("5/10s"), Some((5, s(10))));
-        assert_eq!(
-            parse_rate("3/1500ms"),
-            Some((3, Duration::from_millis(1500)))
-        );
-        assert_eq!(parse_rate("1/day"), Some((1, s(86_400))));
-        for bad in ["100/fortnight", "/s", "x/s", "100", "1.5/s"] {
-            assert_eq!(parse_rate(bad), None, "{bad}");
-        }
-    }
-
-    #[test]
-    fn validate_names_the_field_it_refuses() {
-        let s = Duration::from_secs;
-        assert_eq!(
-            Policy::fixed("a", 0, s(1)).validate().unwrap_err().0,
-            "limit"
-        );
-        assert_eq!(
-            Policy::fixed("a b", 1, s(1)).validate().unwrap_err().0,
-            "name"
-        );
-        assert_eq!(
-            Policy::fixed("a", 1, Duration::from_micros(1500))
-                .validate()
-                .unwrap_err()
-                .0,
-            "window"
-        );
-        assert_eq!(
-            Policy::token("a", 1, s(1))
-                .burst(0)
-                .validate()
-                .unwrap_err()
-                .0,
-            "burst"
-        );
-        assert!(Policy::token("a", 1, s(1)).burst(5).validate().is_ok());
+impl std::fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }

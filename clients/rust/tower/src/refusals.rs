@@ -9,8 +9,9 @@ use librl_client::Decision;
 use serde_json::{json, Map, Value};
 
 use crate::configuration::{Deny, DenyBody};
-use crate::headers::shown_limit;
+use crate::headers::{retry_after_secs, shown_limit};
 use crate::plan::{Check, Refusal};
+use crate::policy::window_text;
 
 pub const PROBLEM_JSON: &str = "application/problem+json";
 pub const TEXT_PLAIN: &str = "text/plain; charset=utf-8";
@@ -82,7 +83,7 @@ fn problem(
 /// The denial for the most restrictive denying check: `deny.status`, a
 /// problem body naming the policy (`retry_after` in ms, null when no wait
 /// helps), or the deny message as text.
-pub fn denied(deny: &Deny, check: &Check, reply: &Decision) -> Reply {
+pub(crate) fn denied(deny: &Deny, check: &Check, reply: &Decision) -> Reply {
     if deny.body == DenyBody::Text {
         return Reply {
             status: deny.status,
@@ -93,21 +94,23 @@ pub fn denied(deny: &Deny, check: &Check, reply: &Decision) -> Reply {
         };
     }
     let policy = &check.policy;
-    let retry_ms = reply.retry_after.duration().map(|d| d.as_millis());
-    let detail = match retry_ms {
-        Some(ms) => format!(
-            "Rate limit \"{}\" ({policy}) exceeded; retry in {} s.",
-            policy.name,
-            u64::try_from(ms).unwrap_or(u64::MAX).div_ceil(1000).max(1)
+    let limit = shown_limit(check, reply);
+    let per = window_text(policy.window);
+    let detail = match retry_after_secs(reply) {
+        Some(secs) => format!(
+            "Rate limit \"{}\" ({limit} per {per}) exceeded; retry in {secs} s.",
+            policy.name
         ),
         None => format!(
-            "This request costs {}, more than rate limit \"{}\" ({policy}) ever admits at once.",
-            check.cost, policy.name
+            "This request costs {}, more than rate limit \"{}\" ({limit} per {per}) ever admits at once.",
+            check.cost.get(),
+            policy.name
         ),
     };
+    let retry_ms = reply.retry_after.duration().map(|d| d.as_millis());
     let mut extra = Map::new();
     extra.insert("policy".into(), json!(policy.name));
-    extra.insert("limit".into(), json!(shown_limit(check, reply)));
+    extra.insert("limit".into(), json!(limit));
     extra.insert("retry_after".into(), json!(retry_ms));
     problem(
         deny.status,
@@ -119,7 +122,7 @@ pub fn denied(deny: &Deny, check: &Check, reply: &Decision) -> Reply {
 }
 
 /// 503 when Redis cannot answer and the fail mode is closed.
-pub fn unavailable() -> Reply {
+pub(crate) fn unavailable() -> Reply {
     problem(
         StatusCode::SERVICE_UNAVAILABLE,
         UNAVAILABLE,
@@ -130,7 +133,7 @@ pub fn unavailable() -> Reply {
 }
 
 /// 400 for a bad cost header, 413 for a body too large to measure.
-pub fn refused(refusal: &Refusal) -> Reply {
+pub(crate) fn refused(refusal: &Refusal) -> Reply {
     match refusal {
         Refusal::BadCost { policy, header } => {
             let mut extra = Map::new();
@@ -156,21 +159,12 @@ pub fn refused(refusal: &Refusal) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::identity::Subject;
     use crate::policy::Policy;
-    use http::HeaderName;
     use librl_client::RetryAfter;
-    use std::sync::Arc;
     use std::time::Duration;
 
     fn denial(deny: &Deny) -> Reply {
-        let check = Check {
-            policy: Arc::new(Policy::fixed("tonic", 2, Duration::from_secs(60))),
-            subject: Subject::Global,
-            key: "k".into(),
-            override_key: None,
-            cost: 1,
-        };
+        let check = Check::for_test(Policy::fixed("tonic", 2, Duration::from_secs(60)), 1);
         let reply = Decision {
             allowed: false,
             count: 2,
@@ -207,7 +201,7 @@ mod tests {
         assert_eq!(unavailable().grpc_code, UNAVAILABLE);
         let bad = refused(&Refusal::BadCost {
             policy: "p".into(),
-            header: HeaderName::from_static("x-cost"),
+            header: "X-Cost".into(),
         });
         assert_eq!(
             (bad.status.as_u16(), bad.grpc_code),

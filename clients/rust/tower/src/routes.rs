@@ -1,45 +1,111 @@
 //! Which policies apply to a request (docs/http.md, Routes): the route
-//! whose path is the longest whole-segment prefix of the request's path,
-//! among those whose methods include the request's; without routes, every
-//! policy.
+//! whose canonical path is the longest whole-segment prefix of the
+//! request's canonical path, among those whose methods include the
+//! request's; without routes, every policy.
 
 use std::sync::Arc;
 
 use http::Method;
 
 use crate::configuration::Route;
-use crate::policy::Policy;
+use crate::policy::ValidPolicy;
+
+/// docs/http.md, The canonical path: the query dropped, percent-escapes
+/// decoded until none is left, `;` parameters, empty and `.` segments
+/// dropped, `..` applied (never above the root), no trailing slash. Bytes
+/// in, bytes out: what is not UTF-8 after decoding is compared as bytes.
+pub fn canonical_path(path: &[u8]) -> Vec<u8> {
+    let path = path.split(|&b| b == b'?').next().unwrap_or_default();
+    let mut decoded = path.to_vec();
+    while let Some(once) = percent_decode(&decoded) {
+        decoded = once;
+    }
+    let mut segments: Vec<&[u8]> = Vec::new();
+    for segment in decoded.split(|&b| b == b'/') {
+        let segment = segment.split(|&b| b == b';').next().unwrap_or_default();
+        match segment {
+            b"" | b"." => {}
+            b".." => {
+                segments.pop();
+            }
+            _ => segments.push(segment),
+        }
+    }
+    let mut out = Vec::with_capacity(decoded.len() + 1);
+    for segment in &segments {
+        out.push(b'/');
+        out.extend_from_slice(segment);
+    }
+    if out.is_empty() {
+        out.push(b'/');
+    }
+    out
+}
+
+/// One pass of percent-decoding; None when no `%XX` was left to decode.
+fn percent_decode(text: &[u8]) -> Option<Vec<u8>> {
+    let hex = |b: u8| {
+        char::from(b)
+            .to_digit(16)
+            .and_then(|d| u8::try_from(d).ok())
+    };
+    let mut out = Vec::with_capacity(text.len());
+    let mut changed = false;
+    let mut i = 0;
+    while let Some(&b) = text.get(i) {
+        let escape = (b == b'%')
+            .then(|| Some((hex(*text.get(i + 1)?)?, hex(*text.get(i + 2)?)?)))
+            .flatten();
+        match escape {
+            Some((high, low)) => {
+                out.push((high << 4) | low);
+                changed = true;
+                i += 3;
+            }
+            None => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    changed.then_some(out)
+}
 
 /// Policies and the routes that select among them, ready for requests.
 #[derive(Debug)]
-pub struct PolicySet {
-    policies: Vec<Arc<Policy>>,
+pub(crate) struct PolicySet {
+    policies: Vec<Arc<ValidPolicy>>,
     /// Empty: every policy applies to every request.
     routes: Vec<Compiled>,
 }
 
 #[derive(Debug)]
 struct Compiled {
+    /// As configured, for the decision hook.
     path: String,
+    /// Canonical, ASCII lower case: what requests are compared with.
+    canonical: Vec<u8>,
     methods: Option<Vec<Method>>,
-    policies: Vec<Arc<Policy>>,
+    policies: Vec<Arc<ValidPolicy>>,
 }
 
-/// The policies a request gets, in check order, and the route that chose them.
-pub struct Selection<'s> {
-    pub route: Option<&'s str>,
-    pub policies: &'s [Arc<Policy>],
+/// The policies a request gets, in check order, and the route (its index
+/// in the configuration and its path) that chose them.
+pub(crate) struct Selection<'s> {
+    pub route: Option<(usize, &'s str)>,
+    pub policies: &'s [Arc<ValidPolicy>],
 }
 
 impl PolicySet {
     /// `routes` name policies by name; a name that is not in `policies`
     /// selects nothing (configurations are validated before this).
-    pub fn new(policies: Vec<Policy>, routes: &[Route]) -> PolicySet {
-        let policies: Vec<Arc<Policy>> = policies.into_iter().map(Arc::new).collect();
+    pub(crate) fn new(policies: Vec<ValidPolicy>, routes: &[Route]) -> PolicySet {
+        let policies: Vec<Arc<ValidPolicy>> = policies.into_iter().map(Arc::new).collect();
         let routes = routes
             .iter()
             .map(|r| Compiled {
                 path: r.path.clone(),
+                canonical: canonical_path(r.path.as_bytes()).to_ascii_lowercase(),
                 methods: r.methods.clone(),
                 policies: r
                     .policies
@@ -52,106 +118,38 @@ impl PolicySet {
     }
 
     /// None when routes exist and none matches: the request is not checked.
-    pub fn select(&self, method: &Method, path: &str) -> Option<Selection<'_>> {
+    /// `path` is the path as the framework hands it, raw or decoded.
+    pub(crate) fn select(&self, method: &Method, path: &[u8]) -> Option<Selection<'_>> {
         if self.routes.is_empty() {
             return Some(Selection {
                 route: None,
                 policies: &self.policies,
             });
         }
-        let mut best: Option<&Compiled> = None;
-        for route in &self.routes {
+        let path = canonical_path(path).to_ascii_lowercase();
+        let mut best: Option<(usize, &Compiled)> = None;
+        for (i, route) in self.routes.iter().enumerate() {
             let method_ok = route.methods.as_ref().is_none_or(|m| m.contains(method));
             // Strictly longer only: among equally long matches the first wins.
             if method_ok
-                && segment_prefix(&route.path, path)
-                && best.is_none_or(|b| route.path.len() > b.path.len())
+                && under(&route.canonical, &path)
+                && best.is_none_or(|(_, b)| route.canonical.len() > b.canonical.len())
             {
-                best = Some(route);
+                best = Some((i, route));
             }
         }
-        best.map(|route| Selection {
-            route: Some(&route.path),
+        best.map(|(i, route)| Selection {
+            route: Some((i, &route.path)),
             policies: &route.policies,
         })
     }
 }
 
-/// `/upload` covers `/upload` and `/upload/x`, never `/uploads`; `/` and a
-/// prefix ending in `/` cover everything under them.
-fn segment_prefix(prefix: &str, path: &str) -> bool {
-    match path.strip_prefix(prefix) {
-        Some(rest) => prefix.ends_with('/') || rest.is_empty() || rest.starts_with('/'),
-        None => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    /// A route as (path, methods, policy names).
-    type RouteRow<'a> = (&'a str, Option<&'a [Method]>, &'a [&'a str]);
-
-    fn set(routes: &[RouteRow<'_>]) -> PolicySet {
-        let policies = ["a", "b", "c"]
-            .iter()
-            .map(|n| Policy::fixed(n, 1, Duration::from_secs(1)))
-            .collect();
-        let routes: Vec<Route> = routes
-            .iter()
-            .map(|(path, methods, names)| Route {
-                path: path.to_string(),
-                methods: methods.map(|m| m.to_vec()),
-                policies: names.iter().map(|n| n.to_string()).collect(),
-            })
-            .collect();
-        PolicySet::new(policies, &routes)
-    }
-
-    fn names(set: &PolicySet, method: Method, path: &str) -> Option<Vec<String>> {
-        set.select(&method, path)
-            .map(|s| s.policies.iter().map(|p| p.name.clone()).collect())
-    }
-
-    #[test]
-    fn longest_whole_segment_prefix_wins() {
-        let s = set(&[
-            ("/api", None, &["a"]),
-            ("/api/admin", None, &["b"]),
-            ("/", None, &[]),
-        ]);
-        assert_eq!(names(&s, Method::GET, "/api/admin/x").unwrap(), ["b"]);
-        assert_eq!(names(&s, Method::GET, "/api/adminx").unwrap(), ["a"]);
-        assert_eq!(names(&s, Method::GET, "/api").unwrap(), ["a"]);
-        assert_eq!(
-            names(&s, Method::GET, "/apis").unwrap(),
-            Vec::<String>::new()
-        );
-    }
-
-    #[test]
-    fn methods_filter_before_length() {
-        let post: &[Method] = &[Method::POST];
-        let s = set(&[("/upload", Some(post), &["a"]), ("/", None, &["b"])]);
-        assert_eq!(names(&s, Method::POST, "/upload").unwrap(), ["a"]);
-        assert_eq!(names(&s, Method::GET, "/upload").unwrap(), ["b"]);
-        let only = set(&[("/api", None, &["a"])]);
-        assert_eq!(names(&only, Method::GET, "/"), None);
-    }
-
-    #[test]
-    fn no_routes_selects_every_policy() {
-        assert_eq!(
-            names(&set(&[]), Method::PATCH, "/x").unwrap(),
-            ["a", "b", "c"]
-        );
-    }
-
-    #[test]
-    fn equally_long_first_listed_wins() {
-        let s = set(&[("/x", None, &["a"]), ("/x", None, &["b"])]);
-        assert_eq!(names(&s, Method::GET, "/x").unwrap(), ["a"]);
-    }
+/// `/upload` covers `/upload` and `/upload/x`, never `/uploads`; `/`
+/// covers everything. Both paths are canonical.
+fn under(route: &[u8], path: &[u8]) -> bool {
+    route == b"/"
+        || path
+            .strip_prefix(route)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(b"/"))
 }

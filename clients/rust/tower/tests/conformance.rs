@@ -12,7 +12,9 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use common::{free_port, Cluster, Redis};
+use http::{HeaderMap, HeaderValue, Method};
 use librl_axum_example::policy_file_app;
 use librl_tower::{Config, RateLimiter, RedisTarget};
 use serde_json::{json, Value};
@@ -144,15 +146,11 @@ async fn run_case(case: &Value, servers: &Servers) -> Result<(), String> {
         .build()
         .map_err(|e| e.to_string())?;
     let app = common::serve(policy_file_app(&limiter)).await;
-    let http = reqwest::Client::builder()
-        .no_proxy()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(|e| e.to_string())?;
+    let addr = app.base.trim_start_matches("http://").to_string();
     let mut paused_until = None;
     let mut result = Ok(());
     for (i, step) in case["steps"].as_array().into_iter().flatten().enumerate() {
-        if let Err(why) = run_step(step, &app.base, &http, servers, kind, &mut paused_until).await {
+        if let Err(why) = run_step(step, &addr, servers, kind, &mut paused_until).await {
             result = Err(format!("step {i} {step}: {why}"));
             break;
         }
@@ -168,8 +166,7 @@ async fn run_case(case: &Value, servers: &Servers) -> Result<(), String> {
 
 async fn run_step(
     step: &Value,
-    base: &str,
-    http: &reqwest::Client,
+    addr: &str,
     servers: &Servers,
     kind: &str,
     paused_until: &mut Option<Instant>,
@@ -177,7 +174,7 @@ async fn run_step(
     if let Some(request) = step.get("request") {
         let times = step["repeat"].as_u64().unwrap_or(1);
         for n in 0..times {
-            let (status, headers, body) = send(http, base, request).await?;
+            let (status, headers, body) = send(addr, request).await?;
             expect_response(&step["expect"], status, &headers, &body).map_err(|why| {
                 format!("request {n}: {why} (status {status}, headers {headers:?}, body {body:?})")
             })?;
@@ -275,49 +272,51 @@ fn to_json(v: redis::Value) -> Value {
     }
 }
 
-async fn send(
-    http: &reqwest::Client,
-    base: &str,
-    r: &Value,
-) -> Result<(u16, reqwest::header::HeaderMap, String), String> {
-    let method = r["method"].as_str().unwrap_or("GET");
-    let method = reqwest::Method::from_bytes(method.as_bytes()).map_err(|e| e.to_string())?;
-    let path = r["path"].as_str().unwrap_or("/");
-    let mut request = http.request(method, format!("{base}{path}"));
-    for (name, value) in r["headers"].as_object().into_iter().flatten() {
-        let values: Vec<&str> = match value {
-            Value::Array(lines) => lines.iter().filter_map(Value::as_str).collect(),
-            other => other.as_str().into_iter().collect(),
-        };
-        for v in values {
-            request = request.header(name, v);
-        }
+/// A JSON string's UTF-8 bytes, or `{"hex": ...}`'s bytes (case requests
+/// may give paths and header values as raw bytes).
+fn bytes(v: &Value) -> Result<Vec<u8>, String> {
+    if let Some(text) = v.as_str() {
+        return Ok(text.as_bytes().to_vec());
     }
-    if let Some(body) = r["body"].as_str() {
-        let bytes = bytes::Bytes::from(body.to_string());
-        request = if r["chunked"].as_bool() == Some(true) {
-            let stream = futures_util::stream::once(async move { Ok::<_, std::io::Error>(bytes) });
-            request.body(reqwest::Body::wrap_stream(stream))
-        } else {
-            request.body(bytes)
-        };
-    }
-    let response = request
-        .send()
-        .await
-        .map_err(|e| format!("no answer: {e}"))?;
-    let status = response.status().as_u16();
-    let headers = response.headers().clone();
-    let body = response.text().await.map_err(|e| e.to_string())?;
-    Ok((status, headers, body))
+    let hex = v
+        .get("hex")
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("{v} is neither a string nor {{\"hex\": ...}}"))?;
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| {
+            hex.get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| format!("{hex:?} is not hex"))
+        })
+        .collect()
 }
 
-fn expect_response(
-    e: &Value,
-    status: u16,
-    headers: &reqwest::header::HeaderMap,
-    body: &str,
-) -> Result<(), String> {
+/// One request of a case, sent with its request target exactly as written.
+async fn send(addr: &str, r: &Value) -> Result<(u16, HeaderMap, String), String> {
+    let method = r["method"].as_str().unwrap_or("GET");
+    let method = Method::from_bytes(method.as_bytes()).map_err(|e| e.to_string())?;
+    let path = match r.get("path") {
+        Some(p) => bytes(p)?,
+        None => b"/".to_vec(),
+    };
+    let mut headers = Vec::new();
+    for (name, value) in r["headers"].as_object().into_iter().flatten() {
+        let lines = match value {
+            Value::Array(lines) => lines.clone(),
+            other => vec![other.clone()],
+        };
+        for line in &lines {
+            let value = HeaderValue::from_bytes(&bytes(line)?).map_err(|e| e.to_string())?;
+            headers.push((name.clone(), value));
+        }
+    }
+    let body = Bytes::from(r["body"].as_str().unwrap_or_default().to_string());
+    let chunked = r["chunked"].as_bool() == Some(true);
+    common::send(addr, method, path, headers, body, chunked).await
+}
+
+fn expect_response(e: &Value, status: u16, headers: &HeaderMap, body: &str) -> Result<(), String> {
     if let Some(want) = e.get("status").and_then(Value::as_u64) {
         if u64::from(status) != want {
             return Err(format!("status {status}, expected {want}"));

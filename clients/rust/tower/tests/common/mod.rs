@@ -4,9 +4,17 @@
 //! free loopback port.
 #![allow(dead_code, unused_imports)]
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
 
 use axum::Router;
+use bytes::Bytes;
+use http::header::HOST;
+use http::{HeaderMap, HeaderValue, Method, Request, Uri};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::Frame;
+use hyper_util::rt::TokioIo;
 use librl_test_support as support;
 use librl_tower::{Builder, Config, RateLimiter};
 
@@ -80,4 +88,56 @@ impl Drop for Served {
 /// variables say.
 pub fn http() -> reqwest::Client {
     reqwest::Client::builder().no_proxy().build().unwrap()
+}
+
+/// One request on a fresh connection to `addr` (`127.0.0.1:PORT`), its
+/// request target sent exactly as given (hyper's client sends the URI it
+/// is given; a URL parser would remove `.` and `..` segments before they
+/// reach the app). `chunked`: the body without Content-Length. The
+/// status, headers and body (as text) of the response.
+pub async fn send(
+    addr: &str,
+    method: Method,
+    target: Vec<u8>,
+    headers: Vec<(String, HeaderValue)>,
+    body: Bytes,
+    chunked: bool,
+) -> Result<(u16, HeaderMap, String), String> {
+    let uri = Uri::from_maybe_shared(Bytes::from(target))
+        .map_err(|e| format!("the request target is not one HTTP/1.1 can send: {e}"))?;
+    let mut request = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(HOST, addr);
+    for (name, value) in headers {
+        request = request.header(name.as_str(), value);
+    }
+    let body: BoxBody<Bytes, Infallible> = if chunked {
+        // A stream of unknown length: hyper sends it chunked.
+        let frames = futures_util::stream::once(async move { Ok(Frame::data(body)) });
+        StreamBody::new(frames).boxed()
+    } else {
+        Full::new(body).boxed()
+    };
+    let request = request.body(body).map_err(|e| e.to_string())?;
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("no connection: {e}"))?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(connection);
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| format!("no answer: {e}"))?;
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    Ok((status, headers, String::from_utf8_lossy(&body).into_owned()))
 }

@@ -1,0 +1,437 @@
+//! The shared vectors (conformance/vectors/README.md): every pure rule of
+//! docs/http.md as input and expected output, run against the functions
+//! the middleware calls on requests, without Redis. Each function named by
+//! a file has a thin adapter here that reads the input as the middleware
+//! would meet it (configuration through the configuration reader, header
+//! lines as a `HeaderMap`); none is a second implementation.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use http::{HeaderMap, HeaderName, HeaderValue, Method};
+use librl_client::{Decision, RetryAfter};
+use serde_json::{json, Map, Value};
+
+use crate::configuration::Config;
+use crate::headers;
+use crate::hook::Outcome;
+use crate::identity::{client_ip, header_lines, parse_address, Client, Subject};
+use crate::keys::Keys;
+use crate::plan::{self, cost_header, Check, Planned, Refusal};
+use crate::refusals::{self, Reply};
+use crate::routes::{canonical_path, PolicySet};
+use crate::walker::{walk_field, Walked};
+
+/// Every file the directory holds, and the function each one names.
+const FILES: &[(&str, &str)] = &[
+    ("client-ip.json", "client_ip"),
+    ("config-errors.json", "config_error"),
+    ("cost-headers.json", "cost_header"),
+    ("durations.json", "duration"),
+    ("headers.json", "response_headers"),
+    ("keys.json", "key"),
+    ("paths.json", "canonical_path"),
+    ("rates.json", "rate"),
+    ("refusals.json", "refusal"),
+    ("routes.json", "route"),
+];
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../conformance/vectors")
+}
+
+#[test]
+fn the_directory_holds_exactly_the_files_run() {
+    let mut found: Vec<String> = std::fs::read_dir(dir())
+        .expect("conformance/vectors")
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".json"))
+        .collect();
+    found.sort();
+    let listed: Vec<&str> = FILES.iter().map(|(f, _)| *f).collect();
+    assert_eq!(
+        found, listed,
+        "conformance/vectors holds a file this runner does not run, or lacks one it does"
+    );
+}
+
+/// Runs every vector of `file`, failing with each one that differs.
+fn run(file: &str) {
+    let path = dir().join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let function = doc["function"].as_str().unwrap_or_default();
+    let expected = FILES.iter().find(|(f, _)| *f == file).map(|(_, f)| *f);
+    assert_eq!(Some(function), expected, "{file}: function");
+    let call: fn(&Value) -> Result<Value, String> = match function {
+        "client_ip" => client_ip_vector,
+        "config_error" => config_error,
+        "cost_header" => cost_header_vector,
+        "duration" => duration,
+        "response_headers" => response_headers,
+        "key" => key,
+        "canonical_path" => canonical_path_vector,
+        "rate" => rate,
+        "refusal" => refusal,
+        "route" => route,
+        other => panic!("{file}: unknown function {other:?}"),
+    };
+    let vectors = doc["vectors"].as_array().expect("vectors");
+    assert!(!vectors.is_empty(), "{file}: no vectors");
+    let mut failures = Vec::new();
+    for v in vectors {
+        let name = v["name"].as_str().unwrap_or("?");
+        match call(&v["input"]) {
+            Ok(got) if same(&got, &v["expect"]) => {}
+            Ok(got) => failures.push(format!(
+                "{file} {name}: got {got}, expected {}",
+                v["expect"]
+            )),
+            Err(why) => failures.push(format!("{file} {name}: {why}")),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} vectors differ:\n{}",
+        failures.len(),
+        vectors.len(),
+        failures.join("\n")
+    );
+}
+
+macro_rules! files {
+    ($($test:ident => $file:literal),+ $(,)?) => {
+        $(#[test] fn $test() { run($file); })+
+    };
+}
+
+files! {
+    client_ip_json => "client-ip.json",
+    config_errors_json => "config-errors.json",
+    cost_headers_json => "cost-headers.json",
+    durations_json => "durations.json",
+    headers_json => "headers.json",
+    keys_json => "keys.json",
+    paths_json => "paths.json",
+    rates_json => "rates.json",
+    refusals_json => "refusals.json",
+    routes_json => "routes.json",
+}
+
+/// Exact equality, numbers by value (`60.0` is 60), byte strings given as
+/// `{"hex": ...}` compared as bytes.
+fn same(got: &Value, want: &Value) -> bool {
+    if let Some(hex) = want.get("hex").and_then(Value::as_str) {
+        return got.as_str().map(str::as_bytes) == Some(&unhex(hex)[..])
+            || got.get("hex").and_then(Value::as_str) == Some(hex);
+    }
+    match (got, want) {
+        (Value::Number(g), Value::Number(w)) => g.as_f64() == w.as_f64(),
+        (Value::Array(g), Value::Array(w)) => {
+            g.len() == w.len() && g.iter().zip(w).all(|(g, w)| same(g, w))
+        }
+        (Value::Object(g), Value::Object(w)) => {
+            g.len() == w.len() && w.iter().all(|(k, w)| g.get(k).is_some_and(|g| same(g, w)))
+        }
+        _ => got == want,
+    }
+}
+
+fn unhex(hex: &str) -> Vec<u8> {
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
+/// A JSON string's UTF-8 bytes, or `{"hex": ...}`'s bytes.
+fn bytes(v: &Value) -> Result<Vec<u8>, String> {
+    match v {
+        Value::String(s) => Ok(s.as_bytes().to_vec()),
+        _ => v
+            .get("hex")
+            .and_then(Value::as_str)
+            .map(unhex)
+            .ok_or_else(|| format!("{v} is not bytes")),
+    }
+}
+
+/// Bytes as the vectors write them: text when UTF-8, else `{"hex": ...}`.
+fn bytes_value(b: &[u8]) -> Value {
+    match std::str::from_utf8(b) {
+        Ok(text) => json!(text),
+        Err(_) => json!({"hex": b.iter().map(|b| format!("{b:02x}")).collect::<String>()}),
+    }
+}
+
+/// `[[name, value], ...]`, one pair per header line, in order.
+fn header_map(pairs: &Value) -> Result<HeaderMap, String> {
+    let mut map = HeaderMap::new();
+    for pair in pairs.as_array().into_iter().flatten() {
+        let name = pair[0].as_str().ok_or("a header name")?;
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|e| e.to_string())?;
+        let value = HeaderValue::from_bytes(&bytes(&pair[1])?).map_err(|e| e.to_string())?;
+        map.append(name, value);
+    }
+    Ok(map)
+}
+
+/// A configuration document read by the reader, as the middleware reads one.
+fn config(doc: Value) -> Result<Config, String> {
+    Config::from_value(&doc).map_err(|e| format!("configuration refused: {e}"))
+}
+
+/// The document's policies, validated, as checks (cost 1, keyed `k`).
+fn checks(config: &Config) -> Result<Vec<Check>, String> {
+    let valid = config.validated().map_err(|e| e.to_string())?;
+    Ok(valid
+        .policies
+        .into_iter()
+        .map(|p| Check {
+            policy: Arc::new(p),
+            subject: Subject::Global,
+            key: "k".into(),
+            override_key: None,
+            cost: librl_core::units::Amount::ONE,
+        })
+        .collect())
+}
+
+fn with_policies(mut top: Map<String, Value>, policies: Value) -> Value {
+    top.insert("policies".into(), policies);
+    Value::Object(top)
+}
+
+fn duration(input: &Value) -> Result<Value, String> {
+    let object = match input["field"].as_str() {
+        Some("timeout") => "config",
+        Some("window") => "policy",
+        other => return Err(format!("unknown field {other:?}")),
+    };
+    let field = input["field"].as_str().unwrap_or_default();
+    Ok(match walk_field(field, &input["value"], object, field) {
+        Ok(Walked::Ms(ms)) => json!({"ms": ms}),
+        Ok(other) => return Err(format!("walked as {other:?}")),
+        Err(_) => json!({"error": true}),
+    })
+}
+
+fn rate(input: &Value) -> Result<Value, String> {
+    Ok(
+        match walk_field("rate", &input["value"], "policy", "rate") {
+            Ok(Walked::Rate { count, window_ms }) => {
+                json!({"limit": count, "window_ms": window_ms})
+            }
+            Ok(other) => return Err(format!("walked as {other:?}")),
+            Err(_) => json!({"error": true}),
+        },
+    )
+}
+
+fn cost_header_vector(input: &Value) -> Result<Value, String> {
+    let lines: Vec<Value> = input["lines"]
+        .as_array()
+        .ok_or("lines")?
+        .iter()
+        .map(|line| Ok(json!(["X-Cost", line])))
+        .collect::<Result<_, String>>()?;
+    let headers = header_map(&Value::Array(lines))?;
+    Ok(
+        match cost_header(header_lines(&headers, "x-cost").as_deref()) {
+            Some(cost) => json!({"cost": cost.get()}),
+            None => json!({"error": "bad-cost"}),
+        },
+    )
+}
+
+fn canonical_path_vector(input: &Value) -> Result<Value, String> {
+    Ok(bytes_value(&canonical_path(&bytes(&input["path"])?)))
+}
+
+fn route(input: &Value) -> Result<Value, String> {
+    let policies: Vec<Value> = input["policies"]
+        .as_array()
+        .ok_or("policies")?
+        .iter()
+        .map(|n| json!({"name": n, "algorithm": "fixed", "limit": 1, "window": "1s"}))
+        .collect();
+    let config = config(json!({"policies": policies, "routes": input["routes"]}))?;
+    let valid = config.validated().map_err(|e| e.to_string())?;
+    let set = PolicySet::new(valid.policies, &config.routes);
+    let method = input["method"].as_str().ok_or("method")?;
+    let method = Method::from_bytes(method.as_bytes()).map_err(|e| e.to_string())?;
+    Ok(match set.select(&method, &bytes(&input["path"])?) {
+        None => Value::Null,
+        Some(selection) => json!({
+            "route": selection.route.map(|(i, _)| i),
+            "policies": selection.policies.iter().map(|p| p.name.clone()).collect::<Vec<_>>(),
+        }),
+    })
+}
+
+/// A peer as a socket reports it (a zone possible), or null.
+fn peer(v: &Value) -> Option<IpAddr> {
+    v.as_str().and_then(|p| parse_address(p.as_bytes()))
+}
+
+fn client_ip_vector(input: &Value) -> Result<Value, String> {
+    let config = config(json!({"policies": [], "trusted_proxies": input["trusted_proxies"]}))?;
+    let headers = header_map(&input["headers"])?;
+    Ok(match peer(&input["peer"]) {
+        None => Value::Null,
+        Some(p) => json!(client_ip(p, &headers, &config.trusted_proxies).to_string()),
+    })
+}
+
+fn key(input: &Value) -> Result<Value, String> {
+    let top = input["config"].as_object().cloned().unwrap_or_default();
+    let config = config(with_policies(top, json!([input["policy"]])))?;
+    let policy = checks(&config)?.remove(0).policy;
+    let request = &input["request"];
+    let headers = header_map(&request["headers"])?;
+    let user = match &request["user"] {
+        Value::Null => None,
+        v => Some(String::from_utf8(bytes(v)?).map_err(|_| "a user is a string in Rust")?),
+    };
+    let client = Client::new(
+        peer(&request["peer"]),
+        &headers,
+        &config.trusted_proxies,
+        &config.api_key_header,
+        user,
+    );
+    let subject = client.subject(&policy.key, &headers);
+    let exempt = plan::applying(
+        std::slice::from_ref(&policy),
+        &client,
+        &headers,
+        config.exempt_loopback,
+    )
+    .is_empty();
+    let keys = Keys::new(&config.prefix, &subject, &policy.name, policy.overridable);
+    Ok(json!({
+        "subject": subject.to_string(),
+        "key": keys.key,
+        "override_key": keys.override_key,
+        "exempt": exempt,
+    }))
+}
+
+/// `[allowed, count, retry_after, limit, remaining, reset_after]`.
+fn reply(v: &Value) -> Result<Decision, String> {
+    let n = |i: usize| v[i].as_i64().ok_or_else(|| format!("reply {v}"));
+    let non_negative = |i: usize| n(i).map(|n| u64::try_from(n).unwrap_or(0));
+    Ok(Decision {
+        allowed: n(0)? == 1,
+        count: non_negative(1)?,
+        retry_after: match n(2)? {
+            ms if ms < 0 => RetryAfter::Never,
+            ms => RetryAfter::Ms(u64::try_from(ms).unwrap_or(0)),
+        },
+        limit: non_negative(3)?,
+        remaining: non_negative(4)?,
+        reset_after_ms: non_negative(5)?,
+    })
+}
+
+fn response_headers(input: &Value) -> Result<Value, String> {
+    let config = config(json!({
+        "headers": input["headers"],
+        "mode": input["mode"],
+        "policies": input["policies"],
+    }))?;
+    let checks = checks(&config)?;
+    let replies: Vec<Decision> = input["replies"]
+        .as_array()
+        .ok_or("replies")?
+        .iter()
+        .map(reply)
+        .collect::<Result<_, _>>()?;
+    let denied = input["denied"].as_bool().ok_or("denied")?;
+    let mut map = HeaderMap::new();
+    let outcome = Outcome::of(!denied, config.mode);
+    headers::write(&mut map, config.headers, &checks, &replies, outcome);
+    let all = [
+        "RateLimit-Policy",
+        "RateLimit",
+        "X-RateLimit-Limit",
+        "X-RateLimit-Remaining",
+        "X-RateLimit-Reset",
+        "Retry-After",
+    ];
+    let mut sent = Map::new();
+    let mut absent = Vec::new();
+    for name in all {
+        match map.get(name) {
+            Some(v) => {
+                sent.insert(name.into(), json!(v.to_str().map_err(|e| e.to_string())?));
+            }
+            None => absent.push(name),
+        }
+    }
+    Ok(json!({
+        "most_restrictive": headers::most_restrictive(&replies),
+        "headers": sent,
+        "absent": absent,
+    }))
+}
+
+fn refusal(input: &Value) -> Result<Value, String> {
+    let mut top = Map::new();
+    top.insert("deny".into(), input["deny"].clone());
+    if let Some(max) = input.get("max_body_bytes") {
+        top.insert("max_body_bytes".into(), max.clone());
+    }
+    let policies = match input.get("policy") {
+        Some(p) => json!([p]),
+        None => json!([]),
+    };
+    let config = config(with_policies(top, policies))?;
+    let reply_to: Reply = match input["kind"].as_str() {
+        Some("denied") => {
+            let mut check = checks(&config)?.remove(0);
+            let cost = input["cost"].as_u64().ok_or("cost")?;
+            check.cost = librl_core::units::Amount::new(cost).ok_or("cost")?;
+            refusals::denied(&config.deny, &check, &reply(&input["reply"])?)
+        }
+        Some("bad-cost") => {
+            // Planned as a request is, with a cost header that is no integer.
+            let policy = checks(&config)?.remove(0).policy;
+            let header = input["header"].as_str().ok_or("header")?;
+            let headers = header_map(&json!([[header, "x"]]))?;
+            let planned = Planned {
+                route: None,
+                applying: vec![(policy, Subject::Global)],
+            };
+            match planned.checks(&config.prefix, &headers, None) {
+                Err(refusal @ Refusal::BadCost { .. }) => refusals::refused(&refusal),
+                other => return Err(format!("planned as {other:?}")),
+            }
+        }
+        Some("too-large") => refusals::refused(&Refusal::BodyTooLarge {
+            max: config.max_body_bytes,
+        }),
+        Some("unavailable") => refusals::unavailable(),
+        other => return Err(format!("unknown kind {other:?}")),
+    };
+    let body_text = String::from_utf8(reply_to.body.to_vec()).map_err(|e| e.to_string())?;
+    let mut out = json!({
+        "status": reply_to.status.as_u16(),
+        "content_type": reply_to.content_type,
+    });
+    if reply_to.content_type == refusals::PROBLEM_JSON {
+        out["body"] = serde_json::from_str(&body_text).map_err(|e| e.to_string())?;
+    } else {
+        out["body_text"] = json!(body_text);
+    }
+    Ok(out)
+}
+
+fn config_error(input: &Value) -> Result<Value, String> {
+    let read = Config::from_value(&input["config"]).and_then(|c| c.validated().map(|_| c));
+    Ok(match read {
+        Ok(_) => json!("accepted"),
+        Err(e) => json!(e.to_string()),
+    })
+}
