@@ -283,60 +283,61 @@ impl WalkedObject {
         )
     }
 
-    pub(crate) fn text(&self, name: &str) -> Result<Option<&str>> {
+    /// The field's value as `kind` reads it; an error when the field holds
+    /// another kind.
+    fn read<'w, T>(
+        &'w self,
+        name: &str,
+        kind: impl Fn(&'w Walked) -> Option<T>,
+    ) -> Result<Option<T>> {
         match self.value(name) {
             None => Ok(None),
-            Some(Walked::Text(t)) => Ok(Some(t)),
-            Some(_) => Err(self.out_of_step(name)),
+            Some(v) => kind(v).map(Some).ok_or_else(|| self.out_of_step(name)),
         }
+    }
+
+    pub(crate) fn text(&self, name: &str) -> Result<Option<&str>> {
+        self.read(name, Walked::as_text)
     }
 
     pub(crate) fn integer(&self, name: &str) -> Result<Option<u64>> {
-        match self.value(name) {
-            None => Ok(None),
-            Some(Walked::Integer(n)) => Ok(Some(*n)),
-            Some(_) => Err(self.out_of_step(name)),
-        }
+        self.read(name, |v| match v {
+            Walked::Integer(n) => Some(*n),
+            _ => None,
+        })
     }
 
     pub(crate) fn boolean(&self, name: &str) -> Result<Option<bool>> {
-        match self.value(name) {
-            None => Ok(None),
-            Some(Walked::Boolean(b)) => Ok(Some(*b)),
-            Some(_) => Err(self.out_of_step(name)),
-        }
+        self.read(name, |v| match v {
+            Walked::Boolean(b) => Some(*b),
+            _ => None,
+        })
     }
 
     pub(crate) fn ms(&self, name: &str) -> Result<Option<u64>> {
-        match self.value(name) {
-            None => Ok(None),
-            Some(Walked::Ms(ms)) => Ok(Some(*ms)),
-            Some(_) => Err(self.out_of_step(name)),
-        }
+        self.read(name, |v| match v {
+            Walked::Ms(ms) => Some(*ms),
+            _ => None,
+        })
     }
 
     pub(crate) fn rate(&self, name: &str) -> Result<Option<(u64, u64)>> {
-        match self.value(name) {
-            None => Ok(None),
-            Some(Walked::Rate { count, window_ms }) => Ok(Some((*count, *window_ms))),
-            Some(_) => Err(self.out_of_step(name)),
-        }
+        self.read(name, |v| match v {
+            Walked::Rate { count, window_ms } => Some((*count, *window_ms)),
+            _ => None,
+        })
     }
 
     pub(crate) fn list(&self, name: &str) -> Result<&[Walked]> {
-        match self.value(name) {
-            None => Ok(&[]),
-            Some(Walked::List(items)) => Ok(items),
-            Some(_) => Err(self.out_of_step(name)),
-        }
+        let list = self.read(name, |v| match v {
+            Walked::List(items) => Some(items.as_slice()),
+            _ => None,
+        })?;
+        Ok(list.unwrap_or_default())
     }
 
     pub(crate) fn object(&self, name: &str) -> Result<Option<&WalkedObject>> {
-        match self.value(name) {
-            None => Ok(None),
-            Some(Walked::Object(o)) => Ok(Some(o)),
-            Some(_) => Err(self.out_of_step(name)),
-        }
+        self.read(name, Walked::as_object)
     }
 
     /// A field the schema requires or defaults: absent only when out of step.
