@@ -274,6 +274,13 @@ pub const CONCURRENT: CommandDoc = CommandDoc {
             summary: c"Slots this lease takes, 0 to 2^50, default 1; 0 reads the limiter and changes nothing.",
         },
         Arg {
+            name: c"wait",
+            kind: ArgKind::String,
+            token: Some(c"WAIT"),
+            optional: true,
+            summary: c"Refused for want of a free slot: wait up to this long (0 or a duration), in arrival order, for a RELEASE or a lease's end.",
+        },
+        Arg {
             name: c"release",
             kind: ArgKind::Integer,
             token: Some(c"RELEASE"),

@@ -331,7 +331,6 @@ const RL_CONCURRENT: Grammar = Grammar {
         &["REFUND", "1"],
         &["BLOCK", "1h"],
         &["RESERVE", "1s"],
-        &["WAIT", "1s"],
         &["TTL", "1h"],
     ],
     owner: Owner::Concurrent,
@@ -884,6 +883,27 @@ fn order_cases(g: &Grammar, key: &[u8]) -> Vec<Case> {
             (
                 &["10", "60", "RELEASE", "2", "FOO"],
                 unknown_option(cmd, "FOO"),
+            ),
+            (&["10", "60", "WAIT"], needs_value("WAIT")),
+            (&["10", "60", "wait"], needs_value("WAIT")),
+            (&["10", "60", "WAIT", "x"], wait_error("WAIT")),
+            (&["10", "60", "WAIT", "-1"], wait_error("WAIT")),
+            (&["10", "60", "WAIT", "1.5s"], wait_error("WAIT")),
+            (&["10", "60", "WAIT", "3651d"], wait_error("WAIT")),
+            (&["10", "60", "WAIT", "00"], wait_error("WAIT")),
+            (&["10", "60", "WAIT", "PEEK"], wait_error("WAIT")),
+            (&["10", "60", "WAIT", "1s", "wait", "1s"], repeated("WAIT")),
+            (
+                &["10", "60", "WAIT", "1s", "RELEASE", "1"],
+                exclusive("WAIT", "RELEASE"),
+            ),
+            (
+                &["10", "60", "RENEW", "1", "WAIT", "0"],
+                exclusive("WAIT", "RENEW"),
+            ),
+            (
+                &["10", "60", "WAIT", "1s", "RESERVE", "1s"],
+                not_an_option(cmd, "RESERVE"),
             ),
         ],
         Owner::Override => vec![

@@ -523,18 +523,24 @@ fn shutdown_with_a_waiter_exits_cleanly() {
         assert_eq!(limiter(&mut con, &s)[0], 1);
         let waiter = Waiter::start(&server, &with(&s, &["WAIT", "1m"]));
         wait_for_blocked(&mut con, 1);
+        // And one waiting for a concurrency limiter's slot.
+        let c = ["RL.CONCURRENT", "sdc", "1", "1h"];
+        assert_eq!(lease(&mut con, &c)[0], 1);
+        let slot = Waiter::start(&server, &with(&c, &["WAIT", "1m"]));
+        wait_for_blocked(&mut con, 2);
         let shutdown = cmd(&mut con, &["SHUTDOWN", "NOSAVE"]);
         assert!(
             !matches!(&shutdown, Err(e) if e.starts_with("ERR")),
             "{flavor:?}: SHUTDOWN refused: {shutdown:?}"
         );
         wait_until("the server to exit", || exited(pid));
-        let held = waiter.join();
-        assert!(held.reply.is_err(), "{flavor:?}: {held:?}");
-        assert!(
-            slow() || held.took < Duration::from_secs(4),
-            "{flavor:?}: {held:?}"
-        );
+        for held in [waiter.join(), slot.join()] {
+            assert!(held.reply.is_err(), "{flavor:?}: {held:?}");
+            assert!(
+                slow() || held.took < Duration::from_secs(4),
+                "{flavor:?}: {held:?}"
+            );
+        }
         let log = server.log();
         assert!(
             log.contains("ready to exit, bye bye"),
@@ -734,5 +740,340 @@ fn all_with_a_wait_clause_holds_until_the_turn_and_counts_the_rest_at_once() {
             assert_eq!(allowed, 0, "{clauses:?}");
             assert!(retry > 0, "{clauses:?}");
         });
+    });
+}
+
+// ---------------------------------------------------------------------------
+// RL.CONCURRENT: waiting for a free slot
+// ---------------------------------------------------------------------------
+
+/// A concurrency limiter's reply to a waiter: seven integers.
+#[track_caller]
+fn seven_of(held: &Held) -> [i64; 7] {
+    match &held.reply {
+        Ok(v) => seven(v),
+        Err(e) => panic!("the waiter got an error: {e} ({held:?})"),
+    }
+}
+
+/// `RELEASE id` on `base` (an RL.CONCURRENT call without options),
+/// bracketed by the server's clock: its reply and when it was sent.
+fn release(con: &mut redis::Connection, base: &[&str], id: i64) -> ([i64; 7], i64) {
+    let sent = server_ms(con);
+    let id = id.to_string();
+    (lease(con, &with(base, &["RELEASE", &id])), sent)
+}
+
+/// Four callers waiting on a full key are served one per RELEASE, in the
+/// order they came, each at once: not at the server's tick (`--hz 1`).
+#[test]
+fn concurrent_waiters_are_served_in_arrival_order_at_each_release() {
+    for_each_flavor(|flavor| {
+        let server = Server::builder(flavor).args(&["--hz", "1"]).start();
+        let mut con = server.conn();
+        let con = &mut con;
+        let k = ["RL.CONCURRENT", "q", "1", "1m"];
+        let mut id = lease(con, &k)[6];
+        let waiters: Vec<Waiter> = (0..4)
+            .map(|n| {
+                let w = Waiter::start(&server, &with(&k, &["WAIT", "30s"]));
+                wait_for_blocked(con, n + 1);
+                w
+            })
+            .collect();
+        let mut late = Vec::new();
+        for (n, waiter) in waiters.into_iter().enumerate() {
+            let (freed, sent) = release(con, &k, id);
+            assert_eq!(freed[..2], [1, 0], "{flavor:?}: {freed:?}");
+            let held = waiter.join();
+            let r = seven_of(&held);
+            assert_eq!(
+                r[..6],
+                [1, 1, 0, 1, 0, 60_000],
+                "{flavor:?} waiter {n}: {r:?}"
+            );
+            assert!(r[6] > id, "{flavor:?}: {r:?}");
+            let arrived = held.arrived_ms.expect("the waiter's connection is gone");
+            late.push(arrived - sent);
+            assert!(
+                arrived - sent <= lateness_ms(),
+                "{flavor:?} waiter {n}: served {} ms after the release",
+                arrived - sent
+            );
+            // Only this one: the others still wait, in order.
+            assert_eq!(blocked_clients(con), 3 - n as i64, "{flavor:?}");
+            id = r[6];
+        }
+        eprintln!("{flavor:?}: each waiter served {late:?} ms after its RELEASE was sent (--hz 1)");
+        let c = counters(con);
+        assert_eq!((c["rl_waits"], c["rl_releases"]), (4, 4), "{flavor:?}");
+        // The holder, the four releases and the four waiters.
+        assert_eq!(c["rl_concurrent_allowed"], 9, "{flavor:?}");
+        log_is_clean(&server.log(), &format!("{flavor:?}"));
+    });
+}
+
+/// Arrival order holds across costs: a waiter that needs three slots is
+/// not passed by one that needs one (a WAIT that comes while others wait
+/// queues behind them even if its cost would fit); a release serves every
+/// waiter that then fits, in order, in one go.
+#[test]
+fn concurrent_waiters_keep_their_order_whatever_their_cost() {
+    for_each_flavor(|flavor| {
+        let server = Server::start(flavor);
+        let mut con = server.conn();
+        let con = &mut con;
+        let k = ["RL.CONCURRENT", "m", "3", "1m"];
+        let two = lease(con, &with(&k, &["COST", "2"]))[6];
+        let one = lease(con, &k)[6];
+        let big = Waiter::start(&server, &with(&k, &["COST", "3", "WAIT", "30s"]));
+        wait_for_blocked(con, 1);
+        let small = Waiter::start(&server, &with(&k, &["WAIT", "30s"]));
+        wait_for_blocked(con, 2);
+        // One slot free: the first waiter needs three, and the second,
+        // which needs one, waits behind it; so does a newcomer.
+        assert_eq!(release(con, &k, one).0[..2], [1, 2]);
+        let newcomer = Waiter::start(&server, &with(&k, &["WAIT", "30s"]));
+        wait_for_blocked(con, 3);
+        assert!(!big.handle.is_finished() && !small.handle.is_finished());
+        assert_eq!(lease(con, &with(&k, &["COST", "0"]))[..2], [1, 2]);
+        // Three free: the first is served and the key is full again.
+        assert_eq!(release(con, &k, two).0[..2], [1, 0]);
+        let big = seven_of(&big.join());
+        assert_eq!(big[..5], [1, 3, 0, 3, 0], "{flavor:?}: {big:?}");
+        assert_eq!(blocked_clients(con), 2, "{flavor:?}");
+        // Its release serves the two others at once, in order.
+        assert_eq!(release(con, &k, big[6]).0[..2], [1, 0]);
+        let (small, newcomer) = (seven_of(&small.join()), seven_of(&newcomer.join()));
+        assert_eq!((small[1], newcomer[1]), (1, 2), "{flavor:?}");
+        assert!(small[6] < newcomer[6], "{flavor:?}: {small:?} {newcomer:?}");
+        assert_eq!(blocked_clients(con), 0);
+    });
+}
+
+/// A waiter is served when the leases it needs end by themselves (a
+/// holder that never releases), at the lease's end, by a module timer:
+/// not at the server's tick (`--hz 1`); and refused at its deadline,
+/// having changed nothing.
+#[test]
+fn concurrent_waiters_are_served_when_a_lease_ends_and_refused_at_their_deadline() {
+    for_each_flavor(|flavor| {
+        let server = Server::builder(flavor).args(&["--hz", "1"]).start();
+        let mut con = server.conn();
+        let con = &mut con;
+        let k = ["RL.CONCURRENT", "x", "1", "400ms"];
+        let first = lease(con, &k)[6];
+        let end = pexpiretime(con, "x");
+        let waiter = Waiter::start(&server, &with(&k, &["WAIT", "5s"]));
+        let held = waiter.join();
+        let r = seven_of(&held);
+        assert_eq!(r[..6], [1, 1, 0, 1, 0, 400], "{flavor:?}: {r:?}");
+        assert!(r[6] > first);
+        let late = arrived_in_time(&held, end, &format!("{flavor:?} a lease's end"));
+
+        // A holder of an hour: the waiter's 300 ms run out.
+        let h = ["RL.CONCURRENT", "h", "1", "1h"];
+        lease(con, &h);
+        // (x's lease ends meanwhile: only h is compared.)
+        cmd(con, &["DEL", "x"]).unwrap();
+        let before = snapshot(con);
+        let sent = server_ms(con);
+        let waiter = Waiter::start(&server, &with(&h, &["WAIT", "300ms"]));
+        let held = waiter.join();
+        let r = seven_of(&held);
+        assert_eq!((r[0], r[1], r[6]), (0, 1, 0), "{flavor:?}: {r:?}");
+        assert!(r[2] > 3_000_000 && r[2] == r[5], "{flavor:?}: {r:?}");
+        let refused = arrived_in_time(&held, sent + 300, &format!("{flavor:?} the deadline"));
+        assert_same_snapshot(&snapshot(con), &before, "a refused waiter wrote");
+        // In monitor mode the waiter waits as in `on`, and its refusal
+        // replies allowed 1, holding no lease.
+        set_mode(con, "monitor");
+        let held = Waiter::start(&server, &with(&h, &["WAIT", "100ms"])).join();
+        let r = seven_of(&held);
+        assert_eq!((r[0], r[1], r[6]), (1, 1, 0), "{flavor:?}: {r:?}");
+        assert!(
+            r[2] > 0 && held.took >= Duration::from_millis(100),
+            "{held:?}"
+        );
+        set_mode(con, "on");
+        assert_same_snapshot(&snapshot(con), &before, "a monitored refusal wrote");
+        eprintln!(
+            "{flavor:?}: served {late} ms after the lease's end, refused {refused} ms after \
+             the deadline (--hz 1)"
+        );
+        let c = counters(con);
+        assert_eq!(
+            (c["rl_concurrent_allowed"], c["rl_concurrent_denied"]),
+            (4, 1),
+            "{flavor:?}"
+        );
+        assert_eq!(c["rl_concurrent_monitor_would_deny"], 1, "{flavor:?}");
+        assert_eq!(blocked_clients(con), 0);
+    });
+}
+
+/// WAIT answers at once where it need not or may not wait: a free slot,
+/// `WAIT 0`, a COST above the limit, PEEK, mode off, and where the client
+/// cannot be blocked (MULTI, a script).
+#[test]
+fn concurrent_wait_answers_at_once_when_it_need_not_or_may_not_wait() {
+    on_each_server(|server, con| {
+        let flavor = server.flavor;
+        let k = ["RL.CONCURRENT", "n", "1", "1h"];
+        assert_eq!(lease(con, &with(&k, &["WAIT", "10s"]))[..2], [1, 1]);
+        let started = Instant::now();
+        changes_nothing(con, "refusals that may not wait", |con| {
+            for extra in [
+                &["WAIT", "0"][..],
+                &["WAIT", "10s", "COST", "2"],
+                &["WAIT", "10s", "PEEK"],
+            ] {
+                let r = lease(con, &with(&k, extra));
+                assert_eq!((r[0], r[6]), (0, 0), "{flavor:?} {extra:?}: {r:?}");
+            }
+            let multi: Vec<Vec<i64>> = redis::pipe()
+                .atomic()
+                .cmd("RL.CONCURRENT")
+                .arg(&k[1..])
+                .arg("WAIT")
+                .arg("10s")
+                .query(con)
+                .unwrap();
+            assert_eq!(multi[0][0], 0, "{flavor:?}: {multi:?}");
+            let script = cmd(
+                con,
+                &[
+                    "EVAL",
+                    "return redis.call('RL.CONCURRENT', KEYS[1], 1, '1h', 'WAIT', '10s')",
+                    "1",
+                    "n",
+                ],
+            );
+            assert_eq!(ints(&script.unwrap())[0], 0, "{flavor:?}");
+            set_mode(con, "off");
+            assert_eq!(
+                lease(con, &with(&k, &["WAIT", "10s"])),
+                [1, 0, 0, 1, 1, 0, 0]
+            );
+            set_mode(con, "on");
+        });
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{flavor:?}: a call waited"
+        );
+        assert_eq!(blocked_clients(con), 0);
+    });
+}
+
+/// A waiter whose client goes away leaves the queue (the next release
+/// serves the next waiter, or leaves the slot free); `CLIENT UNBLOCK`
+/// answers a waiter at once, refused (`ERROR`: the server's error);
+/// `MODULE UNLOAD` is refused while any waits; the server stays healthy and
+/// every call is counted once.
+#[test]
+fn concurrent_waiters_that_leave_or_are_unblocked_leave_the_queue() {
+    for_each_flavor(|flavor| {
+        let server = Server::builder(flavor)
+            .args(&["--enable-module-command", "yes"])
+            .start();
+        let mut con = server.conn();
+        let con = &mut con;
+        let k = ["RL.CONCURRENT", "g", "1", "1h"];
+        let holder = lease(con, &k)[6];
+        // A raw connection that sends WAIT and goes away while it waits.
+        let mut raw = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+        let argv = with(&k, &["WAIT", "30s"]);
+        let wait: Vec<&[u8]> = argv.iter().map(|a| a.as_bytes()).collect();
+        std::io::Write::write_all(&mut raw, &resp_commands([wait])).unwrap();
+        wait_for_blocked(con, 1);
+        let unblocked = Waiter::start(&server, &with(&k, &["WAIT", "30s"]));
+        wait_for_blocked(con, 2);
+        let errored = Waiter::start(&server, &with(&k, &["WAIT", "30s"]));
+        wait_for_blocked(con, 3);
+        let served = Waiter::start(&server, &with(&k, &["WAIT", "30s"]));
+        wait_for_blocked(con, 4);
+        assert!(
+            cmd(con, &["MODULE", "UNLOAD", "rl"]).is_err(),
+            "{flavor:?}: unloaded while callers wait"
+        );
+        raw.shutdown(std::net::Shutdown::Both).unwrap();
+        drop(raw);
+        wait_for_blocked(con, 3);
+        assert_eq!(
+            cmd(con, &["CLIENT", "UNBLOCK", &unblocked.id.to_string()]),
+            Ok(Value::Int(1))
+        );
+        let r = seven_of(&unblocked.join());
+        assert_eq!((r[0], r[1], r[6]), (0, 1, 0), "{flavor:?}: {r:?}");
+        assert!(r[2] > 0, "{flavor:?}: {r:?}");
+        assert_eq!(
+            cmd(
+                con,
+                &["CLIENT", "UNBLOCK", &errored.id.to_string(), "ERROR"]
+            ),
+            Ok(Value::Int(1))
+        );
+        let held = errored.join();
+        assert!(
+            matches!(&held.reply, Err(e) if e.starts_with("UNBLOCKED")),
+            "{flavor:?}: {held:?}"
+        );
+        wait_for_blocked(con, 1);
+        // The one left is served by the release.
+        assert_eq!(release(con, &k, holder).0[0], 1);
+        assert_eq!(seven_of(&served.join())[..2], [1, 1], "{flavor:?}");
+        assert_eq!(blocked_clients(con), 0);
+        let c = counters(con);
+        assert_eq!(
+            c["rl_concurrent_calls"],
+            c["rl_concurrent_allowed"] + c["rl_concurrent_denied"],
+            "{flavor:?}: {c:?}"
+        );
+        assert_eq!(
+            (c["rl_concurrent_allowed"], c["rl_concurrent_denied"]),
+            (3, 3)
+        );
+        alive(con, "after the waiters left");
+        log_is_clean(&server.log(), &format!("{flavor:?}"));
+        // No handle outlives its waiter: the module unloads.
+        assert_eq!(
+            cmd(con, &["MODULE", "UNLOAD", "rl"]),
+            Ok(Value::Okay),
+            "{flavor:?}"
+        );
+    });
+}
+
+/// Waiters served by a release and by a lease's end: their leases reach
+/// the replica and the AOF as calls of their own, with the primary's time;
+/// the replica and a restart hold the same leases, and never block.
+#[test]
+fn concurrent_waiters_leases_are_replicated_and_persisted() {
+    for_each_flavor(|flavor| {
+        let (mut primary, replica) = primary_and_replica(flavor, &AOF);
+        let (mut p, mut r) = (primary.conn(), replica.conn());
+        let k = ["RL.CONCURRENT", "rep", "2", "1h"];
+        let a = lease(&mut p, &k)[6];
+        lease(&mut p, &with(&k, &["COST", "1"]));
+        let by_release = Waiter::start(&primary, &with(&k, &["WAIT", "30s"]));
+        wait_for_blocked(&mut p, 1);
+        release(&mut p, &k, a);
+        assert_eq!(seven_of(&by_release.join())[..2], [1, 2]);
+        let s = ["RL.CONCURRENT", "rep:short", "1", "200ms"];
+        lease(&mut p, &s);
+        let by_end = Waiter::start(&primary, &with(&s, &["WAIT", "30s"]));
+        assert_eq!(seven_of(&by_end.join())[..2], [1, 1]);
+        // Long leases, so that nothing ends while the datasets are compared.
+        lease(&mut p, &["RL.CONCURRENT", "rep:short", "5", "1h"]);
+        wait_in_sync(&mut p, &mut r);
+        assert_eq!(
+            blocked_clients(&mut r),
+            0,
+            "{flavor:?}: the replica blocked"
+        );
+        let snap = assert_same_dataset(&format!("{flavor:?} replica"), &mut p, &mut r);
+        let mut p = crash_and_restart(&mut primary);
+        assert_same_snapshot(&snapshot(&mut p), &snap, &format!("{flavor:?}: AOF replay"));
+        assert_eq!(blocked_clients(&mut p), 0);
     });
 }

@@ -13,7 +13,7 @@
 //! their own clock. Denied calls and PEEK propagate nothing. Replies are
 //! written directly: this is the hot path.
 
-use super::{guarded, Origin};
+use super::{concurrent, guarded, Origin};
 use crate::error::RlError;
 use crate::mode::{Mode, MODE};
 use crate::request::{find_keys, parse_all, parse_limiter, Action, Algorithm, Clause};
@@ -108,6 +108,9 @@ pub fn run(call: Call<'_>, shape: Shape, origin: &Origin<'_>) -> Result<(), RlEr
                 return Ok(());
             };
             let decided = [decide(call, &request.clause, how.peek, how.now)?];
+            if algorithm == Algorithm::Concurrent {
+                return concurrent::settle(call, &how, decided, &request.clause);
+            }
             settle(call, &how, &decided, clauses)
         }
         Shape::All => {
@@ -157,69 +160,40 @@ fn begin(
 }
 
 /// How a call is settled: its command, origin, mode, time and PEEK.
-struct How {
-    shape: Shape,
-    replayed: bool,
-    mode: Mode,
-    now: u64,
-    peek: bool,
+#[derive(Clone, Copy)]
+pub struct How {
+    pub shape: Shape,
+    pub replayed: bool,
+    pub mode: Mode,
+    pub now: u64,
+    pub peek: bool,
+}
+
+/// What a call recorded: whether it was admitted (every clause admits),
+/// and if not, the largest wait among its denying clauses.
+pub struct Recorded {
+    pub admitted: bool,
+    pub denied: Option<RetryAfter>,
 }
 
 /// Writes, replicates, counts and replies a call whose clauses are all
 /// decided (`decided[i]` for `clauses[i]`): admitted only if every clause
 /// admits, and then every clause records the call.
 #[inline(always)]
-fn settle(
+pub fn settle(
     call: Call<'_>,
     how: &How,
     decided: &[Decided<'_>],
     clauses: &[Clause<'_, Arg>],
 ) -> Result<(), RlError> {
+    let Recorded { admitted, denied } = record(call, how, decided)?;
     let How {
         shape,
         replayed,
-        mode,
         now,
         peek,
+        ..
     } = *how;
-    let command = shape.command();
-    // The largest wait among the denying clauses; never beats any wait.
-    let denied = decided
-        .iter()
-        .filter_map(|d| d.checked.denied)
-        .reduce(RetryAfter::max);
-    let admitted = denied.is_none();
-    if !peek {
-        // All-or-nothing under memory pressure too: one clause that would
-        // add to the dataset refuses the whole call.
-        let writes = decided
-            .iter()
-            .filter_map(|d| d.checked.write(admitted).map(|c| (c, &d.key)));
-        refuse_growth_under_oom(call, replayed, writes)?;
-        // Admitted: every clause records its commit. Denied: only the
-        // blocks its denying clauses start are written.
-        let mut wrote = false;
-        for d in decided {
-            if let Some(commit) = d.checked.write(admitted) {
-                commit.apply(&d.key);
-                wrote = true;
-            }
-        }
-        if wrote {
-            propagate(call, shape.name(), replayed, now);
-        }
-    }
-    if !replayed {
-        count_outcome(command, admitted, mode);
-        if !peek {
-            // A denied call records nothing but the blocks it meets or starts.
-            decided
-                .iter()
-                .filter_map(|d| d.checked.event)
-                .filter(|e| admitted || matches!(e, Event::BlockStarted | Event::DeniedByBlock))
-                .for_each(stats::count_event);
-        }
-    }
     // An admitted call with reservations waits for the latest of them.
     let wait_ms = if admitted {
         decided.iter().map(|d| d.checked.wait_ms).max().unwrap_or(0)
@@ -262,26 +236,90 @@ fn settle(
         }
     }
     let retry_after = denied.unwrap_or(RetryAfter::Ms(wait_ms));
-    // A lease is taken only by a call that writes: a PEEK, or a clause of
-    // a denied RL.ALL, replies lease 0.
-    let took = admitted && !peek;
-    let reply = shaped(
+    call.reply_limiter(reply(how, admitted, retry_after, decided));
+    Ok(())
+}
+
+/// Records a call whose clauses are all decided: above `maxmemory`
+/// refuses what would add to the dataset; writes every clause's commit if
+/// all admit (else only the blocks its denying clauses start), replicates
+/// what was written, and counts the outcome.
+#[inline(always)]
+pub fn record(call: Call<'_>, how: &How, decided: &[Decided<'_>]) -> Result<Recorded, RlError> {
+    let How {
         shape,
+        replayed,
+        mode,
+        now,
+        peek,
+    } = *how;
+    // The largest wait among the denying clauses; never beats any wait.
+    let denied = decided
+        .iter()
+        .filter_map(|d| d.checked.denied)
+        .reduce(RetryAfter::max);
+    let admitted = denied.is_none();
+    if !peek {
+        // All-or-nothing under memory pressure too: one clause that would
+        // add to the dataset refuses the whole call.
+        let writes = decided
+            .iter()
+            .filter_map(|d| d.checked.write(admitted).map(|c| (c, &d.key)));
+        refuse_growth_under_oom(call, replayed, writes)?;
+        // Admitted: every clause records its commit. Denied: only the
+        // blocks its denying clauses start are written.
+        let mut wrote = false;
+        for d in decided {
+            if let Some(commit) = d.checked.write(admitted) {
+                commit.apply(&d.key);
+                wrote = true;
+            }
+        }
+        if wrote {
+            propagate(call, shape.name(), replayed, now);
+        }
+    }
+    if !replayed {
+        count_outcome(shape.command(), admitted, mode);
+        if !peek {
+            // A denied call records nothing but the blocks it meets or starts.
+            decided
+                .iter()
+                .filter_map(|d| d.checked.event)
+                .filter(|e| admitted || matches!(e, Event::BlockStarted | Event::DeniedByBlock))
+                .for_each(stats::count_event);
+        }
+    }
+    Ok(Recorded { admitted, denied })
+}
+
+/// The reply of a decided call: a single limiter's is its clause's own;
+/// RL.ALL's says whether all admitted and the call's retry_after. A lease
+/// is taken only by a call that writes: a PEEK, or a clause of a denied
+/// RL.ALL, replies lease 0. Monitor mode admits, but keeps what `on`
+/// would have said so the application can log it.
+#[inline(always)]
+pub fn reply<'d>(
+    how: &How,
+    admitted: bool,
+    retry_after: RetryAfter,
+    decided: &'d [Decided<'_>],
+) -> Reply<impl ExactSizeIterator<Item = LimiterReply> + 'd> {
+    let took = admitted && !how.peek;
+    let reply = shaped(
+        how.shape,
         admitted,
         retry_after,
-        decided.iter().map(|d| match took {
+        decided.iter().map(move |d| match took {
             true => d.checked.reply,
             false => d.checked.reply.nothing_taken(),
         }),
     );
-    call.reply_limiter(if mode == Mode::monitor {
-        // Admit, but keep what `on` would have said so the application
-        // can log it.
+    if how.mode == Mode::monitor {
         reply.monitored()
     } else {
         reply
-    });
-    Ok(())
+    }
 }
 
 /// The reply of a call whose clause replies are `clauses`: a single
@@ -379,7 +417,7 @@ pub fn count_outcome(command: Command, allowed: bool, mode: Mode) {
 
 /// `off` mode: admitted, nothing counted, remaining = the call's limit
 /// (and for a concurrency limit, no lease: 0).
-fn off_reply(clause: &Clause<'_, Arg>) -> LimiterReply {
+pub fn off_reply(clause: &Clause<'_, Arg>) -> LimiterReply {
     let nothing = Status {
         count: 0,
         limit: clause.limit.reported_limit(),

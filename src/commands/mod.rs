@@ -1,7 +1,9 @@
 //! Command handlers: one short body per command, each run behind the panic
-//! boundary. The shared limiter flow is in `limiter.rs`.
+//! boundary. The shared limiter flow is in `limiter.rs`; RL.CONCURRENT's
+//! WAIT and release wake-ups in `concurrent.rs`.
 
 pub mod all;
+pub mod concurrent;
 pub mod limiter;
 pub mod overrides;
 

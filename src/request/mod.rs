@@ -138,7 +138,8 @@ pub enum Action {
     Renew(u64),
 }
 
-/// RESERVE or WAIT `max_wait` on a TOKEN clause.
+/// RESERVE or WAIT `max_wait` on a TOKEN clause; on RL.CONCURRENT, WAIT
+/// (a refused call waits up to `max_wait` for a slot).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Reserve {
     pub max_wait_ms: u64,
@@ -373,7 +374,11 @@ fn parse_clause<'a, W: AsRef<[u8]>>(
                 seen.once("BLOCK")?;
                 block_ms = Some(parse_window(value(argv, &mut i, "BLOCK")?, "BLOCK")?.ms());
             }
-            b"RESERVE" | b"WAIT" if algorithm == Algorithm::Token => {
+            // WAIT on RL.CONCURRENT: a refused call waits for a slot.
+            b"RESERVE" | b"WAIT"
+                if algorithm == Algorithm::Token
+                    || (option == b"WAIT" && algorithm == Algorithm::Concurrent && !in_all) =>
+            {
                 let (option, wait) = if option == b"WAIT" {
                     ("WAIT", true)
                 } else {

@@ -1,16 +1,20 @@
 //! The server shim: librl's only contact with the server. Every raw FFI
 //! call lives in this room, made once: the clock, the command entry point
 //! and its arguments, replies, replication, the getkeys API, SCAN, keys
-//! (`key.rs`) and registration with command metadata (`register.rs`).
+//! (`key.rs`), registration with command metadata (`register.rs`), and
+//! blocked clients: RL.TOKEN's held replies (`wait.rs`) and RL.CONCURRENT's
+//! queues of waiting callers (`queue.rs`).
 
 mod key;
+mod queue;
 pub mod register;
 mod reply;
 mod wait;
 
 pub use key::{Access, Key, Patch, Value};
+pub use queue::{Attempt, Turn};
 pub use reply::Reply;
-pub use wait::waiting;
+pub use wait::{waiting, HeldReply};
 
 use crate::error::RlError;
 use redis_module::{raw, CallOptionsBuilder, CallReply, CallResult, Context};

@@ -29,9 +29,10 @@ struct Waiter {
 /// callback finds its timer here. Only the server's main thread touches it.
 static WAITERS: Mutex<Vec<(usize, raw::RedisModuleTimerID)>> = Mutex::new(Vec::new());
 
-/// How many clients are waiting (refuses module unload while any is).
+/// How many clients are waiting (refuses module unload while any is):
+/// RL.TOKEN's held replies and RL.CONCURRENT's queues.
 pub fn waiting() -> usize {
-    WAITERS.lock().map_or(0, |w| w.len())
+    WAITERS.lock().map_or(0, |w| w.len()) + super::queue::queued()
 }
 
 fn forget(bc: *mut raw::RedisModuleBlockedClient) -> Option<raw::RedisModuleTimerID> {
@@ -112,7 +113,7 @@ unsafe extern "C" fn timer_fired(_ctx: *mut raw::RedisModuleCtx, data: *mut c_vo
 
 /// Writes a held reply, `left_ms` before its reserved time (0 when the
 /// time has come).
-fn reply_held(call: Call<'_>, reply: &HeldReply, left_ms: u64) {
+pub(super) fn reply_held(call: Call<'_>, reply: &HeldReply, left_ms: u64) {
     let reply = match reply {
         Reply::One(r) => Reply::One(*r),
         Reply::All {
@@ -132,7 +133,7 @@ fn reply_held(call: Call<'_>, reply: &HeldReply, left_ms: u64) {
     });
 }
 
-fn reply_call(ctx: *mut raw::RedisModuleCtx) -> Call<'static> {
+pub(super) fn reply_call(ctx: *mut raw::RedisModuleCtx) -> Call<'static> {
     Call {
         ctx: super::Ctx {
             raw: ctx,
