@@ -440,7 +440,9 @@ fn a_disconnected_waiter_keeps_its_reservation() {
 #[test]
 fn client_unblock_replies_at_once_and_the_server_stays_healthy() {
     for_each_flavor(|flavor| {
-        let server = Server::start(flavor);
+        let server = Server::builder(flavor)
+            .args(&["--enable-module-command", "yes"])
+            .start();
         let mut con = server.conn();
         let con = &mut con;
         // One token a second: the waiters' turns are 1 s and 2 s away.
@@ -498,6 +500,13 @@ fn client_unblock_replies_at_once_and_the_server_stays_healthy() {
         next.retries_at(first_turn + 2000, "the reservations stand");
         assert_eq!(blocked_clients(con), 0);
         log_is_clean(&server.log(), &format!("{flavor:?}"));
+        // Regression: the timeout form used to keep the module's handle on
+        // the unblocked client for ever, so the module could never unload.
+        assert_eq!(
+            cmd(con, &["MODULE", "UNLOAD", "rl"]),
+            Ok(Value::Okay),
+            "{flavor:?}: a blocked-client handle outlived its waiter"
+        );
     });
 }
 

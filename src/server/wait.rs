@@ -4,8 +4,9 @@
 //! precise to the millisecond (unlike blocked-client timeouts, which fire
 //! at the server's `hz` tick), unblocks it with the held reply.
 //!
-//! `CLIENT UNBLOCK` (timeout form) stops the timer and replies at once
-//! with retry_after = the time still to wait; the reservation stands. A
+//! `CLIENT UNBLOCK` (timeout form) stops the timer, replies at once with
+//! retry_after = the time still to wait and releases the blocked-client
+//! handle; the reservation stands. A
 //! client that disconnects keeps its reservation: the timer still fires and
 //! releases the blocked-client handle.
 
@@ -186,6 +187,15 @@ unsafe extern "C" fn timeout_callback(
         let waiter = unsafe { Box::from_raw(data.cast::<Waiter>()) };
         let left = waiter.reserved_at_ms.saturating_sub(super::now_ms());
         reply_held(reply_call(ctx), &waiter.reply, left);
+        // The stopped timer would have released the handle: release it
+        // here (with nothing more to reply), or the server counts the
+        // module's blocked client for ever and refuses to unload it.
+        // SAFETY: bc is this module's blocked client, unblocked once.
+        unsafe {
+            if let Some(unblock) = raw::RedisModule_UnblockClient {
+                unblock(bc, std::ptr::null_mut());
+            }
+        }
     }
     raw::REDISMODULE_OK as c_int
 }
