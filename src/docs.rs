@@ -402,7 +402,8 @@ pub const OVERRIDE_DEL: CommandDoc = CommandDoc {
 pub const OVERRIDE_LIST: CommandDoc = CommandDoc {
     name: c"RL.OVERRIDE.LIST",
     acl: "read slow",
-    summary: c"Iterates this node's overrides with SCAN's cursor contract.",
+    summary:
+        c"Iterates this node's overrides that the caller may read, with SCAN's cursor contract.",
     complexity: c"O(1) for every call. O(N) for a complete iteration, N the number of keys.",
     arity: -2,
     keys: &[],

@@ -482,3 +482,146 @@ fn acl_rules_apply_to_override_subcommands() {
         }
     });
 }
+
+/// Every okey `list` (a LIST command up to its cursor, e.g. `["RL.OVERRIDE",
+/// "LIST"]`) returns from cursor 0 back to 0, a key at a time.
+fn listed(con: &mut redis::Connection, list: &[&str]) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut cursor = "0".to_string();
+    loop {
+        let args = [list, &[cursor.as_str(), "COUNT", "1"]].concat();
+        let reply = cmd(con, &args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        let (next, found) = list_page(&reply);
+        names.extend(found);
+        cursor = next;
+        if cursor == "0" {
+            return names;
+        }
+    }
+}
+
+/// A LIST reply's next cursor and the okeys it lists.
+fn list_page(reply: &Value) -> (String, Vec<String>) {
+    let Value::Array(parts) = reply else {
+        panic!("{reply:?}")
+    };
+    let cursor: String = redis::from_redis_value(&parts[0]).unwrap();
+    let Value::Array(entries) = &parts[1] else {
+        panic!("{parts:?}")
+    };
+    (
+        cursor,
+        entries.iter().map(|e| strings(e)[0].clone()).collect(),
+    )
+}
+
+/// `RL.OVERRIDE LIST` finds its keys with SCAN, which declares none, so
+/// the server checks none: the module checks each with the server's own
+/// key-permission check (read access) and lists only those the caller may
+/// read, in both spellings, in MULTI and from a script (which runs as its
+/// caller). Regression: a `~t1:*` user could not `GET t2:secret` but saw
+/// it, limit and window, in `LIST 0`.
+#[test]
+fn override_list_shows_only_the_overrides_the_caller_may_read() {
+    on_each_server(|server, admin| {
+        let flavor = server.flavor;
+        for okey in ["t1:a", "t1:b", "t2:secret", "t2:other"] {
+            ok(admin, &["RL.OVERRIDE.SET", okey, "5", "1h"]);
+        }
+        // Other strings are never listed, readable or not.
+        ok(admin, &["SET", "t1:plain", "x"]);
+        set_user(admin, "t1", &["~t1:*", "+@all"]);
+        set_user(admin, "t1reader", &["%R~t1:*", "%W~t2:*", "+@all"]);
+        set_user(
+            admin,
+            "secret",
+            &[
+                "~t2:secret",
+                "+rl.override|list",
+                "+rl.override.list",
+                "+multi",
+                "+exec",
+            ],
+        );
+        let set = |names: &[&str]| -> std::collections::BTreeSet<String> {
+            names.iter().map(|n| n.to_string()).collect()
+        };
+        let container = ["RL.OVERRIDE", "LIST"];
+        let dotted = ["RL.OVERRIDE.LIST"];
+        let everything = set(&["t1:a", "t1:b", "t2:secret", "t2:other"]);
+        assert_eq!(listed(admin, &container), everything, "{flavor:?}");
+        assert_eq!(listed(admin, &dotted), everything, "{flavor:?}");
+        for (user, want) in [
+            ("t1", set(&["t1:a", "t1:b"])),
+            // Write-only keys are not readable: not listed.
+            ("t1reader", set(&["t1:a", "t1:b"])),
+            ("secret", set(&["t2:secret"])),
+        ] {
+            let mut con = user_conn(server, user);
+            let log_before = cmd(admin, &["ACL", "LOG"]).map(|v| strings(&v).len());
+            let auth_before = info_field(admin, "commandstats", "cmdstat_auth");
+            for form in [&container[..], &dotted] {
+                assert_eq!(listed(&mut con, form), want, "{flavor:?} {user} {form:?}");
+            }
+            // One page holding every override: the unreadable ones are
+            // left out of it, not replaced.
+            let (_, page) =
+                list_page(&cmd(&mut con, &["RL.OVERRIDE", "LIST", "0", "COUNT", "1000"]).unwrap());
+            assert_eq!(page.len(), want.len(), "{flavor:?} {user}: {page:?}");
+            // MULTI, and a script, which runs as its caller.
+            let Value::Array(exec) = redis::pipe()
+                .atomic()
+                .cmd("RL.OVERRIDE")
+                .arg("LIST")
+                .arg(0)
+                .arg("COUNT")
+                .arg(1000)
+                .query::<Value>(&mut con)
+                .unwrap()
+            else {
+                panic!("EXEC")
+            };
+            assert_eq!(
+                list_page(&exec[0]).1.len(),
+                want.len(),
+                "{flavor:?} {user}: MULTI"
+            );
+            if user != "secret" {
+                for script in [
+                    "return redis.call('RL.OVERRIDE', 'LIST', '0', 'COUNT', '1000')",
+                    "return redis.call('RL.OVERRIDE.LIST', '0', 'COUNT', '1000')",
+                ] {
+                    let reply = cmd(&mut con, &["EVAL", script, "0"]).unwrap();
+                    let got: std::collections::BTreeSet<String> =
+                        list_page(&reply).1.into_iter().collect();
+                    assert_eq!(got, want, "{flavor:?} {user}: {script}");
+                }
+            }
+            // The check leaves no trace: no ACL LOG entry, no AUTH counted.
+            assert_eq!(
+                cmd(admin, &["ACL", "LOG"]).map(|v| strings(&v).len()),
+                log_before
+            );
+            assert_eq!(
+                info_field(admin, "commandstats", "cmdstat_auth"),
+                auth_before
+            );
+            // What was left out stays out of reach otherwise too.
+            if user == "t1" {
+                assert_noperm(&mut con, &["RL.OVERRIDE", "GET", "t2:secret"]);
+                assert_noperm(&mut con, &["RL.OVERRIDE.GET", "t2:secret"]);
+            }
+        }
+        // A script run by an unrestricted user lists everything.
+        let reply = cmd(
+            admin,
+            &[
+                "EVAL",
+                "return redis.call('RL.OVERRIDE', 'LIST', '0', 'COUNT', '1000')",
+                "0",
+            ],
+        )
+        .unwrap();
+        assert_eq!(list_page(&reply).1.len(), everything.len(), "{flavor:?}");
+    });
+}

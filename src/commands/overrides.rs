@@ -272,8 +272,14 @@ fn del(call: Call<'_>, name: &'static str, _replayed: bool) -> Result<(), RlErro
 fn list(call: Call<'_>, name: &'static str, _replayed: bool) -> Result<(), RlError> {
     let request = parse_override_list(call.args, name)?;
     let (next, keys) = call.scan_strings(request.cursor, request.pattern, request.count)?;
+    // SCAN declares no keys, so the server checked none: each is checked
+    // here as the server checks a key a command reads, before it is read.
+    let caller = (!keys.is_empty()).then(|| call.caller());
     let mut found = Vec::new();
     for okey in &keys {
+        if !caller.as_ref().is_some_and(|c| c.may_read(okey)) {
+            continue;
+        }
         let key = call.open_named(okey, Access::Read);
         // Limiters and other strings are skipped: only overrides are listed.
         if let Ok(Some(o)) = load_override(key.value()) {

@@ -1,14 +1,16 @@
 //! The server shim: librl's only contact with the server. Every raw FFI
 //! call lives in this room, made once: the clock, the command entry point
 //! and its arguments, replies, replication, the getkeys API, SCAN, keys
-//! (`key.rs`), registration with command metadata (`register.rs`), and
-//! blocked clients: RL.TOKEN's held replies (`wait.rs`) and RL.CONCURRENT's
-//! queues of waiting callers (`queue.rs`).
+//! (`key.rs`), the calling user's key permissions (`user.rs`),
+//! registration with command metadata (`register.rs`), and blocked
+//! clients: RL.TOKEN's held replies (`wait.rs`) and RL.CONCURRENT's queues
+//! of waiting callers (`queue.rs`).
 
 mod key;
 mod queue;
 pub mod register;
 mod reply;
+mod user;
 mod wait;
 
 pub use key::{Access, Key, Patch, Value};
