@@ -10,11 +10,37 @@
  */
 import type { Policy, Route } from "./configuration.js";
 
-const ESCAPE = /%[0-9A-Fa-f]{2}/;
-const ESCAPES = /%([0-9A-Fa-f]{2})/g;
+/** A hex digit's value, or -1. */
+function hexDigit(c: number): number {
+  if (c >= 0x30 && c <= 0x39) return c - 0x30;
+  const lower = c | 0x20;
+  return lower >= 0x61 && lower <= 0x66 ? lower - 0x61 + 10 : -1;
+}
 
-function decodeOnce(path: string): string {
-  return path.replace(ESCAPES, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+/**
+ * Percent-decoded until no `%XX` is left, in one pass: each character is
+ * pushed, and while the output ends in an escape it is decoded in place (a
+ * decoded byte may end another: `%%32F` is `/`). Escapes never overlap, so
+ * this is what decoding the whole path again and again gives, in linear
+ * time however deep the nesting (`%252525...41`): a 16 KB target nested
+ * to the end took 130 ms a request when decoded pass after pass.
+ */
+function decodeFully(path: string): string {
+  const out: number[] = [];
+  for (let i = 0; i < path.length; i++) {
+    out.push(path.charCodeAt(i));
+    for (let n = out.length; n >= 3 && out[n - 3] === 0x25; n = out.length) {
+      const high = hexDigit(out[n - 2] as number);
+      const low = hexDigit(out[n - 1] as number);
+      if (high < 0 || low < 0) break;
+      out.length = n - 3;
+      out.push(high * 16 + low);
+    }
+  }
+  let text = "";
+  // In slices: a spread of a whole long array would overflow the call stack.
+  for (let i = 0; i < out.length; i += 8192) text += String.fromCharCode(...out.slice(i, i + 8192));
+  return text;
 }
 
 /**
@@ -30,7 +56,7 @@ export function canonicalPath(path: string): string {
   if ((scan(path) & CANONICAL) !== 0) return path;
   const q = path.indexOf("?");
   let p = q < 0 ? path : path.slice(0, q);
-  while (ESCAPE.test(p)) p = decodeOnce(p);
+  if (p.includes("%")) p = decodeFully(p);
   const segments: string[] = [];
   for (const part of p.split("/")) {
     const semicolon = part.indexOf(";");
