@@ -312,7 +312,7 @@ pub const ALL: CommandDoc = CommandDoc {
         kind: ArgKind::String,
         token: None,
         optional: false,
-        summary: c"FIXED|SLIDING|TOKEN key amount window [options], repeatable; then optional PEEK.",
+        summary: c"FIXED|SLIDING|TOKEN|CONCURRENT key amount window [options], repeatable; then optional PEEK.",
     }],
 };
 

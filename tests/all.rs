@@ -133,6 +133,39 @@ fn errors_change_nothing() {
                 &["FIXED", "new", "1", "1", "OVERRIDE", "list"],
                 "WRONGTYPE ",
             ),
+            (
+                &["FIXED", "new", "1", "1", "CONCURRENT", "f", "1", "1"],
+                "WRONGTYPE Operation against a key holding the wrong kind of value \
+                 (expected an RL.CONCURRENT limiter or no key)",
+            ),
+            (
+                &["CONCURRENT", "c", "1"],
+                "ERR RL.ALL CONCURRENT clause needs key, limit and lease",
+            ),
+            (
+                &["CONCURRENT", "c", "1", "0"],
+                "ERR lease must be a duration",
+            ),
+            (
+                &["CONCURRENT", "c", "1", "1", "WAIT", "1s"],
+                "ERR WAIT is not an option of RL.ALL CONCURRENT",
+            ),
+            (
+                &["CONCURRENT", "c", "1", "1", "RELEASE", "5"],
+                "ERR RELEASE is not an option of RL.ALL CONCURRENT",
+            ),
+            (
+                &["CONCURRENT", "c", "1", "1", "RENEW", "5"],
+                "ERR RENEW is not an option of RL.ALL CONCURRENT",
+            ),
+            (
+                &["CONCURRENT", "c", "1", "1", "BLOCK", "1s"],
+                "ERR BLOCK is not an option of RL.ALL CONCURRENT",
+            ),
+            (
+                &["FIXED", "c", "1", "1", "CONCURRENT", "c", "1", "1"],
+                "ERR key 'c' appears in more than one RL.ALL clause",
+            ),
         ];
         for (args, want) in cases {
             let err = cmd(con, &[&["RL.ALL"], *args].concat()).unwrap_err();
@@ -145,14 +178,91 @@ fn errors_change_nothing() {
     });
 }
 
+/// A CONCURRENT clause takes its lease only when every clause admits, and
+/// its reply carries the lease id (0 when the call is denied or a PEEK);
+/// the lease is released by RL.CONCURRENT like any other.
+#[test]
+fn a_concurrent_clause_takes_a_lease_only_with_the_others() {
+    on_each_server(|server, con| {
+        let flavor = server.flavor;
+        let call = ["FIXED", "ac:f", "2", "1h", "CONCURRENT", "ac:c", "1", "1m"];
+        let (allowed, retry, clauses) = rl_all_ints(con, &call);
+        assert_eq!((allowed, retry), (1, 0), "{flavor:?}: {clauses:?}");
+        assert_eq!(clauses[0].len(), 6);
+        assert_eq!(clauses[1][..6], [1, 1, 0, 1, 0, 60_000], "{flavor:?}");
+        let id = clauses[1][6];
+        assert!(id > 0, "{flavor:?}: {clauses:?}");
+        // Full: denied by the CONCURRENT clause; the FIXED one counts nothing.
+        let c = changes_nothing(con, "denied by the CONCURRENT clause", |con| {
+            rl_all_ints(con, &call)
+        });
+        assert_eq!(
+            (c.0, c.2[0][..2].to_vec(), c.2[1][0], c.2[1][6]),
+            (0, vec![1, 2], 0, 0)
+        );
+        assert!(c.1 > 0 && c.1 == c.2[1][2], "{flavor:?}: {c:?}");
+        // Released: the FIXED clause is the one full now; no lease is taken.
+        let released = lease(
+            con,
+            &[
+                "RL.CONCURRENT",
+                "ac:c",
+                "1",
+                "1m",
+                "RELEASE",
+                &id.to_string(),
+            ],
+        );
+        assert_eq!(released[..2], [1, 0]);
+        rl_all_ints(con, &["FIXED", "ac:f", "2", "1h"]);
+        let d = changes_nothing(con, "denied by the FIXED clause", |con| {
+            rl_all_ints(con, &call)
+        });
+        assert_eq!(d.0, 0, "{flavor:?}: {d:?}");
+        assert_eq!(
+            (d.2[1][0], d.2[1][1], d.2[1][6]),
+            (1, 1, 0),
+            "{flavor:?}: {d:?}"
+        );
+        assert!(!exists(con, "ac:c"));
+        // PEEK takes nothing either.
+        let p = changes_nothing(con, "PEEK", |con| {
+            rl_all_ints(con, &["CONCURRENT", "ac:c", "1", "1m", "COST", "1", "PEEK"])
+        });
+        assert_eq!((p.0, p.2[0][0], p.2[0][6]), (1, 1, 0), "{flavor:?}: {p:?}");
+    });
+}
+
 #[test]
 fn getkeys_reports_every_key_and_okey() {
     on_each_server(|_, con| {
         let keys = cmd(
             con,
             &[
-                "COMMAND", "GETKEYS", "RL.ALL", "FIXED", "a", "1", "1", "OVERRIDE", "oa", "TOKEN",
-                "b", "1", "1", "SLIDING", "c", "1", "1", "PEEK",
+                "COMMAND",
+                "GETKEYS",
+                "RL.ALL",
+                "FIXED",
+                "a",
+                "1",
+                "1",
+                "OVERRIDE",
+                "oa",
+                "TOKEN",
+                "b",
+                "1",
+                "1",
+                "SLIDING",
+                "c",
+                "1",
+                "1",
+                "CONCURRENT",
+                "d",
+                "1",
+                "1",
+                "OVERRIDE",
+                "od",
+                "PEEK",
             ],
         )
         .unwrap();
@@ -164,7 +274,7 @@ fn getkeys_reports_every_key_and_okey() {
                 other => panic!("{other:?}"),
             })
             .collect();
-        assert_eq!(keys, ["a", "oa", "b", "c"]);
+        assert_eq!(keys, ["a", "oa", "b", "c", "d", "od"]);
     });
 }
 
@@ -177,7 +287,7 @@ fn replica_and_aof_replay_match_the_primary() {
         for i in 0..200 {
             let ip = format!("ip:{}", i % 7);
             let user = format!("user:{}", i % 3);
-            let _ = rl_all(
+            let _ = rl_all_ints(
                 &mut p,
                 &[
                     "FIXED",
@@ -200,6 +310,10 @@ fn replica_and_aof_replay_match_the_primary() {
                     "9",
                     "1h",
                     "APPROX",
+                    "CONCURRENT",
+                    &format!("{ip}:c"),
+                    "4",
+                    "1h",
                 ],
             );
         }

@@ -1,5 +1,6 @@
 //! `RL.ALL`: its grammar is [`crate::docs::ALL`], each clause a limiter
-//! command's own (FIXED, SLIDING or TOKEN and its arguments).
+//! command's own (FIXED, SLIDING, TOKEN or CONCURRENT and its arguments;
+//! a CONCURRENT clause takes a lease, without WAIT, RELEASE or RENEW).
 //!
 //! The limiter flow (limiter.rs) over every clause: each is decided, and
 //! its commit prepared, before any key is written; admitted only if all

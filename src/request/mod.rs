@@ -43,6 +43,7 @@ impl Algorithm {
             b"FIXED" => Some(Algorithm::Fixed),
             b"SLIDING" => Some(Algorithm::Sliding),
             b"TOKEN" => Some(Algorithm::Token),
+            b"CONCURRENT" => Some(Algorithm::Concurrent),
             _ => None,
         }
     }
@@ -1018,6 +1019,45 @@ mod tests {
                 "{rest:?}"
             );
         }
+        // A CONCURRENT clause takes a lease: no WAIT, RELEASE or RENEW.
+        let argv = args(
+            "RL.ALL",
+            &[
+                "FIXED",
+                "a",
+                "1",
+                "1",
+                "concurrent",
+                "c",
+                "2",
+                "30s",
+                "COST",
+                "2",
+            ],
+        );
+        let concurrent = parse_all(&argv, false).unwrap();
+        assert_eq!(concurrent.clauses[1].algorithm, Algorithm::Concurrent);
+        assert_eq!(
+            concurrent.clauses[1].limit,
+            Limit::Concurrent(ConcurrentParams::new(2, 30_000).unwrap())
+        );
+        for option in ["WAIT", "RELEASE", "RENEW"] {
+            assert_eq!(
+                parse_all(
+                    &args("RL.ALL", &["CONCURRENT", "c", "2", "30s", option, "1"]),
+                    false
+                )
+                .err(),
+                Some(ArgError::OptionNotFor {
+                    command: "RL.ALL CONCURRENT",
+                    option,
+                }),
+            );
+        }
+        assert_eq!(
+            ArgError::ClauseArity(Algorithm::Concurrent).to_string(),
+            "ERR RL.ALL CONCURRENT clause needs key, limit and lease"
+        );
         // COST may repeat across clauses: each clause has its own.
         assert!(parse_all(
             &args(

@@ -92,11 +92,12 @@ impl fmt::Display for ArgError {
             ArgError::BadCursor => write!(f, "ERR invalid cursor"),
             ArgError::NoClause => write!(
                 f,
-                "ERR RL.ALL needs at least one clause: FIXED, SLIDING or TOKEN followed by its arguments"
+                "ERR RL.ALL needs at least one clause: FIXED, SLIDING, TOKEN or CONCURRENT \
+                 followed by its arguments"
             ),
             ArgError::UnknownClause(word) => write!(
                 f,
-                "ERR unknown clause '{word}' for RL.ALL: expected FIXED, SLIDING or TOKEN"
+                "ERR unknown clause '{word}' for RL.ALL: expected FIXED, SLIDING, TOKEN or CONCURRENT"
             ),
             ArgError::ClauseArity(algorithm) => write!(
                 f,

@@ -78,6 +78,22 @@ pub fn rl_all(con: &mut redis::Connection, args: &[&str]) -> (i64, i64, Vec<[i64
     all_parts(&reply)
 }
 
+/// `RL.ALL args...` as `(allowed, retry_after, [clause reply]...)`, each
+/// clause's reply as its integers (seven for a CONCURRENT clause); panics
+/// on an error reply.
+pub fn rl_all_ints(con: &mut redis::Connection, args: &[&str]) -> (i64, i64, Vec<Vec<i64>>) {
+    let reply = cmd(con, &[&["RL.ALL"], args].concat()).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let Value::Array(items) = &reply else {
+        panic!("not an RL.ALL reply: {reply:?}")
+    };
+    assert!(items.len() >= 3, "{items:?}");
+    (
+        int(&items[0]),
+        int(&items[1]),
+        items[2..].iter().map(ints).collect(),
+    )
+}
+
 /// The error as the server sent it: `CODE detail`.
 pub fn error_line(e: &redis::RedisError) -> String {
     format!("{} {}", e.code().unwrap_or("?"), e.detail().unwrap_or(""))
