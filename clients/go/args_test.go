@@ -117,3 +117,30 @@ func TestDenialCacheKeepsAllDecisions(t *testing.T) {
 		t.Fatal("an override change kept a denial")
 	}
 }
+
+// A newer module may add fields at the end of a reply (docs/commands.md,
+// The limiter reply): the parsers read what they know and ignore the rest,
+// whatever it holds.
+func TestLongerRepliesAreReadAndTheRestIgnored(t *testing.T) {
+	seven := []any{int64(1), int64(2), int64(0), int64(5), int64(3), int64(30000), int64(1754500000123001)}
+	d, err := decisionFrom(seven)
+	if err != nil || !d.Allowed || d.Count != 2 || d.Limit != 5 || d.Remaining != 3 || d.ResetAfter != 30*time.Second {
+		t.Fatalf("RL.CONCURRENT's seven integers as a limiter reply: %+v %v", d, err)
+	}
+	future := append(append([]any{}, seven...), "a field from the future", []any{int64(9)})
+	if _, err := decisionFrom(future); err != nil {
+		t.Fatalf("a reply with unknown trailing fields: %v", err)
+	}
+	a, err := allDecisionFrom([]any{int64(1), int64(0), future, seven})
+	if err != nil || !a.Allowed || len(a.Decisions) != 2 || a.Decisions[1].Count != 2 {
+		t.Fatalf("RL.ALL of longer clause replies: %+v %v", a, err)
+	}
+	o, err := ints("RL.OVERRIDE GET", []any{int64(5), int64(1000), int64(0), int64(-1), "x"}, 4)
+	if err != nil || len(o) != 4 {
+		t.Fatalf("RL.OVERRIDE GET: %v %v", o, err)
+	}
+	next, page, err := parseList([]any{int64(0), []any{[]any{"o", int64(5), int64(1000), int64(0), int64(-1), int64(7)}}, "x"})
+	if err != nil || next != 0 || len(page) != 1 || page[0].Limit != 5 {
+		t.Fatalf("RL.OVERRIDE LIST: %v %+v %v", next, page, err)
+	}
+}

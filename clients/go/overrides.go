@@ -184,7 +184,7 @@ func overrideList(ctx context.Context, c processor, cursor uint64, opts []Option
 func parseList(reply any) (uint64, []OverrideEntry, error) {
 	bad := &Error{Command: "RL.OVERRIDE LIST", Err: replyError("RL.OVERRIDE LIST", reply)}
 	arr, ok := reply.([]any)
-	if !ok || len(arr) != 2 {
+	if !ok || len(arr) < 2 {
 		return 0, nil, bad
 	}
 	var next uint64
@@ -207,7 +207,7 @@ func parseList(reply any) (uint64, []OverrideEntry, error) {
 	out := make([]OverrideEntry, 0, len(items))
 	for _, it := range items {
 		row, ok := it.([]any)
-		if !ok || len(row) != 5 {
+		if !ok || len(row) < 5 {
 			return 0, nil, bad
 		}
 		key, ok := row[0].(string)

@@ -63,10 +63,17 @@ func replyError(what string, reply any) error {
 	return fmt.Errorf("librl: unexpected %s reply %#v", what, reply)
 }
 
+// ints reads the first n integers of an array reply (n < 0: every
+// element). A longer reply is accepted and the rest ignored, whatever it
+// holds: a newer module may add fields at the end (docs/commands.md, The
+// limiter reply), and a deployed client must keep working.
 func ints(what string, reply any, n int) ([]int64, error) {
 	arr, ok := reply.([]any)
-	if !ok || (n >= 0 && len(arr) != n) {
+	if !ok || len(arr) < n {
 		return nil, replyError(what, reply)
+	}
+	if n >= 0 {
+		arr = arr[:n]
 	}
 	out := make([]int64, len(arr))
 	for i, v := range arr {
