@@ -44,7 +44,7 @@ func TestArgvFollowsTheGrammar(t *testing.T) {
 }
 
 func TestDenialCacheAgesAndNeverOutlivesTheDenial(t *testing.T) {
-	c := NewDenialCache(2)
+	c := NewDenialCache(2, time.Hour)
 	t0 := time.Now()
 	d := Decision{RetryAfter: 500 * time.Millisecond, ResetAfter: 800 * time.Millisecond, Limit: 3, Count: 3}
 	c.keep("a", c.generation(), t0, t0, d.RetryAfter, cacheEntry{one: d})
@@ -99,7 +99,7 @@ func TestUnexpectedRepliesAreErrorsNotPanics(t *testing.T) {
 }
 
 func TestDenialCacheKeepsAllDecisions(t *testing.T) {
-	c := NewDenialCache(0)
+	c := NewDenialCache(0, 0)
 	t0 := time.Now()
 	a := AllDecision{RetryAfter: time.Second, Decisions: []Decision{{RetryAfter: time.Second, ResetAfter: 2 * time.Second}}}
 	c.keep("all", c.generation(), t0, t0, a.RetryAfter, cacheEntry{all: &a, keys: []string{"k"}})
@@ -142,5 +142,27 @@ func TestLongerRepliesAreReadAndTheRestIgnored(t *testing.T) {
 	next, page, err := parseList([]any{int64(0), []any{[]any{"o", int64(5), int64(1000), int64(0), int64(-1), int64(7)}}, "x"})
 	if err != nil || next != 0 || len(page) != 1 || page[0].Limit != 5 {
 		t.Fatalf("RL.OVERRIDE LIST: %v %+v %v", next, page, err)
+	}
+}
+
+// However long the server's RetryAfter (a BLOCK of an hour), a denial is
+// kept at most MaxAge from when its call was sent: a second by default.
+func TestDenialCacheKeepsADenialAtMostMaxAge(t *testing.T) {
+	t0 := time.Now()
+	d := Decision{RetryAfter: time.Hour, ResetAfter: time.Hour, Limit: 1, Count: 1}
+	for _, c := range []struct {
+		cache *DenialCache
+		age   time.Duration
+	}{{NewDenialCache(0, 0), time.Second}, {NewDenialCache(0, -5), time.Second}, {NewDenialCache(0, 250*time.Millisecond), 250 * time.Millisecond}} {
+		if c.cache.MaxAge() != c.age {
+			t.Fatalf("MaxAge %v, want %v", c.cache.MaxAge(), c.age)
+		}
+		c.cache.keep("k", c.cache.generation(), t0, t0.Add(time.Millisecond), d.RetryAfter, cacheEntry{one: d})
+		if e, ok := c.cache.lookup("k", t0.Add(c.age-time.Millisecond)); !ok || e.one.RetryAfter != time.Hour-c.age+2*time.Millisecond {
+			t.Fatalf("%v: gone before MaxAge: %+v", c.age, e)
+		}
+		if _, ok := c.cache.lookup("k", t0.Add(c.age)); ok {
+			t.Fatalf("%v: kept past MaxAge", c.age)
+		}
 	}
 }

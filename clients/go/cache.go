@@ -9,8 +9,9 @@ import (
 
 // DenialCache is the opt-in denial cache (Limiter.WithDenialCache): after a
 // call is denied with a RetryAfter > 0, the same call (the same command and
-// arguments) is answered locally until that time has passed, so a client
-// refused at a high rate stays off the server.
+// arguments) is answered locally until that time has passed, or MaxAge
+// has, whichever comes first, so a client refused at a high rate stays off
+// the server.
 //
 // Exactness: RetryAfter is the least wait after which the same call is
 // admitted, and other callers' admitted calls can only push that moment
@@ -18,10 +19,13 @@ import (
 // server no earlier than the server itself would admit it. That holds while
 // no one else refunds on, deletes or overrides that key in the meantime; a
 // refund or an override change made through the same Limiter clears the
-// affected entries. A cached reply's RetryAfter and ResetAfter are reduced
-// by the time elapsed since it arrived (rounded up to the millisecond); its
-// Count and Remaining are those of the denial. The entry expires counted
-// from when the call was sent, so it never outlives the server's denial.
+// affected entries. A change made elsewhere (another process's override,
+// a DEL of a blocked key, CONFIG SET rl.mode) reaches this cache within
+// MaxAge, or at once through ForgetKey or Clear. A cached reply's
+// RetryAfter and ResetAfter are reduced by the time elapsed since it
+// arrived (rounded up to the millisecond); its Count and Remaining are
+// those of the denial. The entry expires counted from when the call was
+// sent, so it never outlives the server's denial.
 //
 // Safe for concurrent use; one cache may serve several Limiters of the same
 // server or cluster.
@@ -29,6 +33,7 @@ type DenialCache struct {
 	mu       sync.Mutex
 	entries  map[string]*cacheEntry
 	capacity int
+	maxAge   time.Duration
 	// forgets counts refunds and override changes: a denial whose call was
 	// sent before one of them may predate it, and is not kept.
 	forgets uint64
@@ -42,15 +47,29 @@ type cacheEntry struct {
 	keys       []string
 }
 
-// NewDenialCache keeps at most capacity denials (10,000 when capacity < 1).
-// When full, expired entries are dropped, and if none has expired a new
-// denial is not kept.
-func NewDenialCache(capacity int) *DenialCache {
+// DefaultDenialMaxAge is how long a denial is kept at most unless
+// NewDenialCache is told otherwise: long enough to keep a client refused
+// at a high rate off the server, short enough that an operator lifting a
+// block elsewhere is honoured within about a second.
+const DefaultDenialMaxAge = time.Second
+
+// NewDenialCache keeps at most capacity denials (10,000 when capacity < 1),
+// each for at most maxAge (DefaultDenialMaxAge when maxAge < 1 ms), however
+// long its RetryAfter: the longest an operator's change made elsewhere
+// takes to reach this process. When full, expired entries are dropped, and
+// if none has expired a new denial is not kept.
+func NewDenialCache(capacity int, maxAge time.Duration) *DenialCache {
 	if capacity < 1 {
 		capacity = 10_000
 	}
-	return &DenialCache{entries: map[string]*cacheEntry{}, capacity: capacity}
+	if maxAge < time.Millisecond {
+		maxAge = DefaultDenialMaxAge
+	}
+	return &DenialCache{entries: map[string]*cacheEntry{}, capacity: capacity, maxAge: maxAge}
 }
+
+// MaxAge is the longest a denial is kept.
+func (c *DenialCache) MaxAge() time.Duration { return c.maxAge }
 
 // Len is the number of denials held, expired ones included until next
 // looked at.
@@ -60,7 +79,8 @@ func (c *DenialCache) Len() int {
 	return len(c.entries)
 }
 
-// Clear forgets every denial.
+// Clear forgets every denial: call it when an operator's change made
+// elsewhere (an override, rl.mode) must apply before MaxAge has passed.
 func (c *DenialCache) Clear() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -68,7 +88,9 @@ func (c *DenialCache) Clear() {
 	c.forgets++
 }
 
-// ForgetKey forgets the denials of calls that named key.
+// ForgetKey forgets the denials of calls that named key (as the limiter
+// key or an override key): call it when that key was deleted or its
+// override changed elsewhere and MaxAge is too long to wait.
 func (c *DenialCache) ForgetKey(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -149,7 +171,8 @@ func (c *DenialCache) generation() uint64 {
 }
 
 // keep stores a denial (retry > 0) of a call sent at sent, received at
-// received, unless a refund or override change happened since it was sent.
+// received, for retry or MaxAge, whichever is shorter, unless a refund or
+// override change happened since it was sent.
 func (c *DenialCache) keep(id string, gen uint64, sent, received time.Time, retry time.Duration, e cacheEntry) {
 	if retry <= 0 {
 		return
@@ -170,7 +193,7 @@ func (c *DenialCache) keep(id string, gen uint64, sent, received time.Time, retr
 		}
 	}
 	e.received = received
-	e.validUntil = sent.Add(retry)
+	e.validUntil = sent.Add(min(retry, c.maxAge))
 	c.entries[id] = &e
 }
 

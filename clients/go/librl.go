@@ -56,10 +56,11 @@ func New(client redis.UniversalClient) *Limiter {
 
 // WithDenialCache returns a Limiter that answers repeated denied calls
 // locally until their RetryAfter has passed (see DenialCache for when that
-// is exact). Pass nil for a new cache of 10,000 entries.
+// is exact, and MaxAge for how long a change made elsewhere takes to
+// apply). Pass nil for a new cache of 10,000 entries kept at most a second.
 func (l *Limiter) WithDenialCache(cache *DenialCache) *Limiter {
 	if cache == nil {
-		cache = NewDenialCache(0)
+		cache = NewDenialCache(0, 0)
 	}
 	out := *l
 	out.cache = cache

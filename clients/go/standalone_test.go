@@ -254,7 +254,60 @@ var standaloneChecks = []check{
 			t.Fatalf("the cache outlived the denial: %+v", d)
 		}
 	}},
-}
+
+	{"a block deleted elsewhere is honoured within the denial cache's max age", func(t *testing.T, l *librl.Limiter, rdb *redis.Client) {
+		const maxAge = 200 * time.Millisecond
+		cl := l.WithDenialCache(librl.NewDenialCache(0, maxAge))
+		block := func() librl.Decision {
+			return dec(t)(cl.Fixed(ctx, "login", 1, time.Minute, librl.Block(time.Hour)))
+		}
+		block()
+		sent := time.Now()
+		if d := block(); d.Allowed || d.RetryAfter < 59*time.Minute {
+			t.Fatalf("not blocked: %+v", d)
+		}
+		// The operator lifts the block from elsewhere (redis-cli DEL).
+		if err := rdb.Del(ctx, "login").Err(); err != nil {
+			t.Fatal(err)
+		}
+		cached := 0
+		for {
+			d := block()
+			if d.Allowed {
+				break
+			}
+			cached++
+			if time.Since(sent) > maxAge+time.Second {
+				t.Fatalf("still denied %v after the block was lifted: %+v", time.Since(sent), d)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if took := time.Since(sent); took > maxAge+100*time.Millisecond || cached == 0 {
+			t.Fatalf("admitted %v after the denial (max age %v), %d cached answers", took, maxAge, cached)
+		}
+		// Sooner: ForgetKey after a DEL, Clear after an override set elsewhere.
+		cl = l.WithDenialCache(nil)
+		dec(t)(cl.Fixed(ctx, "login", 1, time.Minute, librl.Block(time.Hour)))
+		if d := dec(t)(cl.Fixed(ctx, "login", 1, time.Minute, librl.Block(time.Hour))); d.Allowed {
+			t.Fatalf("not blocked: %+v", d)
+		}
+		rdb.Del(ctx, "login")
+		cl.Cache().ForgetKey("login")
+		if d := dec(t)(cl.Fixed(ctx, "login", 1, time.Minute, librl.Block(time.Hour))); !d.Allowed {
+			t.Fatalf("ForgetKey left the denial: %+v", d)
+		}
+		dec(t)(cl.Fixed(ctx, "plan", 1, time.Minute, librl.Override("plan:o")))
+		if d := dec(t)(cl.Fixed(ctx, "plan", 1, time.Minute, librl.Override("plan:o"))); d.Allowed || cl.Cache().Len() != 1 {
+			t.Fatalf("not denied: %+v", d)
+		}
+		if err := rdb.Do(ctx, "RL.OVERRIDE", "SET", "plan:o", 10, "1m").Err(); err != nil {
+			t.Fatal(err)
+		}
+		cl.Cache().Clear()
+		if d := dec(t)(cl.Fixed(ctx, "plan", 1, time.Minute, librl.Override("plan:o"))); !d.Allowed || d.Limit != 10 {
+			t.Fatalf("Clear left the denial: %+v", d)
+		}
+	}}}
 
 func second(_ librl.Decision, err error) error       { return err }
 func secondAll(_ librl.AllDecision, err error) error { return err }
