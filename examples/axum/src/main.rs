@@ -8,12 +8,25 @@
 //!   `REDIS_CLUSTER_NODES` (comma-separated `host:port`).
 
 use std::net::SocketAddr;
+use std::process::ExitCode;
 
 use librl_axum_example::{demo_app, policy_file_app, redis_from};
 use librl_tower::{Config, RateLimiter};
 
+/// A configuration that does not start is said in the contract's words on
+/// stderr (`librl: configuration: policies[0].burst: ...`), with exit 1.
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> ExitCode {
+    match serve().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))

@@ -129,3 +129,26 @@ async fn the_demo_routes_limit_in_code() {
     let index = http.get(format!("{}/", app.1)).send().await.unwrap();
     assert!(index.headers().get("ratelimit").is_none());
 }
+
+#[test]
+fn a_configuration_that_does_not_start_is_named_on_stderr() {
+    let dir = std::env::temp_dir().join(format!("librl-axum-example-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("bad.yaml");
+    std::fs::write(
+        &file,
+        "policies:\n  - {name: p, algorithm: fixed, limit: 5, window: 1s, burst: 9}\n",
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_librl-axum-example"))
+        .env("LIBRL_POLICIES", &file)
+        .env("PORT", free_port().to_string())
+        .output()
+        .expect("cannot start the example");
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).trim(),
+        "librl: configuration: policies[0].burst: burst is for token policies, not fixed"
+    );
+}
