@@ -385,10 +385,17 @@ fn expect_response(e: &Value, status: u16, headers: &HeaderMap, body: &str) -> R
         }
     }
     for (name, want) in e["headers"].as_object().into_iter().flatten() {
-        let got = headers.get(name.as_str()).and_then(|v| v.to_str().ok());
-        let Some(got) = got else {
+        // A header sent on several lines is compared as its lines joined.
+        let lines: Vec<&str> = headers
+            .get_all(name.as_str())
+            .iter()
+            .map(|v| v.to_str().unwrap_or("(not text)"))
+            .collect();
+        if lines.is_empty() {
             return Err(format!("no {name} header, expected {want}"));
-        };
+        }
+        let got = lines.join(", ");
+        let got = got.as_str();
         let got = match want.get("range") {
             Some(_) => got.parse::<i64>().map_or(json!(got), |n| json!(n)),
             None => json!(got),
