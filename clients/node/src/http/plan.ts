@@ -65,7 +65,8 @@ export type MeasureBody = (max: number) => Promise<number | undefined>;
  * Each planned check's cost: an integer, the body's size (its
  * Content-Length, or the body read to be measured, up to
  * `maxBodyBytes`: larger is 413), or a request header (400 when it is not
- * a cost). The body is measured first, as every integration does.
+ * a cost). The body is measured first, so a request that is both too
+ * large and badly costed is a 413, as in the Rust and Python integrations.
  */
 export async function costs(
   planned: readonly Planned[],
