@@ -178,8 +178,9 @@ function send(port: number, req: HttpRequest): Promise<HttpResponse> {
         res.on("data", (c: Buffer) => chunks.push(c));
         res.on("end", () => {
           const out: Record<string, string> = {};
-          for (const [k, v] of Object.entries(res.headers)) {
-            if (v !== undefined) out[k] = Array.isArray(v) ? v.join(", ") : v;
+          // Every line of a header, joined: `headers` keeps only the first line of some names (Retry-After, Content-Type).
+          for (const [k, lines] of Object.entries(res.headersDistinct)) {
+            if (lines !== undefined) out[k] = lines.join(", ");
           }
           resolve({ status: res.statusCode ?? 0, headers: out, body: Buffer.concat(chunks).toString("utf8") });
         });
