@@ -74,6 +74,9 @@ lint: build-deps
 	clients/go/check.sh lint
 	clients/java/check.sh lint
 
+# The black-box runner's frameworks in `make test`: one per language.
+BLACKBOX_EXAMPLES ?= axum,flask,express,go
+
 # Tests build in the dev profile: overflow checks on, and no LTO link per
 # test binary. The servers load the release module built above.
 # The client packages' checks run their own linters and type checkers
@@ -81,13 +84,15 @@ lint: build-deps
 # package's gofmt and go vet run in `lint`, its go test -race here; the Java
 # package's javac -Xlint:all -Werror in `lint`, its JUnit suites here.
 # The docs' links are checked first (instant), then the conformance suite's
-# own tests (the schema against every case: seconds); the Docker context last: it
+# own tests: the schema against every case, and every case against
+# scripts/serve-example for one framework per language, side by side
+# (conformance/README.md, The black-box runner); the Docker context last: it
 # builds the module from docker/Dockerfile's files in a target dir of its
 # own (target/docker-build), never touching the librl.so the tests load.
 ## everything: lints, docs links, every test on four real servers, Docker context
 test: deps build lint
 	python3 scripts/check-docs.py
-	conformance/check.sh
+	LIBRL_EXAMPLES=$(BLACKBOX_EXAMPLES) conformance/check.sh
 	cargo test --locked --workspace
 	clients/python/check.sh
 	clients/node/check.sh
@@ -154,3 +159,14 @@ leakcheck: build
 	cargo test --release --locked --no-fail-fast $(addprefix --test ,$(LEAKCHECK_TESTS)) \
 		-- --test-threads=$(LEAKCHECK_THREADS) 2>&1 | tee $(LEAKCHECK_LOGS)/cargo-test.out || true
 	scripts/leak-report.py $(LEAKCHECK_LOGS) $(LEAKCHECK_LOGS)/cargo-test.out
+
+# Random valid configurations and request sequences, seeded, sent to every
+# framework's example; any disagreement fails (conformance/README.md,
+# Differential runs).
+CONFIGS ?= 50
+SEED ?= 1
+FRAMEWORKS ?= all
+.PHONY: differential
+## random configurations through all seven frameworks; fails on any disagreement
+differential: deps build
+	cd conformance && PYTHONPATH=tests:../clients/python/tests $(CURDIR)/.deps/venv/bin/python tests/differential.py --configs $(CONFIGS) --seed $(SEED) --frameworks $(FRAMEWORKS)

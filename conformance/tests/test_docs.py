@@ -1,12 +1,17 @@
-"""docs/http.md names the cases that check its rules: each name it gives
-exists, so a renamed or dropped case cannot leave the contract pointing at
-nothing."""
+"""The cases as data: each is written in the format conformance/README.md
+gives (a runner fails on what it does not know, so a typo cannot make a
+step silently check nothing), names are unique, and each case docs/http.md
+names exists, so a renamed or dropped case cannot leave the contract
+pointing at nothing."""
 
 from __future__ import annotations
 
 import re
 
-from contract import ROOT, load_cases
+import pytest
+
+from contract import ROOT, Case, load_cases
+from steps import case_problems
 
 # A case name as the page writes it: `word-word-word...` in backticks (the
 # schema's x-librl- keywords are not cases).
@@ -17,3 +22,16 @@ def test_every_case_docs_http_names_exists() -> None:
     named = set(CASE_NAME.findall((ROOT / "docs" / "http.md").read_text(encoding="utf-8")))
     assert named, "docs/http.md names no case"
     assert named - {c["name"] for c in load_cases()} == set()
+
+
+CASES = load_cases()
+
+
+def test_case_names_are_unique() -> None:
+    names = [c["name"] for c in CASES]
+    assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_case_is_in_the_format(case: Case) -> None:
+    assert case_problems(case) == []

@@ -1,0 +1,299 @@
+"""A case's steps, run against an app over real HTTP and against its Redis
+(conformance/README.md, Steps): requests sent as the case writes them
+(the path and method as is, header values as bytes), responses matched
+exactly as the README says, Redis commands and their replies."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+import redis
+from redis.crc import key_slot
+
+
+class Mismatch(AssertionError):
+    """A step that did not match: the case, the step's index, what differed."""
+
+
+def header_bytes(value: Union[str, Dict[str, str]]) -> bytes:
+    """A case's header value: a string is its UTF-8 bytes; {"hex": ...} those bytes."""
+    if isinstance(value, dict):
+        return bytes.fromhex(value["hex"])
+    return value.encode()
+
+
+def header_lines(value: Any) -> List[bytes]:
+    return [header_bytes(v) for v in value] if isinstance(value, list) else [header_bytes(value)]
+
+
+@dataclass
+class Response:
+    status: int
+    #: Lower-case names; a header sent on several lines is its lines joined by ", ".
+    headers: Dict[str, str]
+    body: bytes
+
+
+def send(port: int, request: Dict[str, Any], timeout: float = 10.0) -> Response:
+    """One request on a fresh connection from 127.0.0.1, the path and method
+    as written (http.client normalizes neither)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        body = request.get("body")
+        encoded = body.encode() if isinstance(body, str) else None
+        conn.putrequest(request.get("method", "GET"), request["path"], skip_accept_encoding=True)
+        for name, value in request.get("headers", {}).items():
+            for line in header_lines(value):
+                conn.putheader(name, line)
+        if request.get("chunked"):
+            conn.putheader("Transfer-Encoding", "chunked")
+            conn.endheaders()
+            data = encoded or b""
+            conn.send((b"%x\r\n%s\r\n" % (len(data), data) if data else b"") + b"0\r\n\r\n")
+        elif encoded is not None:
+            conn.putheader("Content-Length", str(len(encoded)))
+            conn.endheaders(encoded)
+        else:
+            conn.endheaders()
+        response = conn.getresponse()
+        headers: Dict[str, str] = {}
+        for name, value in response.getheaders():
+            key = name.lower()
+            headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        return Response(response.status, headers, response.read())
+    finally:
+        conn.close()
+
+
+def matches(expected: Any, actual: Any) -> bool:
+    """A value of a case against what came back: exact, or a matcher
+    ({"range": [lo, hi]}, {"re": ...} in full, {"any": true})."""
+    if isinstance(expected, dict):
+        if "range" in expected:
+            lo, hi = expected["range"]
+            return isinstance(actual, int) and not isinstance(actual, bool) and lo <= actual <= hi
+        if "re" in expected:
+            return isinstance(actual, str) and re.fullmatch(expected["re"], actual) is not None
+        if "any" in expected:
+            return True
+        return (
+            isinstance(actual, dict)
+            and set(actual) == set(expected)
+            and all(matches(v, actual[k]) for k, v in expected.items())
+        )
+    if isinstance(expected, list):
+        return (
+            isinstance(actual, list)
+            and len(actual) == len(expected)
+            and all(matches(e, a) for e, a in zip(expected, actual))
+        )
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return expected is actual
+    if isinstance(expected, (int, float)) and isinstance(actual, (int, float)):
+        return expected == actual
+    return type(expected) is type(actual) and bool(expected == actual)
+
+
+def check_response(expect: Dict[str, Any], got: Response) -> List[str]:
+    """What differs between a response and a step's `expect`; [] when it matches."""
+    problems = []
+    if "status" in expect and got.status != expect["status"]:
+        problems.append(f"status {got.status}, expected {expect['status']}")
+    for name, value in expect.get("headers", {}).items():
+        actual = got.headers.get(name.lower())
+        if actual is None or not matches(value, actual):
+            problems.append(f"header {name}: {actual!r}, expected {value!r}")
+    for name in expect.get("absent", []):
+        if name.lower() in got.headers:
+            problems.append(
+                f"header {name} present ({got.headers[name.lower()]!r}), expected absent"
+            )
+    if "content_type" in expect:
+        actual = got.headers.get("content-type", "")
+        if not actual.startswith(expect["content_type"]):
+            problems.append(f"content-type {actual!r}, expected {expect['content_type']!r}...")
+    if "body" in expect:
+        try:
+            parsed = json.loads(got.body)
+        except ValueError:
+            problems.append(f"body is not JSON: {got.body[:200]!r}")
+        else:
+            for field, value in expect["body"].items():
+                if not isinstance(parsed, dict) or field not in parsed:
+                    problems.append(f"body has no {field!r}: {parsed!r}")
+                elif not matches(value, parsed[field]):
+                    problems.append(f"body {field}: {parsed[field]!r}, expected {value!r}")
+    if "body_text" in expect and got.body != expect["body_text"].encode():
+        problems.append(f"body {got.body[:200]!r}, expected {expect['body_text']!r}")
+    return problems
+
+
+def decoded(reply: Any) -> Any:
+    if isinstance(reply, bytes):
+        return reply.decode(errors="replace")
+    if isinstance(reply, (list, tuple)):
+        return [decoded(r) for r in reply]
+    return reply
+
+
+class Redis:
+    """A case's Redis as its steps see it: one primary, or a cluster's.
+    Replies come back as the server sent them (no client-side conversion:
+    SET answers "OK", not True)."""
+
+    def __init__(self, ports: Sequence[int], cluster: bool) -> None:
+        self.primaries = [redis.Redis(host="127.0.0.1", port=p) for p in ports]
+        for r in self.primaries:
+            r.response_callbacks.clear()
+        self.cluster = cluster
+
+    def close(self) -> None:
+        for r in self.primaries:
+            r.close()
+
+    def _owner(self, key: bytes) -> redis.Redis:
+        """The primary serving the key's slot (the cluster's own map)."""
+        slot = key_slot(key)
+        for lo, hi, primary, *_ in self.primaries[0].execute_command("CLUSTER", "SLOTS"):
+            if lo <= slot <= hi:
+                port = int(primary[1])
+                return next(
+                    r for r in self.primaries if r.connection_pool.connection_kwargs["port"] == port
+                )
+        raise LookupError(f"no primary serves slot {slot}")
+
+    def command(self, argv: List[Any]) -> Any:
+        if not self.cluster:
+            return self.primaries[0].execute_command(*argv)
+        if str(argv[0]).upper() == "DBSIZE":
+            return sum(int(r.execute_command("DBSIZE")) for r in self.primaries)
+        # The server says which arguments are keys (the module declares them).
+        keys = self.primaries[0].execute_command("COMMAND", "GETKEYS", *argv)
+        key = keys[0] if keys else b""
+        return self._owner(key if isinstance(key, bytes) else str(key).encode()).execute_command(
+            *argv
+        )
+
+    def flush(self) -> None:
+        for r in self.primaries:
+            r.execute_command("FLUSHALL")
+
+    def pause(self, ms: int) -> None:
+        for r in self.primaries:
+            r.execute_command("CLIENT", "PAUSE", ms, "ALL")
+
+    @staticmethod
+    def _scan(r: redis.Redis) -> Iterator[bytes]:
+        """Every key of one primary (SCAN's raw replies: no callbacks here)."""
+        cursor = b"0"
+        while True:
+            cursor, keys = r.execute_command("SCAN", cursor, "COUNT", 1000)
+            yield from keys
+            if cursor == b"0":
+                return
+
+    def all_keys(self) -> List[Tuple[bytes, str]]:
+        """Every key of every primary with its type, sorted."""
+        out = []
+        for r in self.primaries:
+            for key in self._scan(r):
+                out.append((key, decoded(r.execute_command("TYPE", key))))
+        return sorted(out)
+
+    def every_key_expires(self) -> Optional[str]:
+        for r in self.primaries:
+            for key in self._scan(r):
+                ttl = r.execute_command("PTTL", key)
+                # -2: the key expired since SCAN listed it.
+                if ttl == -1 or ttl == 0:
+                    return f"key {key!r} has PTTL {ttl}"
+        return None
+
+
+CASE_FIELDS = {
+    "name",
+    "rule",
+    "redis",
+    "requires",
+    "config",
+    "startup_error",
+    "cross_field",
+    "steps",
+}
+REQUEST_FIELDS = {"method", "path", "headers", "body", "chunked"}
+EXPECT_FIELDS = {"status", "headers", "absent", "content_type", "body", "body_text"}
+STEP_KINDS = {
+    "request": {"request", "expect", "repeat"},
+    "redis": {"redis", "expect"},
+    "sleep_ms": {"sleep_ms"},
+    "redis_pause_ms": {"redis_pause_ms"},
+    "check": {"check"},
+}
+
+
+def case_problems(case: Dict[str, Any]) -> List[str]:
+    """What in a case this runner does not know (conformance/README.md, A
+    case): a member, a step, a request or expect field; [] when none."""
+    problems = [f"unknown member {k!r}" for k in sorted(set(case) - CASE_FIELDS)]
+    if case.get("redis", "standalone") not in ("standalone", "cluster", "down"):
+        problems.append(f"unknown redis {case['redis']!r}")
+    if ("steps" in case) == ("startup_error" in case):
+        problems.append("needs steps or startup_error, not both")
+    for i, step in enumerate(case.get("steps", [])):
+        kinds = [k for k in STEP_KINDS if k in step]
+        if len(kinds) != 1:
+            problems.append(f"step {i}: not one kind of step")
+            continue
+        extra = set(step) - STEP_KINDS[kinds[0]]
+        if kinds[0] == "request":
+            extra |= {f"request.{k}" for k in set(step["request"]) - REQUEST_FIELDS}
+            extra |= {f"expect.{k}" for k in set(step.get("expect", {})) - EXPECT_FIELDS}
+        if kinds[0] == "check" and step["check"] != "every_key_expires":
+            extra.add(f"check {step['check']!r}")
+        problems += [f"step {i}: unknown {k}" for k in sorted(extra)]
+    return problems
+
+
+def run_steps(case: Dict[str, Any], port: int, r: Optional[Redis]) -> None:
+    """Every step in order; the first that does not match raises Mismatch."""
+    for index, step in enumerate(case["steps"]):
+        where = f"{case['name']} step {index}"
+        if "request" in step:
+            for attempt in range(step.get("repeat", 1)):
+                got = send(port, step["request"])
+                problems = check_response(step.get("expect", {}), got)
+                if problems:
+                    raise Mismatch(
+                        f"{where} (request {attempt + 1}): {'; '.join(problems)}\n"
+                        f"  response {got.status} {got.headers} {got.body[:300]!r}"
+                    )
+        elif "redis" in step:
+            if r is None:
+                raise Mismatch(f"{where}: a redis step in a case without Redis")
+            try:
+                reply = decoded(r.command(step["redis"]))
+            except redis.ResponseError as e:
+                reply = f"error: {e}"
+            if not matches(step["expect"], reply):
+                raise Mismatch(
+                    f"{where}: {step['redis']} replied {reply!r}, expected {step['expect']!r}"
+                )
+        elif "sleep_ms" in step:
+            time.sleep(step["sleep_ms"] / 1000)
+        elif "redis_pause_ms" in step:
+            if r is None:
+                raise Mismatch(f"{where}: a pause in a case without Redis")
+            r.pause(step["redis_pause_ms"])
+        elif step.get("check") == "every_key_expires":
+            if r is None:
+                raise Mismatch(f"{where}: a key check in a case without Redis")
+            problem = r.every_key_expires()
+            if problem:
+                raise Mismatch(f"{where}: {problem}")
+        else:
+            raise Mismatch(f"{where}: a step this runner does not know: {step!r}")

@@ -1,0 +1,180 @@
+"""The black-box runner is not lax: cases that must fail do (a wrong status,
+a wrong or missing header, a header that must be absent, a wrong body, a
+missing Redis key, a wrong reply, a start-up that does not fail or fails
+for another field), run against a real example, beside the same case
+unchanged, which passes. The first framework of LIBRL_EXAMPLES serves
+them (skipped without one); the matcher's own edge cases run without."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable, Dict, List, Optional
+
+import pytest
+from servers import Server
+
+from blackbox import Clusters, examples, run_case
+from contract import Case
+from examples import Example
+from steps import Mismatch, Response, case_problems, check_response, matches
+
+BASE: Case = {
+    "name": "selftest-base",
+    "rule": "conformance/README.md#steps",
+    "config": {
+        "exempt_loopback": False,
+        "timeout": "2s",
+        "policies": [{"name": "p", "algorithm": "fixed", "limit": 1, "window": "60s"}],
+    },
+    "steps": [
+        {
+            "request": {"method": "GET", "path": "/"},
+            "expect": {"status": 200, "body_text": "ok", "headers": {"X-RateLimit-Remaining": "0"}},
+        },
+        {
+            "request": {"method": "GET", "path": "/"},
+            "expect": {
+                "status": 429,
+                "content_type": "application/problem+json",
+                "headers": {"RateLimit-Policy": '"p";q=1;w=60'},
+                "body": {"policy": "p", "limit": 1},
+            },
+        },
+        {"redis": ["EXISTS", "rl:{ip:127.0.0.1}:p"], "expect": 1},
+        {"redis": ["DBSIZE"], "expect": 1},
+    ],
+}
+
+
+def mutated(change: Callable[[Case], None]) -> Case:
+    case = copy.deepcopy(BASE)
+    change(case)
+    return case
+
+
+def expect_of(step: int) -> Callable[[Case], Dict[str, Any]]:
+    return lambda case: case["steps"][step]["expect"]
+
+
+MUST_FAIL: Dict[str, Callable[[Case], None]] = {
+    "wrong-status": lambda c: expect_of(0)(c).update(status=201),
+    "wrong-header-value": lambda c: expect_of(0)(c)["headers"].update(
+        {"X-RateLimit-Remaining": "1"}
+    ),
+    "missing-header": lambda c: expect_of(0)(c)["headers"].update({"X-Not-Sent": "x"}),
+    "header-that-must-be-absent": lambda c: expect_of(1)(c).update(absent=["RateLimit-Policy"]),
+    "wrong-content-type": lambda c: expect_of(1)(c).update(content_type="text/plain"),
+    "wrong-body-field": lambda c: expect_of(1)(c)["body"].update(policy="q"),
+    "missing-body-field": lambda c: expect_of(1)(c)["body"].update(nope=1),
+    "wrong-body-text": lambda c: expect_of(0)(c).update(body_text="ko"),
+    "missing-key": lambda c: c["steps"].append(
+        {"redis": ["EXISTS", "rl:{ip:127.0.0.1}:q"], "expect": 1}
+    ),
+    "wrong-reply": lambda c: c["steps"][3].update(expect=2),
+    "range-missed": lambda c: expect_of(1)(c)["body"].update(limit={"range": [2, 5]}),
+}
+
+
+def framework() -> str:
+    names = examples()
+    if not names:
+        pytest.skip("LIBRL_EXAMPLES names no framework")
+    return names[0]
+
+
+def test_the_unchanged_case_passes(standalone: Server, clusters: Clusters) -> None:
+    run_case(framework(), BASE, standalone, clusters)
+
+
+@pytest.mark.parametrize("mutation", list(MUST_FAIL))
+def test_a_case_that_must_fail_fails(mutation: str, standalone: Server, clusters: Clusters) -> None:
+    with pytest.raises(Mismatch):
+        run_case(framework(), mutated(MUST_FAIL[mutation]), standalone, clusters)
+
+
+STARTUP: Case = {
+    "name": "selftest-startup",
+    "rule": "conformance/README.md#a-case",
+    "config": {"policies": [{"name": "p", "algorithm": "fixed", "limit": 0, "window": "60s"}]},
+    "startup_error": "policies[0].limit",
+}
+
+
+def test_a_startup_case_passes(standalone: Server, clusters: Clusters) -> None:
+    run_case(framework(), STARTUP, standalone, clusters)
+
+
+def test_a_startup_case_naming_another_field_fails(standalone: Server, clusters: Clusters) -> None:
+    case = {**STARTUP, "startup_error": "policies[0].window"}
+    with pytest.raises(AssertionError, match=r"does not name"):
+        run_case(framework(), case, standalone, clusters)
+
+
+def test_a_startup_case_whose_configuration_starts_fails(
+    standalone: Server, clusters: Clusters
+) -> None:
+    case = {**STARTUP, "config": BASE["config"]}
+    with pytest.raises(TimeoutError, match=r"started instead of refusing"):
+        run_case(framework(), case, standalone, clusters)
+
+
+def test_stopping_leaves_no_process() -> None:
+    example = Example(framework(), BASE["config"], {"REDIS_URL": "redis://127.0.0.1:1"})
+    example.wait_ready(60)
+    example.stop()
+    assert example.proc.poll() is not None
+
+
+def response(
+    status: int = 200, headers: Optional[Dict[str, str]] = None, body: bytes = b""
+) -> Response:
+    return Response(status, headers or {}, body)
+
+
+@pytest.mark.parametrize(
+    ("expected", "actual"),
+    [
+        (1, True),
+        (True, 1),
+        (0, False),
+        ("1", 1),
+        (1, "1"),
+        (None, 0),
+        ([1, 2], [1, 2, 3]),
+        ({"range": [1, 5]}, True),
+        ({"range": [1, 5]}, "3"),
+        ({"re": "a"}, "ab"),
+        ({"a": 1}, {"a": 1, "b": 2}),
+    ],
+)
+def test_matcher_refuses_near_misses(expected: Any, actual: Any) -> None:
+    assert not matches(expected, actual)
+
+
+def test_every_difference_is_reported() -> None:
+    expect: Dict[str, Any] = {
+        "status": 429,
+        "headers": {"Retry-After": "1"},
+        "absent": ["X-A"],
+        "content_type": "application/problem+json",
+        "body": {"policy": "p"},
+    }
+    got = response(200, {"x-a": "1", "content-type": "text/plain"}, b"ok")
+    problems: List[str] = check_response(expect, got)
+    assert len(problems) == 5, problems
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        {**BASE, "stpes": []},
+        {**BASE, "steps": [{"request": {"path": "/"}, "expect": {"stauts": 200}}]},
+        {**BASE, "steps": [{"request": {"path": "/", "header": {}}}]},
+        {**BASE, "steps": [{"sleep": 10}]},
+        {**BASE, "steps": [{"check": "every_key_expire"}]},
+        {**BASE, "redis": "sentinel"},
+        {**BASE, "startup_error": "policies"},
+    ],
+)
+def test_a_case_the_runner_does_not_know_is_refused(case: Case) -> None:
+    assert case_problems(case) != []
