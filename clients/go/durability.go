@@ -38,10 +38,38 @@ func (l *Limiter) WithDurability(replicas int, timeout time.Duration) (*Limiter,
 }
 
 func (l *Limiter) sendDurable(ctx context.Context, k call) (any, error) {
-	cmd := redis.NewCmd(ctx, k.argv...)
+	var cmd *redis.Cmd
+	var wait *redis.IntCmd
+	var failed error // on the way to the node, not the call's own error
+	_ = l.retrying(ctx, func() error {
+		cmd, wait, failed = l.durableOnce(ctx, k)
+		if failed != nil {
+			return failed
+		}
+		return cmd.Err()
+	})
+	if failed != nil {
+		return nil, &Error{Command: k.name, Err: failed}
+	}
+	if err := cmd.Err(); err != nil {
+		return nil, &Error{Command: k.name, Err: err}
+	}
+	if err := wait.Err(); err != nil {
+		return cmd.Val(), &Error{Command: "WAIT", Err: err}
+	}
+	if acked := wait.Val(); acked < int64(l.durable.replicas) {
+		return cmd.Val(), &DurabilityError{Command: k.name, Wanted: l.durable.replicas, Acked: acked, Timeout: l.durable.timeout}
+	}
+	return cmd.Val(), nil
+}
+
+// durableOnce sends the call and WAIT once (following redirects in a
+// cluster); failed is an error on the way to the node.
+func (l *Limiter) durableOnce(ctx context.Context, k call) (cmd *redis.Cmd, wait *redis.IntCmd, failed error) {
+	cmd = redis.NewCmd(ctx, k.argv...)
 	cmd.SetFirstKeyPos(k.keyPos)
 	timeout := l.durable.timeout.Milliseconds()
-	wait := redis.NewIntCmd(ctx, "WAIT", strconv.Itoa(l.durable.replicas), strconv.FormatInt(timeout, 10))
+	wait = redis.NewIntCmd(ctx, "WAIT", strconv.Itoa(l.durable.replicas), strconv.FormatInt(timeout, 10))
 	// Both on one connection: WAIT counts that connection's writes.
 	run := func(c redis.Cmdable, asking bool) error {
 		_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -56,19 +84,9 @@ func (l *Limiter) sendDurable(ctx context.Context, k call) (any, error) {
 	}
 	if l.cluster == nil {
 		_ = run(l.client, false)
-	} else if err := l.clusterDurable(ctx, k, run, cmd); err != nil {
-		return nil, &Error{Command: k.name, Err: err}
+		return cmd, wait, nil
 	}
-	if err := cmd.Err(); err != nil {
-		return nil, &Error{Command: k.name, Err: err}
-	}
-	if err := wait.Err(); err != nil {
-		return cmd.Val(), &Error{Command: "WAIT", Err: err}
-	}
-	if acked := wait.Val(); acked < int64(l.durable.replicas) {
-		return cmd.Val(), &DurabilityError{Command: k.name, Wanted: l.durable.replicas, Acked: acked, Timeout: l.durable.timeout}
-	}
-	return cmd.Val(), nil
+	return cmd, wait, l.clusterDurable(ctx, k, run, cmd)
 }
 
 // clusterDurable sends the pipeline to the primary owning the call's slot;

@@ -16,7 +16,8 @@
 // Routing: in a *redis.ClusterClient every call goes to the primary owning
 // its key's slot, computed here (RL.ALL and RL.OVERRIDE included, whose
 // second word is not a key), through go-redis's own Process, which follows
-// MOVED and ASK when a slot moves. No COMMAND GETKEYS is ever sent. The keys
+// MOVED and ASK when a slot moves; a TRYAGAIN while a slot migrates is
+// retried (WithTryAgainWait). No COMMAND GETKEYS is ever sent. The keys
 // of one call must share a slot (a hash tag: "{user42}:min",
 // "{user42}:day"); otherwise the call is refused before sending with an
 // *ArgError saying so.
@@ -38,12 +39,14 @@ type Limiter struct {
 	durable *durability
 	// readTimeout is the client's, when known: a WAIT held longer fails.
 	readTimeout time.Duration
+	// tryAgain: how long a call retries while its slot migrates.
+	tryAgain time.Duration
 }
 
 // New wraps a *redis.Client, a *redis.ClusterClient, or any
 // redis.UniversalClient (NewUniversalClient's result included).
 func New(client redis.UniversalClient) *Limiter {
-	l := &Limiter{client: client}
+	l := &Limiter{client: client, tryAgain: DefaultTryAgainWait}
 	switch c := client.(type) {
 	case *redis.ClusterClient:
 		l.cluster = c
@@ -195,11 +198,16 @@ func (l *Limiter) send(ctx context.Context, k call) (any, error) {
 	if l.durable != nil && k.writes {
 		return l.sendDurable(ctx, k)
 	}
-	cmd := redis.NewCmd(ctx, k.argv...)
-	// go-redis's ClusterClient routes by the key at this position, instead
-	// of COMMAND's first-key position (none for RL.ALL and RL.OVERRIDE).
-	cmd.SetFirstKeyPos(k.keyPos)
-	if err := l.client.Process(ctx, cmd); err != nil {
+	var cmd *redis.Cmd
+	err := l.retrying(ctx, func() error {
+		cmd = redis.NewCmd(ctx, k.argv...)
+		// go-redis's ClusterClient routes by the key at this position,
+		// instead of COMMAND's first-key position (none for RL.ALL and
+		// RL.OVERRIDE).
+		cmd.SetFirstKeyPos(k.keyPos)
+		return l.client.Process(ctx, cmd)
+	})
+	if err != nil {
 		return nil, &Error{Command: k.name, Err: err}
 	}
 	return cmd.Val(), nil

@@ -338,10 +338,11 @@ func (c *Cluster) ResetStats() {
 }
 
 // Stats sums over every node: "getkeys" (COMMAND GETKEYS and
-// GETKEYSANDFLAGS calls), "moved" and "ask" (those errors replied), and the
+// GETKEYSANDFLAGS calls), "moved", "ask" and "tryagain" (those errors
+// replied), and the
 // calls of each command by its commandstats name ("rl.fixed").
 func (c *Cluster) Stats() map[string]int64 {
-	out := map[string]int64{"getkeys": 0, "moved": 0, "ask": 0}
+	out := map[string]int64{"getkeys": 0, "moved": 0, "ask": 0, "tryagain": 0}
 	for _, n := range c.Nodes {
 		cl := n.Client()
 		for _, section := range []string{"commandstats", "errorstats"} {
@@ -365,6 +366,8 @@ func (c *Cluster) Stats() map[string]int64 {
 					out["moved"] += field(fields, "count")
 				case name == "errorstat_ASK":
 					out["ask"] += field(fields, "count")
+				case name == "errorstat_TRYAGAIN":
+					out["tryagain"] += field(fields, "count")
 				}
 			}
 		}
@@ -402,6 +405,13 @@ func (c *Cluster) Owner(slot int) *Server {
 // MoveSlot reshards slot to target as redis-cli --cluster does:
 // IMPORTING/MIGRATING, MIGRATE every key, SETSLOT NODE on every node.
 func (c *Cluster) MoveSlot(slot int, target *Server) {
+	c.MigrateSlot(slot, target, 100, 0)
+}
+
+// MigrateSlot is MoveSlot migrating batch keys per MIGRATE with a pause
+// after each: a slot holding thousands of keys then takes seconds to move,
+// as it does in production, and calls in the slot meet it half moved.
+func (c *Cluster) MigrateSlot(slot int, target *Server, batch int, pause time.Duration) {
 	ctx := context.Background()
 	source := c.Owner(slot)
 	if source == target {
@@ -416,7 +426,7 @@ func (c *Cluster) MoveSlot(slot int, target *Server) {
 	must(c.t, dst.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", id(source)).Err())
 	must(c.t, src.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", id(target)).Err())
 	for {
-		keys, err := src.ClusterGetKeysInSlot(ctx, slot, 100).Result()
+		keys, err := src.ClusterGetKeysInSlot(ctx, slot, batch).Result()
 		must(c.t, err)
 		if len(keys) == 0 {
 			break
@@ -425,7 +435,9 @@ func (c *Cluster) MoveSlot(slot int, target *Server) {
 		for _, k := range keys {
 			args = append(args, k)
 		}
+		// A batch whose keys all expired since they were listed replies NOKEY, not an error.
 		must(c.t, src.Do(ctx, args...).Err())
+		time.Sleep(pause)
 	}
 	targetID := id(target)
 	for _, n := range append([]*Server{target, source}, c.others(source, target)...) {
@@ -441,6 +453,26 @@ func (c *Cluster) MoveSlot(slot int, target *Server) {
 				c.t.Fatalf("slot %d: %s still names %s as its owner", slot, n.Addr(), ownerSeenBy(ctx, n, slot))
 			}
 			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// OpenMigration marks slot as migrating from its owner to target, moving
+// no key, as a resharding that stopped half-way leaves it; the returned
+// function marks it stable again on both nodes.
+func (c *Cluster) OpenMigration(slot int, target *Server) (abort func()) {
+	ctx := context.Background()
+	source := c.Owner(slot)
+	myID := func(s *Server) string {
+		v, err := s.Client().Do(ctx, "CLUSTER", "MYID").Text()
+		must(c.t, err)
+		return v
+	}
+	must(c.t, target.Client().Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", myID(source)).Err())
+	must(c.t, source.Client().Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", myID(target)).Err())
+	return func() {
+		for _, n := range []*Server{source, target} {
+			must(c.t, n.Client().Do(ctx, "CLUSTER", "SETSLOT", slot, "STABLE").Err())
 		}
 	}
 }
