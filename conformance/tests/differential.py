@@ -273,32 +273,63 @@ class Run:
     error: Optional[str] = None
 
 
-def run_one(
-    framework: str, server: Server, config: Dict[str, Any], requests: Sequence[Dict[str, Any]]
-) -> Run:
+def start(framework: str, server: Server, config: Dict[str, Any]) -> Tuple[Run, Optional[Example]]:
+    """The framework's example serving `config` against its own flushed Redis."""
     run = Run(framework)
     r = Redis([server.port], cluster=False)
     try:
         r.flush()
-        example = Example(framework, config, {"REDIS_URL": f"redis://127.0.0.1:{server.port}"})
-        try:
-            example.wait_ready(60)
-        except StartupFailed as e:
-            run.startup = f"exit {e.code}: {e.stderr.strip().splitlines()[-1:]}"
-            example.stop()
-            return run
-        try:
-            for request in requests:
-                run.outcomes.append(outcome(send(example.port, request)))
-        except Exception as e:
-            run.error = f"{type(e).__name__}: {e}"
-        finally:
-            example.stop()
+    finally:
+        r.close()
+    example = Example(framework, config, {"REDIS_URL": f"redis://127.0.0.1:{server.port}"})
+    try:
+        example.wait_ready(60)
+    except StartupFailed as e:
+        run.startup = f"exit {e.code}: {e.stderr.strip().splitlines()[-1:]}"
+        example.stop()
+        return run, None
+    return run, example
+
+
+def ask(run: Run, example: Optional[Example], request: Dict[str, Any]) -> None:
+    if example is None or run.error is not None:
+        return
+    try:
+        run.outcomes.append(outcome(send(example.port, request)))
+    except Exception as e:
+        run.error = f"{type(e).__name__}: {e}"
+
+
+def finish(run: Run, example: Optional[Example], server: Server, config: Dict[str, Any]) -> None:
+    if example is None:
+        return
+    example.stop()
+    r = Redis([server.port], cluster=False)
+    try:
         prefix = config.get("prefix", "rl:")
         run.keys = [(k.decode(errors="replace").removeprefix(prefix), t) for k, t in r.all_keys()]
     finally:
         r.close()
-    return run
+
+
+def run_config(
+    pool: concurrent.futures.ThreadPoolExecutor,
+    servers: Dict[str, Server],
+    config: Dict[str, Any],
+    requests: Sequence[Dict[str, Any]],
+) -> List[Run]:
+    """Every framework started side by side, then each request sent to all of
+    them at once (so clock-aligned windows see the same moment), then stopped."""
+    names = list(servers)
+    started = list(pool.map(lambda f: start(f, servers[f], config), names))
+    try:
+        for request in requests:
+            n = len(started)
+            list(pool.map(ask, [s[0] for s in started], [s[1] for s in started], [request] * n))
+    finally:
+        for (run, example), name in zip(started, names):
+            finish(run, example, servers[name], config)
+    return [run for run, _ in started]
 
 
 def groups(values: Dict[str, Any], same: Any) -> List[List[str]]:
@@ -375,16 +406,7 @@ def main(argv: Sequence[str]) -> int:
                 if invalid:
                     raise SystemExit(f"differential: generated an invalid configuration: {invalid}")
                 requests = [gen_request(rng, config) for _ in range(args.requests)]
-                n = len(frameworks)
-                runs = list(
-                    pool.map(
-                        run_one,
-                        frameworks,
-                        [servers[f] for f in frameworks],
-                        [config] * n,
-                        [requests] * n,
-                    )
-                )
+                runs = run_config(pool, servers, config, requests)
                 for diff in compare(runs, config, requests):
                     diff.update(seed=args.seed, config_index=index, config=config)
                     found.append(diff)
