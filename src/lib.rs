@@ -174,9 +174,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     if check_module_args(ctx, args) == Status::Err {
         return Status::Err;
     }
-    // Writes signal WATCH and client-side caching explicitly, so a denied
-    // call that opened its key for writing does not look like a change.
-    ctx.set_module_options(redis_module::raw::ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED);
+    register::set_module_options(ctx);
     register::add_acl_category(ctx);
     if let Err(what) = register_commands(ctx) {
         ctx.log_warning(&format!("librl: {what}; refusing to load"));

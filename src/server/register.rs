@@ -105,6 +105,61 @@ pub fn subcommand(
 
 const SINCE: &CStr = c"0.1.0";
 
+/// Valkey's `VALKEYMODULE_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION` (Valkey 9):
+/// a bit Redis does not define, so it is set only on Valkey.
+const HANDLE_ATOMIC_SLOT_MIGRATION: c_int = 1 << 5;
+
+/// Declares the module's options, all at once (the server replaces them):
+///
+/// - no implicit "modified" signal: writes signal WATCH and client-side
+///   caching themselves, so a denied call that opened its key for writing
+///   does not look like a change;
+/// - on Valkey 9 and later, atomic slot migration (`CLUSTER
+///   MIGRATESLOTS`), which Valkey refuses while any loaded module has not
+///   declared it. librl keeps everything in plain string keys, which the
+///   migration copies, and its writes reach the target as the replication
+///   stream does (the primary's NOW included), so nothing of it is left
+///   behind.
+pub fn set_module_options(ctx: &Context) {
+    let mut options = raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as c_int;
+    if valkey_major(ctx).is_some_and(|major| major >= 9) {
+        options |= HANDLE_ATOMIC_SLOT_MIGRATION;
+    }
+    // SAFETY: called during load with the load context.
+    unsafe {
+        if let Some(set) = raw::RedisModule_SetModuleOptions {
+            set(ctx.ctx, options);
+        }
+    }
+}
+
+/// Valkey's major version (`INFO server`'s `valkey_version`), or None on
+/// Redis, which has no such field.
+fn valkey_major(ctx: &Context) -> Option<u32> {
+    // SAFETY: called during load; the info object is freed before return
+    // and the field is read before that.
+    unsafe {
+        let (Some(get), Some(field), Some(free)) = (
+            raw::RedisModule_GetServerInfo,
+            raw::RedisModule_ServerInfoGetFieldC,
+            raw::RedisModule_FreeServerInfo,
+        ) else {
+            return None;
+        };
+        let info = get(ctx.ctx, c"server".as_ptr());
+        if info.is_null() {
+            return None;
+        }
+        let value = field(info, c"valkey_version".as_ptr());
+        let major = (!value.is_null())
+            .then(|| CStr::from_ptr(value).to_str().ok())
+            .flatten()
+            .and_then(|v| v.split('.').next()?.parse().ok());
+        free(ctx.ctx, info);
+        major
+    }
+}
+
 /// Adds the `ratelimit` ACL category where the server supports module
 /// categories (Valkey, Redis 7.4+). A server that kept it from an earlier
 /// load of the module refuses to add it again, which is fine: it exists.
