@@ -20,37 +20,7 @@ use redis::cluster::{cluster_pipe, ClusterClient, ClusterConnection};
 use redis::cluster_routing::{get_slot, Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Condvar, Mutex};
 use std::time::Instant;
-
-/// Clusters running at once in this process: two (twelve servers)
-/// overlap one cluster's waits with another's work and are still few
-/// enough for a small machine; the other flavors wait their turn.
-static CLUSTERS: (Mutex<usize>, Condvar) = (Mutex::new(0), Condvar::new());
-const CLUSTERS_AT_ONCE: usize = 2;
-
-/// A place among the clusters running at once, given back on drop.
-struct ClusterTurn;
-
-impl ClusterTurn {
-    fn take() -> ClusterTurn {
-        let (running, freed) = &CLUSTERS;
-        let guard = running.lock().unwrap_or_else(|p| p.into_inner());
-        let mut n = freed
-            .wait_while(guard, |n| *n >= CLUSTERS_AT_ONCE)
-            .unwrap_or_else(|p| p.into_inner());
-        *n += 1;
-        ClusterTurn
-    }
-}
-
-impl Drop for ClusterTurn {
-    fn drop(&mut self) {
-        let (running, freed) = &CLUSTERS;
-        *running.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
-        freed.notify_one();
-    }
-}
 
 const SLOTS: u16 = 16384;
 const SHARDS: usize = 3;

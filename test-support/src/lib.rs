@@ -5,9 +5,14 @@
 //! directories; one [`Builder`] for every server a test starts, giving a
 //! [`Process`] that is ready only when the process answering on its port
 //! is ours, and is stopped (SHUTDOWN, then SIGKILL) and reaped on drop;
-//! and the 3-primary [`Cluster`] bootstrap. It speaks the few RESP
-//! commands it needs itself, so each suite keeps whichever `redis` crate
-//! it tests with.
+//! the 3-primary [`Cluster`] bootstrap, and [`move_slot`], which moves a
+//! slot between primaries while a test calls into it (`slots.rs`). It
+//! speaks the few RESP commands it needs itself, so each suite keeps
+//! whichever `redis` crate it tests with.
+
+mod slots;
+
+pub use slots::{move_slot, slot_owner, wait_for_owner, Moved, Node, SlotMove};
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
@@ -496,6 +501,21 @@ impl Cluster {
 
     pub fn urls(&self) -> Vec<String> {
         self.nodes.iter().map(Process::url).collect()
+    }
+
+    /// Node `i` as [`move_slot`] addresses it.
+    pub fn node(&self, i: usize) -> Node<'_> {
+        Node {
+            port: self.nodes[i].port,
+            id: &self.ids[i],
+        }
+    }
+
+    /// Moves `slot` from node `from` to node `to` ([`move_slot`]), telling
+    /// every node; returns once each names `to` as its owner.
+    pub fn move_slot(&self, slot: u16, from: usize, to: usize, how: SlotMove) -> Moved {
+        let all: Vec<u16> = self.nodes.iter().map(|n| n.port).collect();
+        move_slot(slot, self.node(from), self.node(to), &all, how)
     }
 
     /// The index of the node serving `slot` (the ranges `start` assigned).

@@ -6,6 +6,7 @@
 
 use librl_test_support as support;
 use std::path::{Path, PathBuf};
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// The servers librl supports, each installed by `scripts/install-deps.sh
@@ -216,14 +217,51 @@ impl Server {
 
     /// Every server runs with DEBUG enabled, and slowly under valgrind.
     pub fn builder<'p>(flavor: Flavor) -> Builder<'p> {
-        let options = support::Builder::new(format!("{flavor:?}"), flavor.binary())
+        Builder {
+            flavor,
+            options: Server::options(flavor),
+        }
+    }
+
+    /// The options `builder` starts from, as librl-test-support's builder
+    /// (for its `Cluster::start`).
+    pub fn options<'p>(flavor: Flavor) -> support::Builder<'p> {
+        support::Builder::new(format!("{flavor:?}"), flavor.binary())
             .args(&["--enable-debug-command", "yes"])
-            .timeouts(timeout(20, 120), timeout(10, 60));
-        Builder { flavor, options }
+            .timeouts(timeout(20, 120), timeout(10, 60))
     }
 
     pub fn conn(&self) -> redis::Connection {
         let client = redis::Client::open(self.url()).unwrap();
         client.get_connection().expect("cannot connect")
+    }
+}
+
+/// Clusters running at once in one test process: two (up to twelve
+/// servers) overlap one cluster's waits with another's work and are still
+/// few enough for a small machine; the other flavors wait their turn.
+static CLUSTERS: (Mutex<usize>, Condvar) = (Mutex::new(0), Condvar::new());
+const CLUSTERS_AT_ONCE: usize = 2;
+
+/// A place among the clusters running at once, given back on drop.
+pub struct ClusterTurn;
+
+impl ClusterTurn {
+    pub fn take() -> ClusterTurn {
+        let (running, freed) = &CLUSTERS;
+        let guard = running.lock().unwrap_or_else(|p| p.into_inner());
+        let mut n = freed
+            .wait_while(guard, |n| *n >= CLUSTERS_AT_ONCE)
+            .unwrap_or_else(|p| p.into_inner());
+        *n += 1;
+        ClusterTurn
+    }
+}
+
+impl Drop for ClusterTurn {
+    fn drop(&mut self) {
+        let (running, freed) = &CLUSTERS;
+        *running.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
+        freed.notify_one();
     }
 }
