@@ -519,7 +519,7 @@ fn list_page(reply: &Value) -> (String, Vec<String>) {
 /// the server checks none: the module checks each with the server's own
 /// key-permission check (read access) and lists only those the caller may
 /// read, in both spellings, in MULTI and from a script (which runs as its
-/// caller). Regression: a `~t1:*` user could not `GET t2:secret` but saw
+/// caller), selectors included. Regression: a `~t1:*` user could not `GET t2:secret` but saw
 /// it, limit and window, in `LIST 0`.
 #[test]
 fn override_list_shows_only_the_overrides_the_caller_may_read() {
@@ -543,6 +543,17 @@ fn override_list_shows_only_the_overrides_the_caller_may_read() {
                 "+exec",
             ],
         );
+        // A selector that may read one more key, with its own commands:
+        // the server's key check asks whether any selector may read a key.
+        set_user(
+            admin,
+            "selector",
+            &[
+                "~t1:*",
+                "+@all",
+                "(%R~t2:secret +rl.override|get +rl.override.get)",
+            ],
+        );
         let set = |names: &[&str]| -> std::collections::BTreeSet<String> {
             names.iter().map(|n| n.to_string()).collect()
         };
@@ -556,6 +567,7 @@ fn override_list_shows_only_the_overrides_the_caller_may_read() {
             // Write-only keys are not readable: not listed.
             ("t1reader", set(&["t1:a", "t1:b"])),
             ("secret", set(&["t2:secret"])),
+            ("selector", set(&["t1:a", "t1:b", "t2:secret"])),
         ] {
             let mut con = user_conn(server, user);
             let log_before = cmd(admin, &["ACL", "LOG"]).map(|v| strings(&v).len());
@@ -607,9 +619,18 @@ fn override_list_shows_only_the_overrides_the_caller_may_read() {
                 auth_before
             );
             // What was left out stays out of reach otherwise too.
+            if user == "t1" || user == "selector" {
+                assert_noperm(&mut con, &["RL.OVERRIDE", "GET", "t2:other"]);
+                assert_noperm(&mut con, &["RL.OVERRIDE.GET", "t2:other"]);
+            }
             if user == "t1" {
                 assert_noperm(&mut con, &["RL.OVERRIDE", "GET", "t2:secret"]);
                 assert_noperm(&mut con, &["RL.OVERRIDE.GET", "t2:secret"]);
+            }
+            // What is listed can be read by some command the user has.
+            if user == "selector" {
+                assert_allowed(&mut con, &["RL.OVERRIDE", "GET", "t2:secret"]);
+                assert_allowed(&mut con, &["RL.OVERRIDE.GET", "t2:secret"]);
             }
         }
         // A script run by an unrestricted user lists everything.
