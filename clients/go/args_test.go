@@ -82,7 +82,7 @@ func TestUnexpectedRepliesAreErrorsNotPanics(t *testing.T) {
 		t.Fatalf("%+v %v", d, err)
 	}
 	for _, r := range []any{nil, []any{int64(1), int64(0)}, []any{int64(1), int64(0), "x"}, []any{"1", int64(0), six}} {
-		if _, err := allDecisionFrom(r); err == nil {
+		if _, err := allDecisionFrom(r, nil); err == nil {
 			t.Errorf("allDecisionFrom(%#v) passed", r)
 		}
 	}
@@ -131,7 +131,7 @@ func TestLongerRepliesAreReadAndTheRestIgnored(t *testing.T) {
 	if _, err := decisionFrom(future); err != nil {
 		t.Fatalf("a reply with unknown trailing fields: %v", err)
 	}
-	a, err := allDecisionFrom([]any{int64(1), int64(0), future, seven})
+	a, err := allDecisionFrom([]any{int64(1), int64(0), future, seven}, nil)
 	if err != nil || !a.Allowed || len(a.Decisions) != 2 || a.Decisions[1].Count != 2 {
 		t.Fatalf("RL.ALL of longer clause replies: %+v %v", a, err)
 	}
@@ -164,5 +164,46 @@ func TestDenialCacheKeepsADenialAtMostMaxAge(t *testing.T) {
 		if _, ok := c.cache.lookup("k", t0.Add(c.age)); ok {
 			t.Fatalf("%v: kept past MaxAge", c.age)
 		}
+	}
+}
+
+func TestConcurrentArgvAndLeaseReplies(t *testing.T) {
+	k, err := limiterCall("Acquire", Concurrent("{j}:c", 5, time.Minute), []Option{Cost(2), Wait(10 * time.Second), Override("{j}:o"), Peek()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []any{"RL.CONCURRENT", "{j}:c", "5", "60000ms", "COST", "2", "WAIT", "10000ms", "OVERRIDE", "{j}:o", "PEEK"}
+	if !reflect.DeepEqual(k.argv, want) || k.effect != effectNone || k.wait != 10*time.Second || len(k.leases) != 1 ||
+		*k.leases[0] != (leaseSpec{key: "{j}:c", limit: 5, length: time.Minute, override: "{j}:o"}) {
+		t.Fatalf("%+v", k)
+	}
+	a, err := allCall([]Clause{Fixed("{j}:f", 1, time.Second), Concurrent("{j}:c", 5, 30*time.Second)}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []any{"RL.ALL", "FIXED", "{j}:f", "1", "1000ms", "CONCURRENT", "{j}:c", "5", "30000ms"}
+	if !reflect.DeepEqual(a.argv, want) || a.effect != effectNone || len(a.leases) != 2 || a.leases[0] != nil || a.leases[1] == nil {
+		t.Fatalf("%+v", a)
+	}
+	if plain, _ := allCall([]Clause{Fixed("{j}:f", 1, time.Second)}, false); plain.leases != nil || plain.effect != effectCacheable {
+		t.Fatalf("%+v", plain)
+	}
+	// A lease id is read from a CONCURRENT clause's reply only.
+	six := []any{int64(1), int64(1), int64(0), int64(1), int64(0), int64(1000)}
+	seven := []any{int64(1), int64(1), int64(0), int64(5), int64(4), int64(30000), int64(1754500000123001)}
+	d, err := allDecisionFrom([]any{int64(1), int64(0), append(six, int64(99)), seven}, a.leases)
+	if err != nil || d.Decisions[0].LeaseID != 0 || d.Decisions[1].LeaseID != 1754500000123001 {
+		t.Fatalf("%+v %v", d, err)
+	}
+	if _, err := allDecisionFrom([]any{int64(1), int64(0), six, six}, a.leases); err == nil {
+		t.Fatal("a CONCURRENT clause's reply without its lease id passed")
+	}
+	if _, err := limiterDecision(six, true); err == nil {
+		t.Fatal("an RL.CONCURRENT reply of six integers passed")
+	}
+	// The zero Lease, and AllDecision's lease of a clause that takes none, hold nothing.
+	var zero AllDecision
+	if x := zero.Lease(0); x.holds() {
+		t.Fatal("the zero AllDecision's lease holds")
 	}
 }

@@ -11,7 +11,8 @@ import (
 )
 
 // Every call goes straight to the owning primary: over many calls of every
-// command on a real 3-primary cluster, INFO shows no MOVED, no ASK and no
+// command (leases, their releases and a held call included) on a real
+// 3-primary cluster, INFO shows no MOVED, no ASK and no
 // COMMAND GETKEYS on any node; after a slot moves, one MOVED at most, then
 // none again (a few while go-redis reloads its slot map in the background).
 func TestClusterRoutesStraightToTheOwner(t *testing.T) {
@@ -20,17 +21,31 @@ func TestClusterRoutesStraightToTheOwner(t *testing.T) {
 			t.Parallel()
 			c := testserver.StartCluster(t, testserver.ByName(name))
 			l := librl.New(c.Client())
+			defer l.Close()
+			release := func(x *librl.Lease) {
+				t.Helper()
+				if d, err := x.Release(ctx); err != nil || !d.Allowed {
+					t.Fatalf("%+v %v", d, err)
+				}
+			}
 			round := func(i int) {
 				t.Helper()
 				user := fmt.Sprintf("user%d", i)
 				dec(t)(l.Fixed(ctx, user+":f", 100, time.Minute))
 				dec(t)(l.Sliding(ctx, "{"+user+"}:sl", 100, time.Minute, librl.Override("{"+user+"}:so")))
 				dec(t)(l.Token(ctx, user+":t", 100, time.Minute))
-				if _, err := l.All(ctx,
+				a, err := l.All(ctx,
 					librl.Fixed("{"+user+"}:s", 10, time.Second),
-					librl.Token("{"+user+"}:m", 100, time.Minute, librl.Override("{"+user+"}:o"))); err != nil {
-					t.Fatal(err)
+					librl.Token("{"+user+"}:m", 100, time.Minute, librl.Override("{"+user+"}:o")),
+					librl.Concurrent("{"+user+"}:cc", 5, time.Minute))
+				if err != nil || !a.Allowed {
+					t.Fatalf("%+v %v", a, err)
 				}
+				release(a.Lease(2))
+				release(acq(t)(l.Acquire(ctx, "{"+user+"}:c", 5, time.Minute, librl.Override("{"+user+"}:co"))))
+				// A slot is free, so the server answers at once; the call
+				// goes through the Limiter's client for held calls.
+				release(acq(t)(l.Acquire(ctx, user+":w", 5, time.Minute, librl.Wait(time.Second))))
 				if err := l.OverrideSet(ctx, "{"+user+"}:o", 50, time.Minute); err != nil {
 					t.Fatal(err)
 				}
@@ -52,6 +67,10 @@ func TestClusterRoutesStraightToTheOwner(t *testing.T) {
 				if s[cmd] != n {
 					t.Errorf("%s: %d calls, want %d (%v)", cmd, s[cmd], n, s)
 				}
+			}
+			// Two acquires and three releases a round.
+			if s["rl.concurrent"] != 5*n {
+				t.Errorf("rl.concurrent: %d calls, want %d (%v)", s["rl.concurrent"], 5*n, s)
 			}
 			deleted, err := l.OverrideDel(ctx, "{user1}:o", "{user2}:o", "{user3}:o")
 			if err != nil || deleted != 3 {

@@ -5,13 +5,13 @@ import (
 	"time"
 )
 
-// Clause is one limit of an RL.ALL call, built by Fixed, Sliding or Token.
-// Its arguments are checked when the call is made.
+// Clause is one limit of an RL.ALL call, built by Fixed, Sliding, Token or
+// Concurrent. Its arguments are checked when the call is made.
 type Clause struct {
-	algorithm string // FIXED, SLIDING or TOKEN
+	algorithm string // FIXED, SLIDING, TOKEN or CONCURRENT
 	key       string
 	limit     int64
-	window    time.Duration
+	window    time.Duration // CONCURRENT: the lease
 	opts      []Option
 }
 
@@ -33,12 +33,21 @@ func Token(key string, rate int64, window time.Duration, opts ...Option) Clause 
 	return Clause{algorithm: "TOKEN", key: key, limit: rate, window: window, opts: opts}
 }
 
+// Concurrent is an RL.ALL clause taking Cost slots (default 1) of limit
+// as one lease of the given length, only when every clause admits the
+// call; AllDecision.Lease gives it back (options Cost and Override).
+func Concurrent(key string, limit int64, lease time.Duration, opts ...Option) Clause {
+	return Clause{algorithm: "CONCURRENT", key: key, limit: limit, window: lease, opts: opts}
+}
+
 func (c Clause) allowed() optionBit {
 	switch c.algorithm {
 	case "FIXED":
 		return fixedClause
 	case "SLIDING":
 		return slidingClause
+	case "CONCURRENT":
+		return concurrentClause
 	default:
 		return tokenClause
 	}
@@ -57,6 +66,9 @@ type call struct {
 	wait time.Duration
 	// writes: the call may change the dataset (durability waits for it).
 	writes bool
+	// leases: per clause (one for RL.CONCURRENT), what a lease it takes
+	// is, or nil; the reply of such a clause carries the lease id.
+	leases []*leaseSpec
 }
 
 // effect is what a call means to the denial cache.
@@ -76,7 +88,11 @@ func clauseWords(where string, c Clause, allowed optionBit, words []any) ([]any,
 	if err != nil {
 		return nil, o, err
 	}
-	window, err := durationArg(where, "window", c.window, false)
+	length := "window"
+	if c.algorithm == "CONCURRENT" {
+		length = "lease"
+	}
+	window, err := durationArg(where, length, c.window, false)
 	if err != nil {
 		return nil, o, err
 	}
@@ -127,7 +143,11 @@ func reads(o options) bool { return o.has(optPeek) || (o.has(optCost) && o.cost 
 func limiterCall(method string, c Clause, opts []Option) (call, error) {
 	c.opts = append(c.opts[:len(c.opts):len(c.opts)], opts...)
 	name := "RL." + c.algorithm
-	words, o, err := clauseWords(method, c, c.allowed()|optPeek, []any{name})
+	allowed := c.allowed() | optPeek
+	if c.algorithm == "CONCURRENT" {
+		allowed = concurrentAcquire
+	}
+	words, o, err := clauseWords(method, c, allowed, []any{name})
 	if err != nil {
 		return call{}, err
 	}
@@ -136,6 +156,11 @@ func limiterCall(method string, c Clause, opts []Option) (call, error) {
 	}
 	k := call{name: name, argv: words, keyPos: 1, keys: clauseKeys(c.key, o), wait: o.wait, writes: !reads(o)}
 	switch {
+	case c.algorithm == "CONCURRENT":
+		// Never cached: a RELEASE frees a slot before the RetryAfter of a
+		// denial, which counts only the leases' own ends.
+		k.effect = effectNone
+		k.leases = []*leaseSpec{specOf(c, o)}
 	case o.has(optRefund):
 		k.effect = effectRefund
 	case o.has(optPeek):
@@ -155,13 +180,13 @@ func clauseKeys(key string, o options) []string {
 
 func allCall(clauses []Clause, peek bool) (call, error) {
 	if len(clauses) == 0 {
-		return call{}, argErr("All", "needs at least one clause (Fixed, Sliding or Token)")
+		return call{}, argErr("All", "needs at least one clause (Fixed, Sliding, Token or Concurrent)")
 	}
 	k := call{name: "RL.ALL", argv: []any{"RL.ALL"}, keyPos: 2, effect: effectCacheable}
-	refund, writes := false, false
+	refund, writes, leases := false, false, false
 	for i, c := range clauses {
 		if c.algorithm == "" {
-			return call{}, argErr("All", "clause %d is the zero Clause: build clauses with Fixed, Sliding or Token", i)
+			return call{}, argErr("All", "clause %d is the zero Clause: build clauses with Fixed, Sliding, Token or Concurrent", i)
 		}
 		where := "All clause " + strconv.Itoa(i) + " (" + c.algorithm + " " + c.key + ")"
 		words, o, err := clauseWords(where, c, c.allowed(), append(k.argv, c.algorithm))
@@ -170,17 +195,29 @@ func allCall(clauses []Clause, peek bool) (call, error) {
 		}
 		k.argv = words
 		k.keys = append(k.keys, clauseKeys(c.key, o)...)
+		var spec *leaseSpec
+		if c.algorithm == "CONCURRENT" {
+			spec, leases = specOf(c, o), true
+		}
+		k.leases = append(k.leases, spec)
 		refund = refund || o.has(optRefund)
 		writes = writes || !reads(o)
 		if o.has(optWait) && o.wait > k.wait {
 			k.wait = o.wait
 		}
 	}
-	if peek {
+	if !leases {
+		k.leases = nil
+	}
+	switch {
+	case peek:
 		k.argv = append(k.argv, "PEEK")
 		k.effect = effectNone
-	} else if refund {
+	case refund:
 		k.effect = effectRefund
+	case leases:
+		// As for RL.CONCURRENT alone: a release frees a slot sooner.
+		k.effect = effectNone
 	}
 	k.writes = writes && !peek
 	return k, nil

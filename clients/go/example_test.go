@@ -44,3 +44,28 @@ func ExampleReserve() {
 		// act now
 	}
 }
+
+// At most 5 generations in flight per API key: a lease taken before the
+// work and given back after it, also when the request is cancelled.
+func ExampleLimiter_Acquire() {
+	ctx := context.Background()
+	lim := librl.New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"}))
+	defer lim.Close() // the connections it opened for Wait
+	lease, err := lim.Acquire(ctx, "llm:{key7f3a}", 5, time.Minute, librl.Wait(10*time.Second))
+	if err != nil {
+		panic(err)
+	}
+	defer lease.Release(ctx)
+	if !lease.Allowed {
+		fmt.Println("busy; a slot frees in at most", lease.RetryAfter)
+		return
+	}
+	// Work that may outlast the lease: renewed every 20 s, cancelled if lost.
+	work, stop := lease.KeepAlive(ctx)
+	defer stop()
+	if err := generate(work); err != nil {
+		fmt.Println(err, context.Cause(work)) // librl.ErrLeaseNotHeld if the lease was lost
+	}
+}
+
+func generate(ctx context.Context) error { return ctx.Err() }

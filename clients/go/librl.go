@@ -1,7 +1,8 @@
 // Package librl is the Go client of librl, the Redis and Valkey module for
 // rate limiting, over go-redis v9: typed calls of RL.FIXED, RL.SLIDING,
-// RL.TOKEN, RL.ALL and RL.OVERRIDE (docs/commands.md), each routed straight
-// to the node that owns its key.
+// RL.TOKEN, RL.CONCURRENT (Acquire, a Lease to Release, Renew or
+// KeepAlive), RL.ALL and RL.OVERRIDE (docs/commands.md), each routed
+// straight to the node that owns its key.
 //
 //	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 //	lim := librl.New(rdb)
@@ -12,6 +13,10 @@
 //	all, err := lim.All(ctx,
 //		librl.Fixed("{ip:203.0.113.7}:s", 5, time.Second, librl.Aligned()),
 //		librl.Sliding("{ip:203.0.113.7}:m", 100, time.Minute))
+//	lease, err := lim.Acquire(ctx, "llm:{key7}", 5, time.Minute)
+//	if err == nil {
+//		defer lease.Release(ctx)
+//	}
 //
 // Routing: in a *redis.ClusterClient every call goes to the primary owning
 // its key's slot, computed here (RL.ALL and RL.OVERRIDE included, whose
@@ -37,8 +42,12 @@ type Limiter struct {
 	cluster *redis.ClusterClient // the same client, when it is a cluster
 	cache   *DenialCache
 	durable *durability
-	// readTimeout is the client's, when known: a WAIT held longer fails.
+	// readTimeout is the client's, when known: a WAIT held longer on the
+	// client's own connections fails.
 	readTimeout time.Duration
+	// waiting sends the calls the server holds (WAIT), on a pool of
+	// their own.
+	waiting *waiting
 	// tryAgain: how long a call retries while its slot migrates.
 	tryAgain time.Duration
 }
@@ -46,7 +55,7 @@ type Limiter struct {
 // New wraps a *redis.Client, a *redis.ClusterClient, or any
 // redis.UniversalClient (NewUniversalClient's result included).
 func New(client redis.UniversalClient) *Limiter {
-	l := &Limiter{client: client, tryAgain: DefaultTryAgainWait}
+	l := &Limiter{client: client, tryAgain: DefaultTryAgainWait, waiting: &waiting{}}
 	switch c := client.(type) {
 	case *redis.ClusterClient:
 		l.cluster = c
@@ -126,11 +135,21 @@ func (l *Limiter) single(ctx context.Context, method string, c Clause, opts []Op
 }
 
 func (l *Limiter) many(ctx context.Context, k call) (AllDecision, error) {
+	sent := time.Now()
 	e, err := l.decide(ctx, k)
 	if e.all == nil {
 		return AllDecision{}, err
 	}
-	return *e.all, err
+	a := *e.all
+	if k.leases != nil && len(a.Decisions) == len(k.leases) {
+		a.leases = make([]*Lease, len(k.leases))
+		for i, spec := range k.leases {
+			if spec != nil {
+				a.leases[i] = l.newLease(spec, a.Decisions[i], sent)
+			}
+		}
+	}
+	return a, err
 }
 
 // decide answers a limiter call or RL.ALL (k.name says which) with its
@@ -155,10 +174,10 @@ func (l *Limiter) decide(ctx context.Context, k call) (cacheEntry, error) {
 	allowed, retry := false, time.Duration(0)
 	if many {
 		var a AllDecision
-		a, perr = allDecisionFrom(reply)
+		a, perr = allDecisionFrom(reply, k.leases)
 		e.all, allowed, retry = &a, a.Allowed, a.RetryAfter
 	} else {
-		e.one, perr = decisionFrom(reply)
+		e.one, perr = limiterDecision(reply, len(k.leases) == 1)
 		allowed, retry = e.one.Allowed, e.one.RetryAfter
 	}
 	if perr != nil {
@@ -188,14 +207,22 @@ func (l *Limiter) send(ctx context.Context, k call) (any, error) {
 			return nil, err
 		}
 	}
-	if k.wait > 0 && l.readTimeout > 0 && k.wait+time.Second > l.readTimeout {
+	durable := l.durable != nil && k.writes
+	var client redis.UniversalClient = l.client
+	if k.wait > 0 && !durable {
+		if w, hold, cancel, ok := l.waitingClient(ctx, k.wait); ok {
+			defer cancel()
+			client, ctx = w, hold
+		}
+	}
+	if k.wait > 0 && client == l.client && l.readTimeout > 0 && k.wait+time.Second > l.readTimeout {
 		return nil, argErr(k.name, "Wait(%v) holds the reply about as long as the client's ReadTimeout (%v) or longer: "+
 			"raise redis.Options.ReadTimeout above it, or use Reserve and wait in the caller", k.wait, l.readTimeout)
 	}
 	if l.cache != nil {
 		defer l.cache.after(k)
 	}
-	if l.durable != nil && k.writes {
+	if durable {
 		return l.sendDurable(ctx, k)
 	}
 	var cmd *redis.Cmd
@@ -205,7 +232,7 @@ func (l *Limiter) send(ctx context.Context, k call) (any, error) {
 		// instead of COMMAND's first-key position (none for RL.ALL and
 		// RL.OVERRIDE).
 		cmd.SetFirstKeyPos(k.keyPos)
-		return l.client.Process(ctx, cmd)
+		return client.Process(ctx, cmd)
 	})
 	if err != nil {
 		return nil, &Error{Command: k.name, Err: err}

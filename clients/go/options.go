@@ -45,8 +45,12 @@ const (
 	fixedClause   = commonClause | optAligned
 	slidingClause = commonClause | optApprox
 	tokenClause   = commonClause | optBurst | optReserve | optWait
-	overrideSetOK = optBurst | optTTL
-	overrideLsOK  = optMatch | optCount
+	// RL.CONCURRENT: Acquire also takes Wait and Peek, which a clause
+	// does not (WAIT is RL.CONCURRENT's alone).
+	concurrentClause  = optCost | optOverride
+	concurrentAcquire = concurrentClause | optWait | optPeek
+	overrideSetOK     = optBurst | optTTL
+	overrideLsOK      = optMatch | optCount
 )
 
 type options struct {
@@ -73,8 +77,9 @@ func (o *options) mark(bit optionBit) {
 
 func (o *options) has(bit optionBit) bool { return o.set&bit != 0 }
 
-// Cost is the units this call consumes (COST n, default 1). Cost(0) reads
-// the limiter as it stands and changes nothing.
+// Cost is the units this call consumes (COST n, default 1; on Acquire, the
+// slots the lease takes). Cost(0) reads the limiter as it stands and
+// changes nothing.
 func Cost(n int64) Option { return func(o *options) { o.mark(optCost); o.cost = n } }
 
 // Refund gives back up to n units this limiter recorded (REFUND n); not
@@ -90,8 +95,11 @@ func Reserve(maxWait time.Duration) Option {
 	return func(o *options) { o.mark(optReserve); o.reserve = maxWait }
 }
 
-// Wait is Reserve with the server holding the reply until the reserved
-// time (WAIT max_wait). The client's ReadTimeout must exceed maxWait.
+// Wait makes the server hold the reply (WAIT max_wait): on Token, Reserve
+// with the reply held until the reserved time; on Acquire, a refused call
+// waits up to maxWait for a slot, served in arrival order as soon as a
+// release or a lease's end frees one. The call goes on a connection of
+// its own (see Limiter.Close), held until the reply.
 func Wait(maxWait time.Duration) Option {
 	return func(o *options) { o.mark(optWait); o.wait = maxWait }
 }

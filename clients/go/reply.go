@@ -26,15 +26,24 @@ type Decision struct {
 	Remaining int64
 	// ResetAfter is how long until the limiter is empty (TOKEN: full) again.
 	ResetAfter time.Duration
+	// LeaseID (RL.CONCURRENT, and RL.ALL's CONCURRENT clauses) is the
+	// lease this call took, released or renewed: a positive integer below
+	// 2^53, unique within the key; 0 when the call holds none (refused,
+	// Peek, Cost(0), off mode, a lease no longer held). 0 for the other
+	// limiters.
+	LeaseID int64
 }
 
 // AllDecision is RL.ALL's reply: Allowed only if every clause admitted the
 // call, RetryAfter the longest wait among the denying clauses (Never if one
-// of them can never admit it), and one Decision per clause, in order.
+// of them can never admit it), and one Decision per clause, in order. The
+// lease a Concurrent clause took is Lease(i).
 type AllDecision struct {
 	Allowed    bool
 	RetryAfter time.Duration
 	Decisions  []Decision
+	// leases: per clause, the lease a Concurrent clause took, or nil.
+	leases []*Lease
 }
 
 // OverrideValues is an override's stored values (RL.OVERRIDE GET).
@@ -87,21 +96,37 @@ func ints(what string, reply any, n int) ([]int64, error) {
 }
 
 func decisionFrom(reply any) (Decision, error) {
-	v, err := ints("limiter", reply, 6)
+	return limiterDecision(reply, false)
+}
+
+// limiterDecision reads a limiter's reply: six integers, and with lease
+// the seventh, RL.CONCURRENT's lease id.
+func limiterDecision(reply any, lease bool) (Decision, error) {
+	n := 6
+	if lease {
+		n = 7
+	}
+	v, err := ints("limiter", reply, n)
 	if err != nil {
 		return Decision{}, err
 	}
-	return Decision{
+	d := Decision{
 		Allowed:    v[0] == 1,
 		Count:      v[1],
 		RetryAfter: millis(v[2]),
 		Limit:      v[3],
 		Remaining:  v[4],
 		ResetAfter: millis(v[5]),
-	}, nil
+	}
+	if lease {
+		d.LeaseID = v[6]
+	}
+	return d, nil
 }
 
-func allDecisionFrom(reply any) (AllDecision, error) {
+// allDecisionFrom reads RL.ALL's reply; leases says which clauses are
+// CONCURRENT ones, whose replies carry a lease id (nil: none).
+func allDecisionFrom(reply any, leases []*leaseSpec) (AllDecision, error) {
 	arr, ok := reply.([]any)
 	if !ok || len(arr) < 3 {
 		return AllDecision{}, replyError("RL.ALL", reply)
@@ -111,8 +136,8 @@ func allDecisionFrom(reply any) (AllDecision, error) {
 		return AllDecision{}, err
 	}
 	out := AllDecision{Allowed: head[0] == 1, RetryAfter: millis(head[1]), Decisions: make([]Decision, 0, len(arr)-2)}
-	for _, r := range arr[2:] {
-		d, err := decisionFrom(r)
+	for i, r := range arr[2:] {
+		d, err := limiterDecision(r, i < len(leases) && leases[i] != nil)
 		if err != nil {
 			return AllDecision{}, err
 		}

@@ -24,7 +24,7 @@ func TestStandalone(t *testing.T) {
 			t.Parallel()
 			srv := testserver.Start(t, f)
 			rdb := srv.Client()
-			for _, c := range standaloneChecks {
+			for _, c := range append(standaloneChecks, concurrentChecks...) {
 				t.Run(c.name, func(t *testing.T) {
 					if err := rdb.FlushAll(ctx).Err(); err != nil {
 						t.Fatal(err)
@@ -221,7 +221,7 @@ var standaloneChecks = []check{
 			"cost twice":                 second(l.Fixed(ctx, "k", 1, time.Second, librl.Cost(1), librl.Cost(2))),
 			"peek in a clause":           secondAll(l.All(ctx, librl.Fixed("k", 1, time.Second, librl.Peek()))),
 			"no clause":                  secondAll(l.All(ctx)),
-			"wait past the read timeout": second(l.Token(ctx, "k", 1, time.Second, librl.Wait(time.Minute))),
+			"wait past the read timeout": second(durable(t, l).Token(ctx, "k", 1, time.Second, librl.Wait(time.Minute))),
 		} {
 			var ae *librl.ArgError
 			if !errors.As(err, &ae) {
@@ -308,6 +308,16 @@ var standaloneChecks = []check{
 			t.Fatalf("Clear left the denial: %+v", d)
 		}
 	}}}
+
+// durable is l with WithDurability, whose calls go on the client's own
+// connections, within its ReadTimeout.
+func durable(t *testing.T, l *librl.Limiter) *librl.Limiter {
+	d, err := l.WithDurability(1, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
 
 func second(_ librl.Decision, err error) error       { return err }
 func secondAll(_ librl.AllDecision, err error) error { return err }
