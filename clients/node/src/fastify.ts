@@ -136,7 +136,8 @@ async function librlFastify(fastify: FastifyInstanceLike, options: FastifyRateLi
       reply.code(refusal.status);
       for (const [name, value] of Object.entries(refusal.headers)) reply.header(name, value);
       reply.header("content-type", refusal.contentType);
-      reply.send(refusal.body);
+      // A Buffer: Fastify would add "; charset=utf-8" to a JSON type given a string.
+      reply.send(Buffer.from(refusal.body, "utf8"));
       return reply;
     }
     for (const [name, value] of Object.entries(verdict.headers)) reply.header(name, value);

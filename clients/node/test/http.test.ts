@@ -142,6 +142,10 @@ describe("HTTP integrations", { concurrency: 1 }, () => {
     const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
     try {
       assert.deepEqual(await statuses(`${url}/login`, 2), [200, 429]);
+      // Exactly the contract's type: Fastify appends a charset to a JSON type sent as a string.
+      const refused = await fetch(`${url}/login`);
+      assert.equal(refused.headers.get("content-type"), "application/problem+json");
+      await refused.arrayBuffer();
       assert.deepEqual(await statuses(`${url}/health`, 3), [200, 200, 200]);
       assert.deepEqual(await statuses(`${url}/other`, 3), [200, 200, 429]);
     } finally {
