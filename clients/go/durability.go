@@ -40,18 +40,14 @@ func (l *Limiter) WithDurability(replicas int, timeout time.Duration) (*Limiter,
 func (l *Limiter) sendDurable(ctx context.Context, k call) (any, error) {
 	var cmd *redis.Cmd
 	var wait *redis.IntCmd
-	var failed error // on the way to the node, not the call's own error
-	_ = l.retrying(ctx, func() error {
-		cmd, wait, failed = l.durableOnce(ctx, k)
-		if failed != nil {
+	err := l.retrying(ctx, func(ctx context.Context) error {
+		var failed error // on the way to the node, not the call's own error
+		if cmd, wait, failed = l.durableOnce(ctx, k); failed != nil {
 			return failed
 		}
 		return cmd.Err()
 	})
-	if failed != nil {
-		return nil, &Error{Command: k.name, Err: failed}
-	}
-	if err := cmd.Err(); err != nil {
+	if err != nil {
 		return nil, &Error{Command: k.name, Err: err}
 	}
 	if err := wait.Err(); err != nil {

@@ -226,7 +226,7 @@ func (l *Limiter) send(ctx context.Context, k call) (any, error) {
 		return l.sendDurable(ctx, k)
 	}
 	var cmd *redis.Cmd
-	err := l.retrying(ctx, func() error {
+	err := l.retrying(ctx, func(ctx context.Context) error {
 		cmd = redis.NewCmd(ctx, k.argv...)
 		// go-redis's ClusterClient routes by the key at this position,
 		// instead of COMMAND's first-key position (none for RL.ALL and

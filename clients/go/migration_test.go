@@ -220,6 +220,7 @@ func TestCallsKeepWorkingWhileTheirSlotMigrates(t *testing.T) {
 				if !errors.As(err, &le) || !(tryAgain || (wait.context < time.Minute && errors.Is(err, context.DeadlineExceeded))) {
 					t.Fatalf("a stalled migration: %T %v after %v (context %v)", err, err, took, wait.context)
 				}
+				t.Logf("a stalled migration: gave up after %v (window %v, context %v)", took.Round(time.Millisecond), wait.fails, wait.context)
 				if took < wait.fails-maxBackoff || took > wait.fails+250*time.Millisecond {
 					t.Errorf("gave up after %v, want about %v", took, wait.fails)
 				}

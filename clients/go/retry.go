@@ -40,15 +40,18 @@ func (l *Limiter) WithTryAgainWait(d time.Duration) *Limiter {
 }
 
 // retrying runs attempt until it succeeds or fails other than by a slot
-// in motion, or until the retry window (tryAgain from now, or the
-// context's deadline if sooner) would close before the next try. The
-// error is the last attempt's.
-func (l *Limiter) retrying(ctx context.Context, attempt func() error) error {
-	err := attempt()
+// in motion, or until the retry window (tryAgain from the call's start,
+// or the context's deadline if sooner) closes. A retry's context ends
+// with the window, so that go-redis's own pauses between its retries do
+// not outlast it. The error is the last attempt's, or the last TRYAGAIN
+// when the window closed during an attempt.
+func (l *Limiter) retrying(ctx context.Context, attempt func(context.Context) error) error {
+	start := time.Now()
+	err := attempt(ctx)
 	if err == nil || l.tryAgain <= 0 || !l.slotMoving(err) {
 		return err
 	}
-	deadline := time.Now().Add(l.tryAgain)
+	deadline := start.Add(l.tryAgain)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
@@ -64,9 +67,17 @@ func (l *Limiter) retrying(ctx context.Context, attempt func() error) error {
 			return err
 		case <-timer.C:
 		}
-		if err = attempt(); err == nil || !l.slotMoving(err) {
-			return err
+		window, cancel := context.WithDeadline(ctx, deadline)
+		next := attempt(window)
+		closed := window.Err() != nil && ctx.Err() == nil
+		cancel()
+		switch {
+		case closed && errors.Is(next, context.DeadlineExceeded):
+			return err // the window closed in go-redis's pause: the TRYAGAIN stands
+		case next == nil || !l.slotMoving(next):
+			return next
 		}
+		err = next
 		backoff = min(2*backoff, maxBackoff)
 	}
 }
