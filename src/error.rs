@@ -25,6 +25,36 @@ pub enum RlError {
     OutOfMemory,
 }
 
+/// The classes of error `INFO rl` counts (`rl_errors_<class>`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// A malformed call: a bad or unknown argument, a repeated option, a
+    /// key named twice (`ERR`).
+    Argument,
+    WrongType,
+    /// Refused above `maxmemory` (`OOM`).
+    OutOfMemory,
+    /// A value written by a newer librl.
+    NewerVersion,
+    /// A librl value that fails validation.
+    Corrupt,
+    /// A bug caught at the panic boundary.
+    Internal,
+}
+
+impl RlError {
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            RlError::Arg(_) => ErrorClass::Argument,
+            RlError::WrongType { .. } => ErrorClass::WrongType,
+            RlError::OutOfMemory => ErrorClass::OutOfMemory,
+            RlError::BadState(DecodeError::UnsupportedVersion(_)) => ErrorClass::NewerVersion,
+            RlError::BadState(_) => ErrorClass::Corrupt,
+            RlError::Internal(_) => ErrorClass::Internal,
+        }
+    }
+}
+
 impl fmt::Display for RlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

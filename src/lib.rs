@@ -163,7 +163,7 @@ fn install_panic_hook() {
 /// Unloading while clients wait would leave their timers pointing at
 /// freed code: refuse until every WAIT has replied.
 fn deinit(ctx: &Context) -> Status {
-    if server::waiting() > 0 {
+    if server::waiting().total() > 0 {
         ctx.log_warning("librl: clients are waiting on WAIT; refusing to unload");
         return Status::Err;
     }

@@ -2,8 +2,10 @@
 //! fields (plain integers, so exporters scrape them unchanged).
 
 use crate::commands::overrides::{Sub, SUBCOMMANDS};
+use crate::error::{ErrorClass, RlError};
 use crate::mode::MODE;
 use crate::request::Algorithm;
+use crate::server::waiting;
 use redis_module::{InfoContext, RedisResult};
 use redis_module_macros::info_command_handler;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -139,14 +141,52 @@ pub fn count(command: Command, counter: Counter) {
     }
 }
 
+/// Error replies by class, all commands together (`rl_errors_<class>`).
+const ERROR_CLASSES: [(ErrorClass, &str); 6] = [
+    (ErrorClass::Argument, "argument"),
+    (ErrorClass::WrongType, "wrongtype"),
+    (ErrorClass::OutOfMemory, "oom"),
+    (ErrorClass::NewerVersion, "newer_version"),
+    (ErrorClass::Corrupt, "corrupt"),
+    (ErrorClass::Internal, "internal"),
+];
+static ERROR_COUNTS: [AtomicU64; ERROR_CLASSES.len()] = [ZERO; ERROR_CLASSES.len()];
+
+/// Calls replayed from the replication link or the AOF that this node's
+/// librl refused: writes of the primary this node does not have.
+static REPLAYED_REFUSED: AtomicU64 = AtomicU64::new(0);
+
+/// Counts an error replied to a client: in its command's row (memory
+/// refusals apart from the caller's own errors) and by its class.
+pub fn count_error(command: Command, e: &RlError) {
+    let counter = match e {
+        RlError::OutOfMemory => Counter::OomRefused,
+        _ => Counter::Errors,
+    };
+    count(command, counter);
+    let class = e.class();
+    if let Some(at) = ERROR_CLASSES.iter().position(|&(c, _)| c == class) {
+        ERROR_COUNTS[at].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Counts a replayed call this node refused.
+pub fn count_replayed_refused() {
+    REPLAYED_REFUSED.fetch_add(1, Ordering::Relaxed);
+}
+
 fn get(command: Command, counter: Counter) -> u64 {
     COUNTS
         .get(command.row())
         .map_or(0, |row| row[counter as usize].load(Ordering::Relaxed))
 }
 
+fn int(value: impl TryInto<i64>) -> i64 {
+    value.try_into().unwrap_or(i64::MAX)
+}
+
 #[info_command_handler]
-fn info(ctx: &InfoContext, _for_crash_report: bool) -> RedisResult<()> {
+fn info(ctx: &InfoContext, for_crash_report: bool) -> RedisResult<()> {
     let mut section = ctx
         .builder()
         .add_section("stats")
@@ -158,7 +198,7 @@ fn info(ctx: &InfoContext, _for_crash_report: bool) -> RedisResult<()> {
             if limiter_only && !command.is_limiter() {
                 continue;
             }
-            let value = i64::try_from(get(command, counter)).unwrap_or(i64::MAX);
+            let value = int(get(command, counter));
             section = section.field(&format!("{}_{counter_name}", command.name()), value)?;
         }
     }
@@ -166,7 +206,26 @@ fn info(ctx: &InfoContext, _for_crash_report: bool) -> RedisResult<()> {
         let value = EVENT_COUNTS
             .get(event as usize)
             .map_or(0, |c| c.load(Ordering::Relaxed));
-        section = section.field(name, i64::try_from(value).unwrap_or(i64::MAX))?;
+        section = section.field(name, int(value))?;
+    }
+    for ((_, name), count) in ERROR_CLASSES.iter().zip(&ERROR_COUNTS) {
+        section = section.field(
+            &format!("errors_{name}"),
+            int(count.load(Ordering::Relaxed)),
+        )?;
+    }
+    section = section.field(
+        "replayed_refused",
+        int(REPLAYED_REFUSED.load(Ordering::Relaxed)),
+    )?;
+    // Gauges read the waiters' tables, which a crash report (written
+    // from a signal handler, perhaps inside them) must not lock.
+    if !for_crash_report {
+        let now = waiting();
+        section = section
+            .field("clients_waiting", int(now.total()))?
+            .field("token_waiting", int(now.token))?
+            .field("concurrent_waiting", int(now.concurrent))?;
     }
     section.build_section()?.build_info()?;
     Ok(())

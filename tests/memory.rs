@@ -205,6 +205,8 @@ fn what_would_add_to_the_dataset_is_refused_and_writes_nothing() {
         for name in ["fixed", "sliding", "token", "concurrent", "all"] {
             assert_eq!(c[&format!("rl_{name}_errors")], 0, "{c:?}");
         }
+        // The same refusals, by class.
+        assert_eq!(c["rl_errors_oom"], 9, "{c:?}");
 
         // Room again: the same calls are admitted.
         ok(con, &["CONFIG", "SET", "maxmemory", "0"]);

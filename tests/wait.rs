@@ -1086,3 +1086,57 @@ fn concurrent_waiters_leases_are_replicated_and_persisted() {
         assert_eq!(blocked_clients(&mut p), 0);
     });
 }
+
+/// `INFO rl`'s gauges: `rl_token_waiting` counts RL.TOKEN replies held
+/// (a client that disconnected counts until its reserved time, when its
+/// timer fires), `rl_concurrent_waiting` the callers queued for a slot,
+/// `rl_clients_waiting` both; each goes back to 0 as its waiters leave.
+#[test]
+fn info_rl_gauges_the_clients_waiting_now() {
+    for_each_flavor(|flavor| {
+        let server = Server::start(flavor);
+        let mut con = server.conn();
+        let con = &mut con;
+        let gauges = |con: &mut redis::Connection| {
+            let c = counters(con);
+            (
+                c["rl_clients_waiting"],
+                c["rl_token_waiting"],
+                c["rl_concurrent_waiting"],
+            )
+        };
+        assert_eq!(gauges(con), (0, 0, 0), "{flavor:?}");
+        // A bucket of one token a second, empty: a WAIT's turn is 1 s away.
+        let t = ["RL.TOKEN", "gt", "1", "1s", "BURST", "1"];
+        assert_eq!(limiter(con, &t)[0], 1);
+        let token = Waiter::start(&server, &with(&t, &["WAIT", "1m"]));
+        wait_for_blocked(con, 1);
+        // One slot, held: a WAIT queues for it.
+        let c = ["RL.CONCURRENT", "gc", "1", "1m"];
+        let id = lease(con, &c)[6];
+        let concurrent = Waiter::start(&server, &with(&c, &["WAIT", "1m"]));
+        wait_for_blocked(con, 2);
+        assert_eq!(gauges(con), (2, 1, 1), "{flavor:?}");
+
+        release(con, &c, id);
+        assert_eq!(seven_of(&concurrent.join())[0], 1, "{flavor:?}");
+        assert_eq!(gauges(con), (1, 1, 0), "{flavor:?}");
+        cmd(con, &["CLIENT", "UNBLOCK", &token.id.to_string()]).unwrap();
+        assert!(token.join().reply.is_ok(), "{flavor:?}");
+        assert_eq!(gauges(con), (0, 0, 0), "{flavor:?}");
+
+        // A waiter that goes away still holds its turn until it comes.
+        let mut raw = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+        let argv = with(&t, &["WAIT", "1m"]);
+        let wait: Vec<&[u8]> = argv.iter().map(|a| a.as_bytes()).collect();
+        std::io::Write::write_all(&mut raw, &resp_commands([wait])).unwrap();
+        wait_for_blocked(con, 1);
+        drop(raw);
+        wait_for_blocked(con, 0);
+        assert_eq!(gauges(con), (1, 1, 0), "{flavor:?}");
+        let its_turn = pexpiretime(con, "gt") - 1000;
+        wait_until("the gone waiter's turn", || gauges(con) == (0, 0, 0));
+        assert!(server_ms(con) >= its_turn, "{flavor:?}");
+        log_is_clean(&server.log(), &format!("{flavor:?}"));
+    });
+}

@@ -87,13 +87,7 @@ pub fn attempt(call: Call<'_>, now: u64, turn: Turn) -> Attempt {
             call.ctx
                 .log_warning(&format!("librl: internal error ({what}); replied an error"));
         }
-        stats::count(
-            Command::Concurrent,
-            match e {
-                RlError::OutOfMemory => Counter::OomRefused,
-                _ => Counter::Errors,
-            },
-        );
+        stats::count_error(Command::Concurrent, &e);
         Attempt::Done(Err(e.to_string()))
     })
 }

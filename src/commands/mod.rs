@@ -52,7 +52,8 @@ impl Trust for &Origin<'_> {
 /// panic before it leaves the dataset unchanged. (The panic's message and
 /// location reach the server log through the hook `lib.rs` installs.)
 /// Calls, errors and refusals for memory are counted for `INFO rl`, except calls replayed from
-/// the replication link or the AOF, which no client made here.
+/// the replication link or the AOF, which no client made here: of those,
+/// only the ones refused are counted, apart.
 pub fn guarded<'a>(
     call: Call<'a>,
     command: Command,
@@ -64,8 +65,8 @@ pub fn guarded<'a>(
     };
     let result = catch_unwind(AssertUnwindSafe(|| body(&origin)))
         .unwrap_or(Err(RlError::Internal("a command handler panicked")));
-    let counted = !origin.replayed();
-    if counted {
+    let replayed = origin.replayed();
+    if !replayed {
         stats::count(command, Counter::Calls);
     }
     if let Err(e) = result {
@@ -73,13 +74,12 @@ pub fn guarded<'a>(
             call.ctx
                 .log_warning(&format!("librl: internal error ({what}); replied an error"));
         }
-        if counted {
-            // A refusal for memory is not the caller's mistake: counted apart.
-            let counter = match e {
-                RlError::OutOfMemory => Counter::OomRefused,
-                _ => Counter::Errors,
-            };
-            stats::count(command, counter);
+        if replayed {
+            // A write of the primary (or of the AOF) this node does not
+            // apply: its dataset now differs.
+            stats::count_replayed_refused();
+        } else {
+            stats::count_error(command, &e);
         }
         call.reply_error(&e.to_string());
     }

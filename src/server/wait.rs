@@ -30,10 +30,28 @@ struct Waiter {
 /// callback finds its timer here. Only the server's main thread touches it.
 static WAITERS: Mutex<Vec<(usize, raw::RedisModuleTimerID)>> = Mutex::new(Vec::new());
 
-/// How many clients are waiting (refuses module unload while any is):
-/// RL.TOKEN's held replies and RL.CONCURRENT's queues.
-pub fn waiting() -> usize {
-    WAITERS.lock().map_or(0, |w| w.len()) + super::queue::queued()
+/// Clients waiting now (module unload is refused while any is; `INFO rl`
+/// shows them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Waiting {
+    /// RL.TOKEN replies held until their reserved time (a client that
+    /// disconnected meanwhile counts until then: its timer is still set).
+    pub token: usize,
+    /// RL.CONCURRENT callers queued for a slot.
+    pub concurrent: usize,
+}
+
+impl Waiting {
+    pub fn total(self) -> usize {
+        self.token.saturating_add(self.concurrent)
+    }
+}
+
+pub fn waiting() -> Waiting {
+    Waiting {
+        token: WAITERS.lock().map_or(0, |w| w.len()),
+        concurrent: super::queue::queued(),
+    }
 }
 
 fn forget(bc: *mut raw::RedisModuleBlockedClient) -> Option<raw::RedisModuleTimerID> {

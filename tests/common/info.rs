@@ -61,7 +61,26 @@ pub const LIFE_COUNTERS: [&str; 7] = [
     "rl_renewals",
 ];
 
-/// Every counter of `INFO rl`, checking that each is a plain
+/// Error replies by class, all commands together: `rl_errors_<class>`.
+pub const ERROR_CLASSES: [&str; 6] = [
+    "argument",
+    "wrongtype",
+    "oom",
+    "newer_version",
+    "corrupt",
+    "internal",
+];
+
+/// Calls replayed from the replication link or the AOF that librl
+/// refused, and the gauges of clients waiting in WAIT.
+pub const NODE_FIELDS: [&str; 4] = [
+    "rl_replayed_refused",
+    "rl_clients_waiting",
+    "rl_token_waiting",
+    "rl_concurrent_waiting",
+];
+
+/// Every counter and gauge of `INFO rl`, checking that each is a plain
 /// `name:integer` line and that exactly the expected fields are there.
 pub fn counters(con: &mut redis::Connection) -> BTreeMap<String, i64> {
     let info: String = redis::cmd("INFO").arg("rl").query(con).unwrap();
@@ -100,6 +119,8 @@ pub fn counters(con: &mut redis::Connection) -> BTreeMap<String, i64> {
         expected.extend(names.iter().map(|c| format!("rl_{command}_{c}")));
     }
     expected.extend(LIFE_COUNTERS.map(String::from));
+    expected.extend(ERROR_CLASSES.map(|c| format!("rl_errors_{c}")));
+    expected.extend(NODE_FIELDS.map(String::from));
     expected.sort();
     assert_eq!(
         found.keys().cloned().collect::<Vec<_>>(),
