@@ -396,6 +396,8 @@ def main(argv: Sequence[str]) -> int:
         build(name)
     servers = {name: start_server("redis") for name in frameworks}
     found: List[Dict[str, Any]] = []
+    # What the runs exercised, from the first framework's answers.
+    seen: Dict[str, int] = {}
     started = time.monotonic()
     try:
         with concurrent.futures.ThreadPoolExecutor(len(frameworks)) as pool:
@@ -407,6 +409,14 @@ def main(argv: Sequence[str]) -> int:
                     raise SystemExit(f"differential: generated an invalid configuration: {invalid}")
                 requests = [gen_request(rng, config) for _ in range(args.requests)]
                 runs = run_config(pool, servers, config, requests)
+                for o in runs[0].outcomes:
+                    status = str(o.exact["status"])
+                    checked = "with rate-limit headers" if o.exact["headers"] else "without"
+                    seen[status] = seen.get(status, 0) + 1
+                    seen[checked] = seen.get(checked, 0) + 1
+                seen["refused at start-up"] = seen.get("refused at start-up", 0) + (
+                    runs[0].startup is not None
+                )
                 for diff in compare(runs, config, requests):
                     diff.update(seed=args.seed, config_index=index, config=config)
                     found.append(diff)
@@ -428,6 +438,7 @@ def main(argv: Sequence[str]) -> int:
         "requests": args.requests,
         "frameworks": frameworks,
         "disagreements": len(found),
+        "seen": dict(sorted(seen.items())),
         "seconds": round(elapsed),
     }
     print(json.dumps(summary), file=sys.stderr)
