@@ -297,7 +297,9 @@ def ask(run: Run, example: Optional[Example], request: Dict[str, Any]) -> None:
     try:
         run.outcomes.append(outcome(send(example.port, request)))
     except Exception as e:
-        run.error = f"{type(e).__name__}: {e}"
+        # Which request, and what the example said before it stopped answering.
+        tail = example.stderr().strip().splitlines()[-3:]
+        run.error = f"request {len(run.outcomes)}: {type(e).__name__}: {e}; stderr: {tail}"
 
 
 def finish(run: Run, example: Optional[Example], server: Server, config: Dict[str, Any]) -> None:
