@@ -12,7 +12,9 @@ request, and the run fails.
 Each configuration is checked against the schema first (librl_schema.py),
 so a disagreement is never about a configuration the contract refuses.
 Windows are a minute or longer, so a run's own duration does not change a
-count; the values that follow the clock (`t=`, `X-RateLimit-Reset`,
+count, and no two policies of a configuration share one, so which denial
+is the most restrictive never hangs on milliseconds; the values that follow
+the clock (`t=`, `X-RateLimit-Reset`,
 `Retry-After`, the problem's `retry_after` and the seconds in its
 `detail`) are compared within a second."""
 
@@ -27,7 +29,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from servers import Server, start_server
 
@@ -64,47 +66,71 @@ PATHS = (
 # -- random configurations ----------------------------------------------------
 
 
-def gen_policy(rng: random.Random, name: str) -> Dict[str, Any]:
+# Windows (and rates' periods) of a minute or more, so a run's own length
+# changes no count. Each policy of a configuration gets a window no other
+# has: two denials then never wait within a second of each other, and which
+# is the most restrictive does not depend on the milliseconds between them.
+WINDOWS = (
+    ("1m", 60_000),
+    ("90s", 90_000),
+    ("2m", 120_000),
+    (300, 300_000),
+    ("7m", 420_000),
+    ("1h", 3_600_000),
+    ("86400000ms", 86_400_000),
+)
+RATES = (
+    ("3/minute", 60_000),
+    ("4/Minute", 60_000),
+    ("2 per minute", 60_000),
+    ("5/2 minutes", 120_000),
+    ("3/60", 60_000),
+    ("3 per 5 minutes", 300_000),
+    ("4/hour", 3_600_000),
+    ("2 per 2 hours", 7_200_000),
+)
+# Token buckets refill at the rate: slowly, so a run's length refills nothing.
+TOKEN_WINDOWS = (("7h", 25_200_000), ("11h", 39_600_000), ("13h", 46_800_000))
+
+
+def gen_policy(rng: random.Random, name: str, used: Set[int]) -> Dict[str, Any]:
     algorithm = rng.choice(("fixed", "sliding", "approx", "token"))
     p: Dict[str, Any] = {"name": name, "algorithm": algorithm}
-    if rng.random() < 0.3:
-        p["rate"] = rng.choice(
-            (
-                "3/minute",
-                "4/Minute",
-                "2 per minute",
-                "5/2 minutes",
-                "3/60",
-                "4/hour",
-                "2 per 2 hours",
-            )
-        )
-    else:
-        p["limit"] = rng.randint(1, 6)
-        p["window"] = rng.choice(("1m", "60s", "90s", "2m", "1h", 300, "86400000ms"))
+
+    def window(choices: Sequence[Tuple[Any, int]], field: str) -> bool:
+        free = [c for c in choices if c[1] not in used]
+        if not free:
+            return False
+        text, ms = rng.choice(free)
+        used.add(ms)
+        p[field] = text
+        return True
+
     if algorithm == "token":
-        # Tokens come back at the rate: a slow one, so a run's length does not refill any.
-        p.pop("rate", None)
         p["limit"] = rng.randint(1, 5)
-        p["window"] = rng.choice(("1h", "2h", "1d"))
+        window(TOKEN_WINDOWS, "window")
         if rng.random() < 0.5:
             p["burst"] = rng.randint(1, 8)
-    if algorithm == "fixed" and rng.random() < 0.2:
-        p["aligned"] = True
-        p.pop("rate", None)
+    elif algorithm == "fixed" and rng.random() < 0.2 and 86_400_000 not in used:
+        used.add(86_400_000)
+        p.update(
+            limit=rng.randint(1, 6), window="1d", aligned=True
+        )  # a boundary at midnight UTC only
+    elif rng.random() < 0.3 and window(RATES, "rate"):
+        pass
+    else:
         p["limit"] = rng.randint(1, 6)
-        p["window"] = "1d"  # a boundary at midnight UTC only
+        if not window(WINDOWS, "window"):
+            p["window"] = "1m"
     p["key"] = rng.choice(("ip", "ip", "api-key", "user", "header:X-Tenant", "global"))
     roll = rng.random()
     if roll < 0.15:
         p["cost"] = rng.randint(1, 3)
     elif roll < 0.3:
         p["cost"] = "header:X-Cost"
-    elif roll < 0.4:
+    elif roll < 0.4 and "rate" not in p:
         p["cost"] = "body-bytes"
-        p.pop("rate", None)
         p["limit"] = rng.choice((50, 100, 300))
-        p.setdefault("window", "1m")
     if rng.random() < 0.2:
         p["count"] = rng.choice(("failed", "succeeded"))
     if rng.random() < 0.3:
@@ -113,7 +139,8 @@ def gen_policy(rng: random.Random, name: str) -> Dict[str, Any]:
 
 
 def gen_config(rng: random.Random) -> Dict[str, Any]:
-    policies = [gen_policy(rng, name) for name in NAMES[: rng.randint(1, 4)]]
+    used: Set[int] = set()
+    policies = [gen_policy(rng, name, used) for name in NAMES[: rng.randint(1, 4)]]
     config: Dict[str, Any] = {
         "exempt_loopback": rng.random() < 0.15,
         "timeout": "2s",
