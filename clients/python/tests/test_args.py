@@ -202,6 +202,39 @@ def test_parse_replies() -> None:
         parse_list([0, [[1]]])
 
 
+def test_longer_replies_are_read_as_far_as_known() -> None:
+    # A later librl may add fields after the ones a client knows
+    # (docs/commands.md, The limiter reply): read those, ignore the rest,
+    # whatever their type.
+    known = librl.Decision(True, 2, 0, 10, 8, 60000)
+    assert parse_decision([1, 2, 0, 10, 8, 60000, 7, b"new", [1, 2]]) == known
+    assert parse_decision((1, 2, 0, 10, 8, 60000, 7)) == known
+    leased = parse_decision([1, 2, 0, 10, 8, 60000, 2**53 - 1, 42], lease=True)
+    assert leased == librl.Decision(True, 2, 0, 10, 8, 60000, 2**53 - 1)
+    assert parse_decision([1, 2, 0, 10, 8, 60000], lease=False).lease_id == 0
+    reply = [1, 0, [1, 1, 0, 5, 4, 1000, 9], [1, 1, 0, 2, 1, 30000, 77, 9], [0]]
+    a = parse_all(reply, (False, True))
+    assert a.decisions == (
+        librl.Decision(True, 1, 0, 5, 4, 1000),
+        librl.Decision(True, 1, 0, 2, 1, 30000, 77),
+    )
+    assert parse_override([5, 60000, 0, -1, b"later"]) == librl.Override(5, 60000, None, None)
+    assert parse_list([b"0", [[b"o", 5, 1000, 0, -1, 3]], b"later"]) == (
+        0,
+        [librl.OverrideEntry(b"o", 5, 1000, None, None)],
+    )
+    # Shorter than known is still an error, and so is a lease id missing.
+    for bad in ([1, 2, 0, 10, 8], b"abcdef", "abcdef"):
+        with pytest.raises(InvalidResponse):
+            parse_decision(bad)
+    with pytest.raises(InvalidResponse):
+        parse_decision([1, 2, 0, 10, 8, 60000], lease=True)
+    with pytest.raises(InvalidResponse):
+        parse_all([1, 0, [1, 1, 0, 5, 4, 1000]], (False, True))
+    with pytest.raises(InvalidResponse):
+        parse_override(b"OKAY")
+
+
 def test_decision_is_frozen() -> None:
     d = librl.Decision(True, 1, 0, 1, 0, 1)
     with pytest.raises(AttributeError):

@@ -10,6 +10,7 @@ import pytest
 import redis
 
 import librl
+from librl._types import parse_decision
 from servers import Server
 
 
@@ -159,3 +160,12 @@ def test_denial_cache_all(r: redis.Redis, key: str) -> None:
     limiter.clear_denial_cache()
     assert not limiter.all(*clauses)
     assert _calls(r, "RL.ALL") == before + 1
+
+
+def test_a_reply_longer_than_known_is_read_as_far_as_known(r: redis.Redis, key: str) -> None:
+    # RL.CONCURRENT's reply is the six integers and a seventh: the limiter
+    # reply's parser reads the six and ignores the rest (docs/commands.md,
+    # The limiter reply), as it will a field a later librl adds.
+    reply = r.execute_command("RL.CONCURRENT", key, 2, 30)
+    assert len(reply) == 7
+    assert parse_decision(reply) == librl.Decision(True, 1, 0, 2, 1, 30000)

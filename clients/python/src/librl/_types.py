@@ -13,7 +13,8 @@ KeyT = Union[str, bytes]
 
 @dataclass(frozen=True)
 class Decision:
-    """The six-integer reply of RL.FIXED, RL.SLIDING and RL.TOKEN.
+    """A limiter's reply: RL.FIXED, RL.SLIDING, RL.TOKEN and RL.CONCURRENT,
+    and each clause of RL.ALL.
 
     ``bool(decision)`` is ``decision.allowed``.
     """
@@ -30,8 +31,14 @@ class Decision:
     limit: int
     #: max(0, limit - count).
     remaining: int
-    #: ms until the limiter is back to empty (TOKEN: full).
+    #: ms until the limiter is back to empty (TOKEN: full; CONCURRENT: until
+    #: the last lease ends).
     reset_after_ms: int
+    #: RL.CONCURRENT (and RL.ALL's CONCURRENT clauses): the lease this call
+    #: took, released or renewed, a positive int below 2**53; 0 when it holds
+    #: none (refused, PEEK, COST 0, off mode, a lease not held). 0 for the
+    #: other limiters.
+    lease_id: int = 0
 
     def __bool__(self) -> bool:
         return self.allowed
@@ -103,9 +110,26 @@ def _unexpected(what: str, reply: Any) -> InvalidResponse:
 _new = object.__new__
 
 
-def parse_decision(reply: Any, what: str = "a limiter call") -> Decision:
+def _array(reply: Any) -> Any:
+    """``reply`` if it is an array (a list, or a tuple from a client's
+    callback), else TypeError: a string must not be read as its bytes."""
+    if isinstance(reply, (list, tuple)):
+        return reply
+    raise TypeError
+
+
+def parse_decision(reply: Any, what: str = "a limiter call", lease: bool = False) -> Decision:
+    """A limiter's reply: its six integers, and with ``lease`` the seventh,
+    RL.CONCURRENT's lease id. Fields after those are ignored: a later librl
+    may add some (docs/commands.md, The limiter reply)."""
     try:
-        allowed, count, retry, limit, remaining, reset = reply
+        if type(reply) is not list:
+            reply = _array(reply)
+        if len(reply) != 6:
+            reply = reply[: 7 if lease else 6]
+        allowed, count, retry, limit, remaining, reset, *rest = reply
+        if lease and not rest:
+            raise ValueError
         # Decision(...) without the frozen dataclass's per-field
         # object.__setattr__: this runs once per call.
         decision: Decision = _new(Decision)
@@ -116,19 +140,28 @@ def parse_decision(reply: Any, what: str = "a limiter call") -> Decision:
             limit=int(limit),
             remaining=int(remaining),
             reset_after_ms=int(reset),
+            lease_id=int(rest[0]) if lease else 0,
         )
         return decision
     except (TypeError, ValueError):
         raise _unexpected(what, reply) from None
 
 
-def parse_all(reply: Any) -> AllDecision:
+def parse_all(reply: Any, leases: Tuple[bool, ...] = ()) -> AllDecision:
+    """RL.ALL's reply; ``leases[i]`` says clause i is a CONCURRENT one, whose
+    reply carries a lease id. Clause replies beyond the clauses sent, if a
+    server ever added any, are ignored with the rest."""
     try:
-        allowed, retry, *clauses = reply
+        allowed, retry, *clauses = _array(reply)
+        if leases and len(clauses) < len(leases):
+            raise ValueError
         return AllDecision(
             bool(allowed),
             int(retry),
-            tuple(parse_decision(clause, "RL.ALL") for clause in clauses),
+            tuple(
+                parse_decision(clause, "RL.ALL", i < len(leases) and leases[i])
+                for i, clause in enumerate(clauses[: len(leases)] if leases else clauses)
+            ),
         )
     except (TypeError, ValueError):
         raise _unexpected("RL.ALL", reply) from None
@@ -138,7 +171,7 @@ def parse_override(reply: Any) -> Optional[Override]:
     if reply is None:
         return None
     try:
-        limit, window_ms, burst, ttl_ms = (int(x) for x in reply)
+        limit, window_ms, burst, ttl_ms = (int(x) for x in _array(reply)[:4])
     except (TypeError, ValueError):
         raise _unexpected("RL.OVERRIDE GET", reply) from None
     return Override(limit, window_ms, burst or None, None if ttl_ms < 0 else ttl_ms)
@@ -146,9 +179,9 @@ def parse_override(reply: Any) -> Optional[Override]:
 
 def parse_list(reply: Any) -> Tuple[int, list[OverrideEntry]]:
     try:
-        cursor, items = reply
+        cursor, items, *_ = _array(reply)
         entries = []
-        for okey, limit, window_ms, burst, ttl_ms in items:
+        for okey, limit, window_ms, burst, ttl_ms, *_ in map(_array, _array(items)):
             ttl = int(ttl_ms)
             entries.append(
                 OverrideEntry(
