@@ -282,6 +282,19 @@ def test_denial_cache_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(cache) == 0
 
 
+def test_denial_cache_max_age(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = _Clock()
+    monkeypatch.setattr(_cache, "monotonic", clock)
+    cache = _cache.DenialCache(10, 0.3)
+    blocked = librl.Decision(False, 1, 3_600_000, 1, 0, 3_600_000)
+    cache.put(("a",), ["k"], blocked, 1000.0, 1000.0, 0)
+    clock.now = 1000.2999
+    assert cache.get(("a",)) is not None
+    clock.now = 1000.3  # the max age, counted from sending, however long the block
+    assert cache.get(("a",)) is None
+    assert _cache.DenialCache(10).get(("a",)) is None
+
+
 def test_denial_cache_all(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = _Clock()
     monkeypatch.setattr(_cache, "monotonic", clock)

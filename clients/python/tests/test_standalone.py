@@ -169,3 +169,66 @@ def test_a_reply_longer_than_known_is_read_as_far_as_known(r: redis.Redis, key: 
     reply = r.execute_command("RL.CONCURRENT", key, 2, 30)
     assert len(reply) == 7
     assert parse_decision(reply) == librl.Decision(True, 1, 0, 2, 1, 30000)
+
+
+def test_a_block_deleted_elsewhere_is_honoured_within_the_max_age(
+    r: redis.Redis, server: Server, key: str
+) -> None:
+    max_age = 0.2
+    limiter = librl.Limiter(r, denial_cache=True, denial_cache_max_age=max_age)
+
+    def call() -> librl.Decision:
+        return limiter.fixed(key, 1, 60, block="1h")
+
+    assert call()
+    sent = time.monotonic()
+    blocked = call()
+    assert not blocked
+    assert blocked.retry_after_ms > 59 * 60_000
+    # The operator lifts the block from elsewhere (redis-cli DEL).
+    with server.client() as operator:
+        operator.delete(key)
+    cached = 0
+    while not call():
+        cached += 1
+        assert time.monotonic() - sent < max_age + 1, "the lifted block is still cached"
+        time.sleep(0.01)
+    took = time.monotonic() - sent
+    assert cached > 0  # the denial was cached meanwhile ...
+    assert took < max_age + 0.1  # ... at most its max age
+
+    # Sooner: forget_denials after a DEL, clear_denial_cache after an
+    # override set elsewhere.
+    limiter = librl.Limiter(r, denial_cache=True)
+    assert not call()  # the loop's admitted call filled the limit: blocked again
+    r.delete(key)
+    assert not call()  # cached
+    limiter.forget_denials(key)
+    assert call()
+    plan, okey = key + ":plan", key + ":o"
+    assert limiter.fixed(plan, 1, 60, override=okey)
+    assert not limiter.fixed(plan, 1, 60, override=okey)
+    r.execute_command("RL.OVERRIDE", "SET", okey, 10, "1m")
+    assert not limiter.fixed(plan, 1, 60, override=okey)  # cached
+    limiter.clear_denial_cache()
+    raised = limiter.fixed(plan, 1, 60, override=okey)
+    assert raised
+    assert raised.limit == 10
+    limiter.forget_denials(okey)  # an override key is a key the cache knows
+    with pytest.raises(TypeError):
+        limiter.forget_denials(42)  # type: ignore[arg-type]
+
+
+def test_denial_cache_max_age_option(r: redis.Redis, key: str) -> None:
+    off = librl.Limiter(r, denial_cache=True, denial_cache_max_age=0)
+    assert off.fixed(key, 1, 60)
+    before = _calls(r, "RL.FIXED")
+    assert not off.fixed(key, 1, 60)
+    assert not off.fixed(key, 1, 60)
+    assert _calls(r, "RL.FIXED") == before + 2  # max age 0: nothing cached
+    for age in ("500ms", timedelta(seconds=2), 3, 0.5):
+        librl.Limiter(r, denial_cache=True, denial_cache_max_age=age)
+    with pytest.raises(ValueError, match="denial_cache_max_age must be >= 0"):
+        librl.Limiter(r, denial_cache=True, denial_cache_max_age=-1.0)
+    with pytest.raises(ValueError, match="denial_cache_max_age"):
+        librl.Limiter(r, denial_cache=True, denial_cache_max_age="soon")

@@ -10,6 +10,7 @@ of milliseconds or not positive, COST with REFUND, RESERVE with WAIT.
 from __future__ import annotations
 
 import operator
+import re
 from datetime import timedelta
 from typing import List, Optional, SupportsIndex, Tuple, Union
 
@@ -56,6 +57,38 @@ def duration(name: str, value: object, *, zero: bool = False) -> Arg:
             f"not {type(value).__name__}"
         )
     return operator.index(value)
+
+
+_UNITS_MS = {"": 1000, "ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_DURATION = re.compile(r"([0-9]+)(ms|s|m|h|d|)", re.IGNORECASE)
+
+
+def duration_ms(value: Arg) -> Optional[int]:
+    """A duration argument as ``duration`` made it, in milliseconds, for
+    what the package times itself (a held call's read timeout, a lease's
+    renewals); None for a string the server will refuse."""
+    if isinstance(value, int):
+        return value * 1000
+    text = value.decode() if isinstance(value, bytes) else value
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        return None
+    return int(match[1]) * _UNITS_MS[match[2].lower()]
+
+
+def seconds(name: str, value: object) -> float:
+    """A client-side time (a cache's max age, a retry window): float or int
+    seconds, a timedelta, or a string as the commands take them; >= 0."""
+    if isinstance(value, float) and not isinstance(value, bool):
+        out = value
+    else:
+        ms = duration_ms(duration(name, value, zero=True))
+        if ms is None:
+            raise ValueError(f"{name} {value!r} is not a duration such as 1.5, '1500ms' or '1m'")
+        out = ms / 1000
+    if not out >= 0:
+        raise ValueError(f"{name} must be >= 0, not {value!r}")
+    return out
 
 
 def _head(key: object, name: str, limit: object, window: object) -> List[Arg]:

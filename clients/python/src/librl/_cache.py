@@ -1,7 +1,8 @@
 """The opt-in denial cache.
 
 After a call is denied with retry_after_ms > 0, the same call (same command,
-same arguments) is answered locally until that time has passed. The local
+same arguments) is answered locally until that time has passed, or the
+cache's max age has (1 s by default), whichever comes first. The local
 answer is the server's reply with retry_after_ms and reset_after_ms reduced
 by the time elapsed since the reply arrived, in whole milliseconds rounded
 down, so the reported wait is never shorter than the server's. The entry
@@ -11,9 +12,12 @@ the server's denial.
 Exact only while nobody else refunds, deletes or overrides the key in the
 meantime: calls admitted for others can only lengthen a denial, never
 shorten it, but a REFUND, DEL or override change made elsewhere can end it
-early, and the cache will not know. A REFUND made through the same Limiter
-forgets every entry on that key; override_set and override_delete through it
-forget everything. count and remaining are as of the server's reply.
+early, and the cache will not know before the max age: that bounds how long
+such a change takes to reach a running process (a BLOCK of an hour
+included). A REFUND made through the same Limiter forgets every entry on
+that key; override_set and override_delete through it forget everything;
+forget_keys() and clear() are the way to apply a change made elsewhere at
+once. count and remaining are as of the server's reply.
 """
 
 from __future__ import annotations
@@ -41,12 +45,13 @@ def _older(decision: Decision, elapsed_ms: int) -> Decision:
 
 
 class DenialCache:
-    __slots__ = ("_by_key", "_entries", "_forgets", "_lock", "_max")
+    __slots__ = ("_by_key", "_entries", "_forgets", "_lock", "_max", "_max_age")
 
-    def __init__(self, max_entries: int) -> None:
+    def __init__(self, max_entries: int, max_age_s: float = 1.0) -> None:
         if max_entries < 1:
             raise ValueError("denial_cache_size must be at least 1")
         self._max = max_entries
+        self._max_age = max_age_s
         # argv -> (reply, valid until (monotonic s), reply received at, keys)
         self._entries: Dict[Hashable, Tuple[Reply, float, float, Tuple[bytes, ...]]] = {}
         self._by_key: Dict[bytes, Set[Hashable]] = {}
@@ -106,7 +111,7 @@ class DenialCache:
             if any(w <= 0 for w in waits):
                 return
             wait_ms = min(waits, default=reply.retry_after_ms)
-        if wait_ms <= 0:
+        if wait_ms <= 0 or self._max_age <= 0:
             return
         normalized = tuple(_norm(k) for k in keys)
         with self._lock:
@@ -116,7 +121,8 @@ class DenialCache:
                 self._drop(argv)
             if len(self._entries) >= self._max:
                 self._make_room(received_at)
-            self._entries[argv] = (reply, sent_at + wait_ms / 1000, received_at, normalized)
+            valid_until = sent_at + min(wait_ms / 1000, self._max_age)
+            self._entries[argv] = (reply, valid_until, received_at, normalized)
             for key in normalized:
                 self._by_key.setdefault(key, set()).add(argv)
 

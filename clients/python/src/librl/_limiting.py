@@ -19,12 +19,16 @@ from typing import (
     Optional,
     Tuple,
     TypeVar,
+    Union,
     overload,
 )
 
+from . import _args
+from ._args import Duration
 from ._cache import DenialCache
 from ._cluster import retries
 from ._commands import Command, Commands, T, check_durable
+from ._types import KeyT
 
 if sys.version_info >= (3, 10):
     from typing import Concatenate, ParamSpec
@@ -88,12 +92,14 @@ class Limiting(Generic[ClientT]):
         *,
         denial_cache: bool = False,
         denial_cache_size: int = 10_000,
+        denial_cache_max_age: Union[float, Duration] = 1.0,
         durable: Optional[Tuple[int, int]] = None,
     ) -> None:
         self._check_client(client)
         self._client: Any = client
         self._cluster = isinstance(client, self._cluster_client)
-        cache = DenialCache(denial_cache_size) if denial_cache else None
+        max_age = _args.seconds("denial_cache_max_age", denial_cache_max_age)
+        cache = DenialCache(denial_cache_size, max_age) if denial_cache else None
         self._commands = Commands(client, self._cluster, cache, check_durable(durable))
         #: redis-py's commands table as last hinted (see _cluster).
         self._hinted: Any = None
@@ -135,8 +141,19 @@ class Limiting(Generic[ClientT]):
     override_list = Method(Commands.override_list)
 
     def clear_denial_cache(self) -> None:
-        """Forget every cached denial (no-op without the denial cache)."""
+        """Forget every cached denial (no-op without the denial cache): an
+        override changed elsewhere (another process, redis-cli) applies at
+        once instead of within ``denial_cache_max_age``."""
         self._commands.clear_cache()
+
+    def forget_denials(self, *keys: KeyT) -> None:
+        """Forget the cached denials of calls naming any of ``keys``
+        (limiter keys or override keys; no-op without the denial cache): a
+        key deleted or refunded elsewhere applies at once instead of within
+        ``denial_cache_max_age``."""
+        checked = [_args.check_key("key", key) for key in keys]
+        if self._commands.cache is not None:
+            self._commands.cache.forget_keys(checked)
 
     def _primaries(self) -> List[Any]:
         """The nodes override_scan_iter lists: every primary of a cluster,

@@ -48,8 +48,11 @@ class Limiter(Limiting[Union[Redis, RedisCluster]]):
     COMMAND GETKEYS, no MOVED in steady state); see the package README.
 
     ``denial_cache=True``: after a denial with retry_after_ms > 0, the same
-    call is answered locally until that time has passed (see the README for
-    when that is exact). ``denial_cache_size`` bounds the entries kept.
+    call is answered locally until that time has passed, or
+    ``denial_cache_max_age`` (1 s) has, whichever is sooner: the bound on
+    how long a change made elsewhere (a DEL, an override) takes to apply;
+    ``forget_denials(*keys)`` and ``clear_denial_cache()`` apply one at once
+    (see the README). ``denial_cache_size`` bounds the entries kept.
 
     ``durable=(numreplicas, timeout_ms)``: every call that may write (not
     PEEK, not COST 0, not a GET or LIST) is followed by ``WAIT numreplicas
