@@ -23,7 +23,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import redis
 
@@ -274,9 +274,9 @@ class Cluster:
                 r.execute_command("CONFIG", "RESETSTAT")
 
     def stats(self) -> Dict[str, int]:
-        """Summed over every node: COMMAND GETKEYS calls, MOVED and ASK
-        errors replied, and calls of each RL command."""
-        totals: Dict[str, int] = {"getkeys": 0, "moved": 0, "ask": 0}
+        """Summed over every node: COMMAND GETKEYS calls, MOVED, ASK and
+        TRYAGAIN errors replied, and calls of each RL command."""
+        totals: Dict[str, int] = {"getkeys": 0, "moved": 0, "ask": 0, "tryagain": 0}
         for r in self.clients():
             with r:
                 for name, fields in _info(r, "commandstats").items():
@@ -291,13 +291,25 @@ class Cluster:
                         totals["moved"] += count
                     elif name == "errorstat_ASK":
                         totals["ask"] += count
+                    elif name == "errorstat_TRYAGAIN":
+                        totals["tryagain"] += count
         return totals
 
-    def move_slot(self, slot: int, target: Server, between: Optional[object] = None) -> None:
+    def move_slot(
+        self,
+        slot: int,
+        target: Server,
+        between: Optional[object] = None,
+        batch: int = 100,
+        pause: float = 0.0,
+    ) -> None:
         """Reshard one slot to ``target`` as redis-cli --cluster does:
         IMPORTING/MIGRATING, MIGRATE every key, SETSLOT NODE on every node.
         ``between`` (a callable) runs after the first key has moved and
-        before the slot's ownership changes: calls then get ASK."""
+        before the slot's ownership changes: calls then get ASK. ``batch``
+        keys go per MIGRATE, with ``pause`` seconds after each: a slot of
+        thousands of keys then takes seconds to move, as in production, and
+        calls meet it half moved."""
         source = self.owner(slot)
         ids = self.node_ids()
         with source.client() as src, target.client() as dst:
@@ -305,18 +317,38 @@ class Cluster:
             src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", ids[target.port])
             first = True
             while True:
-                keys = src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 1 if first else 100)
+                keys = src.execute_command(
+                    "CLUSTER", "GETKEYSINSLOT", slot, 1 if first and between else batch
+                )
                 if not keys:
                     break
                 src.execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *keys)
                 if first and callable(between):
                     between()
                 first = False
+                if pause:
+                    time.sleep(pause)
             if first and callable(between):
                 between()
             for node in (target, source, *[n for n in self.nodes if n not in (source, target)]):
                 with node.client() as r:
                     r.execute_command("CLUSTER", "SETSLOT", slot, "NODE", ids[target.port])
+
+    @contextlib.contextmanager
+    def open_migration(self, slot: int, target: Server) -> Iterator[None]:
+        """The slot marked MIGRATING to ``target`` and IMPORTING there, and
+        no key moved: a resharding stalled half-way, until the block ends
+        (then SETSLOT STABLE on both)."""
+        source = self.owner(slot)
+        ids = self.node_ids()
+        with source.client() as src, target.client() as dst:
+            dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", ids[source.port])
+            src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", ids[target.port])
+            try:
+                yield
+            finally:
+                for r in (src, dst):
+                    r.execute_command("CLUSTER", "SETSLOT", slot, "STABLE")
 
     def stop(self) -> None:
         for node in self.nodes:

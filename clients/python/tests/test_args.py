@@ -384,33 +384,64 @@ def test_retries() -> None:
     assert _cluster.retries(object()) == 3
 
 
+class _ScriptedConnection:
+    """A connection whose replies are scripted: each reply an error to raise
+    or a value to return."""
+
+    def __init__(self, replies: list[Any]) -> None:
+        self.replies = replies
+        self.sent = 0
+        self.disconnected = 0
+
+    def pack_commands(self, commands: Any) -> Any:
+        return commands
+
+    def send_packed_command(self, packed: Any) -> None:
+        self.sent += 1
+
+    def can_read(self, timeout: float) -> bool:
+        return True
+
+    def read_response(self) -> Any:
+        reply = self.replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    def disconnect(self) -> None:
+        self.disconnected += 1
+
+
 class _FlakyCluster(RedisCluster):
-    """A RedisCluster whose slot map and nodes are scripted (no server)."""
+    """A RedisCluster whose slot map and node are scripted (no server)."""
 
     def __init__(self, failures: list[Exception]) -> None:  # no super(): nothing to connect
-        self.failures = failures
         self.cluster_error_retry_attempts = 2
         self.reinitialized = 0
-        self.sent: list[tuple[Any, ...]] = []
+        self.conn = _ScriptedConnection([*failures, [1, 1, 0, 5, 4, 1000]])
         outer = self
 
         class Nodes:
             def initialize(self) -> None:
                 outer.reinitialized += 1
 
+        class Pool:
+            def get_connection(self) -> Any:
+                if outer.conn.replies and isinstance(outer.conn.replies[0], SlotNotCoveredError):
+                    raise outer.conn.replies.pop(0)
+                return outer.conn
+
+            def release(self, conn: Any) -> None:
+                pass
+
+        class Node:
+            redis_connection = type("Redis", (), {"connection_pool": Pool()})()
+
+        self.node = Node()
         self.nodes_manager = Nodes()  # type: ignore[assignment]
 
     def get_node_from_key(self, key: Any, replica: bool = False) -> Any:
-        if self.failures and isinstance(self.failures[0], SlotNotCoveredError):
-            raise self.failures.pop(0)
-        return "node"
-
-    def execute_command(self, *args: Any, **kwargs: Any) -> Any:
-        assert kwargs == {"target_nodes": "node"}
-        self.sent.append(args)
-        if self.failures:
-            raise self.failures.pop(0)
-        return [1, 1, 0, 5, 4, 1000]
+        return self.node
 
     def keyslot(self, key: Any) -> int:
         return 0
@@ -419,13 +450,20 @@ class _FlakyCluster(RedisCluster):
 def test_cluster_retries_like_redis_cluster() -> None:
     client = _FlakyCluster([SlotNotCoveredError("stale"), ConnectionError("gone")])
     assert librl.Limiter(client).fixed("k", 5, 1)
-    assert client.reinitialized == 1  # the stale map is reloaded
-    assert len(client.sent) == 2  # the connection error was retried
+    assert client.reinitialized == 2  # the stale map is reloaded, as after a lost connection
+    assert client.conn.sent == 2  # the connection error was retried
+    assert client.conn.disconnected == 1  # and its half-read connection dropped
     client = _FlakyCluster([ConnectionError("1"), ConnectionError("2"), ConnectionError("3")])
     with pytest.raises(ConnectionError, match="3"):
         librl.Limiter(client).fixed("k", 5, 1)
-    assert len(client.sent) == 3  # the first try and cluster_error_retry_attempts=2 more
+    assert client.conn.sent == 3  # the first try and cluster_error_retry_attempts=2 more
     client = _FlakyCluster([redis.ResponseError("ERR no")])
     with pytest.raises(redis.ResponseError):
         librl.Limiter(client).fixed("k", 5, 1)
-    assert len(client.sent) == 1  # server errors are not retried
+    assert client.conn.sent == 1  # server errors are not retried
+    # A held call (a WAIT option) is not resent after a connection error:
+    # it may have run, and a resend could take a second lease.
+    client = _FlakyCluster([ConnectionError("lost")])
+    with pytest.raises(ConnectionError):
+        librl.Limiter(client).token("k", 5, 1, wait=1)
+    assert client.conn.sent == 1

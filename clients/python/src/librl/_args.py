@@ -76,6 +76,12 @@ def duration_ms(value: Arg) -> Optional[int]:
     return int(match[1]) * _UNITS_MS[match[2].lower()]
 
 
+def held_s(wait: Arg) -> float:
+    """How long the server may hold a reply for ``WAIT wait``, in seconds (0
+    for a string it will refuse at once)."""
+    return (duration_ms(wait) or 0) / 1000
+
+
 def seconds(name: str, value: object) -> float:
     """A client-side time (a cache's max age, a retry window): float or int
     seconds, a timedelta, or a string as the commands take them; >= 0."""
@@ -126,7 +132,7 @@ def _tail(argv: List[Arg], block: object, override: object) -> None:
 class Clause:
     """One limit of an RL.ALL call: build it with Fixed, Sliding or Token."""
 
-    __slots__ = ("_args", "key", "override", "reads", "refund")
+    __slots__ = ("_args", "hold", "key", "override", "reads", "refund")
 
     #: The clause's name in RL.ALL.
     name: str = ""
@@ -136,6 +142,8 @@ class Clause:
     refund: bool
     #: COST 0: the clause reads its limiter and writes nothing.
     reads: bool
+    #: With WAIT: the seconds the server may hold the call's reply.
+    hold: Optional[float]
     _args: Tuple[Arg, ...]
 
     def args(self) -> Tuple[Arg, ...]:
@@ -171,6 +179,7 @@ class Clause:
         """``argv``: the key, limit, window and the algorithm's own options;
         then COST or REFUND, RESERVE or WAIT (TOKEN only), BLOCK and
         OVERRIDE, in the order the commands take them."""
+        held: Arg = 0
         # The common call (cost 1, no other option) skips the checks.
         if cost != 1 or refund is not None or type(cost) is not int:
             _cost_refund(argv, cost, refund)
@@ -179,13 +188,15 @@ class Clause:
                 raise ValueError("reserve and wait are mutually exclusive: pass one of them")
             argv += ("RESERVE", duration("reserve", reserve, zero=True))
         elif wait is not None:
-            argv += ("WAIT", duration("wait", wait, zero=True))
+            held = duration("wait", wait, zero=True)
+            argv += ("WAIT", held)
         if block is not None or override is not None:
             _tail(argv, block, override)
         self.key = argv[0]  # type: ignore[assignment]
         self.override = override  # type: ignore[assignment]
         self.refund = refund is not None
         self.reads = reads_only(argv)
+        self.hold = held_s(held) if wait is not None and reserve is None else None
         self._args = (self.name, *argv)
 
 

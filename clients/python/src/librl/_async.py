@@ -6,7 +6,9 @@ Limiter's; this file performs their sends with redis.asyncio.
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import inspect
 from typing import (
     Any,
     AsyncIterator,
@@ -19,9 +21,16 @@ from typing import (
 
 from redis.asyncio.client import Pipeline, Redis
 from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import AskError, MovedError
 
-from ._cluster import RETRY_OR_REDIRECT, hint_key_positions, reload_or_raise
-from ._commands import Done, Send, T, step, with_wait
+from ._cluster import (
+    RETRY_OR_REDIRECT,
+    Retrying,
+    asked_node,
+    hint_key_positions,
+    patch_slot_map,
+)
+from ._commands import Done, Send, T, exchange, step
 from ._limiting import CommandFunction, Limiting, P
 from ._types import KeyT, OverrideEntry
 
@@ -91,35 +100,62 @@ class AsyncLimiter(Limiting[Union[Redis, RedisCluster]]):
     async def _send(self, send: Send) -> Any:
         client = self._client
         if not self._cluster:
-            if send.wait is None:
+            if not send.own_connection:
                 return await client.execute_command(*send.argv)
             pool = client.connection_pool
             conn = await pool.get_connection()
             try:
-                return await drive(with_wait(conn, send.argv, send.wait), _call)
+                return await drive(exchange(conn, send, _read_held), _call)
             finally:
                 await pool.release(conn)
         if send.node is not None:
             return await client.execute_command(*send.argv, target_nodes=send.node)
-        attempt = 0
+        # Every call goes on a connection of the node's own, ASKING included:
+        # redis.asyncio sends ASKING and the call on two pooled connections
+        # (so the call often meets the target without it and gets MOVED),
+        # and closes every connection of the client after a few MOVEDs, under
+        # calls in flight; a migrating slot sends many of both.
+        retrying: Optional[Retrying] = None
+        asked: Any = None  # the node an ASK named
         while True:
             try:
-                # A no-op once initialized; after a connection error or
-                # CLUSTERDOWN redis-py asks for it again, and it reloads the
-                # slot map (and the commands table: hint it again).
+                # A no-op once initialized; the first call, and one after a
+                # connection error, loads the slot map (and the commands
+                # table, whose hint serves the client's own calls: _cluster).
                 await client.initialize()
                 parser = getattr(client, "commands_parser", None)
                 if getattr(parser, "commands", None) is not self._hinted:
                     self._hinted = hint_key_positions(parser)
-                node = client.get_node_from_key(send.route)
-                if send.wait is None:
-                    return await client.execute_command(*send.argv, target_nodes=node)
+                node = asked or client.get_node_from_key(send.route)
                 conn = node.acquire_connection()
                 try:
-                    return await drive(with_wait(conn, send.argv, send.wait), _call)
+                    return await drive(exchange(conn, send, _read_held, asked is not None), _call)
                 finally:
-                    node.release(conn)
+                    _release(node, conn)
             except RETRY_OR_REDIRECT as e:
-                attempt += 1
-                if reload_or_raise(e, attempt, self._retries):
+                if retrying is None:
+                    retrying = self._retrying(send)
+                pause, reload = retrying.after(e)
+                asked = asked_node(client, e)
+                if isinstance(e, MovedError):
+                    moved = patch_slot_map(client, e)
+                    if inspect.isawaitable(moved):
+                        await moved
+                elif reload or (asked is None and isinstance(e, AskError)):
                     await client.nodes_manager.initialize()
+                if pause:
+                    await asyncio.sleep(pause)
+
+
+def _release(node: Any, conn: Any) -> None:
+    """Gives ``conn`` back to its node (redis.asyncio 5 has no release())."""
+    release = getattr(node, "release", None)
+    if callable(release):
+        release(conn)
+    else:
+        node._free.append(conn)
+
+
+def _read_held(conn: Any, timeout: float) -> Callable[[], Awaitable[Any]]:
+    """A held reply's read: it may take ``timeout`` seconds."""
+    return functools.partial(conn.read_response, timeout=timeout)

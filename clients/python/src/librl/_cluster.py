@@ -1,41 +1,57 @@
-"""Redis Cluster routing without COMMAND GETKEYS.
+"""Redis Cluster routing without COMMAND GETKEYS, and the retries of a
+cluster call.
 
 The limiters and RL.ALL are flagged ``movablekeys`` (their keys are found
 through the module's getkeys API), so redis-py's RedisCluster would ask the
 server ``COMMAND GETKEYS`` before every call to learn the key. The Limiter
 knows where its key is: it computes the slot itself, looks up the primary
-that owns it in the client's own slot map, and sends the call there with
-``execute_command(..., target_nodes=node)``. redis-py then follows ASK
-redirections itself, and on MOVED patches its slot map and resends to the
-new owner; the next call routes with the patched map.
+that owns it in the client's own slot map, and sends the call there on a
+connection of that node's pool. It follows redirections itself: ASK with
+ASKING on the same connection, MOVED by recording the new owner in the
+client's slot map (patch_slot_map, as redis-py does) and resending there;
+the next call routes with the patched map. (redis-py's own redirect loop
+is not used: on TRYAGAIN after an ASK it resends to the target without
+ASKING and meets MOVED, it reloads the whole map every few MOVEDs, and
+redis.asyncio sends ASKING and the call on two different connections.)
 
-To resend after MOVED, redis-py recomputes the slot from the command line
-with its commands table, which for movable-key commands means COMMAND
-GETKEYS. ``hint_key_positions`` records in that table that the single
+``hint_key_positions`` records in redis-py's commands table that the single
 limiters keep their key at position 1, as ordinary commands are described,
-so that path stays local for them too. The hint is an optimisation: if a
-redis-py version keeps its table differently, it is skipped and MOVED costs
-one GETKEYS, nothing else changes. RL.ALL is not hinted (its first key is
-the word after the first clause name, and a raw RL.ALL too short to have
-one would then fail inside redis-py): a MOVED on RL.ALL costs one GETKEYS.
+so that the client's own ``execute_command("RL.FIXED", ...)`` routes
+without COMMAND GETKEYS too. The hint is an optimisation: if a redis-py
+version keeps its table differently, it is skipped and nothing else
+changes. RL.ALL is not hinted (its first key is the word after the first
+clause name, and a raw RL.ALL too short to have one would then fail inside
+redis-py).
 
-Because ``target_nodes`` turns off redis-py's own retries, the Limiter
-retries what RedisCluster would (connection errors, timeouts, CLUSTERDOWN,
-an uncovered slot) as many times as the client's retry setting says,
-re-reading the slot map each time.
+The Limiter retries what RedisCluster would (connection errors, timeouts,
+CLUSTERDOWN, an uncovered slot) as many times as the client's retry
+setting says, re-reading the slot map each time.
+
+While a slot migrates, a call whose keys are partly on each node (an
+override key never set, an RL.ALL whose per-second key expired while its
+per-hour key lives on) gets TRYAGAIN from both nodes until the whole slot
+has moved. The Limiter retries it with a growing backoff (5 ms to 100 ms)
+until the call runs or its retry window (``try_again_wait``, 5 s) closes.
+TRYAGAIN, ASK and MOVED all mean that the server ran nothing, so a retry
+never counts a call twice.
 """
 
 from __future__ import annotations
 
+from time import monotonic
 from typing import Any, Dict, Iterable, Tuple
 
 from redis.exceptions import (
+    AskError,
     ClusterDownError,
+    ClusterError,
     ConnectionError,
+    MovedError,
     RedisClusterException,
     ResponseError,
     SlotNotCoveredError,
     TimeoutError,
+    TryAgainError,
 )
 
 from ._types import KeyT
@@ -50,23 +66,102 @@ RETRY_ERRORS: Tuple[type[Exception], ...] = (
     SlotNotCoveredError,
 )
 
-#: What a cluster send retries: RedisCluster's own retries, and a MOVED or
-#: ASK read off WAIT's raw connection.
-RETRY_OR_REDIRECT: Tuple[type[Exception], ...] = (*RETRY_ERRORS, ResponseError)
+#: What a cluster send may retry: RedisCluster's own retries, a slot in
+#: motion (TRYAGAIN, and redis-py's ClusterError once a redirect loop of
+#: its own ran out), and a MOVED or ASK.
+RETRY_OR_REDIRECT: Tuple[type[Exception], ...] = (*RETRY_ERRORS, ResponseError, ClusterError)
+
+#: The backoff between retries while a slot moves: short at first (most
+#: TRYAGAINs clear as soon as the next batch of keys has moved), growing so
+#: that a long migration is not polled hard.
+FIRST_BACKOFF_S = 0.005
+MAX_BACKOFF_S = 0.1
 
 
-def reload_or_raise(error: Exception, attempt: int, retries: int) -> bool:
-    """After a cluster send's ``attempt``-th try (from 1) failed with
-    ``error``, one of RETRY_OR_REDIRECT: raises it when it is final (a reply
-    other than MOVED or ASK, or no retry left); else tells whether the slot
-    map is stale and must be reloaded before the next try. redis-py reloads
-    it itself on a connection error or CLUSTERDOWN; a slot missing from the
-    map, or a redirection read off WAIT's raw connection, means it is
-    stale."""
-    redirected = str(error).startswith(("MOVED ", "ASK "))
-    if (isinstance(error, ResponseError) and not redirected) or attempt > retries:
-        raise error
-    return isinstance(error, (SlotNotCoveredError, ResponseError))
+def slot_moving(error: BaseException) -> bool:
+    """The cluster ran nothing because the call's slot is migrating: a
+    TRYAGAIN, or redis-py's redirect loop run out (its only ClusterError
+    that is not CLUSTERDOWN)."""
+    return isinstance(error, TryAgainError) or type(error) is ClusterError
+
+
+class Retrying:
+    """One cluster send's retries (see the module docstring). ``after`` is
+    called with each failure: it raises the error when it is final, else
+    says how long to pause and whether the slot map must be reloaded before
+    the next try. ``resend`` False: a connection error or timeout is final
+    (a held call may have run; resending it could take a second lease)."""
+
+    __slots__ = ("attempt", "backoff", "deadline", "resend", "retries", "window")
+
+    def __init__(self, retries: int, window_s: float, resend: bool = True) -> None:
+        self.retries = retries
+        self.window = window_s
+        self.resend = resend
+        self.attempt = 0
+        self.deadline = 0.0
+        self.backoff = 0.0
+
+    def after(self, error: Exception) -> Tuple[float, bool]:
+        """(the pause, whether the slot map must be reloaded): after a
+        connection error, CLUSTERDOWN or an uncovered slot it is stale; a
+        MOVED is recorded in it by the driver (patch_slot_map) instead."""
+        if slot_moving(error) or isinstance(error, AskError):  # MovedError is an AskError
+            return self._in_window(error), False
+        if isinstance(error, ResponseError) and not isinstance(error, ClusterDownError):
+            raise error
+        if not isinstance(error, RETRY_ERRORS) or not self.resend:
+            raise error
+        self.attempt += 1
+        if self.attempt > self.retries:
+            raise error
+        if isinstance(error, ClusterDownError):
+            return 0.25, True  # as RedisCluster waits before its retry
+        return 0.0, True
+
+    def _in_window(self, error: Exception) -> float:
+        """The pause before the next try while the slot moves, or raises
+        ``error`` once the window has closed (or would, before the pause)."""
+        if self.window <= 0:
+            raise error
+        now = monotonic()
+        if not self.deadline:
+            self.deadline = now + self.window
+            self.backoff = FIRST_BACKOFF_S
+        if isinstance(error, AskError) and not isinstance(error, MovedError):
+            if now > self.deadline:
+                raise error
+            return 0.0  # followed at once, to the node it names
+        pause = self.backoff
+        if now + pause > self.deadline:
+            raise error
+        self.backoff = min(2 * pause, MAX_BACKOFF_S)
+        return pause
+
+
+def asked_node(client: Any, error: Exception) -> Any:
+    """The node an ASK (not a MOVED) names, as ``client`` knows it, or None."""
+    if not isinstance(error, AskError) or isinstance(error, MovedError):
+        return None
+    return client.get_node(host=error.host, port=error.port)
+
+
+def patch_slot_map(client: Any, moved: MovedError) -> Any:
+    """Record in ``client``'s slot map the owner a MOVED read off a send's
+    own connection names, as redis-py does for its own sends (reloading the
+    whole map instead would close connections other calls are using).
+    redis-py 8 has ``move_slot`` (a coroutine in redis.asyncio); earlier
+    versions note the MOVED and apply it at the next look-up. Returns what
+    ``move_slot`` returned, for the async driver to await."""
+    manager = client.nodes_manager
+    move = getattr(manager, "move_slot", None)
+    if callable(move):
+        return move(moved)
+    update = getattr(manager, "update_moved_exception", None)
+    if callable(update):
+        return update(moved)
+    manager._moved_exception = moved  # redis.asyncio 5 and 6 do this themselves
+    return None
 
 
 def retries(client: Any) -> int:

@@ -13,6 +13,7 @@ thrown into the generator, so its ``finally`` clauses run as in plain code.
 
 from __future__ import annotations
 
+import contextlib
 from time import monotonic
 from typing import (
     TYPE_CHECKING,
@@ -59,9 +60,11 @@ class Send:
     """One round trip: ``argv`` to the server owning ``route`` (standalone:
     the server), or to ``node`` when given. With ``wait`` (numreplicas,
     timeout ms), ``WAIT`` follows on the same connection and the reply sent
-    back is ``(reply, replicas acknowledged)``."""
+    back is ``(reply, replicas acknowledged)``. ``hold``: the seconds the
+    server may hold the reply (a WAIT option), on a connection of the
+    call's own whose read waits that long more."""
 
-    __slots__ = ("argv", "node", "route", "wait")
+    __slots__ = ("argv", "hold", "node", "route", "wait")
 
     def __init__(
         self,
@@ -69,11 +72,19 @@ class Send:
         argv: List[Arg],
         node: Any = None,
         wait: Optional[Tuple[int, int]] = None,
+        hold: Optional[float] = None,
     ) -> None:
         self.route = route
         self.argv = argv
         self.node = node
         self.wait = wait
+        self.hold = hold
+
+    @property
+    def own_connection(self) -> bool:
+        """The send needs a connection of its own: WAIT follows it, or the
+        server may hold its reply."""
+        return self.wait is not None or self.hold is not None
 
 
 #: A command: yields sends, receives their replies, returns the result.
@@ -102,20 +113,47 @@ def step(
         return Done(done.value)
 
 
-def with_wait(
-    conn: Any, argv: List[Arg], wait: Tuple[int, int]
-) -> Generator[Callable[[], Any], Any, Tuple[Any, Any]]:
-    """``argv`` then ``WAIT`` on one connection (WAIT counts the replicas
-    that have this connection's writes), in one round trip. Each operation
-    is one call of the connection, made (and, by redis.asyncio, awaited) by
-    the driver."""
+#: How long past its hold a held reply may take when the connection has
+#: no socket timeout of its own.
+HOLD_GRACE_S = 5.0
+
+
+def exchange(
+    conn: Any,
+    send: Send,
+    read_held: Callable[[Any, float], Callable[[], Any]],
+    asking: bool = False,
+) -> Generator[Callable[[], Any], Any, Any]:
+    """``send`` on a connection of its own, in one round trip: ASKING first
+    when an ASK named this node, then the call, then ``WAIT`` when the send
+    has one (WAIT counts the replicas that have this connection's writes).
+    Each operation is one call of the connection, made (and, by
+    redis.asyncio, awaited) by the driver; ``read_held(conn, timeout)`` is
+    the driver's read of a held reply. The result is the call's reply, or
+    ``(reply, replicas)`` with WAIT."""
+    commands: List[Any] = [send.argv]
+    if asking:
+        commands.insert(0, ("ASKING",))
+    if send.wait is not None:
+        commands.append(("WAIT", *send.wait))
     try:
-        yield lambda: conn.send_packed_command(conn.pack_commands([argv, ("WAIT", *wait)]))
+        yield lambda: conn.send_packed_command(conn.pack_commands(commands))
+        if asking:
+            # OK; were it an error, the call's own reply says where to go.
+            with contextlib.suppress(ResponseError):
+                yield conn.read_response
         try:
-            reply = yield conn.read_response
+            if send.hold is None:
+                reply = yield conn.read_response
+            else:
+                grace = getattr(conn, "socket_timeout", None) or HOLD_GRACE_S
+                reply = yield read_held(conn, send.hold + grace)
         except ResponseError:
-            yield conn.read_response  # WAIT's reply, so the connection stays in step
+            if send.wait is not None:
+                yield conn.read_response  # WAIT's reply, so the connection stays in step
             raise
+        if send.wait is None:
+            return reply
         return reply, (yield conn.read_response)
     except BaseException as e:
         if not isinstance(e, (ResponseError, GeneratorExit)):
@@ -242,7 +280,9 @@ class Commands:
             one_slot(self.client, "RL.ALL", keys)
         refund = any(clause.refund for clause in clauses)
         reads = peek or all(clause.reads for clause in clauses)
-        return self._decide(argv, clauses[0].key, keys, refund, reads, parse_all)
+        holds = [clause.hold for clause in clauses if clause.hold is not None]
+        hold = max(holds) if holds else None
+        return self._decide(argv, clauses[0].key, keys, refund, reads, parse_all, hold)
 
     def _one(self, clause: Clause, peek: bool) -> Command[Decision]:
         """A single limiter: its clause's words after the command's name."""
@@ -254,7 +294,9 @@ class Commands:
         if clause.override is not None and self.cluster:
             one_slot(self.client, command, keys)
         reads = peek or clause.reads
-        return self._decide(argv, clause.key, keys, clause.refund, reads, parse_decision)
+        return self._decide(
+            argv, clause.key, keys, clause.refund, reads, parse_decision, clause.hold
+        )
 
     def _decide(
         self,
@@ -264,12 +306,13 @@ class Commands:
         refund: bool,
         reads: bool,
         parse: Callable[[Any], R],
+        hold: Optional[float] = None,
     ) -> Command[R]:
         cache = self.cache
         if cache is None:
-            return (yield from self._write(route, argv, parse, read=reads))
+            return (yield from self._write(route, argv, parse, reads, hold))
         if refund:
-            reply = yield from self._write(route, argv, parse, read=reads)
+            reply = yield from self._write(route, argv, parse, reads, hold)
             cache.forget_keys(keys)
             return reply
         cached_argv = tuple(argv)
@@ -278,19 +321,25 @@ class Commands:
             return hit  # type: ignore[return-value]
         generation = cache.generation
         sent_at = monotonic()
-        reply = yield from self._write(route, argv, parse, read=reads)
+        reply = yield from self._write(route, argv, parse, reads, hold)
         if not reply.allowed and reply.retry_after_ms > 0:
             cache.put(cached_argv, keys, reply, sent_at, monotonic(), generation)
         return reply
 
     def _write(
-        self, route: KeyT, argv: List[Arg], parse: Callable[[Any], T], read: bool = False
+        self,
+        route: KeyT,
+        argv: List[Arg],
+        parse: Callable[[Any], T],
+        read: bool = False,
+        hold: Optional[float] = None,
     ) -> Command[T]:
         """A call that may write: followed by WAIT when the limiter is durable
-        (a read, PEEK, COST 0 or a GET, has nothing to wait for)."""
+        (a read, PEEK, COST 0 or a GET, has nothing to wait for). ``hold``:
+        the server may hold the reply that long (a WAIT option)."""
         if self.durable is None or read:
-            return parse((yield Send(route, argv)))
-        reply, acked = yield Send(route, argv, wait=self.durable)
+            return parse((yield Send(route, argv, hold=hold)))
+        reply, acked = yield Send(route, argv, wait=self.durable, hold=hold)
         result = parse(reply)
         if int(acked) < self.durable[0]:
             raise DurabilityError(result, int(acked), *self.durable)

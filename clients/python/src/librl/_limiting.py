@@ -26,8 +26,8 @@ from typing import (
 from . import _args
 from ._args import Duration
 from ._cache import DenialCache
-from ._cluster import retries
-from ._commands import Command, Commands, T, check_durable
+from ._cluster import Retrying, retries
+from ._commands import Command, Commands, Send, T, check_durable
 from ._types import KeyT
 
 if sys.version_info >= (3, 10):
@@ -40,6 +40,11 @@ if TYPE_CHECKING:
     from ._sync import Limiter
 
 P = ParamSpec("P")
+
+#: How long a cluster call keeps retrying while its slot migrates, unless
+#: ``try_again_wait`` says otherwise: a slot of a few thousand keys takes a
+#: second or two to move.
+DEFAULT_TRY_AGAIN_WAIT_S = 5.0
 ClientT = TypeVar("ClientT")
 
 #: A command of Commands, as Method takes it.
@@ -94,6 +99,7 @@ class Limiting(Generic[ClientT]):
         denial_cache_size: int = 10_000,
         denial_cache_max_age: Union[float, Duration] = 1.0,
         durable: Optional[Tuple[int, int]] = None,
+        try_again_wait: Union[float, Duration] = DEFAULT_TRY_AGAIN_WAIT_S,
     ) -> None:
         self._check_client(client)
         self._client: Any = client
@@ -104,6 +110,7 @@ class Limiting(Generic[ClientT]):
         #: redis-py's commands table as last hinted (see _cluster).
         self._hinted: Any = None
         self._retries = retries(client) if self._cluster else 0
+        self._try_again_wait = _args.seconds("try_again_wait", try_again_wait)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # A class that says how to send (Limiter, AsyncLimiter) gets a plain
@@ -119,6 +126,11 @@ class Limiting(Generic[ClientT]):
     def _method(command: CommandFunction[P, T]) -> Callable[..., Any]:
         """The class's function for a command: performs its sends."""
         raise NotImplementedError
+
+    def _retrying(self, send: Send) -> Retrying:
+        """A cluster send's retries, once its first try failed: a held call
+        is not resent after a connection error (it may have run)."""
+        return Retrying(self._retries, self._try_again_wait, resend=send.hold is None)
 
     def _check_client(self, client: object) -> None:
         """Raises TypeError for a client this limiter cannot send through."""

@@ -7,13 +7,21 @@ file performs their sends with the blocking client.
 from __future__ import annotations
 
 import functools
+import time
 from typing import Any, Callable, Generator, Iterator, Optional, Union
 
 from redis.client import Pipeline, Redis
 from redis.cluster import ClusterPipeline, RedisCluster
+from redis.exceptions import AskError, MovedError, TimeoutError
 
-from ._cluster import RETRY_OR_REDIRECT, hint_key_positions, reload_or_raise
-from ._commands import Done, Send, T, step, with_wait
+from ._cluster import (
+    RETRY_OR_REDIRECT,
+    Retrying,
+    asked_node,
+    hint_key_positions,
+    patch_slot_map,
+)
+from ._commands import Done, Send, T, exchange, step
 from ._limiting import CommandFunction, Limiting, P
 from ._types import KeyT, OverrideEntry
 
@@ -102,31 +110,56 @@ class Limiter(Limiting[Union[Redis, RedisCluster]]):
     def _send(self, send: Send) -> Any:
         client = self._client
         if not self._cluster:
-            if send.wait is None:
+            if not send.own_connection:
                 return client.execute_command(*send.argv)
-            return _with_wait(client.connection_pool, send)
+            return _exchange(client.connection_pool, send)
         if send.node is not None:
             return client.execute_command(*send.argv, target_nodes=send.node)
         parser = getattr(client, "commands_parser", None)
         if getattr(parser, "commands", None) is not self._hinted:
             self._hinted = hint_key_positions(parser)
-        attempt = 0
+        # Every call goes on a connection of the node's own, ASKING included,
+        # as AsyncLimiter's do: redis-py's own redirect loop resends a call
+        # that met TRYAGAIN after an ASK to the target without ASKING (MOVED
+        # back), and reloads the whole slot map every few MOVEDs.
+        retrying: Optional[Retrying] = None
+        asked: Any = None  # the node an ASK named
         while True:
             try:
-                node = client.get_node_from_key(send.route)
-                if send.wait is None:
-                    return client.execute_command(*send.argv, target_nodes=node)
-                return _with_wait(node.redis_connection.connection_pool, send)
+                node = asked or client.get_node_from_key(send.route)
+                pool = (node.redis_connection or client.get_redis_connection(node)).connection_pool
+                return _exchange(pool, send, asked is not None)
             except RETRY_OR_REDIRECT as e:
-                attempt += 1
-                if reload_or_raise(e, attempt, self._retries):
+                if retrying is None:
+                    retrying = self._retrying(send)
+                pause, reload = retrying.after(e)
+                asked = asked_node(client, e)
+                if isinstance(e, MovedError):
+                    patch_slot_map(client, e)
+                elif reload or (asked is None and isinstance(e, AskError)):
                     client.nodes_manager.initialize()
+                if pause:
+                    time.sleep(pause)
 
 
-def _with_wait(pool: Any, send: Send) -> Any:
-    """``send`` then WAIT (_commands.with_wait) on one connection of ``pool``."""
+def _read_held(conn: Any, timeout: float) -> Callable[[], Any]:
+    """A held reply's read: the reply may take ``timeout`` seconds to start
+    (can_read, as every redis-py since 5 has it), the rest comes at once."""
+
+    def read() -> Any:
+        if not conn.can_read(timeout=timeout):
+            raise TimeoutError(
+                f"librl: no reply within {timeout:.3f} s (the call's wait and grace)"
+            )
+        return conn.read_response()
+
+    return read
+
+
+def _exchange(pool: Any, send: Send, asking: bool = False) -> Any:
+    """``send`` on a connection of its own from ``pool`` (_commands.exchange)."""
     conn = pool.get_connection()
     try:
-        return drive(with_wait(conn, send.argv, send.wait), _call)  # type: ignore[arg-type]
+        return drive(exchange(conn, send, _read_held, asking), _call)
     finally:
         pool.release(conn)

@@ -172,7 +172,8 @@ class Guard(_Guarding[Client, Limiter]):
         return connect(self.config, url, cluster_nodes)
 
     def _limiter(self, client: Client) -> Limiter:
-        return Limiter(client)
+        # A call in a migrating slot retries within the exchange's timeout.
+        return Limiter(client, try_again_wait=self._timeout_s())
 
     def admit(
         self,
@@ -238,7 +239,7 @@ class AsyncGuard(_Guarding[AsyncClient, AsyncLimiter]):
         return connect_async(self.config, url, cluster_nodes)
 
     def _limiter(self, client: AsyncClient) -> AsyncLimiter:
-        return AsyncLimiter(client)
+        return AsyncLimiter(client, try_again_wait=self._timeout_s())
 
     async def admit(
         self,

@@ -1,0 +1,263 @@
+"""Calls keep working while their slot migrates (docs/operations.md, Redis
+Cluster): a real 3-primary cluster (Redis 7.0 and Valkey 9.1) moves a slot of
+thousands of keys in batches with pauses, while workers call in that slot
+with an override key that is never set, and RL.ALL over a per-hour key and
+a 50 ms key (a multi-key call partly present on each node: TRYAGAIN until
+the whole slot has moved). No call fails, none lasts much longer than the
+migration, and every key counts exactly the calls admitted. Then a
+migration stalled half-way: a call gives up after its retry window."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Awaitable, Callable, Dict, List, Optional
+
+import pytest
+import redis.asyncio
+from redis.cluster import RedisCluster
+from redis.exceptions import RedisError, TryAgainError
+
+import librl
+from servers import Cluster, Server
+
+TAG = "{migrating}"
+FILL = 3000
+BATCH, PAUSE = 50, 0.02
+WORKERS = 2
+BIG = 2**40
+
+
+@dataclass
+class Tally:
+    calls: int = 0
+    admitted: int = 0
+    errors: List[str] = field(default_factory=list)
+    max_latency: float = 0.0
+
+    def record(self, started: float, admitted: Optional[bool], error: Optional[str]) -> None:
+        self.calls += 1
+        self.max_latency = max(self.max_latency, time.monotonic() - started)
+        if error is not None:
+            self.errors.append(error)
+        elif admitted:
+            self.admitted += 1
+
+
+def _kinds(prefix: str) -> Dict[str, Callable[[int], List[librl.Clause]]]:
+    """Each kind of call, as the clauses its worker w sends: the first
+    clause's key is the one whose count is checked."""
+    return {
+        "override never set": lambda w: [
+            librl.Fixed(f"{TAG}:{prefix}:o:{w}", BIG, "1h", override=f"{TAG}:no-override")
+        ],
+        "all over keys of different ages": lambda w: [
+            librl.Fixed(f"{TAG}:{prefix}:a:{w}:hour", BIG, "1h"),
+            librl.Fixed(f"{TAG}:{prefix}:a:{w}:second", BIG, "50ms"),
+        ],
+        "durable, override never set": lambda w: [
+            librl.Sliding(f"{TAG}:{prefix}:d:{w}", BIG, "1h", override=f"{TAG}:no-override")
+        ],
+    }
+
+
+def _send_sync(
+    limiter: librl.Limiter, durable: librl.Limiter, kind: str, clauses: List[librl.Clause]
+) -> bool:
+    if kind.startswith("durable"):
+        c = clauses[0]
+        try:
+            return bool(durable.all(c))
+        except librl.DurabilityError as e:  # these primaries have no replica
+            return bool(e.reply)
+    if len(clauses) == 1:
+        c = clauses[0]
+        return bool(limiter.fixed(c.key, BIG, "1h", override=c.override))
+    return bool(limiter.all(*clauses))
+
+
+def _read(clauses: List[librl.Clause]) -> librl.Clause:
+    """A COST 0 read of the first clause's key: the count it holds."""
+    first = clauses[0]
+    return type(first)(first.key, BIG, "1h", cost=0)  # type: ignore[call-arg]
+
+
+def _fill(rc: RedisCluster) -> None:
+    pipe = rc.pipeline()
+    for i in range(FILL):
+        pipe.set(f"{TAG}:fill:{i}", "x")
+    pipe.execute()
+
+
+def _target(cluster: Cluster, slot: int) -> Server:
+    owner = cluster.owner(slot)
+    return next(n for n in cluster.nodes if n is not owner)
+
+
+def _report(name: str, cluster: Cluster, took: float, tallies: Dict[str, List[Tally]]) -> str:
+    stats = cluster.stats()
+    lines = [
+        f"{name}: {FILL} keys moved in {took:.2f} s; servers replied TRYAGAIN {stats['tryagain']}, "
+        f"ASK {stats['ask']}, MOVED {stats['moved']}"
+    ]
+    for kind, per in tallies.items():
+        errors = [e for t in per for e in t.errors]
+        lines.append(
+            f"  {kind}: {sum(t.calls for t in per)} calls, {len(errors)} errors, "
+            f"max {max(t.max_latency for t in per) * 1000:.0f} ms"
+            + (f", first error {errors[0]}" if errors else "")
+        )
+    report = "\n".join(lines)
+    print(report)
+    return report
+
+
+def _check(
+    report: str, took: float, tallies: Dict[str, List[Tally]], counts: Dict[str, List[int]]
+) -> None:
+    errors = sum(len(t.errors) for per in tallies.values() for t in per)
+    assert errors == 0, report
+    longest = max(t.max_latency for per in tallies.values() for t in per)
+    # Past the migration's end a call may still sleep out one backoff of the
+    # package's (0.1 s at most) and redis-py's own pauses in its redirect
+    # loop (0.05 s each, 0.4 s at most).
+    assert longest < took + 0.75, report
+    for kind, per in tallies.items():
+        assert counts[kind] == [t.admitted for t in per], f"{kind}: counts differ\n{report}"
+
+
+def test_sync_calls_keep_working_while_their_slot_migrates(cluster: Cluster) -> None:
+    rc = RedisCluster(host="127.0.0.1", port=cluster.port)
+    try:
+        # A retry window no loaded test machine reaches: the bound checked is
+        # the migration's own length.
+        limiter = librl.Limiter(rc, try_again_wait=60)
+        durable = librl.Limiter(rc, try_again_wait=60, durable=(1, 5))
+        slot = rc.keyslot(TAG)
+        _fill(rc)
+        kinds = _kinds("sync")
+        tallies = {kind: [Tally() for _ in range(WORKERS)] for kind in kinds}
+        # Every key exists before the slot starts moving.
+        for kind, clauses in kinds.items():
+            for w in range(WORKERS):
+                assert _send_sync(limiter, durable, kind, clauses(w))
+                tallies[kind][w].admitted += 1
+        cluster.reset_stats()
+        stop = threading.Event()
+
+        def work(kind: str, w: int) -> None:
+            tally = tallies[kind][w]
+            while not stop.is_set():
+                started = time.monotonic()
+                try:
+                    admitted = _send_sync(limiter, durable, kind, kinds[kind](w))
+                except RedisError as e:
+                    tally.record(started, None, f"{type(e).__name__}: {e}")
+                else:
+                    tally.record(started, admitted, None)
+                time.sleep(0.002)
+
+        threads = [
+            threading.Thread(target=work, args=(kind, w)) for kind in kinds for w in range(WORKERS)
+        ]
+        for t in threads:
+            t.start()
+        started = time.monotonic()
+        try:
+            cluster.move_slot(slot, _target(cluster, slot), batch=BATCH, pause=PAUSE)
+        finally:
+            took = time.monotonic() - started
+            time.sleep(0.1)
+            stop.set()
+            for t in threads:
+                t.join()
+        report = _report(f"sync, {cluster.flavor}", cluster, took, tallies)
+        counts = {
+            kind: [limiter.all(_read(clauses(w))).decisions[0].count for w in range(WORKERS)]
+            for kind, clauses in kinds.items()
+        }
+        _check(report, took, tallies, counts)
+
+        # A migration stalled half-way: the call gives up after its window,
+        # with the TRYAGAIN.
+        key = kinds["override never set"](0)[0].key
+        with cluster.open_migration(slot, _target(cluster, slot)):
+            for window in (0.3, 0.0):
+                started = time.monotonic()
+                with pytest.raises(RedisError) as failed:
+                    librl.Limiter(rc, try_again_wait=window).fixed(
+                        key, BIG, "1h", override=f"{TAG}:no-override"
+                    )
+                waited = time.monotonic() - started
+                assert isinstance(failed.value, TryAgainError)
+                assert window - 0.1 <= waited <= window + 0.25, waited
+    finally:
+        rc.close()
+
+
+async def test_async_calls_keep_working_while_their_slot_migrates(cluster: Cluster) -> None:
+    arc = redis.asyncio.RedisCluster(host="127.0.0.1", port=cluster.port)
+    rc = RedisCluster(host="127.0.0.1", port=cluster.port)
+    try:
+        limiter = librl.AsyncLimiter(arc, try_again_wait=60)
+        durable = librl.AsyncLimiter(arc, try_again_wait=60, durable=(1, 5))
+        slot = rc.keyslot(TAG)
+        _fill(rc)
+        kinds = _kinds("async")
+
+        async def send(kind: str, clauses: List[librl.Clause]) -> bool:
+            if kind.startswith("durable"):
+                try:
+                    return bool(await durable.all(clauses[0]))
+                except librl.DurabilityError as e:
+                    return bool(e.reply)
+            if len(clauses) == 1:
+                c = clauses[0]
+                return bool(await limiter.fixed(c.key, BIG, "1h", override=c.override))
+            return bool(await limiter.all(*clauses))
+
+        tallies = {kind: [Tally() for _ in range(WORKERS)] for kind in kinds}
+        for kind, clauses in kinds.items():
+            for w in range(WORKERS):
+                assert await send(kind, clauses(w))
+                tallies[kind][w].admitted += 1
+        cluster.reset_stats()
+        stop = asyncio.Event()
+
+        async def work(kind: str, w: int) -> None:
+            tally = tallies[kind][w]
+            while not stop.is_set():
+                started = time.monotonic()
+                try:
+                    admitted = await send(kind, kinds[kind](w))
+                except RedisError as e:
+                    tally.record(started, None, f"{type(e).__name__}: {e}")
+                else:
+                    tally.record(started, admitted, None)
+                await asyncio.sleep(0.002)
+
+        tasks = [asyncio.create_task(work(kind, w)) for kind in kinds for w in range(WORKERS)]
+        started = time.monotonic()
+        try:
+            # The migration runs in a thread so the event loop stays free.
+            await asyncio.to_thread(
+                cluster.move_slot, slot, _target(cluster, slot), None, BATCH, PAUSE
+            )
+        finally:
+            took = time.monotonic() - started
+            await asyncio.sleep(0.1)
+            stop.set()
+            await asyncio.gather(*tasks)
+        report = _report(f"async, {cluster.flavor}", cluster, took, tallies)
+        counts: Dict[str, List[int]] = {}
+        for kind, clauses in kinds.items():
+            reads: List[Awaitable[librl.AllDecision]] = [
+                limiter.all(_read(clauses(w))) for w in range(WORKERS)
+            ]
+            counts[kind] = [d.decisions[0].count for d in await asyncio.gather(*reads)]
+        _check(report, took, tallies, counts)
+    finally:
+        await arc.aclose()
+        rc.close()
