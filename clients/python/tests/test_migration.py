@@ -1,9 +1,10 @@
 """Calls keep working while their slot migrates (docs/operations.md, Redis
 Cluster): a real 3-primary cluster (Redis 7.0 and Valkey 9.1) moves a slot of
 thousands of keys in batches with pauses, while workers call in that slot
-with an override key that is never set, and RL.ALL over a per-hour key and
-a 50 ms key (a multi-key call partly present on each node: TRYAGAIN until
-the whole slot has moved). No call fails, none lasts much longer than the
+with an override key that is never set (limiters, durable calls, and
+RL.CONCURRENT's acquire and release), and RL.ALL over a per-hour key and a
+50 ms key (a multi-key call partly present on each node: TRYAGAIN until the
+whole slot has moved). No call fails, none lasts much longer than the
 migration, and every key counts exactly the calls admitted. Then a
 migration stalled half-way: a call gives up after its retry window."""
 
@@ -60,6 +61,9 @@ def _kinds(prefix: str) -> Dict[str, Callable[[int], List[librl.Clause]]]:
         "durable, override never set": lambda w: [
             librl.Sliding(f"{TAG}:{prefix}:d:{w}", BIG, "1h", override=f"{TAG}:no-override")
         ],
+        "concurrent acquire and release, override never set": lambda w: [
+            librl.Concurrent(f"{TAG}:{prefix}:c:{w}", BIG, "1h", override=f"{TAG}:no-override")
+        ],
     }
 
 
@@ -72,6 +76,10 @@ def _send_sync(
             return bool(durable.all(c))
         except librl.DurabilityError as e:  # these primaries have no replica
             return bool(e.reply)
+    if kind.startswith("concurrent"):
+        c = clauses[0]
+        lease = limiter.acquire(c.key, BIG, "1h", override=c.override)
+        return bool(lease) and bool(lease.release())
     if len(clauses) == 1:
         c = clauses[0]
         return bool(limiter.fixed(c.key, BIG, "1h", override=c.override))
@@ -125,7 +133,9 @@ def _check(
     # loop (0.05 s each, 0.4 s at most).
     assert longest < took + 0.75, report
     for kind, per in tallies.items():
-        assert counts[kind] == [t.admitted for t in per], f"{kind}: counts differ\n{report}"
+        # A concurrency limit counts the slots held: every lease was released.
+        expected = [0 if kind.startswith("concurrent") else t.admitted for t in per]
+        assert counts[kind] == expected, f"{kind}: counts differ\n{report}"
 
 
 def test_sync_calls_keep_working_while_their_slot_migrates(cluster: Cluster) -> None:
@@ -213,6 +223,10 @@ async def test_async_calls_keep_working_while_their_slot_migrates(cluster: Clust
                     return bool(await durable.all(clauses[0]))
                 except librl.DurabilityError as e:
                     return bool(e.reply)
+            if kind.startswith("concurrent"):
+                c = clauses[0]
+                lease = await limiter.acquire(c.key, BIG, "1h", override=c.override)
+                return bool(lease) and bool(await lease.release())
             if len(clauses) == 1:
                 c = clauses[0]
                 return bool(await limiter.fixed(c.key, BIG, "1h", override=c.override))

@@ -11,22 +11,37 @@
 ``AsyncLimiter`` a ``redis.asyncio.Redis`` or ``RedisCluster``.
 """
 
-from ._args import Clause, Duration, Fixed, Sliding, Token
+from ._args import Clause, Concurrent, Duration, Fixed, Sliding, Token
 from ._async import AsyncLimiter
+from ._leases import AsyncLease, Lease
 from ._sync import Limiter
-from ._types import AllDecision, Decision, DurabilityError, KeyT, Override, OverrideEntry
+from ._types import (
+    AllDecision,
+    Decision,
+    DurabilityError,
+    KeyT,
+    LeaseLost,
+    LeaseRefused,
+    Override,
+    OverrideEntry,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AllDecision",
+    "AsyncLease",
     "AsyncLimiter",
     "Clause",
+    "Concurrent",
     "Decision",
     "DurabilityError",
     "Duration",
     "Fixed",
     "KeyT",
+    "Lease",
+    "LeaseLost",
+    "LeaseRefused",
     "Limiter",
     "Override",
     "OverrideEntry",

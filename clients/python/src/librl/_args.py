@@ -97,12 +97,14 @@ def seconds(name: str, value: object) -> float:
     return out
 
 
-def _head(key: object, name: str, limit: object, window: object) -> List[Arg]:
+def _head(
+    key: object, name: str, limit: object, window: object, window_name: str = "window"
+) -> List[Arg]:
     # Type checks inline for the common types: this runs once per call.
     return [
         key if type(key) is str or type(key) is bytes else check_key("key", key),
         limit if type(limit) is int else check_int(name, limit),
-        window if type(window) is int or type(window) is str else duration("window", window),
+        window if type(window) is int or type(window) is str else duration(window_name, window),
     ]
 
 
@@ -130,7 +132,8 @@ def _tail(argv: List[Arg], block: object, override: object) -> None:
 
 
 class Clause:
-    """One limit of an RL.ALL call: build it with Fixed, Sliding or Token."""
+    """One limit of an RL.ALL call: build it with Fixed, Sliding, Token or
+    Concurrent."""
 
     __slots__ = ("_args", "hold", "key", "override", "reads", "refund")
 
@@ -275,14 +278,68 @@ class Token(Clause):
         self._init(argv, cost, refund, block, override, reserve, wait)
 
 
+class Concurrent(Clause):
+    """``CONCURRENT key limit lease [COST n] [OVERRIDE okey]``: at most
+    ``limit`` slots held at once, each call taking ``cost`` slots as one
+    lease that ends by itself ``lease`` after it was taken. The clause of
+    RL.ALL, and what names a lease for RELEASE and RENEW."""
+
+    __slots__ = ()
+    name = "CONCURRENT"
+
+    def __init__(
+        self,
+        key: KeyT,
+        limit: int,
+        lease: Duration,
+        *,
+        cost: int = 1,
+        override: Optional[KeyT] = None,
+    ) -> None:
+        argv = _head(key, "limit", limit, lease, "lease")
+        self._init(argv, cost, None, None, override)
+
+    @property
+    def lease_ms(self) -> Optional[int]:
+        """The lease's length in ms, as sent (None: a string the server
+        refuses)."""
+        return duration_ms(self._args[3])
+
+    def lease_words(self, verb: str, lease_id: int, peek: bool) -> List[Arg]:
+        """``RL.CONCURRENT key limit lease RELEASE|RENEW id [OVERRIDE okey]
+        [PEEK]`` for a lease this clause names."""
+        argv: List[Arg] = ["RL.CONCURRENT", *self._args[1:4], verb, lease_id]
+        if self.override is not None:
+            argv += ("OVERRIDE", self.override)
+        if peek:
+            argv.append("PEEK")
+        return argv
+
+
+#: The largest lease id the server gives (docs/commands.md, RL.CONCURRENT).
+MAX_LEASE_ID = 2**53 - 1
+
+
+def check_lease_id(value: object) -> int:
+    lease_id = check_int("lease_id", value)
+    if not 1 <= lease_id <= MAX_LEASE_ID:
+        raise ValueError(
+            f"lease_id must be from 1 to 2**53 - 1, as the server gives them, not {lease_id}"
+        )
+    return lease_id
+
+
 def all_args(clauses: Tuple[Clause, ...], peek: bool) -> List[Arg]:
     if not clauses:
-        raise ValueError("all() needs at least one clause: librl.Fixed, Sliding or Token")
+        raise ValueError(
+            "all() needs at least one clause: librl.Fixed, Sliding, Token or Concurrent"
+        )
     argv: List[Arg] = ["RL.ALL"]
     for clause in clauses:
         if not isinstance(clause, Clause):
             raise TypeError(
-                f"all() takes librl.Fixed, Sliding or Token clauses, not {type(clause).__name__}"
+                "all() takes librl.Fixed, Sliding, Token or Concurrent clauses, "
+                f"not {type(clause).__name__}"
             )
         argv += clause.args()
     if peek:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+from time import monotonic
 from typing import (
     Any,
     AsyncIterator,
@@ -23,6 +24,7 @@ from redis.asyncio.client import Pipeline, Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import AskError, MovedError
 
+from ._args import Concurrent, Duration
 from ._cluster import (
     RETRY_OR_REDIRECT,
     Retrying,
@@ -31,8 +33,9 @@ from ._cluster import (
     patch_slot_map,
 )
 from ._commands import Done, Send, T, exchange, step
+from ._leases import AsyncLease, AsyncLeaseScope, OnLost, check_clause, held_decision
 from ._limiting import CommandFunction, Limiting, P
-from ._types import KeyT, OverrideEntry
+from ._types import DurabilityError, KeyT, OverrideEntry
 
 
 async def drive(steps: Generator[Any, Any, T], perform: Callable[[Any], Awaitable[Any]]) -> T:
@@ -94,6 +97,57 @@ class AsyncLimiter(Limiting[Union[Redis, RedisCluster]]):
                     yield entry
                 if cursor == 0:
                     break
+
+    # -- concurrency limits -----------------------------------------------------
+
+    async def acquire(
+        self,
+        key: KeyT,
+        limit: int,
+        lease: Duration,
+        *,
+        cost: int = 1,
+        wait: Optional[Duration] = None,
+        override: Optional[KeyT] = None,
+        peek: bool = False,
+    ) -> AsyncLease:
+        """``Limiter.acquire``: an AsyncLease (``await lease.release()``)."""
+        clause = Concurrent(key, limit, lease, cost=cost, override=override)
+        return await self._acquire(clause, wait, peek)
+
+    def concurrent(
+        self,
+        key: KeyT,
+        limit: int,
+        lease: Duration,
+        *,
+        cost: int = 1,
+        wait: Optional[Duration] = None,
+        override: Optional[KeyT] = None,
+        keep_alive: bool = False,
+        on_lost: Optional[OnLost] = None,
+    ) -> AsyncLeaseScope:
+        """``Limiter.concurrent``, as ``async with limiter.concurrent(...) as lease:``."""
+        clause = Concurrent(key, limit, lease, cost=cost, override=override)
+        return AsyncLeaseScope(self, clause, wait, keep_alive, on_lost)
+
+    def held_lease(self, clause: Concurrent, lease_id: int) -> AsyncLease:
+        """``Limiter.held_lease``."""
+        return AsyncLease(self, check_clause(clause), held_decision(clause, lease_id), None)
+
+    async def _acquire(
+        self, clause: Concurrent, wait: Optional[Duration], peek: bool
+    ) -> AsyncLease:
+        sent = monotonic()
+        try:
+            decision = await drive(self._commands.acquire(clause, wait, peek), self._send)
+        except DurabilityError as e:
+            e.reply = AsyncLease(self, clause, e.reply, sent)
+            raise
+        return AsyncLease(self, clause, decision, sent)
+
+    async def _run(self, command: Generator[Any, Any, T]) -> T:
+        return await drive(command, self._send)
 
     # -- sending --------------------------------------------------------------
 

@@ -14,6 +14,7 @@ thrown into the generator, so its ``finally`` clauses run as in plain code.
 from __future__ import annotations
 
 import contextlib
+import functools
 from time import monotonic
 from typing import (
     TYPE_CHECKING,
@@ -32,7 +33,7 @@ from typing import (
 from redis.exceptions import ResponseError
 
 from . import _args
-from ._args import Arg, Clause, Duration, Fixed, Sliding, Token
+from ._args import Arg, Clause, Concurrent, Duration, Fixed, Sliding, Token
 from ._cache import DenialCache
 from ._cluster import one_slot
 from ._types import (
@@ -282,7 +283,48 @@ class Commands:
         reads = peek or all(clause.reads for clause in clauses)
         holds = [clause.hold for clause in clauses if clause.hold is not None]
         hold = max(holds) if holds else None
-        return self._decide(argv, clauses[0].key, keys, refund, reads, parse_all, hold)
+        leases = tuple(isinstance(clause, Concurrent) for clause in clauses)
+        if not any(leases):
+            return (
+                yield from self._decide(argv, clauses[0].key, keys, refund, reads, parse_all, hold)
+            )
+        # A concurrency limit's denial ends at any release: never cached.
+        parse = functools.partial(parse_all, leases=leases)
+        return (yield from self._write(clauses[0].key, argv, parse, reads, hold))
+
+    # -- concurrency limits ---------------------------------------------------
+
+    def acquire(
+        self, clause: Concurrent, wait: Optional[Duration], peek: bool
+    ) -> Command[Decision]:
+        """``RL.CONCURRENT key limit lease [COST n] [WAIT d] [OVERRIDE okey]
+        [PEEK]``: the clause's slots as one lease. With ``wait``, the server
+        holds a refused call until the slots are free or ``wait`` is over:
+        it goes on a connection of its own (Send.hold). Never cached: a
+        concurrency limit's denial ends at any release."""
+        argv: List[Arg] = ["RL.CONCURRENT", *clause.args()[1:]]
+        hold = None
+        if wait is not None:
+            held = _args.duration("wait", wait, zero=True)
+            argv += ("WAIT", held)
+            hold = _args.held_s(held)
+        if peek:
+            argv.append("PEEK")
+        if clause.override is not None and self.cluster:
+            one_slot(self.client, "RL.CONCURRENT", clause.keys())
+        return (
+            yield from self._write(clause.key, argv, _lease_decision, peek or clause.reads, hold)
+        )
+
+    def lease_call(
+        self, clause: Concurrent, verb: str, lease_id: int, peek: bool = False
+    ) -> Command[Decision]:
+        """``RELEASE`` or ``RENEW`` of the lease ``lease_id`` that ``clause``
+        names."""
+        argv = clause.lease_words(verb, lease_id, peek)
+        if clause.override is not None and self.cluster:
+            one_slot(self.client, "RL.CONCURRENT", clause.keys())
+        return (yield from self._write(clause.key, argv, _lease_decision, peek))
 
     def _one(self, clause: Clause, peek: bool) -> Command[Decision]:
         """A single limiter: its clause's words after the command's name."""
@@ -429,3 +471,7 @@ class Commands:
 
 def _ignore(reply: Any) -> None:
     return None
+
+
+def _lease_decision(reply: Any) -> Decision:
+    return parse_decision(reply, "RL.CONCURRENT", lease=True)

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import functools
 import time
+from time import monotonic
 from typing import Any, Callable, Generator, Iterator, Optional, Union
 
 from redis.client import Pipeline, Redis
 from redis.cluster import ClusterPipeline, RedisCluster
 from redis.exceptions import AskError, MovedError, TimeoutError
 
+from ._args import Concurrent, Duration
 from ._cluster import (
     RETRY_OR_REDIRECT,
     Retrying,
@@ -22,8 +24,9 @@ from ._cluster import (
     patch_slot_map,
 )
 from ._commands import Done, Send, T, exchange, step
+from ._leases import Lease, LeaseScope, OnLost, check_clause, held_decision
 from ._limiting import CommandFunction, Limiting, P
-from ._types import KeyT, OverrideEntry
+from ._types import DurabilityError, KeyT, OverrideEntry
 
 
 def _is_async(client: object) -> bool:
@@ -61,6 +64,12 @@ class Limiter(Limiting[Union[Redis, RedisCluster]]):
     how long a change made elsewhere (a DEL, an override) takes to apply;
     ``forget_denials(*keys)`` and ``clear_denial_cache()`` apply one at once
     (see the README). ``denial_cache_size`` bounds the entries kept.
+
+    ``try_again_wait`` (5 s): in a cluster, how long a call whose slot is
+    migrating keeps retrying TRYAGAIN (see the README); 0 turns it off.
+
+    Concurrency limits: ``acquire`` returns a Lease, ``concurrent`` is the
+    ``with`` scope that holds one, ``held_lease`` names one taken elsewhere.
 
     ``durable=(numreplicas, timeout_ms)``: every call that may write (not
     PEEK, not COST 0, not a GET or LIST) is followed by ``WAIT numreplicas
@@ -104,6 +113,73 @@ class Limiter(Limiting[Union[Redis, RedisCluster]]):
                 yield from entries
                 if cursor == 0:
                     break
+
+    # -- concurrency limits -----------------------------------------------------
+
+    def acquire(
+        self,
+        key: KeyT,
+        limit: int,
+        lease: Duration,
+        *,
+        cost: int = 1,
+        wait: Optional[Duration] = None,
+        override: Optional[KeyT] = None,
+        peek: bool = False,
+    ) -> Lease:
+        """``RL.CONCURRENT``: takes ``cost`` slots of ``limit`` as one lease
+        that ends by itself ``lease`` after it was taken, unless renewed.
+        Returns the Lease, held or refused (``bool(lease)``; a refusal is not
+        an error): release it when the work is done, or use
+        ``concurrent()``, which does. ``wait``: a refused call waits for a
+        slot up to that long, on a connection of its own. ``override``: the
+        override's limit and window replace ``limit`` and ``lease``. With
+        ``durable=``, a DurabilityError's ``reply`` is the Lease, held on
+        the primary."""
+        clause = Concurrent(key, limit, lease, cost=cost, override=override)
+        return self._acquire(clause, wait, peek)
+
+    def concurrent(
+        self,
+        key: KeyT,
+        limit: int,
+        lease: Duration,
+        *,
+        cost: int = 1,
+        wait: Optional[Duration] = None,
+        override: Optional[KeyT] = None,
+        keep_alive: bool = False,
+        on_lost: Optional[OnLost] = None,
+    ) -> LeaseScope:
+        """``with limiter.concurrent(key, limit, lease) as lease:`` runs the
+        block holding ``cost`` slots, released when it ends, however it
+        ends. Refused (the limit is full, and stayed full for ``wait``):
+        raises ``librl.LeaseRefused``, whose ``decision`` says when to retry.
+        ``keep_alive=True`` renews the lease in the background every third
+        of its length, for work that may outlast it (``lease.keep_alive``);
+        ``on_lost`` is told if it is lost. The arguments are acquire's."""
+        clause = Concurrent(key, limit, lease, cost=cost, override=override)
+        return LeaseScope(self, clause, wait, keep_alive, on_lost)
+
+    def held_lease(self, clause: Concurrent, lease_id: int) -> Lease:
+        """The lease ``lease_id`` of the concurrency limit ``clause`` names,
+        taken elsewhere: by a ``librl.Concurrent`` clause of ``all()``
+        (``decision.decisions[i].lease_id``), or by another thread or
+        process that handed the id over. Nothing is sent: release, renew or
+        keep_alive it as an acquired one (keep_alive renews it at once)."""
+        return Lease(self, check_clause(clause), held_decision(clause, lease_id), None)
+
+    def _acquire(self, clause: Concurrent, wait: Optional[Duration], peek: bool) -> Lease:
+        sent = monotonic()
+        try:
+            decision = drive(self._commands.acquire(clause, wait, peek), self._send)
+        except DurabilityError as e:
+            e.reply = Lease(self, clause, e.reply, sent)
+            raise
+        return Lease(self, clause, decision, sent)
+
+    def _run(self, command: Generator[Any, Any, T]) -> T:
+        return drive(command, self._send)
 
     # -- sending --------------------------------------------------------------
 

@@ -103,6 +103,35 @@ class DurabilityError(Exception):
         self.replicas = replicas
 
 
+class LeaseRefused(Exception):
+    """``limiter.concurrent(...)`` could not take its slots: the limit is
+    full (with ``wait=``, it stayed full that long). ``decision`` is the
+    refusal: ``retry_after_ms`` is the least wait after which enough leases
+    end by themselves (a release may free a slot sooner), -1 when the cost
+    exceeds the limit."""
+
+    def __init__(self, decision: Decision) -> None:
+        wait = (
+            "the cost exceeds the limit"
+            if decision.retry_after_ms < 0
+            else f"retry in {decision.retry_after_ms} ms or after a release"
+        )
+        super().__init__(f"librl: {decision.count} of {decision.limit} slots held, refused: {wait}")
+        self.decision = decision
+
+
+class LeaseLost(Exception):
+    """A lease is not held any more: it ended (its slots may be someone
+    else's by now), was released, or was never taken. Raised by
+    ``lease.renew()``, and given to ``on_lost`` when a background renewal
+    finds it; the work the lease guarded should stop. ``decision`` is the
+    server's answer, when there was one."""
+
+    def __init__(self, decision: Optional[Decision] = None) -> None:
+        super().__init__("librl: the lease is not held: it ended, was released, or was never taken")
+        self.decision = decision
+
+
 def _unexpected(what: str, reply: Any) -> InvalidResponse:
     return InvalidResponse(f"librl: unexpected reply to {what}: {reply!r}")
 
