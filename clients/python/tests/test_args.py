@@ -78,6 +78,57 @@ def test_override_argv() -> None:
     ]  # fmt: skip
 
 
+def test_without_override() -> None:
+    # A call split while its slot is half-moved: OVERRIDE dropped, the
+    # override's values in place of the call's own (docs/overrides.md).
+    o = librl.Override(7, 60000, None, None)
+    fixed: list[_args.Arg] = [
+        "RL.FIXED", "k", 10, 60, "ALIGNED", "COST", 2, "OVERRIDE", "BURST", "PEEK",
+    ]  # fmt: skip
+    assert _args.without_override(fixed, None) == [
+        "RL.FIXED",
+        "k",
+        10,
+        60,
+        "ALIGNED",
+        "COST",
+        2,
+        "PEEK",
+    ]
+    assert _args.without_override(fixed, o) == [
+        "RL.FIXED", "k", 7, "60000ms", "ALIGNED", "COST", 2, "PEEK",
+    ]  # fmt: skip
+    token: list[_args.Arg] = ["RL.TOKEN", "k", 10, 1, "BURST", 50, "WAIT", 0, "OVERRIDE", "o"]
+    assert _args.without_override(token, o) == [
+        "RL.TOKEN",
+        "k",
+        7,
+        "60000ms",
+        "WAIT",
+        0,
+        "BURST",
+        7,
+    ]
+    burst = librl.Override(7, 60000, 20, 5000)
+    assert _args.without_override(token, burst)[-2:] == ["BURST", 20]
+    assert _args.without_override(token, None) == ["RL.TOKEN", "k", 10, 1, "BURST", 50, "WAIT", 0]
+    renew: list[_args.Arg] = ["RL.CONCURRENT", "k", 5, "30s", "RENEW", 123, "OVERRIDE", "o"]
+    assert _args.without_override(renew, o) == ["RL.CONCURRENT", "k", 7, "60000ms", "RENEW", 123]
+
+
+def test_refund_words() -> None:
+    # What gives back an admitted clause of a split RL.ALL that was denied.
+    assert _args.refund_words(["RL.FIXED", "k", 10, 60, "ALIGNED", "COST", 3, "BLOCK", 5]) == [
+        "RL.FIXED", "k", 10, 60, "ALIGNED", "REFUND", 3,
+    ]  # fmt: skip
+    assert _args.refund_words(["RL.TOKEN", "k", 7, "60000ms", "BURST", 7]) == [
+        "RL.TOKEN", "k", 7, "60000ms", "BURST", 7, "REFUND", 1,
+    ]  # fmt: skip
+    assert _args.refund_words(["RL.SLIDING", "k", 5, 60, "APPROX"]) == [
+        "RL.SLIDING", "k", 5, 60, "APPROX", "REFUND", 1,
+    ]  # fmt: skip
+
+
 def test_clause_value_semantics() -> None:
     a = librl.Fixed("k", 1, 60)
     assert a == librl.Fixed("k", 1, 60)

@@ -2,11 +2,13 @@
 Cluster): a real 3-primary cluster (Redis 7.0 and Valkey 9.1) moves a slot of
 thousands of keys in batches with pauses, while workers call in that slot
 with an override key that is never set (limiters, durable calls, and
-RL.CONCURRENT's acquire and release), and RL.ALL over a per-hour key and a
-50 ms key (a multi-key call partly present on each node: TRYAGAIN until the
-whole slot has moved). No call fails, none lasts much longer than the
-migration, and every key counts exactly the calls admitted. Then a
-migration stalled half-way: a call gives up after its retry window."""
+RL.CONCURRENT's acquire and release), with one that is set, and RL.ALL over
+a per-hour key and a 50 ms key (a multi-key call partly present on each
+node: TRYAGAIN until the whole slot has moved). No call fails, none lasts
+much longer than the migration, and every key counts exactly the calls
+admitted. Then a migration stalled half-way: a call with an override is
+split and runs; an RL.ALL naming an absent key gives up after its retry
+window."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ FILL = 3000
 BATCH, PAUSE = 50, 0.02
 WORKERS = 2
 BIG = 2**40
+OVERRIDE_SET = f"{TAG}:override-set"
 
 
 @dataclass
@@ -54,9 +57,18 @@ def _kinds(prefix: str) -> Dict[str, Callable[[int], List[librl.Clause]]]:
         "override never set": lambda w: [
             librl.Fixed(f"{TAG}:{prefix}:o:{w}", BIG, "1h", override=f"{TAG}:no-override")
         ],
+        "override set": lambda w: [
+            librl.Fixed(f"{TAG}:{prefix}:s:{w}", 1, "1h", override=OVERRIDE_SET)
+        ],
         "all over keys of different ages": lambda w: [
             librl.Fixed(f"{TAG}:{prefix}:a:{w}:hour", BIG, "1h"),
             librl.Fixed(f"{TAG}:{prefix}:a:{w}:second", BIG, "50ms"),
+        ],
+        # Admitted once per 50 ms: the per-hour clause, admitted first when
+        # the call is split, is given back every other time.
+        "all, its second clause denying": lambda w: [
+            librl.Fixed(f"{TAG}:{prefix}:n:{w}:hour", BIG, "1h"),
+            librl.Fixed(f"{TAG}:{prefix}:n:{w}:tight", 1, "50ms"),
         ],
         "durable, override never set": lambda w: [
             librl.Sliding(f"{TAG}:{prefix}:d:{w}", BIG, "1h", override=f"{TAG}:no-override")
@@ -73,7 +85,7 @@ def _send_sync(
     if kind.startswith("durable"):
         c = clauses[0]
         try:
-            return bool(durable.all(c))
+            return bool(durable.sliding(c.key, BIG, "1h", override=c.override))
         except librl.DurabilityError as e:  # these primaries have no replica
             return bool(e.reply)
     if kind.startswith("concurrent"):
@@ -82,7 +94,7 @@ def _send_sync(
         return bool(lease) and bool(lease.release())
     if len(clauses) == 1:
         c = clauses[0]
-        return bool(limiter.fixed(c.key, BIG, "1h", override=c.override))
+        return bool(limiter.fixed(c.key, 1, "1h", override=c.override))
     return bool(limiter.all(*clauses))
 
 
@@ -147,6 +159,7 @@ def test_sync_calls_keep_working_while_their_slot_migrates(cluster: Cluster) -> 
         durable = librl.Limiter(rc, try_again_wait=60, durable=(1, 5))
         slot = rc.keyslot(TAG)
         _fill(rc)
+        limiter.override_set(OVERRIDE_SET, BIG, "1h")
         kinds = _kinds("sync")
         tallies = {kind: [Tally() for _ in range(WORKERS)] for kind in kinds}
         # Every key exists before the slot starts moving.
@@ -190,18 +203,24 @@ def test_sync_calls_keep_working_while_their_slot_migrates(cluster: Cluster) -> 
         }
         _check(report, took, tallies, counts)
 
-        # A migration stalled half-way: the call gives up after its window,
-        # with the TRYAGAIN.
-        key = kinds["override never set"](0)[0].key
+        # A migration stalled half-way: a call with an override never set,
+        # and an RL.ALL naming an absent key, are split and run at once; an
+        # RL.ALL that cannot be split (a REFUND clause) gives up after its
+        # retry window, with the TRYAGAIN.
+        o = kinds["override never set"](0)[0]
+        hour = kinds["all over keys of different ages"](0)[0]
         with cluster.open_migration(slot, _target(cluster, slot)):
+            assert limiter.fixed(o.key, BIG, "1h", override=o.override)
+            assert limiter.all(hour, librl.Fixed(f"{TAG}:absent", BIG, "1h"))
+            unsplittable = (
+                librl.Fixed(hour.key, BIG, "1h", refund=1),
+                librl.Fixed(f"{TAG}:absent", BIG, "1h"),
+            )
             for window in (0.3, 0.0):
                 started = time.monotonic()
-                with pytest.raises(RedisError) as failed:
-                    librl.Limiter(rc, try_again_wait=window).fixed(
-                        key, BIG, "1h", override=f"{TAG}:no-override"
-                    )
+                with pytest.raises(TryAgainError):
+                    librl.Limiter(rc, try_again_wait=window).all(*unsplittable)
                 waited = time.monotonic() - started
-                assert isinstance(failed.value, TryAgainError)
                 assert window - 0.1 <= waited <= window + 0.25, waited
     finally:
         rc.close()
@@ -215,12 +234,14 @@ async def test_async_calls_keep_working_while_their_slot_migrates(cluster: Clust
         durable = librl.AsyncLimiter(arc, try_again_wait=60, durable=(1, 5))
         slot = rc.keyslot(TAG)
         _fill(rc)
+        await limiter.override_set(OVERRIDE_SET, BIG, "1h")
         kinds = _kinds("async")
 
         async def send(kind: str, clauses: List[librl.Clause]) -> bool:
             if kind.startswith("durable"):
+                c = clauses[0]
                 try:
-                    return bool(await durable.all(clauses[0]))
+                    return bool(await durable.sliding(c.key, BIG, "1h", override=c.override))
                 except librl.DurabilityError as e:
                     return bool(e.reply)
             if kind.startswith("concurrent"):
@@ -229,7 +250,7 @@ async def test_async_calls_keep_working_while_their_slot_migrates(cluster: Clust
                 return bool(lease) and bool(await lease.release())
             if len(clauses) == 1:
                 c = clauses[0]
-                return bool(await limiter.fixed(c.key, BIG, "1h", override=c.override))
+                return bool(await limiter.fixed(c.key, 1, "1h", override=c.override))
             return bool(await limiter.all(*clauses))
 
         tallies = {kind: [Tally() for _ in range(WORKERS)] for kind in kinds}

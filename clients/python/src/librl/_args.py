@@ -14,7 +14,7 @@ import re
 from datetime import timedelta
 from typing import List, Optional, SupportsIndex, Tuple, Union
 
-from ._types import KeyT
+from ._types import KeyT, Override
 
 #: A window or duration: int seconds, a timedelta (exact milliseconds), or a
 #: string as the commands take it ("1500ms", "1m", "24h").
@@ -314,6 +314,60 @@ class Concurrent(Clause):
         if peek:
             argv.append("PEEK")
         return argv
+
+
+#: The option words that take no value; every other option takes one.
+_FLAGS = frozenset(("ALIGNED", "APPROX", "PEEK"))
+
+
+def without_override(argv: List[Arg], override: Optional[Override]) -> List[Arg]:
+    """A single limiter's (or RL.CONCURRENT's) command line without its
+    ``OVERRIDE okey``, the override's values in place of its own when it
+    exists (docs/overrides.md: limit and window; on RL.TOKEN the rate, and
+    the burst or else the limit as the capacity; on RL.CONCURRENT the slots
+    and the lease): the call names one key, which a half-moved slot always
+    serves."""
+    head = list(argv[:4])
+    if override is not None:
+        head[2], head[3] = override.limit, f"{override.window_ms}ms"
+    options = argv[4:]
+    out: List[Arg] = []
+    i = 0
+    while i < len(options):
+        word = options[i]
+        if word in _FLAGS:
+            out.append(word)
+            i += 1
+            continue
+        pair, i = options[i : i + 2], i + 2
+        if word == "OVERRIDE" or (word == "BURST" and override is not None):
+            continue
+        out += pair
+    if override is not None and argv[0] == "RL.TOKEN":
+        out += ("BURST", override.burst or override.limit)
+    return head + out
+
+
+def refund_words(argv: List[Arg]) -> List[Arg]:
+    """The call that gives back what a single limiter's ``argv`` (as split
+    from an RL.ALL, without OVERRIDE) recorded: the same limiter, its
+    algorithm's own options (ALIGNED, APPROX, BURST), ``REFUND`` its cost."""
+    out, cost = list(argv[:4]), 1
+    options = argv[4:]
+    i = 0
+    while i < len(options):
+        word = options[i]
+        if word in _FLAGS:
+            if word != "PEEK":
+                out.append(word)
+            i += 1
+            continue
+        if word == "COST":
+            cost = options[i + 1]  # type: ignore[assignment]
+        elif word == "BURST":
+            out += options[i : i + 2]
+        i += 2
+    return [*out, "REFUND", cost]
 
 
 #: The largest lease id the server gives (docs/commands.md, RL.CONCURRENT).

@@ -30,10 +30,12 @@ setting says, re-reading the slot map each time.
 While a slot migrates, a call whose keys are partly on each node (an
 override key never set, an RL.ALL whose per-second key expired while its
 per-hour key lives on) gets TRYAGAIN from both nodes until the whole slot
-has moved. The Limiter retries it with a growing backoff (5 ms to 100 ms)
-until the call runs or its retry window (``try_again_wait``, 5 s) closes.
-TRYAGAIN, ASK and MOVED all mean that the server ran nothing, so a retry
-never counts a call twice.
+has moved. A call that can be split into calls of one key each is split
+on its first TRYAGAIN (Send.split: the command does it, _commands._write);
+any other is retried with a growing backoff (5 ms to 100 ms) until it runs
+or its retry window (``try_again_wait``, 5 s) closes. TRYAGAIN, ASK and
+MOVED all mean that the server ran nothing, so a retry never counts a call
+twice.
 """
 
 from __future__ import annotations
@@ -90,14 +92,18 @@ class Retrying:
     called with each failure: it raises the error when it is final, else
     says how long to pause and whether the slot map must be reloaded before
     the next try. ``resend`` False: a connection error or timeout is final
-    (a held call may have run; resending it could take a second lease)."""
+    (a held call may have run; resending it could take a second lease).
+    ``split``: a TRYAGAIN is final too, for the command to split the call."""
 
-    __slots__ = ("attempt", "backoff", "deadline", "resend", "retries", "window")
+    __slots__ = ("attempt", "backoff", "deadline", "resend", "retries", "split", "window")
 
-    def __init__(self, retries: int, window_s: float, resend: bool = True) -> None:
+    def __init__(
+        self, retries: int, window_s: float, resend: bool = True, split: bool = False
+    ) -> None:
         self.retries = retries
         self.window = window_s
         self.resend = resend
+        self.split = split
         self.attempt = 0
         self.deadline = 0.0
         self.backoff = 0.0
@@ -106,6 +112,8 @@ class Retrying:
         """(the pause, whether the slot map must be reloaded): after a
         connection error, CLUSTERDOWN or an uncovered slot it is stale; a
         MOVED is recorded in it by the driver (patch_slot_map) instead."""
+        if self.split and slot_moving(error):
+            raise error  # the command splits the call instead
         if slot_moving(error) or isinstance(error, AskError):  # MovedError is an AskError
             return self._in_window(error), False
         if isinstance(error, ResponseError) and not isinstance(error, ClusterDownError):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from dataclasses import replace
 from time import monotonic
 from typing import (
     TYPE_CHECKING,
@@ -35,7 +36,7 @@ from redis.exceptions import ResponseError
 from . import _args
 from ._args import Arg, Clause, Concurrent, Duration, Fixed, Sliding, Token
 from ._cache import DenialCache
-from ._cluster import one_slot
+from ._cluster import one_slot, slot_moving
 from ._types import (
     AllDecision,
     Decision,
@@ -63,9 +64,9 @@ class Send:
     timeout ms), ``WAIT`` follows on the same connection and the reply sent
     back is ``(reply, replicas acknowledged)``. ``hold``: the seconds the
     server may hold the reply (a WAIT option), on a connection of the
-    call's own whose read waits that long more."""
+    call's own whose read waits that long more. ``split``: see below."""
 
-    __slots__ = ("argv", "hold", "node", "route", "wait")
+    __slots__ = ("argv", "hold", "node", "route", "split", "wait")
 
     def __init__(
         self,
@@ -74,12 +75,16 @@ class Send:
         node: Any = None,
         wait: Optional[Tuple[int, int]] = None,
         hold: Optional[float] = None,
+        split: bool = False,
     ) -> None:
         self.route = route
         self.argv = argv
         self.node = node
         self.wait = wait
         self.hold = hold
+        #: A TRYAGAIN is raised into the command at once, which splits the
+        #: call (Commands._write) rather than waiting out the migration.
+        self.split = split
 
     @property
     def own_connection(self) -> bool:
@@ -284,13 +289,110 @@ class Commands:
         holds = [clause.hold for clause in clauses if clause.hold is not None]
         hold = max(holds) if holds else None
         leases = tuple(isinstance(clause, Concurrent) for clause in clauses)
+        split = self._one_by_one(clauses, peek)
         if not any(leases):
             return (
-                yield from self._decide(argv, clauses[0].key, keys, refund, reads, parse_all, hold)
+                yield from self._decide(
+                    argv, clauses[0].key, keys, refund, reads, parse_all, hold, split
+                )
             )
         # A concurrency limit's denial ends at any release: never cached.
         parse = functools.partial(parse_all, leases=leases)
-        return (yield from self._write(clauses[0].key, argv, parse, reads, hold))
+        return (yield from self._write(clauses[0].key, argv, parse, reads, hold, split))
+
+    # -- a call split while its slot is half-moved (_write) -------------------
+
+    def _alone(
+        self,
+        clause: Clause,
+        argv: List[Arg],
+        parse: Callable[[Any], T],
+        read: bool,
+        hold: Optional[float],
+    ) -> Optional[Callable[[], Command[T]]]:
+        """A single limiter's (or RL.CONCURRENT's) split with ``OVERRIDE
+        okey``: the override read (RL.OVERRIDE GET), then the call without
+        OVERRIDE, the override's values in place of its own
+        (docs/contributing.md, While a slot moves: the override is read a
+        moment before the call rather than in the same step)."""
+        okey = clause.override
+        if okey is None:
+            return None
+
+        def alone() -> Command[T]:
+            override = parse_override((yield Send(okey, ["RL.OVERRIDE", "GET", okey])))
+            single = _args.without_override(argv, override)
+            return (yield from self._write(clause.key, single, parse, read, hold))
+
+        return alone
+
+    def _one_by_one(
+        self, clauses: Tuple[Clause, ...], peek: bool
+    ) -> Optional[Callable[[], Command[AllDecision]]]:
+        """RL.ALL's split: each clause as its own limiter call, in order (its
+        override read first); once one denies, the rest are asked with PEEK
+        and the clauses already admitted are given back (REFUND their cost,
+        RELEASE their lease), and the RL.ALL reply is built from the
+        clauses' replies. All-or-nothing then holds by compensation rather
+        than atomically: another client may see a clause's count for an
+        instant. Not for a call whose clauses cannot be given back as
+        simply (a REFUND, a RESERVE or WAIT), nor a durable one: those wait
+        for the slot to move."""
+        if self.durable is not None or any(
+            clause.refund or clause.hold is not None or "RESERVE" in clause.args()
+            for clause in clauses
+        ):
+            return None
+        return functools.partial(self._clause_by_clause, clauses, peek)
+
+    def _clause_by_clause(self, clauses: Tuple[Clause, ...], peek: bool) -> Command[AllDecision]:
+        decisions: List[Decision] = []
+        taken: List[Tuple[Clause, List[Arg], Decision]] = []  # to give back if denied
+        try:
+            for clause in clauses:
+                asks = peek or any(not d.allowed for d in decisions)
+                argv: List[Arg] = [f"RL.{clause.name}", *clause.args()[1:]]
+                if asks:
+                    argv.append("PEEK")
+                if clause.override is not None:
+                    o = clause.override
+                    override = parse_override((yield Send(o, ["RL.OVERRIDE", "GET", o])))
+                    argv = _args.without_override(argv, override)
+                lease = isinstance(clause, Concurrent)
+                decision = parse_decision((yield Send(clause.key, argv)), "RL.ALL", lease)
+                decisions.append(decision)
+                if decision.allowed and not asks and not clause.reads:
+                    taken.append((clause, argv, decision))
+        except BaseException:
+            yield from self._give_back(taken)
+            raise
+        if all(d.allowed for d in decisions):
+            return AllDecision(True, 0, tuple(decisions))
+        yield from self._give_back(taken)
+        waits = [d.retry_after_ms for d in decisions if not d.allowed]
+        return AllDecision(
+            False,
+            -1 if min(waits) < 0 else max(waits),
+            tuple(replace(d, lease_id=0) if d.lease_id else d for d in decisions),
+        )
+
+    def _give_back(self, taken: List[Tuple[Clause, List[Arg], Decision]]) -> Command[None]:
+        """Undoes what the admitted clauses of a denied split RL.ALL
+        recorded; the first error, if any, is raised after trying them all."""
+        failed: Optional[BaseException] = None
+        for clause, argv, decision in taken:
+            if isinstance(clause, Concurrent):
+                undo = _args.without_override(
+                    clause.lease_words("RELEASE", decision.lease_id, False), None
+                )
+            else:
+                undo = _args.refund_words(argv)
+            try:
+                yield Send(clause.key, undo)
+            except Exception as e:
+                failed = failed or e
+        if failed is not None:
+            raise failed
 
     # -- concurrency limits ---------------------------------------------------
 
@@ -312,8 +414,11 @@ class Commands:
             argv.append("PEEK")
         if clause.override is not None and self.cluster:
             one_slot(self.client, "RL.CONCURRENT", clause.keys())
+        split = self._alone(clause, argv, _lease_decision, peek or clause.reads, hold)
         return (
-            yield from self._write(clause.key, argv, _lease_decision, peek or clause.reads, hold)
+            yield from self._write(
+                clause.key, argv, _lease_decision, peek or clause.reads, hold, split
+            )
         )
 
     def lease_call(
@@ -324,7 +429,8 @@ class Commands:
         argv = clause.lease_words(verb, lease_id, peek)
         if clause.override is not None and self.cluster:
             one_slot(self.client, "RL.CONCURRENT", clause.keys())
-        return (yield from self._write(clause.key, argv, _lease_decision, peek))
+        split = self._alone(clause, argv, _lease_decision, peek, None)
+        return (yield from self._write(clause.key, argv, _lease_decision, peek, None, split))
 
     def _one(self, clause: Clause, peek: bool) -> Command[Decision]:
         """A single limiter: its clause's words after the command's name."""
@@ -336,8 +442,9 @@ class Commands:
         if clause.override is not None and self.cluster:
             one_slot(self.client, command, keys)
         reads = peek or clause.reads
+        split = self._alone(clause, argv, parse_decision, reads, clause.hold)
         return self._decide(
-            argv, clause.key, keys, clause.refund, reads, parse_decision, clause.hold
+            argv, clause.key, keys, clause.refund, reads, parse_decision, clause.hold, split
         )
 
     def _decide(
@@ -349,12 +456,13 @@ class Commands:
         reads: bool,
         parse: Callable[[Any], R],
         hold: Optional[float] = None,
+        split: Optional[Callable[[], Command[R]]] = None,
     ) -> Command[R]:
         cache = self.cache
         if cache is None:
-            return (yield from self._write(route, argv, parse, reads, hold))
+            return (yield from self._write(route, argv, parse, reads, hold, split))
         if refund:
-            reply = yield from self._write(route, argv, parse, reads, hold)
+            reply = yield from self._write(route, argv, parse, reads, hold, split)
             cache.forget_keys(keys)
             return reply
         cached_argv = tuple(argv)
@@ -363,7 +471,7 @@ class Commands:
             return hit  # type: ignore[return-value]
         generation = cache.generation
         sent_at = monotonic()
-        reply = yield from self._write(route, argv, parse, reads, hold)
+        reply = yield from self._write(route, argv, parse, reads, hold, split)
         if not reply.allowed and reply.retry_after_ms > 0:
             cache.put(cached_argv, keys, reply, sent_at, monotonic(), generation)
         return reply
@@ -375,16 +483,33 @@ class Commands:
         parse: Callable[[Any], T],
         read: bool = False,
         hold: Optional[float] = None,
+        split: Optional[Callable[[], Command[T]]] = None,
     ) -> Command[T]:
         """A call that may write: followed by WAIT when the limiter is durable
         (a read, PEEK, COST 0 or a GET, has nothing to wait for). ``hold``:
-        the server may hold the reply that long (a WAIT option)."""
-        if self.durable is None or read:
-            return parse((yield Send(route, argv, hold=hold)))
-        reply, acked = yield Send(route, argv, wait=self.durable, hold=hold)
+        the server may hold the reply that long (a WAIT option).
+
+        ``split``: in a cluster, the call names several keys, and while its
+        slot is half-moved it gets TRYAGAIN until the whole slot has moved
+        if any of them is absent (an override never set, an RL.ALL clause
+        whose key expired: docs/operations.md, While a slot moves). On its
+        first TRYAGAIN (which ran nothing) ``split()`` makes it as calls of
+        one key each, which a half-moved slot serves at once (_split)."""
+        wait = None if self.durable is None or read else self.durable
+        splits = split is not None and self.cluster
+        try:
+            reply = yield Send(route, argv, wait=wait, hold=hold, split=splits)
+        except ResponseError as e:
+            if not splits or not slot_moving(e):
+                raise
+            assert split is not None
+            return (yield from split())
+        if wait is None:
+            return parse(reply)
+        reply, acked = reply
         result = parse(reply)
-        if int(acked) < self.durable[0]:
-            raise DurabilityError(result, int(acked), *self.durable)
+        if int(acked) < wait[0]:
+            raise DurabilityError(result, int(acked), *wait)
         return result
 
     # -- overrides ------------------------------------------------------------

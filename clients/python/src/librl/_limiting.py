@@ -130,7 +130,9 @@ class Limiting(Generic[ClientT]):
     def _retrying(self, send: Send) -> Retrying:
         """A cluster send's retries, once its first try failed: a held call
         is not resent after a connection error (it may have run)."""
-        return Retrying(self._retries, self._try_again_wait, resend=send.hold is None)
+        return Retrying(
+            self._retries, self._try_again_wait, resend=send.hold is None, split=send.split
+        )
 
     def _check_client(self, client: object) -> None:
         """Raises TypeError for a client this limiter cannot send through."""
