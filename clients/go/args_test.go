@@ -1,9 +1,13 @@
 package librl
 
 import (
+	"context"
+	"errors"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func TestSlotMatchesTheCluster(t *testing.T) {
@@ -205,5 +209,59 @@ func TestConcurrentArgvAndLeaseReplies(t *testing.T) {
 	var zero AllDecision
 	if x := zero.Lease(0); x.holds() {
 		t.Fatal("the zero AllDecision's lease holds")
+	}
+}
+
+// redisErr is an error reply as go-redis gives one.
+type redisErr string
+
+func (e redisErr) Error() string { return string(e) }
+func (redisErr) RedisError()     {}
+
+// A call the server refused because its slot moves is tried again with a
+// growing pause until its window closes; a TRYAGAIN the caller can split
+// comes back at once, and a MOVED is retried only in a cluster (where
+// go-redis gave up following it).
+func TestRetryingWithinTheWindow(t *testing.T) {
+	ctx := context.Background()
+	tryAgain := redisErr("TRYAGAIN Multiple keys request during rehashing of slot 7")
+	moved := redisErr("MOVED 7 127.0.0.1:7001")
+	l := &Limiter{tryAgain: 300 * time.Millisecond}
+	calls := 0
+	failing := func(err error, until int) func(context.Context) error {
+		calls = 0
+		return func(context.Context) error {
+			if calls++; calls <= until {
+				return err
+			}
+			return nil
+		}
+	}
+	if err := l.retrying(ctx, false, failing(tryAgain, 3)); err != nil || calls != 4 {
+		t.Fatalf("%v after %d calls", err, calls)
+	}
+	start := time.Now()
+	err := l.retrying(ctx, false, failing(tryAgain, 1000))
+	if took := time.Since(start); !errors.Is(err, tryAgain) || took < 200*time.Millisecond || took > 400*time.Millisecond {
+		t.Fatalf("%v after %v", err, took)
+	}
+	if err := l.retrying(ctx, true, failing(tryAgain, 1000)); !errors.Is(err, tryAgain) || calls != 1 {
+		t.Fatalf("a TRYAGAIN to split was retried: %v, %d calls", err, calls)
+	}
+	if err := l.retrying(ctx, false, failing(moved, 2)); !errors.Is(err, moved) || calls != 1 {
+		t.Fatalf("a MOVED outside a cluster was retried: %v, %d calls", err, calls)
+	}
+	l.cluster = &redis.ClusterClient{}
+	if err := l.retrying(ctx, false, failing(moved, 2)); err != nil || calls != 3 {
+		t.Fatalf("%v after %d calls", err, calls)
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	if err := l.retrying(short, false, failing(tryAgain, 1000)); !errors.Is(err, tryAgain) || time.Since(start) > 150*time.Millisecond {
+		t.Fatalf("past the context: %v after %v", err, time.Since(start))
+	}
+	if err := (&Limiter{}).retrying(ctx, false, failing(tryAgain, 1)); !errors.Is(err, tryAgain) || calls != 1 {
+		t.Fatalf("WithTryAgainWait(0) retried: %v", err)
 	}
 }

@@ -69,6 +69,22 @@ type call struct {
 	// leases: per clause (one for RL.CONCURRENT), what a lease it takes
 	// is, or nil; the reply of such a clause carries the lease id.
 	leases []*leaseSpec
+	// parts: the limits behind argv (one per RL.ALL clause, one for a
+	// limiter call), to send them as one-key calls when a half-moved slot
+	// answers TRYAGAIN (split.go); nil for a call that names one key, or
+	// that cannot be split.
+	parts []part
+	// peek: RL.ALL ... PEEK.
+	peek bool
+}
+
+// part is one limit of a call: its clause and collected options, and for
+// RL.CONCURRENT's RELEASE or RENEW the verb and the lease id.
+type part struct {
+	c    Clause
+	o    options
+	verb string // "", "RELEASE" or "RENEW"
+	id   int64
 }
 
 // effect is what a call means to the denial cache.
@@ -88,13 +104,19 @@ func clauseWords(where string, c Clause, allowed optionBit, words []any) ([]any,
 	if err != nil {
 		return nil, o, err
 	}
+	words, err = render(where, c, o, words)
+	return words, o, err
+}
+
+// render appends a clause's key, limit, window and collected options.
+func render(where string, c Clause, o options, words []any) ([]any, error) {
 	length := "window"
 	if c.algorithm == "CONCURRENT" {
 		length = "lease"
 	}
 	window, err := durationArg(where, length, c.window, false)
 	if err != nil {
-		return nil, o, err
+		return nil, err
 	}
 	words = append(words, c.key, intArg(c.limit), window)
 	if o.has(optAligned) {
@@ -127,14 +149,14 @@ func clauseWords(where string, c Clause, allowed optionBit, words []any) ([]any,
 		}
 		s, err := durationArg(where, optionNames[d.bit]+"()", d.value, d.zeroOK)
 		if err != nil {
-			return nil, o, err
+			return nil, err
 		}
 		words = append(words, d.word, s)
 	}
 	if o.has(optOverride) {
 		words = append(words, "OVERRIDE", o.override)
 	}
-	return words, o, nil
+	return words, nil
 }
 
 // reads: Cost(0) and Peek change nothing on the server.
@@ -142,19 +164,36 @@ func reads(o options) bool { return o.has(optPeek) || (o.has(optCost) && o.cost 
 
 func limiterCall(method string, c Clause, opts []Option) (call, error) {
 	c.opts = append(c.opts[:len(c.opts):len(c.opts)], opts...)
-	name := "RL." + c.algorithm
 	allowed := c.allowed() | optPeek
 	if c.algorithm == "CONCURRENT" {
 		allowed = concurrentAcquire
 	}
-	words, o, err := clauseWords(method, c, allowed, []any{name})
+	o, err := collect(method, allowed, c.opts)
 	if err != nil {
 		return call{}, err
+	}
+	return partCall(method, part{c: c, o: o})
+}
+
+// partCall is one limiter command from a part: RL.FIXED, RL.SLIDING,
+// RL.TOKEN, RL.CONCURRENT, or RL.CONCURRENT ... RELEASE or RENEW id.
+func partCall(where string, p part) (call, error) {
+	c, o := p.c, p.o
+	name := "RL." + c.algorithm
+	words, err := render(where, c, o, []any{name})
+	if err != nil {
+		return call{}, err
+	}
+	if p.verb != "" {
+		words = append(words, p.verb, intArg(p.id))
 	}
 	if o.has(optPeek) {
 		words = append(words, "PEEK")
 	}
 	k := call{name: name, argv: words, keyPos: 1, keys: clauseKeys(c.key, o), wait: o.wait, writes: !reads(o)}
+	if len(k.keys) > 1 {
+		k.parts = []part{p}
+	}
 	switch {
 	case c.algorithm == "CONCURRENT":
 		// Never cached: a RELEASE frees a slot before the RetryAfter of a
@@ -194,6 +233,7 @@ func allCall(clauses []Clause, peek bool) (call, error) {
 			return call{}, err
 		}
 		k.argv = words
+		k.parts = append(k.parts, part{c: c, o: o})
 		k.keys = append(k.keys, clauseKeys(c.key, o)...)
 		var spec *leaseSpec
 		if c.algorithm == "CONCURRENT" {
@@ -209,6 +249,10 @@ func allCall(clauses []Clause, peek bool) (call, error) {
 	if !leases {
 		k.leases = nil
 	}
+	if len(k.keys) < 2 {
+		k.parts = nil
+	}
+	k.peek = peek
 	switch {
 	case peek:
 		k.argv = append(k.argv, "PEEK")

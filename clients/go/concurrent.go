@@ -201,22 +201,13 @@ func (x *Lease) Renew(ctx context.Context) (Decision, error) {
 // send sends RELEASE or RENEW for the lease.
 func (x *Lease) send(ctx context.Context, verb string) (Decision, error) {
 	s := x.spec
-	length, err := durationArg(verb, "lease", s.length, false)
+	var o options
+	if s.override != "" {
+		o.set, o.override = optOverride, s.override
+	}
+	k, err := partCall(verb, part{c: Concurrent(s.key, s.limit, s.length), o: o, verb: verb, id: x.LeaseID})
 	if err != nil {
 		return Decision{}, err
-	}
-	k := call{
-		name:   "RL.CONCURRENT",
-		argv:   []any{"RL.CONCURRENT", s.key, intArg(s.limit), length, verb, intArg(x.LeaseID)},
-		keyPos: 1,
-		keys:   []string{s.key},
-		effect: effectNone,
-		writes: true,
-		leases: []*leaseSpec{s},
-	}
-	if s.override != "" {
-		k.argv = append(k.argv, "OVERRIDE", s.override)
-		k.keys = append(k.keys, s.override)
 	}
 	e, err := x.l.decide(ctx, k)
 	return e.one, err

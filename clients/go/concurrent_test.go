@@ -81,10 +81,10 @@ var concurrentChecks = []check{
 		}
 	}},
 	{"renew extends a held lease; an ended or unknown one is not held", func(t *testing.T, l *librl.Limiter, _ *redis.Client) {
-		x := acq(t)(l.Acquire(ctx, "c", 3, 300*time.Millisecond))
-		time.Sleep(150 * time.Millisecond)
+		x := acq(t)(l.Acquire(ctx, "c", 3, time.Second))
+		time.Sleep(100 * time.Millisecond)
 		d, err := x.Renew(ctx)
-		if err != nil || !d.Allowed || d.LeaseID != x.LeaseID || d.ResetAfter < 250*time.Millisecond {
+		if err != nil || !d.Allowed || d.LeaseID != x.LeaseID || d.ResetAfter < 950*time.Millisecond {
 			t.Fatalf("renew: %+v %v", d, err)
 		}
 		short := acq(t)(l.Acquire(ctx, "c", 3, 20*time.Millisecond))
@@ -95,7 +95,7 @@ var concurrentChecks = []check{
 		if d, err := short.Release(ctx); err != nil || d.Allowed {
 			t.Fatalf("an ended lease released: %+v %v", d, err)
 		}
-		other, err := l.HeldLease("c", 3, 300*time.Millisecond, x.LeaseID+1000)
+		other, err := l.HeldLease("c", 3, time.Second, x.LeaseID+1000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +103,7 @@ var concurrentChecks = []check{
 			t.Fatalf("an unknown id renewed: %v", err)
 		}
 		// The lease held by x, released through its id from elsewhere.
-		same, err := l.HeldLease("c", 3, 300*time.Millisecond, x.LeaseID)
+		same, err := l.HeldLease("c", 3, time.Second, x.LeaseID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,10 +118,10 @@ var concurrentChecks = []check{
 		}
 	}},
 	{"keep alive holds a lease past its length until release", func(t *testing.T, l *librl.Limiter, rdb *redis.Client) {
-		x := acq(t)(l.Acquire(ctx, "c", 2, 300*time.Millisecond))
+		x := acq(t)(l.Acquire(ctx, "c", 2, 500*time.Millisecond))
 		work, stop := x.KeepAlive(ctx)
 		defer stop()
-		time.Sleep(800 * time.Millisecond) // over two lease lengths
+		time.Sleep(1100 * time.Millisecond) // over two lease lengths
 		if work.Err() != nil || held(t, l, "c") != 1 {
 			t.Fatalf("lost: %v, %d held", context.Cause(work), held(t, l, "c"))
 		}
@@ -130,7 +130,7 @@ var concurrentChecks = []check{
 		}
 		// Release stopped the renewals, not the work.
 		sent := calls(t, rdb, "rl.concurrent")
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(400 * time.Millisecond) // two renewal periods
 		if work.Err() != nil || calls(t, rdb, "rl.concurrent") != sent {
 			t.Fatalf("renewed after the release: %v", context.Cause(work))
 		}
@@ -151,7 +151,9 @@ var concurrentChecks = []check{
 		case <-time.After(2 * time.Second):
 			t.Fatal("the work was not cancelled")
 		}
-		if !errors.Is(context.Cause(work), librl.ErrLeaseNotHeld) || time.Since(lost) > 400*time.Millisecond {
+		// The next renewal, a third of the lease later, finds it gone (2 s:
+		// slack for a loaded machine, where a renewal can come late).
+		if !errors.Is(context.Cause(work), librl.ErrLeaseNotHeld) || time.Since(lost) > 2*time.Second {
 			t.Fatalf("%v after %v", context.Cause(work), time.Since(lost))
 		}
 		var ae *librl.ArgError
@@ -174,12 +176,14 @@ var concurrentChecks = []check{
 		cancel()
 		<-work.Done()
 		sent := calls(t, rdb, "rl.concurrent")
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond) // over two renewal periods
 		if calls(t, rdb, "rl.concurrent") != sent {
 			t.Fatal("renewed after its context ended")
 		}
-		if d, err := x.Release(ctx); err != nil || !d.Allowed {
-			t.Fatalf("%+v %v", d, err)
+		// Unrenewed, the lease may have ended by now: either way Release
+		// is no error.
+		if _, err := x.Release(ctx); err != nil {
+			t.Fatal(err)
 		}
 	}},
 	{"wait takes a slot as soon as a release frees one", func(t *testing.T, l *librl.Limiter, _ *redis.Client) {

@@ -40,7 +40,7 @@ func (l *Limiter) WithDurability(replicas int, timeout time.Duration) (*Limiter,
 func (l *Limiter) sendDurable(ctx context.Context, k call) (any, error) {
 	var cmd *redis.Cmd
 	var wait *redis.IntCmd
-	err := l.retrying(ctx, func(ctx context.Context) error {
+	err := l.retrying(ctx, k.splittable(), func(ctx context.Context) error {
 		var failed error // on the way to the node, not the call's own error
 		if cmd, wait, failed = l.durableOnce(ctx, k); failed != nil {
 			return failed

@@ -21,8 +21,9 @@
 // Routing: in a *redis.ClusterClient every call goes to the primary owning
 // its key's slot, computed here (RL.ALL and RL.OVERRIDE included, whose
 // second word is not a key), through go-redis's own Process, which follows
-// MOVED and ASK when a slot moves; a TRYAGAIN while a slot migrates is
-// retried (WithTryAgainWait). No COMMAND GETKEYS is ever sent. The keys
+// MOVED and ASK when a slot moves; a call naming several keys that a
+// half-moved slot refuses with TRYAGAIN is sent again as one-key calls
+// (split.go). No COMMAND GETKEYS is ever sent. The keys
 // of one call must share a slot (a hash tag: "{user42}:min",
 // "{user42}:day"); otherwise the call is refused before sending with an
 // *ArgError saying so.
@@ -50,6 +51,8 @@ type Limiter struct {
 	waiting *waiting
 	// tryAgain: how long a call retries while its slot migrates.
 	tryAgain time.Duration
+	// moving: the slots that answered TRYAGAIN lately (cluster only).
+	moving *movingSlots
 }
 
 // New wraps a *redis.Client, a *redis.ClusterClient, or any
@@ -60,6 +63,7 @@ func New(client redis.UniversalClient) *Limiter {
 	case *redis.ClusterClient:
 		l.cluster = c
 		l.readTimeout = c.Options().ReadTimeout
+		l.moving = &movingSlots{}
 	case *redis.Client:
 		l.readTimeout = c.Options().ReadTimeout
 	}
@@ -222,11 +226,29 @@ func (l *Limiter) send(ctx context.Context, k call) (any, error) {
 	if l.cache != nil {
 		defer l.cache.after(k)
 	}
-	if durable {
-		return l.sendDurable(ctx, k)
+	split := l.moving != nil && k.splittable()
+	if split && l.moving.moving(Slot(k.keys[0])) {
+		return l.sendSplit(ctx, k)
 	}
+	var reply any
+	var err error
+	if durable {
+		reply, err = l.sendDurable(ctx, k)
+	} else {
+		reply, err = l.sendOnce(ctx, client, k)
+	}
+	if err != nil && split && isTryAgain(err) {
+		l.moving.mark(Slot(k.keys[0]))
+		return l.sendSplit(ctx, k)
+	}
+	return reply, err
+}
+
+// sendOnce sends a call through client, retrying it while its slot
+// moves (retry.go).
+func (l *Limiter) sendOnce(ctx context.Context, client redis.UniversalClient, k call) (any, error) {
 	var cmd *redis.Cmd
-	err := l.retrying(ctx, func(ctx context.Context) error {
+	err := l.retrying(ctx, k.splittable(), func(ctx context.Context) error {
 		cmd = redis.NewCmd(ctx, k.argv...)
 		// go-redis's ClusterClient routes by the key at this position,
 		// instead of COMMAND's first-key position (none for RL.ALL and

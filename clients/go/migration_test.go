@@ -4,254 +4,282 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	librl "github.com/librl/librl/clients/go"
 	"github.com/librl/librl/clients/go/internal/testserver"
 )
 
-// While a populated slot migrates, the cluster answers TRYAGAIN to a call
-// whose keys are partly on each side: an OVERRIDE key that is never set,
-// an RL.ALL whose per-second key expires between calls while its
-// per-hour key lives on (docs/operations.md, Redis Cluster). Such a call
-// cannot run anywhere until the slot has moved. Calls of both kinds, and
-// durable ones, go on through a slow migration of thousands of keys: none
-// fails, none waits longer than the migration lasts (plus one backoff),
-// and afterwards every key counts exactly the calls that were admitted.
-// Then a migration that stalls half-way: a call gives up after its retry
-// window or its context, whichever ends first, with the TRYAGAIN.
-func TestCallsKeepWorkingWhileTheirSlotMigrates(t *testing.T) {
+// A slot of 20,000 limiter keys moves while one caller per kind of call
+// calls in it through the package (docs/contributing.md, Calls while a
+// slot moves): key by key on Redis 7.0 and Valkey 9, then back atomically
+// on Valkey 9. A half-moved slot answers TRYAGAIN to a call naming a key
+// that exists nowhere (an override never set, an RL.ALL clause whose key
+// expired) for as long as it is half moved; the package sends such a call
+// again as one-key calls. No call fails, none comes near the package's
+// retry window, and every subject counts exactly the calls admitted.
+func TestCallsKeepWorkingWhileTheirSlotMoves(t *testing.T) {
 	for _, name := range []string{"redis7", "valkey9"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			c := testserver.StartCluster(t, testserver.ByName(name))
-			cc := c.Client()
-			attempts := &countingHook{}
-			cc.AddHook(attempts)
-			// A retry window no loaded test machine reaches: the bound
-			// checked is the migration's own length.
-			l := librl.New(cc).WithTryAgainWait(time.Minute)
-			durable, err := l.WithDurability(1, 5*time.Millisecond)
-			if err != nil {
-				t.Fatal(err)
-			}
-			const tag = "{migrating}"
+			const tag = "{hot}"
 			slot := librl.Slot(tag)
-			from := c.Owner(slot)
-			to := c.Nodes[0]
-			if to == from {
-				to = c.Nodes[1]
+			home := c.Owner(slot)
+			away := c.Nodes[0]
+			if away == home {
+				away = c.Nodes[1]
 			}
-			// Thousands of keys, so that the slot takes seconds to move.
-			const fill = 3000
-			pipe := cc.Pipeline()
-			for i := range fill {
-				pipe.Set(ctx, fmt.Sprintf("%s:fill:%d", tag, i), "x", 0)
+			pipe := home.Client().Pipeline()
+			for i := range 20_000 {
+				pipe.Do(ctx, "RL.FIXED", fmt.Sprintf("%s:fill:%d", tag, i), 10, "1h")
 			}
 			if _, err := pipe.Exec(ctx); err != nil {
 				t.Fatal(err)
 			}
-
-			const workers = 2
-			calls := []struct {
-				name string
-				call func(ctx context.Context, w int) (bool, error)
-				// count reads what key w counted.
-				count func(w int) int64
-			}{
-				{"override never set", func(ctx context.Context, w int) (bool, error) {
-					d, err := l.Fixed(ctx, fmt.Sprintf("%s:o:%d", tag, w), 1<<40, time.Hour, librl.Override(tag+":no-override"))
-					return d.Allowed, err
-				}, func(w int) int64 {
-					return dec(t)(l.Fixed(ctx, fmt.Sprintf("%s:o:%d", tag, w), 1<<40, time.Hour, librl.Cost(0))).Count
-				}},
-				{"all over keys of different ages", func(ctx context.Context, w int) (bool, error) {
-					a, err := l.All(ctx,
-						librl.Fixed(fmt.Sprintf("%s:a:%d:hour", tag, w), 1<<40, time.Hour),
-						librl.Fixed(fmt.Sprintf("%s:a:%d:second", tag, w), 1<<40, 50*time.Millisecond))
-					return a.Allowed, err
-				}, func(w int) int64 {
-					return dec(t)(l.Fixed(ctx, fmt.Sprintf("%s:a:%d:hour", tag, w), 1<<40, time.Hour, librl.Cost(0))).Count
-				}},
-				{"durable, override never set", func(ctx context.Context, w int) (bool, error) {
-					d, err := durable.Sliding(ctx, fmt.Sprintf("%s:d:%d", tag, w), 1<<40, time.Hour, librl.Override(tag+":no-override"))
-					// These primaries have no replica: every decision is NOTDURABLE.
-					var de *librl.DurabilityError
-					if errors.As(err, &de) {
-						err = nil
-					}
-					return d.Allowed, err
-				}, func(w int) int64 {
-					return dec(t)(l.Sliding(ctx, fmt.Sprintf("%s:d:%d", tag, w), 1<<40, time.Hour, librl.Cost(0))).Count
-				}},
+			cc := c.Client()
+			l := librl.New(cc)
+			defer l.Close()
+			if err := l.OverrideSet(ctx, tag+":plan", 1<<40, time.Hour); err != nil {
+				t.Fatal(err)
 			}
-			type tally struct {
-				admitted, calls, errors atomic.Int64
-				maxLatency              atomic.Int64
-				firstError              atomic.Value
-			}
-			tallies := make([][workers]tally, len(calls))
-			// Every key exists before the slot starts moving.
-			for i, k := range calls {
-				for w := range workers {
-					if ok, err := k.call(ctx, w); err != nil || !ok {
-						t.Fatalf("%s: %v %v", k.name, ok, err)
-					}
-					tallies[i][w].admitted.Add(1)
+			callers := movingCallers(t, l, tag)
+			for _, k := range callers {
+				k.once(ctx) // each subject exists before the slot moves
+				if k.errs.Load() != 0 || k.admitted.Load() != 1 {
+					t.Fatalf("%s: %v", k.name, k.firstErr.Load())
 				}
 			}
-			c.ResetStats()
-			attempts.n.Store(0)
-			stop := make(chan struct{})
-			var wg sync.WaitGroup
-			for i, k := range calls {
-				for w := range workers {
+			moves := []struct {
+				name string
+				to   *testserver.Server
+				move func() string
+			}{{"key by key", away, func() string {
+				return fmt.Sprintf("half moved for %v", c.MigrateSlot(slot, away, 100, 10*time.Millisecond).Round(time.Millisecond))
+			}}}
+			if name == "valkey9" {
+				moves = append(moves, struct {
+					name string
+					to   *testserver.Server
+					move func() string
+				}{"atomically (CLUSTER MIGRATESLOTS)", home, func() string {
+					start := time.Now()
+					c.MigrateSlotAtomically(slot, home)
+					return fmt.Sprintf("moved in %v", time.Since(start).Round(time.Millisecond))
+				}})
+			}
+			for _, m := range moves {
+				from := c.Owner(slot)
+				c.ResetStats()
+				for _, k := range callers {
+					k.reset()
+				}
+				done := make(chan struct{})
+				var wg sync.WaitGroup
+				for _, k := range callers {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						tl := &tallies[i][w]
-						for {
-							select {
-							case <-stop:
-								return
-							default:
-							}
-							start := time.Now()
-							ok, err := k.call(ctx, w)
-							took := time.Since(start)
-							tl.calls.Add(1)
-							if ms := took.Microseconds(); ms > tl.maxLatency.Load() {
-								tl.maxLatency.Store(ms)
-							}
-							switch {
-							case err != nil:
-								tl.errors.Add(1)
-								tl.firstError.CompareAndSwap(nil, err.Error())
-							case ok:
-								tl.admitted.Add(1)
-							}
-							time.Sleep(2 * time.Millisecond)
-						}
+						k.loop(done)
 					}()
 				}
-			}
-			started := time.Now()
-			c.MigrateSlot(slot, to, 50, 20*time.Millisecond)
-			took := time.Since(started)
-			time.Sleep(100 * time.Millisecond)
-			close(stop)
-			wg.Wait()
-
-			stats := c.Stats()
-			// hooked: the calls the client's hook sees once per attempt (the
-			// durable ones go to the node's own client, in a pipeline).
-			var total, hooked, errs int64
-			var maxLatency time.Duration
-			var report []string
-			for i, k := range calls {
-				var kc, ke int64
-				var kmax time.Duration
-				for w := range workers {
-					tl := &tallies[i][w]
-					kc += tl.calls.Load()
-					ke += tl.errors.Load()
-					kmax = max(kmax, time.Duration(tl.maxLatency.Load())*time.Microsecond)
-					if first := tl.firstError.Load(); first != nil && w == 0 {
-						report = append(report, fmt.Sprintf("%s: first error %v", k.name, first))
+				how := m.move()
+				close(done) // each caller makes one more call, then stops
+				wg.Wait()
+				stats := c.Stats()
+				report := []string{fmt.Sprintf("%s, slot %d %s: TRYAGAIN %d, ASK %d, MOVED %d",
+					m.name, slot, how, stats["tryagain"], stats["ask"], stats["moved"])}
+				for _, k := range callers {
+					report = append(report, k.String())
+					if n := k.errs.Load(); n != 0 {
+						t.Errorf("%s, %s: %d errors, the first %v", m.name, k.name, n, k.firstErr.Load())
+					}
+					if slowest := time.Duration(k.slowest.Load()); slowest >= librl.DefaultTryAgainWait {
+						t.Errorf("%s, %s: a call took %v", m.name, k.name, slowest)
+					}
+					if err := k.exact(k.admitted.Load()); err != nil {
+						t.Errorf("%s, %s: %v", m.name, k.name, err)
 					}
 				}
-				total += kc
-				if !strings.HasPrefix(k.name, "durable") {
-					hooked += kc
+				t.Log(strings.Join(report, "\n    "))
+				if n := from.Client().ClusterCountKeysInSlot(ctx, slot).Val(); n != 0 {
+					t.Errorf("%s: %d keys left on the source", m.name, n)
 				}
-				errs += ke
-				maxLatency = max(maxLatency, kmax)
-				report = append(report, fmt.Sprintf("%s: %d calls, %d errors, max %v", k.name, kc, ke, kmax.Round(time.Millisecond)))
-			}
-			t.Logf("slot %d (%d keys) moved in %v; TRYAGAIN %d, ASK %d, MOVED %d; %d calls, %d errors, max latency %v; "+
-				"the package sent %d retries for its %d non-durable calls\n%s",
-				slot, fill, took.Round(time.Millisecond), stats["tryagain"], stats["ask"], stats["moved"], total, errs,
-				maxLatency.Round(time.Millisecond), attempts.n.Load()-hooked, hooked, strings.Join(report, "\n"))
-			if errs != 0 {
-				t.Errorf("%d calls failed", errs)
-			}
-			// Past the migration's end a call may still sleep out one
-			// backoff of the package's (100 ms at most) and go-redis's own
-			// pauses between its three retries (about 110 ms at most).
-			if maxLatency > took+500*time.Millisecond {
-				t.Errorf("a call took %v, the migration %v", maxLatency, took)
-			}
-			// Exact afterwards: each key counted the calls it admitted.
-			for i, k := range calls {
-				for w := range workers {
-					if got, want := k.count(w), tallies[i][w].admitted.Load(); got != want {
-						t.Errorf("%s, worker %d: the key counts %d, %d calls were admitted", k.name, w, got, want)
-					}
+				if n := m.to.Client().ClusterCountKeysInSlot(ctx, slot).Val(); n < 20_000 {
+					t.Errorf("%s: %d keys on the target", m.name, n)
 				}
 			}
 
-			// A migration left half-way: the call fails after its retry
-			// window, with the TRYAGAIN, or when its context ends if sooner.
-			abort := c.OpenMigration(slot, from)
+			// A move left half-way (a resharding that stopped): every kind
+			// of call runs, split where it names several keys.
+			stuck := c.Nodes[0]
+			if stuck == c.Owner(slot) {
+				stuck = c.Nodes[1]
+			}
+			abort := c.OpenMigration(slot, stuck)
 			defer abort()
-			for _, wait := range []struct {
-				limiter *librl.Limiter
-				context time.Duration
-				fails   time.Duration
-			}{
-				{l.WithTryAgainWait(300 * time.Millisecond), time.Minute, 300 * time.Millisecond},
-				{l, 200 * time.Millisecond, 200 * time.Millisecond},
-			} {
-				cctx, cancel := context.WithTimeout(ctx, wait.context)
-				start := time.Now()
-				_, err := wait.limiter.Fixed(cctx, tag+":o:0", 1<<40, time.Hour, librl.Override(tag+":no-override"))
-				took := time.Since(start)
-				cancel()
-				// The context may end in go-redis's own pause between its retries.
-				var le *librl.Error
-				var re redis.Error
-				tryAgain := errors.As(err, &re) && strings.HasPrefix(re.Error(), "TRYAGAIN")
-				if !errors.As(err, &le) || !(tryAgain || (wait.context < time.Minute && errors.Is(err, context.DeadlineExceeded))) {
-					t.Fatalf("a stalled migration: %T %v after %v (context %v)", err, err, took, wait.context)
-				}
-				t.Logf("a stalled migration: gave up after %v (window %v, context %v)", took.Round(time.Millisecond), wait.fails, wait.context)
-				if took < wait.fails-maxBackoff || took > wait.fails+250*time.Millisecond {
-					t.Errorf("gave up after %v, want about %v", took, wait.fails)
+			for _, k := range callers {
+				k.reset()
+				k.once(ctx)
+				if k.errs.Load() != 0 {
+					t.Errorf("a stalled move, %s: %v", k.name, k.firstErr.Load())
 				}
 			}
-			// Off: go-redis's own three retries, then the TRYAGAIN.
-			start := time.Now()
-			if _, err := l.WithTryAgainWait(0).Fixed(ctx, tag+":o:0", 1<<40, time.Hour, librl.Override(tag+":no-override")); err == nil ||
-				time.Since(start) > time.Second {
-				t.Errorf("WithTryAgainWait(0): %v after %v", err, time.Since(start))
+			if n, err := l.OverrideDel(ctx, tag+":plan", tag+":none"); err != nil || n != 1 {
+				t.Errorf("a stalled move, OverrideDel of two keys: %d %v", n, err)
 			}
 		})
 	}
 }
 
-// maxBackoff is the package's longest pause between two retries.
-const maxBackoff = 100 * time.Millisecond
+// caller calls one kind of call in a loop and keeps its figures.
+type caller struct {
+	name string
+	call func(ctx context.Context) (bool, error)
+	// exact checks the subject against the calls admitted.
+	exact func(admitted int64) error
 
-// countingHook counts the commands a client is asked to process.
-type countingHook struct{ n atomic.Int64 }
+	calls, admitted, errs atomic.Int64
+	slowest, longestGap   atomic.Int64 // ns
+	firstErr              atomic.Value
+	errKinds              sync.Map // first word of the error -> *atomic.Int64
+}
 
-func (h *countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (k *caller) reset() {
+	k.calls.Store(0)
+	k.errs.Store(0)
+	k.slowest.Store(0)
+	k.longestGap.Store(0)
+	k.firstErr = atomic.Value{}
+	k.errKinds = sync.Map{}
+}
 
-func (h *countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if strings.HasPrefix(cmd.Name(), "rl.") {
-			h.n.Add(1)
+func (k *caller) once(ctx context.Context) bool {
+	start := time.Now()
+	ok, err := k.call(ctx)
+	took := time.Since(start)
+	k.calls.Add(1)
+	for s := k.slowest.Load(); int64(took) > s && !k.slowest.CompareAndSwap(s, int64(took)); s = k.slowest.Load() {
+	}
+	if err != nil {
+		k.errs.Add(1)
+		k.firstErr.CompareAndSwap(nil, err.Error())
+		word := strings.Fields(strings.TrimPrefix(err.Error(), "librl: "))
+		n, _ := k.errKinds.LoadOrStore(strings.Join(word[:min(2, len(word))], " "), &atomic.Int64{})
+		n.(*atomic.Int64).Add(1)
+		return false
+	}
+	if ok {
+		k.admitted.Add(1)
+	}
+	return true
+}
+
+// loop calls until done is closed, then once more.
+func (k *caller) loop(done <-chan struct{}) {
+	lastOK := time.Now()
+	for {
+		finished := false
+		select {
+		case <-done:
+			finished = true
+		default:
 		}
-		return next(ctx, cmd)
+		if k.once(ctx) {
+			if gap := time.Since(lastOK); int64(gap) > k.longestGap.Load() {
+				k.longestGap.Store(int64(gap))
+			}
+			lastOK = time.Now()
+		}
+		if finished {
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
-func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+func (k *caller) String() string {
+	var kinds []string
+	k.errKinds.Range(func(key, n any) bool {
+		kinds = append(kinds, fmt.Sprintf("%s ×%d", key, n.(*atomic.Int64).Load()))
+		return true
+	})
+	sort.Strings(kinds)
+	return fmt.Sprintf("%s: %d calls, %d errors %v, slowest %v, longest without success %v", k.name, k.calls.Load(),
+		k.errs.Load(), kinds, time.Duration(k.slowest.Load()).Round(time.Millisecond),
+		time.Duration(k.longestGap.Load()).Round(time.Millisecond))
+}
+
+// movingCallers are the kinds of call of docs/contributing.md's recipe
+// (no override, an override never set, one that exists, an RL.ALL over a
+// 1 h and a 300 ms key) and the package's own: a lease taken and released
+// with an override never set, and a durable call (these primaries have no
+// replica, so every durable decision comes NOTDURABLE, which is not an
+// error here).
+func movingCallers(t *testing.T, l *librl.Limiter, tag string) []*caller {
+	const big = 1 << 40
+	durable, err := l.WithDurability(1, 5*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := func(count func() int64) func(int64) error {
+		return func(admitted int64) error {
+			if n := count(); n != admitted {
+				return fmt.Errorf("the subject counts %d, %d calls were admitted", n, admitted)
+			}
+			return nil
+		}
+	}
+	read := func(key string) func(int64) error {
+		return counts(func() int64 { return dec(t)(l.Fixed(ctx, key, big, time.Hour, librl.Cost(0))).Count })
+	}
+	fixed := func(key string, opts ...librl.Option) func(context.Context) (bool, error) {
+		return func(ctx context.Context) (bool, error) {
+			d, err := l.Fixed(ctx, key, big, time.Hour, opts...)
+			return d.Allowed, err
+		}
+	}
+	notDurable := func(err error) error {
+		var de *librl.DurabilityError
+		if errors.As(err, &de) {
+			return nil
+		}
+		return err
+	}
+	return []*caller{
+		{name: "no override", call: fixed(tag + ":plain"), exact: read(tag + ":plain")},
+		{name: "override never set", call: fixed(tag+":unset", librl.Override(tag+":never")), exact: read(tag + ":unset")},
+		{name: "override set", call: fixed(tag+":set", librl.Override(tag+":plan")), exact: read(tag + ":set")},
+		{name: "all over a 1 h and a 300 ms key", call: func(ctx context.Context) (bool, error) {
+			a, err := l.All(ctx, librl.Fixed(tag+":hour", big, time.Hour), librl.Fixed(tag+":300ms", big, 300*time.Millisecond))
+			return a.Allowed, err
+		}, exact: read(tag + ":hour")},
+		{name: "lease, override never set", call: func(ctx context.Context) (bool, error) {
+			x, err := l.Acquire(ctx, tag+":lease", 1000, time.Minute, librl.Override(tag+":never"))
+			if err != nil || !x.Allowed {
+				return false, err
+			}
+			if d, err := x.Release(ctx); err != nil || !d.Allowed {
+				return false, fmt.Errorf("release: %+v %w", d, err)
+			}
+			return true, nil
+		}, exact: func(int64) error {
+			// Every lease taken was released.
+			if n := acq(t)(l.Acquire(ctx, tag+":lease", 1000, time.Minute, librl.Cost(0))).Count; n != 0 {
+				return fmt.Errorf("%d slots still held", n)
+			}
+			return nil
+		}},
+		{name: "durable, override never set", call: func(ctx context.Context) (bool, error) {
+			d, err := durable.Sliding(ctx, tag+":durable", big, time.Hour, librl.Override(tag+":never"))
+			return d.Allowed, notDurable(err)
+		}, exact: counts(func() int64 {
+			return dec(t)(l.Sliding(ctx, tag+":durable", big, time.Hour, librl.Cost(0))).Count
+		})},
+	}
 }

@@ -271,19 +271,24 @@ var standaloneChecks = []check{
 			t.Fatal(err)
 		}
 		cached := 0
+		var asked time.Time // when the call that was admitted started
 		for {
+			asked = time.Now()
 			d := block()
 			if d.Allowed {
 				break
 			}
 			cached++
-			if time.Since(sent) > maxAge+time.Second {
+			if time.Since(sent) > maxAge+2*time.Second {
 				t.Fatalf("still denied %v after the block was lifted: %+v", time.Since(sent), d)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		if took := time.Since(sent); took > maxAge+100*time.Millisecond || cached == 0 {
-			t.Fatalf("admitted %v after the denial (max age %v), %d cached answers", took, maxAge, cached)
+		// The first call asked after the max age goes to the server and is
+		// admitted: asked at most one pause (10 ms, longer on a loaded
+		// machine) after it.
+		if took := asked.Sub(sent); took > maxAge+250*time.Millisecond || cached == 0 {
+			t.Fatalf("admitted when asked %v after the denial (max age %v), %d cached answers", took, maxAge, cached)
 		}
 		// Sooner: ForgetKey after a DEL, Clear after an override set elsewhere.
 		cl = l.WithDenialCache(nil)

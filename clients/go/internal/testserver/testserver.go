@@ -410,8 +410,10 @@ func (c *Cluster) MoveSlot(slot int, target *Server) {
 
 // MigrateSlot is MoveSlot migrating batch keys per MIGRATE with a pause
 // after each: a slot holding thousands of keys then takes seconds to move,
-// as it does in production, and calls in the slot meet it half moved.
-func (c *Cluster) MigrateSlot(slot int, target *Server, batch int, pause time.Duration) {
+// as it does in production, and calls in the slot meet it half moved. It
+// returns how long the slot was half moved (from MIGRATING to the
+// target's SETSLOT NODE).
+func (c *Cluster) MigrateSlot(slot int, target *Server, batch int, pause time.Duration) (halfMoved time.Duration) {
 	ctx := context.Background()
 	source := c.Owner(slot)
 	if source == target {
@@ -425,6 +427,7 @@ func (c *Cluster) MigrateSlot(slot int, target *Server, batch int, pause time.Du
 	src, dst := source.Client(), target.Client()
 	must(c.t, dst.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", id(source)).Err())
 	must(c.t, src.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", id(target)).Err())
+	opened := time.Now()
 	for {
 		keys, err := src.ClusterGetKeysInSlot(ctx, slot, batch).Result()
 		must(c.t, err)
@@ -440,13 +443,32 @@ func (c *Cluster) MigrateSlot(slot int, target *Server, batch int, pause time.Du
 		time.Sleep(pause)
 	}
 	targetID := id(target)
+	halfMoved = time.Since(opened)
 	for _, n := range append([]*Server{target, source}, c.others(source, target)...) {
 		must(c.t, n.Client().Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", targetID).Err())
 	}
+	c.waitForOwner(slot, target)
+	return halfMoved
+}
+
+// MigrateSlotAtomically moves slot to target with Valkey 9's CLUSTER
+// MIGRATESLOTS (the source serves the slot until the target takes it
+// whole), and returns once every node names the target as its owner.
+func (c *Cluster) MigrateSlotAtomically(slot int, target *Server) {
+	ctx := context.Background()
+	targetID, err := target.Client().Do(ctx, "CLUSTER", "MYID").Text()
+	must(c.t, err)
+	must(c.t, c.Owner(slot).Client().Do(ctx, "CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", slot, slot, "NODE", targetID).Err())
+	c.waitForOwner(slot, target)
+}
+
+// waitForOwner waits until every node names target as the owner of slot.
+func (c *Cluster) waitForOwner(slot int, target *Server) {
+	ctx := context.Background()
 	// Return only once every node names the target as the owner: a node
 	// still catching up through gossip would bounce a call between owners
 	// until go-redis runs out of redirects and returns the MOVED.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for _, n := range c.Nodes {
 		for ownerSeenBy(ctx, n, slot) != target.Addr() {
 			if time.Now().After(deadline) {
