@@ -221,7 +221,9 @@ def test_sync_calls_keep_working_while_their_slot_migrates(cluster: Cluster) -> 
                 with pytest.raises(TryAgainError):
                     librl.Limiter(rc, try_again_wait=window).all(*unsplittable)
                 waited = time.monotonic() - started
-                assert window - 0.1 <= waited <= window + 0.25, waited
+                # The window, and at most the one try under way when it
+                # closes (a round trip, slower on a loaded machine).
+                assert window - 0.1 <= waited <= window + 0.5, waited
     finally:
         rc.close()
 
