@@ -23,6 +23,10 @@ pub enum RlError {
     /// Used memory is above `maxmemory` and the call would add to the
     /// dataset (a new key, a log rebuilt larger): refused, nothing written.
     OutOfMemory,
+    /// A waiting call whose key this node no longer serves (its slot
+    /// moved while it waited): nothing taken; sent again, it reaches the
+    /// key's node.
+    SlotMoved,
 }
 
 /// The classes of error `INFO rl` counts (`rl_errors_<class>`).
@@ -40,6 +44,8 @@ pub enum ErrorClass {
     Corrupt,
     /// A bug caught at the panic boundary.
     Internal,
+    /// A waiting call whose key's slot moved (`TRYAGAIN`).
+    SlotMoved,
 }
 
 impl RlError {
@@ -51,6 +57,7 @@ impl RlError {
             RlError::BadState(DecodeError::UnsupportedVersion(_)) => ErrorClass::NewerVersion,
             RlError::BadState(_) => ErrorClass::Corrupt,
             RlError::Internal(_) => ErrorClass::Internal,
+            RlError::SlotMoved => ErrorClass::SlotMoved,
         }
     }
 }
@@ -78,6 +85,13 @@ impl fmt::Display for RlError {
             RlError::Internal(_) => write!(
                 f,
                 "ERR internal error in librl, nothing was changed (see the server log)"
+            ),
+            // TRYAGAIN, which cluster clients retry: sent again, the call
+            // is redirected to the key's node as any other.
+            RlError::SlotMoved => write!(
+                f,
+                "TRYAGAIN the key's slot moved to another node while this call waited; \
+                 nothing was taken, send it again"
             ),
         }
     }

@@ -142,13 +142,14 @@ pub fn count(command: Command, counter: Counter) {
 }
 
 /// Error replies by class, all commands together (`rl_errors_<class>`).
-const ERROR_CLASSES: [(ErrorClass, &str); 6] = [
+const ERROR_CLASSES: [(ErrorClass, &str); 7] = [
     (ErrorClass::Argument, "argument"),
     (ErrorClass::WrongType, "wrongtype"),
     (ErrorClass::OutOfMemory, "oom"),
     (ErrorClass::NewerVersion, "newer_version"),
     (ErrorClass::Corrupt, "corrupt"),
     (ErrorClass::Internal, "internal"),
+    (ErrorClass::SlotMoved, "slot_moved"),
 ];
 static ERROR_COUNTS: [AtomicU64; ERROR_CLASSES.len()] = [ZERO; ERROR_CLASSES.len()];
 

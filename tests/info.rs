@@ -432,6 +432,11 @@ fn a_replica_set_to_panic_stops_at_a_call_it_cannot_apply() {
                 "panic-on-replicas",
             ],
         );
+        // The crash report's memory test takes seconds of a busy machine.
+        ok(
+            &mut rcon,
+            &["CONFIG", "SET", "crash-memcheck-enabled", "no"],
+        );
         limiter(&mut pcon, &["RL.FIXED", "diverged", "5", "1h"]);
         // The crash report ends the log ("=== REDIS BUG REPORT END", or
         // VALKEY's).

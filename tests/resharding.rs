@@ -524,3 +524,87 @@ fn calls_never_meet_tryagain_while_a_slot_moves_atomically() {
         }
     });
 }
+
+/// A caller waiting in `RL.CONCURRENT ... WAIT` on the node its slot
+/// leaves is sent on when its turn comes there (the lease it waits for
+/// ends, or its deadline passes): `TRYAGAIN`, nothing taken, no key left
+/// behind in a slot the node no longer serves; sent again, it reaches the
+/// key's node. Regression: it used to take a lease on the old node, beside
+/// the holder's on the new one (two leases for a limit of one), in a key
+/// no client could reach.
+fn waiters_when_their_slot_moves(flavor: Flavor, how: support::SlotMove) {
+    let _turn = ClusterTurn::take();
+    let cluster = cluster(flavor);
+    let slot = get_slot(TAG.as_bytes());
+    let source = cluster.owner(slot);
+    let target = (source + 1) % 3;
+    let source_port = cluster.nodes[source].port;
+    let connect = |port| {
+        redis::Client::open(support::url(port))
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    };
+    let mut con = connect(source_port);
+    // One slot each: held for 700 ms (the waiter's turn comes when it
+    // ends), and for a minute (the waiter's turn is its deadline).
+    let ends = format!("{{{TAG}}}:ends");
+    let held = format!("{{{TAG}}}:held");
+    lease(&mut con, &["RL.CONCURRENT", &ends, "1", "700ms"]);
+    let holder = lease(&mut con, &["RL.CONCURRENT", &held, "1", "1m"]);
+    let waiters: Vec<_> = [(ends.clone(), "5s"), (held.clone(), "1500ms")]
+        .into_iter()
+        .map(|(key, wait)| {
+            let mut w = connect(source_port);
+            std::thread::spawn(move || {
+                cmd(&mut w, &["RL.CONCURRENT", &key, "1", "1m", "WAIT", wait])
+            })
+        })
+        .collect();
+    wait_until("two waiters", || blocked_clients(&mut con) == 2);
+    cluster.move_slot(slot, source, target, how);
+    let what = format!("{flavor:?} {how:?}");
+    for waiter in waiters {
+        let reply = waiter.join().unwrap();
+        assert!(
+            matches!(&reply, Err(e) if e.starts_with("TRYAGAIN")),
+            "{what}: {reply:?}"
+        );
+    }
+    let slot_arg = slot.to_string();
+    assert_eq!(
+        cmd_int(&mut con, &["CLUSTER", "COUNTKEYSINSLOT", &slot_arg]),
+        0,
+        "{what}: keys left behind"
+    );
+    assert_eq!(counters(&mut con)["rl_errors_slot_moved"], 2, "{what}");
+    // On the key's node: the holder's lease alone, and room for the
+    // caller sent again once it is released.
+    let mut con = connect(cluster.nodes[target].port);
+    let read = lease(&mut con, &["RL.CONCURRENT", &held, "1", "1m", "COST", "0"]);
+    assert_eq!(read[1], 1, "{what}: {read:?}");
+    let id = holder[6].to_string();
+    lease(
+        &mut con,
+        &["RL.CONCURRENT", &held, "1", "1m", "RELEASE", &id],
+    );
+    assert_eq!(
+        lease(&mut con, &["RL.CONCURRENT", &held, "1", "1m"])[0],
+        1,
+        "{what}"
+    );
+}
+
+#[test]
+fn waiters_are_sent_on_when_their_slot_moves() {
+    for_each_flavor(|flavor| {
+        let keys = support::SlotMove::Keys {
+            batch: 100,
+            pause: Duration::from_millis(10),
+        };
+        waiters_when_their_slot_moves(flavor, keys);
+        if flavor == Flavor::Valkey9 {
+            waiters_when_their_slot_moves(flavor, support::SlotMove::Atomic);
+        }
+    });
+}

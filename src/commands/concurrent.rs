@@ -100,6 +100,9 @@ fn turn_of(call: Call<'_>, now: u64, turn: Turn) -> Result<Attempt, RlError> {
         count_outcome(command, false, mode);
         return Ok(Attempt::Wait(None));
     }
+    if turn == Turn::Moved {
+        return Err(RlError::SlotMoved);
+    }
     // The arguments were checked when the call came.
     let request = parse_limiter(Algorithm::Concurrent, call.args, false)?;
     if mode == Mode::off {

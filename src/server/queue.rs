@@ -35,6 +35,10 @@ pub enum Turn {
     Unblocked,
     /// Its client went away: nothing to answer (only counted).
     Gone,
+    /// This node no longer serves its key (the key's slot moved, or is
+    /// moving, to another node while it waited): answered with an error
+    /// that sends it there, taking nothing.
+    Moved,
 }
 
 /// A waiter's attempt.
@@ -192,10 +196,53 @@ fn arm(ctx: *mut raw::RedisModuleCtx, key: &QueueKey, at_ms: u64) {
     });
 }
 
+/// Whether this node serves `key` (in the selected database) as the
+/// server routes a client's call: in a cluster, the slot is this node's and
+/// the key is not on another node halfway through a move. Asked of the
+/// server's own check, which `RM_Call` applies to a call from a module
+/// (a timer's call has no client the server routed here); outside a
+/// cluster, always.
+fn served_here(ctx: *mut raw::RedisModuleCtx, key: &QueueKey) -> bool {
+    // SAFETY: a live context.
+    let flags = unsafe { raw::RedisModule_GetContextFlags.map_or(0, |f| f(ctx)) };
+    if flags & raw::REDISMODULE_CTX_FLAGS_CLUSTER as c_int == 0 {
+        return true;
+    }
+    // SAFETY: "b" takes a pointer and a length, which the key's bytes
+    // provide for the call; a reply is freed at once.
+    unsafe {
+        let Some(call) = raw::RedisModule_Call else {
+            return true;
+        };
+        let reply = call(
+            ctx,
+            c"EXISTS".as_ptr(),
+            c"b".as_ptr(),
+            key.1.as_ptr(),
+            key.1.len(),
+        );
+        if reply.is_null() {
+            return false;
+        }
+        if let Some(free) = raw::RedisModule_FreeCallReply {
+            free(reply);
+        }
+    }
+    true
+}
+
 /// Serves `key`'s queue: its first waiter's attempt, then the next's, until
 /// one is still refused (the queue then waits for its wake timer or a
-/// release) or the queue is empty (it goes).
+/// release) or the queue is empty (it goes). Where this node no longer
+/// serves the key, every waiter is sent on (`Turn::Moved`) instead: a
+/// lease taken here would be one the key's node does not count, in a key
+/// no client can reach.
 fn serve(ctx: *mut raw::RedisModuleCtx, key: &QueueKey) {
+    let turn = if served_here(ctx, key) {
+        Turn::Head
+    } else {
+        Turn::Moved
+    };
     loop {
         let Some(waiter) = with_queues(|q| q.get_mut(key)?.waiters.pop_front()).flatten() else {
             break;
@@ -207,7 +254,7 @@ fn serve(ctx: *mut raw::RedisModuleCtx, key: &QueueKey) {
             },
             args: &waiter.args.0,
         };
-        match (waiter.attempt)(call, super::now_ms(), Turn::Head) {
+        match (waiter.attempt)(call, super::now_ms(), turn) {
             Attempt::Done(outcome) => answer(ctx, waiter, outcome),
             Attempt::Wait(at) => {
                 with_queues(|q| q.entry(key.clone()).or_default().waiters.push_front(waiter));
@@ -374,7 +421,12 @@ unsafe extern "C" fn deadline_fired(ctx: *mut raw::RedisModuleCtx, data: *mut c_
         },
         args: &waiter.args.0,
     };
-    let outcome = match (waiter.attempt)(call, super::now_ms(), Turn::Deadline) {
+    let turn = if served_here(ctx, &key) {
+        Turn::Deadline
+    } else {
+        Turn::Moved
+    };
+    let outcome = match (waiter.attempt)(call, super::now_ms(), turn) {
         Attempt::Done(outcome) => outcome,
         Attempt::Wait(_) => {
             Err(crate::error::RlError::Internal("a waiter past its deadline").to_string())

@@ -62,13 +62,14 @@ pub const LIFE_COUNTERS: [&str; 7] = [
 ];
 
 /// Error replies by class, all commands together: `rl_errors_<class>`.
-pub const ERROR_CLASSES: [&str; 6] = [
+pub const ERROR_CLASSES: [&str; 7] = [
     "argument",
     "wrongtype",
     "oom",
     "newer_version",
     "corrupt",
     "internal",
+    "slot_moved",
 ];
 
 /// Calls replayed from the replication link or the AOF that librl
