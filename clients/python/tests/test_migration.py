@@ -13,10 +13,11 @@ window."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, Dict, List, Optional
+from typing import Awaitable, Callable, Dict, List, Optional, Tuple
 
 import pytest
 import redis.asyncio
@@ -24,6 +25,8 @@ from redis.cluster import RedisCluster
 from redis.exceptions import RedisError, TryAgainError
 
 import librl
+from librl import _args
+from librl._types import parse_decision
 from servers import Cluster, Server
 
 TAG = "{migrating}"
@@ -298,3 +301,69 @@ async def test_async_calls_keep_working_while_their_slot_migrates(cluster: Clust
     finally:
         await arc.aclose()
         rc.close()
+
+
+def _same(atomic: librl.Decision, split: librl.Decision) -> None:
+    """Two replies of twin keys, asked a moment apart (a few ms, more on a
+    loaded machine: a token bucket refills meanwhile)."""
+    assert abs(atomic.reset_after_ms - split.reset_after_ms) <= 100, (atomic, split)
+    assert abs(atomic.retry_after_ms - split.retry_after_ms) <= 100, (atomic, split)
+    assert (atomic.allowed, atomic.count, atomic.limit, atomic.remaining) == (
+        split.allowed,
+        split.count,
+        split.limit,
+        split.remaining,
+    ), (atomic, split)
+    assert bool(atomic.lease_id) == bool(split.lease_id)
+
+
+def test_split_calls_answer_as_the_atomic_call(limiter: librl.Limiter, key: str) -> None:
+    # What a half-moved slot makes of a call (Commands._alone and
+    # _clause_by_clause), run on a standalone server beside the atomic
+    # call on a twin key: the same replies, and the same counts after.
+    commands = limiter._commands
+    limiter.override_set(f"{key}:o", 3, "1m")
+    limiter.override_set(f"{key}:ob", 3, "1m", burst=5)
+    for okey in (f"{key}:o", f"{key}:ob", f"{key}:absent"):
+        for n, make in enumerate(
+            (
+                lambda k, o=okey: librl.Fixed(k, 10, 60, aligned=True, override=o),
+                lambda k, o=okey: librl.Sliding(k, 10, 60, approx=True, cost=2, override=o),
+                lambda k, o=okey: librl.Token(k, 10, 60, burst=20, override=o),
+                lambda k, o=okey: librl.Concurrent(k, 10, 60, override=o),
+            )
+        ):
+            twins = (make(f"{key}:{okey}:{n}:atomic"), make(f"{key}:{okey}:{n}:split"))
+            for _ in range(4):
+                replies = []
+                for twin, split in zip(twins, (False, True)):
+                    argv: List[_args.Arg] = [f"RL.{twin.name}", *twin.args()[1:]]
+                    lease = isinstance(twin, librl.Concurrent)
+                    parse = functools.partial(parse_decision, lease=lease)
+                    if split:
+                        alone = commands._alone(twin, argv, parse, False, None)
+                        assert alone is not None
+                        replies.append(limiter._run(alone()))
+                    else:
+                        replies.append(limiter._run(commands._write(twin.key, argv, parse)))
+                _same(*replies)
+
+    def pair(tag: str) -> Tuple[librl.Clause, ...]:
+        return (
+            librl.Sliding(f"{key}:{tag}:hour", 100, "1h"),
+            librl.Concurrent(f"{key}:{tag}:slots", 5, 60),
+            librl.Fixed(f"{key}:{tag}:tight", 2, 60, override=f"{key}:absent"),
+        )
+
+    atomic, by_clause = pair("atomic"), pair("split")
+    for peek in (False, False, True, False, False):  # the last two are denied
+        a = limiter.all(*atomic, peek=peek)
+        s = limiter._run(commands._clause_by_clause(by_clause, peek))
+        assert (a.allowed, len(a.decisions)) == (s.allowed, len(s.decisions))
+        assert abs(a.retry_after_ms - s.retry_after_ms) <= 100
+        for x, y in zip(a.decisions, s.decisions):
+            _same(x, y)
+    for a_clause, s_clause in zip(atomic, by_clause):  # the denied calls gave everything back
+        read_a = limiter.all(_read([a_clause]))
+        read_s = limiter.all(_read([s_clause]))
+        assert read_a.decisions[0].count == read_s.decisions[0].count

@@ -119,6 +119,10 @@ def step(
         return Done(done.value)
 
 
+#: How long the calls of a slot that answered TRYAGAIN are split at once,
+#: sparing each the try that would meet it again.
+SPLIT_AT_ONCE_S = 1.0
+
 #: How long past its hold a held reply may take when the connection has
 #: no socket timeout of its own.
 HOLD_GRACE_S = 5.0
@@ -191,7 +195,7 @@ class Commands:
     ``client`` is only asked for ``keyslot`` (a cluster's slot checks);
     the driver owns the connection."""
 
-    __slots__ = ("cache", "client", "cluster", "durable")
+    __slots__ = ("cache", "client", "cluster", "durable", "moving")
 
     def __init__(
         self,
@@ -204,6 +208,10 @@ class Commands:
         self.cluster = cluster
         self.cache = cache
         self.durable = durable
+        #: slot -> until when (monotonic s) its calls are split at once: a
+        #: slot that answered TRYAGAIN is half-moved, most likely for a
+        #: while yet, and each call's first try would meet it again.
+        self.moving: Dict[int, float] = {}
 
     # -- the limiters ---------------------------------------------------------
 
@@ -301,6 +309,17 @@ class Commands:
         return (yield from self._write(clauses[0].key, argv, parse, reads, hold, split))
 
     # -- a call split while its slot is half-moved (_write) -------------------
+
+    def _half_moved(self, route: KeyT) -> bool:
+        """The route's slot answered TRYAGAIN within SPLIT_AT_ONCE_S."""
+        slot = self.client.keyslot(route)
+        until = self.moving.get(slot)
+        if until is None:
+            return False
+        if monotonic() < until:
+            return True
+        self.moving.pop(slot, None)
+        return False
 
     def _alone(
         self,
@@ -497,12 +516,16 @@ class Commands:
         one key each, which a half-moved slot serves at once (_split)."""
         wait = None if self.durable is None or read else self.durable
         splits = split is not None and self.cluster
+        if splits and self.moving and self._half_moved(route):
+            assert split is not None
+            return (yield from split())
         try:
             reply = yield Send(route, argv, wait=wait, hold=hold, split=splits)
         except ResponseError as e:
             if not splits or not slot_moving(e):
                 raise
             assert split is not None
+            self.moving[self.client.keyslot(route)] = monotonic() + SPLIT_AT_ONCE_S
             return (yield from split())
         if wait is None:
             return parse(reply)
@@ -547,7 +570,13 @@ class Commands:
     def _delete(self, groups: List[List[KeyT]]) -> Command[int]:
         deleted = 0
         for group in groups:
-            deleted += yield from self._write(group[0], ["RL.OVERRIDE", "DEL", *group], int)
+            # Split, a group is deleted key by key (a slot half-moved
+            # answers TRYAGAIN when some of them are on each side).
+            split = (
+                None if len(group) == 1 else functools.partial(self._delete, [[k] for k in group])
+            )
+            argv: List[Arg] = ["RL.OVERRIDE", "DEL", *group]
+            deleted += yield from self._write(group[0], argv, int, split=split)
         return deleted
 
     def _clearing(self, command: Command[T]) -> Command[T]:
