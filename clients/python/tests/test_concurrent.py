@@ -296,3 +296,34 @@ def test_cluster(rc: RedisCluster, cluster: Cluster, key: str) -> None:
     assert stats["cmdstat_RL.CONCURRENT"] == 63
     with pytest.raises(redis.exceptions.RedisClusterException, match="hash tag"):
         limiter.acquire("{a}:x", 1, 30, override="{b}:o")
+    # WAIT in a cluster: on a connection of the key's node of its own.
+    holder = limiter.acquire(f"{key}:w", 1, 30)
+    got: List[librl.Lease] = []
+    waiter = threading.Thread(target=lambda: got.append(limiter.acquire(f"{key}:w", 1, 30, wait=5)))
+    waiter.start()
+    time.sleep(0.3)
+    assert holder.release()
+    waiter.join(5)
+    assert got
+    assert got[0].held
+    assert got[0].release()
+
+
+def test_durable_leases(r: redis.Redis, key: str) -> None:
+    # This primary has no replica: every write is answered, then
+    # DurabilityError. An acquire's error carries the Lease, held on the
+    # primary, to release; the scope releases it and raises.
+    limiter = librl.Limiter(r, durable=(1, 5))
+    with pytest.raises(librl.DurabilityError) as failed:
+        limiter.acquire(key, 1, 30)
+    lease = failed.value.reply
+    assert isinstance(lease, librl.Lease)
+    assert lease.held
+    with pytest.raises(librl.DurabilityError):
+        lease.release()
+    assert not lease.held
+    with pytest.raises(librl.DurabilityError) as raised, limiter.concurrent(key, 1, 30):
+        pytest.fail("entered without a durable lease")
+    assert isinstance(raised.value.reply, librl.Lease)  # the acquire's error
+    assert not raised.value.reply.held
+    assert librl.Limiter(r).acquire(key, 1, 30, cost=0).decision.count == 0

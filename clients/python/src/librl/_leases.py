@@ -326,7 +326,10 @@ class LeaseScope(_Scope):
         try:
             lease: Lease = self._limiter._acquire(self._clause, self._wait, False)
         except DurabilityError as e:
-            e.reply.release()  # not durable: not taken, as far as the scope goes
+            # Not durable: not taken, as far as the scope goes (the release
+            # is not durable either; the acquire's error is the one raised).
+            with contextlib.suppress(Exception):
+                e.reply.release()
             raise
         if not lease:
             raise LeaseRefused(lease.decision)
@@ -463,7 +466,8 @@ class AsyncLeaseScope(_Scope):
         try:
             lease: AsyncLease = await self._limiter._acquire(self._clause, self._wait, False)
         except DurabilityError as e:
-            await e.reply.release()
+            with contextlib.suppress(Exception):
+                await e.reply.release()
             raise
         if not lease:
             raise LeaseRefused(lease.decision)
