@@ -10,10 +10,15 @@
 //!                    write that stored it (`at_ms`)
 //! ```
 //!
+//! then zero bytes up to the value's end (a 0 where a lease would start
+//! ends them): room, so that leases come and go without the value being
+//! reallocated. A value that outgrows its room is rebuilt with 8 bytes
+//! more; one with more than 16 bytes of room left is rebuilt exactly.
+//!
 //! A lease of one slot that ends within 34 minutes of the write takes 4
 //! bytes (a gap of 1 to 63, then 3); the key adds the 21 bytes of its
-//! prefix and header. Every write rebuilds the value whole, dropping the
-//! leases that have ended, so a key holds at most `limit` leases.
+//! prefix and header, and its room. Every write drops the leases that have
+//! ended, so a key holds at most `limit` leases.
 
 use super::layout::{DecodeError, Reader, Tag, Writer, HEADER_LEN, VERSION_3};
 use super::varint;
@@ -106,8 +111,19 @@ impl Iterator for Iter<'_, '_> {
     type Item = Result<Lease, CorruptLeases>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.failed || self.pos >= self.view.body.len() {
+        let body = self.view.body;
+        if self.failed || self.pos >= body.len() {
             return None;
+        }
+        // A 0 where a lease would start: the room, zeros to the end.
+        if body.get(self.pos) == Some(&0) {
+            let rest = body.get(self.pos..).unwrap_or_default();
+            self.pos = body.len();
+            if rest.iter().all(|&b| b == 0) {
+                return None;
+            }
+            self.failed = true;
+            return Some(Err(CorruptLeases));
         }
         let lease = self.lease().ok_or(CorruptLeases);
         self.failed = lease.is_err();
@@ -145,54 +161,92 @@ fn kept<'a>(
     taken.into_iter().chain(old)
 }
 
-/// A lease's varints, given the id before it.
-fn encoded(prev: u64, lease: &Lease, at_ms: u64) -> [(u64, bool); 3] {
+/// Room a value is rebuilt with when its leases outgrow it, and the most
+/// it keeps (more is given back by an exact rebuild).
+const GROWTH_ROOM: usize = 8;
+const MAX_ROOM: usize = 16;
+
+/// Writes a lease's varints at `out[*at..]`, given the id before it;
+/// false when they do not fit.
+fn put_lease(out: &mut [u8], at: &mut usize, prev: u64, lease: &Lease, at_ms: u64) -> bool {
     let many = lease.slots != 1;
-    [
-        // (Never below 0: the leases come newest first, every one ending
-        // after the write.)
-        (prev.saturating_sub(lease.id) << 1 | u64::from(many), true),
+    // (Never below 0: the leases come newest first, every one ending
+    // after the write.)
+    let head = prev.saturating_sub(lease.id) << 1 | u64::from(many);
+    let fields = [
+        (head, true),
         (lease.slots, many),
         (lease.end_ms.saturating_sub(at_ms), true),
-    ]
+    ];
+    for (v, present) in fields {
+        if present && !varint::put_at(out, at, v) {
+            return false;
+        }
+    }
+    true
 }
 
-/// The value after `edit` on the leases `old`: a rebuild, on the stack
-/// when it fits (a fresh key's always does).
+/// The value after `edit` on the leases `old`: the header, the kept
+/// leases, and room (the old value's length when they fit in it, so the
+/// write is in place). Built in one pass on the stack (a value that
+/// outgrows it is built again on the heap).
 fn encode(old: Option<&LeaseView<'_>>, edit: &Edit) -> Result<Write, RlError> {
     let corrupt = |_| RlError::BadState(DecodeError::Corrupt);
-    let mut len = HEADER;
+    let old_len = old.map(|v| HEADER + v.body.len());
+    let mut small = [0u8; SMALL];
+    let mut at = HEADER;
     let mut prev = edit.next_id;
+    let mut fits = true;
     for lease in kept(old, edit) {
         let lease = lease.map_err(corrupt)?;
-        for (v, present) in encoded(prev, &lease, edit.now_ms) {
-            len += if present { varint::len(v) } else { 0 };
+        if !put_lease(&mut small, &mut at, prev, &lease, edit.now_ms) {
+            fits = false;
+            break;
         }
         prev = lease.id;
     }
-    let mut small = [0u8; SMALL];
     let mut large = Vec::new();
-    let out: &mut [u8] = if len <= SMALL {
-        small.get_mut(..len).unwrap_or_default()
+    if !fits {
+        // Past the stack buffer: measured, then laid out on the heap.
+        let mut scratch = [0u8; varint::MAX_LEN * 3];
+        let mut len = HEADER;
+        let mut prev = edit.next_id;
+        for lease in kept(old, edit) {
+            let lease = lease.map_err(corrupt)?;
+            let mut n = 0;
+            put_lease(&mut scratch, &mut n, prev, &lease, edit.now_ms);
+            len += n;
+            prev = lease.id;
+        }
+        large.resize(len + GROWTH_ROOM, 0);
+        let (mut at, mut prev) = (HEADER, edit.next_id);
+        for lease in kept(old, edit) {
+            let lease = lease.map_err(corrupt)?;
+            put_lease(&mut large, &mut at, prev, &lease, edit.now_ms);
+            prev = lease.id;
+        }
+    }
+    let used = if fits { at } else { large.len() - GROWTH_ROOM };
+    let len = match old_len {
+        // In place, the rest zeros.
+        Some(old) if used <= old && old - used <= MAX_ROOM => old,
+        // A fresh key holds its first lease exactly.
+        None => used,
+        Some(_) => used + GROWTH_ROOM,
+    };
+    let out: &mut [u8] = if fits && len <= SMALL {
+        &mut small
     } else {
+        if fits {
+            large = small.get(..at).unwrap_or_default().to_vec();
+        }
         large.resize(len, 0);
         &mut large
     };
     let mut w = Writer::versioned(out, VERSION_3, Tag::Concurrent);
     w.u64(edit.next_id);
     w.u64(edit.now_ms);
-    let mut prev = edit.next_id;
-    for lease in kept(old, edit) {
-        let lease = lease.map_err(corrupt)?;
-        for (v, present) in encoded(prev, &lease, edit.now_ms) {
-            if present {
-                let (bytes, n) = varint::encode(v);
-                w.bytes(bytes.get(..n).unwrap_or_default());
-            }
-        }
-        prev = lease.id;
-    }
-    Ok(if len <= SMALL {
+    Ok(if fits && len <= SMALL {
         Write::Small { bytes: small, len }
     } else {
         Write::Replace(large)
@@ -254,28 +308,20 @@ pub fn check(p: &ConcurrentParams, value: Value<'_>, step: &Step) -> Result<Chec
     Ok(checked)
 }
 
-/// Leases (newest first) laid out as the module stores them (tests,
-/// fuzzing).
+/// Leases (newest first) laid out as the module stores them, with no
+/// room (tests, fuzzing).
 #[cfg(test)]
 pub fn build(next_id: u64, at_ms: u64, leases: &[Lease]) -> Vec<u8> {
-    let edit = Edit {
-        now_ms: at_ms,
-        op: Op::Nothing,
-        next_id,
-    };
-    let mut out = vec![0u8; HEADER];
+    let mut out = vec![0u8; HEADER + leases.len() * varint::MAX_LEN * 3];
     let mut w = Writer::versioned(&mut out, VERSION_3, Tag::Concurrent);
     w.u64(next_id);
     w.u64(at_ms);
-    let mut prev = edit.next_id;
+    let (mut at, mut prev) = (HEADER, next_id);
     for lease in leases {
-        for (v, present) in encoded(prev, lease, at_ms) {
-            if present {
-                varint::put(&mut out, v);
-            }
-        }
+        put_lease(&mut out, &mut at, prev, lease, at_ms);
         prev = lease.id;
     }
+    out.truncate(at);
     out
 }
 
@@ -305,32 +351,49 @@ mod tests {
     }
 
     #[test]
-    fn a_lease_of_one_slot_takes_four_bytes() {
+    fn a_lease_of_one_slot_takes_four_bytes_and_leases_come_and_go_in_place() {
         let now = 1_700_000_000_000u64;
         let first = now * 1000 + 1;
-        // Ten leases of 30 s, one taken each millisecond.
-        let mut value: Option<Vec<u8>> = None;
-        for i in 0..10u64 {
-            let t = now + i;
-            let edit = Edit {
-                now_ms: t,
-                op: Op::Take(Lease {
-                    id: first + i,
-                    end_ms: t + 30_000,
-                    slots: 1,
-                }),
-                next_id: first + i + 1,
-            };
-            value = Some(written(value.as_deref(), &edit));
-            assert_eq!(
-                value.as_ref().map(Vec::len),
-                Some(HEADER + 4 * (i as usize + 1))
-            );
-        }
-        let value = value.unwrap();
+        let take = |i: u64| Edit {
+            now_ms: now + i,
+            op: Op::Take(Lease {
+                id: first + i,
+                end_ms: now + i + 30_000,
+                slots: 1,
+            }),
+            next_id: first + i + 1,
+        };
+        // A fresh key holds its first lease exactly.
+        let mut value = written(None, &take(0));
+        assert_eq!(value.len(), HEADER + 4);
         assert_eq!(&value[..5], b"\x00rl\x03C");
         assert_eq!(HEADER, 21);
-        assert_eq!(read(&value).leases.len(), 10);
+        // Ten leases of 30 s, one taken each millisecond: 4 bytes each,
+        // then room (zeros).
+        for i in 1..10u64 {
+            value = written(Some(&value), &take(i));
+            let leases = read(&value).leases;
+            let newest_first: Vec<Lease> = leases.iter().rev().copied().collect();
+            let exact = build(first + i + 1, now + i, &newest_first);
+            assert_eq!(exact.len(), HEADER + 4 * (i as usize + 1));
+            assert_eq!(value[..exact.len()], exact[..], "lease {i}");
+            let room = &value[exact.len()..];
+            assert!(
+                room.len() <= MAX_ROOM && room.iter().all(|&b| b == 0),
+                "{room:?}"
+            );
+        }
+        // A release, then an acquire: the same length, so written in place.
+        let full = value.len();
+        let release = Edit {
+            now_ms: now + 20,
+            op: Op::Release(first + 3),
+            next_id: first + 10,
+        };
+        value = written(Some(&value), &release);
+        assert_eq!(value.len(), full);
+        value = written(Some(&value), &take(10));
+        assert_eq!((value.len(), read(&value).leases.len()), (full, 10));
         // Two slots take one byte more.
         let two = Edit {
             now_ms: now,
@@ -342,6 +405,46 @@ mod tests {
             next_id: first + 1,
         };
         assert_eq!(written(None, &two).len(), HEADER + 5);
+        // Most leases gone: the room is given back.
+        for id in first + 4..first + 11 {
+            let release = Edit {
+                now_ms: now + 21,
+                op: Op::Release(id),
+                next_id: first + 11,
+            };
+            value = written(Some(&value), &release);
+        }
+        assert!(value.len() <= HEADER + 3 * 4 + MAX_ROOM, "{}", value.len());
+    }
+
+    #[test]
+    fn a_value_past_the_stack_buffer_is_built_on_the_heap() {
+        let leases: Vec<Lease> = (0..40u64)
+            .rev()
+            .map(|i| Lease {
+                id: 100 + i,
+                end_ms: 5_000 + i,
+                slots: 1,
+            })
+            .collect();
+        let value = build(140, 1000, &leases);
+        assert!(value.len() > SMALL);
+        let take = Edit {
+            now_ms: 1000,
+            op: Op::Take(Lease {
+                id: 140,
+                end_ms: 9_000,
+                slots: 3,
+            }),
+            next_id: 141,
+        };
+        let after = written(Some(&value), &take);
+        // (The new lease: its head, 3 slots and an end 8 s after the write.)
+        assert_eq!(after.len(), value.len() + 4 + GROWTH_ROOM);
+        assert_eq!(read(&after).leases.len(), 41);
+        let mut reference = read(&value);
+        reference.apply(&take);
+        assert_eq!(read(&after), reference);
     }
 
     #[test]
@@ -395,6 +498,23 @@ mod tests {
     }
 
     #[test]
+    fn room_after_the_leases_is_zeros() {
+        let mut value = build(
+            10,
+            100,
+            &[Lease {
+                id: 9,
+                end_ms: 300,
+                slots: 1,
+            }],
+        );
+        value.extend([0, 0, 0]);
+        assert_eq!(read(&value).leases.len(), 1);
+        let empty = [build(10, 100, &[]), vec![0; 8]].concat();
+        assert!(read(&empty).leases.is_empty());
+    }
+
+    #[test]
     fn rejects_tampered_values() {
         let good = build(
             10,
@@ -425,15 +545,16 @@ mod tests {
         assert!(corrupt(&build(0, 100, &[])));
         assert!(corrupt(&build(1, 100, &[])));
         assert!(corrupt(&build(MAX_LEASE_ID + 2, 100, &[])));
-        // A gap of 0, a gap past id 1, slots flagged but 1, an end of 0,
-        // a varint cut short, ids out of order.
+        // Room that is not zeros, a gap past id 1, slots flagged but 1,
+        // an end of 0, a varint cut short, ids out of order (a gap of 0).
         for body in [
             &[0u8, 1][..],
+            &[2, 1, 0, 0, 5],
             &[20, 1],
             &[3, 1, 1],
             &[2, 0],
             &[2, 0x80],
-            &[2, 1, 0],
+            &[2, 1, 1, 1],
         ] {
             let mut bytes = build(10, 100, &[]);
             bytes.extend(body);
