@@ -425,20 +425,8 @@ fn parse_clause<'a, W: AsRef<[u8]>>(
     };
     // Only calls that give options can combine them wrongly.
     if seen.any() {
-        for (a, b) in [
-            ("COST", "REFUND"),
-            ("RESERVE", "WAIT"),
-            ("REFUND", "RESERVE"),
-            ("REFUND", "WAIT"),
-            ("COST", "RELEASE"),
-            ("COST", "RENEW"),
-            ("WAIT", "RELEASE"),
-            ("WAIT", "RENEW"),
-            ("RELEASE", "RENEW"),
-        ] {
-            if seen.has(a) && seen.has(b) {
-                return Err(ArgError::Exclusive(a, b));
-            }
+        if let Some((a, b)) = seen.exclusive() {
+            return Err(ArgError::Exclusive(a, b));
         }
     }
     let action = match (by_lease, refund, reserve) {

@@ -202,8 +202,9 @@ pub(super) fn printable(bytes: &[u8]) -> String {
     out
 }
 
-/// Which options a call has given, to refuse repeats (a bit per name in
-/// `OPTION_NAMES`; no allocation on the hot path).
+/// Which options a call has given, to refuse repeats and options that
+/// exclude each other (a bit per name in `OPTION_NAMES`; no allocation on
+/// the hot path).
 #[derive(Default)]
 pub(super) struct Seen(u32);
 
@@ -230,13 +231,53 @@ impl Seen {
         self.0 != 0
     }
 
-    pub(super) fn has(&self, option: &'static str) -> bool {
-        OPTION_NAMES
+    /// The first pair of options given together that exclude each other.
+    pub(super) fn exclusive(&self) -> Option<(&'static str, &'static str)> {
+        EXCLUSIVE
             .iter()
-            .position(|o| *o == option)
-            .is_some_and(|index| self.0 & (1u32 << index) != 0)
+            .find(|(_, _, both)| self.0 & both == *both)
+            .map(|&(a, b, _)| (a, b))
     }
 }
+
+/// The bit of an option's name in [`Seen`] (the last, `?`, for a name not
+/// listed), computed at compile time.
+const fn bit(option: &str) -> u32 {
+    let mut i = 0;
+    while i < OPTION_NAMES.len() - 1 {
+        let name = OPTION_NAMES[i].as_bytes();
+        let want = option.as_bytes();
+        if name.len() == want.len() {
+            let mut j = 0;
+            while j < name.len() && name[j] == want[j] {
+                j += 1;
+            }
+            if j == name.len() {
+                return 1 << i;
+            }
+        }
+        i += 1;
+    }
+    1 << (OPTION_NAMES.len() - 1)
+}
+
+const fn pair(a: &'static str, b: &'static str) -> (&'static str, &'static str, u32) {
+    (a, b, bit(a) | bit(b))
+}
+
+/// Options that cannot be given together, named in the order of the
+/// synopsis, with both their bits.
+const EXCLUSIVE: [(&str, &str, u32); 9] = [
+    pair("COST", "REFUND"),
+    pair("RESERVE", "WAIT"),
+    pair("REFUND", "RESERVE"),
+    pair("REFUND", "WAIT"),
+    pair("COST", "RELEASE"),
+    pair("COST", "RENEW"),
+    pair("WAIT", "RELEASE"),
+    pair("WAIT", "RENEW"),
+    pair("RELEASE", "RENEW"),
+];
 
 /// A word upper-cased on the stack: every option and clause name fits in
 /// 10 bytes (CONCURRENT); a longer word is no keyword (its upper-cased form

@@ -131,9 +131,60 @@ impl Iterator for Iter<'_, '_> {
     }
 }
 
+/// The most leases read into [`Decoded`]; a key holding more is read
+/// lazily, twice (to decide, then to write).
+const DECODED: usize = 8;
+
+/// A value's leases read once, into an array on the stack: what a call
+/// decides from and writes from.
+struct Decoded {
+    next_id: u64,
+    leases: [Lease; DECODED],
+    len: usize,
+}
+
+impl Decoded {
+    /// The view's leases, checked, or None when there are more than fit.
+    fn of(view: &LeaseView<'_>) -> Result<Option<Decoded>, CorruptLeases> {
+        let none = Lease {
+            id: 0,
+            end_ms: 0,
+            slots: 0,
+        };
+        let mut d = Decoded {
+            next_id: view.next_id,
+            leases: [none; DECODED],
+            len: 0,
+        };
+        for lease in view.leases() {
+            let Some(slot) = d.leases.get_mut(d.len) else {
+                return Ok(None);
+            };
+            *slot = lease?;
+            d.len += 1;
+        }
+        Ok(Some(d))
+    }
+}
+
+impl Leases for Decoded {
+    fn next_id(&self) -> u64 {
+        self.next_id
+    }
+
+    fn leases(&self) -> impl Iterator<Item = Result<Lease, CorruptLeases>> {
+        self.leases
+            .get(..self.len)
+            .unwrap_or_default()
+            .iter()
+            .copied()
+            .map(Ok)
+    }
+}
+
 /// The leases `edit` keeps of `old`, newest first, as stored after it.
-fn kept<'a>(
-    old: Option<&'a LeaseView<'a>>,
+fn kept<'a, L: Leases>(
+    old: Option<&'a L>,
     edit: &'a Edit,
 ) -> impl Iterator<Item = Result<Lease, CorruptLeases>> + 'a {
     let taken = match edit.op {
@@ -186,13 +237,16 @@ fn put_lease(out: &mut [u8], at: &mut usize, prev: u64, lease: &Lease, at_ms: u6
     true
 }
 
-/// The value after `edit` on the leases `old`: the header, the kept
-/// leases, and room (the old value's length when they fit in it, so the
-/// write is in place). Built in one pass on the stack (a value that
-/// outgrows it is built again on the heap).
-fn encode(old: Option<&LeaseView<'_>>, edit: &Edit) -> Result<Write, RlError> {
+/// The value after `edit` on the leases `old` (a value `old_len` bytes
+/// long): the header, the kept leases, and room (the old value's length
+/// when they fit in it, so the write is in place). Built in one pass on the
+/// stack (a value that outgrows it is built again on the heap).
+fn encode<L: Leases>(
+    old: Option<&L>,
+    old_len: Option<usize>,
+    edit: &Edit,
+) -> Result<Write, RlError> {
     let corrupt = |_| RlError::BadState(DecodeError::Corrupt);
-    let old_len = old.map(|v| HEADER + v.body.len());
     let mut small = [0u8; SMALL];
     let mut at = HEADER;
     let mut prev = edit.next_id;
@@ -259,7 +313,24 @@ fn encode(old: Option<&LeaseView<'_>>, edit: &Edit) -> Result<Write, RlError> {
 /// nothing and replies allowed 0 (retry_after 0).
 pub fn check(p: &ConcurrentParams, value: Value<'_>, step: &Step) -> Result<Checked, RlError> {
     let view = load(value, view, EXPECTED)?;
-    let leases = view.as_ref();
+    let Some(view) = view else {
+        return decide_on::<Decoded>(p, None, None, step);
+    };
+    let len = Some(HEADER + view.body.len());
+    match Decoded::of(&view)? {
+        Some(decoded) => decide_on(p, Some(&decoded), len, step),
+        None => decide_on(p, Some(&view), len, step),
+    }
+}
+
+/// `check` on the key's leases, read as `L`, from a value `old_len` bytes
+/// long.
+fn decide_on<L: Leases>(
+    p: &ConcurrentParams,
+    leases: Option<&L>,
+    old_len: Option<usize>,
+    step: &Step,
+) -> Result<Checked, RlError> {
     let now = step.now;
     let by_lease = match step.action {
         Action::Take { cost: 0, .. } => {
@@ -273,7 +344,7 @@ pub fn check(p: &ConcurrentParams, value: Value<'_>, step: &Step) -> Result<Chec
             let reply = concurrent::reply(&d);
             let commit = match d.admitted() {
                 Some((edit, expires_at_ms)) => Some(Commit {
-                    write: encode(leases, edit)?,
+                    write: encode(leases, old_len, edit)?,
                     expires_at_ms,
                     on_denial: false,
                 }),
@@ -292,7 +363,7 @@ pub fn check(p: &ConcurrentParams, value: Value<'_>, step: &Step) -> Result<Chec
             state,
             expires_at_ms,
         } => Some(Commit {
-            write: encode(leases, &state)?,
+            write: encode(leases, old_len, &state)?,
             expires_at_ms,
             on_denial: false,
         }),
@@ -332,8 +403,9 @@ mod tests {
     use proptest::prelude::*;
 
     fn written(old: Option<&[u8]>, edit: &Edit) -> Vec<u8> {
+        let len = old.map(<[u8]>::len);
         let old = old.map(|b| view(b).unwrap());
-        match encode(old.as_ref(), edit).unwrap() {
+        match encode(old.as_ref(), len, edit).unwrap() {
             Write::Small { bytes, len } => bytes[..len].to_vec(),
             Write::Replace(bytes) => bytes,
             _ => panic!("a rebuild"),
@@ -495,6 +567,76 @@ mod tests {
         let mut reference = read(&value);
         reference.apply(&release);
         assert_eq!(read(&written(Some(&value), &release)), reference);
+    }
+
+    /// A key of up to 8 leases is read once into an array, one of more
+    /// lazily: both give what the reference in memory gives, for every
+    /// kind of call.
+    #[test]
+    fn both_ways_of_reading_agree_with_the_reference() {
+        let p = ConcurrentParams::new(20, 1000).unwrap();
+        for n in [2u64, 3, 8, 9, 12] {
+            let leases: Vec<Lease> = (0..n)
+                .map(|i| Lease {
+                    id: 100 + i,
+                    end_ms: 2000 + 10 * i,
+                    slots: 1 + i % 2,
+                })
+                .collect();
+            let newest_first: Vec<Lease> = leases.iter().rev().copied().collect();
+            let value = build(100 + n, 1500, &newest_first);
+            let reference = read(&value);
+            let mid = 100 + n / 2;
+            for action in [
+                Action::Take {
+                    cost: 2,
+                    reserve: None,
+                },
+                Action::Release(mid),
+                Action::Renew(mid),
+            ] {
+                let step = Step {
+                    now: 1600,
+                    action,
+                    block_ms: None,
+                    peek: false,
+                };
+                let checked = check(&p, Value::String(&value), &step).unwrap();
+                let commit = checked.commit.expect("a write");
+                let got = match commit.write {
+                    Write::Small { bytes, len } => bytes[..len].to_vec(),
+                    Write::Replace(bytes) => bytes,
+                    _ => panic!("a rebuild"),
+                };
+                let edit = match action {
+                    Action::Take { cost, .. } => {
+                        concurrent::decide(&p, Some(&reference), 1600, cost)
+                            .unwrap()
+                            .into_state()
+                    }
+                    Action::Release(id) => {
+                        match concurrent::release(&p, Some(&reference), 1600, id)
+                            .unwrap()
+                            .change
+                        {
+                            Change::Store { state, .. } => Some(state),
+                            _ => None,
+                        }
+                    }
+                    _ => match concurrent::renew(&p, Some(&reference), 1600, mid)
+                        .unwrap()
+                        .change
+                    {
+                        Change::Store { state, .. } => Some(state),
+                        _ => None,
+                    },
+                }
+                .expect("an edit");
+                let mut want = reference.clone();
+                want.apply(&edit);
+                assert_eq!(read(&got), want, "{n} leases, {action:?}");
+            }
+        }
     }
 
     #[test]
