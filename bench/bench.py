@@ -53,6 +53,8 @@ KEYSPACE = 1_000_000
 # instructions per call against the floor and against CL.THROTTLE.
 TARGET_VS_FLOOR = {"fixed": 1.10, "token": 1.10, "sliding": 1.15, "approx": 1.15}
 TARGET_TOKEN_VS_CELL = 0.80
+# RL.CONCURRENT's acquire and RELEASE against RL.FIXED in the same conditions.
+TARGET_CONCURRENT_VS_FIXED = 1.20
 # Kept from the first benchmark: librl's time per call against its Lua baseline, and
 # the hot-key sliding run against the small-log run.
 TARGET_VS_LUA = 0.4
@@ -101,6 +103,9 @@ def main_cases(have_cell):
              ["RL.SLIDING", "b:approx:__rand_int__", "100", "60", "APPROX"]),
         Case("token", "RL.TOKEN", "librl", "rl.token",
              ["RL.TOKEN", "b:token:__rand_int__", "1", "60"]),
+        Case("concurrent", "RL.CONCURRENT (acquire)", "librl", "rl.concurrent",
+             ["RL.CONCURRENT", "b:conc:__rand_int__", "100", "60"],
+             what="a lease of 60 s on a key of a limit of 100 in flight"),
         Case("all", "RL.ALL (3 clauses)", "librl", "rl.all",
              ["RL.ALL", "FIXED", "b:all:f:__rand_int__", "100", "60",
               "SLIDING", "b:all:s:__rand_int__", "100", "60",
@@ -246,6 +251,9 @@ def targets(rows):
         out.append((cid, "instructions ÷ floor", rows[cid]["ins_vs_floor"], limit))
     if rows["token"].get("ins_vs_cell") is not None:
         out.append(("token", "instructions ÷ CL.THROTTLE", rows["token"]["ins_vs_cell"], TARGET_TOKEN_VS_CELL))
+    if rows.get("concurrent", {}).get("ins") and rows["fixed"]["ins"]:
+        out.append(("concurrent", "instructions ÷ RL.FIXED", rows["concurrent"]["ins"] / rows["fixed"]["ins"],
+                    TARGET_CONCURRENT_VS_FIXED))
     return out
 
 
@@ -253,7 +261,7 @@ def target_cell(rows, cid):
     marks = []
     for tid, what, value, limit in targets(rows):
         if tid == cid:
-            short = "floor" if "floor" in what else "CL.THROTTLE"
+            short = "floor" if "floor" in what else "RL.FIXED" if "RL.FIXED" in what else "CL.THROTTLE"
             marks.append(f"≤ {limit:.2f}× {short}: {verdict(value <= limit)}")
     return "; ".join(marks)
 
@@ -375,6 +383,7 @@ def report(data):
           "(and all-or-nothing, which three calls are not).")
         w("")
     report_life(w, data.get("life"))
+    report_concurrency(w, data.get("concurrency"))
     report_clients(w, data.get("clients"))
     report_memory_hot(w, data["memory_hot"])
     w("## The pure algorithms (ns per decision)")
@@ -462,6 +471,45 @@ def report_life(w, life):
           f"**p50 {wait['p50_ms']:.2f} ms, p99 {wait['p99_ms']:.2f} ms** after the reserved millisecond "
           f"(max {wait['max_ms']:.2f} ms; earliest {wait['min_ms']:+.2f} ms, {wait['early']} early). "
           "Measured at the client, so it includes the loopback and the client's wake-up.")
+    w("")
+
+
+def report_concurrency(w, conc):
+    w("## RL.CONCURRENT: acquire and RELEASE on keys holding leases; WAIT's wake-up")
+    w("")
+    if conc is None:
+        w("Not measured: this module build has no RL.CONCURRENT.")
+        w("")
+        return
+    runs, ins = conc["runs"], conc["instructions"]
+    w(f"Each run on {conc['keys']:,} keys that exist (same server, interleaved rounds; under callgrind "
+      f"{conc['ins_calls']:,} calls on {conc['ins_keys']:,} keys): RL.FIXED on keys holding a window, "
+      "RL.CONCURRENT taking a third lease on keys holding two, and RELEASE of one of those two (the value "
+      "rebuilt with the other), every call writing and replicating. The main table's RL.CONCURRENT row is "
+      "the acquire on new keys, against its RL.FIXED row.")
+    w("")
+    w("| call | instructions/call | ÷ RL.FIXED | µs/call | ÷ RL.FIXED (µs) | calls/s | target | command |")
+    w("|---|---:|---:|---:|---:|---:|---|---|")
+    base = ins.get("fixed_held")
+    for cid in ("fixed_held", "acquire_held", "release"):
+        i = ins.get(cid)
+        vs = i / base if i and base else None
+        target = ("" if cid == "fixed_held" or vs is None
+                  else f"≤ {TARGET_CONCURRENT_VS_FIXED:.2f}× RL.FIXED: {verdict(vs <= TARGET_CONCURRENT_VS_FIXED)}")
+        w(f"| {conc['labels'][cid]} | {i:,.0f} | {x(vs)} | {med(runs[cid]):.2f} | "
+          f"{ratio(runs[cid], runs['fixed_held']):.2f}× | {med(runs[cid], 'rps'):,.0f} | {target} | "
+          f"`{conc['commands'][cid]}` |")
+    w("")
+    refused = [r["refused"] for r in runs["release"]]
+    w(f"In the RELEASE runs, {min(refused):,} to {max(refused):,} of each run's {conc['calls']:,} calls met a key "
+      "whose lease the run had released already (random keys) and were refused, writing nothing.")
+    w("")
+    wake = conc["wake"]
+    w(f"**WAIT wake-up after a RELEASE**: {wake['waiters']} callers queued on one key of one slot, "
+      f"released {wake['waiters']} times per round ({wake['samples']} releases): from sending the RELEASE to "
+      f"the next waiter's reply, **p50 {wake['p50_ms']:.2f} ms, p99 {wake['p99_ms']:.2f} ms** "
+      f"(max {wake['max_ms']:.2f} ms; the RELEASE's own round trip, p50 {wake['release_p50_ms']:.2f} ms, "
+      "included). Measured at the client, over loopback.")
     w("")
 
 
@@ -720,11 +768,12 @@ def main():
     data["throughput"] = phase_throughput(modules, cases, args.rounds, args.calls)
     log(f"phase 3/5: instructions per call under callgrind, {args.ins_calls:,} calls per command")
     data["instructions"], data["gap"] = phase_instructions_with_gap(modules, cases, args.ins_calls)
-    log("phase 4/5: RL.ALL against three calls; RESERVE, REFUND, WAIT; client packages")
+    log("phase 4/5: RL.ALL against three calls; RESERVE, REFUND, WAIT; RL.CONCURRENT; client packages")
     data["all"] = phases.phase_all(MODULE, args.rounds, phases.ALL_REQUESTS if not args.quick else 2_000)
     data["life"] = phases.phase_life(MODULE, args.rounds, args.calls)
     if data["life"] is None:
         log("RESERVE: not in this module build (RL.TOKEN ... RESERVE answers an error): rows skipped")
+    data["concurrency"] = phases.phase_concurrency(MODULE, args.rounds, args.calls, args.quick)
     data["clients"] = [] if args.skip_clients else phases.phase_clients(MODULE, REDIS_SERVER)
     log("phase 5/5: memory per key and hot keys")
     data["memory_hot"] = phases.phase_memory_and_hot(MODULE, args.rounds, args.calls, full=not args.quick)

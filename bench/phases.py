@@ -432,6 +432,173 @@ def phase_life(module, rounds, calls):
         server.stop()
 
 
+# ----------------------------------------------------------------- RL.CONCURRENT
+
+CONC_KEYS = 500_000
+CONC_INS_KEYS = 100_000
+CONC_INS_CALLS = 5_000
+
+
+def supports_concurrent(conn):
+    """The module has RL.CONCURRENT when a read of one answers an array."""
+    try:
+        return isinstance(conn.call("RL.CONCURRENT", "b:probe:concurrent", "1", "1", "COST", "0"), list)
+    except ReplyError:
+        return False
+
+
+def rl_denied(conn):
+    """INFO rl's refusals of RL.CONCURRENT so far (a RELEASE of a lease no
+    longer held among them)."""
+    info = conn.call("INFO", "rl").decode()
+    return int(info.split("rl_concurrent_denied:")[1].split()[0])
+
+
+def leases_of_two(conn, prefix, keys):
+    """Every key of the run (`prefix` + redis-benchmark's 12 digits) holding
+    the same two leases of an hour: a prototype key takes them, then COPY
+    makes the others (a copy keeps the value, so the same ids, and the
+    expiry). Returns the first lease's id, which the RELEASE run frees."""
+    proto = f"{prefix}proto"
+    conn.call("DEL", proto)
+    first = conn.call("RL.CONCURRENT", proto, "100", "1h")[6]
+    conn.call("RL.CONCURRENT", proto, "100", "1h")
+    conn.pipeline(["COPY", proto, bench_key(prefix, i)] for i in range(keys))
+    conn.call("DEL", proto)
+    return first
+
+
+def concurrency_cases():
+    """(id, label, command, prepare(conn, keys)): on keys that exist, every
+    call writes and replicates. RL.FIXED on keys holding a window (its
+    cheapest update: the value rewritten in place), RL.CONCURRENT taking a
+    third lease on keys holding two, and RELEASE of the first of those two
+    (the value rebuilt with the other). A RELEASE frees a key's lease once:
+    with random keys over the keyspace, a call now and then meets a key
+    released already in the run (about calls ÷ (2 × keys) of them) and is
+    refused, writing nothing: counted, and said in the report. The RELEASE
+    command's id is set by its prepare (the run's prototype lease)."""
+    release = ["RL.CONCURRENT", "b:crel:__rand_int__", "100", "60", "RELEASE", "0"]
+
+    def prepare_release(conn, keys):
+        release[-1] = str(leases_of_two(conn, "b:crel:", keys))
+
+    def prepare_fixed(conn, keys):
+        conn.pipeline(["RL.FIXED", bench_key("b:cfix:", i), "1000000", "1h"] for i in range(keys))
+
+    return [
+        ("fixed_held", "RL.FIXED (window held)", ["RL.FIXED", "b:cfix:__rand_int__", "1000000", "1h"],
+         prepare_fixed),
+        ("acquire_held", "RL.CONCURRENT (key holding 2 leases)", ["RL.CONCURRENT", "b:cacq:__rand_int__", "100", "60"],
+         lambda conn, keys: leases_of_two(conn, "b:cacq:", keys)),
+        ("release", "RL.CONCURRENT ... RELEASE (key holding 2 leases)", release, prepare_release),
+    ]
+
+
+def wake_latency(conn_factory, rounds, waiters=WAITERS):
+    """RL.CONCURRENT WAIT's wake-up after a RELEASE: per round, a key with a
+    limit of one slot, held by one connection; `waiters` clients send WAIT
+    on connections of their own and queue; then the holder releases,
+    `waiters` times, each time the lease of the waiter just served. A
+    sample is from sending the RELEASE to the next waiter's reply arriving
+    (same clock, loopback): the RELEASE's own round trip included."""
+    holder = conn_factory()
+    conns = [conn_factory() for _ in range(waiters)]
+    late, trips = [], []
+    try:
+        for r in range(rounds):
+            key = f"b:wake:{r}"
+            held = holder.call("RL.CONCURRENT", key, "1", "1m")[6]
+            for c in conns:
+                c.sock.sendall(encode(["RL.CONCURRENT", key, "1", "1m", "WAIT", "30s"]))
+            deadline = time.monotonic() + 10
+            while int(holder.call("INFO", "clients").decode().split("blocked_clients:")[1].split()[0]) < waiters:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the waiters did not queue")
+                time.sleep(0.001)
+            sel = selectors.DefaultSelector()
+            for c in conns:
+                sel.register(c.sock, selectors.EVENT_READ, c)
+            for _ in range(waiters):
+                sent = time.time() * 1000
+                freed = holder.call("RL.CONCURRENT", key, "1", "1m", "RELEASE", str(held))
+                trips.append(time.time() * 1000 - sent)
+                if freed[0] != 1:
+                    raise RuntimeError(f"RELEASE did not free the lease: {freed}")
+                events = sel.select(timeout=5)
+                arrived = time.time() * 1000
+                if not events:
+                    raise RuntimeError("no waiter was served after a RELEASE")
+                c = events[0][0].data
+                sel.unregister(c.sock)
+                reply = c.read()
+                if isinstance(reply, ReplyError) or reply[0] != 1:
+                    raise RuntimeError(f"the waiter was not admitted: {reply}")
+                late.append(arrived - sent)
+                held = reply[6]
+            sel.close()
+    finally:
+        holder.close()
+        for c in conns:
+            c.close()
+    late.sort()
+    trips.sort()
+
+    def pct(values, p):
+        return values[min(len(values) - 1, int(p * len(values)))]
+
+    return {"samples": len(late), "p50_ms": pct(late, 0.50), "p99_ms": pct(late, 0.99), "max_ms": late[-1],
+            "release_p50_ms": pct(trips, 0.50), "waiters": waiters}
+
+
+def phase_concurrency(module, rounds, calls, quick):
+    """RL.CONCURRENT's acquire and RELEASE on keys holding leases against
+    RL.FIXED on keys holding a window (same server, interleaved rounds, then
+    under callgrind), and WAIT's wake-up after a RELEASE; None when the
+    module has no RL.CONCURRENT."""
+    import instructions
+
+    keys = 200_000 if quick else CONC_KEYS
+    server = Server(module, "concurrency")
+    try:
+        conn = server.conn()
+        if not supports_concurrent(conn):
+            conn.close()
+            return None
+        cases = concurrency_cases()
+        runs = {cid: [] for cid, _, _, _ in cases}
+        for r in range(rounds):
+            for cid, label, command, prepare in cases if r % 2 == 0 else cases[::-1]:
+                conn.call("FLUSHALL", "SYNC")
+                prepare(conn, keys)
+                denied_before = rl_denied(conn)
+                usec, rps = timed_run(conn, server.port, command[0].lower(), command, calls, keys, flush=False)
+                refused = rl_denied(conn) - denied_before
+                runs[cid].append({"usec_per_call": usec, "rps": rps, "refused": refused})
+                log(f"round {r + 1}/{rounds} {label:<48} {usec:6.2f} µs/call {rps:>10,.0f} calls/s")
+        conn.close()
+        server.stop()
+        ins_calls = 1_000 if quick else CONC_INS_CALLS
+        ins_keys = 20_000 if quick else CONC_INS_KEYS
+
+        def on_keys(prepare):
+            return lambda c: prepare(c, ins_keys)
+
+        ins = instructions.run(
+            [module], [(cid, command, ins_calls, ins_keys, on_keys(prepare)) for cid, _, command, prepare in cases],
+            ins_calls, ins_keys, CLIENTS, PIPELINE, log=log)
+        server = Server(module, "wake")
+        wake = wake_latency(server.conn, 3 if quick else 10)
+        log(f"RL.CONCURRENT WAIT wake-up over {wake['samples']} releases: p50 {wake['p50_ms']:.2f} ms, "
+            f"p99 {wake['p99_ms']:.2f} ms, max {wake['max_ms']:.2f} ms")
+        return {"labels": {cid: label for cid, label, _, _ in cases},
+                "commands": {cid: " ".join(command) for cid, _, command, _ in cases},
+                "runs": runs, "instructions": ins, "wake": wake, "keys": keys, "ins_keys": ins_keys,
+                "ins_calls": ins_calls, "calls": calls}
+    finally:
+        server.stop()
+
+
 # ----------------------------------------------------------------- client packages
 
 CLIENT_SCRIPTS = [

@@ -27,8 +27,9 @@ import bench  # noqa: E402
 import instructions  # noqa: E402
 
 DISPATCHER = instructions.DISPATCHER
-PROFILED = ["incr", "floor_empty", "floor_verbatim", "floor", "fixed", "sliding", "approx", "token", "all", "cell"]
-LIBRL = ["fixed", "sliding", "approx", "token", "all"]
+PROFILED = ["incr", "floor_empty", "floor_verbatim", "floor", "fixed", "sliding", "approx", "token", "concurrent",
+            "all", "cell"]
+LIBRL = ["fixed", "sliding", "approx", "token", "concurrent", "all"]
 
 
 def tree(p, root, total, calls, min_share, depth=0, seen=None, expanded=None, max_depth=6):
@@ -108,7 +109,8 @@ def main():
 
     # The gap, line by line.
     split = {cid: instructions.breakdown(p) for cid, p in profiles.items()}
-    cols = [cid for cid in ["floor", "fixed", "sliding", "approx", "token", "cell"] if split.get(cid)]
+    cols = [cid for cid in ["floor", "fixed", "sliding", "approx", "token", "concurrent", "cell"]
+            if split.get(cid)]
     lines = {}
     for cid in cols:
         for name, ir in split[cid].items():

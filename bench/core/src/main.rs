@@ -6,8 +6,9 @@
 //! layout included, is what the in-server measurements show).
 //! Prints a Markdown table; `make bench` puts it in the results.
 
-use librl_core::algorithm::{Exact, InMemory, OwnedLog};
+use librl_core::algorithm::{Algorithm, Exact, InMemory, Leasing, OwnedLog};
 use librl_core::approx::ApproxParams;
+use librl_core::concurrent::{ConcurrentParams, VecLeases};
 use librl_core::fixed::FixedParams;
 use librl_core::sliding::{Append, CorruptLog, Log, Refund, SlidingParams};
 use librl_core::token::TokenParams;
@@ -92,6 +93,35 @@ fn approx_row(iters: u64) -> Row {
 fn token_row(iters: u64) -> Row {
     let p = TokenParams::new(1_000_000, 1000, 1_000_000).unwrap();
     row("TOKEN", "a bucket".into(), &p, first(&p), BASE_MS, iters).0
+}
+
+/// CONCURRENT at a steady 10 leases held: a lease of 10 ms taken each ms
+/// (the oldest has just ended), a limit of 10.
+fn concurrent_row(iters: u64) -> Row {
+    let leasing = Leasing::<VecLeases>::new(ConcurrentParams::new(10, 10).unwrap());
+    let mut leases = None;
+    for i in 0..10 {
+        let d = leasing
+            .decide(leases.as_ref(), BASE_MS + i, 1)
+            .expect("leases in memory");
+        leases = d
+            .into_state()
+            .map(|edit| Leasing::admit(leases.take(), edit));
+    }
+    let (row, leases) = row(
+        "CONCURRENT",
+        "10 leases".into(),
+        &leasing,
+        leases,
+        BASE_MS + 10,
+        iters,
+    );
+    assert_eq!(
+        leases.map(|l| l.leases.len()),
+        Some(10),
+        "the leases stayed at 10"
+    );
+    row
 }
 
 /// The exact log as a plain queue of (ms, cost) with its running total:
@@ -187,6 +217,7 @@ fn main() {
         sliding_row(100_000, iters),
         approx_row(iters),
         token_row(iters),
+        concurrent_row(iters),
     ];
     println!("| core | state | ns per decision |");
     println!("|---|---|---:|");
