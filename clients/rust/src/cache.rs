@@ -1,17 +1,21 @@
 //! The opt-in denial cache: after a denial with `retry_after` > 0, the same
-//! call (the same argv) is answered locally until that time has passed, so a
+//! call (the same argv) is answered locally until that time has passed, or
+//! the cache's max age has (1 s by default), whichever comes first, so a
 //! client being refused at a high rate stays off the server.
 //!
 //! Exactness: a limiter's `retry_after` is the least wait after which the
 //! same call is admitted, and other callers' admitted calls can only push
 //! that moment later, so a cached denial is never wrong and the call goes
-//! back to the server no earlier than the server itself would admit it. That
-//! holds while no one else refunds on, deletes or overrides that key in the
-//! meantime (any of those can admit the call sooner); a refund or override
-//! change made through the same [`Limiter`](crate::Limiter) clears the
-//! affected entries. The cached reply's `retry_after_ms` and
-//! `reset_after_ms` are reduced by the time elapsed (a monotonic clock,
-//! rounded up); its `count` and `remaining` are those of the denial.
+//! back to the server no earlier than the server itself would admit it (an
+//! entry's life is counted from when the call was sent). That holds while
+//! no one else refunds on, deletes or overrides that key in the meantime
+//! (any of those can admit the call sooner); a refund or override change
+//! made through the same [`Limiter`](crate::Limiter) clears the affected
+//! entries, and one made elsewhere reaches this cache within the max age,
+//! or at once through [`DenialCache::forget_key`] or [`DenialCache::clear`].
+//! The cached reply's `retry_after_ms` and `reset_after_ms` are reduced by
+//! the time elapsed since it arrived (a monotonic clock, rounded up); its
+//! `count` and `remaining` are those of the denial.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -113,22 +117,30 @@ impl Reply for crate::reply::OverridePage {}
 
 struct Entry {
     received: Instant,
+    /// The call's send time plus the shorter of its `retry_after` and the
+    /// max age: answered locally before, sent after.
+    valid_until: Instant,
     reply: Cached,
-    /// The limiter keys the call named, for refunds to find it.
+    /// The keys and override keys the call named, for refunds and
+    /// `forget_key` to find it.
     keys: Vec<Vec<u8>>,
 }
 
 impl Entry {
     fn live_at(&self, now: Instant) -> bool {
-        now.saturating_duration_since(self.received)
-            < Duration::from_millis(self.reply.retry_after_ms())
+        now < self.valid_until
     }
 }
 
 /// Remembers denials per argv; cheap to clone (clones share the entries), so
 /// one cache can serve many connections to the same server or cluster.
-/// Holds at most `capacity` entries: when full, expired ones are dropped,
-/// and if none has expired, a new denial is not kept.
+/// Keeps each denial for at most its `retry_after` and at most the max age
+/// ([`DenialCache::DEFAULT_MAX_AGE`], 1 s, unless
+/// [`DenialCache::with_max_age`] says otherwise): the longest a change
+/// made elsewhere (an override set by another process, a `DEL` of a
+/// blocked key, `rl.mode`) takes to reach this process. Holds at most
+/// `capacity` entries: when full, expired ones are dropped, and if none has
+/// expired, a new denial is not kept.
 #[derive(Clone)]
 pub struct DenialCache {
     inner: Arc<Mutex<Inner>>,
@@ -137,6 +149,11 @@ pub struct DenialCache {
 struct Inner {
     entries: HashMap<Vec<u8>, Entry>,
     capacity: usize,
+    max_age: Duration,
+    /// Counts every forgetting (refund, override change, `forget_key`,
+    /// `clear`): a denial whose call was sent before one of them may
+    /// predate the change, and is not kept.
+    forgets: u64,
 }
 
 impl Default for DenialCache {
@@ -154,18 +171,41 @@ impl std::fmt::Debug for DenialCache {
 }
 
 impl DenialCache {
-    /// A cache of at most 10,000 denials.
+    /// How long a denial is kept at most unless [`DenialCache::with_max_age`]
+    /// says otherwise: long enough to keep a client refused at a high rate
+    /// off the server, short enough that an operator lifting a block
+    /// elsewhere is honoured within about a second.
+    pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(1);
+
+    /// A cache of at most 10,000 denials, each kept at most 1 s.
     pub fn new() -> DenialCache {
         DenialCache::with_capacity(10_000)
     }
 
+    /// A cache of at most `capacity` denials, each kept at most 1 s.
     pub fn with_capacity(capacity: usize) -> DenialCache {
         DenialCache {
             inner: Arc::new(Mutex::new(Inner {
                 entries: HashMap::new(),
                 capacity,
+                max_age: DenialCache::DEFAULT_MAX_AGE,
+                forgets: 0,
             })),
         }
+    }
+
+    /// Keeps each denial at most `max_age` (counted from when the call was
+    /// sent), however long its `retry_after`: the bound on how long a
+    /// change made elsewhere takes to apply here. `Duration::ZERO` keeps
+    /// nothing. Applies to this cache and every clone of it.
+    pub fn with_max_age(self, max_age: Duration) -> DenialCache {
+        self.lock().max_age = max_age;
+        self
+    }
+
+    /// The longest a denial is kept.
+    pub fn max_age(&self) -> Duration {
+        self.lock().max_age
     }
 
     /// Denials held, expired ones included until they are next looked at.
@@ -177,16 +217,30 @@ impl DenialCache {
         self.len() == 0
     }
 
-    /// Forgets every denial.
+    /// Forgets every denial: call it when an operator's change made
+    /// elsewhere (an override, `rl.mode`) must apply before the max age
+    /// has passed.
     pub fn clear(&self) {
-        self.lock().entries.clear();
+        let mut inner = self.lock();
+        inner.entries.clear();
+        inner.forgets += 1;
     }
 
-    /// Forgets the denials of calls that named `key`.
+    /// Forgets the denials of calls that named `key`, as their limiter key
+    /// or their override key: call it when that key was deleted, or its
+    /// override changed, elsewhere and the max age is too long to wait.
     pub fn forget_key(&self, key: &[u8]) {
-        self.lock()
+        let mut inner = self.lock();
+        inner
             .entries
             .retain(|_, e| !e.keys.iter().any(|k| k == key));
+        inner.forgets += 1;
+    }
+
+    /// Taken before a call is sent, and given back to
+    /// [`DenialCache::record`] with its reply.
+    pub(crate) fn generation(&self) -> u64 {
+        self.lock().forgets
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -215,16 +269,20 @@ impl DenialCache {
         )
     }
 
-    /// Takes note of a reply received at `received`, and of what the call
-    /// changes: a refund forgets its keys, an override change everything.
+    /// Takes note of a reply to a call sent at `sent` (when the cache's
+    /// generation was `generation`) and received at `received`, and of what
+    /// the call changes: a refund forgets its keys, an override change
+    /// everything.
     pub(crate) fn record<R: Reply>(
         &self,
         prepared: &Prepared,
         reply: Option<&R>,
+        generation: u64,
+        sent: Instant,
         received: Instant,
     ) {
         match prepared.effect {
-            Effect::None => {}
+            Effect::None | Effect::Uncached => {}
             Effect::ClearAll => self.clear(),
             Effect::Refund => {
                 for key in &prepared.keys {
@@ -236,6 +294,14 @@ impl DenialCache {
                     return;
                 };
                 let mut inner = self.lock();
+                if inner.forgets != generation {
+                    return;
+                }
+                let life = Duration::from_millis(cached.retry_after_ms()).min(inner.max_age);
+                let valid_until = sent + life;
+                if valid_until <= received {
+                    return;
+                }
                 if inner.entries.len() >= inner.capacity {
                     inner.entries.retain(|_, e| e.live_at(received));
                     if inner.entries.len() >= inner.capacity {
@@ -246,6 +312,7 @@ impl DenialCache {
                     prepared.cmd().get_packed_command(),
                     Entry {
                         received,
+                        valid_until,
                         reply: cached,
                         keys: prepared.keys.clone(),
                     },
@@ -258,7 +325,7 @@ impl DenialCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{All, Command, Fixed, OverrideGet, OverrideSet, Token};
+    use crate::{All, Command, Concurrent, Fixed, OverrideGet, OverrideSet, Token};
 
     fn denied(retry: i64, reset: u64) -> Decision {
         Decision {
@@ -272,7 +339,13 @@ mod tests {
             limit: 3,
             remaining: 0,
             reset_after_ms: reset,
+            lease: None,
         }
+    }
+
+    /// A reply to a call sent and received at `at`.
+    fn record<R: Reply>(cache: &DenialCache, call: &Prepared, reply: Option<&R>, at: Instant) {
+        cache.record(call, reply, cache.generation(), at, at);
     }
 
     fn ms(n: u64) -> Duration {
@@ -284,7 +357,7 @@ mod tests {
         let cache = DenialCache::new();
         let call = Fixed::new("k", 3, "1s").prepare().unwrap();
         let t0 = Instant::now();
-        cache.record(&call, Some(&denied(500, 800)), t0);
+        record(&cache, &call, Some(&denied(500, 800)), t0);
         assert_eq!(cache.len(), 1);
 
         let at = |d: Duration| cache.lookup::<Decision>(&call, t0 + d);
@@ -306,7 +379,7 @@ mod tests {
         let cache = DenialCache::new();
         let t0 = Instant::now();
         let call = Fixed::new("k", 3, "1s").prepare().unwrap();
-        cache.record(&call, Some(&denied(500, 500)), t0);
+        record(&cache, &call, Some(&denied(500, 500)), t0);
         for other in [
             Fixed::new("k", 3, "1s").cost(2),
             Fixed::new("k", 4, "1s"),
@@ -338,11 +411,11 @@ mod tests {
             ..denied(300, 500)
         };
         for reply in [admitted, reserved, denied(-1, 500), denied(0, 0)] {
-            cache.record(&call, Some(&reply), t0);
+            record(&cache, &call, Some(&reply), t0);
         }
         assert!(cache.is_empty());
         let refund = Fixed::new("k", 3, "1s").refund(1).prepare().unwrap();
-        cache.record(&refund, Some(&denied(500, 500)), t0);
+        record(&cache, &refund, Some(&denied(500, 500)), t0);
         assert!(cache.is_empty());
         assert_eq!(cache.lookup::<Decision>(&refund, t0), None);
     }
@@ -363,9 +436,9 @@ mod tests {
             retry_after: RetryAfter::Ms(400),
             decisions: vec![denied(400, 400), denied(0, 10)],
         };
-        cache.record(&on_k, Some(&denied(500, 500)), t0);
-        cache.record(&on_j, Some(&denied(500, 500)), t0);
-        cache.record(&both, Some(&all_denied), t0);
+        record(&cache, &on_k, Some(&denied(500, 500)), t0);
+        record(&cache, &on_j, Some(&denied(500, 500)), t0);
+        record(&cache, &both, Some(&all_denied), t0);
         assert_eq!(cache.len(), 3);
         let aged = cache.lookup::<AllDecision>(&both, t0 + ms(100)).unwrap();
         assert_eq!(aged.retry_after, RetryAfter::Ms(300));
@@ -373,15 +446,15 @@ mod tests {
         assert_eq!(aged.decisions[1].reset_after_ms, 0);
 
         let refund = sliding_refund("k");
-        cache.record::<Decision>(&refund, None, t0);
+        record::<Decision>(&cache, &refund, None, t0);
         assert_eq!(cache.len(), 1, "both entries naming k are gone");
         assert!(cache.lookup::<Decision>(&on_j, t0).is_some());
 
         let read = OverrideGet::new("o").prepare().unwrap();
-        cache.record::<Option<crate::Override>>(&read, None, t0);
+        record::<Option<crate::Override>>(&cache, &read, None, t0);
         assert_eq!(cache.len(), 1);
         let set = OverrideSet::new("o", 1, "1s").prepare().unwrap();
-        cache.record::<()>(&set, None, t0);
+        record::<()>(&cache, &set, None, t0);
         assert!(cache.is_empty());
     }
 
@@ -397,13 +470,112 @@ mod tests {
         let cache = DenialCache::with_capacity(2);
         let t0 = Instant::now();
         let call = |k: &str| Fixed::new(k, 3, "1s").prepare().unwrap();
-        cache.record(&call("a"), Some(&denied(100, 100)), t0);
-        cache.record(&call("b"), Some(&denied(900, 900)), t0);
-        cache.record(&call("c"), Some(&denied(900, 900)), t0 + ms(50));
+        record(&cache, &call("a"), Some(&denied(100, 100)), t0);
+        record(&cache, &call("b"), Some(&denied(900, 900)), t0);
+        record(&cache, &call("c"), Some(&denied(900, 900)), t0 + ms(50));
         assert_eq!(cache.len(), 2);
         assert!(cache.lookup::<Decision>(&call("c"), t0 + ms(50)).is_none());
-        cache.record(&call("c"), Some(&denied(900, 900)), t0 + ms(100));
+        record(&cache, &call("c"), Some(&denied(900, 900)), t0 + ms(100));
         assert!(cache.lookup::<Decision>(&call("a"), t0 + ms(100)).is_none());
         assert!(cache.lookup::<Decision>(&call("c"), t0 + ms(100)).is_some());
+    }
+
+    #[test]
+    fn a_denial_is_kept_at_most_the_max_age() {
+        let t0 = Instant::now();
+        let call = Fixed::new("k", 1, "1h").block("1h").prepare().unwrap();
+        let cache = DenialCache::new();
+        assert_eq!(cache.max_age(), Duration::from_secs(1));
+        record(&cache, &call, Some(&denied(3_600_000, 3_600_000)), t0);
+        assert!(cache.lookup::<Decision>(&call, t0 + ms(999)).is_some());
+        assert!(
+            cache.lookup::<Decision>(&call, t0 + ms(1000)).is_none(),
+            "an hour's block goes back to the server after a second"
+        );
+        let short = DenialCache::new().with_max_age(ms(200));
+        let shared = short.clone();
+        record(&shared, &call, Some(&denied(3_600_000, 3_600_000)), t0);
+        let aged = short.lookup::<Decision>(&call, t0 + ms(150)).unwrap();
+        assert_eq!(
+            aged.retry_after,
+            RetryAfter::Ms(3_599_850),
+            "the server's wait, aged"
+        );
+        assert!(short.lookup::<Decision>(&call, t0 + ms(200)).is_none());
+        let none = DenialCache::new().with_max_age(Duration::ZERO);
+        record(&none, &call, Some(&denied(500, 500)), t0);
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn an_entry_lives_from_when_its_call_was_sent() {
+        let cache = DenialCache::new();
+        let call = Fixed::new("k", 1, "1s").prepare().unwrap();
+        let sent = Instant::now();
+        cache.record(&call, Some(&denied(300, 300)), 0, sent, sent + ms(100));
+        assert!(cache.lookup::<Decision>(&call, sent + ms(299)).is_some());
+        assert!(cache.lookup::<Decision>(&call, sent + ms(300)).is_none());
+        // A reply that arrived after its wait was over is not kept.
+        cache.record(&call, Some(&denied(300, 300)), 0, sent, sent + ms(300));
+        assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn forget_key_finds_limiter_and_override_keys() {
+        let cache = DenialCache::new();
+        let t0 = Instant::now();
+        let with_okey = Fixed::new("{t}k", 1, "1s").override_key("{t}plan");
+        let in_all = All::new().clause(Token::new("{t}b", 1, "1s").override_key("{t}plan"));
+        let other = Fixed::new("{t}j", 1, "1s").prepare().unwrap();
+        record(
+            &cache,
+            &with_okey.prepare().unwrap(),
+            Some(&denied(500, 500)),
+            t0,
+        );
+        let all_denied = AllDecision {
+            allowed: false,
+            retry_after: RetryAfter::Ms(400),
+            decisions: vec![denied(400, 400)],
+        };
+        record(&cache, &in_all.prepare().unwrap(), Some(&all_denied), t0);
+        record(&cache, &other, Some(&denied(500, 500)), t0);
+        cache.forget_key(b"{t}plan");
+        assert_eq!(cache.len(), 1);
+        cache.forget_key(b"{t}j");
+        assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn a_denial_sent_before_a_forget_is_not_kept() {
+        let cache = DenialCache::new();
+        let call = Fixed::new("k", 1, "1s").prepare().unwrap();
+        let t0 = Instant::now();
+        let generation = cache.generation();
+        // Another task clears the cache while this call is on the wire.
+        cache.clear();
+        cache.record(&call, Some(&denied(500, 500)), generation, t0, t0);
+        assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn leases_are_never_remembered() {
+        let cache = DenialCache::new();
+        let t0 = Instant::now();
+        let acquire = Concurrent::new("c", 1, "30s").prepare().unwrap();
+        record(&cache, &acquire, Some(&denied(500, 500)), t0);
+        let all = All::new()
+            .clause(Fixed::new("{c}f", 1, "1s"))
+            .clause(Concurrent::new("{c}c", 1, "30s"))
+            .prepare()
+            .unwrap();
+        let all_denied = AllDecision {
+            allowed: false,
+            retry_after: RetryAfter::Ms(400),
+            decisions: vec![denied(400, 400), denied(400, 400)],
+        };
+        record(&cache, &all, Some(&all_denied), t0);
+        assert!(cache.is_empty());
+        assert!(cache.lookup::<Decision>(&acquire, t0).is_none());
     }
 }

@@ -9,10 +9,13 @@
 //! RL.TOKEN   key rate  window [BURST capacity] [COST n | REFUND n]
 //!            [RESERVE max_wait | WAIT max_wait] [BLOCK duration]
 //!            [OVERRIDE okey] [PEEK]
-//! RL.ALL     FIXED|SLIDING|TOKEN clause [clause ...] [PEEK]
+//! RL.ALL     FIXED|SLIDING|TOKEN|CONCURRENT clause [clause ...] [PEEK]
 //! ```
+//!
+//! `RL.CONCURRENT`'s builder is in `concurrent.rs`.
 
 use crate::args::{amount, ms_word, ArgError, DurationArg};
+use crate::concurrent::Concurrent;
 use crate::reply::{AllDecision, Decision};
 use crate::slot::{common_slot, Target};
 use crate::{Command, Effect, Prepared};
@@ -236,9 +239,10 @@ impl Token {
     }
 
     /// As `reserve`, and the server holds the reply until the reserved
-    /// time, so the call returns when the caller may act. The connection's
-    /// response timeout must exceed `max_wait`. Replaces an earlier
-    /// `reserve`.
+    /// time, so the call returns when the caller may act. The server holds
+    /// the connection meanwhile: send it on a connection of its own whose
+    /// response timeout exceeds `max_wait` ([`AsyncLimiter::with_wait_connections`](crate::AsyncLimiter::with_wait_connections)
+    /// does). Replaces an earlier `reserve`.
     pub fn wait(mut self, max_wait: impl Into<DurationArg>) -> Token {
         self.queue = Some(Queue::Wait(max_wait.into()));
         self
@@ -272,12 +276,26 @@ fn head(key: &[u8], what: &str, n: u64, window: &DurationArg) -> Result<Vec<Vec<
     ])
 }
 
-/// One limit of an [`All`]: any of the three limiters.
+impl Token {
+    /// The `max_wait` of a call the server holds (`WAIT`), in ms.
+    fn held_ms(&self) -> Result<Option<u64>, ArgError> {
+        match &self.queue {
+            Some(Queue::Wait(d)) if !self.options.peek => d.millis("WAIT", true).map(Some),
+            _ => Ok(None),
+        }
+    }
+}
+
+/// One limit of an [`All`]: any of the four limiters. A `Concurrent`
+/// clause takes `cost` and `override_key` (its lease is in the clause's
+/// [`Decision::lease`]); `wait`, `release` and `renew` are
+/// `RL.CONCURRENT`'s alone.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Clause {
     Fixed(Fixed),
     Sliding(Sliding),
     Token(Token),
+    Concurrent(Concurrent),
 }
 
 impl From<Fixed> for Clause {
@@ -298,6 +316,12 @@ impl From<Token> for Clause {
     }
 }
 
+impl From<Concurrent> for Clause {
+    fn from(c: Concurrent) -> Clause {
+        Clause::Concurrent(c)
+    }
+}
+
 impl Clause {
     /// The command's name without `RL.`, which opens an `RL.ALL` clause.
     fn name(&self) -> &'static str {
@@ -305,14 +329,17 @@ impl Clause {
             Clause::Fixed(_) => "FIXED",
             Clause::Sliding(_) => "SLIDING",
             Clause::Token(_) => "TOKEN",
+            Clause::Concurrent(_) => "CONCURRENT",
         }
     }
 
-    fn options(&self) -> &Options {
+    /// The options of the three rate limiters; `None` for `Concurrent`.
+    fn options(&self) -> Option<&Options> {
         match self {
-            Clause::Fixed(c) => &c.options,
-            Clause::Sliding(c) => &c.options,
-            Clause::Token(c) => &c.options,
+            Clause::Fixed(c) => Some(&c.options),
+            Clause::Sliding(c) => Some(&c.options),
+            Clause::Token(c) => Some(&c.options),
+            Clause::Concurrent(_) => None,
         }
     }
 
@@ -321,37 +348,68 @@ impl Clause {
             Clause::Fixed(c) => &c.key,
             Clause::Sliding(c) => &c.key,
             Clause::Token(c) => &c.key,
+            Clause::Concurrent(c) => c.key(),
         }
     }
 
-    /// Key, limit, window and options, without PEEK.
-    fn words(&self) -> Result<Vec<Vec<u8>>, ArgError> {
+    fn okey(&self) -> Option<&[u8]> {
+        match self {
+            Clause::Concurrent(c) => c.okey(),
+            _ => self.options().and_then(|o| o.okey.as_deref()),
+        }
+    }
+
+    fn peek(&self) -> bool {
+        match self {
+            Clause::Concurrent(c) => c.is_peek(),
+            _ => self.options().is_some_and(|o| o.peek),
+        }
+    }
+
+    fn refunds(&self) -> bool {
+        self.options()
+            .is_some_and(|o| matches!(o.amount, Amount::Refund(_)))
+    }
+
+    /// Key, limit, window and options, without PEEK; `in_all` refuses what
+    /// an `RL.ALL` clause may not take.
+    fn words(&self, in_all: bool) -> Result<Vec<Vec<u8>>, ArgError> {
         match self {
             Clause::Fixed(c) => c.words(),
             Clause::Sliding(c) => c.words(),
             Clause::Token(c) => c.words(),
+            Clause::Concurrent(c) => c.words(in_all),
+        }
+    }
+
+    /// The `max_wait` of a clause the server holds (TOKEN's `WAIT`).
+    fn held_ms(&self) -> Result<Option<u64>, ArgError> {
+        match self {
+            Clause::Token(c) => c.held_ms(),
+            _ => Ok(None),
         }
     }
 
     /// The single-limiter command, `RL.<name> ...`.
     fn prepare(&self) -> Result<Prepared, ArgError> {
+        if let Clause::Concurrent(c) = self {
+            return c.prepare();
+        }
         let name = format!("RL.{}", self.name());
         let mut cmd = redis::cmd(&name);
-        for word in self.words()? {
+        for word in self.words(false)? {
             cmd.arg(word);
         }
-        let options = self.options();
-        if options.peek {
+        if self.peek() {
             cmd.arg("PEEK");
         }
-        let keys: Vec<&[u8]> = std::iter::once(self.key())
-            .chain(options.okey.as_deref())
-            .collect();
+        let keys: Vec<&[u8]> = std::iter::once(self.key()).chain(self.okey()).collect();
         Ok(Prepared {
             cmd,
             target: common_slot(&name, &keys).map(Target::Slot),
-            effect: effect(matches!(options.amount, Amount::Refund(_))),
-            keys: vec![self.key().to_vec()],
+            effect: effect(self.refunds()),
+            keys: keys.iter().map(|k| k.to_vec()).collect(),
+            held_ms: self.held_ms()?,
         })
     }
 }
@@ -445,20 +503,23 @@ impl Command for All {
         }
         let mut cmd = redis::cmd("RL.ALL");
         let mut keys: Vec<&[u8]> = Vec::new();
-        let mut refunds = false;
+        let (mut refunds, mut leases) = (false, false);
+        let mut held_ms: Option<u64> = None;
         for clause in &self.clauses {
-            if clause.options().peek {
+            if clause.peek() {
                 return Err(ArgError::new(
                     "PEEK applies to a whole RL.ALL: use All::peek, not a clause's peek",
                 ));
             }
             cmd.arg(clause.name());
-            for word in clause.words()? {
+            for word in clause.words(true)? {
                 cmd.arg(word);
             }
             keys.push(clause.key());
-            keys.extend(clause.options().okey.as_deref());
-            refunds |= matches!(clause.options().amount, Amount::Refund(_));
+            keys.extend(clause.okey());
+            refunds |= clause.refunds();
+            leases |= matches!(clause, Clause::Concurrent(_));
+            held_ms = held_ms.max(clause.held_ms()?);
         }
         if self.peek {
             cmd.arg("PEEK");
@@ -466,8 +527,14 @@ impl Command for All {
         Ok(Prepared {
             cmd,
             target: common_slot("RL.ALL", &keys).map(Target::Slot),
-            effect: effect(refunds),
-            keys: self.clauses.iter().map(|c| c.key().to_vec()).collect(),
+            effect: match (refunds, leases) {
+                (true, _) => Effect::Refund,
+                // A lease frees up on a release the cache cannot see.
+                (false, true) => Effect::Uncached,
+                (false, false) => Effect::Cacheable,
+            },
+            keys: keys.iter().map(|k| k.to_vec()).collect(),
+            held_ms: if self.peek { None } else { held_ms },
         })
     }
 }

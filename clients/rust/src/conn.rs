@@ -73,3 +73,39 @@ impl<C: AsyncConnection + ?Sized> AsyncConnection for &mut C {
         (**self).send(prepared)
     }
 }
+
+/// Opens connections of their own for the calls the server holds (a
+/// `WAIT` on `RL.CONCURRENT` or `RL.TOKEN`): such a call holds the
+/// connection it is sent on until it is answered, so it must never go on
+/// one that a multiplexed client shares with other calls
+/// ([`AsyncLimiter::with_wait_connections`](crate::AsyncLimiter::with_wait_connections)).
+/// Implemented for `redis::Client` (a `MultiplexedConnection` without a
+/// response timeout) and `redis::cluster::ClusterClient` (a cluster
+/// connection without one); the limiter bounds each held call by its
+/// `max_wait` itself.
+pub trait OpenConnection: Send + Sync + 'static {
+    type Connection: AsyncConnection + 'static;
+
+    fn open(&self) -> impl Future<Output = RedisResult<Self::Connection>> + Send;
+}
+
+impl OpenConnection for redis::Client {
+    type Connection = redis::aio::MultiplexedConnection;
+
+    fn open(&self) -> impl Future<Output = RedisResult<Self::Connection>> + Send {
+        let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
+        async move {
+            self.get_multiplexed_async_connection_with_config(&config)
+                .await
+        }
+    }
+}
+
+impl OpenConnection for redis::cluster::ClusterClient {
+    type Connection = redis::cluster_async::ClusterConnection;
+
+    fn open(&self) -> impl Future<Output = RedisResult<Self::Connection>> + Send {
+        // A new config has no response timeout.
+        self.get_async_connection_with_config(redis::cluster::ClusterConfig::new())
+    }
+}

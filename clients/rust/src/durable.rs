@@ -68,6 +68,7 @@ impl Durability {
             target: call.target.clone(),
             effect: Effect::None,
             keys: Vec::new(),
+            held_ms: None,
         })
     }
 
@@ -93,13 +94,15 @@ impl Durability {
 /// True for a limiter call that writes nothing: a `PEEK`, or a call whose
 /// every clause is a `COST 0` read. Reads the argv the builders write:
 /// `RL.<X> key amount window options...`, or `RL.ALL` followed by clauses
-/// `<X> key amount window options...`, each option's value after it.
+/// `<X> key amount window options...`, each option's value after it
+/// (`COST` before `RELEASE`/`RENEW` never: the builder sends one or the
+/// other).
 fn only_reads(call: &Prepared) -> bool {
     let argv = call.argv();
     let word = |i: usize| argv.get(i).map(Vec::as_slice);
     let (mut i, in_all) = match word(0) {
         Some(b"RL.ALL") => (1, true),
-        Some(b"RL.FIXED" | b"RL.SLIDING" | b"RL.TOKEN") => (0, false),
+        Some(b"RL.FIXED" | b"RL.SLIDING" | b"RL.TOKEN" | b"RL.CONCURRENT") => (0, false),
         _ => return false,
     };
     let (mut clauses, mut reads, mut peek) = (0, 0, false);
@@ -110,13 +113,18 @@ fn only_reads(call: &Prepared) -> bool {
         let mut cost_zero = false;
         while let Some(w) = word(i) {
             match w {
-                b"FIXED" | b"SLIDING" | b"TOKEN" if in_all => break,
+                b"FIXED" | b"SLIDING" | b"TOKEN" | b"CONCURRENT" if in_all => break,
                 b"PEEK" => peek = true,
                 b"COST" => {
                     cost_zero = word(i + 1) == Some(b"0");
                     i += 1;
                 }
                 b"REFUND" | b"BLOCK" | b"OVERRIDE" | b"BURST" | b"RESERVE" | b"WAIT" => i += 1,
+                // A release or renewal writes, whatever its key is called.
+                b"RELEASE" | b"RENEW" => {
+                    cost_zero = false;
+                    i += 1;
+                }
                 _ => {}
             }
             i += 1;
@@ -134,7 +142,7 @@ pub fn is_not_durable(e: &RedisError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{All, Command, Fixed, OverrideGet, Sliding, Token};
+    use crate::{All, Command, Concurrent, Fixed, LeaseId, OverrideGet, Sliding, Token};
 
     #[test]
     fn refuses_what_would_wait_forever_or_for_nobody() {
@@ -175,6 +183,20 @@ mod tests {
             .clause(Sliding::new("s", 1, "1s").override_key("TOKEN"));
         assert!(d.wait_after(&writes.prepare().unwrap()).is_some());
         assert!(d.wait_after(&writes.peek().prepare().unwrap()).is_none());
+
+        let lease = || Concurrent::new("c", 2, "30s");
+        assert!(d.wait_after(&lease().prepare().unwrap()).is_some());
+        assert!(d.wait_after(&lease().cost(0).prepare().unwrap()).is_none());
+        assert!(d.wait_after(&lease().peek().prepare().unwrap()).is_none());
+        let id = LeaseId::new(5).unwrap();
+        let release = lease().cost(0).release(id).override_key("COST");
+        assert!(d.wait_after(&release.prepare().unwrap()).is_some());
+        let all_lease = All::new()
+            .clause(Fixed::new("a", 1, "1s").cost(0))
+            .clause(lease().cost(0));
+        assert!(d.wait_after(&all_lease.prepare().unwrap()).is_none());
+        let all_lease = all_lease.clause(Concurrent::new("d", 2, "30s").override_key("x"));
+        assert!(d.wait_after(&all_lease.prepare().unwrap()).is_some());
     }
 
     #[test]

@@ -38,11 +38,14 @@
 mod args;
 mod cache;
 mod command;
+mod concurrent;
 mod conn;
 mod durable;
+mod lease;
 mod limiter;
 mod overrides;
 mod reply;
+mod retry;
 mod slot;
 
 use std::future::Future;
@@ -52,11 +55,14 @@ use redis::{Cmd, FromRedisValue, RedisResult};
 pub use args::{ArgError, DurationArg, MAX_AMOUNT, MAX_DURATION_MS};
 pub use cache::DenialCache;
 pub use command::{All, Clause, Fixed, Sliding, Token};
-pub use conn::{AsyncConnection, Connection};
+pub use concurrent::Concurrent;
+pub use conn::{AsyncConnection, Connection, OpenConnection};
 pub use durable::{is_not_durable, Durability, NOT_DURABLE};
+pub use lease::{Acquire, HeldLease, Lease, LeaseLost, Refused};
 pub use limiter::{AsyncLimiter, Limiter};
 pub use overrides::{OverrideDel, OverrideGet, OverrideList, OverrideSet};
-pub use reply::{AllDecision, Decision, Override, OverridePage, RetryAfter};
+pub use reply::{AllDecision, Decision, LeaseId, Override, OverridePage, RetryAfter};
+pub use retry::{short_cluster_retries, DEFAULT_TRY_AGAIN_WAIT};
 pub use slot::{slot, Target};
 
 /// A librl command: its argv and where it goes, and its typed reply.
@@ -92,8 +98,12 @@ pub struct Prepared {
     /// An error when a cluster could not run it: keys in different slots.
     target: Result<Target, ArgError>,
     effect: Effect,
-    /// The limiter keys, for the cache to forget after a refund.
+    /// The keys and override keys the call names, for the cache to
+    /// forget after a refund or on `forget_key`.
     keys: Vec<Vec<u8>>,
+    /// The `max_wait` (ms) of a call the server may hold (a `WAIT`), which
+    /// holds the connection it is sent on.
+    held_ms: Option<u64>,
 }
 
 /// What a command means to the [`DenialCache`].
@@ -105,6 +115,10 @@ enum Effect {
     Refund,
     /// An override change: forget every denial.
     ClearAll,
+    /// A limiter call whose denial is never remembered (`RL.CONCURRENT`,
+    /// an `RL.ALL` taking a lease: a release elsewhere frees a slot sooner
+    /// than the reply's `retry_after`).
+    Uncached,
     /// A read.
     None,
 }
@@ -117,6 +131,7 @@ impl Prepared {
             target: Ok(Target::Slot(slot(key))),
             effect,
             keys: Vec::new(),
+            held_ms: None,
         }
     }
 

@@ -132,6 +132,7 @@ impl Command for OverrideDel {
             target: common_slot("RL.OVERRIDE DEL", &keys).map(Target::Slot),
             effect: Effect::ClearAll,
             keys: Vec::new(),
+            held_ms: None,
         })
     }
 }
@@ -201,6 +202,7 @@ impl Command for OverrideList {
             target: Ok(target),
             effect: Effect::None,
             keys: Vec::new(),
+            held_ms: None,
         })
     }
 }

@@ -1,5 +1,6 @@
 //! The module's replies as types, read from RESP2 and RESP3 alike.
 
+use std::num::NonZeroU64;
 use std::time::Duration;
 
 use redis::{FromRedisValue, ParsingError, Value};
@@ -20,8 +21,44 @@ fn retry_after_from_reply(v: i64) -> Result<RetryAfter, ParsingError> {
     }
 }
 
-/// The six-integer reply of `RL.FIXED`, `RL.SLIDING` and `RL.TOKEN` (and of
-/// each `RL.ALL` clause).
+/// A lease taken by `RL.CONCURRENT` (or an `RL.ALL` `CONCURRENT` clause):
+/// a positive integer below 2^53, unique within its key, which `RELEASE`
+/// and `RENEW` name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LeaseId(NonZeroU64);
+
+impl LeaseId {
+    /// The largest id the module gives (2^53 - 1), from `librl-core`.
+    pub const MAX: u64 = librl_core::concurrent::MAX_LEASE_ID;
+
+    /// `id` as a lease id: from 1 to [`LeaseId::MAX`], else `None`.
+    pub fn new(id: u64) -> Option<LeaseId> {
+        NonZeroU64::new(id)
+            .filter(|id| id.get() <= LeaseId::MAX)
+            .map(LeaseId)
+    }
+
+    pub fn get(self) -> u64 {
+        self.0.get()
+    }
+}
+
+impl std::fmt::Display for LeaseId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl From<LeaseId> for u64 {
+    fn from(id: LeaseId) -> u64 {
+        id.get()
+    }
+}
+
+/// The reply of `RL.FIXED`, `RL.SLIDING`, `RL.TOKEN` and `RL.CONCURRENT`
+/// (and of each `RL.ALL` clause): six integers, and for `RL.CONCURRENT` a
+/// seventh, the lease. Integers a later module adds after these are
+/// ignored (docs/commands.md, The limiter reply).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Decision {
     /// This call was admitted and its cost recorded (always in `monitor`
@@ -37,6 +74,10 @@ pub struct Decision {
     pub remaining: u64,
     /// Milliseconds until the limiter is back to empty (TOKEN: full).
     pub reset_after_ms: u64,
+    /// `RL.CONCURRENT`: the lease this call took, released or renewed;
+    /// `None` when it holds none (denied, `PEEK`, `COST 0`, `off` mode, a
+    /// lease not held) and for the other limiters.
+    pub lease: Option<LeaseId>,
 }
 
 impl Decision {
@@ -49,7 +90,7 @@ impl Decision {
         Duration::from_millis(self.reset_after_ms)
     }
 
-    /// The six integers as the module replied them.
+    /// The first six integers as the module replied them.
     pub fn to_reply(&self) -> [i64; 6] {
         let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
         [
@@ -62,12 +103,21 @@ impl Decision {
         ]
     }
 
+    /// Reads the six integers, the lease when a seventh follows, and
+    /// ignores whatever comes after: a reply may grow.
     fn from_items(items: &[Value]) -> Result<Decision, ParsingError> {
-        let [allowed, count, retry, limit, remaining, reset] = items else {
+        let [allowed, count, retry, limit, remaining, reset, rest @ ..] = items else {
             return Err(bad(format!(
-                "a limiter reply has six integers, not {}",
+                "a limiter reply has at least six integers, not {}",
                 items.len()
             )));
+        };
+        let lease = match rest.first() {
+            None => None,
+            Some(v) => match unsigned(v)? {
+                0 => None,
+                id => Some(LeaseId::new(id).ok_or_else(|| bad(format!("lease id {id}")))?),
+            },
         };
         Ok(Decision {
             allowed: flag(allowed)?,
@@ -76,6 +126,7 @@ impl Decision {
             limit: unsigned(limit)?,
             remaining: unsigned(remaining)?,
             reset_after_ms: unsigned(reset)?,
+            lease,
         })
     }
 }
@@ -107,6 +158,15 @@ pub struct AllDecision {
 impl AllDecision {
     pub fn retry_after_ms(&self) -> i64 {
         self.retry_after.as_reply()
+    }
+
+    /// The leases the call took, with their clauses' indexes: one per
+    /// `CONCURRENT` clause when the call was admitted, none otherwise.
+    pub fn leases(&self) -> impl Iterator<Item = (usize, LeaseId)> + '_ {
+        self.decisions
+            .iter()
+            .enumerate()
+            .filter_map(|(i, d)| Some((i, d.lease?)))
     }
 
     /// The clauses that refused the call.
@@ -153,7 +213,8 @@ pub struct Override {
 
 impl Override {
     fn from_items(items: &[Value]) -> Result<Override, ParsingError> {
-        let [limit, window, burst, ttl] = items else {
+        // Fields a later module adds after these are ignored.
+        let [limit, window, burst, ttl, ..] = items else {
             return Err(bad("an override is [limit, window_ms, burst, ttl_ms]"));
         };
         Ok(Override {
@@ -192,7 +253,7 @@ impl FromRedisValue for OverridePage {
     }
 
     fn from_redis_value_ref(v: &Value) -> Result<OverridePage, ParsingError> {
-        let [cursor, found] = array(v)? else {
+        let [cursor, found, ..] = array(v)? else {
             return Err(bad("an override page is [cursor, [[okey, ...], ...]]"));
         };
         let cursor = match cursor {
@@ -272,7 +333,8 @@ mod tests {
                 retry_after: RetryAfter::Ms(59985),
                 limit: 3,
                 remaining: 0,
-                reset_after_ms: 59985
+                reset_after_ms: 59985,
+                lease: None,
             }
         );
         assert_eq!(d.to_reply(), [0, 3, 59985, 3, 0, 59985]);
@@ -282,6 +344,9 @@ mod tests {
         assert_eq!(never.retry_after.duration(), None);
         for bad in [
             ints(&[1, 2, 3]),
+            ints(&[1, 2, 3, 4, 5]),
+            ints(&[1, 1, 0, 2, 1, 30000, -1]),
+            ints(&[1, 1, 0, 2, 1, 30000, 1 << 53]),
             ints(&[2, 0, 0, 1, 1, 0]),
             ints(&[1, -5, 0, 1, 1, 0]),
             ints(&[0, 0, -2, 1, 1, 0]),
@@ -293,6 +358,72 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn decision_reads_the_lease_and_ignores_what_follows() {
+        let d: Decision =
+            redis::from_redis_value(ints(&[1, 1, 0, 2, 1, 30000, 1754500000123001])).unwrap();
+        assert_eq!(d.lease.map(LeaseId::get), Some(1754500000123001));
+        assert_eq!(d.to_reply(), [1, 1, 0, 2, 1, 30000]);
+        let none: Decision = redis::from_redis_value(ints(&[0, 2, 100, 2, 0, 100, 0])).unwrap();
+        assert_eq!(none.lease, None, "0: no lease held");
+        // A later module's fields, of any type, after the ones known.
+        let mut longer = vec![Value::Int(1), Value::Int(1), Value::Int(0)];
+        longer.extend([
+            Value::Int(2),
+            Value::Int(1),
+            Value::Int(30000),
+            Value::Int(7),
+        ]);
+        longer.extend([
+            Value::BulkString(b"new".to_vec()),
+            Value::Nil,
+            ints(&[1, 2]),
+        ]);
+        let d: Decision = redis::from_redis_value(Value::Array(longer.clone())).unwrap();
+        assert_eq!((d.count, d.lease.map(LeaseId::get)), (1, Some(7)));
+        let six_and_more: Decision =
+            redis::from_redis_value(ints(&[1, 1, 0, 10, 9, 1000, 0, 42, 43])).unwrap();
+        assert_eq!(six_and_more.to_reply(), [1, 1, 0, 10, 9, 1000]);
+        let all: AllDecision = redis::from_redis_value(Value::Array(vec![
+            Value::Int(1),
+            Value::Int(0),
+            ints(&[1, 1, 0, 10, 9, 1000, 0, 99]),
+            Value::Array(longer),
+        ]))
+        .unwrap();
+        assert_eq!(
+            all.leases().collect::<Vec<_>>(),
+            [(1, LeaseId::new(7).unwrap())]
+        );
+        let o: Override = redis::from_redis_value(ints(&[5, 60000, 0, -1, 123])).unwrap();
+        assert_eq!(o.limit, 5);
+        let page: OverridePage = redis::from_redis_value(Value::Array(vec![
+            Value::BulkString(b"0".to_vec()),
+            Value::Array(vec![Value::Array(vec![
+                Value::BulkString(b"o".to_vec()),
+                Value::Int(5),
+                Value::Int(1000),
+                Value::Int(0),
+                Value::Int(-1),
+                Value::Int(8),
+            ])]),
+            Value::Int(3),
+        ]))
+        .unwrap();
+        assert_eq!(page.overrides.len(), 1);
+    }
+
+    #[test]
+    fn lease_ids_are_from_one_to_two_to_the_53_minus_one() {
+        assert_eq!(LeaseId::new(0), None);
+        assert_eq!(LeaseId::new(1).map(LeaseId::get), Some(1));
+        assert_eq!(
+            LeaseId::new(LeaseId::MAX).map(u64::from),
+            Some((1 << 53) - 1)
+        );
+        assert_eq!(LeaseId::new(1 << 53), None);
     }
 
     #[test]

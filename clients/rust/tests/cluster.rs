@@ -68,7 +68,7 @@ fn user_calls(i: usize) -> (Fixed, All, Token) {
 #[test]
 fn sync_cluster_calls_go_straight_to_the_owner() {
     let _turn = ONE_CLUSTER_AT_A_TIME.blocking_lock();
-    for flavor in FLAVORS {
+    for flavor in CLUSTER_FLAVORS {
         let cluster = cluster(flavor);
         let client = ClusterClient::new(cluster.urls()).unwrap();
         let mut con = client.get_connection().unwrap();
@@ -108,7 +108,7 @@ fn sync_cluster_calls_go_straight_to_the_owner() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn async_cluster_calls_go_straight_to_the_owner() {
     let _turn = ONE_CLUSTER_AT_A_TIME.lock().await;
-    for flavor in FLAVORS {
+    for flavor in CLUSTER_FLAVORS {
         let cluster = cluster(flavor);
         let client = ClusterClient::builder(cluster.urls())
             .use_protocol(redis::ProtocolVersion::RESP3)

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use common::*;
 use librl_client::{
-    All, AsyncLimiter, Command, Decision, DenialCache, Fixed, Limiter, RetryAfter, Sliding, Token,
+    All, AsyncLimiter, Command, Decision, DenialCache, Fixed, Limiter, OverrideSet, RetryAfter,
+    Sliding, Token,
 };
 use redis::ErrorKind;
 
@@ -211,4 +212,55 @@ async fn the_async_denial_cache_answers_rl_all_locally() {
     }
     assert_eq!(command_calls(&mut stats, "rl.all"), 2);
     assert_eq!(limiter.cache().map(DenialCache::len), Some(1));
+}
+
+/// An operator's change made elsewhere reaches a running process's cache
+/// within its max age, however long the cached denial (a `BLOCK 1h`), and
+/// at once through `forget_key` or `clear`.
+#[test]
+fn a_block_lifted_elsewhere_is_honoured_within_the_cache_s_max_age() {
+    on_each_server(|server| {
+        let mut operator = server.conn();
+        let cache = DenialCache::new().with_max_age(Duration::from_millis(300));
+        let mut limiter = Limiter::new(server.conn()).with_cache(cache.clone());
+        let login = Fixed::new("login:ip", 1, "1h").block("1h");
+        assert!(limiter.run(&login).unwrap().allowed);
+        let blocked = limiter.run(&login).unwrap();
+        assert!(!blocked.allowed && blocked.retry_after > RetryAfter::Ms(3_000_000));
+        let lifted_at = std::time::Instant::now();
+        let () = redis::cmd("DEL")
+            .arg("login:ip")
+            .query(&mut operator)
+            .unwrap();
+        // Answered from the cache until the max age, then by the server
+        // (timed from before each call: a loaded machine may pause the
+        // test between a call's answer and its check).
+        loop {
+            let asked = lifted_at.elapsed();
+            if limiter.run(&login).unwrap().allowed {
+                break;
+            }
+            assert!(
+                asked < Duration::from_millis(300),
+                "denied when asked {asked:?} after the block was lifted"
+            );
+        }
+        // At once, by hand: a key deleted elsewhere, an override raised.
+        assert!(!limiter.run(&login).unwrap().allowed);
+        let () = redis::cmd("DEL")
+            .arg("login:ip")
+            .query(&mut operator)
+            .unwrap();
+        cache.forget_key(b"login:ip");
+        assert!(limiter.run(&login).unwrap().allowed);
+        let plan = Fixed::new("api:key", 1, "1h").override_key("plan:key");
+        assert!(limiter.run(&plan).unwrap().allowed);
+        assert!(!limiter.run(&plan).unwrap().allowed);
+        OverrideSet::new("plan:key", 10, "1h")
+            .query(&mut operator)
+            .unwrap();
+        assert!(!limiter.run(&plan).unwrap().allowed, "cached");
+        cache.clear();
+        assert!(limiter.run(&plan).unwrap().allowed);
+    });
 }

@@ -1,6 +1,7 @@
 //! Real servers for the client's tests: `redis-server` (Debian's 7.0 from
-//! PATH, or `REDIS_SERVER`) and `valkey-server` (`VALKEY_SERVER`, or where
-//! scripts/servers.env puts it), each loading `LIBRL_MODULE` (default: the
+//! PATH, or `REDIS_SERVER`), Redis 8.2, Valkey 8.1 and Valkey 9.1
+//! (`REDIS8_SERVER`, `VALKEY8_SERVER`, `VALKEY_SERVER`, or where
+//! scripts/servers.env puts them), each loading `LIBRL_MODULE` (default: the
 //! release module at the repository's root), on free loopback ports; and a
 //! 3-primary cluster of them. The processes and the cluster are
 //! librl-test-support's: ready when they answer as themselves, stopped and
@@ -15,15 +16,31 @@ pub use support::{Cluster, Process as Server};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Flavor {
+    /// Redis 7.0
     Redis,
+    Redis8,
+    Valkey8,
+    /// Valkey 9.1
     Valkey,
 }
 
-pub const FLAVORS: [Flavor; 2] = [Flavor::Redis, Flavor::Valkey];
+/// The four servers the project supports: every standalone suite runs on
+/// each (a server starts in a fraction of a second).
+pub const FLAVORS: [Flavor; 4] = [
+    Flavor::Redis,
+    Flavor::Redis8,
+    Flavor::Valkey8,
+    Flavor::Valkey,
+];
+
+/// The oldest and newest, for the cluster suites (three servers each).
+pub const CLUSTER_FLAVORS: [Flavor; 2] = [Flavor::Redis, Flavor::Valkey];
 
 fn builder<'p>(flavor: Flavor) -> support::Builder<'p> {
     let var = match flavor {
         Flavor::Redis => "REDIS_SERVER",
+        Flavor::Redis8 => "REDIS8_SERVER",
+        Flavor::Valkey8 => "VALKEY8_SERVER",
         Flavor::Valkey => "VALKEY_SERVER",
     };
     support::Builder::new(format!("{flavor:?}"), support::server_binary(var))

@@ -275,6 +275,7 @@ impl Check {
                 Clause::Fixed(c) => c.override_key(okey).into(),
                 Clause::Sliding(c) => c.override_key(okey).into(),
                 Clause::Token(c) => c.override_key(okey).into(),
+                Clause::Concurrent(c) => c.override_key(okey).into(),
             },
         }
     }
@@ -286,6 +287,9 @@ fn refund(check: &Check) -> Clause {
         Clause::Fixed(c) => c.refund(check.cost.get()).into(),
         Clause::Sliding(c) => c.refund(check.cost.get()).into(),
         Clause::Token(c) => c.refund(check.cost.get()).into(),
+        // No policy here makes one yet; a lease is given back by RELEASE,
+        // not REFUND, so the nearest harmless call is a read.
+        Clause::Concurrent(c) => c.cost(0).into(),
     }
 }
 

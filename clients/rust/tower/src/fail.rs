@@ -204,6 +204,7 @@ where
         limit: non_negative(r[3]),
         remaining: non_negative(r[4]),
         reset_after_ms: non_negative(r[5]),
+        lease: None,
     };
     let commit = match decision.verdict {
         Verdict::Admit {
@@ -236,6 +237,7 @@ fn never() -> Decision {
         limit: 0,
         remaining: 0,
         reset_after_ms: 0,
+        lease: None,
     }
 }
 

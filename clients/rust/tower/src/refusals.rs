@@ -172,6 +172,7 @@ mod tests {
             limit: 2,
             remaining: 0,
             reset_after_ms: 59_000,
+            lease: None,
         };
         denied(deny, &check, &reply)
     }

@@ -332,6 +332,7 @@ fn reply(v: &Value) -> Result<Decision, String> {
         limit: non_negative(3)?,
         remaining: non_negative(4)?,
         reset_after_ms: non_negative(5)?,
+        lease: None,
     })
 }
 
