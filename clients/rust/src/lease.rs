@@ -1,8 +1,9 @@
 //! Leases of `RL.CONCURRENT` as values that give their slots back: on the
 //! tokio limiter a [`Lease`] guard (`release().await`, `renew().await`,
 //! released on drop where it can be, an optional background renewal), on
-//! the blocking one a [`HeldLease`] with `Limiter::release`/`renew` and a
-//! scope, [`Limiter::with_lease`], that always releases.
+//! the blocking one a [`HeldLease`] with `Limiter::release`/`renew`, a
+//! scope, [`Limiter::with_lease`], that always releases, and a renewing
+//! thread, [`HeldLease::keep_alive`].
 //!
 //! A lease that is neither released nor renewed ends by itself `lease`
 //! after it was taken (or last renewed), so a holder that crashes, or a
@@ -202,6 +203,94 @@ impl<C: Connection> Limiter<C> {
     }
 }
 
+impl HeldLease {
+    /// Renews this lease every third of its length on a thread of its own,
+    /// sending on `con` (a connection of its own: the limiter's stays with
+    /// its caller), until the [`KeepAlive`] is dropped or the lease is
+    /// found lost. Release the lease after dropping it.
+    ///
+    /// ```no_run
+    /// use librl_client::{Concurrent, Limiter};
+    ///
+    /// # fn main() -> redis::RedisResult<()> {
+    /// let client = redis::Client::open("redis://127.0.0.1/")?;
+    /// let mut limiter = Limiter::new(client.get_connection()?);
+    /// let exports = Concurrent::new("exports:{customer:7}", 2, "1m");
+    /// if let Ok(lease) = limiter.acquire(&exports)? {
+    ///     let renewing = lease.keep_alive(client.get_connection()?)?;
+    ///     // ... an export that may take longer than a minute ...
+    ///     if let Some(lost) = renewing.lost() {
+    ///         eprintln!("{lost}");
+    ///     }
+    ///     drop(renewing);
+    ///     limiter.release(lease)?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn keep_alive<C: Connection + Send + 'static>(
+        &self,
+        con: C,
+    ) -> Result<KeepAlive, ArgError> {
+        let period = self.renewal_period()?;
+        let length = Duration::from_millis(self.call.lease_ms()?);
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let (report, lost) = watch::channel(None);
+        let renew = self.renew_call();
+        let thread = std::thread::spawn(move || {
+            let Some(call) = renew else {
+                return;
+            };
+            let mut limiter = Limiter::new(con);
+            let mut held_until = Instant::now() + length;
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(period)
+            {
+                let sent = Instant::now();
+                let verdict = match limiter.run(&call) {
+                    Ok(d) if d.allowed => {
+                        held_until = sent + length;
+                        continue;
+                    }
+                    Ok(_) => LeaseLost::Ended,
+                    Err(e) if Instant::now() + period >= held_until => LeaseLost::Unreachable(e),
+                    Err(_) => continue,
+                };
+                let _ = report.send(Some(verdict));
+                return;
+            }
+        });
+        Ok(KeepAlive {
+            stop: Some(stop),
+            thread: Some(thread),
+            lost,
+        })
+    }
+}
+
+/// A blocking lease's background renewal ([`HeldLease::keep_alive`]):
+/// stopped when dropped.
+pub struct KeepAlive {
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    lost: watch::Receiver<Option<LeaseLost>>,
+}
+
+impl KeepAlive {
+    /// Whether a renewal found the lease lost (renewing then stopped).
+    pub fn lost(&self) -> Option<LeaseLost> {
+        self.lost.borrow().clone()
+    }
+}
+
+impl Drop for KeepAlive {
+    fn drop(&mut self) {
+        // Closing the channel wakes the thread at once.
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// Why a lease under background renewal is no longer known to be held.
 #[derive(Clone, Debug)]
 pub enum LeaseLost {
@@ -321,6 +410,21 @@ impl<C: AsyncConnection + Clone + Sync + 'static> Lease<C> {
     /// What the background renewal found, if it found the lease lost.
     pub fn is_lost(&self) -> Option<LeaseLost> {
         self.renewal.as_ref()?.lost.borrow().clone()
+    }
+
+    /// Renews the lease in the background from now on, as
+    /// [`Acquire::keep_alive`] does (a lease [adopted](AsyncLimiter::adopt),
+    /// say). Replaces a renewal already running.
+    pub fn keep_alive(self) -> Result<Lease<C>, ArgError> {
+        let period = self.held.renewal_period()?;
+        self.keep_alive_every(period)
+    }
+
+    /// As [`Lease::keep_alive`], every `period` (at least 1 ms).
+    pub fn keep_alive_every(mut self, period: Duration) -> Result<Lease<C>, ArgError> {
+        self.stop_renewal();
+        self.start_renewal(period.max(Duration::from_millis(1)))?;
+        Ok(self)
     }
 
     fn stop_renewal(&mut self) {
@@ -449,20 +553,17 @@ impl<C: AsyncConnection + Clone + Sync + 'static> Acquire<C> {
             Ok(held) => held,
             Err(refused) => return Ok(Err(refused)),
         };
-        let mut lease = Lease {
+        let lease = Lease {
             limiter: self.limiter,
             held,
             renewal: None,
             done: false,
         };
-        if let Some(period) = self.renew_every {
-            let period = match period {
-                Some(p) => p.max(Duration::from_millis(1)),
-                None => lease.held.renewal_period()?,
-            };
-            lease.start_renewal(period)?;
-        }
-        Ok(Ok(lease))
+        Ok(Ok(match self.renew_every {
+            None => lease,
+            Some(None) => lease.keep_alive()?,
+            Some(Some(period)) => lease.keep_alive_every(period)?,
+        }))
     }
 }
 

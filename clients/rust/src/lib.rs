@@ -33,7 +33,9 @@
 //!
 //! [`Limiter`] and [`AsyncLimiter`] hold a connection and an optional
 //! [`DenialCache`], which answers a call that was just denied locally until
-//! its `retry_after` has passed.
+//! its `retry_after` has passed (a second at most, by default); they retry
+//! a call whose slot migrates, and take `RL.CONCURRENT` leases that give
+//! their slots back ([`Lease`], [`Limiter::with_lease`]).
 
 mod args;
 mod cache;
@@ -58,7 +60,7 @@ pub use command::{All, Clause, Fixed, Sliding, Token};
 pub use concurrent::Concurrent;
 pub use conn::{AsyncConnection, Connection, OpenConnection};
 pub use durable::{is_not_durable, Durability, NOT_DURABLE};
-pub use lease::{Acquire, HeldLease, Lease, LeaseLost, Refused};
+pub use lease::{Acquire, HeldLease, KeepAlive, Lease, LeaseLost, Refused};
 pub use limiter::{AsyncLimiter, Limiter};
 pub use overrides::{OverrideDel, OverrideGet, OverrideList, OverrideSet};
 pub use reply::{AllDecision, Decision, LeaseId, Override, OverridePage, RetryAfter};

@@ -145,6 +145,37 @@ fn the_blocking_limiter_releases_what_with_lease_took() {
     });
 }
 
+#[test]
+fn a_blocking_lease_renewed_on_a_thread_outlives_its_length() {
+    let server = server(Flavor::Redis8);
+    let mut stats = server.conn();
+    let mut limiter = Limiter::new(server.conn());
+    // Renewed every 333 ms: a renewal may come 666 ms late on a loaded
+    // machine and still find the lease held.
+    let job = Concurrent::new("job", 1, "1s");
+    let lease = limiter.acquire(&job).unwrap().unwrap();
+    let renewing = lease.keep_alive(server.conn()).unwrap();
+    std::thread::sleep(ms(1500));
+    assert!(renewing.lost().is_none());
+    assert_eq!(held(&mut stats, "job"), 1, "renewed past its length");
+    drop(renewing);
+    assert!(limiter.release(lease).unwrap());
+
+    // Renewals that cannot get through: lost once the lease's end came.
+    let lease = limiter.acquire(&job).unwrap().unwrap();
+    let mut elsewhere = self::server(Flavor::Redis8);
+    let renewing = lease.keep_alive(elsewhere.conn()).unwrap();
+    elsewhere.stop();
+    wait_until("the renewal's verdict", ms(5000), || {
+        renewing.lost().is_some()
+    });
+    assert!(
+        matches!(renewing.lost(), Some(LeaseLost::Unreachable(_))),
+        "{:?}",
+        renewing.lost()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_async_lease_is_released_explicitly_on_drop_and_by_renewal_s_end() {
     for flavor in FLAVORS {
@@ -181,20 +212,31 @@ async fn the_async_lease_is_released_explicitly_on_drop_and_by_renewal_s_end() {
             .detach();
         tokio::time::sleep(ms(50)).await;
         assert_eq!(held(&mut stats, "gen"), 1);
-        let adopted = limiter.adopt(detached.clone());
-        let mut renewing = adopted;
-        assert!(renewing.renew().await.unwrap());
-        assert!(renewing.release().await.unwrap());
+        let mut adopted = limiter.adopt(detached.clone());
+        assert!(adopted.renew().await.unwrap());
+        assert!(adopted.release().await.unwrap());
+        if flavor != Flavor::Valkey {
+            // The background renewal is the client's timing; the server's
+            // RENEW is checked on each server above.
+            continue;
+        }
+        // An adopted lease renewed in the background (every 333 ms: a
+        // renewal may come 666 ms late on a loaded machine).
+        let short = limiter.acquire("gen", 2, "1s").await.unwrap().unwrap();
+        let kept = limiter.adopt(short.detach()).keep_alive().unwrap();
+        tokio::time::sleep(ms(1500)).await;
+        assert_eq!(held(&mut stats, "gen"), 1, "renewed past its length");
+        assert!(kept.release().await.unwrap());
 
-        // A lease of 300 ms renewed in the background outlives its length,
-        // and is released at once.
+        // A lease renewed in the background outlives its length, and is
+        // released at once.
         let kept = limiter
-            .acquire("job", 1, "300ms")
+            .acquire("job", 1, "1s")
             .keep_alive()
             .await
             .unwrap()
             .unwrap();
-        tokio::time::sleep(ms(800)).await;
+        tokio::time::sleep(ms(1500)).await;
         assert!(kept.is_lost().is_none());
         assert_eq!(held(&mut stats, "job"), 1, "renewed past its length");
         assert!(kept.release().await.unwrap());
@@ -202,7 +244,7 @@ async fn the_async_lease_is_released_explicitly_on_drop_and_by_renewal_s_end() {
 
         // Taken away (the key deleted): the renewal reports it lost.
         let kept = limiter
-            .acquire("job", 1, "300ms")
+            .acquire("job", 1, "1s")
             .keep_alive()
             .await
             .unwrap()
