@@ -170,6 +170,8 @@ impl<C: Connection> Limiter<C> {
     /// `body` returns and if it panics (the panic then goes on). `body`
     /// gets this limiter back, to make other calls (`renew` among them).
     /// `Ok(Err(Refused))` when the lease was refused: `body` did not run.
+    /// An error sending the release is returned in place of `body`'s
+    /// value (the lease then ends by itself).
     ///
     /// ```no_run
     /// use librl_client::{Concurrent, Limiter};
@@ -414,17 +416,17 @@ impl<C: AsyncConnection + Clone + Sync + 'static> Lease<C> {
 
     /// Renews the lease in the background from now on, as
     /// [`Acquire::keep_alive`] does (a lease [adopted](AsyncLimiter::adopt),
-    /// say). Replaces a renewal already running.
-    pub fn keep_alive(self) -> Result<Lease<C>, ArgError> {
+    /// say). Replaces a renewal already running. An error, and no renewal,
+    /// outside a tokio runtime.
+    pub fn keep_alive(&mut self) -> Result<(), ArgError> {
         let period = self.held.renewal_period()?;
         self.keep_alive_every(period)
     }
 
     /// As [`Lease::keep_alive`], every `period` (at least 1 ms).
-    pub fn keep_alive_every(mut self, period: Duration) -> Result<Lease<C>, ArgError> {
+    pub fn keep_alive_every(&mut self, period: Duration) -> Result<(), ArgError> {
         self.stop_renewal();
-        self.start_renewal(period.max(Duration::from_millis(1)))?;
-        Ok(self)
+        self.start_renewal(period.max(Duration::from_millis(1)))
     }
 
     fn stop_renewal(&mut self) {
@@ -435,10 +437,13 @@ impl<C: AsyncConnection + Clone + Sync + 'static> Lease<C> {
 
     /// Renews every `period` until stopped, or until the lease is lost.
     fn start_renewal(&mut self, period: Duration) -> Result<(), ArgError> {
-        let (Some(call), Ok(runtime)) = (
-            self.held.renew_call(),
-            tokio::runtime::Handle::try_current(),
-        ) else {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return Err(ArgError::new(
+                "keep_alive renews on a tokio runtime, and none is current",
+            ));
+        };
+        // A lease held without an id (monitor or off mode) needs none.
+        let Some(call) = self.held.renew_call() else {
             return Ok(());
         };
         let length = Duration::from_millis(self.held.call.lease_ms()?);
@@ -553,17 +558,19 @@ impl<C: AsyncConnection + Clone + Sync + 'static> Acquire<C> {
             Ok(held) => held,
             Err(refused) => return Ok(Err(refused)),
         };
-        let lease = Lease {
+        let mut lease = Lease {
             limiter: self.limiter,
             held,
             renewal: None,
             done: false,
         };
-        Ok(Ok(match self.renew_every {
-            None => lease,
+        // Were renewing refused, the lease dropped here is released.
+        match self.renew_every {
+            None => {}
             Some(None) => lease.keep_alive()?,
             Some(Some(period)) => lease.keep_alive_every(period)?,
-        }))
+        }
+        Ok(Ok(lease))
     }
 }
 

@@ -223,7 +223,8 @@ async fn the_async_lease_is_released_explicitly_on_drop_and_by_renewal_s_end() {
         // An adopted lease renewed in the background (every 333 ms: a
         // renewal may come 666 ms late on a loaded machine).
         let short = limiter.acquire("gen", 2, "1s").await.unwrap().unwrap();
-        let kept = limiter.adopt(short.detach()).keep_alive().unwrap();
+        let mut kept = limiter.adopt(short.detach());
+        kept.keep_alive().unwrap();
         tokio::time::sleep(ms(1500)).await;
         assert_eq!(held(&mut stats, "gen"), 1, "renewed past its length");
         assert!(kept.release().await.unwrap());
