@@ -122,6 +122,12 @@ impl Concurrent {
         &self.key
     }
 
+    /// The call without its `OVERRIDE`.
+    pub(crate) fn without_override(mut self) -> Concurrent {
+        self.okey = None;
+        self
+    }
+
     pub(crate) fn okey(&self) -> Option<&[u8]> {
         self.okey.as_deref()
     }

@@ -94,13 +94,16 @@ impl HeldLease {
         &self.call
     }
 
-    /// `RL.CONCURRENT ... RELEASE id` for this lease (with the call's
-    /// `OVERRIDE`).
+    /// `RL.CONCURRENT ... RELEASE id` for this lease, without the call's
+    /// `OVERRIDE`: a release frees the same slots either way, and naming
+    /// one key it never meets `TRYAGAIN` while its slot migrates (its
+    /// reply's `limit` is then the call's own).
     pub fn release_call(&self) -> Option<Concurrent> {
-        Some(self.call.clone().release(self.id?))
+        Some(self.call.clone().without_override().release(self.id?))
     }
 
-    /// `RL.CONCURRENT ... RENEW id` for this lease.
+    /// `RL.CONCURRENT ... RENEW id` for this lease, with the call's
+    /// `OVERRIDE` (whose window is the lease's length).
     pub fn renew_call(&self) -> Option<Concurrent> {
         Some(self.call.clone().renew(self.id?))
     }
@@ -628,5 +631,46 @@ impl<C: AsyncConnection + Clone + Sync + 'static> AsyncLimiter<C> {
             renewal: None,
             done: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::argv_text as argv;
+
+    #[test]
+    fn a_release_leaves_the_override_out_and_a_renewal_keeps_it() {
+        let call = Concurrent::new("{t}k", 5, "30s")
+            .cost(2)
+            .override_key("{t}o");
+        let id = LeaseId::new(7).unwrap();
+        let decision = Decision {
+            allowed: true,
+            count: 2,
+            retry_after: RetryAfter::Ms(0),
+            limit: 5,
+            remaining: 3,
+            reset_after_ms: 30000,
+            lease: Some(id),
+        };
+        let held = HeldLease::new(call, id, decision);
+        assert_eq!(
+            argv(&held.release_call().unwrap()),
+            ["RL.CONCURRENT", "{t}k", "5", "30000ms", "RELEASE", "7"]
+        );
+        assert_eq!(
+            argv(&held.renew_call().unwrap()),
+            [
+                "RL.CONCURRENT",
+                "{t}k",
+                "5",
+                "30000ms",
+                "RENEW",
+                "7",
+                "OVERRIDE",
+                "{t}o"
+            ]
+        );
     }
 }

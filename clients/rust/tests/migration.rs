@@ -4,7 +4,8 @@
 //! calls while its per-hour key lives on (docs/operations.md, While a slot
 //! moves). Such a call cannot run anywhere until the slot has moved. With
 //! the limiter's retries (and redis-rs's waits shortened by
-//! `short_cluster_retries`), calls of both kinds, async and blocking, go on
+//! `short_cluster_retries`), calls of both kinds, async and blocking, and
+//! leases taken with an unset override and released, go on
 //! through a slow migration of thousands of keys: none fails, none waits
 //! much longer than the migration, and afterwards every key counts exactly
 //! the calls admitted. A migration stalled half-way fails a call after its
@@ -31,6 +32,8 @@ const TAG: &str = "{migrating}";
 /// Keys in the slot besides the limiters', so that it takes seconds to move.
 const FILL: usize = 3000;
 const WORKERS: usize = 2;
+/// The tally of the task taking and giving back leases.
+const LEASES: usize = 2 * WORKERS + 1;
 
 /// One caller's figures.
 #[derive(Default)]
@@ -137,8 +140,7 @@ async fn migrate_while_calling(
     let mut blocking = Limiter::new(client.get_connection().unwrap()).with_try_again_wait(window);
 
     // Every key exists before the slot starts moving.
-    let tallies: Arc<Vec<Tally>> =
-        Arc::new((0..2 * WORKERS + 1).map(|_| Tally::default()).collect());
+    let tallies: Arc<Vec<Tally>> = Arc::new((0..=LEASES).map(|_| Tally::default()).collect());
     for w in 0..WORKERS {
         let d = limiter.run(&with_unset_override("o", w)).await.unwrap();
         tallies[w].note(Duration::ZERO, Ok(d.allowed));
@@ -175,6 +177,26 @@ async fn migrate_while_calling(
             }));
         }
     }
+    // A lease with an unset override, taken and given back.
+    tasks.push({
+        let (limiter, stop, tallies) = (limiter.clone(), stop.clone(), tallies.clone());
+        tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                let started = Instant::now();
+                let outcome = match limiter
+                    .acquire(format!("{TAG}:c"), 1 << 40, "1m")
+                    .override_key(format!("{TAG}:no-override"))
+                    .await
+                {
+                    Ok(Ok(lease)) => lease.release().await,
+                    Ok(Err(_)) => Ok(false),
+                    Err(e) => Err(e),
+                };
+                tallies[LEASES].note(started.elapsed(), outcome);
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        })
+    });
     let blocking_caller = {
         let (stop, tallies) = (stop.clone(), tallies.clone());
         std::thread::spawn(move || {
@@ -216,6 +238,7 @@ async fn migrate_while_calling(
         "unset override",
         "RL.ALL, keys of different ages",
         "blocking, unset override",
+        "a lease, unset override, taken and released",
     ];
     let mut report = Vec::new();
     let (mut calls, mut errors, mut max_us) = (0, 0, 0);
@@ -223,7 +246,8 @@ async fn migrate_while_calling(
         let range = match k {
             0 => 0..WORKERS,
             1 => WORKERS..2 * WORKERS,
-            _ => 2 * WORKERS..2 * WORKERS + 1,
+            2 => 2 * WORKERS..LEASES,
+            _ => LEASES..LEASES + 1,
         };
         let (mut kc, mut ke, mut kmax) = (0, 0, 0);
         for t in &tallies[range.clone()] {
@@ -274,6 +298,12 @@ async fn migrate_while_calling(
             tallies[WORKERS + w].admitted.load(Ordering::SeqCst),
         ));
     }
+    // Every lease taken was given back: none is held.
+    let leases = librl_client::Concurrent::new(format!("{TAG}:c"), 1 << 40, "1m")
+        .cost(0)
+        .query(&mut con)
+        .unwrap();
+    counts.push(("leases held".to_string(), leases.count, 0));
     counts.push((
         "blocking".to_string(),
         count(&mut con, format!("{TAG}:b:0")),
