@@ -110,7 +110,7 @@ clean:
 # side in one server, timed and in instructions; results in bench/results/
 # (bench/README.md). `make bench-profile`: where each command's
 # instructions go, against the floor's (bench/results/profile.md).
-.PHONY: bench bench-profile bench-lint
+.PHONY: bench bench-profile bench-lint bench-http
 
 # `deps` too: the client packages' rows run with the project's venv and
 # clients/node's npm install.
@@ -118,6 +118,16 @@ clean:
 bench: deps build
 	@scripts/install-bench-deps.sh
 	python3 bench/bench.py
+
+# `make bench-http`: each framework's integration against no limiter, the
+# floor (the same RL.ALL from a bare handler) and the peer its users would
+# pick, over HTTP with wrk; results in bench/results/http.{md,json,png}
+# (bench/README.md, "make bench-http"). QUICK=1: every row for a second and
+# each app's answers checked, into target/bench-http-quick/.
+## HTTP integrations against no limiter, the floor and each framework's peer (QUICK=1: smoke run)
+bench-http: deps build
+	@scripts/install-bench-deps.sh http
+	python3 bench/http/bench_http.py $(if $(QUICK),--quick)
 
 ## where each command's instructions go, against the floor's
 bench-profile: build

@@ -8,15 +8,58 @@
 #     apart from the project's venv) for the chart.
 # The floor module (bench/floor) and redis-cell 0.2.2 (from crates.io) are
 # built by bench/bench.py itself, with cargo, under target/.
+#
+# `install-bench-deps.sh http`: what `make bench-http` needs instead
+# (bench/README.md, "make bench-http"): Debian's wrk (`install-deps.sh
+# bench-http`), matplotlib as above, and each framework's bench app with
+# its peers at the versions pinned under bench/http/: the Python peers of
+# bench/http/python/requirements.txt (--no-deps, into .deps/bench-http/py,
+# beside the project's venv, which has the frameworks), the Node.js apps'
+# packages (npm ci, bench/http/node/package-lock.json), the Go app
+# (bench/http/go/go.sum, built into .deps/bench-http/go-app) and the axum
+# app (bench/http/axum/Cargo.lock, built into target/release/).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 matplotlib_version=3.9.2
 pydeps="$root/.deps/bench-py"
 
-"$root/scripts/install-deps.sh" bench
+if [ "${1:-}" = http ]; then
+  "$root/scripts/install-deps.sh" bench-http
+else
+  "$root/scripts/install-deps.sh" bench
+fi
 
 if ! PYTHONPATH="$pydeps" python3 -c "import matplotlib" >/dev/null 2>&1; then
   echo "librl bench: installing matplotlib $matplotlib_version (PyPI) into .deps/bench-py"
   python3 -m pip install -q --disable-pip-version-check --no-warn-conflicts --root-user-action=ignore --upgrade \
     --target "$pydeps" "matplotlib==$matplotlib_version"
 fi
+[ "${1:-}" = http ] || exit 0
+
+http="$root/bench/http"
+out="$root/.deps/bench-http"
+mkdir -p "$out"
+# Each step runs again when its pin file is newer than what it left.
+if [ ! -f "$out/py/.installed" ] || [ "$http/python/requirements.txt" -nt "$out/py/.installed" ]; then
+  echo "librl bench-http: installing the Python peers (bench/http/python/requirements.txt) into .deps/bench-http/py"
+  rm -rf "$out/py"
+  "$root/.deps/venv/bin/pip" install -q --disable-pip-version-check --no-deps --target "$out/py" \
+    -r "$http/python/requirements.txt"
+  touch "$out/py/.installed"
+fi
+if [ ! -d "$http/node/node_modules" ] || [ "$http/node/package-lock.json" -nt "$http/node/node_modules/.package-lock.json" ]; then
+  echo "librl bench-http: installing the Node.js apps' packages (npm ci in bench/http/node)"
+  (cd "$http/node" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+if [ ! -f "$root/clients/node/dist/express.js" ]; then
+  # The Node.js apps load librl from clients/node/dist, which its prepare script builds.
+  (cd "$root/clients/node" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+command -v go >/dev/null 2>&1 || [ ! -x /usr/local/go/bin/go ] || PATH="$PATH:/usr/local/go/bin"
+if [ ! -x "$out/go-app" ] || [ -n "$(find "$http/go" "$root/clients/go" -name '*.go' -newer "$out/go-app" -print -quit)" ] ||
+   [ "$http/go/go.sum" -nt "$out/go-app" ]; then
+  echo "librl bench-http: building the Go app (bench/http/go)"
+  (cd "$http/go" && go build -o "$out/go-app" .)
+fi
+# cargo rebuilds only what changed (librl-tower included).
+cargo build --release --locked --quiet --manifest-path "$http/axum/Cargo.toml" --target-dir "$root/target"

