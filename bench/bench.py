@@ -385,6 +385,7 @@ def report(data):
     report_life(w, data.get("life"))
     report_concurrency(w, data.get("concurrency"))
     report_clients(w, data.get("clients"))
+    report_http(w)
     report_memory_hot(w, data["memory_hot"])
     w("## The pure algorithms (ns per decision)")
     w("")
@@ -546,6 +547,36 @@ def report_clients(w, clients):
         w("")
 
 
+def report_http(w):
+    """A pointer to `make bench-http`'s own report (it runs apart: it needs
+    every framework's apps and takes longer), with its last summary."""
+    w("## The HTTP integrations")
+    w("")
+    w("`make bench-http` measures each framework's integration over HTTP against no limiter, the floor "
+      "(the same `RL.ALL` from a bare handler) and the peer its users would pick: "
+      "[http.md](http.md) (bench/README.md, \"make bench-http\").")
+    w("")
+    try:
+        with open(os.path.join(RESULTS, "http.json")) as f:
+            http = json.load(f)
+    except (OSError, ValueError):
+        w("No `make bench-http` results yet.")
+        w("")
+        return
+    meta = http["meta"]
+    w(f"Its last run ({meta['date']}, commit {meta['commit']}, load average {meta['load_min']:.0f}–"
+      f"{meta['load_max']:.0f} on {meta['cores']} cores):")
+    w("")
+    w("| framework | librl ÷ peer req/s, never refuses / refuses half | middleware CPU µs/request (librl − floor) "
+      "| p99 librl ÷ peer |")
+    w("|---|---:|---:|---:|")
+    for name in meta["frameworks"]:
+        o, h = http["summary"][f"{name}/open"], http["summary"][f"{name}/half"]
+        w(f"| {name} | {o['ratio_rps']:.2f}× / {h['ratio_rps']:.2f}× | {o['middleware_us']:.0f} / "
+          f"{h['middleware_us']:.0f} | {o['ratio_p99']:.2f}× / {h['ratio_p99']:.2f}× |")
+    w("")
+
+
 def report_memory_hot(w, mh):
     w("## Memory per key")
     w("")
@@ -685,7 +716,7 @@ def refresh_readme(md):
     if README_START not in text or README_END not in text:
         return
     body = md.split("\n", 2)[2]  # without the title
-    body = body.replace("](latest.png)", "](results/latest.png)")
+    body = body.replace("](latest.png)", "](results/latest.png)").replace("](http.md)", "](results/http.md)")
     body = "\n".join("#" + line if line.startswith("#") else line for line in body.split("\n"))
     before = text.split(README_START)[0]
     after = text.split(README_END)[1]
