@@ -141,6 +141,8 @@ BENCH_CRATES := -p librl-core-bench -p librl-bench-floor
 bench-lint:
 	cargo fmt --manifest-path bench/Cargo.toml $(BENCH_CRATES) --check
 	cargo clippy --release --locked --manifest-path bench/Cargo.toml --target-dir target --workspace --all-targets -- -D warnings
+	cargo fmt --manifest-path bench/http/axum/Cargo.toml --check
+	cargo clippy --release --locked --manifest-path bench/http/axum/Cargo.toml --target-dir target --all-targets -- -D warnings
 	@if [ -f bench/clients/rust/Cargo.toml ]; then \
 	  cargo fmt --manifest-path bench/clients/rust/Cargo.toml --check && \
 	  cargo clippy --locked --manifest-path bench/clients/rust/Cargo.toml --target-dir target --all-targets -- -D warnings; \
