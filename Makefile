@@ -110,7 +110,7 @@ clean:
 # side in one server, timed and in instructions; results in bench/results/
 # (bench/README.md). `make bench-profile`: where each command's
 # instructions go, against the floor's (bench/results/profile.md).
-.PHONY: bench bench-profile bench-lint bench-http
+.PHONY: bench bench-profile bench-lint bench-http bench-http-profile
 
 # `deps` too: the client packages' rows run with the project's venv and
 # clients/node's npm install.
@@ -128,6 +128,11 @@ bench: deps build
 bench-http: deps build
 	@scripts/install-bench-deps.sh http
 	python3 bench/http/bench_http.py $(if $(QUICK),--quick)
+
+## where each integration's per-request CPU goes, by file and function (bench/results/http-profile.md)
+bench-http-profile: deps build
+	@scripts/install-bench-deps.sh http
+	python3 bench/http/profile_http.py
 
 ## where each command's instructions go, against the floor's
 bench-profile: build

@@ -17,7 +17,8 @@
 # beside the project's venv, which has the frameworks), the Node.js apps'
 # packages (npm ci, bench/http/node/package-lock.json), the Go app
 # (bench/http/go/go.sum, built into .deps/bench-http/go-app) and the axum
-# app (bench/http/axum/Cargo.lock, built into target/release/).
+# app (bench/http/axum/Cargo.lock, built into target/release/); and py-spy
+# 0.4.3 (PyPI) for make bench-http-profile's Python rows.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 matplotlib_version=3.9.2
@@ -60,6 +61,13 @@ if [ ! -x "$out/go-app" ] || [ -n "$(find "$http/go" "$root/clients/go" -name '*
    [ "$http/go/go.sum" -nt "$out/go-app" ]; then
   echo "librl bench-http: building the Go app (bench/http/go)"
   (cd "$http/go" && go build -o "$out/go-app" .)
+fi
+# make bench-http-profile's Python sampler (a binary inside its PyPI wheel).
+pyspy_version=0.4.3
+if [ ! -x "$out/py-spy/bin/py-spy" ]; then
+  echo "librl bench-http: installing py-spy $pyspy_version (PyPI) into .deps/bench-http/py-spy"
+  "$root/.deps/venv/bin/pip" install -q --disable-pip-version-check --no-deps --target "$out/py-spy" \
+    "py-spy==$pyspy_version"
 fi
 # cargo rebuilds only what changed (librl-tower included).
 cargo build --release --locked --quiet --manifest-path "$http/axum/Cargo.toml" --target-dir "$root/target"
