@@ -31,6 +31,17 @@ public interface AsyncLimiter {
   /** See {@link Limiter#decide}. */
   CompletionStage<Decision> decide(Clause<?> clause);
 
+  /** See {@link Limiter#acquire(Concurrent)}. */
+  CompletionStage<Lease> acquire(Concurrent clause);
+
+  /** See {@link Limiter#acquire(String, long, Duration)}. */
+  default CompletionStage<Lease> acquire(String key, long limit, Duration lease) {
+    return acquire(Concurrent.of(key, limit, lease));
+  }
+
+  /** See {@link Limiter#heldLease(Concurrent, long)}. */
+  Lease heldLease(Concurrent clause, long id);
+
   /** See {@link Limiter#all(Clause...)}. */
   default CompletionStage<AllDecision> all(Clause<?>... clauses) {
     return all(List.of(clauses));

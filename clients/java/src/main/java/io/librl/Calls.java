@@ -11,7 +11,7 @@ import java.util.Objects;
 final class Calls {
   private Calls() {}
 
-  /** {@code RL.FIXED}, {@code RL.SLIDING} or {@code RL.TOKEN} alone. */
+  /** {@code RL.FIXED}, {@code RL.SLIDING}, {@code RL.TOKEN} or {@code RL.CONCURRENT} alone. */
   static Call single(Clause<?> clause) {
     Objects.requireNonNull(clause, "clause");
     String name = "RL." + clause.algorithm();
@@ -20,10 +20,13 @@ final class Calls {
     if (clause.common.peek()) {
       words.add("PEEK");
     }
+    // A lease's denial is never kept: a release elsewhere frees a slot before its retry_after.
     Call.Effect effect =
         clause.common.refund() != null
             ? Call.Effect.REFUND
-            : clause.common.peek() ? Call.Effect.NONE : Call.Effect.CACHEABLE;
+            : clause.common.peek() || clause instanceof Concurrent
+                ? Call.Effect.NONE
+                : Call.Effect.CACHEABLE;
     return new Call(
         name, words.all(), clause.key, clause.keys(), effect, !clause.reads(), clause.serverWait());
   }
@@ -33,12 +36,14 @@ final class Calls {
     Objects.requireNonNull(clauses, "clauses");
     if (clauses.isEmpty()) {
       throw new LibrlArgumentException(
-          peek ? "peekAll" : "all", "needs at least one clause (Fixed, Sliding or Token)");
+          peek ? "peekAll" : "all",
+          "needs at least one clause (Fixed, Sliding, Token or Concurrent)");
     }
     Words words = new Words("RL.ALL");
     List<String> keys = new ArrayList<>();
     boolean refund = false;
     boolean writes = false;
+    boolean leases = false;
     Duration serverWait = Duration.ZERO;
     int i = 0;
     for (Clause<?> c : clauses) {
@@ -48,8 +53,10 @@ final class Calls {
         throw new LibrlArgumentException(
             where, "peek applies to a whole RL.ALL call: use peekAll instead of a peeking clause");
       }
+      c.allWords(where);
       words.add(c.algorithm());
       c.words(where, words);
+      leases |= c instanceof Concurrent;
       keys.addAll(c.keys());
       refund |= c.common.refund() != null;
       writes |= !c.reads();
@@ -62,7 +69,9 @@ final class Calls {
       words.add("PEEK");
     }
     Call.Effect effect =
-        peek ? Call.Effect.NONE : refund ? Call.Effect.REFUND : Call.Effect.CACHEABLE;
+        peek || (leases && !refund)
+            ? Call.Effect.NONE
+            : refund ? Call.Effect.REFUND : Call.Effect.CACHEABLE;
     return new Call(
         "RL.ALL", words.all(), keys.get(0), List.copyOf(keys), effect, writes && !peek, serverWait);
   }

@@ -7,8 +7,9 @@ import java.util.Optional;
 import java.util.OptionalLong;
 
 /**
- * One limit: a call of {@code RL.FIXED}, {@code RL.SLIDING} or {@code RL.TOKEN} on its own, or a
- * clause of {@code RL.ALL}. Built by {@link Fixed#of}, {@link Sliding#of} and {@link Token#of};
+ * One limit: a call of {@code RL.FIXED}, {@code RL.SLIDING}, {@code RL.TOKEN} or {@code
+ * RL.CONCURRENT} on its own, or a clause of {@code RL.ALL}. Built by {@link Fixed#of}, {@link
+ * Sliding#of}, {@link Token#of} and {@link Concurrent#of};
  * immutable, so a clause can be kept in a constant and shared between threads. Each option method
  * returns a new clause; given twice, the last one counts.
  *
@@ -18,7 +19,7 @@ import java.util.OptionalLong;
  *
  * @param <C> the clause's own type, which every option method returns
  */
-public abstract sealed class Clause<C extends Clause<C>> permits Fixed, Sliding, Token {
+public abstract sealed class Clause<C extends Clause<C>> permits Fixed, Sliding, Token, Concurrent {
 
   /** The options every limiter takes; null when not given. */
   record Common(Long cost, Long refund, Duration block, String override, boolean peek) {
@@ -40,7 +41,28 @@ public abstract sealed class Clause<C extends Clause<C>> permits Fixed, Sliding,
   /** The same clause with other common options. */
   abstract C with(Common common);
 
-  /** FIXED, SLIDING or TOKEN: the clause's name in {@code RL.ALL}. */
+  /**
+   * The same clause with another limit and window (and a token bucket's capacity: {@code burst},
+   * or the limit when empty), as an override's values replace them: the split of a call a
+   * half-moved slot refuses reads the override first (docs/clients/java.md, While a slot moves).
+   */
+  abstract C withLimits(long limit, Duration window, OptionalLong burst);
+
+  /** The same clause without {@code OVERRIDE}. */
+  C withoutOverride() {
+    return with(new Common(common.cost(), common.refund(), common.block(), null, common.peek()));
+  }
+
+  /** The call that gives back what this one consumed: {@code REFUND} of its cost. */
+  Clause<?> givenBack() {
+    long units = common.cost() == null ? 1 : common.cost();
+    return with(new Common(null, units, null, null, false));
+  }
+
+  /** Refuses, before sending, what this clause may not do inside {@code RL.ALL}. */
+  void allWords(String where) {}
+
+  /** FIXED, SLIDING, TOKEN or CONCURRENT: the clause's name in {@code RL.ALL}. */
   abstract String algorithm();
 
   /** Appends this algorithm's own options that come before COST: ALIGNED, APPROX, BURST. */

@@ -4,7 +4,8 @@ import java.time.Duration;
 import java.util.Objects;
 
 /**
- * A limiter's reply (docs/commands.md, The limiter reply).
+ * A limiter's reply (docs/commands.md, The limiter reply): six integers, and {@code
+ * RL.CONCURRENT}'s lease.
  *
  * @param allowed the call was admitted and its cost recorded (always true for a refund, a {@code
  *     COST 0} read, and in monitor and off mode)
@@ -16,6 +17,9 @@ import java.util.Objects;
  * @param limit the effective limit, after any override (a token bucket: its capacity)
  * @param remaining {@code max(0, limit - count)}
  * @param resetAfter how long until the limiter is empty (a token bucket: full) again
+ * @param leaseId {@code RL.CONCURRENT}'s lease: the one this call took, released or renewed (a
+ *     positive integer below 2^53), or 0 when it holds none (denied, PEEK, COST 0, a lease not
+ *     held, {@code off} mode, another limiter)
  */
 public record Decision(
     boolean allowed,
@@ -23,7 +27,8 @@ public record Decision(
     Duration retryAfter,
     long limit,
     long remaining,
-    Duration resetAfter) {
+    Duration resetAfter,
+    long leaseId) {
 
   /**
    * The one sentinel: the {@link #retryAfter()} of a call no wait can help, whose cost exceeds the
@@ -36,6 +41,12 @@ public record Decision(
   public Decision {
     Objects.requireNonNull(retryAfter, "retryAfter");
     Objects.requireNonNull(resetAfter, "resetAfter");
+  }
+
+  /** A decision holding no lease: every limiter's but {@code RL.CONCURRENT}'s. */
+  public Decision(
+      boolean allowed, long count, Duration retryAfter, long limit, long remaining, Duration resetAfter) {
+    this(allowed, count, retryAfter, limit, remaining, resetAfter, 0);
   }
 
   /** Whether no wait helps: the cost exceeds the effective limit ({@code retryAfter == NEVER}). */

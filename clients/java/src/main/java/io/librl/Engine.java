@@ -36,18 +36,71 @@ final class Engine implements AsyncLimiter {
 
   @Override
   public CompletionStage<Decision> decide(Clause<?> clause) {
+    CompletableFuture<Decision> once = decideOnce(clause);
+    if (!transport.cluster() || clause.override().isEmpty()) {
+      return once;
+    }
+    // A half-moved slot refuses a call naming an override it does not hold (docs/clients/java.md,
+    // While a slot moves): read the override, then call without it.
+    return once.exceptionallyCompose(
+        e -> Split.tryAgain(e) ? Split.oneKey(this, clause) : failed(Split.unwrap(e)));
+  }
+
+  /** One limiter call, as it is: not split when it meets {@code TRYAGAIN}. */
+  CompletableFuture<Decision> decideOnce(Clause<?> clause) {
+    boolean leased = clause instanceof Concurrent;
     return checked(() -> Calls.single(clause))
-        .thenCompose(k -> decision(k, reply -> Replies.decision(k.name(), reply)));
+        .thenCompose(k -> decision(k, reply -> Replies.decision(k.name(), reply, leased)));
   }
 
   @Override
   public CompletionStage<AllDecision> all(List<? extends Clause<?>> clauses) {
-    return checked(() -> Calls.all(clauses, false)).thenCompose(k -> decision(k, Replies::all));
+    return all(clauses, false);
   }
 
   @Override
   public CompletionStage<AllDecision> peekAll(List<? extends Clause<?>> clauses) {
-    return checked(() -> Calls.all(clauses, true)).thenCompose(k -> decision(k, Replies::all));
+    return all(clauses, true);
+  }
+
+  private CompletionStage<AllDecision> all(List<? extends Clause<?>> clauses, boolean peek) {
+    CompletableFuture<AllDecision> once =
+        checked(() -> Calls.all(clauses, peek))
+            .thenCompose(
+                k -> {
+                  boolean[] leased = new boolean[clauses.size()];
+                  for (int i = 0; i < leased.length; i++) {
+                    leased[i] = clauses.get(i) instanceof Concurrent;
+                  }
+                  return decision(k, reply -> Replies.all(reply, leased));
+                });
+    if (!transport.cluster()) {
+      return once;
+    }
+    // A half-moved slot refuses an RL.ALL naming a key it does not hold: one clause at a time.
+    return once.exceptionallyCompose(
+        e -> Split.tryAgain(e) ? Split.all(this, clauses, peek) : failed(Split.unwrap(e)));
+  }
+
+  @Override
+  public CompletionStage<Lease> acquire(Concurrent clause) {
+    Objects.requireNonNull(clause, "clause");
+    if (clause.releases().isPresent() || clause.renews().isPresent()) {
+      return failed(
+          new LibrlArgumentException(
+              "acquire", "takes an acquire: release and renew through the Lease it returns"));
+    }
+    return decide(clause).thenApply(d -> new Lease(this, clause, d));
+  }
+
+  @Override
+  public Lease heldLease(Concurrent clause, long id) {
+    Objects.requireNonNull(clause, "clause");
+    if (id < 1) {
+      throw new LibrlArgumentException("heldLease", "a lease id is positive, got " + id);
+    }
+    return new Lease(
+        this, clause, new Decision(true, 0, Duration.ZERO, clause.limit, 0, clause.lease(), id));
   }
 
   @Override
@@ -74,12 +127,29 @@ final class Engine implements AsyncLimiter {
     }
     CompletableFuture<Long> total = CompletableFuture.completedFuture(0L);
     for (List<String> group : groups.values()) {
-      Call k = Calls.overrideDel(group);
-      total =
-          total.thenCompose(
-              sum -> send(k, reply -> Replies.integer(k.name(), reply)).thenApply(n -> sum + n));
+      total = total.thenCompose(sum -> overrideDelGroup(group).thenApply(n -> sum + n));
     }
     return total;
+  }
+
+  /** One DEL of keys sharing a slot; key by key when a half-moved slot refuses it. */
+  private CompletableFuture<Long> overrideDelGroup(List<String> group) {
+    Call k = Calls.overrideDel(group);
+    CompletableFuture<Long> once = send(k, reply -> Replies.integer(k.name(), reply));
+    if (group.size() < 2) {
+      return once;
+    }
+    return once.exceptionallyCompose(
+        e -> {
+          if (!Split.tryAgain(e)) {
+            return failed(Split.unwrap(e));
+          }
+          CompletableFuture<Long> sum = CompletableFuture.completedFuture(0L);
+          for (String key : group) {
+            sum = sum.thenCompose(n -> overrideDelGroup(List.of(key)).thenApply(m -> n + m));
+          }
+          return sum;
+        });
   }
 
   @Override
@@ -109,19 +179,55 @@ final class Engine implements AsyncLimiter {
             });
   }
 
+  /**
+   * Every page of one node's cursor. A loop, not a chain of stages: over Jedis every page arrives
+   * before the next is asked, and a node with many keys (SCAN's count is per key, not per override)
+   * would nest a stage per page until the stack overflowed.
+   */
   private CompletableFuture<Void> scanNode(
       Object node, String cursor, String match, List<OverrideEntry> into) {
-    Call k = Calls.overrideList(cursor, match, 0);
-    return transport
-        .sendTo(node, k)
-        .thenApply(Replies::page)
-        .thenCompose(
-            page -> {
-              into.addAll(page.entries());
-              return page.isLast()
-                  ? CompletableFuture.completedFuture(null)
-                  : scanNode(node, page.cursor(), match, into);
+    CompletableFuture<Void> done = new CompletableFuture<>();
+    scanFrom(node, cursor, match, into, done);
+    return done;
+  }
+
+  private void scanFrom(
+      Object node, String cursor, String match, List<OverrideEntry> into, CompletableFuture<Void> done) {
+    while (true) {
+      CompletableFuture<OverridePage> next =
+          transport.sendTo(node, Calls.overrideList(cursor, match, 0)).thenApply(Replies::page);
+      if (!next.isDone()) {
+        next.whenComplete(
+            (page, e) -> {
+              if (e != null) {
+                done.completeExceptionally(Split.unwrap(e));
+              } else if (takeLast(page, into)) {
+                done.complete(null);
+              } else {
+                scanFrom(node, page.cursor(), match, into, done);
+              }
             });
+        return;
+      }
+      OverridePage page;
+      try {
+        page = next.join();
+      } catch (RuntimeException e) {
+        done.completeExceptionally(Split.unwrap(e));
+        return;
+      }
+      if (takeLast(page, into)) {
+        done.complete(null);
+        return;
+      }
+      cursor = page.cursor();
+    }
+  }
+
+  /** Keeps the page's entries; whether it was the cursor's last. */
+  private static boolean takeLast(OverridePage page, List<OverrideEntry> into) {
+    into.addAll(page.entries());
+    return page.isLast();
   }
 
   @Override

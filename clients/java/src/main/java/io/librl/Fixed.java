@@ -1,6 +1,7 @@
 package io.librl;
 
 import java.time.Duration;
+import java.util.OptionalLong;
 
 /**
  * {@code RL.FIXED}: at most {@code limit} units per window, a window opening at the first admitted
@@ -32,6 +33,11 @@ public final class Fixed extends Clause<Fixed> {
 
   @Override
   Fixed with(Common common) {
+    return new Fixed(key, limit, window, common, aligned);
+  }
+
+  @Override
+  Fixed withLimits(long limit, Duration window, OptionalLong burst) {
     return new Fixed(key, limit, window, common, aligned);
   }
 

@@ -46,6 +46,40 @@ public interface Limiter {
   Decision decide(Clause<?> clause);
 
   /**
+   * {@code RL.CONCURRENT}: takes a lease of the clause's {@code cost} slots (default 1), or is
+   * refused; either way a {@link Lease} to close, which gives the slots back (a refused one holds
+   * none, and closing it sends nothing):
+   *
+   * <pre>{@code
+   * try (Lease lease = limiter.acquire(Concurrent.of("export:{customer:7}", 2, Duration.ofMinutes(10)))) {
+   *   if (!lease.allowed()) {
+   *     return busy(lease.decision().retryAfter());
+   *   }
+   *   export(customer);
+   * }
+   * }</pre>
+   *
+   * With {@link Concurrent#waitUpTo} a refused acquire waits for a slot, on a connection of its
+   * own (docs/clients/java.md, Blocking calls). Its denials are never kept by the denial cache: a
+   * release elsewhere frees a slot before their {@code retryAfter}.
+   */
+  Lease acquire(Concurrent clause);
+
+  /** {@link #acquire(Concurrent)} of one slot of {@code key}, at most {@code limit} at once. */
+  default Lease acquire(String key, long limit, Duration lease) {
+    return acquire(Concurrent.of(key, limit, lease));
+  }
+
+  /**
+   * A {@link Lease} for an id taken elsewhere: an {@code RL.ALL} call's {@code CONCURRENT} clause
+   * (its decision's {@link Decision#leaseId()}), another thread or process, a queued job. {@code
+   * clause} names the key, limit, lease length and override it was taken with; the lease's {@link
+   * Lease#decision()} stands in for the acquire's (allowed, the id, the lease's length as {@code
+   * resetAfter}).
+   */
+  Lease heldLease(Concurrent clause, long id);
+
+  /**
    * {@code RL.ALL}: admitted only if every clause admits the call, and then every clause records
    * it; otherwise nothing is recorded anywhere. In a cluster every key and override key of the
    * call must share a slot (a hash tag: {@code {user42}:min}, {@code {user42}:day}); otherwise
@@ -112,11 +146,12 @@ public interface Limiter {
 
   /**
    * This limiter with a denial cache: a repeated denied call is answered locally until its {@code
-   * retryAfter} has passed (see {@link DenialCache} for when that is exact).
+   * retryAfter} has passed, or the cache's max age has (see {@link DenialCache} for when that is
+   * exact, and how a change made elsewhere reaches it).
    */
   Limiter withDenialCache(DenialCache cache);
 
-  /** {@link #withDenialCache(DenialCache)} with a new cache of 10,000 entries. */
+  /** {@link #withDenialCache(DenialCache)} with a new cache of 10,000 entries, each kept at most 1 s. */
   default Limiter withDenialCache() {
     return withDenialCache(new DenialCache());
   }

@@ -43,6 +43,25 @@ public final class ReactiveLimiter {
     return Mono.fromCompletionStage(() -> async.decide(clause));
   }
 
+  /**
+   * See {@link Limiter#acquire(Concurrent)}. Release with {@code Mono.usingWhen}, so that the
+   * lease is given back however the work ends: {@code Mono.usingWhen(limiter.acquire(c), lease ->
+   * work(lease), lease -> Mono.fromCompletionStage(lease.releaseAsync()))}.
+   */
+  public Mono<Lease> acquire(Concurrent clause) {
+    return Mono.fromCompletionStage(() -> async.acquire(clause));
+  }
+
+  /** See {@link Limiter#acquire(String, long, Duration)}. */
+  public Mono<Lease> acquire(String key, long limit, Duration lease) {
+    return acquire(Concurrent.of(key, limit, lease));
+  }
+
+  /** See {@link Limiter#heldLease(Concurrent, long)}. */
+  public Lease heldLease(Concurrent clause, long id) {
+    return async.heldLease(clause, id);
+  }
+
   /** See {@link Limiter#all(Clause...)}. */
   public Mono<AllDecision> all(Clause<?>... clauses) {
     return all(List.of(clauses));

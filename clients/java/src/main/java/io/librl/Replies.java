@@ -11,31 +11,53 @@ import java.util.OptionalLong;
  * Reads the replies, as both clients hand them over: an array is a {@code List}, an integer a
  * {@code Long}, a string a {@code String} (Lettuce, through this package's output) or a {@code
  * byte[]} (Jedis), nil is null. A reply longer than this package knows (a limiter reply of more
- * than six integers) is read for what it knows and the rest ignored; anything else unexpected is a
+ * than six integers, {@code RL.CONCURRENT}'s of more than seven, an override of more than four) is
+ * read for what it knows and the rest ignored, whatever its type; anything else unexpected is a
  * {@link LibrlCommandException}, never a {@code ClassCastException}.
  */
 final class Replies {
   private Replies() {}
 
+  /** A limiter reply of six integers, what follows ignored. */
   static Decision decision(String command, Object reply) {
-    long[] v = ints(command, reply, 6);
+    return decision(command, reply, false);
+  }
+
+  /**
+   * A limiter reply: six integers, and when {@code leased} ({@code RL.CONCURRENT}) the seventh,
+   * the lease; what follows ignored.
+   */
+  static Decision decision(String command, Object reply, boolean leased) {
+    long[] v = ints(command, reply, leased ? 7 : 6);
     return new Decision(
         v[0] == 1,
         v[1],
         Durations.fromReply(v[2]),
         v[3],
         v[4],
-        Durations.fromReply(v[5]));
+        Durations.fromReply(v[5]),
+        leased ? v[6] : 0);
   }
 
+  /** {@code RL.ALL}'s reply, no clause of it a {@code CONCURRENT} one. */
   static AllDecision all(Object reply) {
+    return all(reply, new boolean[0]);
+  }
+
+  /**
+   * {@code RL.ALL}'s reply: {@code [allowed, retry_after, reply...]}, clause {@code i}'s reply
+   * read with its lease when {@code leased[i]}.
+   */
+  static AllDecision all(Object reply, boolean[] leased) {
     if (!(reply instanceof List<?> arr) || arr.size() < 3) {
       throw unexpected("RL.ALL", reply);
     }
     long[] head = ints("RL.ALL", arr.subList(0, 2), 2);
     List<Decision> decisions = new ArrayList<>(arr.size() - 2);
+    int i = 0;
     for (Object r : arr.subList(2, arr.size())) {
-      decisions.add(decision("RL.ALL", r));
+      decisions.add(decision("RL.ALL", r, i < leased.length && leased[i]));
+      i++;
     }
     return new AllDecision(head[0] == 1, Durations.fromReply(head[1]), decisions);
   }

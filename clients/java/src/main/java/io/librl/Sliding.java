@@ -1,6 +1,7 @@
 package io.librl;
 
 import java.time.Duration;
+import java.util.OptionalLong;
 
 /**
  * {@code RL.SLIDING}: at most {@code limit} units in any window ending now, from an exact log;
@@ -32,6 +33,11 @@ public final class Sliding extends Clause<Sliding> {
 
   @Override
   Sliding with(Common common) {
+    return new Sliding(key, limit, window, common, approx);
+  }
+
+  @Override
+  Sliding withLimits(long limit, Duration window, OptionalLong burst) {
     return new Sliding(key, limit, window, common, approx);
   }
 

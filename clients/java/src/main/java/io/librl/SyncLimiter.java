@@ -38,6 +38,16 @@ final class SyncLimiter implements Limiter {
   }
 
   @Override
+  public Lease acquire(Concurrent clause) {
+    return await(engine.acquire(clause));
+  }
+
+  @Override
+  public Lease heldLease(Concurrent clause, long id) {
+    return engine.heldLease(clause, id);
+  }
+
+  @Override
   public AllDecision all(List<? extends Clause<?>> clauses) {
     return await(engine.all(clauses));
   }

@@ -86,6 +86,23 @@ public final class Token extends Clause<Token> {
     return new Token(key, limit, window, common, burst, reserve, waitUpTo);
   }
 
+  /** This clause with {@code waitUpTo} sent as {@code reserve}: the caller does the waiting. */
+  Token asReserve() {
+    return waitUpTo == null ? this : new Token(key, limit, window, common, burst, waitUpTo, null);
+  }
+
+  @Override
+  Clause<?> givenBack() {
+    long units = common.cost() == null ? 1 : common.cost();
+    // A reservation's tokens are refunded the same way: its debt is repaid first.
+    return new Token(key, limit, window, new Common(null, units, null, null, false), burst, null, null);
+  }
+
+  @Override
+  Token withLimits(long rate, Duration window, OptionalLong burst) {
+    return new Token(key, rate, window, common, burst.orElse(rate), reserve, waitUpTo);
+  }
+
   @Override
   String algorithm() {
     return "TOKEN";

@@ -17,6 +17,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
+import reactor.core.publisher.Mono;
 import redis.clients.jedis.RedisProtocol;
 
 /** Lettuce's asynchronous and reactive views, and one limiter shared by many threads. */
@@ -70,6 +71,33 @@ class AsyncTest {
                     .materialize().block().getThrowable())
             .errorCode());
     assertTrue(r.withDenialCache(new DenialCache()).denialCache().isPresent());
+  }
+
+  @Test
+  void leasesThroughTheAsyncAndReactiveViewsAreGivenBack() {
+    TestServers.Server s = TestServers.standalone(FLAVOR);
+    LettuceLimiter lettuce = Clients.lettuce(s, ProtocolVersion.RESP3);
+    AsyncLimiter a = lettuce.async();
+    Concurrent c = Concurrent.of("async:lease", 1, MINUTE);
+    Lease lease = a.acquire(c).toCompletableFuture().join();
+    assertTrue(lease.allowed());
+    assertFalse(a.acquire(c).toCompletableFuture().join().allowed());
+    assertTrue(lease.releaseAsync().toCompletableFuture().join());
+    // Mono.usingWhen gives the lease back however the work ends, an error included.
+    ReactiveLimiter r = lettuce.reactive();
+    Mono<String> work =
+        Mono.usingWhen(
+            r.acquire(c),
+            l ->
+                l.allowed()
+                    ? Mono.<String>error(new IllegalStateException("the work failed"))
+                    : Mono.just("busy"),
+            l -> Mono.fromCompletionStage(l.releaseAsync()));
+    assertInstanceOf(IllegalStateException.class, work.materialize().block().getThrowable());
+    assertEquals(0, lettuce.sync().decide(c.cost(0)).count(), "usingWhen kept the lease");
+    assertEquals(
+        "WRONGTYPE",
+        ((LibrlCommandException) failure(a.acquire("async:f", 1, MINUTE))).errorCode());
   }
 
   /**

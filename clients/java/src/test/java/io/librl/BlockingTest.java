@@ -36,6 +36,13 @@ class BlockingTest {
     assertTrue(slowestMs < 500, "an ordinary call waited " + slowestMs + " ms behind a held one");
   }
 
+  /** A pool whose connections time out after 200 ms: shorter than any wait the tests hold. */
+  private static JedisPooled shortTimeoutPool() {
+    return new JedisPooled(
+        new HostAndPort("127.0.0.1", TestServers.standalone(FLAVOR).port),
+        DefaultJedisClientConfig.builder().socketTimeoutMillis(200).build());
+  }
+
   @Test
   void lettuceSendsAWaitOnAConnectionOfItsOwn() {
     LettuceLimiter lettuce = Clients.lettuce(TestServers.standalone(FLAVOR), ProtocolVersion.RESP3);
@@ -47,6 +54,42 @@ class BlockingTest {
     ordinaryCallsGoOnWhile(held, lettuce.sync());
     assertTrue(held.join().allowed());
     assertTrue((System.nanoTime() - t0) / 1_000_000 >= 900, "the server did not hold the call");
+  }
+
+  @Test
+  void lettuceSendsALeaseWaitOnAConnectionOfItsOwnAndAReleaseWakesIt() {
+    LettuceLimiter lettuce = Clients.lettuce(TestServers.standalone(FLAVOR), ProtocolVersion.RESP2);
+    Concurrent slot = Concurrent.of("blocking:lease", 1, Duration.ofSeconds(30));
+    Lease first = lettuce.sync().acquire(slot);
+    assertTrue(first.allowed());
+    long t0 = System.nanoTime();
+    CompletableFuture<Lease> held =
+        lettuce.async().acquire(slot.waitUpTo(Duration.ofSeconds(5))).toCompletableFuture();
+    CompletableFuture.runAsync(
+        () -> {
+          TestServers.sleep(1000);
+          first.release();
+        });
+    ordinaryCallsGoOnWhile(held, lettuce.sync());
+    try (Lease second = held.join()) {
+      assertTrue(second.allowed(), second.toString());
+      long ms = (System.nanoTime() - t0) / 1_000_000;
+      assertTrue(ms >= 900 && ms < 4000, "woken after " + ms + " ms, not by the release");
+    }
+  }
+
+  @Test
+  void jedisLiftsItsSocketTimeoutForALeaseWait() {
+    try (JedisPooled pooled = shortTimeoutPool()) {
+      Limiter l = JedisLimiter.of(pooled);
+      Concurrent slot = Concurrent.of("blocking:jedis:lease", 1, Duration.ofMillis(400));
+      assertTrue(l.acquire(slot).allowed()); // never released: it ends by itself
+      long t0 = System.nanoTime();
+      try (Lease next = l.acquire(slot.waitUpTo(SECOND))) {
+        assertTrue(next.allowed(), next.toString());
+        assertTrue((System.nanoTime() - t0) / 1_000_000 >= 300, "the server did not hold the call");
+      }
+    }
   }
 
   @Test
@@ -86,12 +129,7 @@ class BlockingTest {
 
   @Test
   void jedisLiftsItsSocketTimeoutForAWait() {
-    TestServers.Server s = TestServers.standalone(FLAVOR);
-    JedisPooled pooled =
-        new JedisPooled(
-            new HostAndPort("127.0.0.1", s.port),
-            DefaultJedisClientConfig.builder().socketTimeoutMillis(200).build());
-    try (pooled) {
+    try (JedisPooled pooled = shortTimeoutPool()) {
       Limiter l = JedisLimiter.of(pooled);
       Token bucket = Token.of("blocking:jedis", 1, Duration.ofMillis(500));
       assertTrue(l.decide(bucket).allowed());

@@ -59,7 +59,7 @@ class ClusterTest {
     Map<String, Long> s = c.stats();
     System.out.printf(
         "librl java cluster routing: %s %s: %d calls each of fixed, sliding+override, token, all,"
-            + " overrideSet, overrideGet: MOVED %d, ASK %d, COMMAND GETKEYS %d%n",
+            + " overrideSet, overrideGet, acquire and release: MOVED %d, ASK %d, COMMAND GETKEYS %d%n",
         flavor, client, n, s.get("moved"), s.get("ask"), s.get("getkeys"));
     assertEquals(0L, s.get("moved"), s.toString());
     assertEquals(0L, s.get("ask"), s.toString());
@@ -67,6 +67,7 @@ class ClusterTest {
     for (String cmd : List.of("rl.fixed", "rl.sliding", "rl.token", "rl.all", "rl.override|set", "rl.override|get")) {
       assertEquals((long) n, s.getOrDefault(cmd, 0L), cmd + " in " + s);
     }
+    assertEquals(2L * n, s.getOrDefault("rl.concurrent", 0L), "acquire and release: " + s);
 
     // DEL of keys in three slots: one command per slot.
     assertEquals(3, l.overrideDel("{" + p + "user1}:o", "{" + p + "user2}:o", "{" + p + "user3}:o"));
@@ -121,6 +122,9 @@ class ClusterTest {
         Token.of("{" + user + "}:m", 100, MINUTE).override("{" + user + "}:o"));
     l.overrideSet("{" + user + "}:o", 50, MINUTE);
     assertTrue(l.overrideGet("{" + user + "}:o").isPresent());
+    try (Lease lease = l.acquire(Concurrent.of("{" + user + "}:c", 5, MINUTE).override("{" + user + "}:o"))) {
+      assertTrue(lease.allowed());
+    }
   }
 
   @ParameterizedTest(name = "{0} {1}")

@@ -94,6 +94,50 @@ class CommandsTest {
   }
 
   @Test
+  void concurrentFollowsTheGrammarAndIsNeverCached() {
+    Concurrent c = Concurrent.of("c", 5, Duration.ofMinutes(1));
+    Call acquire = Calls.single(c.cost(2).waitUpTo(SECOND).override("o"));
+    assertEquals(
+        List.of("RL.CONCURRENT", "c", "5", "60000ms", "COST", "2", "WAIT", "1000ms", "OVERRIDE", "o"),
+        acquire.words());
+    assertEquals(SECOND, acquire.serverWait());
+    assertTrue(acquire.writes());
+    assertEquals(Call.Effect.NONE, acquire.effect());
+    assertEquals(
+        List.of("RL.CONCURRENT", "c", "5", "60000ms", "RELEASE", "42"),
+        Calls.single(c.release(42)).words());
+    assertEquals(
+        List.of("RL.CONCURRENT", "c", "5", "60000ms", "RENEW", "42", "PEEK"),
+        Calls.single(c.renew(42).peek()).words());
+    assertEquals(OptionalLong.of(42), c.renew(42).renews());
+    assertEquals(OptionalLong.empty(), c.renew(42).acquire().renews());
+    assertFalse(Calls.single(c.cost(0)).writes());
+    // The lease's own calls keep the key, limit, lease and override, nothing else.
+    assertEquals(
+        List.of("RL.CONCURRENT", "c", "5", "60000ms", "RELEASE", "7", "OVERRIDE", "o"),
+        Calls.single(c.cost(3).waitUpTo(SECOND).override("o").forLease().release(7)).words());
+    Call all =
+        Calls.all(List.of(Fixed.of("{u}:d", 9, SECOND), Concurrent.of("{u}:c", 2, SECOND).cost(2)), false);
+    assertEquals(
+        List.of("RL.ALL", "FIXED", "{u}:d", "9", "1000ms", "CONCURRENT", "{u}:c", "2", "1000ms", "COST", "2"),
+        all.words());
+    assertEquals(Call.Effect.NONE, all.effect(), "an RL.ALL taking a lease was cacheable");
+    List<Runnable> bad =
+        List.of(
+            () -> Calls.single(c.refund(1)),
+            () -> Calls.single(c.block(SECOND)),
+            () -> Calls.single(c.release(1).cost(1)),
+            () -> Calls.single(c.renew(1).waitUpTo(SECOND)),
+            () -> Calls.single(c.release(0)),
+            () -> Calls.single(c.waitUpTo(Duration.ofMillis(-1))),
+            () -> Calls.all(List.of(c.waitUpTo(SECOND)), false),
+            () -> Calls.all(List.of(c.release(1)), false));
+    for (Runnable r : bad) {
+      assertThrows(LibrlArgumentException.class, r::run);
+    }
+  }
+
+  @Test
   void overridesFollowTheGrammar() {
     assertEquals(
         List.of("RL.OVERRIDE", "SET", "o", "7", "1000ms", "BURST", "9", "TTL", "3600000ms"),
@@ -153,17 +197,28 @@ class CommandsTest {
     assertEquals(Decision.NEVER, d.retryAfter());
     assertTrue(d.neverAdmits());
     assertEquals(Duration.ofMillis(900), d.resetAfter());
-    // A seventh integer (a later librl's) is ignored, at every level.
+    // A seventh field (a later librl's) is ignored, of any type, at every level; RL.CONCURRENT's
+    // seventh is its lease, and an eighth is ignored.
     List<Object> seven = List.of(1L, 1L, 0L, 10L, 9L, 60000L, 42L);
     assertEquals(
         new Decision(true, 1, Duration.ZERO, 10, 9, Duration.ofMinutes(1)),
-        Replies.decision("RL.CONCURRENT", seven));
-    AllDecision a = Replies.all(List.of(1L, 0L, seven, six));
+        Replies.decision("RL.FIXED", seven));
+    assertEquals(
+        new Decision(true, 1, Duration.ZERO, 10, 9, Duration.ofMinutes(1)),
+        Replies.decision("RL.FIXED", List.of(1L, 1L, 0L, 10L, 9L, 60000L, "new", List.of(1L))));
+    List<Object> eight = List.of(1L, 1L, 0L, 10L, 9L, 60000L, 42L, 7L, "more");
+    assertEquals(
+        new Decision(true, 1, Duration.ZERO, 10, 9, Duration.ofMinutes(1), 42),
+        Replies.decision("RL.CONCURRENT", eight, true));
+    assertThrows(LibrlCommandException.class, () -> Replies.decision("RL.CONCURRENT", six, true));
+    AllDecision a = Replies.all(List.of(1L, 0L, seven, eight), new boolean[] {false, true});
     assertTrue(a.allowed());
     assertEquals(2, a.decisions().size());
+    assertEquals(0, a.decisions().get(0).leaseId());
+    assertEquals(42, a.decisions().get(1).leaseId());
     assertEquals(
         Optional.of(new OverrideValues(5, SECOND, OptionalLong.empty(), Optional.empty())),
-        Replies.override(List.of(5L, 1000L, 0L, -1L, 99L)));
+        Replies.override(List.of(5L, 1000L, 0L, -1L, 99L, "later")));
     assertEquals(Optional.empty(), Replies.override(null));
     OverridePage page =
         Replies.page(
@@ -237,6 +292,30 @@ class CommandsTest {
     c.after(Calls.overrideSet(LimitOverride.of("o", 1, SECOND)));
     assertEquals(0, c.size());
     assertEquals(Decision.NEVER, DenialCache.left(Decision.NEVER, 5_000_000_000L));
+  }
+
+  @Test
+  void theDenialCacheKeepsADenialAtMostItsMaxAge() {
+    assertEquals(SECOND, new DenialCache().maxAge());
+    assertEquals(SECOND, DenialCache.DEFAULT_MAX_AGE);
+    DenialCache c = new DenialCache(10, Duration.ofMillis(300));
+    long t0 = System.nanoTime();
+    Decision blocked = new Decision(false, 1, Duration.ofHours(1), 1, 0, Duration.ofHours(1));
+    c.keep("b", c.generation(), t0, t0 + 50_000_000L, blocked.retryAfter(), blocked, List.of("k"));
+    Decision aged = (Decision) c.lookup("b", t0 + 299_000_000L);
+    assertEquals(Duration.ofHours(1).minusMillis(249), aged.retryAfter(), "the reply ages from its arrival");
+    assertNull(c.lookup("b", t0 + 300_000_000L), "kept past its max age, counted from the send");
+    // A denial shorter than the max age goes at its retry_after.
+    Decision brief = new Decision(false, 1, Duration.ofMillis(100), 1, 0, Duration.ofMillis(100));
+    c.keep("s", c.generation(), t0, t0, brief.retryAfter(), brief, List.of("k"));
+    assertNull(c.lookup("s", t0 + 100_000_000L));
+    DenialCache forever = new DenialCache(1, Duration.ofDays(400_000));
+    assertEquals(Duration.ofDays(400_000), forever.maxAge());
+    forever.keep("b", forever.generation(), t0, t0, blocked.retryAfter(), blocked, List.of("k"));
+    assertNull(forever.lookup("b", t0 + Duration.ofHours(1).toNanos()), "kept past its retry_after");
+    assertThrows(IllegalArgumentException.class, () -> new DenialCache(1, Duration.ZERO));
+    assertThrows(IllegalArgumentException.class, () -> new DenialCache(1, Duration.ofNanos(999_999)));
+    assertThrows(NullPointerException.class, () -> new DenialCache(1, null));
   }
 
   @Test

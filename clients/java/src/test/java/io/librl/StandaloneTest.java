@@ -308,6 +308,131 @@ class StandaloneTest {
                 assertTrue(l.denialCache().isEmpty(), "withDenialCache changed the original");
               }),
           new Named(
+              "leases: acquire, refuse, release, renew, and try-with-resources always releases",
+              (l, s, e) -> {
+                Concurrent c = Concurrent.of("cc", 2, MINUTE);
+                Lease a = l.acquire(c);
+                assertTrue(a.allowed());
+                assertTrue(a.id() > 0 && a.id() < (1L << 53), a.toString());
+                assertEquals(1, a.decision().count());
+                Lease b = l.acquire(c);
+                assertEquals(a.id() + 1, b.id());
+                try (Lease refused = l.acquire(c)) {
+                  assertFalse(refused.allowed());
+                  assertEquals(0, refused.id());
+                  assertTrue(refused.decision().retryAfter().compareTo(Duration.ZERO) > 0);
+                  assertFalse(refused.release(), "a refused acquire released something");
+                }
+                assertTrue(a.renew());
+                assertTrue(a.release());
+                assertTrue(a.release(), "a second release did not return the first answer");
+                assertFalse(a.renew(), "a released lease renewed");
+                Decision raw = l.decide(c.renew(a.id()));
+                assertFalse(raw.allowed());
+                assertEquals(0, raw.leaseId());
+                assertEquals(1, l.decide(c.cost(0)).count());
+                try (Lease x = l.acquire(c)) {
+                  assertTrue(x.allowed());
+                  assertEquals(2, l.decide(c.cost(0)).count());
+                }
+                assertEquals(1, l.decide(c.cost(0)).count(), "try-with-resources did not release");
+                assertThrows(
+                    IllegalStateException.class,
+                    () -> {
+                      try (Lease x = l.acquire(c)) {
+                        assertTrue(x.allowed());
+                        throw new IllegalStateException("the work failed");
+                      }
+                    });
+                assertEquals(1, l.decide(c.cost(0)).count(), "a failed body kept its lease");
+                Decision peek = l.decide(c.peek());
+                assertTrue(peek.allowed());
+                assertEquals(0, peek.leaseId());
+                assertEquals(Decision.NEVER, l.decide(c.cost(3)).retryAfter());
+                // A lease taken through decide, given back through heldLease.
+                Decision taken = l.decide(c);
+                assertTrue(l.heldLease(c, taken.leaseId()).release());
+                assertFalse(l.heldLease(c, taken.leaseId()).release(), "released twice");
+                assertTrue(b.release());
+                assertFalse(exists(s, "cc"), "the key outlived its last lease");
+                // An override's limit is the limit and its window the lease.
+                l.overrideSet("cc:o", 1, SECOND);
+                Concurrent o = Concurrent.of("co", 5, MINUTE).override("cc:o");
+                try (Lease x = l.acquire(o)) {
+                  assertEquals(1, x.decision().limit());
+                  assertTrue(x.decision().resetAfter().compareTo(SECOND) <= 0, x.toString());
+                  assertFalse(l.acquire(o).allowed());
+                }
+                assertThrows(LibrlArgumentException.class, () -> l.acquire(c.release(1)));
+                assertThrows(LibrlArgumentException.class, () -> l.heldLease(c, 0));
+              }),
+          new Named(
+              "keepAlive renews a lease until it is released, and says when it is lost",
+              (l, s, e) -> {
+                Concurrent c = Concurrent.of("ka", 1, Duration.ofMillis(300));
+                Lease lease = l.acquire(c).keepAlive();
+                TestServers.sleep(450); // past the lease's own end
+                assertFalse(lease.isLost());
+                assertFalse(l.acquire(c).allowed(), "the lease ended while kept alive");
+                s.call("DEL", "ka"); // an operator's DEL: the next renewal finds it gone
+                LeaseLostException lost =
+                    lease.lost().toCompletableFuture().orTimeout(5, java.util.concurrent.TimeUnit.SECONDS).join();
+                assertTrue(lost.ended(), lost.toString());
+                assertEquals(lease.id(), lost.leaseId());
+                assertFalse(lease.release());
+                Lease released = l.acquire(c).keepAlive();
+                assertTrue(released.release());
+                TestServers.sleep(250);
+                assertFalse(released.isLost(), "renewed after its release");
+                assertFalse(exists(s, "ka"));
+              }),
+          new Named(
+              "all takes a concurrent clause's lease with the other limits, all or nothing",
+              (l, s, e) -> {
+                Concurrent inflight = Concurrent.of("{g}:inflight", 1, MINUTE);
+                Fixed day = Fixed.of("{g}:day", 100, Duration.ofDays(1));
+                AllDecision a = l.all(day, inflight);
+                assertTrue(a.allowed());
+                long id = a.decisions().get(1).leaseId();
+                assertTrue(id > 0, a.toString());
+                assertEquals(0, a.decisions().get(0).leaseId());
+                AllDecision denied = l.all(day, inflight);
+                assertFalse(denied.allowed());
+                assertEquals(0, denied.decisions().get(1).leaseId());
+                assertEquals(1, l.decide(day.cost(0)).count(), "a denied RL.ALL counted");
+                try (Lease lease = l.heldLease(inflight, id)) {
+                  assertEquals(id, lease.id());
+                }
+                assertTrue(l.all(day, inflight).allowed(), "the held lease was not released");
+                assertThrows(LibrlArgumentException.class, () -> l.all(day, inflight.waitUpTo(SECOND)));
+              }),
+          new Named(
+              "a block lifted elsewhere is honoured within the denial cache's max age",
+              (l, s, e) -> {
+                DenialCache cache = new DenialCache(100, Duration.ofMillis(300));
+                Limiter cl = l.withDenialCache(cache);
+                Fixed login = Fixed.of("blk", 1, MINUTE).block(Duration.ofHours(1));
+                assertTrue(cl.decide(login).allowed());
+                Decision blocked = cl.decide(login);
+                assertFalse(blocked.allowed());
+                assertTrue(blocked.retryAfter().compareTo(Duration.ofMinutes(59)) > 0, blocked.toString());
+                s.call("DEL", "blk"); // the operator lifts the block from another client
+                TestServers.sleep(300);
+                assertTrue(cl.decide(login).allowed(), "a lifted block was still cached past the max age");
+                // Sooner, by hand: forgetKey at once.
+                assertFalse(cl.decide(login).allowed());
+                s.call("DEL", "blk");
+                cache.forgetKey("blk");
+                assertTrue(cl.decide(login).allowed(), "forgetKey left the denial cached");
+                // An override raised elsewhere applies at once after clear().
+                Fixed capped = Fixed.of("ov", 1, MINUTE).override("ov:o");
+                cl.decide(capped);
+                assertFalse(cl.decide(capped).allowed());
+                s.call("RL.OVERRIDE", "SET", "ov:o", "10", "1m");
+                cache.clear();
+                assertTrue(cl.decide(capped).allowed(), "clear left the denial cached");
+              }),
+          new Named(
               "overrides apply on every limiter and in RL.ALL",
               (l, s, e) -> {
                 l.overrideSet(LimitOverride.of("plan:{acme}", 2, MINUTE).burst(3));

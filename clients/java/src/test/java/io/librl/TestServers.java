@@ -479,6 +479,15 @@ final class TestServers {
      * MIGRATE every key, SETSLOT NODE on every node; returns once every node names the target.
      */
     void moveSlot(int slot, Server target) {
+      moveSlot(slot, target, 100, 0);
+    }
+
+    /**
+     * {@link #moveSlot(int, Server)} key by key in MIGRATE batches of {@code batch} keys, {@code
+     * pauseMs} apart (docs/contributing.md, Calls while a slot moves); returns how long the slot
+     * was half-moved, in nanoseconds.
+     */
+    long moveSlot(int slot, Server target, int batch, long pauseMs) {
       Server source = owner(slot);
       if (source == target) {
         throw new IllegalStateException("slot " + slot + " is already on " + target.addr());
@@ -486,13 +495,17 @@ final class TestServers {
       String s = Integer.toString(slot);
       target.call("CLUSTER", "SETSLOT", s, "IMPORTING", id(source));
       source.call("CLUSTER", "SETSLOT", s, "MIGRATING", id(target));
-      while (source.call("CLUSTER", "GETKEYSINSLOT", s, "100") instanceof List<?> keys
+      long halfMoved = System.nanoTime();
+      while (source.call("CLUSTER", "GETKEYSINSLOT", s, Integer.toString(batch)) instanceof List<?> keys
           && !keys.isEmpty()) {
         List<String> argv =
             new ArrayList<>(
                 List.of("MIGRATE", "127.0.0.1", Integer.toString(target.port), "", "0", "5000", "KEYS"));
         keys.forEach(k -> argv.add(decode(k)));
         source.call(argv.toArray(String[]::new));
+        if (pauseMs > 0) {
+          sleep(pauseMs);
+        }
       }
       List<Server> order = new ArrayList<>(List.of(target, source));
       nodes.stream().filter(n -> n != target && n != source).forEach(order::add);
@@ -500,6 +513,7 @@ final class TestServers {
       for (Server n : order) {
         n.call("CLUSTER", "SETSLOT", s, "NODE", targetId);
       }
+      halfMoved = System.nanoTime() - halfMoved;
       long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
       for (Server n : nodes) {
         while (!ownerSeenBy(n, slot).equals(target.addr())) {
@@ -509,6 +523,7 @@ final class TestServers {
           sleep(10);
         }
       }
+      return halfMoved;
     }
 
     private static String id(Server n) {
