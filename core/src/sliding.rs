@@ -38,6 +38,14 @@ pub trait Log {
     fn newest_ms(&self) -> Option<u64>;
     fn total(&self) -> u64;
     fn entries(&self) -> impl Iterator<Item = Result<(u64, u64), CorruptLog>>;
+
+    /// The same entries newest-first. REFUND and some denials read only
+    /// the newest end of the log; a stored log walks it backwards instead
+    /// of reading everything before it. (This default reads it all.)
+    fn entries_newest_first(&self) -> impl Iterator<Item = Result<(u64, u64), CorruptLog>> {
+        let all: Vec<_> = self.entries().collect();
+        all.into_iter().rev()
+    }
 }
 
 /// A stored log whose entries disagree with its header or with each other:
@@ -109,15 +117,37 @@ pub fn decide<L: Log>(
         RetryAfter::Never
     } else {
         // The oldest entries leave first: wait until enough of them have.
+        // The entry where they have is read from whichever end of the
+        // window is nearer to it: oldest-first it is where `must_leave`
+        // units have passed, newest-first where more than the `stay`
+        // units that may remain have (fewer entries read when a limit
+        // lowered far below the count leaves most of them to go).
         let must_leave = count.saturating_add(cost) - params.limit.get();
-        let mut left = 0u64;
+        let stay = count.saturating_sub(must_leave);
+        let mut passed = 0u64;
         let mut wait = window;
-        for entry in live {
-            let (t, c) = entry?;
-            left = left.saturating_add(c);
-            if left >= must_leave {
-                wait = t.saturating_add(window).saturating_sub(now);
-                break;
+        if must_leave <= stay {
+            for entry in live {
+                let (t, c) = entry?;
+                passed = passed.saturating_add(c);
+                if passed >= must_leave {
+                    wait = t.saturating_add(window).saturating_sub(now);
+                    break;
+                }
+            }
+        } else if let Some(l) = log {
+            for entry in l.entries_newest_first() {
+                let (t, c) = entry?;
+                // Past the window's oldest entry: the log disagrees with
+                // its own total.
+                if t <= cutoff_ms {
+                    return Err(CorruptLog);
+                }
+                passed = passed.saturating_add(c);
+                if passed > stay {
+                    wait = t.saturating_add(window).saturating_sub(now);
+                    break;
+                }
             }
         }
         RetryAfter::Ms(wait)
@@ -160,24 +190,26 @@ pub fn refund<L: Log>(
     let removed = units.min(inside);
     let count = inside - removed;
     // The newest entry that still holds a counted unit: the log's newest
-    // when nothing is removed, else the one where the oldest-first sum of
-    // the window's units reaches what stays.
+    // when nothing is removed, else the first one, newest-first, that
+    // the removed units do not use up (only the entries the refund
+    // touches are read).
     let newest_kept = if count == 0 {
         None
     } else if removed == 0 {
         log.and_then(Log::newest_ms)
     } else {
-        let mut seen = 0u64;
+        let mut left = removed;
         let mut found = None;
-        for entry in log.into_iter().flat_map(|l| l.entries()) {
+        for entry in log.into_iter().flat_map(|l| l.entries_newest_first()) {
             let (t, c) = entry?;
-            if t > cutoff_ms {
-                seen = seen.saturating_add(c);
-                if seen >= count {
-                    found = Some(t);
-                    break;
-                }
+            if t <= cutoff_ms {
+                break;
             }
+            if c > left {
+                found = Some(t);
+                break;
+            }
+            left -= c;
         }
         // Entries that hold fewer units than the header's total: not ours.
         Some(found.ok_or(CorruptLog)?)
@@ -228,6 +260,9 @@ impl Log for VecLog {
     }
     fn entries(&self) -> impl Iterator<Item = Result<(u64, u64), CorruptLog>> {
         self.0.iter().copied().map(Ok)
+    }
+    fn entries_newest_first(&self) -> impl Iterator<Item = Result<(u64, u64), CorruptLog>> {
+        self.0.iter().rev().copied().map(Ok)
     }
 }
 
@@ -347,6 +382,41 @@ mod tests {
                 let newest = all.iter().rev().find(|e| e.0 + window_ms > now);
                 let reset = newest.map_or(0, |e| e.0 + window_ms - now);
                 prop_assert_eq!(d.reset_after_ms, reset);
+            }
+        }
+    }
+
+    proptest! {
+        /// A limit lowered far below what the log holds (an override)
+        /// waits exactly until enough of the oldest units have left, the
+        /// deciding entry being read from either end of the log.
+        #[test]
+        fn a_lowered_limit_waits_exactly(
+            window_ms in 1u64..2000,
+            steps in prop::collection::vec((0u64..50, 1u64..8), 1..80),
+            lowered in 1u64..400,
+            cost in 1u64..8,
+            later in 0u64..100,
+        ) {
+            let big = SlidingParams::new(1000, window_ms).unwrap();
+            let mut all: Vec<(u64, u64)> = Vec::new();
+            let mut log = VecLog::default();
+            let mut now = 1_000_000u64;
+            for (gap, c) in steps {
+                now += gap;
+                if let Some(a) = decide(&big, Some(&log), now, c).unwrap().into_state() {
+                    log.apply(&a);
+                    all.push((now, c));
+                }
+            }
+            now += later;
+            let p = SlidingParams::new(lowered, window_ms).unwrap();
+            let d = decide(&p, Some(&log), now, cost).unwrap();
+            let count = count_at(&all, now, window_ms);
+            prop_assert_eq!(d.allowed(), count + cost <= lowered);
+            if let Some(RetryAfter::Ms(wait)) = d.denied() {
+                prop_assert!(count_at(&all, now + wait, window_ms) + cost <= lowered);
+                prop_assert!(count_at(&all, now + wait - 1, window_ms) + cost > lowered);
             }
         }
     }
