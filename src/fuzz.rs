@@ -10,14 +10,16 @@ use crate::request::{
 };
 use crate::request::{Action, Reserve};
 use crate::server::Value;
-use crate::state::{self, approx, concurrent, fixed, overrides, sliding, token, Step};
+use crate::state::{
+    self, approx, concurrent, fixed, layout, legacy, overrides, sliding, token, Held, Step,
+};
 use librl_core::approx::{ApproxParams, ApproxState};
 use librl_core::concurrent::{ConcurrentParams, Lease};
 use librl_core::fixed::{FixedParams, FixedState};
 use librl_core::limit::Limit;
 use librl_core::overrides::Override;
 use librl_core::sliding::SlidingParams;
-use librl_core::token::{TokenParams, TokenState};
+use librl_core::token::{Bucket, TokenParams, TokenState};
 use librl_core::units::{Amount, Window};
 
 /// xorshift64*: deterministic, so a failure reproduces from its seed.
@@ -106,49 +108,113 @@ fn argv(rng: &mut Rng) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn valid_encodings(rng: &mut Rng) -> Vec<Vec<u8>> {
-    let n = rng.next();
-    vec![
-        fixed::encode_fixed(&FixedState {
-            start_ms: n % 1000,
-            end_ms: n % 1000 + 1 + rng.next() % 1000,
-            count: 1 + rng.next() % 100,
-        })
-        .to_vec(),
-        token::encode_token(&TokenState {
+/// A compact exact log (version 3) of a few calls, and its key's expiry.
+fn compact_log(rng: &mut Rng, now: u64) -> (Vec<u8>, u64) {
+    let limit = Limit::Sliding(SlidingParams::new(1000, 1 + rng.next() % 5000).unwrap());
+    let mut key = Held::default();
+    let mut t = now;
+    for _ in 0..1 + rng.below(12) {
+        t += rng.next() % 300;
+        let step = Step {
+            now: t,
+            action: Action::Take {
+                cost: 1 + rng.next() % 3,
+                reserve: None,
+            },
+            block_ms: None,
+            peek: false,
+        };
+        if let Some(commit) = key.check(&limit, &step).ok().and_then(|c| c.commit) {
+            key.commit(&commit);
+        }
+    }
+    (
+        key.bytes.unwrap_or_default(),
+        key.expires_at_ms.unwrap_or(0),
+    )
+}
+
+/// Valid values of every kind and version, each with the expiry its key
+/// would have (the anchor of a version-3 value).
+fn valid_encodings(rng: &mut Rng) -> Vec<(Vec<u8>, u64)> {
+    let n = rng.next() % (1 << 45);
+    let end = n + 1 + rng.next() % 1000;
+    let fixed_state = FixedState {
+        start_ms: n,
+        end_ms: end,
+        count: 1 + rng.next() % 100,
+    };
+    let bucket = Bucket {
+        state: TokenState {
             at_ms: n,
             window_ms: Window::new(1 + rng.next() % 10_000).unwrap(),
             missing: u128::from(1 + rng.next() % 10_000),
-        })
-        .to_vec(),
-        approx::encode_approx(&ApproxState {
-            start_ms: n,
-            current: rng.next() % 100,
-            previous: rng.next() % 100,
-        })
-        .to_vec(),
-        overrides::encode_override(&Override {
-            limit: Amount::new(1 + rng.next() % 100).unwrap(),
-            window_ms: Window::new(1 + rng.next() % 1000).unwrap(),
-            burst: None,
-        })
-        .to_vec(),
-        sliding::build(&[(n % 1000, 1), (n % 1000 + 3, 2), (n % 1000 + 9, 1)]),
-        concurrent::build(
-            n % 1000 * 1000 + 9,
-            n % 1000,
-            &[
-                Lease {
-                    id: n % 1000 * 1000 + 8,
-                    end_ms: n % 1000 + 1 + rng.next() % 100,
-                    slots: 1 + rng.next() % 3,
-                },
-                Lease {
-                    id: n % 1000 * 1000 + 2,
-                    end_ms: n % 1000 + 1 + rng.next() % 100,
-                    slots: 1,
-                },
-            ],
+        },
+        debt: u128::from(rng.next() % 3),
+    };
+    let approx_state = ApproxState {
+        start_ms: n,
+        current: rng.next() % 100,
+        previous: rng.next() % 100,
+    };
+    let fixed = fixed::encode_fixed(&fixed_state).as_slice().to_vec();
+    let (log, log_expiry) = compact_log(rng, n);
+    let pinned = layout::pin(&fixed, Some(end)).unwrap_or_default();
+    vec![
+        (fixed.clone(), end),
+        (pinned.clone(), 0),
+        (
+            token::encode_bucket(&bucket, n + 500).as_slice().to_vec(),
+            n + 500,
+        ),
+        (
+            approx::encode_approx(&approx_state, n + 2000)
+                .as_slice()
+                .to_vec(),
+            n + 2000,
+        ),
+        (
+            overrides::encode_override(&Override {
+                limit: Amount::new(1 + rng.next() % 100).unwrap(),
+                window_ms: Window::new(1 + rng.next() % 1000).unwrap(),
+                burst: Amount::new(rng.next() % 3),
+            }),
+            0,
+        ),
+        (log.clone(), log_expiry),
+        (sliding::build(&[(n, 1), (n + 3, 2), (n + 9, 1)]), n + 100),
+        (
+            layout::wrap_block(n + 50, &log, Some(log_expiry)).unwrap_or_default(),
+            n + 50,
+        ),
+        (
+            layout::wrap_block(n + 50, &pinned, None).unwrap_or_default(),
+            n + 50,
+        ),
+        (legacy::fixed(n, end, 3), end),
+        (legacy::token(n, 1000, 3000, u128::from(rng.next() % 2)), n),
+        (legacy::approx(n, 2, 4), n),
+        (legacy::override_value(7, 90_000, 0), 0),
+        (legacy::sliding(&[(n, 2), (n + 10, 1), (n + 20, 3)]), n),
+        (legacy::block(n + 50, &legacy::fixed(n, end, 3)), n + 50),
+        (
+            concurrent::build(
+                n % 1000 * 1000 + 9,
+                n % 1000,
+                &[
+                    Lease {
+                        id: n % 1000 * 1000 + 8,
+                        end_ms: n % 1000 + 1 + rng.next() % 100,
+                        slots: 1 + rng.next() % 3,
+                    },
+                    Lease {
+                        id: n % 1000 * 1000 + 2,
+                        end_ms: n % 1000 + 1 + rng.next() % 100,
+                        slots: 1,
+                    },
+                ],
+            ),
+            0,
         ),
     ]
 }
@@ -171,9 +237,10 @@ fn mutate(rng: &mut Rng, mut bytes: Vec<u8>) -> Vec<u8> {
     bytes
 }
 
-/// Runs every limit's whole pure path on `bytes` as a key's value: load
-/// (decode and classify), decide, and prepare the commit.
-fn exercise_state(bytes: &[u8], now: u64, cost: u64) {
+/// Runs every limit's whole pure path on `bytes` as a key's value (its
+/// key expiring at `expiry`): load (decode and classify), decide, and
+/// prepare the commit.
+fn exercise_state(bytes: &[u8], expiry: Option<u64>, now: u64, cost: u64) {
     let limits = [
         Limit::Fixed(FixedParams::new(5, 100, now.is_multiple_of(2)).unwrap()),
         Limit::Token(TokenParams::new(3, 1000, 7).unwrap()),
@@ -205,7 +272,7 @@ fn exercise_state(bytes: &[u8], now: u64, cost: u64) {
                 block_ms: Some(1 + now % 1000).filter(|_| now.is_multiple_of(3)),
                 peek: now.is_multiple_of(7),
             };
-            let _ = state::check(limit, Value::String(bytes), &step);
+            let _ = state::check(limit, Value::String(bytes), &|| expiry, &step);
         }
     }
     let _ = overrides::load_override(Value::String(bytes));
@@ -237,19 +304,26 @@ fn parsers_and_decoders_never_panic() {
     }
     let decoder_inputs = 200_000;
     for i in 0..decoder_inputs {
-        let bytes = if i % 4 == 0 {
-            rng.bytes(64)
+        let (bytes, anchor) = if i % 4 == 0 {
+            (rng.bytes(64), rng.next())
         } else {
             let valid = valid_encodings(&mut rng);
-            let pick = valid[rng.below(valid.len())].clone();
-            mutate(&mut rng, pick)
+            let (pick, anchor) = valid[rng.below(valid.len())].clone();
+            (mutate(&mut rng, pick), anchor)
         };
-        let now = match rng.below(3) {
+        let now = match rng.below(4) {
             0 => rng.next(),
             1 => rng.next() % 5000,
+            2 => anchor.saturating_sub(rng.next() % 2000),
             _ => u64::MAX - rng.next() % 10,
         };
-        exercise_state(&bytes, now, 1 + rng.next() % 10);
+        // The key's expiry: the value's own anchor, none, or any time.
+        let expiry = match rng.below(4) {
+            0 => None,
+            1 => Some(rng.next()),
+            _ => Some(anchor),
+        };
+        exercise_state(&bytes, expiry, now, 1 + rng.next() % 10);
     }
     eprintln!(
         "fuzz: {parser_inputs} argv inputs x 9 parsers, {decoder_inputs} state inputs x 6 decoders: no panic"

@@ -196,14 +196,21 @@ impl Owner {
 
     /// The error the owner's commands give for a tampered librl value (our
     /// marker, then version and tag): a version this librl does not write
-    /// that tag in first (version 1 has every tag; 2 a bucket in debt and
-    /// a block; 3 leases), then an unknown tag (corrupt), then another
-    /// kind's value (WRONGTYPE, however broken its fields), else its own
-    /// impossible value (corrupt).
+    /// that tag in first (version 1 has every tag of the first release; 2
+    /// a bucket in debt and a block; 3 every kind), then an unknown tag
+    /// (corrupt), then another kind's value (WRONGTYPE, however broken its
+    /// fields), else its own impossible value (corrupt). Version 3 has two
+    /// more kinds: the exact log's large layout (`L`) and the anchored
+    /// kinds in lower case (a value that stores its anchor), each its
+    /// owner's.
     fn tampered_error(self, value: &[u8]) -> String {
-        let (version, tag) = (value[3], value[4]);
-        let known =
-            version == 1 || (version == 2 && b"TB".contains(&tag)) || (version == 3 && tag == b'C');
+        let (version, kind) = (value[3], value[4]);
+        let tag = match (version, kind) {
+            (3, b'L') => b'S',
+            (3, b'f' | b's' | b'a' | b't') => kind.to_ascii_uppercase(),
+            _ => kind,
+        };
+        let known = version == 1 || version == 3 || (version == 2 && b"TB".contains(&kind));
         if !known {
             newer_version(version)
         } else if !b"FSATOC".contains(&tag) {
@@ -1303,6 +1310,23 @@ fn tampered_values() -> Vec<(&'static str, Vec<u8>)> {
             "con:cut",
             [librl_value(3, b'C', &[10, start]), vec![2, 0x80]].concat(),
         ),
+        // Version 3: each kind's fields cut short or not the shortest
+        // varint, a count of 0, a pinned value whose anchor is cut short,
+        // a large log without its fields, a lower-case override.
+        ("v3:fixed-cut", b"\x00rl\x03F\x04".to_vec()),
+        ("v3:fixed-long-varint", b"\x00rl\x03F\x84\x00\x07".to_vec()),
+        ("v3:fixed-zero", b"\x00rl\x03F\x00\x07".to_vec()),
+        ("v3:fixed-pinned-cut", b"\x00rl\x03f\x80\x80".to_vec()),
+        ("v3:sliding-zero-cost", b"\x00rl\x03S\x07\x00".to_vec()),
+        ("v3:sliding-large-cut", b"\x00rl\x03L\x00\x00".to_vec()),
+        ("v3:approx-cut", b"\x00rl\x03A\x0b\x03".to_vec()),
+        ("v3:token-cut", b"\x00rl\x03T\x05\xd0\x0f".to_vec()),
+        (
+            "v3:token-zero-debt",
+            b"\x00rl\x03T\x05\xd0\x0f\xa0\x1f\x00".to_vec(),
+        ),
+        ("v3:override-lower", b"\x00rl\x03o\x14\x07\x1e".to_vec()),
+        ("v3:override-window0", b"\x00rl\x03O\x14\x00\x1e".to_vec()),
         // Overrides: limit, window_ms, burst (0: none).
         ("override:v9", librl_value(9, b'O', &[5, 1000, 0])),
         ("override:header", librl_value(1, b'O', &[])),

@@ -355,8 +355,10 @@ fn wrongtype_rows() -> Vec<Row> {
 }
 
 /// Tampered values of the layouts these options write: the block wrapper
-/// (version 2, tag `B`, the block's end, then the limiter's own value) and
-/// a version byte no librl knows.
+/// (version 2, tag `B`, the block's end, then the limiter's own value), a
+/// version byte no librl knows (4), and the current block wrapper (version
+/// 3: the end as a varint) cut short or around a value that counts from a
+/// key's expiry, which a value inside a block never does.
 fn tampered_values() -> Vec<(&'static str, Vec<u8>)> {
     let until = (FAR as u64).to_le_bytes();
     let fixed = fixed_v1(FAR as u64, FAR as u64 + 1000, 2);
@@ -368,24 +370,33 @@ fn tampered_values() -> Vec<(&'static str, Vec<u8>)> {
             [&b"\x00rl\x02B"[..], &until, &fixed[..20]].concat(),
         ),
         (
-            "bad:block-v3",
-            [&b"\x00rl\x03B"[..], &until, &fixed].concat(),
+            "bad:block-v4",
+            [&b"\x00rl\x04B"[..], &until, &fixed].concat(),
         ),
         (
-            "bad:block-inner-v3",
+            "bad:block-inner-v4",
             [
                 &b"\x00rl\x02B"[..],
                 &until,
-                &[0, b'r', b'l', 3],
+                &[0, b'r', b'l', 4],
                 &fixed[4..],
             ]
             .concat(),
         ),
-        ("bad:token-v3", {
+        ("bad:token-v4", {
             let mut t = token_v1(FAR as u64, 1000, 5);
-            t[3] = 3;
+            t[3] = 4;
             t
         }),
+        ("bad:block3-short", b"\x00rl\x03B\x80".to_vec()),
+        (
+            "bad:block3-anchored",
+            [
+                &b"\x00rl\x03B\x80\x80\x80\x80\x80\x80\x01"[..],
+                b"\x00rl\x03F\x02\x07",
+            ]
+            .concat(),
+        ),
         (
             "bad:token-short-debt",
             [&token_v1(FAR as u64, 1000, 5)[..], &[1, 2, 3]].concat(),
@@ -396,8 +407,8 @@ fn tampered_values() -> Vec<(&'static str, Vec<u8>)> {
 fn tampered_rows() -> Vec<Row> {
     let mut rows = Vec::new();
     for (key, value) in tampered_values() {
-        let want = if value[3] == 3 || value.get(13..17) == Some(&[0, b'r', b'l', 3][..]) {
-            newer_version(3)
+        let want = if value[3] == 4 || value.get(13..17) == Some(&[0, b'r', b'l', 4][..]) {
+            newer_version(4)
         } else {
             CORRUPT.to_string()
         };

@@ -220,8 +220,11 @@ fn restored_limiter_keeps_counting() {
             .unwrap();
         assert_eq!(pexpiretime(con, "abs"), end);
         admits_the_last_unit(con, "abs", end);
-        // Restored without a TTL: the stored window still ends where it
-        // did, and the next admitted call puts the expiry back there.
+        // Restored without a TTL: the value counts its window from the
+        // key's expiry (docs/operations.md, How keys are stored), so it
+        // holds nothing to count from. It reads as empty, like a deleted
+        // key, and the next admitted call opens a window and sets the
+        // expiry again.
         redis::cmd("RESTORE")
             .arg("nottl")
             .arg(0)
@@ -229,7 +232,15 @@ fn restored_limiter_keeps_counting() {
             .query::<()>(con)
             .unwrap();
         assert_eq!(pexpiretime(con, "nottl"), -1);
-        admits_the_last_unit(con, "nottl", end);
+        assert_eq!(
+            limiter(con, &["RL.FIXED", "nottl", "3", "1h", "COST", "0"]),
+            [1, 0, 0, 3, 3, 0]
+        );
+        assert_eq!(
+            limiter(con, &["RL.FIXED", "nottl", "3", "1h"])[..5],
+            [1, 1, 0, 3, 2]
+        );
+        assert!(pexpiretime(con, "nottl") > 0, "the write set no expiry");
         // REPLACE over a used-up limiter brings back the dumped count.
         redis::cmd("RESTORE")
             .arg("abs")

@@ -137,16 +137,36 @@ fn algorithms_do_not_share_keys() {
 #[test]
 fn tampered_logs_are_refused_cleanly() {
     on_each_server(|_, con| {
+        // A compact log (a few calls) and a large one (calls at 40
+        // distinct milliseconds outgrow the compact layout).
         limiter(con, &["RL.SLIDING", "s", "50", "60"]);
         limiter(con, &["RL.SLIDING", "s", "50", "60", "COST", "2"]);
-        let good: Vec<u8> = redis::cmd("GET").arg("s").query(con).unwrap();
-        // A header whose tail points past the data.
-        let mut bad = good.clone();
-        bad[9..13].copy_from_slice(&u32::MAX.to_le_bytes());
-        call(con, &[b"SET", b"bad", &bad]).unwrap();
+        for _ in 0..40 {
+            limiter(con, &["RL.SLIDING", "l", "500", "60"]);
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let compact: Vec<u8> = redis::cmd("GET").arg("s").query(con).unwrap();
+        let large: Vec<u8> = redis::cmd("GET").arg("l").query(con).unwrap();
+        assert_eq!(compact[..5], *b"\x00rl\x03S");
+        assert_eq!(large[..5], *b"\x00rl\x03L");
+        // An entry cut short; a header whose tail points past the data.
+        let cut = [&compact[..], &[0x80]].concat();
+        let mut past = large.clone();
+        past[9..13].copy_from_slice(&u32::MAX.to_le_bytes());
+        for (key, bad) in [("bad:cut", cut), ("bad:tail", past)] {
+            call(con, &[b"SET", key.as_bytes(), &bad, b"PX", b"60000"]).unwrap();
+        }
         let before = snapshot(con);
-        let err = cmd(con, &["RL.SLIDING", "bad", "50", "60"]).unwrap_err();
-        assert!(err.starts_with("ERR ") && err.contains("corrupt"), "{err}");
+        for key in ["bad:cut", "bad:tail"] {
+            for extra in [&[][..], &["REFUND", "1"], &["PEEK"]] {
+                let args = [&["RL.SLIDING", key, "50", "60"][..], extra].concat();
+                let err = cmd(con, &args).unwrap_err();
+                assert!(
+                    err.starts_with("ERR ") && err.contains("corrupt"),
+                    "{args:?}: {err}"
+                );
+            }
+        }
         assert_eq!(snapshot(con), before);
         assert_eq!(
             cmd(con, &["PING"]).unwrap(),
@@ -252,10 +272,12 @@ fn dump_restore_copy_and_rename_keep_a_log_working() {
             limiter(con, &["RL.SLIDING", "s", "3", "1h"]);
         }
         let dump: Vec<u8> = redis::cmd("DUMP").arg("s").query(con).unwrap();
+        let at = pexpiretime(con, "s");
         redis::cmd("RESTORE")
             .arg("restored")
-            .arg(0)
+            .arg(at)
             .arg(dump)
+            .arg("ABSTTL")
             .query::<()>(con)
             .unwrap();
         cmd(con, &["COPY", "s", "copied"]).unwrap();

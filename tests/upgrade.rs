@@ -1,18 +1,21 @@
 //! Upgrades (docs/request-life.md: stored values written before
-//! these options existed keep working unchanged): byte fixtures
-//! of values written by librl before REFUND, BLOCK, RESERVE and WAIT
-//! (encoding version 1), stored into a fresh server and used by every
-//! command and every new option; and a value of an encoding version no
-//! librl knows, refused cleanly.
+//! these options existed keep working unchanged; docs/operations.md, How
+//! keys are stored): byte fixtures of values written by earlier librl
+//! layouts, stored into a fresh server and used by every command and every
+//! new option; the first write rewrites each in the current layout
+//! (encoding version 3), whose exact bytes are pinned here too; and a
+//! value of an encoding version no librl knows, refused cleanly.
 //!
-//! How the fixtures were made: by the module built from commit d9f66f5
-//! (the last before those options), replaying an AOF of the calls
-//! named on each fixture with the internal `NOW` argument the primary
-//! propagates, so that they were decided at known times, then `GET` and
-//! `PEXPIRETIME` of each key. The times are in 2100: a stored value whose
-//! times lie ahead of the server's clock is decided with the clock standing
-//! still at them (docs/commands.md, The limiter reply: a clock that steps back stands still at the newest
-//! time the limiter has seen), so every reply on these values is exact.
+//! How the version-1 fixtures were made: by the module built from commit
+//! d9f66f5 (the last before REFUND, BLOCK, RESERVE and WAIT), replaying
+//! an AOF of the calls named on each fixture with the internal `NOW`
+//! argument the primary propagates, so that they were decided at known
+//! times, then `GET` and `PEXPIRETIME` of each key. Version 2 (a bucket in
+//! debt, the block wrapper) is written out field by field. The times are
+//! in 2100: a stored value whose times lie ahead of the server's clock is
+//! decided with the clock standing still at them (docs/commands.md, The
+//! limiter reply: a clock that steps back stands still at the newest time
+//! the limiter has seen), so every reply on these values is exact.
 
 mod common;
 
@@ -439,6 +442,194 @@ fn overrides_of_version_1_keep_applying() {
     });
 }
 
+/// A bucket of version 2: `T` in debt, `at_ms window_ms` u64s and
+/// `missing debt` u128s.
+fn token_v2(at_ms: u64, window_ms: u64, missing: u128, debt: u128) -> Vec<u8> {
+    let mut out = token_v1(at_ms, window_ms, missing);
+    out[3] = 2;
+    out.extend(debt.to_le_bytes());
+    out
+}
+
+/// Version 2's block wrapper: `B`, `until_ms` as a u64, the limiter's value.
+fn block_v2(until_ms: u64, inner: &[u8]) -> Vec<u8> {
+    [&b"\x00rl\x02B"[..], &until_ms.to_le_bytes(), inner].concat()
+}
+
+#[test]
+fn values_of_version_2_keep_counting() {
+    let t = T as u64;
+    on_each_server(|_, con| {
+        // 5 tokens short (the bucket of 5 is empty) and 2 owed, as of T.
+        load(
+            con,
+            &token_v2(t, 1000, 5000, 2000),
+            T + 3500,
+            &["debt", "debt:r"],
+        );
+        let b = ["RL.TOKEN", "debt", "2", "1s", "BURST", "5"];
+        changes_nothing(con, "COST 0", |con| {
+            assert_eq!(
+                limiter(con, &with(&b, &["COST", "0"])),
+                [1, 7, 0, 5, 0, 3500]
+            );
+        });
+        // Every call waits for the debt: 1 token must come back over 2 owed.
+        assert_eq!(limiter(con, &b), [0, 7, 1500, 5, 0, 3500]);
+        // REFUND repays the debt first and writes the current layout.
+        let r = ["RL.TOKEN", "debt:r", "2", "1s", "BURST", "5", "REFUND", "3"];
+        assert_eq!(limiter(con, &r), [1, 4, 0, 5, 1, 2000]);
+        assert_eq!(
+            get_bytes(con, "debt:r").as_deref(),
+            Some(&b"\x00rl\x03T\x05\xd0\x0f\xa0\x1f"[..]),
+            "window 1s, 2000 ms until full, 4000 units missing"
+        );
+        assert_eq!(pexpiretime(con, "debt:r"), T + 2000);
+
+        // A block of version 2, an hour longer than the window of version
+        // 1 it holds (3 used). reset_after shows the block's time left,
+        // counted on the server's own clock.
+        let until = T + 2 * HOUR;
+        load(con, &block_v2(until as u64, FIXED), until, &["blocked"]);
+        let f = ["RL.FIXED", "blocked", "5", "1h"];
+        changes_nothing(con, "COST 0", |con| {
+            let read = limiter(con, &with(&f, &["COST", "0"]));
+            assert_eq!(read[..5], [1, 3, 0, 5, 2], "{read:?}");
+        });
+        // A refund keeps the block; the window inside it is rewritten in
+        // the current layout with the time it counts from stored in it.
+        let refunded = limiter(con, &with(&f, &["REFUND", "1"]));
+        assert_eq!(refunded[..5], [1, 2, 0, 5, 3], "{refunded:?}");
+        let mut want = b"\x00rl\x03B".to_vec();
+        want.extend(varint(until as u64));
+        want.extend(b"\x00rl\x03f");
+        want.extend(varint(FIXED_EXPIRES as u64));
+        want.extend(b"\x02\x07");
+        assert_eq!(get_bytes(con, "blocked"), Some(want));
+        assert_eq!(pexpiretime(con, "blocked"), until);
+        assert_eq!(
+            limiter(con, &with(&f, &["COST", "0"]))[..5],
+            [1, 2, 0, 5, 3]
+        );
+    });
+}
+
+fn varint(mut v: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+    out
+}
+
+/// The first write of an old value stores the current layout, version 3:
+/// the limiter's times counted from the key's expiry, small integers in
+/// one byte, a round window in one (here `1h`, byte 0x07, and `1s`, 0x05).
+#[test]
+fn a_write_rewrites_an_old_value_in_version_3() {
+    on_each_server(|_, con| {
+        load(con, FIXED, FIXED_EXPIRES, &["f"]);
+        load(con, SLIDING, SLIDING_EXPIRES, &["s"]);
+        load(con, APPROX, APPROX_EXPIRES, &["a"]);
+        load(con, TOKEN, TOKEN_EXPIRES, &["t"]);
+        assert_eq!(
+            limiter(con, &["RL.FIXED", "f", "5", "1h"]),
+            [1, 4, 0, 5, 1, HOUR]
+        );
+        assert_eq!(
+            limiter(con, &["RL.SLIDING", "s", "10", "1h"]),
+            [1, 7, 0, 10, 3, HOUR]
+        );
+        assert_eq!(
+            limiter(con, &["RL.SLIDING", "a", "10", "1h", "APPROX"]),
+            [1, 7, 0, 10, 3, 2 * HOUR]
+        );
+        assert_eq!(
+            limiter(con, &["RL.TOKEN", "t", "2", "1s", "BURST", "5"]),
+            [1, 4, 0, 5, 1, 2000]
+        );
+        let rows: [(&str, &[u8], i64); 4] = [
+            // Count 4; the window's length (its end is the key's expiry).
+            ("f", b"\x00rl\x03F\x04\x07", FIXED_EXPIRES),
+            // Newest entry an hour before the expiry; costs 2, then 1 and
+            // 4 (the call joined the newest millisecond) 10 ms apart.
+            ("s", b"\x00rl\x03S\x07\x02\x0a\x01\x0a\x04", SLIDING_EXPIRES),
+            // The window starts 2 h before the expiry; 3 in it, 4 before.
+            ("a", b"\x00rl\x03A\x0b\x03\x04", APPROX_EXPIRES),
+            // Window 1 s; 2000 ms until full; 4000 units missing.
+            ("t", b"\x00rl\x03T\x05\xd0\x0f\xa0\x1f", T + 2000),
+        ];
+        for (key, bytes, expires) in rows {
+            assert_eq!(get_bytes(con, key).as_deref(), Some(bytes), "{key}");
+            assert_eq!(pexpiretime(con, key), expires, "{key}");
+        }
+        // An override is written in version 3 by RL.OVERRIDE SET.
+        cmd(con, &["RL.OVERRIDE", "SET", "o", "20", "1h", "BURST", "30"]).unwrap();
+        assert_eq!(
+            get_bytes(con, "o").as_deref(),
+            Some(&b"\x00rl\x03O\x14\x07\x1e"[..])
+        );
+    });
+}
+
+/// Values of version 3, as the rows above show them, are read back: the
+/// layout is fixed by these bytes.
+#[test]
+fn values_of_version_3_keep_counting() {
+    on_each_server(|_, con| {
+        put(con, "f", b"\x00rl\x03F\x04\x07", FIXED_EXPIRES);
+        put(
+            con,
+            "s",
+            b"\x00rl\x03S\x07\x02\x0a\x01\x0a\x04",
+            SLIDING_EXPIRES,
+        );
+        put(con, "a", b"\x00rl\x03A\x0b\x03\x04", APPROX_EXPIRES);
+        put(con, "t", b"\x00rl\x03T\x05\xd0\x0f\xa0\x1f", T + 2000);
+        put(con, "o", b"\x00rl\x03O\x14\x07\x1e", 0);
+        changes_nothing(con, "reads", |con| {
+            assert_eq!(
+                limiter(con, &["RL.FIXED", "f", "5", "1h", "COST", "0"]),
+                [1, 4, 0, 5, 1, HOUR]
+            );
+            assert_eq!(
+                limiter(con, &["RL.SLIDING", "s", "10", "1h", "COST", "0"]),
+                [1, 7, 0, 10, 3, HOUR]
+            );
+            assert_eq!(
+                limiter(con, &["RL.SLIDING", "a", "10", "1h", "APPROX", "COST", "0"]),
+                [1, 7, 0, 10, 3, 2 * HOUR]
+            );
+            assert_eq!(
+                limiter(
+                    con,
+                    &["RL.TOKEN", "t", "2", "1s", "BURST", "5", "COST", "0"]
+                ),
+                [1, 4, 0, 5, 1, 2000]
+            );
+            assert_eq!(
+                cmd(con, &["RL.OVERRIDE.GET", "o"]).map(|v| ints(&v)),
+                Ok(vec![20, HOUR, 30, -1])
+            );
+        });
+        // A value whose times count from its key's expiry holds nothing to
+        // count from once that expiry is gone (a PERSIST by hand): it reads
+        // as empty, and the next admitted call writes it afresh.
+        let _: i64 = redis::cmd("PERSIST").arg("f").query(con).unwrap();
+        assert_eq!(
+            limiter(con, &["RL.FIXED", "f", "5", "1h", "COST", "0"]),
+            [1, 0, 0, 5, 5, 0]
+        );
+        assert_eq!(
+            limiter(con, &["RL.FIXED", "f", "5", "1h"]),
+            [1, 1, 0, 5, 4, HOUR]
+        );
+        assert!(pexpiretime(con, "f") > 0);
+    });
+}
+
 /// A fixture with an encoding version no librl knows.
 fn version(fixture: &[u8], v: u8) -> Vec<u8> {
     let mut out = fixture.to_vec();
@@ -448,53 +639,53 @@ fn version(fixture: &[u8], v: u8) -> Vec<u8> {
 
 #[test]
 fn values_of_an_unknown_encoding_version_are_refused_and_kept() {
-    let unknown = "ERR key holds a librl value of encoding version 3, \
+    let unknown = "ERR key holds a librl value of encoding version 4, \
                    which this librl does not know; upgrade the module";
     on_each_server(|_, con| {
-        load(con, &version(FIXED, 3), FIXED_EXPIRES, &["v3:fixed"]);
-        load(con, &version(SLIDING, 3), SLIDING_EXPIRES, &["v3:sliding"]);
-        load(con, &version(APPROX, 3), APPROX_EXPIRES, &["v3:approx"]);
-        load(con, &version(TOKEN, 3), TOKEN_EXPIRES, &["v3:token"]);
-        load(con, &version(OVERRIDE, 3), 0, &["v3:override"]);
+        load(con, &version(FIXED, 4), FIXED_EXPIRES, &["v4:fixed"]);
+        load(con, &version(SLIDING, 4), SLIDING_EXPIRES, &["v4:sliding"]);
+        load(con, &version(APPROX, 4), APPROX_EXPIRES, &["v4:approx"]);
+        load(con, &version(TOKEN, 4), TOKEN_EXPIRES, &["v4:token"]);
+        load(con, &version(OVERRIDE, 4), 0, &["v4:override"]);
         let calls: &[&[&str]] = &[
-            &["RL.FIXED", "v3:fixed", "5", "1h"],
-            &["RL.FIXED", "v3:fixed", "5", "1h", "PEEK"],
-            &["RL.FIXED", "v3:fixed", "5", "1h", "REFUND", "1"],
-            &["RL.FIXED", "v3:fixed", "5", "1h", "BLOCK", "1h"],
+            &["RL.FIXED", "v4:fixed", "5", "1h"],
+            &["RL.FIXED", "v4:fixed", "5", "1h", "PEEK"],
+            &["RL.FIXED", "v4:fixed", "5", "1h", "REFUND", "1"],
+            &["RL.FIXED", "v4:fixed", "5", "1h", "BLOCK", "1h"],
             &[
-                "RL.FIXED", "v3:fixed", "5", "1h", "COST", "9", "BLOCK", "1h",
+                "RL.FIXED", "v4:fixed", "5", "1h", "COST", "9", "BLOCK", "1h",
             ],
             &[
-                "RL.FIXED", "v3:fixed", "5", "1h", "ALIGNED", "REFUND", "1", "PEEK",
+                "RL.FIXED", "v4:fixed", "5", "1h", "ALIGNED", "REFUND", "1", "PEEK",
             ],
-            &["RL.SLIDING", "v3:sliding", "10", "1h"],
-            &["RL.SLIDING", "v3:sliding", "10", "1h", "REFUND", "2"],
-            &["RL.SLIDING", "v3:sliding", "10", "1h", "BLOCK", "1h"],
-            &["RL.SLIDING", "v3:approx", "10", "1h", "APPROX"],
+            &["RL.SLIDING", "v4:sliding", "10", "1h"],
+            &["RL.SLIDING", "v4:sliding", "10", "1h", "REFUND", "2"],
+            &["RL.SLIDING", "v4:sliding", "10", "1h", "BLOCK", "1h"],
+            &["RL.SLIDING", "v4:approx", "10", "1h", "APPROX"],
             &[
                 "RL.SLIDING",
-                "v3:approx",
+                "v4:approx",
                 "10",
                 "1h",
                 "APPROX",
                 "REFUND",
                 "1",
             ],
-            &["RL.TOKEN", "v3:token", "2", "1s", "BURST", "5"],
-            &["RL.TOKEN", "v3:token", "2", "1s", "REFUND", "1"],
-            &["RL.TOKEN", "v3:token", "2", "1s", "RESERVE", "1m"],
-            &["RL.TOKEN", "v3:token", "2", "1s", "WAIT", "1m"],
+            &["RL.TOKEN", "v4:token", "2", "1s", "BURST", "5"],
+            &["RL.TOKEN", "v4:token", "2", "1s", "REFUND", "1"],
+            &["RL.TOKEN", "v4:token", "2", "1s", "RESERVE", "1m"],
+            &["RL.TOKEN", "v4:token", "2", "1s", "WAIT", "1m"],
             &[
-                "RL.TOKEN", "v3:token", "2", "1s", "WAIT", "1m", "BLOCK", "1h",
+                "RL.TOKEN", "v4:token", "2", "1s", "WAIT", "1m", "BLOCK", "1h",
             ],
-            &["RL.FIXED", "fresh", "5", "1h", "OVERRIDE", "v3:override"],
+            &["RL.FIXED", "fresh", "5", "1h", "OVERRIDE", "v4:override"],
             &[
                 "RL.FIXED",
                 "fresh",
                 "5",
                 "1h",
                 "OVERRIDE",
-                "v3:override",
+                "v4:override",
                 "REFUND",
                 "1",
             ],
@@ -504,23 +695,23 @@ fn values_of_an_unknown_encoding_version_are_refused_and_kept() {
                 "5",
                 "1h",
                 "OVERRIDE",
-                "v3:override",
+                "v4:override",
                 "RESERVE",
                 "1m",
             ],
-            &["RL.OVERRIDE.GET", "v3:override"],
-            &["RL.OVERRIDE.DEL", "v3:override"],
+            &["RL.OVERRIDE.GET", "v4:override"],
+            &["RL.OVERRIDE.DEL", "v4:override"],
             &[
-                "RL.ALL", "FIXED", "fresh", "5", "1h", "TOKEN", "v3:token", "2", "1s", "RESERVE",
+                "RL.ALL", "FIXED", "fresh", "5", "1h", "TOKEN", "v4:token", "2", "1s", "RESERVE",
                 "1m",
             ],
             &[
-                "RL.ALL", "FIXED", "v3:fixed", "5", "1h", "REFUND", "1", "TOKEN", "fresh", "2",
+                "RL.ALL", "FIXED", "v4:fixed", "5", "1h", "REFUND", "1", "TOKEN", "fresh", "2",
                 "1s",
             ],
-            &["RL.ALL", "SLIDING", "v3:sliding", "10", "1h", "BLOCK", "1h"],
+            &["RL.ALL", "SLIDING", "v4:sliding", "10", "1h", "BLOCK", "1h"],
         ];
-        changes_nothing(con, "calls on values of version 3", |con| {
+        changes_nothing(con, "calls on values of version 4", |con| {
             let digest_before = digest(con);
             for args in calls {
                 assert_eq!(cmd(con, args), Err(unknown.to_string()), "{args:?}");

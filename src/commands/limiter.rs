@@ -465,7 +465,7 @@ pub fn decide<'c>(
         block_ms: clause.block_ms,
         peek,
     };
-    let checked = state::check(&limit, key.value(), &step)?;
+    let checked = state::check(&limit, key.value(), &|| key.expires_at_ms(), &step)?;
     Ok(Decided { key, checked })
 }
 

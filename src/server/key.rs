@@ -159,6 +159,26 @@ impl<'c> Key<'c> {
         self.finish_write(expire_at_ms);
     }
 
+    /// Writes `bytes` at `at`, the end of the key's string value, which
+    /// grows to hold them (the server's string keeps room for a few more
+    /// such appends), then sets the expiry and signals the change.
+    pub fn extend(&self, at: usize, bytes: &[u8], expire_at_ms: Option<u64>) {
+        if !self.writable() || !matches!(self.shape(), Shape::String(len) if len == at) {
+            return;
+        }
+        let len = at.saturating_add(bytes.len());
+        // SAFETY: the key is open for writing and holds a string.
+        let grown = unsafe {
+            raw::RedisModule_StringTruncate
+                .is_some_and(|f| f(self.raw, len) == raw::REDISMODULE_OK as c_int)
+        };
+        if grown {
+            self.shape.set(Some(Shape::String(len)));
+            self.patch(&[Patch { at, bytes }]);
+        }
+        self.finish_write(expire_at_ms);
+    }
+
     fn writable(&self) -> bool {
         self.access == Access::ReadWrite && !self.raw.is_null()
     }
@@ -253,9 +273,8 @@ impl<'c> Key<'c> {
         u64::try_from(ttl).ok()
     }
 
-    /// The key's absolute expiry in Unix ms, or None when it has none. Exact
-    /// where the server has `RedisModule_GetAbsExpire` (Redis 7.2+, Valkey);
-    /// on Redis 7.0, the clock plus the time to live.
+    /// The key's absolute expiry in Unix ms, or None when it has none.
+    /// Exact on every server: stored values count their times from it.
     pub fn expires_at_ms(&self) -> Option<u64> {
         // (Redis 8.2's GetAbsExpire dereferences the value: never ask it of
         // an empty key.)
@@ -263,11 +282,50 @@ impl<'c> Key<'c> {
             return None;
         }
         // SAFETY: self.raw is an open key handle; the API pointer is set at
-        // load when the server has it.
-        let absolute = unsafe { raw::RedisModule_GetAbsExpire.map(|f| f(self.raw)) };
-        match absolute {
-            Some(at) => u64::try_from(at).ok(),
-            None => self.ttl_ms().map(|ttl| super::now_ms().saturating_add(ttl)),
+        // load when the server has it (Redis 7.2+, Valkey).
+        if let Some(absolute) = unsafe { raw::RedisModule_GetAbsExpire } {
+            // SAFETY: as above.
+            return u64::try_from(unsafe { absolute(self.raw) }).ok();
+        }
+        // Redis 7.0 gives the time to live, counted from the clock as it
+        // reads it: exact when the clock reads the same millisecond before
+        // and after. A TTL of 0 may be one clamped from the past (a key
+        // this replica's clock has passed, still applied for its primary).
+        for _ in 0..2 {
+            let before = super::now_ms();
+            // SAFETY: self.raw is an open key handle.
+            let ttl = unsafe { raw::RedisModule_GetExpire.map_or(-1, |f| f(self.raw)) };
+            let Ok(ttl) = u64::try_from(ttl) else {
+                return None;
+            };
+            if ttl > 0 && super::now_ms() == before {
+                return Some(before.saturating_add(ttl));
+            }
+        }
+        self.asked_expiry()
+    }
+
+    /// The key's absolute expiry by `PEXPIRETIME`, for when the time to
+    /// live cannot give it: a command call, so only on that rare path.
+    fn asked_expiry(&self) -> Option<u64> {
+        // SAFETY: ctx and name are live for the call; the format "s" takes
+        // one RedisModuleString; the reply is freed here.
+        unsafe {
+            let call = raw::RedisModule_Call?;
+            let reply = call(
+                self.ctx.raw(),
+                c"PEXPIRETIME".as_ptr(),
+                c"s".as_ptr(),
+                self.name,
+            );
+            if reply.is_null() {
+                return None;
+            }
+            let at = raw::RedisModule_CallReplyInteger.map_or(-1, |f| f(reply));
+            if let Some(free) = raw::RedisModule_FreeCallReply {
+                free(reply);
+            }
+            u64::try_from(at).ok()
         }
     }
 

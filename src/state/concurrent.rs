@@ -22,7 +22,7 @@
 
 use super::layout::{DecodeError, Reader, Tag, Writer, HEADER_LEN, VERSION_3};
 use super::varint;
-use super::{load, Checked, Commit, Step, Write, SMALL};
+use super::{load, Checked, Commit, SmallBytes, Step, Write, SMALL};
 use crate::error::RlError;
 use crate::request::Action;
 use crate::server::Value;
@@ -301,7 +301,7 @@ fn encode<L: Leases>(
     w.u64(edit.next_id);
     w.u64(edit.now_ms);
     Ok(if fits && len <= SMALL {
-        Write::Small { bytes: small, len }
+        Write::Small(SmallBytes::new(small.get(..len).unwrap_or_default()))
     } else {
         Write::Replace(large)
     })
@@ -406,7 +406,7 @@ mod tests {
         let len = old.map(<[u8]>::len);
         let old = old.map(|b| view(b).unwrap());
         match encode(old.as_ref(), len, edit).unwrap() {
-            Write::Small { bytes, len } => bytes[..len].to_vec(),
+            Write::Small(bytes) => bytes.as_slice().to_vec(),
             Write::Replace(bytes) => bytes,
             _ => panic!("a rebuild"),
         }
@@ -604,7 +604,7 @@ mod tests {
                 let checked = check(&p, Value::String(&value), &step).unwrap();
                 let commit = checked.commit.expect("a write");
                 let got = match commit.write {
-                    Write::Small { bytes, len } => bytes[..len].to_vec(),
+                    Write::Small(bytes) => bytes.as_slice().to_vec(),
                     Write::Replace(bytes) => bytes,
                     _ => panic!("a rebuild"),
                 };

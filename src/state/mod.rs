@@ -4,15 +4,20 @@
 //! the module knows a byte layout.
 //!
 //! One file per algorithm: `fixed.rs`, `approx.rs`, `token.rs`,
-//! `sliding.rs` (the compact exact log), `concurrent.rs` (leases, with its
-//! own flow: RELEASE and RENEW by id, no REFUND or BLOCK); `overrides.rs`
-//! for override values; `layout.rs` for the prefix they share, `varint.rs`
-//! for the small numbers of the variable-length layouts.
+//! `sliding.rs` (the exact log), `concurrent.rs` (leases, with its own
+//! flow: RELEASE and RENEW by id, no REFUND or BLOCK); `overrides.rs` for
+//! override values; `layout.rs` for the prefix, the field encodings and
+//! the block wrapper they share, `varint.rs` for variable-length numbers. Every write is the current layout (version 3), whose times
+//! are offsets from the key's own expiry: the commit sets that expiry in
+//! the same step, and a value that must outlive it (inside a block, or
+//! past the latest expiry a key can have) stores its anchor instead.
 
 pub mod approx;
 pub mod concurrent;
 pub mod fixed;
 pub mod layout;
+#[cfg(test)]
+pub mod legacy;
 pub mod overrides;
 #[cfg(test)]
 mod read_tests;
@@ -27,7 +32,7 @@ use crate::stats::Event;
 use layout::DecodeError;
 use librl_core::algorithm::{Algorithm, Exact};
 use librl_core::block::{self, BlockRule, Guarded, RefundWrite};
-use librl_core::decision::{LimiterReply, RetryAfter, Status};
+use librl_core::decision::{Change, LimiterReply, RetryAfter, Status};
 use librl_core::limit::Limit;
 use sliding::LogView;
 
@@ -69,37 +74,60 @@ pub struct Commit {
 }
 
 enum Write {
-    /// The key's new value, for the fixed-size layouts.
-    Small { bytes: [u8; SMALL], len: usize },
+    /// The key's new value, for the small layouts.
+    Small(SmallBytes),
     /// The key's new value: a rebuilt log, or a value under a block.
     Replace(Vec<u8>),
     /// The key's new value: an exact log rebuilt larger than it was (its
     /// appends outgrew the slack), so the dataset grows.
     Grown(Vec<u8>),
-    /// An in-place update of the exact log: its fields and one entry.
+    /// An in-place update of a large exact log: its fields and one entry.
     Log(sliding::LogPatch),
+    /// A compact exact log's new entry, at the value's end (a growth
+    /// bounded by the compact layout's size).
+    Extend(sliding::Extension),
     /// The limiter is empty again: the key goes.
     Delete,
 }
 
-/// Room for the largest value written without allocating: a fresh exact
-/// log of one entry (at most 93 bytes).
-const SMALL: usize = 96;
+/// Room for the largest value written without allocating: a compact
+/// exact log (at most 64 bytes) or a token bucket in debt (at most 63).
+const SMALL: usize = 64;
 
-/// Up to `SMALL` bytes of a fixed-size layout.
+/// Up to `SMALL` bytes of a small layout, written in place.
 pub struct SmallBytes {
     bytes: [u8; SMALL],
     len: usize,
 }
 
 impl SmallBytes {
-    fn new(src: &[u8]) -> SmallBytes {
+    pub fn new(src: &[u8]) -> SmallBytes {
+        Self::encoded(|out| {
+            let len = src.len().min(SMALL);
+            if let (Some(dst), Some(src)) = (out.get_mut(..len), src.get(..len)) {
+                dst.copy_from_slice(src);
+            }
+            len
+        })
+    }
+
+    /// The bytes `fill` writes into the buffer (returning how many),
+    /// without a copy in between.
+    #[inline(always)]
+    pub fn encoded(fill: impl FnOnce(&mut [u8; SMALL]) -> usize) -> SmallBytes {
         let mut bytes = [0u8; SMALL];
-        let len = src.len().min(SMALL);
-        if let (Some(dst), Some(src)) = (bytes.get_mut(..len), src.get(..len)) {
-            dst.copy_from_slice(src);
-        }
+        let len = fill(&mut bytes).min(SMALL);
         SmallBytes { bytes, len }
+    }
+
+    /// A value of `tag` (version 3) whose fields `fields` writes.
+    #[inline(always)]
+    pub fn fields(tag: layout::Tag, fields: impl FnOnce(&mut layout::Writer<'_>)) -> SmallBytes {
+        Self::encoded(|out| {
+            let mut w = layout::Writer::new(out, tag);
+            fields(&mut w);
+            w.written()
+        })
     }
 
     pub fn as_slice(&self) -> &[u8] {
@@ -108,31 +136,49 @@ impl SmallBytes {
 }
 
 impl Write {
-    fn small(bytes: &SmallBytes) -> Write {
-        Write::Small {
-            bytes: bytes.bytes,
-            len: bytes.len,
-        }
-    }
-
-    /// The same write as the key's whole new value (replacing a value that
-    /// holds a block, which an in-place edit would keep); `inner` is the
-    /// limiter's bytes an in-place edit applies to.
-    fn whole(self, inner: &[u8]) -> Result<Write, RlError> {
+    /// The limiter's whole new bytes (to replace a value that holds a
+    /// block, which an in-place edit would keep); `inner` is the limiter's
+    /// bytes an in-place edit applies to.
+    fn into_bytes(self, inner: &[u8]) -> Result<Vec<u8>, RlError> {
         Ok(match self {
-            Write::Small { bytes, len } => {
-                Write::Replace(bytes.get(..len).unwrap_or_default().to_vec())
-            }
+            Write::Small(bytes) => bytes.as_slice().to_vec(),
             Write::Log(patch) => {
                 let mut bytes = inner.to_vec();
                 sliding::Edit::InPlace(patch).apply_to(&mut bytes);
-                Write::Replace(bytes)
+                bytes
             }
-            Write::Replace(b) => Write::Replace(b),
-            Write::Grown(b) => Write::Grown(b),
-            Write::Delete => {
-                return Err(RlError::Internal("a deletion as an admitted call's write"))
+            Write::Extend(x) => {
+                let mut bytes = inner.to_vec();
+                sliding::Edit::Extend(x).apply_to(&mut bytes);
+                bytes
             }
+            Write::Replace(b) | Write::Grown(b) => b,
+            Write::Delete => return Err(RlError::Internal("a deletion as a stored state")),
+        })
+    }
+
+    /// The write for a key that will expire at `anchor`, the time the
+    /// written value's offsets count from: as it is, unless it must
+    /// become the key's whole value (`whole`: the key holds an ended block,
+    /// which an in-place edit would keep), or the server cannot give a key
+    /// that expiry, when the value stores its anchor itself.
+    #[cold]
+    #[inline(never)]
+    fn rewritten(self, inner: &[u8], whole: bool, anchor: u64) -> Result<Write, RlError> {
+        if anchor > layout::MAX_KEY_EXPIRY_MS {
+            let bytes = self.into_bytes(inner)?;
+            let pinned = layout::pin(&bytes, Some(anchor)).map_err(RlError::BadState)?;
+            return Ok(Write::Replace(pinned));
+        }
+        if !whole {
+            return Ok(self);
+        }
+        let grown = matches!(self, Write::Grown(_));
+        let bytes = self.into_bytes(inner)?;
+        Ok(if grown {
+            Write::Grown(bytes)
+        } else {
+            Write::Replace(bytes)
         })
     }
 }
@@ -168,7 +214,9 @@ impl Commit {
         match self.write {
             Write::Delete => false,
             Write::Grown(_) => true,
-            Write::Small { .. } | Write::Replace(_) | Write::Log(_) => key.is_empty(),
+            Write::Small(_) | Write::Replace(_) | Write::Log(_) | Write::Extend(_) => {
+                key.is_empty()
+            }
         }
     }
 
@@ -182,7 +230,7 @@ impl Commit {
             Some(self.expires_at_ms)
         };
         match &self.write {
-            Write::Small { bytes, len } => key.write(bytes.get(..*len).unwrap_or_default(), expiry),
+            Write::Small(bytes) => key.write(bytes.as_slice(), expiry),
             Write::Replace(bytes) | Write::Grown(bytes) => key.write(bytes, expiry),
             Write::Log(patch) => key.write_patches(
                 &[
@@ -197,20 +245,74 @@ impl Commit {
                 ],
                 expiry,
             ),
+            Write::Extend(x) => key.extend(x.at, x.entry(), expiry),
             Write::Delete => key.delete(),
         }
     }
 }
 
+/// A key held in memory (its value and absolute expiry) for the pure
+/// tests: decided and committed as the server shim does a key.
+#[cfg(test)]
+#[derive(Clone, Debug, Default)]
+pub struct Held {
+    pub bytes: Option<Vec<u8>>,
+    pub expires_at_ms: Option<u64>,
+}
+
+#[cfg(test)]
+impl Held {
+    /// `check` on this key at the step's time (a key whose expiry has
+    /// passed is gone, as on a primary).
+    pub fn check(&self, limit: &Limit, step: &Step) -> Result<Checked, RlError> {
+        let gone = self.expires_at_ms.is_some_and(|at| at < step.now);
+        let value = match &self.bytes {
+            Some(b) if !gone => Value::String(b),
+            _ => Value::Empty,
+        };
+        let expiry = self.expires_at_ms;
+        check(limit, value, &|| expiry, step)
+    }
+
+    /// Applies a commit as `Commit::apply` does to a key.
+    pub fn commit(&mut self, c: &Commit) {
+        let value = self.bytes.get_or_insert_with(Vec::new);
+        match &c.write {
+            Write::Delete => {
+                *self = Held::default();
+                return;
+            }
+            Write::Small(bytes) => *value = bytes.as_slice().to_vec(),
+            Write::Replace(b) | Write::Grown(b) => *value = b.clone(),
+            Write::Log(patch) => sliding::Edit::InPlace(patch.clone()).apply_to(value),
+            Write::Extend(x) => sliding::Edit::Extend(x.clone()).apply_to(value),
+        }
+        let at = if c.on_denial {
+            c.expires_at_ms.max(self.expires_at_ms.unwrap_or(0))
+        } else {
+            c.expires_at_ms
+        };
+        // The server keeps a signed 64-bit expiry.
+        self.expires_at_ms = Some(at.min(layout::MAX_KEY_EXPIRY_MS));
+    }
+}
+
 /// Decides the clause's step against `limit` on the key's value, preparing
-/// what committing writes. Changes nothing.
+/// what committing writes. Changes nothing. `key_expiry` gives the key's
+/// absolute expiry, asked only when the value's times count from it.
 #[inline(always)]
-pub fn check(limit: &Limit, value: Value<'_>, step: &Step) -> Result<Checked, RlError> {
+pub fn check(
+    limit: &Limit,
+    value: Value<'_>,
+    key_expiry: &dyn Fn() -> Option<u64>,
+    step: &Step,
+) -> Result<Checked, RlError> {
     match limit {
-        Limit::Fixed(p) => flow(p, value, step),
-        Limit::Approx(p) => flow(p, value, step),
-        Limit::Token(p) => flow(p, value, step),
-        Limit::Sliding(p) => flow(&Exact::<LogView<'_>>::new(*p), value, step),
+        Limit::Fixed(p) => flow(p, value, key_expiry, step),
+        Limit::Approx(p) => flow(p, value, key_expiry, step),
+        Limit::Token(p) => flow(p, value, key_expiry, step),
+        Limit::Sliding(p) => flow(&Exact::<LogView<'_>>::new(*p), value, key_expiry, step),
+        // Its leases store their own times.
         Limit::Concurrent(p) => concurrent::check(p, value, step),
     }
 }
@@ -241,35 +343,69 @@ trait Stored<'v>: Algorithm<State: Sized, Error: Into<RlError>> {
     /// What the command accepts, for the WRONGTYPE message.
     const EXPECTED: &'static str;
 
-    /// The limiter's state from its own bytes (after any block).
-    fn decode(bytes: &'v [u8]) -> Result<Self::State, DecodeError>;
+    /// The limiter's state from its own bytes (after any block); a value
+    /// anchored to its key's expiry asks `key_expiry`.
+    fn decode(
+        bytes: &'v [u8],
+        key_expiry: &dyn Fn() -> Option<u64>,
+    ) -> Result<Self::State, DecodeError>;
 
-    /// What committing an admitted call writes, given the limiter's own
-    /// bytes the decision was made on.
-    fn admitted(&self, inner: Option<&'v [u8]>, admit: &Self::Admit) -> Result<Write, RlError>;
+    /// What committing an admitted call writes, given the state the
+    /// decision was made on; the key will expire at `anchor`.
+    fn admitted(
+        &self,
+        state: Option<&Self::State>,
+        admit: &Self::Admit,
+        anchor: u64,
+    ) -> Result<Write, RlError>;
 
-    /// The limiter's bytes after a refund of `state`.
+    /// What committing a refund of `state` writes; the limiter alone would
+    /// expire at `anchor`.
     fn refunded(
         &self,
         state: Option<&Self::State>,
         refund: &Self::Refund,
-    ) -> Result<Vec<u8>, RlError>;
+        anchor: u64,
+    ) -> Result<Write, RlError>;
 }
 
 /// The flow every algorithm shares, BLOCK and REFUND included: the key's
 /// value is split and decoded, the algorithm decides, and the write is
 /// prepared.
-fn flow<'v, A: Stored<'v>>(a: &A, value: Value<'v>, step: &Step) -> Result<Checked, RlError> {
+fn flow<'v, A: Stored<'v>>(
+    a: &A,
+    value: Value<'v>,
+    key_expiry: &dyn Fn() -> Option<u64>,
+    step: &Step,
+) -> Result<Checked, RlError> {
     let (block, inner) = split(value, A::EXPECTED)?;
+    // Inside a block the limiter's value stores its own anchor: the key's
+    // expiry is the block's.
+    let expiry: &dyn Fn() -> Option<u64> = if block.is_some() {
+        &no_expiry
+    } else {
+        key_expiry
+    };
+    let decode = |b| match A::decode(b, expiry) {
+        // (We never write an anchored value inside a block.)
+        Err(DecodeError::Unanchored) if block.is_some() => Err(DecodeError::Corrupt),
+        decoded => decoded,
+    };
     let state = inner
-        .map(|b| load(Value::String(b), A::decode, A::EXPECTED))
+        .map(|b| load(Value::String(b), decode, A::EXPECTED))
         .transpose()?
         .flatten();
     let state = state.as_ref();
+    let inner_bytes = inner.unwrap_or_default();
     let now = step.now;
     let (cost, max_wait_ms) = match step.action {
         Action::Refund(units) => {
             let refunded = a.refund(state, now, units).map_err(Into::into)?;
+            // When the limiter alone expires: its value's anchor.
+            let own_expiry = match refunded.change {
+                Change::Store { expires_at_ms, .. } => expires_at_ms,
+                _ => 0,
+            };
             let guarded = block::refund(block, now, refunded);
             let reply = guarded.limiter_reply();
             let (write, expires_at_ms) = match guarded.write {
@@ -278,18 +414,29 @@ fn flow<'v, A: Stored<'v>>(a: &A, value: Value<'v>, step: &Step) -> Result<Check
                     state: refund,
                     expires_at_ms,
                 } => {
-                    let bytes = a.refunded(state, &refund)?;
-                    let bytes = match block::in_force(block, now) {
-                        Some(b) => layout::wrap_block(b.until_ms, &bytes),
-                        None => bytes,
+                    let write = a.refunded(state, &refund, own_expiry)?;
+                    let write = match (block::in_force(block, now), block) {
+                        (Some(b), _) => {
+                            let bytes = write.into_bytes(inner_bytes)?;
+                            let wrapped = layout::wrap_block(b.until_ms, &bytes, Some(own_expiry));
+                            Write::Replace(wrapped.map_err(RlError::BadState)?)
+                        }
+                        (None, None) if own_expiry <= layout::MAX_KEY_EXPIRY_MS => write,
+                        // An ended block is dropped.
+                        (None, ended) => {
+                            write.rewritten(inner_bytes, ended.is_some(), own_expiry)?
+                        }
                     };
-                    (Some(Write::Replace(bytes)), expires_at_ms)
+                    (Some(write), expires_at_ms)
                 }
                 RefundWrite::Delete => (Some(Write::Delete), 0),
-                RefundWrite::KeepBlock { until_ms } => (
-                    Some(Write::Replace(layout::wrap_block(until_ms, &[]))),
-                    until_ms,
-                ),
+                RefundWrite::KeepBlock { until_ms } => {
+                    let wrapped = layout::wrap_block(until_ms, &[], None);
+                    (
+                        Some(Write::Replace(wrapped.map_err(RlError::BadState)?)),
+                        until_ms,
+                    )
+                }
             };
             let event = write.is_some().then_some(Event::Refunded);
             return Ok(Checked {
@@ -363,13 +510,13 @@ fn flow<'v, A: Stored<'v>>(a: &A, value: Value<'v>, step: &Step) -> Result<Check
                         checked.held = status.limiter_reply(true, RetryAfter::Ms(0));
                     }
                 }
-                let write = a.admitted(inner, admit)?;
-                checked.commit = Some(Commit {
+                let mut write = a.admitted(state, admit, expires_at_ms)?;
+                if block.is_some() || expires_at_ms > layout::MAX_KEY_EXPIRY_MS {
                     // Any ended block stored in the key is dropped.
-                    write: match block {
-                        Some(_) => write.whole(inner.unwrap_or_default())?,
-                        None => write,
-                    },
+                    write = write.rewritten(inner_bytes, block.is_some(), expires_at_ms)?;
+                }
+                checked.commit = Some(Commit {
+                    write,
                     expires_at_ms,
                     on_denial: false,
                 });
@@ -381,8 +528,12 @@ fn flow<'v, A: Stored<'v>>(a: &A, value: Value<'v>, step: &Step) -> Result<Check
             ..
         } => {
             checked.event = Some(Event::BlockStarted);
+            // The limiter's value keeps counting from when it alone would
+            // expire (a value already inside a block stores that itself).
+            let inner_anchor = if block.is_some() { None } else { key_expiry() };
+            let wrapped = layout::wrap_block(until_ms, inner_bytes, inner_anchor);
             checked.commit = Some(Commit {
-                write: Write::Replace(layout::wrap_block(until_ms, inner.unwrap_or_default())),
+                write: Write::Replace(wrapped.map_err(RlError::BadState)?),
                 expires_at_ms,
                 on_denial: true,
             });
@@ -390,6 +541,11 @@ fn flow<'v, A: Stored<'v>>(a: &A, value: Value<'v>, step: &Step) -> Result<Check
         Guarded::Blocked(_) => checked.event = Some(Event::DeniedByBlock),
     }
     Ok(checked)
+}
+
+/// A value inside a block has no expiry of its own.
+fn no_expiry() -> Option<u64> {
+    None
 }
 
 /// Decodes a key's value with `decode`, mapping every foreign or broken
@@ -408,6 +564,9 @@ pub fn load<'v, S>(
             Err(DecodeError::Foreign | DecodeError::OtherTag) => {
                 Err(RlError::WrongType { expected })
             }
+            // Nothing to count from: the limiter starts over, as on a
+            // deleted key, and its next write sets the expiry again.
+            Err(DecodeError::Unanchored) => Ok(None),
             Err(e) => Err(RlError::BadState(e)),
         },
     }

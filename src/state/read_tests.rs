@@ -1,10 +1,9 @@
 //! COST 0 reads and what a commit adds to the dataset, decided against
-//! values held in memory with an explicit `now` (no server).
+//! keys held in memory with an explicit `now` (no server).
 
-use super::sliding::DATA_START;
-use super::{check, Checked, Commit, Step, Write};
+use super::sliding::COMPACT_MAX;
+use super::{Checked, Held, Step, Write};
 use crate::request::{Action, Reserve};
-use crate::server::Value;
 use librl_core::approx::ApproxParams;
 use librl_core::concurrent::ConcurrentParams;
 use librl_core::fixed::FixedParams;
@@ -28,36 +27,19 @@ fn step(now: u64, action: Action) -> Step {
     }
 }
 
-fn run(limit: &Limit, value: &Option<Vec<u8>>, s: &Step) -> Checked {
-    let v = value.as_deref().map_or(Value::Empty, Value::String);
-    check(limit, v, s).expect("a value we built decides")
+fn run(limit: &Limit, key: &Held, s: &Step) -> Checked {
+    key.check(limit, s).expect("a value we built decides")
 }
 
-/// Applies an admitted call's commit to the in-memory value, as the server
-/// shim does to the key.
-fn apply(value: &mut Option<Vec<u8>>, commit: &Commit) {
-    match &commit.write {
-        Write::Small { bytes, len } => *value = Some(bytes[..*len].to_vec()),
-        Write::Replace(b) | Write::Grown(b) => *value = Some(b.clone()),
-        Write::Log(patch) => {
-            let v = value.as_mut().expect("an in-place edit has a value");
-            let at = patch.entry_at;
-            v[at..at + patch.entry().len()].copy_from_slice(patch.entry());
-            v[..DATA_START].copy_from_slice(&patch.header);
-        }
-        Write::Delete => *value = None,
-    }
-}
-
-/// Runs admitted calls of cost 1 at `times`, returning the value.
-fn calls(limit: &Limit, times: &[u64]) -> Option<Vec<u8>> {
-    let mut value = None;
+/// Runs admitted calls of cost 1 at `times`, returning the key.
+fn calls(limit: &Limit, times: &[u64]) -> Held {
+    let mut key = Held::default();
     for &now in times {
-        let c = run(limit, &value, &step(now, take(1)));
+        let c = run(limit, &key, &step(now, take(1)));
         assert_eq!(c.denied, None, "call at {now}");
-        apply(&mut value, c.commit.as_ref().expect("admitted calls write"));
+        key.commit(c.commit.as_ref().expect("admitted calls write"));
     }
-    value
+    key
 }
 
 fn limits() -> [Limit; 6] {
@@ -83,7 +65,7 @@ fn assert_read(c: &Checked) {
 #[test]
 fn cost_zero_on_an_empty_key_reads_an_empty_limiter() {
     for limit in limits() {
-        let c = run(&limit, &None, &step(5_000, take(0)));
+        let c = run(&limit, &Held::default(), &step(5_000, take(0)));
         assert_read(&c);
         assert_eq!(c.reply.six(), [1, 0, 0, 10, 10, 0], "{limit:?}");
     }
@@ -110,13 +92,13 @@ fn cost_zero_reads_the_counts_as_stored() {
         }
     };
     for limit in limits() {
-        let value = calls(&limit, &times);
-        let c = run(&limit, &value, &step(10_500, take(0)));
+        let key = calls(&limit, &times);
+        let c = run(&limit, &key, &step(10_500, take(0)));
         assert_read(&c);
         assert_eq!(c.reply.six(), want(&limit), "{limit:?}");
         let peek = run(
             &limit,
-            &value,
+            &key,
             &Step {
                 peek: true,
                 ..step(10_500, take(1))
@@ -129,10 +111,10 @@ fn cost_zero_reads_the_counts_as_stored() {
 #[test]
 fn cost_zero_reads_a_token_bucket_mid_refill() {
     let limit = limits()[4];
-    let value = calls(&limit, &[20_000, 20_000, 20_000]);
+    let key = calls(&limit, &[20_000, 20_000, 20_000]);
     // One token per 100 ms: at 20150 one is back, two are missing, and the
     // bucket is full again at 20300.
-    let c = run(&limit, &value, &step(20_150, take(0)));
+    let c = run(&limit, &key, &step(20_150, take(0)));
     assert_read(&c);
     assert_eq!(c.reply.six(), [1, 2, 0, 10, 8, 150]);
 }
@@ -140,7 +122,7 @@ fn cost_zero_reads_a_token_bucket_mid_refill() {
 #[test]
 fn cost_zero_with_reserve_or_wait_reads_and_never_waits() {
     let limit = Limit::Token(TokenParams::new(1, 1000, 1).unwrap());
-    let mut value = calls(&limit, &[30_000]);
+    let mut key = calls(&limit, &[30_000]);
     // A reservation puts the bucket in debt: the next token is 1 s away.
     let reserve = |wait| Action::Take {
         cost: 1,
@@ -149,9 +131,9 @@ fn cost_zero_with_reserve_or_wait_reads_and_never_waits() {
             wait,
         }),
     };
-    let c = run(&limit, &value, &step(30_000, reserve(false)));
+    let c = run(&limit, &key, &step(30_000, reserve(false)));
     assert_eq!(c.wait_ms, 1000);
-    apply(&mut value, c.commit.as_ref().expect("a reservation writes"));
+    key.commit(c.commit.as_ref().expect("a reservation writes"));
     for wait in [false, true] {
         let read = Action::Take {
             cost: 0,
@@ -160,7 +142,7 @@ fn cost_zero_with_reserve_or_wait_reads_and_never_waits() {
                 wait,
             }),
         };
-        let c = run(&limit, &value, &step(30_000, read));
+        let c = run(&limit, &key, &step(30_000, read));
         assert_read(&c);
         // Two tokens owed on a bucket of one: count 2, remaining 0, full
         // again in 2 s.
@@ -171,15 +153,15 @@ fn cost_zero_with_reserve_or_wait_reads_and_never_waits() {
 #[test]
 fn cost_zero_during_a_block_is_admitted_and_shows_the_block_in_reset_after() {
     let limit = Limit::Fixed(FixedParams::new(1, 1000, false).unwrap());
-    let mut value = calls(&limit, &[40_000]);
+    let mut key = calls(&limit, &[40_000]);
     let blocking = Step {
         block_ms: Some(60_000),
         ..step(40_100, take(1))
     };
-    let c = run(&limit, &value, &blocking);
+    let c = run(&limit, &key, &blocking);
     assert!(c.denied.is_some());
-    apply(&mut value, c.commit.as_ref().expect("a block is written"));
-    let c = run(&limit, &value, &step(40_200, take(0)));
+    key.commit(c.commit.as_ref().expect("a block is written"));
+    let c = run(&limit, &key, &step(40_200, take(0)));
     assert_read(&c);
     assert_eq!(c.reply.six(), [1, 1, 0, 1, 0, 59_900]);
 }
@@ -187,24 +169,30 @@ fn cost_zero_during_a_block_is_admitted_and_shows_the_block_in_reset_after() {
 #[test]
 fn only_a_log_rebuilt_larger_is_growth() {
     let limit = Limit::Sliding(SlidingParams::new(1_000_000, 3_600_000).unwrap());
-    let mut value: Option<Vec<u8>> = None;
-    let (mut grown, mut in_place) = (0, 0);
+    let mut key = Held::default();
+    let (mut grown, mut in_place, mut extended) = (0, 0, 0);
     for i in 0..2_000u64 {
-        let c = run(&limit, &value, &step(50_000 + i, take(1)));
+        let c = run(&limit, &key, &step(50_000 + i, take(1)));
         let commit = c.commit.as_ref().expect("admitted");
-        let before = value.as_ref().map_or(0, Vec::len);
+        let before = key.bytes.as_ref().map_or(0, Vec::len);
         match &commit.write {
             Write::Grown(b) => {
                 assert!(b.len() > before);
                 grown += 1;
             }
             Write::Log(_) => in_place += 1,
+            // A compact log grows by its new entry, within its bound.
+            Write::Extend(x) => {
+                assert!(x.at == before && before + x.entry().len() <= COMPACT_MAX);
+                extended += 1;
+            }
             Write::Small { .. } => assert_eq!(before, 0, "only the first call"),
             Write::Replace(b) => assert!(b.len() <= before),
             Write::Delete => panic!("an admitted call deletes nothing"),
         }
-        apply(&mut value, commit);
+        key.commit(commit);
     }
+    assert!(extended > 0, "a small log is extended");
     assert!(grown > 0 && in_place > grown * 4, "{grown} {in_place}");
 }
 
@@ -214,19 +202,19 @@ fn fixed_size_updates_never_grow() {
         if matches!(limit, Limit::Sliding(_)) {
             continue;
         }
-        let mut value = calls(&limit, &[60_000]);
+        let mut key = calls(&limit, &[60_000]);
         for now in 60_001..60_009 {
-            let c = run(&limit, &value, &step(now, take(1)));
+            let c = run(&limit, &key, &step(now, take(1)));
             let commit = c.commit.as_ref().expect("admitted");
             assert!(!matches!(commit.write, Write::Grown(_)), "{limit:?}");
-            apply(&mut value, commit);
+            key.commit(commit);
         }
     }
 }
 
-/// A TOKEN bucket in debt (version 2) is another kind's value to every
-/// other reader, the exact sliding log's included: WRONGTYPE, as a
-/// bucket of version 1 is (the prefix is read in one place).
+/// A TOKEN bucket in debt is another kind's key to every other reader,
+/// the exact sliding log's included: WRONGTYPE, as a bucket without debt
+/// is (the prefix is read in one place).
 #[test]
 fn a_bucket_in_debt_is_another_kinds_value_to_every_other_reader() {
     let token = Limit::Token(TokenParams::new(1, 1000, 1).unwrap());
@@ -238,13 +226,13 @@ fn a_bucket_in_debt_is_another_kinds_value_to_every_other_reader() {
         }),
     };
     // The one token, then one reserved beyond an empty bucket.
-    let mut value = calls(&token, &[1_000]);
-    let c = run(&token, &value, &step(1_000, reserve));
-    apply(&mut value, c.commit.as_ref().expect("a reservation writes"));
-    let bytes = value.expect("a bucket");
-    assert_eq!(bytes[3], 2, "a bucket in debt is version 2");
+    let mut key = calls(&token, &[1_000]);
+    let c = run(&token, &key, &step(1_000, reserve));
+    key.commit(c.commit.as_ref().expect("a reservation writes"));
+    let bytes = key.bytes.clone().expect("a bucket");
+    assert_eq!(&bytes[..5], b"\x00rl\x03T", "a bucket in debt is version 3");
     for limit in limits().iter().filter(|l| !matches!(l, Limit::Token(_))) {
-        let err = check(limit, Value::String(&bytes), &step(1_000, take(1))).err();
+        let err = key.check(limit, &step(1_000, take(1))).err();
         assert!(
             matches!(err, Some(crate::error::RlError::WrongType { .. })),
             "{limit:?}: {err:?}"

@@ -1,18 +1,39 @@
-//! Unsigned LEB128 varints, for the layouts whose fields are small numbers
-//! (the exact sliding log's entries, a concurrency limiter's leases).
+//! Unsigned LEB128 varints (7 bits a byte, low first, the high bit set on
+//! every byte but the last), for the variable-length layouts: the fields
+//! of every version-3 value (layout.rs), the exact log's entries, a
+//! concurrency limiter's leases. Only the shortest encoding of a number is
+//! read back, so a value has one encoding and bytes no librl wrote are
+//! refused.
 
 /// The longest varint of a u64.
 pub const MAX_LEN: usize = 10;
+/// The longest varint of a u128.
+pub const MAX_LEN_128: usize = 19;
 
 /// Appends `v` to `out`.
 pub fn put(out: &mut Vec<u8>, v: u64) {
-    let (bytes, len) = encode(v);
+    put128(out, u128::from(v));
+}
+
+/// Appends `v` to `out`.
+pub fn put128(out: &mut Vec<u8>, v: u128) {
+    let (bytes, len) = encode128(v);
     out.extend_from_slice(bytes.get(..len).unwrap_or_default());
 }
 
 /// `v` as a varint: the first `len` bytes of the array.
-pub fn encode(mut v: u64) -> ([u8; MAX_LEN], usize) {
+pub fn encode(v: u64) -> ([u8; MAX_LEN], usize) {
+    let (wide, len) = encode128(u128::from(v));
     let mut out = [0u8; MAX_LEN];
+    if let (Some(dst), Some(src)) = (out.get_mut(..len), wide.get(..len)) {
+        dst.copy_from_slice(src);
+    }
+    (out, len)
+}
+
+/// `v` as a varint: the first `len` bytes of the array.
+pub fn encode128(mut v: u128) -> ([u8; MAX_LEN_128], usize) {
+    let mut out = [0u8; MAX_LEN_128];
     let mut len = 0;
     for slot in out.iter_mut() {
         let byte = (v & 0x7f) as u8;
@@ -41,25 +62,44 @@ pub fn put_at(out: &mut [u8], at: &mut usize, v: u64) -> bool {
 }
 
 /// Decodes a varint at `data[*pos..]`, advancing `pos`: None when it runs
-/// past the data or past 64 bits.
-#[inline]
+/// past the data, past 64 bits, or is not the shortest encoding.
+#[inline(always)]
 pub fn get(data: &[u8], pos: &mut usize) -> Option<u64> {
-    // Most fields are one byte.
-    let first = *data.get(*pos)?;
-    if first < 0x80 {
-        *pos += 1;
-        return Some(u64::from(first));
+    // Most numbers of a log (a delta of a few ms, a cost of 1) are one byte.
+    match data.get(*pos) {
+        Some(&b) if b < 0x80 => {
+            *pos += 1;
+            Some(u64::from(b))
+        }
+        _ => get_bits(data, pos, 64).map(|v| v as u64),
     }
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
+}
+
+/// `get` for a u128.
+pub fn get128(data: &[u8], pos: &mut usize) -> Option<u128> {
+    get_bits(data, pos, 128)
+}
+
+/// A varint of a number that fits `bits`, in its shortest encoding.
+fn get_bits(data: &[u8], pos: &mut usize, bits: u32) -> Option<u128> {
+    let mut v = 0u128;
+    let mut shift = 0u32;
+    loop {
         let b = *data.get(*pos)?;
         *pos += 1;
-        v |= u64::from(b & 0x7f).checked_shl(shift)?;
+        let part = u128::from(b & 0x7f);
+        // The group must fit in what is left of `bits`.
+        let room = bits.checked_sub(shift).filter(|&r| r > 0)?;
+        if room < 7 && part >> room != 0 {
+            return None;
+        }
+        v |= part << shift;
+        shift += 7;
         if b & 0x80 == 0 {
-            return Some(v);
+            // A last byte of 0 after others would be a longer encoding.
+            return (b != 0 || shift == 7).then_some(v);
         }
     }
-    None
 }
 
 #[cfg(test)]
@@ -90,5 +130,27 @@ mod tests {
         assert!(put_at(&mut out, &mut at, 300));
         assert_eq!((out, at), ([0, 0xac, 0x02], 3));
         assert!(!put_at(&mut out, &mut at, 1));
+    }
+
+    #[test]
+    fn a_number_has_one_encoding() {
+        for v in [0u128, 1, 127, 128, 300, u64::MAX as u128, u128::MAX] {
+            let mut out = Vec::new();
+            put128(&mut out, v);
+            let mut pos = 0;
+            assert_eq!(get128(&out, &mut pos), Some(v));
+            assert_eq!(pos, out.len());
+        }
+        // A longer encoding of 1, of 0, an unterminated one, one too wide.
+        assert_eq!(get(&[0x81, 0x00], &mut 0), None);
+        assert_eq!(get(&[0x80, 0x00], &mut 0), None);
+        assert_eq!(get(&[0x80], &mut 0), None);
+        let mut wide = vec![0xff; 9];
+        wide.push(0x02);
+        assert_eq!(get(&wide, &mut 0), None);
+        wide.pop();
+        wide.push(0x01);
+        assert_eq!(get(&wide, &mut 0), Some(u64::MAX));
+        assert_eq!(get128(&[0xff; 20], &mut 0), None);
     }
 }
