@@ -139,19 +139,26 @@ fn encode_entry(delta_ms: u64, cost: u64) -> ([u8; MAX_ENTRY], usize) {
     (out, len)
 }
 
+#[inline(always)]
 fn varint_at(data: &[u8], pos: &mut usize) -> Option<u64> {
     varint::get(data, pos)
 }
 
 /// The varint ending at `data[..*end]`, moving `end` back to its start.
+#[inline(always)]
 fn varint_before(data: &[u8], end: &mut usize) -> Option<u64> {
     let e = *end;
     // Its last byte is below 0x80; every byte before it in the same varint
     // is not, and the previous varint's last byte is.
-    if *data.get(e.checked_sub(1)?)? >= 0x80 {
+    let last = *data.get(e.checked_sub(1)?)?;
+    if last >= 0x80 {
         return None;
     }
     let mut start = e - 1;
+    if start == 0 || data.get(start - 1).is_some_and(|&b| b < 0x80) {
+        *end = start;
+        return Some(u64::from(last));
+    }
     while start > 0 && data.get(start - 1).is_some_and(|&b| b >= 0x80) {
         start -= 1;
         if e - start > 10 {
