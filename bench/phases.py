@@ -599,6 +599,110 @@ def phase_concurrency(module, rounds, calls, quick):
         server.stop()
 
 
+# ------------------------------------------------------------ long exact logs
+
+LONG_LOGS = (10_000, 100_000)
+LONG_KEYS = 2
+LONG_COST = 100  # units per logged call: refunds of 1 unit leave the entries in place
+
+
+def long_log_cases():
+    """(id, label, command, calls divisor) on logs of N calls at distinct
+    milliseconds, each of LONG_COST units, window 1 day: an admitted call,
+    REFUND 1, and denials: at the limit (the usual one: the oldest entry
+    must leave), and after the limit was lowered (an override) to one
+    entry's units or to half of what the log holds. A denial reads the
+    entries from the end nearer to the one that decides its wait."""
+    cases = []
+    for n in LONG_LOGS:
+        key = f"long:{n}:__rand_int__"
+        units = n * LONG_COST
+        cases += [
+            (f"{n}-admit", "admitted (appended)", ["RL.SLIDING", key, BIG_LIMIT, "1d"], 1),
+            (f"{n}-refund", "REFUND 1", ["RL.SLIDING", key, BIG_LIMIT, "1d", "REFUND", "1"], 1),
+            (f"{n}-deny", "denied at the limit", ["RL.SLIDING", key, str(units), "1d"], 1),
+            (f"{n}-low", f"denied, limit lowered to {LONG_COST}",
+             ["RL.SLIDING", key, str(LONG_COST), "1d"], 1),
+            (f"{n}-half", f"denied, limit lowered to half ({units // 2:,})",
+             ["RL.SLIDING", key, str(units // 2), "1d"], 10),
+        ]
+    return cases
+
+
+def long_log_payloads(module, base_ms):
+    """Builds the long logs by replaying an AOF of their calls (with the
+    primary's NOW) and returns {key: (DUMP payload, PEXPIRETIME)}, so that
+    each run starts from the same logs by RESTORE, whatever the layout."""
+
+    def prepare(d):
+        with open(os.path.join(d, "appendonly.aof"), "wb") as f:
+            for n in LONG_LOGS:
+                times = range(base_ms - n - 1, base_ms - 1)
+                for i in range(LONG_KEYS):
+                    f.write(aof_commands(["RL.SLIDING", bench_key(f"long:{n}:", i), BIG_LIMIT, "1d",
+                                          "COST", str(LONG_COST)], times))
+
+    server = Server(module, "long-logs", ["--appendonly", "yes", "--appendfilename", "appendonly.aof"], prepare)
+    try:
+        conn = server.conn()
+        payloads = {}
+        for n in LONG_LOGS:
+            for i in range(LONG_KEYS):
+                key = bench_key(f"long:{n}:", i)
+                assert peek_count(conn, "RL.SLIDING", key, BIG_LIMIT, "1d") == n * LONG_COST + 1
+                payloads[key] = (conn.call("DUMP", key), conn.call("PEXPIRETIME", key))
+        conn.close()
+        return payloads
+    finally:
+        server.stop()
+
+
+def restore(payloads, n):
+    """A `prepare(conn)` putting back the logs of N entries."""
+    def prepare(conn):
+        conn.pipeline(["RESTORE", key, str(at), dump, "ABSTTL", "REPLACE"]
+                      for key, (dump, at) in payloads.items() if key.startswith(f"long:{n}:"))
+    return prepare
+
+
+def phase_long_logs(module, rounds, calls, ins_calls):
+    """REFUND and denials on exact logs of 10,000 and 100,000 entries
+    against an admitted call on the same logs: server µs per call
+    (interleaved rounds, each from the same logs) and instructions per call
+    (callgrind)."""
+    import instructions
+
+    base_ms = int(time.time() * 1000)
+    payloads = long_log_payloads(module, base_ms)
+    cases = long_log_cases()
+    runs = {cid: [] for cid, _, _, _ in cases}
+    server = Server(module, "long")
+    try:
+        conn = server.conn()
+        for r in range(rounds):
+            for cid, label, command, div in cases if r % 2 == 0 else cases[::-1]:
+                n = int(cid.split("-")[0])
+                conn.call("FLUSHALL", "SYNC")
+                restore(payloads, n)(conn)
+                # Whole pipelines for every client: redis-benchmark sends
+                # a few more calls than asked otherwise.
+                n = max(CLIENTS * PIPELINE, calls // div // (CLIENTS * PIPELINE) * CLIENTS * PIPELINE)
+                usec, rps = timed_run(conn, server.port, "rl.sliding", command, n, LONG_KEYS, flush=False)
+                runs[cid].append({"usec_per_call": usec, "rps": rps})
+                log(f"round {r + 1}/{rounds} {n:>7,}-entry log, {label:<40} {usec:8.2f} µs/call")
+        conn.close()
+    finally:
+        server.stop()
+    ins = instructions.run(
+        [module], [(cid, command, max(50, ins_calls // (10 * div)), LONG_KEYS,
+                    restore(payloads, int(cid.split("-")[0])))
+                   for cid, _, command, div in cases],
+        ins_calls, LONG_KEYS, CLIENTS, PIPELINE, log=log)
+    return {"labels": {cid: label for cid, label, _, _ in cases},
+            "commands": {cid: " ".join(command) for cid, _, command, _ in cases},
+            "runs": runs, "instructions": ins}
+
+
 # ----------------------------------------------------------------- client packages
 
 CLIENT_SCRIPTS = [
