@@ -304,7 +304,7 @@ impl<'a> Writer<'a> {
     }
 
     /// A u64 as a varint, written in place (the hot path of every write:
-    /// one and two bytes without the loop).
+    /// up to three bytes without the loop).
     #[inline(always)]
     pub fn varint(&mut self, mut v: u64) {
         if v < 0x80 {
@@ -313,6 +313,11 @@ impl<'a> Writer<'a> {
         if v < 0x4000 {
             self.byte(v as u8 | 0x80);
             return self.byte((v >> 7) as u8);
+        }
+        if v < 0x20_0000 {
+            self.byte(v as u8 | 0x80);
+            self.byte((v >> 7) as u8 | 0x80);
+            return self.byte((v >> 14) as u8);
         }
         loop {
             let byte = (v & 0x7f) as u8;

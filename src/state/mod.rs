@@ -372,6 +372,7 @@ trait Stored<'v>: Algorithm<State: Sized, Error: Into<RlError>> {
 /// The flow every algorithm shares, BLOCK and REFUND included: the key's
 /// value is split and decoded, the algorithm decides, and the write is
 /// prepared.
+#[inline(always)]
 fn flow<'v, A: Stored<'v>>(
     a: &A,
     value: Value<'v>,
