@@ -7,7 +7,9 @@
 //! `sliding.rs` (the exact log), `concurrent.rs` (leases, with its own
 //! flow: RELEASE and RENEW by id, no REFUND or BLOCK); `overrides.rs` for
 //! override values; `layout.rs` for the prefix, the field encodings and
-//! the block wrapper they share, `varint.rs` for variable-length numbers. Every write is the current layout (version 3), whose times
+//! the block wrapper they share, `varint.rs` for variable-length numbers.
+//!
+//! Every write is the current layout (version 3). A rate limiter's times
 //! are offsets from the key's own expiry: the commit sets that expiry in
 //! the same step, and a value that must outlive it (inside a block, or
 //! past the latest expiry a key can have) stores its anchor instead.
