@@ -71,6 +71,7 @@ fn max_left(prev: u64, room: u64, window_ms: u64) -> Option<u64> {
     (x >= 1).then(|| u64::try_from(x.min(u128::from(window_ms))).unwrap_or(window_ms))
 }
 
+#[inline(always)]
 pub fn decide(
     params: &ApproxParams,
     state: Option<ApproxState>,

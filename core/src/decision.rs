@@ -181,6 +181,7 @@ pub struct LimiterReply {
 
 impl LimiterReply {
     /// The six integers every limiter replies, in the reply's order.
+    #[inline(always)]
     pub fn six(&self) -> [i64; 6] {
         [
             i64::from(self.allowed),
@@ -194,6 +195,7 @@ impl LimiterReply {
 
     /// The reply's integers: the first `len` of the array (six, or seven
     /// with the lease id).
+    #[inline(always)]
     pub fn integers(&self) -> ([i64; 7], usize) {
         let [a, b, c, d, e, f] = self.six();
         match self.lease {

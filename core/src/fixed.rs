@@ -63,6 +63,7 @@ fn open_window(params: &FixedParams, now: u64) -> FixedState {
     }
 }
 
+#[inline(always)]
 pub fn decide(
     params: &FixedParams,
     state: Option<FixedState>,

@@ -18,7 +18,7 @@ use crate::error::RlError;
 use crate::mode::{Mode, MODE};
 use crate::request::{find_keys, parse_all, parse_limiter, Action, Algorithm, Clause};
 use crate::server::{Access, Arg, Call, Entry, Key, Reply};
-use crate::state::{self, overrides::load_override, Checked, Commit, Step};
+use crate::state::{self, overrides::load_override, Checked, Step};
 use crate::stats::{self, Command, Counter, Event};
 use librl_core::decision::{LimiterReply, RetryAfter, Status};
 use librl_core::limit::Limit;
@@ -194,26 +194,19 @@ pub fn settle(
         peek,
         ..
     } = *how;
-    // An admitted call with reservations waits for the latest of them.
-    let wait_ms = if admitted {
-        decided.iter().map(|d| d.checked.wait_ms).max().unwrap_or(0)
-    } else {
-        0
-    };
+    // An admitted call with reservations waits for the latest of them;
     // WAIT clauses hold the reply, each for its own wait (within its own
     // max_wait); a RESERVE clause's longer wait is left to the caller, as
-    // the held reply's retry_after.
-    let hold_ms = if admitted && !peek {
-        decided
-            .iter()
-            .zip(clauses)
-            .filter(|(_, c)| wants_wait(c))
-            .map(|(d, _)| d.checked.wait_ms)
-            .max()
-            .unwrap_or(0)
-    } else {
-        0
-    };
+    // the held reply's retry_after. (Loops, as in `record`.)
+    let (mut wait_ms, mut hold_ms) = (0, 0);
+    if admitted {
+        for (d, c) in decided.iter().zip(clauses) {
+            wait_ms = wait_ms.max(d.checked.wait_ms);
+            if !peek && wants_wait(c) {
+                hold_ms = hold_ms.max(d.checked.wait_ms);
+            }
+        }
+    }
     if hold_ms > 0 && call.can_block() {
         let held = decided.iter().zip(clauses).map(|(d, c)| {
             if wants_wait(c) {
@@ -254,18 +247,25 @@ pub fn record(call: Call<'_>, how: &How, decided: &[Decided<'_>]) -> Result<Reco
         peek,
     } = *how;
     // The largest wait among the denying clauses; never beats any wait.
-    let denied = decided
-        .iter()
-        .filter_map(|d| d.checked.denied)
-        .reduce(RetryAfter::max);
+    // (Plain loops: this runs on every call, and iterator adaptors over a
+    // one-clause slice were not inlined.)
+    let mut denied: Option<RetryAfter> = None;
+    for d in decided {
+        if let Some(wait) = d.checked.denied {
+            denied = Some(denied.map_or(wait, |w| w.max(wait)));
+        }
+    }
     let admitted = denied.is_none();
     if !peek {
         // All-or-nothing under memory pressure too: one clause that would
         // add to the dataset refuses the whole call.
-        let writes = decided
-            .iter()
-            .filter_map(|d| d.checked.write(admitted).map(|c| (c, &d.key)));
-        refuse_growth_under_oom(call, replayed, writes)?;
+        let mut adds = false;
+        for d in decided {
+            if let Some(commit) = d.checked.write(admitted) {
+                adds |= commit.adds_to_dataset(&d.key);
+            }
+        }
+        refuse_growth_under_oom(call, replayed, adds)?;
         // Admitted: every clause records its commit. Denied: only the
         // blocks its denying clauses start are written.
         let mut wrote = false;
@@ -283,11 +283,16 @@ pub fn record(call: Call<'_>, how: &How, decided: &[Decided<'_>]) -> Result<Reco
         count_outcome(shape.command(), admitted, mode);
         if !peek {
             // A denied call records nothing but the blocks it meets or starts.
-            decided
-                .iter()
-                .filter_map(|d| d.checked.event)
-                .filter(|e| admitted || matches!(e, Event::BlockStarted | Event::DeniedByBlock))
-                .for_each(stats::count_event);
+            for d in decided {
+                match d.checked.event {
+                    Some(e)
+                        if admitted || matches!(e, Event::BlockStarted | Event::DeniedByBlock) =>
+                    {
+                        stats::count_event(e)
+                    }
+                    _ => {}
+                }
+            }
         }
     }
     Ok(Recorded { admitted, denied })
@@ -306,15 +311,20 @@ pub fn reply<'d>(
     decided: &'d [Decided<'_>],
 ) -> Reply<impl ExactSizeIterator<Item = LimiterReply> + 'd> {
     let took = admitted && !how.peek;
-    let reply = shaped(
-        how.shape,
-        admitted,
-        retry_after,
-        decided.iter().map(move |d| match took {
-            true => d.checked.reply,
-            false => d.checked.reply.nothing_taken(),
-        }),
-    );
+    let one = move |d: &Decided<'_>| match took {
+        true => d.checked.reply,
+        false => d.checked.reply.nothing_taken(),
+    };
+    // A single limiter's reply is its one clause's, read directly.
+    if let (Shape::One(_), [d]) = (how.shape, decided) {
+        let r = one(d);
+        return Reply::One(if how.mode == Mode::monitor {
+            r.monitored()
+        } else {
+            r
+        });
+    }
+    let reply = shaped(how.shape, admitted, retry_after, decided.iter().map(one));
     if how.mode == Mode::monitor {
         reply.monitored()
     } else {
@@ -347,21 +357,13 @@ where
 }
 
 /// Above `maxmemory`, a client's call whose writes would add to the
-/// dataset is refused before anything is written; every other write runs.
-/// A replayed call applies the primary's decision and is never refused.
-pub fn refuse_growth_under_oom<'k, 'c: 'k>(
-    call: Call<'_>,
-    replayed: bool,
-    writes: impl IntoIterator<Item = (&'k Commit, &'k Key<'c>)>,
-) -> Result<(), RlError> {
-    if replayed {
-        return Ok(());
-    }
-    let adds = writes
-        .into_iter()
-        .any(|(commit, key)| commit.adds_to_dataset(key));
+/// dataset (`adds`) is refused before anything is written; every other
+/// write runs. A replayed call applies the primary's decision and is never
+/// refused.
+#[inline(always)]
+pub fn refuse_growth_under_oom(call: Call<'_>, replayed: bool, adds: bool) -> Result<(), RlError> {
     // The server's memory state is asked only of a call that would grow.
-    if adds && call.ctx.is_oom() {
+    if !replayed && adds && call.ctx.is_oom() {
         return Err(RlError::OutOfMemory);
     }
     Ok(())
@@ -374,6 +376,7 @@ pub fn wants_wait(clause: &Clause<'_, Arg>) -> bool {
 }
 
 /// Whether a limiter call is replayed: only a call carrying NOW can be.
+#[inline(always)]
 pub fn replayed(origin: &Origin<'_>, has_now: bool) -> bool {
     if has_now {
         origin.replayed()
@@ -385,6 +388,7 @@ pub fn replayed(origin: &Origin<'_>, has_now: bool) -> bool {
 
 /// Propagates an admitted call: as it came plus the primary's NOW, or, when
 /// it is itself a replay, exactly as it came.
+#[inline(always)]
 pub fn propagate(call: Call<'_>, command: &CStr, replayed: bool, now: u64) {
     if replayed {
         call.replicate_verbatim();
@@ -394,6 +398,7 @@ pub fn propagate(call: Call<'_>, command: &CStr, replayed: bool, now: u64) {
 }
 
 /// Replayed calls apply the primary's decision whatever this node's mode.
+#[inline(always)]
 pub fn effective_mode(replayed: bool) -> Mode {
     if replayed {
         Mode::on
@@ -404,6 +409,7 @@ pub fn effective_mode(replayed: bool) -> Mode {
 
 /// Monitor mode admits what `on` would deny: counted as allowed, and as
 /// would-deny.
+#[inline(always)]
 pub fn count_outcome(command: Command, allowed: bool, mode: Mode) {
     match (allowed, mode) {
         (true, _) => stats::count(command, Counter::Allowed),

@@ -214,12 +214,10 @@ pub(super) const OPTION_NAMES: [&str; 17] = [
 ];
 
 impl Seen {
+    #[inline(always)]
     pub(super) fn once(&mut self, option: &'static str) -> Result<(), ArgError> {
-        let index = OPTION_NAMES
-            .iter()
-            .position(|o| *o == option)
-            .unwrap_or(OPTION_NAMES.len() - 1);
-        let bit = 1u32 << index;
+        // Inlined with its literal, the bit folds to a constant.
+        let bit = bit(option);
         if self.0 & bit != 0 {
             return Err(ArgError::RepeatedOption(option));
         }

@@ -235,6 +235,7 @@ impl<'a> Call<'a> {
     }
 
     /// Replies a limiter's integers without building an intermediate value.
+    #[inline(always)]
     pub fn reply_integers(self, values: &[i64]) {
         self.reply_array(values.len());
         // SAFETY: the server fills in its API before loading the module.

@@ -68,12 +68,13 @@ impl Call<'_> {
     where
         C: IntoIterator<Item = LimiterReply, IntoIter: ExactSizeIterator>,
     {
-        let integers = |r: &LimiterReply| {
+        #[inline(always)]
+        fn integers(call: Call<'_>, r: &LimiterReply) {
             let (ints, len) = r.integers();
-            self.reply_integers(ints.get(..len).unwrap_or_default());
-        };
+            call.reply_integers(ints.get(..len).unwrap_or_default());
+        }
         match reply {
-            Reply::One(r) => integers(&r),
+            Reply::One(r) => integers(self, &r),
             Reply::All {
                 allowed,
                 retry_after,
@@ -84,7 +85,7 @@ impl Call<'_> {
                 self.reply_integer(i64::from(allowed));
                 self.reply_integer(retry_after.as_reply());
                 for r in clauses {
-                    integers(&r);
+                    integers(self, &r);
                 }
             }
         }

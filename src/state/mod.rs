@@ -321,6 +321,7 @@ pub fn check(
 
 /// The key's value split into its block end and the limiter's own bytes
 /// (`None` for no key or a key holding only a block).
+#[inline(always)]
 fn split<'v>(
     value: Value<'v>,
     expected: &'static str,
