@@ -311,12 +311,12 @@ def report(data):
     head = "| command | instructions/call | ÷ floor |"
     sep = "|---|---:|---:|"
     if have_cell:
-        head += " ÷ CL.THROTTLE |"
+        head += f" ÷ CL.THROTTLE {peers.CELL_VERSION} |"
         sep += "---:|"
     head += " µs/call | ÷ floor |"
     sep += "---:|---:|"
     if have_cell:
-        head += " ÷ CL.THROTTLE |"
+        head += f" ÷ CL.THROTTLE {peers.CELL_VERSION} |"
         sep += "---:|"
     head += " calls/s | target |"
     sep += "---:|---|"
@@ -715,7 +715,7 @@ def chart(data, path):
             extra = ""
             cell_field = field.replace("floor", "cell")
             if have_cell and c["id"] != "cell" and rows[c["id"]].get(cell_field):
-                extra = f"  ({rows[c['id']][cell_field]:.2f}× CL.THROTTLE"
+                extra = f"  ({rows[c['id']][cell_field]:.2f}× CL.THROTTLE {peers.CELL_VERSION}"
                 if judged and c["id"] == "token":
                     ok = rows[c["id"]][cell_field] <= TARGET_TOKEN_VS_CELL
                     extra += f"; target ≤ {TARGET_TOKEN_VS_CELL:.2f}×: {'met' if ok else 'missed'}"
