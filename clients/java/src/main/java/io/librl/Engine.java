@@ -37,13 +37,21 @@ final class Engine implements AsyncLimiter {
   @Override
   public CompletionStage<Decision> decide(Clause<?> clause) {
     CompletableFuture<Decision> once = decideOnce(clause);
-    if (!transport.cluster() || clause.override().isEmpty()) {
+    boolean split = clause.override().isPresent();
+    boolean held = !clause.serverWait().isZero();
+    if (!transport.cluster() || (!split && !held)) {
       return once;
     }
-    // A half-moved slot refuses a call naming an override it does not hold (docs/clients/java.md,
-    // While a slot moves): read the override, then call without it.
+    // TRYAGAIN ran nothing (docs/clients/java.md, While a slot moves). A half-moved slot refuses
+    // a call naming an override it does not hold: read the override, then call without it. A
+    // waiting call whose slot moved away while it waited is sent again, once: to the key's node.
     return once.exceptionallyCompose(
-        e -> Split.tryAgain(e) ? Split.oneKey(this, clause) : failed(Split.unwrap(e)));
+        e -> {
+          if (!Split.tryAgain(e)) {
+            return failed(Split.unwrap(e));
+          }
+          return split ? Split.oneKey(this, clause) : decideOnce(clause);
+        });
   }
 
   /** One limiter call, as it is: not split when it meets {@code TRYAGAIN}. */

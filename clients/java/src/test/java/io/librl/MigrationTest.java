@@ -1,6 +1,7 @@
 package io.librl;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
@@ -12,6 +13,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
+import org.junit.jupiter.params.provider.MethodSource;
 import redis.clients.jedis.Jedis;
 import redis.clients.jedis.Pipeline;
 
@@ -226,6 +228,111 @@ class MigrationTest {
       keys.forEach(k -> argv.add(TestServers.decode(k)));
       target.call(argv.toArray(String[]::new));
     }
+  }
+
+  /**
+   * A resharding stopped half way (IMPORTING and MIGRATING set, no key moved): every call naming an
+   * override that does not exist, and every RL.ALL, meets TRYAGAIN for as long as it lasts; split,
+   * each still runs, an RL.ALL that one clause denies gives back what the others took, and
+   * ASK is followed to the target for the override that is on neither side.
+   */
+  @ParameterizedTest(name = "{0} {1}")
+  @MethodSource("io.librl.ClusterTest#clusters")
+  void everyKindOfCallRunsInASlotLeftHalfMoved(TestServers.Flavor flavor, ClusterTest.Client client) {
+    TestServers.Cluster c = TestServers.cluster(flavor);
+    Limiter l = client.make().apply(c);
+    String tag = "{half-" + flavor.label + "-" + client.name() + "}";
+    int slot = Slot.of(tag);
+    TestServers.Server source = c.owner(slot);
+    TestServers.Server target = c.nodes.get(0) == source ? c.nodes.get(1) : c.nodes.get(0);
+    String none = tag + ":none";
+    Fixed hour = Fixed.of(tag + ":hour", 100, HOUR).override(none);
+    Fixed full = Fixed.of(tag + ":full", 1, HOUR);
+    Concurrent inflight = Concurrent.of(tag + ":inflight", 5, Duration.ofMinutes(1)).override(none);
+    Token paced = Token.of(tag + ":paced", 2, Duration.ofSeconds(1)).burst(1).override(none);
+    // Every key exists before the slot is marked moving, so the source serves each one-key call.
+    l.decide(hour);
+    l.decide(full);
+    Lease kept = l.acquire(inflight);
+    l.decide(paced);
+    l.overrideSet(tag + ":o", 50, HOUR);
+    c.beginMove(slot, source, target);
+    try {
+      c.resetStats();
+      Decision d = l.decide(hour);
+      assertTrue(d.allowed() && d.limit() == 100 && d.count() == 2, d.toString());
+      AllDecision a = l.all(hour, inflight);
+      assertTrue(a.allowed(), a.toString());
+      long id = a.decisions().get(1).leaseId();
+      assertTrue(id > 0, a.toString());
+      assertTrue(l.heldLease(inflight, id).release());
+      // One clause denies: the clauses before it are given back, the lease released.
+      AllDecision denied = l.all(hour, inflight, full);
+      assertFalse(denied.allowed(), denied.toString());
+      assertFalse(denied.decisions().get(2).allowed());
+      assertTrue(denied.retryAfter().compareTo(Duration.ofMinutes(59)) > 0, denied.toString());
+      assertEquals(0, denied.decisions().get(1).leaseId());
+      assertEquals(3, l.decide(hour.cost(0)).count(), "a denied RL.ALL kept its count");
+      assertEquals(1, l.decide(inflight.cost(0)).count(), "a denied RL.ALL kept its lease");
+      AllDecision peek = l.peekAll(hour, full);
+      assertFalse(peek.allowed());
+      assertTrue(peek.decisions().get(0).allowed());
+      assertEquals(3, l.decide(hour.cost(0)).count(), "peekAll counted");
+      // A waitUpTo clause is sent as a reservation, and the package waits it out: the bucket
+      // emptied at or after t0, so its next token exists 500 ms later at the earliest.
+      long t0 = System.nanoTime();
+      assertTrue(l.decide(paced.cost(0)).count() <= 1);
+      l.decide(paced.reserve(Duration.ofSeconds(1)));
+      AllDecision waited = l.all(paced.waitUpTo(Duration.ofSeconds(2)), hour);
+      long ms = (System.nanoTime() - t0) / 1_000_000;
+      assertTrue(waited.allowed(), waited.toString());
+      assertEquals(Duration.ZERO, waited.decisions().get(0).retryAfter(), waited.toString());
+      assertTrue(ms >= 495, "returned after " + ms + " ms, before the reserved token");
+      assertEquals(1, l.overrideDel(tag + ":o", none));
+      assertTrue(kept.release());
+      long tryAgain = 0;
+      for (TestServers.Server n : c.nodes) {
+        tryAgain += errorCount(n, "TRYAGAIN");
+      }
+      Map<String, Long> stats = c.stats();
+      assertTrue(tryAgain >= 7, "TRYAGAIN " + tryAgain);
+      assertTrue(stats.get("ask") > 0, "the override on neither side was not asked of the target: " + stats);
+    } finally {
+      c.moveSlot(slot, target); // ends the resharding
+    }
+    assertEquals(4, l.decide(hour.cost(0)).count());
+  }
+
+  /**
+   * A caller waiting for a slot (waitUpTo) whose key's slot moves away meanwhile is answered
+   * TRYAGAIN by the old node at its turn, having taken nothing; the package sends it again, and
+   * the key's new node admits it.
+   */
+  @ParameterizedTest(name = "{0} {1}")
+  @MethodSource("io.librl.ClusterTest#clusters")
+  void aWaitingAcquireWhoseSlotMovesIsSentToTheNewNode(
+      TestServers.Flavor flavor, ClusterTest.Client client) {
+    TestServers.Cluster c = TestServers.cluster(flavor);
+    Limiter l = client.make().apply(c);
+    Concurrent slot =
+        Concurrent.of("{wait-" + flavor.label + "-" + client.name() + "}:inflight", 1, Duration.ofSeconds(1));
+    int s = Slot.of(slot.key());
+    TestServers.Server source = c.owner(s);
+    TestServers.Server target = c.nodes.get(0) == source ? c.nodes.get(1) : c.nodes.get(0);
+    assertTrue(l.acquire(slot).allowed()); // never released: it ends 1 s from now
+    long t0 = System.nanoTime();
+    java.util.concurrent.CompletableFuture<Lease> waiting =
+        java.util.concurrent.CompletableFuture.supplyAsync(
+            () -> l.acquire(slot.waitUpTo(Duration.ofSeconds(5))));
+    TestServers.sleep(200); // queued on the source
+    c.resetStats();
+    c.moveSlot(s, target);
+    try (Lease lease = waiting.join()) {
+      long ms = (System.nanoTime() - t0) / 1_000_000;
+      assertTrue(lease.allowed() && lease.id() > 0, lease.toString());
+      assertTrue(ms >= 900 && ms < 5000, "admitted after " + ms + " ms");
+    }
+    assertEquals(1, errorCount(source, "TRYAGAIN"), "the wait did not meet the move");
   }
 
   /** A thread calling {@code call} in a loop until {@code stop}, counting into {@code kind}. */

@@ -493,8 +493,7 @@ final class TestServers {
         throw new IllegalStateException("slot " + slot + " is already on " + target.addr());
       }
       String s = Integer.toString(slot);
-      target.call("CLUSTER", "SETSLOT", s, "IMPORTING", id(source));
-      source.call("CLUSTER", "SETSLOT", s, "MIGRATING", id(target));
+      beginMove(slot, source, target);
       long halfMoved = System.nanoTime();
       while (source.call("CLUSTER", "GETKEYSINSLOT", s, Integer.toString(batch)) instanceof List<?> keys
           && !keys.isEmpty()) {
@@ -524,6 +523,16 @@ final class TestServers {
         }
       }
       return halfMoved;
+    }
+
+    /**
+     * Marks {@code slot} as moving from {@code source} to {@code target} (IMPORTING, then
+     * MIGRATING) and moves no key: a resharding stopped half way, until {@link #moveSlot} ends it.
+     */
+    void beginMove(int slot, Server source, Server target) {
+      String s = Integer.toString(slot);
+      target.call("CLUSTER", "SETSLOT", s, "IMPORTING", id(source));
+      source.call("CLUSTER", "SETSLOT", s, "MIGRATING", id(target));
     }
 
     private static String id(Server n) {
