@@ -2,6 +2,7 @@ package io.librl;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
@@ -288,6 +289,15 @@ class MigrationTest {
       assertTrue(waited.allowed(), waited.toString());
       assertEquals(Duration.ZERO, waited.decisions().get(0).retryAfter(), waited.toString());
       assertTrue(ms >= 495, "returned after " + ms + " ms, before the reserved token");
+      // Durable: each split call waits for a replica these primaries lack, and the split
+      // RL.ALL reports one NOTDURABLE carrying the decision that stands.
+      Limiter durable = l.withDurability(1, Duration.ofMillis(10));
+      DurabilityException single = assertThrows(DurabilityException.class, () -> durable.decide(hour));
+      assertEquals(5, single.decision().count());
+      DurabilityException all = assertThrows(DurabilityException.class, () -> durable.all(hour, inflight));
+      assertEquals("RL.ALL", all.command());
+      assertTrue(all.allDecision().allowed(), all.allDecision().toString());
+      assertTrue(l.heldLease(inflight, all.allDecision().decisions().get(1).leaseId()).release());
       assertEquals(1, l.overrideDel(tag + ":o", none));
       assertTrue(kept.release());
       long tryAgain = 0;
@@ -300,7 +310,7 @@ class MigrationTest {
     } finally {
       c.moveSlot(slot, target); // ends the resharding
     }
-    assertEquals(4, l.decide(hour.cost(0)).count());
+    assertEquals(6, l.decide(hour.cost(0)).count());
   }
 
   /**
