@@ -88,12 +88,21 @@ export function bySubject(checks: readonly Check[]): Check[][] {
  * did not answer times out. A late reply or error of abandoned work is dropped.
  */
 export function within<T>(ms: number, work: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => setImmediate(() => reject(new NoAnswer(`no answer within ${ms} ms`))), ms);
+  // One promise and one timer per call (it runs on every request): what
+  // settles first wins, the other is ignored.
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => setImmediate(() => reject(new NoAnswer(`no answer within ${ms} ms`))), ms);
+    work.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        reject(err);
+      },
+    );
   });
-  work.catch(() => {});
-  return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
 }
 
 /**
