@@ -72,6 +72,12 @@ export function canonicalAddress(text: string): Address | undefined {
   if (family !== 6) return undefined;
   const zone = text.indexOf("%");
   const address = zone < 0 ? text : text.slice(0, zone);
+  // An IPv4 client of a dual-stack socket (a server listening on `::`,
+  // Node's default) is reported as `::ffff:a.b.c.d`: read it as it is,
+  // without a SocketAddress (microseconds on every request). isIP has
+  // checked the dotted part, which has no leading zeros.
+  const reported = MAPPED.exec(address);
+  if (reported !== null) return { text: reported[1] as string, family: "ipv4" };
   const written = new SocketAddress({ address, family: "ipv6" }).address;
   const mapped = MAPPED.exec(written);
   if (mapped !== null) return { text: mapped[1] as string, family: "ipv4" };
