@@ -146,10 +146,15 @@ async function librlFastify(fastify: FastifyInstanceLike, options: FastifyRateLi
   }) as Hook);
 
   // Before the response is sent: the client's next request sees the refund.
-  fastify.addHook("onSend", (async (request: FastifyRequestLike, reply: FastifyReplyLike, payload: unknown) => {
-    await (request as WithAfter)[AFTER]?.(reply.statusCode);
-    return payload;
-  }) as Hook);
+  // Only a policy counting after the response has one (a route's own
+  // policies are the configuration's): without any, no hook runs on every
+  // response for nothing.
+  if ([...core.config.policies.values()].some((p) => p.count !== "all")) {
+    fastify.addHook("onSend", (async (request: FastifyRequestLike, reply: FastifyReplyLike, payload: unknown) => {
+      await (request as WithAfter)[AFTER]?.(reply.statusCode);
+      return payload;
+    }) as Hook);
+  }
 }
 
 // What fastify-plugin sets: the hooks apply to the whole instance, not an encapsulated child.
