@@ -24,6 +24,7 @@ import argparse
 import datetime
 import http.client
 import json
+import math
 import os
 import platform
 import random
@@ -32,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import time
+from operator import sub, truediv
 
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -238,6 +240,9 @@ def wrk_run(app, redis, load, seconds, connections, cpu):
         raise RuntimeError(f"wrk printed no figures for {app.label} {load}:\n{out}")
     r = json.loads(line[-1])
     n = max(r["requests"], 1)
+    # A run that completed no request (an app stalled on a loaded machine)
+    # has no latency or CPU per request: None, left out of the medians.
+    served = r["requests"] > 0
     commands = {}
     for name, s in after_stats.items():
         d = s["calls"] - before_stats.get(name, {}).get("calls", 0)
@@ -246,8 +251,9 @@ def wrk_run(app, redis, load, seconds, connections, cpu):
     return {
         "rps": r["requests"] / (r["duration_us"] / 1e6),
         "requests": r["requests"],
-        "p50_us": r["p50_us"], "p99_us": r["p99_us"], "max_us": r["max_us"],
-        "cpu_us": (cpu_after - cpu_before) * 1e6 / n,
+        "p50_us": r["p50_us"] if served else None, "p99_us": r["p99_us"] if served else None,
+        "max_us": r["max_us"] if served else None,
+        "cpu_us": (cpu_after - cpu_before) * 1e6 / n if served else None,
         "refused": r["status_errors"] / n,
         "socket_errors": r["connect_errors"] + r["read_errors"] + r["write_errors"] + r["timeouts"],
         "redis_per_request": sum(commands.values()),
@@ -263,6 +269,8 @@ def run_warning(app, load, fig):
     window and two requests' rounding). Reported, not fatal: a peer that
     admits more than its limit under concurrency is a finding."""
     problems = []
+    if not fig["requests"]:
+        return f"{app.label} /{load} round {fig['round'] + 1}: no request completed in the run"
     if fig["socket_errors"]:
         problems.append(f"{fig['socket_errors']} socket errors")
     want = 0.0 if load == "open" or app.variant == "none" else 0.5
@@ -285,7 +293,20 @@ def write_policies(directory):
 
 
 def med(values):
+    """The median of the values that were measured (None: not measured)."""
+    values = [v for v in values if v is not None]
     return statistics.median(values) if values else float("nan")
+
+
+def per_round(a, b, key, op):
+    """op(a's figure, b's figure) for each round where both were measured
+    (and b's is not zero, for a ratio)."""
+    out = []
+    for x, y in zip(a, b):
+        if x[key] is None or y[key] is None or (op is truediv and not y[key]):
+            continue
+        out.append(op(x[key], y[key]))
+    return out
 
 
 def summarize(frameworks, runs):
@@ -298,18 +319,19 @@ def summarize(frameworks, runs):
             s = {v: {k: med([r[k] for r in rows[v]]) for k in
                      ("rps", "p50_us", "p99_us", "cpu_us", "refused", "redis_per_request", "load")}
                  for v in VARIANTS}
-            rounds = range(min(len(rows[v]) for v in VARIANTS))
-            s["ratio_rps"] = med([rows["librl"][i]["rps"] / rows["peer"][i]["rps"] for i in rounds])
-            s["ratio_p99"] = med([rows["librl"][i]["p99_us"] / rows["peer"][i]["p99_us"] for i in rounds])
-            s["middleware_us"] = med([rows["librl"][i]["cpu_us"] - rows["floor"][i]["cpu_us"] for i in rounds])
-            s["peer_middleware_us"] = med([rows["peer"][i]["cpu_us"] - rows["none"][i]["cpu_us"] for i in rounds])
-            s["librl_vs_none_us"] = med([rows["librl"][i]["cpu_us"] - rows["none"][i]["cpu_us"] for i in rounds])
+            s["ratio_rps"] = med(per_round(rows["librl"], rows["peer"], "rps", truediv))
+            s["ratio_p99"] = med(per_round(rows["librl"], rows["peer"], "p99_us", truediv))
+            s["middleware_us"] = med(per_round(rows["librl"], rows["floor"], "cpu_us", sub))
+            s["peer_middleware_us"] = med(per_round(rows["peer"], rows["none"], "cpu_us", sub))
+            s["librl_vs_none_us"] = med(per_round(rows["librl"], rows["none"], "cpu_us", sub))
             s["commands"] = {v: rows[v][-1]["commands"] for v in VARIANTS}
             out[(fw.name, load)] = s
     return out
 
 
-def verdict(ok):
+def verdict(value, ok):
+    if math.isnan(value):  # no round measured both sides
+        return "not measured"
     return "met" if ok else "**missed**"
 
 
@@ -373,9 +395,9 @@ def report(meta, frameworks, summary, headers_sent, runs, warnings):
         for load in LOADS:
             s = summary[(fw.name, load)]
             limit = TARGET_MIDDLEWARE_US[fw.language]
-            w(f"| {fw.name} | {load} | {s['ratio_rps']:.2f}× ({verdict(s['ratio_rps'] >= TARGET_RPS_VS_PEER)}) | "
-              f"{s['middleware_us']:.0f} ≤ {limit} ({verdict(s['middleware_us'] <= limit)}) | "
-              f"{s['ratio_p99']:.2f}× ({verdict(s['ratio_p99'] <= 1.0)}) |")
+            w(f"| {fw.name} | {load} | {s['ratio_rps']:.2f}× ({verdict(s['ratio_rps'], s['ratio_rps'] >= TARGET_RPS_VS_PEER)}) | "
+              f"{s['middleware_us']:.0f} ≤ {limit} ({verdict(s['middleware_us'], s['middleware_us'] <= limit)}) | "
+              f"{s['ratio_p99']:.2f}× ({verdict(s['ratio_p99'], s['ratio_p99'] <= 1.0)}) |")
     w("")
     w("## The apps and what they send")
     w("")
@@ -524,13 +546,18 @@ def main():
                 fig = wrk_run(app, redis, load, seconds, args.connections, load_cpu)
                 fig["round"] = r
                 runs[(app.framework.name, app.variant, load)].append(fig)
+                p99, cpu = fig["p99_us"], fig["cpu_us"]
                 log(f"round {r + 1}/{rounds} {app.label:<16} {load:<4} {fig['rps']:>9,.0f} req/s "
-                    f"p99 {fig['p99_us'] / 1000:6.2f} ms {fig['cpu_us']:6.0f} µs CPU/req "
+                    f"p99 {'-' if p99 is None else f'{p99 / 1000:6.2f}'} ms "
+                    f"{'-' if cpu is None else f'{cpu:6.0f}'} µs CPU/req "
                     f"{fig['redis_per_request']:.2f} cmd/req refused {fig['refused']:.0%} load {fig['load']:.1f}")
                 warning = run_warning(app, load, fig)
                 if warning:
                     warnings.append(warning)
                     log(f"warning: {warning}")
+            # Every round's raw figures so far, kept should anything after fail.
+            with open(os.path.join(ROOT, "target", "bench-http-runs.json"), "w") as f:
+                json.dump({"/".join(k): v for k, v in runs.items()}, f, indent=1, sort_keys=True)
         redis_version = redis.call("INFO", "server").decode()
         redis.close()
     finally:
