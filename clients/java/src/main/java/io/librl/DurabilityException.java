@@ -38,19 +38,37 @@ public final class DurabilityException extends LibrlException {
   }
 
   /**
-   * The call's result, as it stands on the primary: a {@link Decision}, an {@link AllDecision}, the
+   * The call's result, as it stands on the primary: a {@link Decision}, a {@link Lease} (an
+   * acquire's), an {@link AllDecision}, the
    * number of overrides deleted (a {@code Long}), or null for {@code overrideSet}.
    */
   public Object result() {
     return result;
   }
 
-  /** The result as a {@link Decision}; an {@link IllegalStateException} when it is not one. */
+  /**
+   * The result as a {@link Decision} (an acquire's: its lease's); an {@link IllegalStateException}
+   * when it is not one.
+   */
   public Decision decision() {
     if (result instanceof Decision d) {
       return d;
     }
+    if (result instanceof Lease l) {
+      return l.decision();
+    }
     throw new IllegalStateException("the result is not a Decision: " + result);
+  }
+
+  /**
+   * An acquire's {@link Lease}, which stands on the primary: release it, or keep it; an {@link
+   * IllegalStateException} when the result is not one.
+   */
+  public Lease lease() {
+    if (result instanceof Lease l) {
+      return l;
+    }
+    throw new IllegalStateException("the result is not a Lease: " + result);
   }
 
   /** The result as an {@link AllDecision}; an {@link IllegalStateException} when it is not one. */

@@ -8,6 +8,7 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.function.Function;
 import java.util.function.Supplier;
@@ -98,7 +99,26 @@ final class Engine implements AsyncLimiter {
           new LibrlArgumentException(
               "acquire", "takes an acquire: release and renew through the Lease it returns"));
     }
-    return decide(clause).thenApply(d -> new Lease(this, clause, d));
+    return decide(clause)
+        .handle(
+            (d, e) -> {
+              if (e == null) {
+                return new Lease(this, clause, d);
+              }
+              // Durable, too few replicas: the lease stands on the primary; the exception carries
+              // it, to release.
+              if (Stages.unwrap(e) instanceof DurabilityException de
+                  && de.result() instanceof Decision taken) {
+                throw new DurabilityException(
+                    de.command(),
+                    new Lease(this, clause, taken),
+                    de.wanted(),
+                    de.acked(),
+                    de.timeout(),
+                    de.getCause());
+              }
+              throw e instanceof CompletionException c ? c : new CompletionException(e);
+            });
   }
 
   @Override

@@ -3,6 +3,7 @@ package io.librl;
 import java.time.Duration;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -156,16 +157,30 @@ public final class Lease implements AutoCloseable {
     long sent = System.nanoTime();
     return limiter
         .decide(clause.renew(id()))
-        .thenApply(
-            d -> {
-              if (d.allowed()) {
+        .handle(
+            (d, e) -> {
+              Decision renewal = d == null ? standing(e) : d;
+              if (renewal != null && renewal.allowed()) {
                 synchronized (this) {
                   // The server counts the new length from when it ran the call, after sending.
                   endsAt = Math.max(endsAt, sent + length.toNanos());
                 }
               }
-              return d.allowed();
+              if (e != null) {
+                throw e instanceof CompletionException c ? c : new CompletionException(e);
+              }
+              return renewal.allowed();
             });
+  }
+
+  /**
+   * The decision a durable limiter's call made though too few replicas have it: it stands on the
+   * primary. Null for any other failure.
+   */
+  private static Decision standing(Throwable e) {
+    return Stages.unwrap(e) instanceof DurabilityException d && d.result() instanceof Decision kept
+        ? kept
+        : null;
   }
 
   /**
@@ -202,17 +217,27 @@ public final class Lease implements AutoCloseable {
     try {
       held = renewAsync().toCompletableFuture().join();
     } catch (RuntimeException e) {
-      synchronized (this) {
-        if (System.nanoTime() + periodNanos - endsAt < 0) {
-          return; // the next renewal still comes before the lease ends
-        }
+      Decision renewal = standing(e);
+      if (renewal != null) {
+        held = renewal.allowed(); // renewed on the primary: the replicas lag, not the lease
+      } else {
+        failedOnTheWay(e);
+        return;
       }
-      lose(new LeaseLostException(clause.key, id(), Stages.unwrap(e)));
-      return;
     }
     if (!held && released.get() == null) {
       lose(new LeaseLostException(clause.key, id(), null));
     }
+  }
+
+  /** A renewal failed on the way: the lease is lost if the next one would come after its end. */
+  private void failedOnTheWay(RuntimeException e) {
+    synchronized (this) {
+      if (System.nanoTime() + periodNanos - endsAt < 0) {
+        return; // the next renewal still comes before the lease ends
+      }
+    }
+    lose(new LeaseLostException(clause.key, id(), Stages.unwrap(e)));
   }
 
   private void lose(LeaseLostException e) {

@@ -2,6 +2,7 @@ package io.librl;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -106,5 +107,17 @@ class DurabilityTest {
     assertTrue(moved <= 2, "MOVED " + moved + " after one slot move");
     assertThrows(DurabilityException.class, () -> l.overrideSet(key + ":o", 1, SECOND));
     assertThrows(DurabilityException.class, () -> l.overrideDel(key + ":o"));
+    // A durable acquire's lease stands on the primary: the exception carries it, and keepAlive
+    // renews it though every renewal reports NOTDURABLE.
+    Concurrent leases = Concurrent.of("{d-" + client.name + "}:c", 1, Duration.ofMillis(300));
+    Lease lease = assertThrows(DurabilityException.class, () -> l.acquire(leases)).lease();
+    assertTrue(lease.allowed() && lease.id() > 0, lease.toString());
+    lease.keepAlive();
+    TestServers.sleep(450); // past the lease's own end
+    assertFalse(lease.isLost());
+    Limiter plain = client.cluster.apply(c);
+    assertFalse(plain.acquire(leases).allowed(), "the lease ended while kept alive");
+    assertThrows(DurabilityException.class, lease::release);
+    assertEquals(0, plain.decide(leases.cost(0)).count(), "the release did not stand");
   }
 }
