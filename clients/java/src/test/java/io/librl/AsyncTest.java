@@ -100,6 +100,24 @@ class AsyncTest {
         ((LibrlCommandException) failure(a.acquire("async:f", 1, MINUTE))).errorCode());
   }
 
+  @Test
+  void aLeaseWhoseRenewalsCannotGetThroughIsReportedLostAtItsEnd() {
+    TestServers.Server s = TestServers.standalone(FLAVOR);
+    LettuceLimiter lettuce =
+        LettuceLimiter.create(Clients.redisClient(s, ProtocolVersion.RESP3, Duration.ofSeconds(5)));
+    Lease lease = lettuce.sync().acquire(Concurrent.of("async:unreachable", 1, Duration.ofMillis(300)));
+    assertTrue(lease.allowed());
+    lease.keepAlive();
+    long t0 = System.nanoTime();
+    lettuce.close(); // every renewal now fails on the way
+    LeaseLostException lost =
+        lease.lost().toCompletableFuture().orTimeout(5, java.util.concurrent.TimeUnit.SECONDS).join();
+    long ms = (System.nanoTime() - t0) / 1_000_000;
+    assertFalse(lost.ended(), lost.toString());
+    assertInstanceOf(LibrlCommandException.class, lost.getCause());
+    assertTrue(ms >= 50 && ms < 1000, "reported lost after " + ms + " ms, not at the lease's end");
+  }
+
   /**
    * One limiter, with its denial cache, shared by 8 threads making 40 RL.ALL calls each: exactly
    * the limit is admitted, and the cache holds the one denial.
