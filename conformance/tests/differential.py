@@ -325,7 +325,9 @@ def ask(run: Run, example: Optional[Example], request: Dict[str, Any]) -> None:
     if example is None or run.error is not None:
         return
     try:
-        run.outcomes.append(outcome(send(example.port, request)))
+        got = send(example.port, request)
+        assert got is not None, "the differential run never disconnects unread"
+        run.outcomes.append(outcome(got))
     except Exception as e:
         # Which request, and what the example said before it stopped answering.
         tail = example.stderr().strip().splitlines()[-3:]

@@ -8,9 +8,10 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 import redis
 from redis.crc import key_slot
@@ -39,9 +40,15 @@ class Response:
     body: bytes
 
 
-def send(port: int, request: Dict[str, Any], timeout: float = 10.0) -> Response:
+class NoResponse(Exception):
+    """The app closed the connection without answering."""
+
+
+def send(port: int, request: Dict[str, Any], timeout: float = 10.0) -> Optional[Response]:
     """One request on a fresh connection from 127.0.0.1, the path and method
-    as written (http.client normalizes neither)."""
+    as written (http.client normalizes neither). With `disconnect_after_ms`,
+    the socket is closed that long after the request was sent, unread: None.
+    NoResponse when the app closes the connection without an answer."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
         body = request.get("body")
@@ -60,7 +67,13 @@ def send(port: int, request: Dict[str, Any], timeout: float = 10.0) -> Response:
             conn.endheaders(encoded)
         else:
             conn.endheaders()
-        response = conn.getresponse()
+        if "disconnect_after_ms" in request:
+            time.sleep(request["disconnect_after_ms"] / 1000)
+            return None
+        try:
+            response = conn.getresponse()
+        except (http.client.RemoteDisconnected, ConnectionResetError) as e:
+            raise NoResponse(str(e)) from e
         headers: Dict[str, str] = {}
         for name, value in response.getheaders():
             key = name.lower()
@@ -102,6 +115,8 @@ def matches(expected: Any, actual: Any) -> bool:
 def check_response(expect: Dict[str, Any], got: Response) -> List[str]:
     """What differs between a response and a step's `expect`; [] when it matches."""
     problems = []
+    if expect.get("failed") and got.status != 500:
+        problems.append(f"status {got.status}, expected a failed handler's 500 (or no response)")
     if "status" in expect and got.status != expect["status"]:
         problems.append(f"status {got.status}, expected {expect['status']}")
     for name, value in expect.get("headers", {}).items():
@@ -225,10 +240,13 @@ CASE_FIELDS = {
     "cross_field",
     "steps",
 }
-REQUEST_FIELDS = {"method", "path", "headers", "body", "chunked"}
-EXPECT_FIELDS = {"status", "headers", "absent", "content_type", "body", "body_text"}
+REQUEST_FIELDS = {"method", "path", "headers", "body", "chunked", "disconnect_after_ms"}
+EXPECT_FIELDS = {"status", "headers", "absent", "content_type", "body", "body_text", "failed"}
+#: A request inside a parallel step: no repeat, and maybe a delay.
+PARALLEL_FIELDS = {"request", "expect", "after_ms"}
 STEP_KINDS = {
     "request": {"request", "expect", "repeat"},
+    "parallel": {"parallel"},
     "redis": {"redis", "expect"},
     "sleep_ms": {"sleep_ms"},
     "redis_pause_ms": {"redis_pause_ms"},
@@ -251,12 +269,71 @@ def case_problems(case: Dict[str, Any]) -> List[str]:
             continue
         extra = set(step) - STEP_KINDS[kinds[0]]
         if kinds[0] == "request":
-            extra |= {f"request.{k}" for k in set(step["request"]) - REQUEST_FIELDS}
-            extra |= {f"expect.{k}" for k in set(step.get("expect", {})) - EXPECT_FIELDS}
+            extra |= _request_problems(step)
+        if kinds[0] == "parallel":
+            inner = step["parallel"]
+            if not isinstance(inner, list) or len(inner) < 2:
+                extra.add("parallel (not a list of two or more requests)")
+            else:
+                for j, sub in enumerate(inner):
+                    if not isinstance(sub, dict) or "request" not in sub:
+                        extra.add(f"parallel[{j}] (not a request)")
+                        continue
+                    extra |= {f"parallel[{j}].{k}" for k in set(sub) - PARALLEL_FIELDS}
+                    extra |= {f"parallel[{j}].{k}" for k in _request_problems(sub)}
         if kinds[0] == "check" and step["check"] != "every_key_expires":
             extra.add(f"check {step['check']!r}")
         problems += [f"step {i}: unknown {k}" for k in sorted(extra)]
     return problems
+
+
+def _request_problems(step: Dict[str, Any]) -> Set[str]:
+    request, expect = step["request"], step.get("expect", {})
+    problems = {f"request.{k}" for k in set(request) - REQUEST_FIELDS}
+    problems |= {f"expect.{k}" for k in set(expect) - EXPECT_FIELDS}
+    if "disconnect_after_ms" in request and "expect" in step:
+        problems.add("expect (a request disconnected unread expects nothing)")
+    if expect.get("failed") and "status" in expect:
+        problems.add("expect.status (failed is the status)")
+    return problems
+
+
+def request_step(step: Dict[str, Any], port: int) -> List[str]:
+    """One request of a step, sent and checked: what differs, [] when it matches."""
+    expect = step.get("expect", {})
+    try:
+        got = send(port, step["request"])
+    except NoResponse as e:
+        return [] if expect.get("failed") else [f"no response: {e}"]
+    if got is None:
+        return []
+    problems = check_response(expect, got)
+    if problems:
+        problems.append(f"response {got.status} {got.headers} {got.body[:300]!r}")
+    return problems
+
+
+def parallel_step(steps: List[Dict[str, Any]], port: int) -> List[str]:
+    """Each request on its own connection at once (or `after_ms` after the
+    step began), all awaited; what differs, per request."""
+    results: List[List[str]] = [[] for _ in steps]
+    start = time.monotonic()
+
+    def one(i: int) -> None:
+        delay = start + steps[i].get("after_ms", 0) / 1000 - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        try:
+            results[i] = request_step(steps[i], port)
+        except Exception as e:  # reported with the others, not lost in a thread
+            results[i] = [f"{type(e).__name__}: {e}"]
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(steps))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [f"request {i}: {'; '.join(p)}" for i, p in enumerate(results) if p]
 
 
 def run_steps(case: Dict[str, Any], port: int, r: Optional[Redis]) -> None:
@@ -265,13 +342,13 @@ def run_steps(case: Dict[str, Any], port: int, r: Optional[Redis]) -> None:
         where = f"{case['name']} step {index}"
         if "request" in step:
             for attempt in range(step.get("repeat", 1)):
-                got = send(port, step["request"])
-                problems = check_response(step.get("expect", {}), got)
+                problems = request_step(step, port)
                 if problems:
-                    raise Mismatch(
-                        f"{where} (request {attempt + 1}): {'; '.join(problems)}\n"
-                        f"  response {got.status} {got.headers} {got.body[:300]!r}"
-                    )
+                    raise Mismatch(f"{where} (request {attempt + 1}): {'; '.join(problems)}")
+        elif "parallel" in step:
+            problems = parallel_step(step["parallel"], port)
+            if problems:
+                raise Mismatch(f"{where}: {' | '.join(problems)}")
         elif "redis" in step:
             if r is None:
                 raise Mismatch(f"{where}: a redis step in a case without Redis")
