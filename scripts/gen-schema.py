@@ -53,7 +53,7 @@ FIELD_KEYS = {
 # Inside a subschema marked x-librl-rule: a cross-field rule stated for
 # validators, which the integrations check in code (never walked).
 RULE_KEYS = {
-    "x-librl-rule", "if", "then", "not", "anyOf", "oneOf", "allOf",
+    "x-librl-rule", "if", "then", "else", "not", "anyOf", "oneOf", "allOf",
     "required", "properties", "const",
 }
 DURATION_KEYS = {"min_ms", "max_ms"}
@@ -122,7 +122,7 @@ def check_rule(where: str, node: Any, rules: Dict[str, str]) -> None:
         if key in ("properties",):
             for name, sub in value.items():
                 check_rule(f"{where}.{name}", sub, rules)
-        elif key in ("if", "then", "not", "anyOf", "oneOf", "allOf"):
+        elif key in ("if", "then", "else", "not", "anyOf", "oneOf", "allOf"):
             check_rule(f"{where}.{key}", value, rules)
 
 

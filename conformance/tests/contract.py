@@ -29,6 +29,13 @@ def load_vectors(name: str) -> List[Dict[str, Any]]:
     return vectors
 
 
+def load_pending() -> Dict[str, Any]:
+    """conformance/pending.json: per framework the cases, per language the
+    vectors (file -> names) not passed yet (conformance/README.md, Pending)."""
+    pending: Dict[str, Any] = json.loads((CONFORMANCE / "pending.json").read_text(encoding="utf-8"))
+    return pending
+
+
 def load_schema() -> Dict[str, Any]:
     schema: Dict[str, Any] = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
     return schema

@@ -10,7 +10,8 @@ import re
 
 import pytest
 
-from contract import ROOT, Case, load_cases
+from contract import ROOT, Case, load_cases, load_pending, load_vectors
+from examples import FRAMEWORKS
 from steps import case_problems
 
 # A case name as the page writes it: `word-word-word...` in backticks (the
@@ -35,3 +36,22 @@ def test_case_names_are_unique() -> None:
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_case_is_in_the_format(case: Case) -> None:
     assert case_problems(case) == []
+
+
+def test_pending_names_frameworks_cases_and_vectors_that_exist() -> None:
+    """A typo in conformance/pending.json would hide nothing and pass
+    silently: every framework, case, language, file and vector it names
+    exists, and none twice."""
+    pending = load_pending()
+    assert set(pending) == {"description", "cases", "vectors"}
+    assert set(pending["cases"]) <= set(FRAMEWORKS)
+    names = {c["name"] for c in CASES}
+    for framework, cases in pending["cases"].items():
+        assert len(cases) == len(set(cases)), framework
+        assert set(cases) <= names, (framework, sorted(set(cases) - names))
+    assert set(pending["vectors"]) <= {"go", "java", "node", "python", "rust"}
+    for language, files in pending["vectors"].items():
+        for file, vectors in files.items():
+            known = {v["name"] for v in load_vectors(file)}
+            assert len(vectors) == len(set(vectors)), (language, file)
+            assert set(vectors) <= known, (language, file, sorted(set(vectors) - known))

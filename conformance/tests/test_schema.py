@@ -86,6 +86,10 @@ CROSS_FIELD_TEXTS = re.compile(
     r"|give rate, or limit and window, not both|missing \(give limit and window, or rate\)"
     r"|aligned is for fixed policies, not \w+|burst is for token policies, not \w+"
     r"|must be an IP address or a CIDR network"
+    r"|a concurrency policy has no (window|rate); give limit and lease"
+    r"|missing \(a concurrency policy gives limit and lease\)"
+    r"|must be all on a concurrency policy \(its slots are freed when the response is finished\)"
+    r"|lease is for concurrency policies, not \w+"
     r"|local is the Rust integration's mode; use open or closed"
 )
 ERRORS = load_vectors("config-errors.json")

@@ -360,6 +360,14 @@ func parseNetwork(s string) (netip.Prefix, error) {
 func policyOf(path string, m walked) (*policy, error) {
 	p := &policy{name: m["name"].(string), algorithm: m["algorithm"].(string), count: m["count"].(string),
 		aligned: m["aligned"].(bool), overridable: m["overridable"].(bool)}
+	if p.algorithm == "concurrency" {
+		// The schema has it; this integration does not hold slots yet, and
+		// must not accept a limit it would not enforce.
+		return nil, bad(path+".algorithm", "concurrency is not supported by this integration yet")
+	}
+	if _, ok := m["lease"]; ok {
+		return nil, bad(path+".lease", "lease is for concurrency policies, not %s", p.algorithm)
+	}
 	limit, hasLimit := m["limit"]
 	window, hasWindow := m["window"]
 	if rate, ok := m["rate"].(rateValue); ok {

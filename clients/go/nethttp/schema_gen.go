@@ -67,9 +67,10 @@ var schemaObjects = map[string][]schemaField{
 	},
 	"policy": {
 		{Name: "name", Kind: schemaString, Required: true, Pattern: "^[A-Za-z0-9._-]{1,64}$", Expected: "1 to 64 of A-Z a-z 0-9 - _ ."},
-		{Name: "algorithm", Kind: schemaString, Required: true, Choices: []string{"fixed", "sliding", "approx", "token"}},
+		{Name: "algorithm", Kind: schemaString, Required: true, Choices: []string{"fixed", "sliding", "approx", "token", "concurrency"}},
 		{Name: "limit", Kind: schemaInteger, Minimum: 1, Maximum: 1125899906842624},
 		{Name: "window", Kind: schemaDuration, DurationMinMS: 1, DurationMaxMS: 315360000000},
+		{Name: "lease", Kind: schemaDuration, DurationMinMS: 1, DurationMaxMS: 315360000000},
 		{Name: "rate", Kind: schemaRate, Minimum: 1, Maximum: 1125899906842624, Pattern: "^[ \\t]*[0-9]+[ \\t]*(/[ \\t]*(([0-9]+[ \\t]*([Ss][Ee][Cc][Oo][Nn][Dd][Ss]?|[Mm][Ii][Nn][Uu][Tt][Ee][Ss]?|[Hh][Oo][Uu][Rr][Ss]?|[Dd][Aa][Yy][Ss]?|[SsMmHhDd])|[1-9][0-9]*([Mm][Ss])?)|([Ss][Ee][Cc][Oo][Nn][Dd][Ss]?|[Mm][Ii][Nn][Uu][Tt][Ee][Ss]?|[Hh][Oo][Uu][Rr][Ss]?|[Dd][Aa][Yy][Ss]?|[SsMmHhDd]))|[Pp][Ee][Rr]([ \\t]*([0-9]+[ \\t]*([Ss][Ee][Cc][Oo][Nn][Dd][Ss]?|[Mm][Ii][Nn][Uu][Tt][Ee][Ss]?|[Hh][Oo][Uu][Rr][Ss]?|[Dd][Aa][Yy][Ss]?|[SsMmHhDd])|[1-9][0-9]*([Mm][Ss])?)|[ \\t]+([Ss][Ee][Cc][Oo][Nn][Dd][Ss]?|[Mm][Ii][Nn][Uu][Tt][Ee][Ss]?|[Hh][Oo][Uu][Rr][Ss]?|[Dd][Aa][Yy][Ss]?|[SsMmHhDd])))[ \\t]*$", DurationMinMS: 1, DurationMaxMS: 315360000000},
 		{Name: "aligned", Kind: schemaBoolean, Default: "false"},
 		{Name: "burst", Kind: schemaInteger, Minimum: 1, Maximum: 1125899906842624},
@@ -89,9 +90,10 @@ var schemaObjects = map[string][]schemaField{
 var schemaRules = map[string]string{
 	"policy-names-unique":          "no two policies have the same name",
 	"routes-name-defined-policies": "every name in a route's policies is a policy's name",
-	"rate-or-limit-and-window":     "a policy has rate, or limit and window, and never both",
+	"rate-or-limit-and-window":     "a policy other than concurrency has rate, or limit and window, and never both",
 	"aligned-only-on-fixed":        "aligned: true only on a fixed policy",
 	"burst-only-on-token":          "burst only on a token policy",
+	"concurrency-has-lease":        "a concurrency policy has limit and lease, no window or rate, and count all; lease only on a concurrency policy",
 	"trusted-proxies-are-networks": "each trusted proxy is an IP address or a CIDR network (the pattern only bounds its characters)",
 	"fail-local-where-supported":   "fail: local only in an integration that has the local fail mode (Rust)",
 }

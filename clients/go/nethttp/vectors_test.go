@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -48,7 +49,24 @@ func vectorsDir() string {
 	return filepath.Join(filepath.Dir(file), "..", "..", "..", "conformance", "vectors")
 }
 
+// pendingVectors are the vectors conformance/pending.json lists for go,
+// per file: not passed yet, reported as PENDING instead of run.
+func pendingVectors(t *testing.T) map[string][]string {
+	data, err := os.ReadFile(filepath.Join(vectorsDir(), "..", "pending.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Vectors map[string]map[string][]string `json:"vectors"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatalf("conformance/pending.json: %v", err)
+	}
+	return doc.Vectors["go"]
+}
+
 func TestVectors(t *testing.T) {
+	pending := pendingVectors(t)
 	found, err := filepath.Glob(filepath.Join(vectorsDir(), "*.json"))
 	if err != nil || len(found) == 0 {
 		t.Fatalf("no vectors in %s (%v)", vectorsDir(), err)
@@ -89,6 +107,10 @@ func TestVectors(t *testing.T) {
 					t.Errorf("%s: two vectors named %s", name, v.Name)
 				}
 				names[v.Name] = true
+				if slices.Contains(pending[name], v.Name) {
+					t.Run(v.Name, func(t *testing.T) { t.Skip("PENDING: conformance/pending.json") })
+					continue
+				}
 				t.Run(v.Name, func(t *testing.T) { run(t, v.Input, v.Expect) })
 			}
 		})

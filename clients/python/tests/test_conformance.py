@@ -32,6 +32,16 @@ def load_cases() -> List[Dict[str, Any]]:
 
 
 CASES = load_cases()
+#: Per framework, the cases it does not pass yet (conformance/README.md,
+#: Pending): reported as PENDING instead of run.
+PENDING: Dict[str, List[str]] = json.loads((ROOT / "conformance" / "pending.json").read_text())[
+    "cases"
+]
+
+
+def pending_everywhere(case: Dict[str, Any]) -> bool:
+    """Pending for every framework here: this runner need not read it yet."""
+    return all(case["name"] in PENDING.get(f, []) for f in FRAMEWORKS)
 
 
 #: The case format (conformance/README.md), read strictly: a member this
@@ -84,7 +94,11 @@ def format_problem(case: Dict[str, Any]) -> Optional[str]:
 
 
 def test_every_case_is_in_the_format_this_runner_reads() -> None:
-    problems = {c["name"]: format_problem(c) for c in CASES if format_problem(c) is not None}
+    problems = {
+        c["name"]: format_problem(c)
+        for c in CASES
+        if not pending_everywhere(c) and format_problem(c) is not None
+    }
     assert not problems, problems
 
 
@@ -282,6 +296,10 @@ def run_steps(case: Dict[str, Any], port: int, r: Redis) -> None:
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_case(framework: str, case: Dict[str, Any], request: pytest.FixtureRequest) -> None:
+    if case["name"] in PENDING.get(framework, []):
+        pytest.skip(
+            f"PENDING: {framework} does not pass {case['name']} yet (conformance/pending.json)"
+        )
     problem = format_problem(case)
     assert problem is None, f"{case['name']}: {problem}"
     missing = set(case.get("requires", [])) & LACKS

@@ -241,10 +241,26 @@ def test_vector_names_are_unique_per_file() -> None:
         assert len(names) == len(set(names)), file
 
 
+#: Per file, the vectors Python does not pass yet (conformance/README.md,
+#: Pending): reported as PENDING, and a failure once one passes.
+PENDING: Dict[str, List[str]] = json.loads((VECTORS.parent / "pending.json").read_text())[
+    "vectors"
+].get("python", {})
+
+
 @pytest.mark.parametrize(("file", "function", "vector"), vectors())
 def test_vector(file: str, function: str, vector: Dict[str, Any]) -> None:
     name, run = FILES[file]
     assert function == name, f"{file}: unknown function {function!r} (this runner has {name!r})"
-    got = run(vector["input"])
     want = expected(file, vector["expect"])
+    if vector["name"] in PENDING.get(file, []):
+        try:
+            got = run(vector["input"])
+        except Exception:
+            got = None
+        assert got != want, (
+            f"{file} {vector['name']} passes: remove it from conformance/pending.json"
+        )
+        pytest.skip(f"PENDING: {file} {vector['name']} (conformance/pending.json)")
+    got = run(vector["input"])
     assert got == want, f"{file} {vector['name']}: got {got!r}, expected {want!r}"

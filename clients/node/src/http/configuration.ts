@@ -156,7 +156,10 @@ function costSpec(cost: number | string): CostSpec {
 
 /** A walked policy, with the rules that span its fields (rate-or-limit-and-window, aligned-only-on-fixed, burst-only-on-token). */
 function policyOf(where: string, p: Walked): Policy {
-  const algorithm = p["algorithm"] as AlgorithmName;
+  const algorithm = p["algorithm"] as AlgorithmName | "concurrency";
+  // The schema has it; this integration does not hold slots yet, and must not accept a limit it would not enforce.
+  if (algorithm === "concurrency") throw new ConfigError(`${where}.algorithm`, "concurrency is not supported by this integration yet");
+  if (p["lease"] !== undefined) throw new ConfigError(`${where}.lease`, `lease is for concurrency policies, not ${algorithm}`);
   const rate = p["rate"] as RateValue | undefined;
   const limit = p["limit"] as number | undefined;
   const windowMs = p["window"] as number | undefined;

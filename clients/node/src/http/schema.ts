@@ -55,9 +55,10 @@ export const OBJECTS: Readonly<Record<string, readonly Field[]>> = {
   ],
   policy: [
     { name: "name", kind: "string", required: true, choices: [], pattern: "^[A-Za-z0-9._-]{1,64}$", expected: "1 to 64 of A-Z a-z 0-9 - _ ." },
-    { name: "algorithm", kind: "string", required: true, choices: ["fixed", "sliding", "approx", "token"] },
+    { name: "algorithm", kind: "string", required: true, choices: ["fixed", "sliding", "approx", "token", "concurrency"] },
     { name: "limit", kind: "integer", required: false, choices: [], minimum: 1, maximum: 1125899906842624 },
     { name: "window", kind: "duration", required: false, choices: [], durationMinMs: 1, durationMaxMs: 315360000000 },
+    { name: "lease", kind: "duration", required: false, choices: [], durationMinMs: 1, durationMaxMs: 315360000000 },
     { name: "rate", kind: "rate", required: false, choices: [], minimum: 1, maximum: 1125899906842624, pattern: "^[ \\t]*[0-9]+[ \\t]*(/[ \\t]*(([0-9]+[ \\t]*([Ss][Ee][Cc][Oo][Nn][Dd][Ss]?|[Mm][Ii][Nn][Uu][Tt][Ee][Ss]?|[Hh][Oo][Uu][Rr][Ss]?|[Dd][Aa][Yy][Ss]?|[SsMmHhDd])|[1-9][0-9]*([Mm][Ss])?)|([Ss][Ee][Cc][Oo][Nn][Dd][Ss]?|[Mm][Ii][Nn][Uu][Tt][Ee][Ss]?|[Hh][Oo][Uu][Rr][Ss]?|[Dd][Aa][Yy][Ss]?|[SsMmHhDd]))|[Pp][Ee][Rr]([ \\t]*([0-9]+[ \\t]*([Ss][Ee][Cc][Oo][Nn][Dd][Ss]?|[Mm][Ii][Nn][Uu][Tt][Ee][Ss]?|[Hh][Oo][Uu][Rr][Ss]?|[Dd][Aa][Yy][Ss]?|[SsMmHhDd])|[1-9][0-9]*([Mm][Ss])?)|[ \\t]+([Ss][Ee][Cc][Oo][Nn][Dd][Ss]?|[Mm][Ii][Nn][Uu][Tt][Ee][Ss]?|[Hh][Oo][Uu][Rr][Ss]?|[Dd][Aa][Yy][Ss]?|[SsMmHhDd])))[ \\t]*$", durationMinMs: 1, durationMaxMs: 315360000000 },
     { name: "aligned", kind: "boolean", required: false, choices: [], default: "false" },
     { name: "burst", kind: "integer", required: false, choices: [], minimum: 1, maximum: 1125899906842624 },
@@ -77,9 +78,10 @@ export const OBJECTS: Readonly<Record<string, readonly Field[]>> = {
 export const RULES: Readonly<Record<string, string>> = {
   "policy-names-unique": "no two policies have the same name",
   "routes-name-defined-policies": "every name in a route's policies is a policy's name",
-  "rate-or-limit-and-window": "a policy has rate, or limit and window, and never both",
+  "rate-or-limit-and-window": "a policy other than concurrency has rate, or limit and window, and never both",
   "aligned-only-on-fixed": "aligned: true only on a fixed policy",
   "burst-only-on-token": "burst only on a token policy",
+  "concurrency-has-lease": "a concurrency policy has limit and lease, no window or rate, and count all; lease only on a concurrency policy",
   "trusted-proxies-are-networks": "each trusted proxy is an IP address or a CIDR network (the pattern only bounds its characters)",
   "fail-local-where-supported": "fail: local only in an integration that has the local fail mode (Rust)",
 };

@@ -370,6 +370,14 @@ def _build(tree: Mapping[str, Any], doc: Mapping[str, Any]) -> Config:
 
 def _policy(path: str, raw: Mapping[str, Any]) -> Policy:
     algorithm = raw["algorithm"]
+    if algorithm == "concurrency":
+        # The schema has it; this integration does not hold slots yet, and
+        # must not accept a limit it would not enforce.
+        raise ConfigError(
+            f"{path}.algorithm", "concurrency is not supported by this integration yet"
+        )
+    if "lease" in raw:
+        raise ConfigError(f"{path}.lease", f"lease is for concurrency policies, not {algorithm}")
     if "rate" in raw:
         if "limit" in raw or "window" in raw:
             raise ConfigError(f"{path}.rate", "give rate, or limit and window, not both")

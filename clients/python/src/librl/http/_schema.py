@@ -181,7 +181,7 @@ OBJECTS: Mapping[str, Tuple[Field, ...]] = {
             name="algorithm",
             kind="string",
             required=True,
-            choices=("fixed", "sliding", "approx", "token"),
+            choices=("fixed", "sliding", "approx", "token", "concurrency"),
         ),
         Field(
             name="limit",
@@ -191,6 +191,12 @@ OBJECTS: Mapping[str, Tuple[Field, ...]] = {
         ),
         Field(
             name="window",
+            kind="duration",
+            duration_min_ms=1,
+            duration_max_ms=315360000000,
+        ),
+        Field(
+            name="lease",
             kind="duration",
             duration_min_ms=1,
             duration_max_ms=315360000000,
@@ -278,9 +284,14 @@ OBJECTS: Mapping[str, Tuple[Field, ...]] = {
 RULES: Mapping[str, str] = {
     "policy-names-unique": "no two policies have the same name",
     "routes-name-defined-policies": "every name in a route's policies is a policy's name",
-    "rate-or-limit-and-window": "a policy has rate, or limit and window, and never both",
+    "rate-or-limit-and-window": (
+        "a policy other than concurrency has rate, or limit and window, and never both"
+    ),
     "aligned-only-on-fixed": "aligned: true only on a fixed policy",
     "burst-only-on-token": "burst only on a token policy",
+    "concurrency-has-lease": (
+        "a concurrency policy has limit and lease, no window or rate, and count all; lease only on a concurrency policy"  # noqa: E501
+    ),
     "trusted-proxies-are-networks": (
         "each trusted proxy is an IP address or a CIDR network (the pattern only bounds its characters)"  # noqa: E501
     ),
