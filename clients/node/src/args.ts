@@ -41,11 +41,29 @@ export interface TokenClauseOptions extends CommonOptions {
   wait?: Duration;
 }
 
+/** Options of an RL.CONCURRENT acquire, alone or as an RL.ALL clause. */
+export interface ConcurrentClauseOptions {
+  /** Slots this lease takes (`COST n`); the server's default is 1; 0 reads the slots held. */
+  cost?: number;
+  /** Read limit and lease (its window) from the override stored at this key (`OVERRIDE okey`). */
+  override?: string;
+}
+
+export interface ConcurrentOptions extends ConcurrentClauseOptions {
+  /**
+   * A refused acquire waits up to this long for a slot, the server holding
+   * the reply (`WAIT max_wait`, 0 allowed); sent on a connection of the
+   * Limiter's own. Not an RL.ALL clause option.
+   */
+  wait?: Duration;
+}
+
 export interface PeekOption {
   /** Answer as if the call were made, and change nothing (`PEEK`). */
   peek?: boolean;
 }
 
+export interface AcquireOptions extends ConcurrentOptions, PeekOption {}
 export interface FixedOptions extends FixedClauseOptions, PeekOption {}
 export interface SlidingOptions extends SlidingClauseOptions, PeekOption {}
 export interface TokenOptions extends TokenClauseOptions, PeekOption {}
@@ -66,7 +84,7 @@ export interface OverrideListOptions {
   count?: number;
 }
 
-export type Algorithm = "FIXED" | "SLIDING" | "TOKEN";
+export type Algorithm = "FIXED" | "SLIDING" | "TOKEN" | "CONCURRENT";
 
 /**
  * One limiter call, checked and split so that key prefixes can be applied
@@ -75,7 +93,7 @@ export type Algorithm = "FIXED" | "SLIDING" | "TOKEN";
 export interface Clause {
   readonly algorithm: Algorithm;
   readonly key: string;
-  /** limit/rate, window, then the options other than OVERRIDE and PEEK. */
+  /** limit/rate, window (CONCURRENT: lease), then the options other than OVERRIDE and PEEK. */
   readonly args: readonly string[];
   readonly override: string | undefined;
   /** Whether this clause gives units back (REFUND): such calls are never cached. */
@@ -94,6 +112,8 @@ const TOKEN_KEYS = new Set<string>([...COMMON_KEYS, "burst", "reserve", "wait"])
 const FIXED_CALL_KEYS = new Set<string>([...FIXED_KEYS, "peek"]);
 const SLIDING_CALL_KEYS = new Set<string>([...SLIDING_KEYS, "peek"]);
 const TOKEN_CALL_KEYS = new Set<string>([...TOKEN_KEYS, "peek"]);
+const CONCURRENT_KEYS = new Set<string>(["cost", "override"]);
+const ACQUIRE_KEYS = new Set<string>([...CONCURRENT_KEYS, "wait", "peek"]);
 const ALL_KEYS = new Set<string>(["peek"]);
 const OVERRIDE_SET_KEYS = new Set<string>(["burst", "ttl"]);
 const OVERRIDE_LIST_KEYS = new Set<string>(["match", "count"]);
@@ -182,10 +202,11 @@ function buildClause(
   allowed: ReadonlySet<string>,
   limitName: string,
   call: boolean,
+  windowName = "window",
 ): LimiterCall | Clause {
   const record = checkOptionsObject(where, options, allowed);
   const checkedKey = checkKey(where, "key", key);
-  const args: string[] = [checkInteger(where, limitName, limit), checkDuration(where, "window", window)];
+  const args: string[] = [checkInteger(where, limitName, limit), checkDuration(where, windowName, window)];
   if (algorithm === "FIXED" && checkBoolean(where, "aligned", record["aligned"])) args.push("ALIGNED");
   if (algorithm === "SLIDING" && checkBoolean(where, "approx", record["approx"])) args.push("APPROX");
   if (algorithm === "TOKEN" && record["burst"] !== undefined) {
@@ -198,6 +219,9 @@ function buildClause(
   }
   if (cost !== undefined) args.push("COST", checkInteger(where, "cost", cost));
   if (refund !== undefined) args.push("REFUND", checkInteger(where, "refund", refund));
+  if (algorithm === "CONCURRENT" && record["wait"] !== undefined) {
+    args.push("WAIT", checkDuration(where, "wait", record["wait"]));
+  }
   if (algorithm === "TOKEN") {
     const reserve = record["reserve"];
     const wait = record["wait"];
@@ -227,6 +251,10 @@ export function tokenCall(key: unknown, rate: unknown, window: unknown, options:
   return buildClause("token()", "TOKEN", key, rate, window, options, TOKEN_CALL_KEYS, "rate", true) as LimiterCall;
 }
 
+export function acquireCall(key: unknown, limit: unknown, lease: unknown, options: unknown): LimiterCall {
+  return buildClause("acquire()", "CONCURRENT", key, limit, lease, options, ACQUIRE_KEYS, "limit", true, "lease") as LimiterCall;
+}
+
 /** An RL.ALL clause for a fixed window (the options of `limiter.fixed` but `peek`). */
 export function Fixed(key: string, limit: number, window: Duration, options?: FixedClauseOptions): Clause {
   return Object.freeze(buildClause("Fixed()", "FIXED", key, limit, window, options, FIXED_KEYS, "limit", false));
@@ -242,7 +270,33 @@ export function Token(key: string, rate: number, window: Duration, options?: Tok
   return Object.freeze(buildClause("Token()", "TOKEN", key, rate, window, options, TOKEN_KEYS, "rate", false));
 }
 
-const ALGORITHMS = new Set<string>(["FIXED", "SLIDING", "TOKEN"]);
+/**
+ * An RL.ALL clause for a concurrency limit (`cost`, `override`): it takes
+ * its lease only when every clause admits the call; the clause's decision
+ * carries the lease id (`limiter.heldLease(clause, id)` gives it back).
+ */
+export function Concurrent(key: string, limit: number, lease: Duration, options?: ConcurrentClauseOptions): Clause {
+  return Object.freeze(
+    buildClause("Concurrent()", "CONCURRENT", key, limit, lease, options, CONCURRENT_KEYS, "limit", false, "lease"),
+  );
+}
+
+/**
+ * `RL.CONCURRENT key limit lease RELEASE|RENEW id [OVERRIDE okey]`: a held
+ * lease's limit (a CONCURRENT clause or acquire call) with the action.
+ */
+export function leaseActionCall(limit: Clause, action: "RELEASE" | "RENEW", id: number): LimiterCall {
+  return {
+    algorithm: "CONCURRENT",
+    key: limit.key,
+    args: [limit.args[0] as string, limit.args[1] as string, action, String(id)],
+    override: limit.override,
+    refund: false,
+    peek: false,
+  };
+}
+
+const ALGORITHMS = new Set<string>(["FIXED", "SLIDING", "TOKEN", "CONCURRENT"]);
 
 export function checkClause(value: unknown, index: number): Clause {
   const c = value as Partial<Clause> | null;
@@ -254,9 +308,40 @@ export function checkClause(value: unknown, index: number): Clause {
     typeof c.key !== "string" ||
     !Array.isArray(c.args)
   ) {
-    throw new TypeError(`all(): clause ${index} is not a clause; build clauses with Fixed(), Sliding() or Token()`);
+    throw new TypeError(
+      `all(): clause ${index} is not a clause; build clauses with Fixed(), Sliding(), Token() or Concurrent()`,
+    );
   }
   return c as Clause;
+}
+
+/** The words of the clause grammar that take no value. */
+const FLAGS = new Set<string>(["ALIGNED", "APPROX"]);
+
+/**
+ * A clause's options after its two positionals, in order, as `[NAME,
+ * value]` (value undefined for ALIGNED and APPROX): the clauses this
+ * package builds, and those the HTTP layer builds, follow the command
+ * grammar, so the words can be read back.
+ */
+export function clauseOptions(args: readonly string[]): Array<[name: string, value: string | undefined]> {
+  const options: Array<[string, string | undefined]> = [];
+  for (let i = 2; i < args.length; ) {
+    const name = (args[i] as string).toUpperCase();
+    if (FLAGS.has(name)) {
+      options.push([name, undefined]);
+      i += 1;
+    } else {
+      options.push([name, args[i + 1]]);
+      i += 2;
+    }
+  }
+  return options;
+}
+
+/** The value of one of a clause's options (`COST`, `WAIT`, ...), or undefined. */
+export function clauseOption(clause: Clause, name: string): string | undefined {
+  return clauseOptions(clause.args).find(([n]) => n === name)?.[1];
 }
 
 /** The argument vector of one clause (without its algorithm name), keys prefixed. */
@@ -327,4 +412,16 @@ export function overrideListArgv(cursor: unknown, options: unknown): string[] {
   if (record["match"] !== undefined) argv.push("MATCH", checkKey(where, "option match", record["match"]));
   if (record["count"] !== undefined) argv.push("COUNT", checkInteger(where, "count", record["count"]));
   return argv;
+}
+
+const DURATION_UNITS_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/**
+ * A duration argument as the command reads it (a bare integer is seconds),
+ * in ms; undefined when it is not one (the server's error will say so).
+ */
+export function durationMs(value: string): number | undefined {
+  const m = /^([0-9]+)(ms|s|m|h|d)?$/i.exec(value);
+  if (m === null) return undefined;
+  return Number(m[1]) * (DURATION_UNITS_MS[(m[2] ?? "s").toLowerCase()] as number);
 }

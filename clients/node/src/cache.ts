@@ -1,15 +1,19 @@
 /**
  * The opt-in denial cache: after a denied call with retryAfterMs > 0, the
- * same call is answered locally until that time has passed.
+ * same call is answered locally until that time has passed, or the cache's
+ * max age has (1 s by default), whichever comes first: a change made
+ * elsewhere (an override, a DEL, rl.mode) reaches the process within it.
  */
 import { performance } from "node:perf_hooks";
 import type { AllDecision, Decision } from "./reply.js";
 
 interface Entry<T> {
-  /** performance.now() when the server's reply arrived. */
+  /** performance.now() when the call was sent (the server decided after it). */
+  readonly sentAt: number;
+  /** The entry lives while now - sentAt < this: the reply's wait, at most the max age. */
+  readonly lifeMs: number;
+  /** performance.now() when the reply arrived: its waits are aged from then. */
   readonly at: number;
-  /** The reply's retryAfterMs: the entry lives while now - at < this. */
-  readonly retryAfterMs: number;
   readonly reply: T;
   readonly keys: readonly string[];
 }
@@ -17,6 +21,18 @@ interface Entry<T> {
 export interface DenialCacheOptions {
   /** Entries kept at most (expired ones go first, then the oldest); default 10,000. */
   maxEntries?: number;
+  /**
+   * The longest a denial is answered locally, in ms, however long its
+   * retryAfterMs (a BLOCK of an hour included); default 1000. 0 caches
+   * nothing.
+   */
+  maxAgeMs?: number;
+}
+
+/** What a call reads from the cache before it is sent, and gives back with its reply. */
+export interface Ticket {
+  readonly generation: number;
+  readonly at: number;
 }
 
 /** retryAfterMs/resetAfterMs reduced by the elapsed time, rounded up so never early. */
@@ -33,6 +49,7 @@ function agedDecision(d: Decision, elapsed: number): Decision {
     limit: d.limit,
     remaining: d.remaining,
     resetAfterMs: age(d.resetAfterMs, elapsed),
+    leaseId: d.leaseId,
   };
 }
 
@@ -45,6 +62,7 @@ export class DenialCache {
   /** key -> ids of the entries that involve it, for refunds. */
   readonly #byKey = new Map<string, Set<string>>();
   readonly #maxEntries: number;
+  readonly #maxAgeMs: number;
   /** Bumped by every refund and override change: a denial read before one is not cached. */
   #generation = 0;
 
@@ -53,31 +71,42 @@ export class DenialCache {
   /** `now` is the monotonic clock in ms (tests pass their own). */
   constructor(options: DenialCacheOptions = {}, now: () => number = () => performance.now()) {
     this.#now = now;
+    for (const name of Object.keys(options)) {
+      if (name !== "maxEntries" && name !== "maxAgeMs") {
+        throw new TypeError(`denialCache: unknown option ${JSON.stringify(name)} (expected maxEntries, maxAgeMs)`);
+      }
+    }
     const max = options.maxEntries ?? 10_000;
     if (!Number.isSafeInteger(max) || max < 1) {
       throw new TypeError(`denialCache.maxEntries must be a positive integer, got ${String(max)}`);
     }
     this.#maxEntries = max;
+    const maxAge = options.maxAgeMs ?? 1000;
+    if (!Number.isSafeInteger(maxAge) || maxAge < 0) {
+      throw new TypeError(`denialCache.maxAgeMs must be an integer number of ms, 0 or more, got ${String(maxAge)}`);
+    }
+    this.#maxAgeMs = maxAge;
   }
 
   get size(): number {
     return this.#entries.size;
   }
 
-  /** Read before sending a call; pass it to offer() with the reply. */
-  get generation(): number {
-    return this.#generation;
+  /** Taken before sending a call; given to offer() with the reply. */
+  ticket(): Ticket {
+    return { generation: this.#generation, at: this.#now() };
   }
 
   /** The cached answer to call `id`, aged to now, or undefined. */
   get(id: string): Decision | AllDecision | undefined {
     const entry = this.#entries.get(id);
     if (entry === undefined) return undefined;
-    const elapsed = this.#now() - entry.at;
-    if (elapsed >= entry.retryAfterMs) {
+    const now = this.#now();
+    if (now - entry.sentAt >= entry.lifeMs) {
       this.#delete(id, entry);
       return undefined;
     }
+    const elapsed = now - entry.at;
     const reply = entry.reply;
     if (isAll(reply)) {
       return {
@@ -91,15 +120,24 @@ export class DenialCache {
 
   /**
    * Remembers a reply if it is a denial with a positive retryAfterMs, and no
-   * refund or override change went through this cache since `generation`
-   * was read (the denial may have been decided before it).
+   * refund, override change or forgetting went through this cache since
+   * the ticket was taken (the denial may have been decided before it). Its
+   * life counts from the ticket, when the call was sent, so it never
+   * outlives the server's denial; an RL.ALL denial lives until the first of
+   * its denying clauses could change its answer.
    */
-  offer(id: string, keys: readonly string[], reply: Decision | AllDecision, generation: number): void {
-    if (reply.allowed || !(reply.retryAfterMs > 0) || generation !== this.#generation) return;
+  offer(id: string, keys: readonly string[], reply: Decision | AllDecision, ticket: Ticket): void {
+    if (reply.allowed || !(reply.retryAfterMs > 0) || ticket.generation !== this.#generation) return;
+    const waitMs = isAll(reply)
+      ? Math.min(...reply.decisions.filter((d) => !d.allowed).map((d) => d.retryAfterMs))
+      : reply.retryAfterMs;
+    const lifeMs = Math.min(waitMs, this.#maxAgeMs);
+    const now = this.#now();
+    if (!(now - ticket.at < lifeMs)) return;
     const old = this.#entries.get(id);
     if (old !== undefined) this.#delete(id, old);
     if (this.#entries.size >= this.#maxEntries) this.#makeRoom();
-    this.#entries.set(id, { at: this.#now(), retryAfterMs: reply.retryAfterMs, reply, keys });
+    this.#entries.set(id, { sentAt: ticket.at, lifeMs, at: now, reply, keys });
     for (const key of keys) {
       let ids = this.#byKey.get(key);
       if (ids === undefined) this.#byKey.set(key, (ids = new Set()));
@@ -107,7 +145,7 @@ export class DenialCache {
     }
   }
 
-  /** Forgets every entry that involves `key` (a refund on it). */
+  /** Forgets every entry that involves `key` (a limiter key or an okey: a refund on it, or an operator's change). */
   clearKey(key: string): void {
     this.#generation++;
     const ids = this.#byKey.get(key);
@@ -138,7 +176,7 @@ export class DenialCache {
   #makeRoom(): void {
     const now = this.#now();
     for (const [id, entry] of this.#entries) {
-      if (now - entry.at >= entry.retryAfterMs) this.#delete(id, entry);
+      if (now - entry.sentAt >= entry.lifeMs) this.#delete(id, entry);
     }
     // Still full: drop the oldest insertions (a Map iterates in insertion order).
     for (const [id, entry] of this.#entries) {

@@ -1,6 +1,7 @@
 /**
  * librl: the Node.js client of the librl Redis module (RL.FIXED,
- * RL.SLIDING, RL.TOKEN, RL.ALL, RL.OVERRIDE) for ioredis and node-redis.
+ * RL.SLIDING, RL.TOKEN, RL.CONCURRENT, RL.ALL, RL.OVERRIDE) for ioredis and
+ * node-redis.
  */
 export {
   Limiter,
@@ -9,15 +10,22 @@ export {
   type DurableOptions,
   type LimiterOptions,
   type RedisLikeClient,
+  type WithLeaseOptions,
 } from "./limiter.js";
+export { Lease, LeaseLostError, LeaseRefusedError, type KeepAliveOptions } from "./lease.js";
+export { HeldCallTimeoutError } from "./held.js";
 export {
+  Concurrent,
   Fixed,
   Sliding,
   Token,
+  type AcquireOptions,
   type Algorithm,
   type AllOptions,
   type Clause,
   type CommonOptions,
+  type ConcurrentClauseOptions,
+  type ConcurrentOptions,
   type Duration,
   type FixedClauseOptions,
   type FixedOptions,

@@ -1,7 +1,10 @@
 import {
+  acquireCall,
   allArgv,
   checkAllOptions,
   checkClause,
+  checkInteger,
+  checkKey,
   clauseKeys,
   fixedCall,
   limiterArgv,
@@ -11,8 +14,10 @@ import {
   overrideSetArgv,
   slidingCall,
   tokenCall,
+  type AcquireOptions,
   type AllOptions,
   type Clause,
+  type ConcurrentOptions,
   type Duration,
   type FixedOptions,
   type LimiterCall,
@@ -22,6 +27,8 @@ import {
   type TokenOptions,
 } from "./args.js";
 import { DenialCache, type DenialCacheOptions } from "./cache.js";
+import { HeldCalls, heldForMs } from "./held.js";
+import { Lease, LeaseRefusedError, type KeepAliveOptions } from "./lease.js";
 import {
   parseAllDecision,
   parseCount,
@@ -85,9 +92,10 @@ export interface DurableOptions {
 
 export interface LimiterOptions {
   /**
-   * Answer a repeated denied call locally until its retryAfterMs has passed
-   * (see the README: exact only while nobody else refunds, deletes or
-   * overrides that key meanwhile). `true`, or options. Default off.
+   * Answer a repeated denied call locally until its retryAfterMs has
+   * passed, or the max age (1 s) has (see the README: exact only while
+   * nobody else refunds, deletes or overrides that key meanwhile). `true`,
+   * or options. Default off.
    */
   denialCache?: boolean | DenialCacheOptions;
   /**
@@ -158,11 +166,21 @@ function callId(argv: readonly string[]): string {
   return JSON.stringify(argv);
 }
 
+/** What `withLease` takes besides the acquire's options. */
+export interface WithLeaseOptions extends ConcurrentOptions, KeepAliveOptions {
+  /** Renew the lease in the background while `fn` runs (`lease.keepAlive()`); `lease.signal` aborts if it is lost. */
+  keepAlive?: boolean;
+}
+
+const WITH_LEASE_OWN = new Set(["keepAlive", "onLost"]);
+
 export class Limiter {
   readonly #transport: Transport;
   readonly #prefix: string;
   readonly #cache: DenialCache | undefined;
   readonly #durable: readonly [number, number] | undefined;
+  /** Connections of its own for the calls the server holds (WAIT). */
+  readonly #held: HeldCalls;
 
   constructor(client: RedisLikeClient, options: LimiterOptions = {}) {
     if (options === null || typeof options !== "object") {
@@ -178,7 +196,9 @@ export class Limiter {
     if (options.ioredisCommand !== undefined && typeof options.ioredisCommand !== "function") {
       throw new TypeError("new Limiter(): ioredisCommand must be ioredis's Command class");
     }
-    this.#transport = transportFor(client, options.ioredisCommand as IoredisCommandClass | undefined);
+    const ioredisCommand = options.ioredisCommand as IoredisCommandClass | undefined;
+    this.#transport = transportFor(client, ioredisCommand);
+    this.#held = new HeldCalls(client as unknown as Record<string, unknown>, this.#transport, ioredisCommand);
     if (options.keyPrefix !== undefined && typeof options.keyPrefix !== "string") {
       throw new TypeError("new Limiter(): keyPrefix must be a string");
     }
@@ -187,7 +207,7 @@ export class Limiter {
     if (dc === undefined || dc === false) this.#cache = undefined;
     else if (dc === true) this.#cache = new DenialCache();
     else if (typeof dc === "object" && dc !== null) this.#cache = new DenialCache(dc);
-    else throw new TypeError("new Limiter(): denialCache must be a boolean or { maxEntries }");
+    else throw new TypeError("new Limiter(): denialCache must be a boolean or { maxEntries, maxAgeMs }");
     this.#durable = checkDurable(options.durable);
   }
 
@@ -216,10 +236,95 @@ export class Limiter {
     return attempt(() => this.#limit(tokenCall(key, rate, window, options)));
   }
 
+  /**
+   * RL.CONCURRENT: takes `cost` slots (default 1) of `limit` as one lease
+   * ending `lease` from now unless renewed. Resolves to the Lease, admitted
+   * or refused (a refusal is not an error): `release()` it when done.
+   */
+  async acquire(key: string, limit: number, lease: Duration, options?: AcquireOptions): Promise<Lease> {
+    const call = acquireCall(key, limit, lease, options);
+    return new Lease(await this.#send(call), call, this.#sendLease);
+  }
+
+  /**
+   * Runs `fn` holding a lease of `limit` on `key`, and releases it however
+   * `fn` ends. Rejects with a LeaseRefusedError (its `decision` the refusal)
+   * when no slot is free, without calling `fn`. With `keepAlive: true` the
+   * lease is renewed in the background while `fn` runs, and `lease.signal`
+   * aborts if it is lost.
+   */
+  withLease<T>(key: string, limit: number, lease: Duration, fn: (lease: Lease) => Promise<T> | T): Promise<T>;
+  withLease<T>(
+    key: string,
+    limit: number,
+    lease: Duration,
+    options: WithLeaseOptions,
+    fn: (lease: Lease) => Promise<T> | T,
+  ): Promise<T>;
+  async withLease<T>(
+    key: string,
+    limit: number,
+    lease: Duration,
+    optionsOrFn: WithLeaseOptions | ((lease: Lease) => Promise<T> | T),
+    maybeFn?: (lease: Lease) => Promise<T> | T,
+  ): Promise<T> {
+    const [options, fn] =
+      typeof optionsOrFn === "function" ? [{} as WithLeaseOptions, optionsOrFn] : [optionsOrFn, maybeFn];
+    if (typeof fn !== "function") throw new TypeError("withLease(): give the function to run holding the lease, last");
+    if (options === null || typeof options !== "object") throw new TypeError("withLease(): options must be an object");
+    const acquireOptions: Record<string, unknown> = {};
+    for (const [name, value] of Object.entries(options)) {
+      if (!WITH_LEASE_OWN.has(name)) acquireOptions[name] = value;
+    }
+    if (options.keepAlive !== undefined && typeof options.keepAlive !== "boolean") {
+      throw new TypeError("withLease(): option keepAlive must be a boolean");
+    }
+    if ("peek" in acquireOptions) throw new TypeError("withLease(): peek takes no lease; use acquire() with peek");
+    const held = await this.acquire(key, limit, lease, acquireOptions as ConcurrentOptions);
+    if (!held.allowed) throw new LeaseRefusedError(held.decision);
+    if (options.keepAlive === true) {
+      held.keepAlive(options.onLost === undefined ? {} : { onLost: options.onLost });
+    } else if (options.onLost !== undefined) {
+      throw new TypeError("withLease(): onLost needs keepAlive: true");
+    }
+    let result: T;
+    try {
+      result = await fn(held);
+    } catch (err) {
+      // The work's error is the one to report; a release failing too leaves
+      // the lease to end by itself.
+      await held.release().catch(() => undefined);
+      throw err;
+    }
+    await held.release();
+    return result;
+  }
+
+  /**
+   * The Lease of an id taken elsewhere: by a Concurrent() clause of all()
+   * (give its decision, `all.decisions[i]`), or handed over by another
+   * process (give the id). `clause` names the limit RELEASE and RENEW
+   * repeat: `Concurrent(key, limit, lease, { override })`. Sends nothing.
+   */
+  heldLease(clause: Clause, lease: number | Decision): Lease {
+    const c = checkClause(clause, 0);
+    if (c.algorithm !== "CONCURRENT") throw new TypeError("heldLease(): clause must be a Concurrent() clause");
+    let decision: Decision;
+    if (typeof lease === "number") {
+      checkInteger("heldLease()", "lease id", lease);
+      decision = { allowed: lease > 0, count: 0, retryAfterMs: 0, limit: Number(c.args[0]), remaining: 0, resetAfterMs: 0, leaseId: lease };
+    } else if (lease !== null && typeof lease === "object" && typeof lease.leaseId === "number") {
+      decision = lease;
+    } else {
+      throw new TypeError("heldLease(): give the lease id, or the clause's decision from all()");
+    }
+    return new Lease(decision, c, this.#sendLease);
+  }
+
   /** RL.ALL: every clause admits the call and records it, or none does. */
   async all(clauses: readonly Clause[], options?: AllOptions): Promise<AllDecision> {
     if (!Array.isArray(clauses) || clauses.length === 0) {
-      throw new TypeError("all(): give an array of at least one clause (Fixed(), Sliding(), Token())");
+      throw new TypeError("all(): give an array of at least one clause (Fixed(), Sliding(), Token(), Concurrent())");
     }
     const checked = clauses.map((clause, i) => checkClause(clause, i));
     const peek = checkAllOptions(options);
@@ -229,7 +334,12 @@ export class Limiter {
     const refund = checked.some((clause) => clause.refund);
     const n = checked.length;
     const writes = !peek && !checked.every(isRead);
-    return this.#cached(argv, keys, refund, writes, (reply) => parseAllDecision(reply, n));
+    const holdMs = heldForMs(checked, peek);
+    // A release frees a slot before a denial's retryAfterMs: never cached.
+    const cacheable = !checked.some((clause) => clause.algorithm === "CONCURRENT");
+    return this.#cached(argv, keys, refund, cacheable, () =>
+      this.#exchange(argv, keys, writes, holdMs, (reply) => parseAllDecision(reply, n)),
+    );
   }
 
   /** RL.OVERRIDE SET: stores an override at `okey` (replacing any). */
@@ -280,43 +390,93 @@ export class Limiter {
     return parseOverrideList(await this.#transport.send(argv, [], true));
   }
 
-  /** Throws client-side errors synchronously (the public methods turn them into rejections). */
+  /**
+   * Forgets the cached denials that name any of these keys (limiter keys or
+   * okeys, as given to the calls): an operator's change (an override set,
+   * a key deleted) applies at once instead of within the cache's max age.
+   */
+  forgetDenials(...keys: string[]): void {
+    keys.forEach((key, i) => this.#cache?.clearKey(this.#prefix + checkKey("forgetDenials()", `key ${i}`, key)));
+  }
+
+  /** Forgets every cached denial (after an `rl.mode` change, say). */
+  clearDenialCache(): void {
+    this.#cache?.clear();
+  }
+
+  /**
+   * Closes the connections this Limiter opened for calls the server holds
+   * (`wait`); the client stays the application's to close. A call with
+   * `wait` after this rejects.
+   */
+  close(): void {
+    this.#held.close();
+  }
+
+  /** A limiter call, through the denial cache (RL.CONCURRENT never is: a release ends a denial early). */
   #limit(call: LimiterCall): Promise<Decision> {
+    if (this.#cache === undefined || call.algorithm === "CONCURRENT") return this.#send(call);
+    const argv = limiterArgv(call, this.#prefix);
+    const keys = clauseKeys(call, this.#prefix);
+    return this.#cached(argv, keys, call.refund, true, () => this.#send(call));
+  }
+
+  /** Sends one limiter call. Throws client-side errors synchronously (the public methods turn them into rejections). */
+  #send(call: LimiterCall): Promise<Decision> {
     const argv = limiterArgv(call, this.#prefix);
     const keys = clauseKeys(call, this.#prefix);
     if (keys.length > 1) this.#checkSlots(argv[0] as string, keys);
     const writes = !call.peek && !isRead(call);
-    return this.#cached(argv, keys, call.refund, writes, (reply) => parseDecision(reply, argv[0] as string));
+    return this.#exchange(argv, keys, writes, heldForMs([call], call.peek), (reply) =>
+      parseDecision(reply, argv[0] as string),
+    );
   }
 
-  /** Sends a call that may write: with `WAIT` behind it when this Limiter is durable. */
+  /** The lease's RELEASE and RENEW: as any call, never from the denial cache. */
+  readonly #sendLease = (call: LimiterCall): Promise<Decision> => attempt(() => this.#send(call));
+
+  /**
+   * One round trip: a call that may write is followed by `WAIT` on the same
+   * connection when this Limiter is durable; a call the server may hold
+   * (`holdMs`, its WAIT) goes on a connection of its own.
+   */
+  #exchange<T>(
+    argv: readonly string[],
+    keys: readonly string[],
+    writes: boolean,
+    holdMs: number | undefined,
+    parse: (reply: unknown) => T,
+  ): Promise<T> {
+    const durable = writes ? this.#durable : undefined;
+    // The hot path: not durable, not held: one promise from the client, one .then.
+    if (holdMs === undefined && durable === undefined) return this.#transport.send(argv, keys, false).then(parse);
+    const exchange = (transport: Transport): Promise<T> => {
+      if (durable === undefined) return transport.send(argv, keys, false).then(parse);
+      return transport.sendWithWait(argv, keys, durable).then(([reply, acked]) => {
+        const result = parse(reply);
+        const replicas = Number(acked);
+        if (!(replicas >= durable[0])) throw new DurabilityError(result, replicas, durable[0], durable[1]);
+        return result;
+      });
+    };
+    return holdMs === undefined ? exchange(this.#transport) : this.#held.run(holdMs, exchange);
+  }
+
+  /** Sends an override change (`WAIT` behind it when durable), around which the denial cache is cleared. */
   #write<T>(argv: readonly string[], keys: readonly string[], parse: (reply: unknown) => T): Promise<T> {
-    const durable = this.#durable;
-    if (durable === undefined) return this.#transport.send(argv, keys, false).then(parse);
-    return this.#transport.sendWithWait(argv, keys, durable).then(([reply, acked]) => {
-      const result = parse(reply);
-      const replicas = Number(acked);
-      if (!(replicas >= durable[0])) throw new DurabilityError(result, replicas, durable[0], durable[1]);
-      return result;
-    });
+    return this.#exchange(argv, keys, true, undefined, parse);
   }
 
   #cached<T extends Decision | AllDecision>(
     argv: readonly string[],
     keys: readonly string[],
     refund: boolean,
-    writes: boolean,
-    parse: (reply: unknown) => T,
+    cacheable: boolean,
+    send: () => Promise<T>,
   ): Promise<T> {
     const cache = this.#cache;
-    const durable = writes && this.#durable !== undefined;
-    // The hot path: no cache, not durable: one promise from the client, one .then.
-    if (cache === undefined) {
-      return durable ? this.#write(argv, keys, parse) : this.#transport.send(argv, keys, false).then(parse);
-    }
-    return this.#throughCache(cache, argv, keys, refund, (a, k) =>
-      durable ? this.#write(a, k, parse) : this.#transport.send(a, k, false).then(parse),
-    );
+    if (cache === undefined || !cacheable) return send();
+    return this.#throughCache(cache, argv, keys, refund, send);
   }
 
   async #throughCache<T extends Decision | AllDecision>(
@@ -324,14 +484,14 @@ export class Limiter {
     argv: readonly string[],
     keys: readonly string[],
     refund: boolean,
-    call: (argv: readonly string[], keys: readonly string[]) => Promise<T>,
+    send: () => Promise<T>,
   ): Promise<T> {
     if (refund) {
       // A refund can make a cached denial wrong: forget the key's entries
       // (again after the reply, in case a denial arrived meanwhile).
       for (const key of keys) cache.clearKey(key);
       try {
-        return await call(argv, keys);
+        return await send();
       } finally {
         for (const key of keys) cache.clearKey(key);
       }
@@ -339,9 +499,9 @@ export class Limiter {
     const id = callId(argv);
     const hit = cache.get(id) as T | undefined;
     if (hit !== undefined) return hit;
-    const generation = cache.generation;
-    const decision = await call(argv, keys);
-    cache.offer(id, keys, decision, generation);
+    const ticket = cache.ticket();
+    const decision = await send();
+    cache.offer(id, keys, decision, ticket);
     return decision;
   }
 

@@ -12,8 +12,14 @@ export interface Decision {
   readonly limit: number;
   /** max(0, limit - count). */
   readonly remaining: number;
-  /** ms until the limiter is back to empty (TOKEN: full): the key's remaining life. */
+  /** ms until the limiter is back to empty (TOKEN: full; CONCURRENT: until the last lease ends): the key's remaining life. */
   readonly resetAfterMs: number;
+  /**
+   * RL.CONCURRENT and CONCURRENT clauses: the lease this call took, released
+   * or renewed (an integer below 2^53, so exact in a number); 0 when it
+   * holds none, and for the other limiters.
+   */
+  readonly leaseId: number;
 }
 
 /** What RL.ALL answered: all-or-nothing over its clauses. */
@@ -72,8 +78,13 @@ function text(value: unknown, what: string, reply: unknown): string {
   throw unexpected(what, reply);
 }
 
+/**
+ * A limiter reply: six integers, a seventh (the lease id) from RL.CONCURRENT
+ * and CONCURRENT clauses. Fields after the ones this package knows are
+ * ignored: a later module may add some (docs/commands.md, The limiter reply).
+ */
 export function parseDecision(reply: unknown, what: string): Decision {
-  if (!Array.isArray(reply) || reply.length !== 6) throw unexpected(what, reply);
+  if (!Array.isArray(reply) || reply.length < 6) throw unexpected(what, reply);
   return {
     allowed: integer(reply[0], what, reply) === 1,
     count: integer(reply[1], what, reply),
@@ -81,13 +92,15 @@ export function parseDecision(reply: unknown, what: string): Decision {
     limit: integer(reply[3], what, reply),
     remaining: integer(reply[4], what, reply),
     resetAfterMs: integer(reply[5], what, reply),
+    leaseId: reply.length > 6 ? integer(reply[6], what, reply) : 0,
   };
 }
 
+/** RL.ALL's reply: `[allowed, retry_after, reply1, ..., replyN]`; anything after the N clauses' replies is ignored. */
 export function parseAllDecision(reply: unknown, clauses: number): AllDecision {
-  if (!Array.isArray(reply) || reply.length !== clauses + 2) throw unexpected("RL.ALL", reply);
+  if (!Array.isArray(reply) || reply.length < clauses + 2) throw unexpected("RL.ALL", reply);
   const decisions: Decision[] = [];
-  for (let i = 2; i < reply.length; i++) decisions.push(parseDecision(reply[i], "RL.ALL"));
+  for (let i = 2; i < clauses + 2; i++) decisions.push(parseDecision(reply[i], "RL.ALL"));
   return {
     allowed: integer(reply[0], "RL.ALL", reply) === 1,
     retryAfterMs: integer(reply[1], "RL.ALL", reply),
@@ -111,15 +124,15 @@ function overrideValues(items: unknown[], at: number, what: string, reply: unkno
 export function parseOverrideInfo(reply: unknown): OverrideInfo | null {
   if (reply === null || reply === undefined) return null;
   const what = "RL.OVERRIDE GET";
-  if (!Array.isArray(reply) || reply.length !== 4) throw unexpected(what, reply);
+  if (!Array.isArray(reply) || reply.length < 4) throw unexpected(what, reply);
   return overrideValues(reply, 0, what, reply);
 }
 
 export function parseOverrideList(reply: unknown): OverrideListPage {
   const what = "RL.OVERRIDE LIST";
-  if (!Array.isArray(reply) || reply.length !== 2 || !Array.isArray(reply[1])) throw unexpected(what, reply);
+  if (!Array.isArray(reply) || reply.length < 2 || !Array.isArray(reply[1])) throw unexpected(what, reply);
   const overrides = (reply[1] as unknown[]).map((entry) => {
-    if (!Array.isArray(entry) || entry.length !== 5) throw unexpected(what, reply);
+    if (!Array.isArray(entry) || entry.length < 5) throw unexpected(what, reply);
     return { okey: text(entry[0], what, reply), ...overrideValues(entry, 1, what, reply) };
   });
   return { cursor: text(reply[0], what, reply), overrides };

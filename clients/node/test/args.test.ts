@@ -6,7 +6,7 @@ import { DenialCache } from "../src/cache.js";
 import Redis, { Cluster } from "ioredis";
 import Redis5 from "ioredis5";
 import { createClient, createCluster } from "redis";
-import { Fixed, Limiter, Sliding, Token, keySlot, type Decision } from "../src/index.js";
+import { Concurrent, Fixed, Limiter, Sliding, Token, keySlot, type Decision } from "../src/index.js";
 import { crc16 } from "../src/slot.js";
 import { redis4 } from "./clients.js";
 import { parseAllDecision, parseDecision, parseOverrideInfo, parseOverrideList } from "../src/reply.js";
@@ -62,6 +62,38 @@ describe("RL.SLIDING and RL.TOKEN argv", () => {
     assert.deepEqual(argv(args.tokenCall("t", 2 ** 50, "3650d", { burst: 2 ** 50 })), [
       "RL.TOKEN", "t", "1125899906842624", "3650d", "BURST", "1125899906842624",
     ]);
+  });
+});
+
+describe("RL.CONCURRENT argv", () => {
+  it("acquire: limit, lease, then COST, WAIT, OVERRIDE, PEEK", () => {
+    assert.deepEqual(argv(args.acquireCall("llm:{k}", 5, "60s", undefined)), ["RL.CONCURRENT", "llm:{k}", "5", "60s"]);
+    assert.deepEqual(
+      argv(args.acquireCall("c", 5, 30, { cost: 2, wait: "10s", override: "o", peek: true }), "p:"),
+      ["RL.CONCURRENT", "p:c", "5", "30", "COST", "2", "WAIT", "10s", "OVERRIDE", "p:o", "PEEK"],
+    );
+  });
+  it("RELEASE and RENEW repeat the lease's limit and override, with the id", () => {
+    const limit = args.acquireCall("c", 5, "1m", { cost: 2, wait: 0, override: "o" });
+    assert.deepEqual(argv(args.leaseActionCall(limit, "RELEASE", 1754500000123001)), [
+      "RL.CONCURRENT", "c", "5", "1m", "RELEASE", "1754500000123001", "OVERRIDE", "o",
+    ]);
+    assert.deepEqual(argv(args.leaseActionCall(Concurrent("c", 5, 30), "RENEW", 2 ** 53 - 1)), [
+      "RL.CONCURRENT", "c", "5", "30", "RENEW", "9007199254740991",
+    ]);
+  });
+  it("the RL.ALL clause takes cost and override, not wait or peek", () => {
+    assert.deepEqual(args.allArgv([Fixed("{u}:m", 10, 60), Concurrent("{u}:c", 2, "5m", { cost: 1, override: "{u}:o" })], false, ""), [
+      "RL.ALL", "FIXED", "{u}:m", "10", "60", "CONCURRENT", "{u}:c", "2", "5m", "COST", "1", "OVERRIDE", "{u}:o",
+    ]);
+    assert.throws(() => Concurrent("c", 2, 60, { wait: 1 } as never), /Concurrent\(\): unknown option "wait"/);
+    assert.throws(() => Concurrent("c", 2, 60, { peek: true } as never), /unknown option "peek"/);
+  });
+  it("type mistakes name the argument", () => {
+    assert.throws(() => args.acquireCall("c", "5", 60, {}), /acquire\(\): limit must be an integer number/);
+    assert.throws(() => args.acquireCall("c", 5, 1.5, {}), /acquire\(\): lease must be an integer number of seconds/);
+    assert.throws(() => args.acquireCall("c", 5, 60, { block: "1m" }), /unknown option "block"/);
+    assert.throws(() => args.acquireCall("c", 5, 60, { refund: 1 }), /unknown option "refund"/);
   });
 });
 
@@ -168,7 +200,7 @@ describe("hash slots", () => {
 describe("reply parsing", () => {
   it("decisions", () => {
     assert.deepEqual(parseDecision([1, 1, 0, 10, 9, 60000], "x"), {
-      allowed: true, count: 1, retryAfterMs: 0, limit: 10, remaining: 9, resetAfterMs: 60000,
+      allowed: true, count: 1, retryAfterMs: 0, limit: 10, remaining: 9, resetAfterMs: 60000, leaseId: 0,
     });
     assert.deepEqual(parseDecision([0, 3, -1, 3, 0, 5], "x").retryAfterMs, -1);
     assert.throws(() => parseDecision("OK", "RL.FIXED"), /unexpected reply to RL.FIXED/);
@@ -178,6 +210,26 @@ describe("reply parsing", () => {
     assert.equal(all.decisions.length, 2);
     assert.equal(all.decisions[1]!.allowed, false);
     assert.throws(() => parseAllDecision([1, 0, [1, 1, 0, 5, 4, 10]], 2), /RL.ALL/);
+    assert.throws(() => parseDecision([1, 1, 0, 10, 9], "RL.FIXED"), /unexpected reply to RL.FIXED/);
+  });
+  it("RL.CONCURRENT's seventh integer is the lease id, exact up to 2^53 - 1", () => {
+    assert.equal(parseDecision([1, 1, 0, 2, 1, 30000, 1754500000123001], "x").leaseId, 1754500000123001);
+    assert.equal(parseDecision([1, 1, 0, 2, 1, 30000, "9007199254740991"], "x").leaseId, 2 ** 53 - 1);
+    assert.equal(parseDecision([1, 1, 0, 2, 1, 30000, 9007199254740991n], "x").leaseId, 2 ** 53 - 1);
+    const all = parseAllDecision([1, 0, [1, 1, 0, 5, 4, 10], [1, 1, 0, 2, 1, 30000, 77]], 2);
+    assert.deepEqual(all.decisions.map((d) => d.leaseId), [0, 77]);
+  });
+  it("replies longer than the package knows: the known fields read, the rest ignored", () => {
+    // A later module may add fields at the end (docs/commands.md, The limiter reply).
+    assert.deepEqual(parseDecision([0, 3, 500, 3, 0, 500, 0, 42, "new"], "x"), {
+      allowed: false, count: 3, retryAfterMs: 500, limit: 3, remaining: 0, resetAfterMs: 500, leaseId: 0,
+    });
+    const all = parseAllDecision([1, 0, [1, 1, 0, 5, 4, 10, 0, 9], [1, 2, 0, 5, 3, 10, 0], "more"], 2);
+    assert.deepEqual(all.decisions.map((d) => d.count), [1, 2]);
+    assert.deepEqual(parseOverrideInfo([5000, 60000, 0, -1, 1]), { limit: 5000, windowMs: 60000, burst: 0, ttlMs: -1 });
+    assert.deepEqual(parseOverrideList(["0", [["o", 5, 1000, 7, 99, "x"]], "extra"]).overrides, [
+      { okey: "o", limit: 5, windowMs: 1000, burst: 7, ttlMs: 99 },
+    ]);
   });
   it("overrides", () => {
     assert.equal(parseOverrideInfo(null), null);
@@ -194,27 +246,28 @@ describe("reply parsing", () => {
 
 describe("denial cache", () => {
   const denied = (retry: number, reset = retry): Decision => ({
-    allowed: false, count: 5, retryAfterMs: retry, limit: 5, remaining: 0, resetAfterMs: reset,
+    allowed: false, count: 5, retryAfterMs: retry, limit: 5, remaining: 0, resetAfterMs: reset, leaseId: 0,
   });
   /** A cache on a clock the test moves. */
-  const withClock = (maxEntries?: number) => {
+  const withClock = (maxEntries?: number, maxAgeMs?: number) => {
     const clock = { ms: 1000 };
-    const cache = new DenialCache(maxEntries === undefined ? {} : { maxEntries }, () => clock.ms);
+    const options = { ...(maxEntries === undefined ? {} : { maxEntries }), ...(maxAgeMs === undefined ? {} : { maxAgeMs }) };
+    const cache = new DenialCache(options, () => clock.ms);
     return { clock, cache };
   };
 
   it("keeps only denials with retryAfterMs > 0", () => {
     const { cache } = withClock();
-    cache.offer("a", ["k"], { ...denied(100), allowed: true, retryAfterMs: 0 }, cache.generation);
-    cache.offer("b", ["k"], denied(-1), cache.generation);
-    cache.offer("c", ["k"], denied(0), cache.generation);
+    cache.offer("a", ["k"], { ...denied(100), allowed: true, retryAfterMs: 0 }, cache.ticket());
+    cache.offer("b", ["k"], denied(-1), cache.ticket());
+    cache.offer("c", ["k"], denied(0), cache.ticket());
     assert.equal(cache.size, 0);
-    cache.offer("d", ["k"], denied(100), cache.generation);
+    cache.offer("d", ["k"], denied(100), cache.ticket());
     assert.equal(cache.size, 1);
   });
   it("ages retryAfterMs and resetAfterMs, rounding up, and expires", () => {
     const { clock, cache } = withClock();
-    cache.offer("a", ["k"], denied(40, 60), cache.generation);
+    cache.offer("a", ["k"], denied(40, 60), cache.ticket());
     assert.deepEqual(cache.get("a"), denied(40, 60));
     clock.ms += 10.2;
     const later = cache.get("a") as Decision;
@@ -227,13 +280,61 @@ describe("denial cache", () => {
     assert.equal(cache.get("a"), undefined);
     assert.equal(cache.size, 0);
   });
+  it("keeps a denial at most its max age (1 s by default), however long its retryAfterMs", () => {
+    const { clock, cache } = withClock();
+    cache.offer("block", ["k"], denied(3_600_000), cache.ticket());
+    clock.ms += 999;
+    assert.equal((cache.get("block") as Decision).retryAfterMs, 3_600_000 - 999);
+    clock.ms += 1;
+    assert.equal(cache.get("block"), undefined);
+    const short = withClock(undefined, 200);
+    short.cache.offer("block", ["k"], denied(3_600_000), short.cache.ticket());
+    short.clock.ms += 199;
+    assert.notEqual(short.cache.get("block"), undefined);
+    short.clock.ms += 1;
+    assert.equal(short.cache.get("block"), undefined);
+    const none = withClock(undefined, 0);
+    none.cache.offer("block", ["k"], denied(3_600_000), none.cache.ticket());
+    assert.equal(none.cache.size, 0, "maxAgeMs 0 caches nothing");
+  });
+  it("counts an entry's life from when the call was sent, and ages its waits from when the reply came", () => {
+    const { clock, cache } = withClock();
+    const ticket = cache.ticket();
+    clock.ms += 30; // the reply took 30 ms to come back
+    cache.offer("a", ["k"], denied(40), ticket);
+    assert.equal((cache.get("a") as Decision).retryAfterMs, 40, "never a shorter wait than the server's");
+    clock.ms += 9;
+    assert.equal((cache.get("a") as Decision).retryAfterMs, 31);
+    clock.ms += 1;
+    assert.equal(cache.get("a"), undefined, "gone when the server's denial may have ended");
+    const late = cache.ticket();
+    clock.ms += 50;
+    cache.offer("b", ["k"], denied(40), late);
+    assert.equal(cache.size, 0, "a reply slower than its own denial is not kept");
+  });
+  it("keeps an RL.ALL denial until the first denying clause could change its answer", () => {
+    const { clock, cache } = withClock();
+    const all = { allowed: false, retryAfterMs: 100, decisions: [denied(20), denied(100), { ...denied(0), allowed: true }] };
+    cache.offer("all", ["a", "b", "c"], all, cache.ticket());
+    clock.ms += 19;
+    assert.notEqual(cache.get("all"), undefined);
+    clock.ms += 1;
+    assert.equal(cache.get("all"), undefined);
+    cache.offer("never", ["a", "b"], { ...all, decisions: [denied(-1), denied(100)] }, cache.ticket());
+    assert.equal(cache.size, 0, "a clause no wait helps is never cached");
+  });
+  it("refuses a malformed option, naming it", () => {
+    assert.throws(() => new DenialCache({ maxAgeMs: -1 }), /maxAgeMs/);
+    assert.throws(() => new DenialCache({ maxAgeMs: 1.5 }), /maxAgeMs/);
+    assert.throws(() => new DenialCache({ maxAge: 1 } as never), /unknown option "maxAge"/);
+  });
   it("ages RL.ALL replies clause by clause", () => {
     const { clock, cache } = withClock();
     cache.offer(
       "all",
       ["a", "b"],
       { allowed: false, retryAfterMs: 50, decisions: [{ ...denied(0, 10), allowed: true }, denied(50, 80)] },
-      cache.generation,
+      cache.ticket(),
     );
     clock.ms += 5;
     const hit = cache.get("all");
@@ -247,22 +348,22 @@ describe("denial cache", () => {
   });
   it("does not keep a denial read before a refund or an override change", () => {
     const { cache } = withClock();
-    const before = cache.generation;
+    const before = cache.ticket();
     cache.clearKey("other");
     cache.offer("a", ["k"], denied(1000), before);
     assert.equal(cache.size, 0);
-    const again = cache.generation;
+    const again = cache.ticket();
     cache.clear();
     cache.offer("a", ["k"], denied(1000), again);
     assert.equal(cache.size, 0);
-    cache.offer("a", ["k"], denied(1000), cache.generation);
+    cache.offer("a", ["k"], denied(1000), cache.ticket());
     assert.equal(cache.size, 1);
   });
   it("clearKey drops every entry involving the key; clear drops all", () => {
     const { cache } = withClock();
-    cache.offer("1", ["a"], denied(1000), cache.generation);
-    cache.offer("2", ["a", "b"], denied(1000), cache.generation);
-    cache.offer("3", ["b"], denied(1000), cache.generation);
+    cache.offer("1", ["a"], denied(1000), cache.ticket());
+    cache.offer("2", ["a", "b"], denied(1000), cache.ticket());
+    cache.offer("3", ["b"], denied(1000), cache.ticket());
     cache.clearKey("a");
     assert.equal(cache.get("1"), undefined);
     assert.equal(cache.get("2"), undefined);
@@ -272,14 +373,14 @@ describe("denial cache", () => {
   });
   it("is bounded: expired entries go first, then the oldest", () => {
     const { clock, cache } = withClock(3);
-    cache.offer("short", ["s"], denied(1), cache.generation);
-    cache.offer("x", ["x"], denied(10_000), cache.generation);
-    cache.offer("y", ["y"], denied(10_000), cache.generation);
+    cache.offer("short", ["s"], denied(1), cache.ticket());
+    cache.offer("x", ["x"], denied(10_000), cache.ticket());
+    cache.offer("y", ["y"], denied(10_000), cache.ticket());
     clock.ms += 2;
-    cache.offer("z", ["z"], denied(10_000), cache.generation);
+    cache.offer("z", ["z"], denied(10_000), cache.ticket());
     assert.equal(cache.size, 3);
     assert.notEqual(cache.get("x"), undefined);
-    cache.offer("w", ["w"], denied(10_000), cache.generation);
+    cache.offer("w", ["w"], denied(10_000), cache.ticket());
     assert.equal(cache.size, 3);
     assert.equal(cache.get("x"), undefined);
     assert.notEqual(cache.get("w"), undefined);

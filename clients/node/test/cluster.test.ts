@@ -1,13 +1,13 @@
 /**
  * A real 3-primary Redis Cluster (redis-server 7.0 with the module): every
- * call goes straight to the node owning its key — zero COMMAND GETKEYS and
+ * call (leases included) goes straight to the node owning its key — zero COMMAND GETKEYS and
  * zero MOVED on every node in steady state — for ioredis Cluster and
  * node-redis cluster (and the older majors), client-side CROSSSLOT checks,
  * and calls that keep succeeding while a slot holding a limiter key moves.
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { CrossSlotError, Fixed, Limiter, Sliding, Token, keySlot } from "../src/index.js";
+import { Concurrent, CrossSlotError, Fixed, Limiter, Sliding, Token, keySlot } from "../src/index.js";
 import { ALL_VARIANTS, CLIENT_NAMES, connectCluster, kindOf, type Connected, type VariantName } from "./clients.js";
 import { hold, withConnection } from "./fixtures.js";
 import { keyInRange, sleep, startCluster, type TestCluster } from "./helpers.js";
@@ -25,6 +25,7 @@ async function routingStats() {
       (await admin.commandCalls("rl.fixed")) +
       (await admin.commandCalls("rl.sliding")) +
       (await admin.commandCalls("rl.token")) +
+      (await admin.commandCalls("rl.concurrent")) +
       (await admin.commandCalls("rl.all")),
   }));
 }
@@ -60,7 +61,12 @@ for (const variant of ALL_VARIANTS.filter((v) => v !== "node-redis4-legacy")) {
         await rl.fixed(`{${k}}:o`, 100, 60, { override: `{${k}}:override` });
         await rl.all([Fixed(`{${k}}:s`, 5, 1), Sliding(`{${k}}:m`, 50, "1m"), Token(`{${k}}:d`, 1000, "1d")]);
         await rl.fixed(k, 100, 60, { peek: true });
-        calls += 6;
+        const lease = await rl.acquire(`{${k}}:c`, 10, "1m", { override: `{${k}}:override` });
+        await lease.renew();
+        await lease.release();
+        const held = await rl.all([Fixed(`{${k}}:s2`, 5, 1), Concurrent(`{${k}}:c`, 10, "1m")]);
+        await rl.heldLease(Concurrent(`{${k}}:c`, 10, "1m"), held.decisions[1]!).release();
+        calls += 11;
       }
       const concurrent = await Promise.all(keys.map((k) => rl.token(`${k}:t`, 10, "1s", { burst: 20 })));
       calls += concurrent.length;

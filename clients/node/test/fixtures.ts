@@ -55,6 +55,8 @@ export function eachClient(
           ctx.rl = new Limiter(conn.client);
         },
       );
+      // The connections the Limiter opened for held calls, if any.
+      after(() => ctx.rl?.close());
       tests(ctx, clientName);
     });
   }

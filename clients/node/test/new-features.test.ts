@@ -9,7 +9,7 @@ import { describe, it } from "node:test";
 import { Fixed, Limiter, Sliding, Token, keySlot } from "../src/index.js";
 import { CLIENT_NAMES, connectCluster, connectStandalone } from "./clients.js";
 import { assertDecision, eachClient, hold, uniqueKeys, withConnection } from "./fixtures.js";
-import { SERVERS, keyInRange, startCluster, startServer, type Server, type TestCluster } from "./helpers.js";
+import { SERVERS, keyInRange, sleep, startCluster, startServer, type Server, type TestCluster } from "./helpers.js";
 
 const key = uniqueKeys("nf");
 
@@ -121,6 +121,38 @@ for (const { name: serverName, bin } of SERVERS) {
         await cached.overrideDelete(o);
         // From the server again: the override is gone, so the limit is the call's own.
         assertDecision(await cached.fixed(k, 1, 60, { override: o }), { allowed: false, limit: 1 });
+      });
+
+      it("denial cache: a block lifted elsewhere is honoured within the max age; forgetDenials and clearDenialCache apply it at once", async () => {
+        // A max age with room for a loaded machine between the denial and the check below.
+        const cached = new Limiter(ctx.conn.client, { denialCache: { maxAgeMs: 1500 } });
+        const k = key("cache-lift");
+        const call = () => cached.fixed(k, 1, 60, { block: "1h" });
+        const blockAndLift = async () => {
+          await call();
+          const blocked = await call();
+          assert.equal(blocked.allowed, false);
+          assert.ok(blocked.retryAfterMs > 3_500_000, String(blocked.retryAfterMs));
+          await server.admin.call("DEL", k); // an operator lifts the block
+        };
+
+        await blockAndLift();
+        const calls = await server.admin.commandCalls("rl.fixed");
+        assert.equal((await call()).allowed, false, "answered locally within the max age");
+        assert.equal(await server.admin.commandCalls("rl.fixed"), calls);
+        await sleep(1500);
+        assertDecision(await call(), { allowed: true, count: 1 }); // the lifted block reached the process
+
+        await server.admin.call("DEL", k);
+        await blockAndLift();
+        cached.forgetDenials(k);
+        assertDecision(await call(), { allowed: true, count: 1 });
+
+        await server.admin.call("DEL", k);
+        await blockAndLift();
+        cached.clearDenialCache();
+        assertDecision(await call(), { allowed: true, count: 1 });
+        assert.throws(() => cached.forgetDenials(5 as never), /forgetDenials\(\): key 0/);
       });
     });
   });
