@@ -41,6 +41,7 @@ import {
   type OverrideListPage,
 } from "./reply.js";
 import { keySlot } from "./slot.js";
+import { isTryAgain, splitAll, splitCall, type SplitIo } from "./split.js";
 import { transportFor, type ClientKind, type IoredisCommandClass, type Transport } from "./transport.js";
 
 /**
@@ -181,6 +182,11 @@ export class Limiter {
   readonly #durable: readonly [number, number] | undefined;
   /** Connections of its own for the calls the server holds (WAIT). */
   readonly #held: HeldCalls;
+  /** How a call split on TRYAGAIN sends its one-key calls. */
+  readonly #io: SplitIo = {
+    overrideGet: (okey) => this.overrideGet(okey),
+    call: (call) => this.#send(call),
+  };
 
   constructor(client: RedisLikeClient, options: LimiterOptions = {}) {
     if (options === null || typeof options !== "object") {
@@ -337,9 +343,10 @@ export class Limiter {
     const holdMs = heldForMs(checked, peek);
     // A release frees a slot before a denial's retryAfterMs: never cached.
     const cacheable = !checked.some((clause) => clause.algorithm === "CONCURRENT");
-    return this.#cached(argv, keys, refund, cacheable, () =>
-      this.#exchange(argv, keys, writes, holdMs, (reply) => parseAllDecision(reply, n)),
-    );
+    return this.#cached(argv, keys, refund, cacheable, () => {
+      const sent = this.#exchange(argv, keys, writes, holdMs, (reply) => parseAllDecision(reply, n));
+      return this.#transport.isCluster ? sent.catch((err: unknown) => this.#splitOn(err, () => splitAll(checked, peek, this.#io))) : sent;
+    });
   }
 
   /** RL.OVERRIDE SET: stores an override at `okey` (replacing any). */
@@ -421,19 +428,30 @@ export class Limiter {
     return this.#cached(argv, keys, call.refund, true, () => this.#send(call));
   }
 
-  /** Sends one limiter call. Throws client-side errors synchronously (the public methods turn them into rejections). */
+  /**
+   * Sends one limiter call; on a cluster, a call naming two keys that meets
+   * TRYAGAIN is split (split.ts). Throws client-side errors synchronously
+   * (the public methods turn them into rejections).
+   */
   #send(call: LimiterCall): Promise<Decision> {
     const argv = limiterArgv(call, this.#prefix);
     const keys = clauseKeys(call, this.#prefix);
     if (keys.length > 1) this.#checkSlots(argv[0] as string, keys);
     const writes = !call.peek && !isRead(call);
-    return this.#exchange(argv, keys, writes, heldForMs([call], call.peek), (reply) =>
+    const sent = this.#exchange(argv, keys, writes, heldForMs([call], call.peek), (reply) =>
       parseDecision(reply, argv[0] as string),
     );
+    if (keys.length < 2 || !this.#transport.isCluster) return sent;
+    return sent.catch((err: unknown) => this.#splitOn(err, () => splitCall(call, this.#io)));
   }
 
   /** The lease's RELEASE and RENEW: as any call, never from the denial cache. */
   readonly #sendLease = (call: LimiterCall): Promise<Decision> => attempt(() => this.#send(call));
+
+  /** Runs the split for a TRYAGAIN; any other error goes on. */
+  #splitOn<T>(err: unknown, split: () => Promise<T>): Promise<T> {
+    return isTryAgain(err) ? split() : Promise.reject(err);
+  }
 
   /**
    * One round trip: a call that may write is followed by `WAIT` on the same

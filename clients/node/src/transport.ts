@@ -44,6 +44,7 @@ function waitArgv(wait: readonly [number, number]): string[] {
 interface IoredisCommand {
   getKeys(): Array<string | Buffer>;
   promise: Promise<unknown>;
+  reject: (err: Error) => void;
 }
 export type IoredisCommandClass = new (
   name: string,
@@ -104,6 +105,24 @@ export function findIoredisCommand(client: object): IoredisCommandClass | undefi
   return undefined;
 }
 
+/**
+ * ioredis's Cluster answers TRYAGAIN by resending the call to a random node
+ * after `retryDelayOnTryAgain` (100 ms), which answers MOVED, and so on
+ * until `maxRedirections` (16) runs out: over a key-by-key slot move that
+ * is a second of waiting and then "Too many Cluster redirections", for a
+ * call that cannot run until the move ends (docs/operations.md, While a
+ * slot moves). The Cluster handles a call's errors by wrapping its
+ * `reject` when the call is sent; this wraps that once more, so TRYAGAIN
+ * rejects the call at once (the Limiter then splits it) while MOVED, ASK
+ * and the rest go to the Cluster's handling as before.
+ */
+function surfaceTryAgain(command: IoredisCommand, own: (err: Error) => void): void {
+  const cluster = command.reject;
+  if (cluster === own) return;
+  command.reject = (err: Error) =>
+    (typeof err?.message === "string" && err.message.startsWith("TRYAGAIN") ? own : cluster).call(command, err);
+}
+
 function ioredisTransport(client: Obj, Command: IoredisCommandClass | undefined): Transport {
   const isCluster = client["isCluster"] === true;
   const CommandClass = Command ?? findIoredisCommand(client);
@@ -125,7 +144,11 @@ function ioredisTransport(client: Obj, Command: IoredisCommandClass | undefined)
       const declared = [...keys];
       command.getKeys = () => declared;
     }
-    return sendCommand.call(client, command);
+    if (!isCluster) return sendCommand.call(client, command);
+    const own = command.reject;
+    const promise = sendCommand.call(client, command);
+    surfaceTryAgain(command, own);
+    return promise;
   };
   return {
     kind: isCluster ? "ioredis-cluster" : "ioredis",

@@ -7,6 +7,7 @@ import Redis, { Cluster } from "ioredis";
 import Redis5 from "ioredis5";
 import { createClient, createCluster } from "redis";
 import { Concurrent, Fixed, Limiter, Sliding, Token, keySlot, type Decision } from "../src/index.js";
+import { isTryAgain, withOverride } from "../src/split.js";
 import { crc16 } from "../src/slot.js";
 import { redis4 } from "./clients.js";
 import { parseAllDecision, parseDecision, parseOverrideInfo, parseOverrideList } from "../src/reply.js";
@@ -94,6 +95,45 @@ describe("RL.CONCURRENT argv", () => {
     assert.throws(() => args.acquireCall("c", 5, 1.5, {}), /acquire\(\): lease must be an integer number of seconds/);
     assert.throws(() => args.acquireCall("c", 5, 60, { block: "1m" }), /unknown option "block"/);
     assert.throws(() => args.acquireCall("c", 5, 60, { refund: 1 }), /unknown option "refund"/);
+  });
+});
+
+describe("a clause read back (the split on TRYAGAIN)", () => {
+  const o = { limit: 7, windowMs: 90_000, burst: 0, ttlMs: -1 };
+  it("options after the positionals, flags without a value", () => {
+    assert.deepEqual(args.clauseOptions(Token("t", 10, "1s", { burst: 20, cost: 2, wait: "1s" }).args), [
+      ["BURST", "20"], ["COST", "2"], ["WAIT", "1s"],
+    ]);
+    assert.deepEqual(args.clauseOptions(Fixed("f", 1, 1, { aligned: true, block: 5 }).args), [["ALIGNED", undefined], ["BLOCK", "5"]]);
+    assert.equal(args.clauseOption(Fixed("f", 1, 1, { cost: 0 }), "COST"), "0");
+    assert.equal(args.durationMs("1500ms"), 1500);
+    assert.equal(args.durationMs("2"), 2000);
+    assert.equal(args.durationMs("1H"), 3_600_000);
+    assert.equal(args.durationMs("soon"), undefined);
+  });
+  it("an override's limit and window replace the call's own; a token bucket's capacity is the override's burst or its limit", () => {
+    assert.deepEqual(withOverride(Fixed("f", 1, 60, { aligned: true, cost: 2, override: "o" }), o), {
+      algorithm: "FIXED", key: "f", args: ["7", "90000ms", "ALIGNED", "COST", "2"], override: undefined, refund: false,
+    });
+    assert.deepEqual(withOverride(Token("t", 10, "1s", { burst: 50, override: "o" }), o).args, ["7", "90000ms"]);
+    assert.deepEqual(withOverride(Token("t", 10, "1s", { override: "o" }), { ...o, burst: 30 }).args, [
+      "7", "90000ms", "BURST", "30",
+    ]);
+    assert.deepEqual(withOverride(args.acquireCall("c", 2, "1m", { wait: 5, override: "o" }), o).args, [
+      "7", "90000ms", "WAIT", "5",
+    ]);
+    assert.deepEqual(withOverride(Sliding("s", 3, 60, { approx: true, override: "o" }), null).args, ["3", "60", "APPROX"]);
+    assert.equal(withOverride(Sliding("s", 3, 60, { override: "o" }), null).override, undefined);
+  });
+  it("TRYAGAIN, also as ioredis's last redirection error", () => {
+    assert.equal(isTryAgain(new Error("TRYAGAIN Multiple keys request during rehashing of slot")), true);
+    assert.equal(
+      isTryAgain(new Error("Too many Cluster redirections. Last error: ReplyError: TRYAGAIN Multiple keys request during rehashing of slot")),
+      true,
+    );
+    assert.equal(isTryAgain(new Error("Too many Cluster redirections. Last error: ReplyError: MOVED 1 127.0.0.1:1")), false);
+    assert.equal(isTryAgain(new Error("ERR TRYAGAIN is not an option")), false);
+    assert.equal(isTryAgain("TRYAGAIN"), false);
   });
 });
 

@@ -75,6 +75,15 @@ function selectedFlavors(): ReadonlyArray<(typeof FLAVORS)[number]> {
 /** Redis 7.0: the cluster tests' server. */
 export const REDIS_SERVER = serverBinary("REDIS_SERVER", "redis7");
 
+/**
+ * The cluster servers of the tests that move slots: Redis 7.0 and Valkey 9.1
+ * (whose atomic CLUSTER MIGRATESLOTS they also use), or those of them
+ * LIBRL_SERVERS names.
+ */
+export const MIGRATION_SERVERS: ReadonlyArray<{ name: "redis7" | "valkey9"; bin: string }> = selectedFlavors()
+  .filter((f): f is (typeof FLAVORS)[0] | (typeof FLAVORS)[3] => f.name === "redis7" || f.name === "valkey9")
+  .map((f) => ({ name: f.name, bin: serverBinary(f.env, f.name) }));
+
 /** The servers every standalone test runs on. */
 export const SERVERS: ReadonlyArray<{ name: string; bin: string }> = selectedFlavors().map((f) => ({
   name: f.name,
@@ -378,6 +387,30 @@ export class TestCluster {
       if (n !== source && n !== target) await n.server.admin.call("CLUSTER", "SETSLOT", slot, "NODE", target.id);
     }
     return moved;
+  }
+
+  /** Until every node's CLUSTER SLOTS names `target` as the owner of `slot`. */
+  async waitForOwner(slot: number, target: ClusterNode): Promise<void> {
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      const owners = await Promise.all(
+        this.nodes.map(async (n) => {
+          const slots = (await n.server.admin.call("CLUSTER", "SLOTS")) as Reply[][];
+          const range = slots.find((r) => slot >= (r[0] as number) && slot <= (r[1] as number));
+          return range === undefined ? undefined : ((range[2] as Reply[])[1] as number);
+        }),
+      );
+      if (owners.every((port) => port === target.server.port)) return;
+      if (Date.now() > deadline) throw new Error(`slot ${slot}: owners ${JSON.stringify(owners)}, not ${target.server.port}`);
+      await sleep(20);
+    }
+  }
+
+  /** Valkey 9: moves `slot` with CLUSTER MIGRATESLOTS, in one step, and waits until every node knows. */
+  async moveSlotAtomically(slot: number, target: ClusterNode): Promise<void> {
+    const source = await this.ownerOf(slot);
+    await source.server.admin.call("CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", slot, slot, "NODE", target.id);
+    await this.waitForOwner(slot, target);
   }
 
   async stop(): Promise<void> {
