@@ -284,13 +284,16 @@ export function Concurrent(key: string, limit: number, lease: Duration, options?
 /**
  * `RL.CONCURRENT key limit lease RELEASE|RENEW id [OVERRIDE okey]`: a held
  * lease's limit (a CONCURRENT clause or acquire call) with the action.
+ * RELEASE goes without the OVERRIDE: it frees the same slots either way,
+ * and a call naming one key never meets TRYAGAIN while its slot moves. A
+ * renewal keeps it: the override's window is the lease's length.
  */
 export function leaseActionCall(limit: Clause, action: "RELEASE" | "RENEW", id: number): LimiterCall {
   return {
     algorithm: "CONCURRENT",
     key: limit.key,
     args: [limit.args[0] as string, limit.args[1] as string, action, String(id)],
-    override: limit.override,
+    override: action === "RELEASE" ? undefined : limit.override,
     refund: false,
     peek: false,
   };

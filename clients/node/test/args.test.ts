@@ -74,11 +74,12 @@ describe("RL.CONCURRENT argv", () => {
       ["RL.CONCURRENT", "p:c", "5", "30", "COST", "2", "WAIT", "10s", "OVERRIDE", "p:o", "PEEK"],
     );
   });
-  it("RELEASE and RENEW repeat the lease's limit and override, with the id", () => {
+  it("RELEASE repeats the lease's limit, RENEW its override too, with the id", () => {
     const limit = args.acquireCall("c", 5, "1m", { cost: 2, wait: 0, override: "o" });
     assert.deepEqual(argv(args.leaseActionCall(limit, "RELEASE", 1754500000123001)), [
-      "RL.CONCURRENT", "c", "5", "1m", "RELEASE", "1754500000123001", "OVERRIDE", "o",
+      "RL.CONCURRENT", "c", "5", "1m", "RELEASE", "1754500000123001",
     ]);
+    assert.deepEqual(argv(args.leaseActionCall(limit, "RENEW", 7)), ["RL.CONCURRENT", "c", "5", "1m", "RENEW", "7", "OVERRIDE", "o"]);
     assert.deepEqual(argv(args.leaseActionCall(Concurrent("c", 5, 30), "RENEW", 2 ** 53 - 1)), [
       "RL.CONCURRENT", "c", "5", "30", "RENEW", "9007199254740991",
     ]);
