@@ -89,9 +89,10 @@ type Deny struct {
 // Policy is one named limit.
 type Policy struct {
 	Name        string
-	Algorithm   string // fixed | sliding | approx | token
-	Limit       int64  // token: the rate per Window
+	Algorithm   string // fixed | sliding | approx | token | concurrency
+	Limit       int64  // token: the rate per Window; concurrency: the slots
 	Window      string
+	Lease       string // concurrency only: the longest a request holds its slots
 	Rate        string // instead of Limit and Window: "100/minute"
 	Aligned     bool   // fixed only
 	Burst       int64  // token only
@@ -159,6 +160,9 @@ func (c Config) document() (any, error) {
 			}
 			if p.Window != "" {
 				m["window"] = p.Window
+			}
+			if p.Lease != "" {
+				m["lease"] = p.Lease
 			}
 			if p.Rate != "" {
 				m["rate"] = p.Rate
@@ -257,9 +261,10 @@ const (
 
 type policy struct {
 	name      string
-	algorithm string // fixed sliding approx token
+	algorithm string // fixed sliding approx token concurrency
 	limit     int64
-	window    time.Duration
+	window    time.Duration // 0 for concurrency
+	lease     time.Duration // concurrency only
 	aligned   bool
 	burst     int64
 	keyKind   string // ip api-key user header global
@@ -356,21 +361,22 @@ func parseNetwork(s string) (netip.Prefix, error) {
 }
 
 // policyOf is a walked policy, with the rules that span its fields
-// (rate-or-limit-and-window, aligned-only-on-fixed, burst-only-on-token).
+// (concurrency-has-lease, rate-or-limit-and-window, aligned-only-on-fixed,
+// burst-only-on-token).
 func policyOf(path string, m walked) (*policy, error) {
 	p := &policy{name: m["name"].(string), algorithm: m["algorithm"].(string), count: m["count"].(string),
 		aligned: m["aligned"].(bool), overridable: m["overridable"].(bool)}
-	if p.algorithm == "concurrency" {
-		// The schema has it; this integration does not hold slots yet, and
-		// must not accept a limit it would not enforce.
-		return nil, bad(path+".algorithm", "concurrency is not supported by this integration yet")
-	}
-	if _, ok := m["lease"]; ok {
-		return nil, bad(path+".lease", "lease is for concurrency policies, not %s", p.algorithm)
-	}
 	limit, hasLimit := m["limit"]
 	window, hasWindow := m["window"]
-	if rate, ok := m["rate"].(rateValue); ok {
+	lease, hasLease := m["lease"]
+	if p.algorithm == "concurrency" {
+		if err := concurrencyFields(path, m); err != nil {
+			return nil, err
+		}
+		p.limit, p.lease = limit.(int64), time.Duration(lease.(int64))*time.Millisecond
+	} else if hasLease {
+		return nil, bad(path+".lease", "lease is for concurrency policies, not %s", p.algorithm)
+	} else if rate, ok := m["rate"].(rateValue); ok {
 		if hasLimit || hasWindow {
 			return nil, bad(path+".rate", "give rate, or limit and window, not both")
 		}
@@ -409,6 +415,25 @@ func policyOf(path string, m walked) (*policy, error) {
 		}
 	}
 	return p, nil
+}
+
+// concurrencyFields is concurrency-has-lease for a concurrency policy:
+// limit and lease, no window or rate, and count all.
+func concurrencyFields(path string, m walked) error {
+	for _, f := range []string{"window", "rate"} {
+		if _, ok := m[f]; ok {
+			return bad(path+"."+f, "a concurrency policy has no %s; give limit and lease", f)
+		}
+	}
+	for _, f := range []string{"limit", "lease"} {
+		if _, ok := m[f]; !ok {
+			return bad(path+"."+f, "missing (a concurrency policy gives limit and lease)")
+		}
+	}
+	if m["count"] != "all" {
+		return bad(path+".count", "must be all on a concurrency policy (its slots are freed when the response is finished)")
+	}
+	return nil
 }
 
 // routeOf is a walked route, its policies named by the configuration

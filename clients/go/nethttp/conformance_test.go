@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -268,6 +269,10 @@ func runCase(t *testing.T, c conformanceCase, env *redisEnv) {
 					fail("request %d of %d: %s", k+1, n, msg)
 				}
 			}
+		case s.Parallel != nil:
+			if msg := doParallel(client, srv.URL, s.Parallel); msg != "" {
+				fail("%s", msg)
+			}
 		case s.SleepMS > 0:
 			time.Sleep(time.Duration(s.SleepMS) * time.Millisecond)
 		case s.Redis != nil:
@@ -358,6 +363,34 @@ func (env *redisEnv) everyPrimary(ctx context.Context, args []any) any {
 	return sum
 }
 
+// doParallel sends the requests at once, each after its after_ms, and
+// checks each once all have answered.
+func doParallel(client *http.Client, base string, steps []parallelStep) string {
+	msgs := make([]string, len(steps))
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, s := range steps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Until(start.Add(time.Duration(s.AfterMS) * time.Millisecond)))
+			if s.Request == nil {
+				msgs[i] = "not a request"
+				return
+			}
+			msgs[i] = doRequest(client, base, s.Request, s.Expect)
+		}()
+	}
+	wg.Wait()
+	var out []string
+	for i, m := range msgs {
+		if m != "" {
+			out = append(out, fmt.Sprintf("request %d: %s", i, m))
+		}
+	}
+	return strings.Join(out, " | ")
+}
+
 func doRequest(client *http.Client, base string, r *request, rawExpect json.RawMessage) string {
 	method := r.Method
 	if method == "" {
@@ -399,8 +432,27 @@ func doRequest(client *http.Client, base string, r *request, rawExpect json.RawM
 			req.Header.Add(name, v)
 		}
 	}
+	if r.DisconnectAfterMS != nil {
+		// Sent, then the connection closed unread: the request's context
+		// ends, and the transport closes its connection.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(*r.DisconnectAfterMS)*time.Millisecond)
+		defer cancel()
+		if resp, err := client.Do(req.WithContext(ctx)); err == nil {
+			resp.Body.Close() // an early answer is not read either: the step expects nothing
+		}
+		return ""
+	}
+	var e expectation
+	if len(rawExpect) > 0 {
+		if err := strictDecode(rawExpect, &e); err != nil {
+			return err.Error()
+		}
+	}
 	resp, err := client.Do(req)
 	if err != nil {
+		if e.Failed {
+			return "" // the handler failed: the connection closed unanswered
+		}
 		return err.Error()
 	}
 	defer resp.Body.Close()
@@ -408,11 +460,10 @@ func doRequest(client *http.Client, base string, r *request, rawExpect json.RawM
 	if len(rawExpect) == 0 {
 		return ""
 	}
-	var e expectation
-	if err := strictDecode(rawExpect, &e); err != nil {
-		return err.Error()
-	}
 	where := fmt.Sprintf("%s %q -> %d %v %q", method, path, resp.StatusCode, resp.Header, data)
+	if e.Failed && resp.StatusCode != http.StatusInternalServerError {
+		return fmt.Sprintf("status %d, want a failed handler's 500 or no response (%s)", resp.StatusCode, where)
+	}
 	if e.Status != 0 && resp.StatusCode != e.Status {
 		return fmt.Sprintf("status %d, want %d (%s)", resp.StatusCode, e.Status, where)
 	}

@@ -64,7 +64,8 @@ func pairs(checks []check, decisions []librl.Decision) []checked {
 	return cs
 }
 
-// clause is a check as an RL.ALL clause, consuming or giving back its cost.
+// clause is a check as an RL.ALL clause, consuming or giving back its cost
+// (never a concurrency check's refund: that is its lease's release).
 func clause(c check, refund bool) librl.Clause {
 	opts := []librl.Option{librl.Cost(c.cost)}
 	if refund {
@@ -84,6 +85,8 @@ func clause(c check, refund bool) librl.Clause {
 		return librl.Sliding(c.key, p.limit, p.window, opts...)
 	case "approx":
 		return librl.Sliding(c.key, p.limit, p.window, append(opts, librl.Approx())...)
+	case "concurrency":
+		return librl.Concurrent(c.key, p.limit, p.lease, opts...)
 	default:
 		if p.burst != 0 {
 			opts = append(opts, librl.Burst(p.burst))
@@ -161,8 +164,15 @@ func (m *Middleware) exchange(checks []check) (verdict, error) {
 		if (l.gone && m.c.failClosed) || (!l.gone && err == nil && !v.admitted) {
 			back = l.take()
 		}
+		// Served by fail: open (past the timeout, or after an error): its
+		// counts stay, but it holds no slots, so the leases it took go now.
+		var leases [][]check
+		if !m.c.failClosed && (l.gone || err != nil) {
+			leases = l.take()
+		}
 		l.mu.Unlock()
 		m.refundGroups(back)
+		m.releaseGroups(leases)
 		done <- result{v, err}
 	}()
 	timer := time.NewTimer(m.c.timeout)
@@ -219,6 +229,7 @@ func (m *Middleware) runGroups(checks []check, l *ledger) (verdict, error) {
 		}
 		for j, i := range g {
 			v.decisions[i] = a.Decisions[j]
+			members[j].leaseID = a.Decisions[j].LeaseID
 		}
 		if v.admitted && a.Allowed {
 			l.mu.Lock()
@@ -266,18 +277,64 @@ func (m *Middleware) refundWithin(gs [][]check) {
 	}
 }
 
-// refundGroups sends one RL.ALL of REFUND clauses per group; failures are
-// logged.
+// refundGroups sends one RL.ALL of REFUND clauses per group, and releases
+// its concurrency checks' leases; failures are logged.
 func (m *Middleware) refundGroups(gs [][]check) {
 	for _, g := range gs {
-		clauses := make([]librl.Clause, len(g))
-		keys := make([]string, len(g))
-		for j, c := range g {
-			clauses[j] = clause(c, true)
-			keys[j] = c.key
+		var clauses []librl.Clause
+		var keys []string
+		for _, c := range g {
+			if c.p.algorithm != "concurrency" {
+				clauses = append(clauses, clause(c, true))
+				keys = append(keys, c.key)
+			}
 		}
-		if _, err := m.lim.All(context.Background(), clauses...); err != nil {
-			m.log.Warn("librl: could not refund", "keys", strings.Join(keys, ", "), "error", err)
+		if len(clauses) > 0 {
+			if _, err := m.lim.All(context.Background(), clauses...); err != nil {
+				m.log.Warn("librl: could not refund", "keys", strings.Join(keys, ", "), "error", err)
+			}
 		}
 	}
+	m.releaseGroups(gs)
+}
+
+// releaseGroups releases the leases the groups' concurrency checks took.
+func (m *Middleware) releaseGroups(gs [][]check) {
+	for _, g := range gs {
+		m.release(g)
+	}
+}
+
+// release gives back the leases of the checks that hold one, each with
+// RL.CONCURRENT key limit lease RELEASE id and without OVERRIDE (docs/http.md,
+// Concurrency limits), within the timeout. A failed release is logged and
+// otherwise ignored: the lease ends by itself.
+func (m *Middleware) release(checks []check) {
+	for _, c := range checks {
+		if c.p.algorithm != "concurrency" || c.leaseID == 0 {
+			continue
+		}
+		lease, err := m.lim.HeldLease(c.key, c.p.limit, c.p.lease, c.leaseID)
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), m.c.timeout)
+			_, err = lease.Release(ctx)
+			cancel()
+		}
+		if err != nil {
+			m.log.Warn("librl: could not release a concurrency lease; it ends by itself", "key", c.key, "error", err)
+		}
+	}
+}
+
+// held is the admitted request's checks with the leases they took, for
+// releasing when the response is finished.
+func held(checks []check, d decided) []check {
+	var out []check
+	for i, c := range checks {
+		if c.p.algorithm == "concurrency" && i < len(d.decisions) && d.decisions[i].LeaseID != 0 {
+			c.leaseID = d.decisions[i].LeaseID
+			out = append(out, c)
+		}
+	}
+	return out
 }

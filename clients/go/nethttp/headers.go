@@ -57,7 +57,12 @@ func setHeaders(c *config, h http.Header, cs []checked, denied bool) {
 			if x.p.cost == costBodyBytes {
 				unit = `;qu="content-bytes"`
 			}
-			parts[i] = fmt.Sprintf(`"%s";q=%d;w=%d%s`, x.p.name, quota(x), ceilSecs(x.p.window), unit)
+			if x.p.algorithm == "concurrency" {
+				// Slots held at once: there is no window.
+				parts[i] = fmt.Sprintf(`"%s";q=%d%s`, x.p.name, quota(x), unit)
+			} else {
+				parts[i] = fmt.Sprintf(`"%s";q=%d;w=%d%s`, x.p.name, quota(x), ceilSecs(x.p.window), unit)
+			}
 		}
 		set(hdrPolicy, strings.Join(parts, ", "))
 		set(hdrRateLimit, fmt.Sprintf(`"%s";r=%d;t=%s`, w.p.name, w.d.Remaining, reset))

@@ -158,6 +158,14 @@ func (m *Middleware) respond(w http.ResponseWriter, r *http.Request, next http.H
 		d.refusal.write(w)
 		return
 	}
+	if d.outcome == Allowed {
+		// Released when the response is finished: the handler returned,
+		// its client went away, or it panicked (docs/http.md, Concurrency
+		// limits). A denied or would-deny request holds none.
+		if leases := held(checks, d); len(leases) > 0 {
+			defer m.release(leases)
+		}
+	}
 	if d.outcome != Allowed || !countsAfter(checks) {
 		next.ServeHTTP(w, r)
 		return

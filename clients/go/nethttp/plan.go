@@ -12,6 +12,9 @@ type check struct {
 	key  string
 	okey string // "" unless the policy is overridable
 	cost int64
+	// leaseID: the lease a concurrency check's admitted RL.ALL took, for
+	// its release; 0 when it holds none.
+	leaseID int64
 }
 
 // checkFor is a policy's check for this client, its cost not yet known,

@@ -70,6 +70,13 @@ func denied(c *config, x checked, cost int64) reply {
 		retry = r
 		detail = fmt.Sprintf("Rate limit %s exceeded; retry in %d s.", what, retryAfterSecs(x.d))
 	}
+	if x.p.algorithm == "concurrency" {
+		what = fmt.Sprintf(`"%s" (%d at once)`, x.p.name, limit)
+		detail = fmt.Sprintf("This request costs %d, more than concurrency limit %s ever admits.", cost, what)
+		if retry != nil {
+			detail = fmt.Sprintf("Concurrency limit %s reached; retry in %d s.", what, retryAfterSecs(x.d))
+		}
+	}
 	// The title names the refusal, whatever status it is sent with.
 	return problem(c.denyStatus, "Too Many Requests", detail,
 		member{"policy", x.p.name}, member{"limit", limit}, member{"retry_after", retry})

@@ -1,20 +1,39 @@
 // Package exampleapp is the app behind the middleware in the conformance
 // runner and in scripts/serve-example go (conformance/README.md, What the
 // app behind the middleware does): every path and method answers "ok",
-// with the status of the X-Conformance-Status header when present; a
-// request with X-Conformance-User is authenticated as that user, the
-// net/http way: in the request's context.
+// with the status of the X-Conformance-Status header when present, after
+// the delay of X-Conformance-Delay-Ms, or panicking with
+// X-Conformance-Fail: 1; a request with X-Conformance-User is
+// authenticated as that user, the net/http way: in the request's context.
 package exampleapp
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/librl/librl/clients/go/nethttp"
 )
 
+// errFail is the panic of a handler asked to fail: net/http recovers it
+// and closes the connection unanswered.
+var errFail = errors.New("exampleapp: X-Conformance-Fail asked this handler to fail")
+
 // OK answers every request "ok" (status from X-Conformance-Status).
 var OK = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	if ms, err := strconv.Atoi(r.Header.Get("X-Conformance-Delay-Ms")); err == nil && ms > 0 {
+		// A slow handler, which stops waiting when its client goes away.
+		t := time.NewTimer(time.Duration(ms) * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+		}
+	}
+	if r.Header.Get("X-Conformance-Fail") == "1" {
+		panic(errFail)
+	}
 	status := http.StatusOK
 	if s, err := strconv.Atoi(r.Header.Get("X-Conformance-Status")); err == nil && s >= 200 && s <= 599 {
 		status = s
