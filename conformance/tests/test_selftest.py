@@ -42,6 +42,16 @@ BASE: Case = {
         },
         {"redis": ["EXISTS", "rl:{ip:127.0.0.1}:p"], "expect": 1},
         {"redis": ["DBSIZE"], "expect": 1},
+        {
+            "parallel": [
+                {"request": {"method": "GET", "path": "/"}, "expect": {"status": 429}},
+                {
+                    "after_ms": 20,
+                    "request": {"method": "GET", "path": "/"},
+                    "expect": {"status": 429},
+                },
+            ]
+        },
     ],
 }
 
@@ -72,6 +82,8 @@ MUST_FAIL: Dict[str, Callable[[Case], None]] = {
     ),
     "wrong-reply": lambda c: c["steps"][3].update(expect=2),
     "range-missed": lambda c: expect_of(1)(c)["body"].update(limit={"range": [2, 5]}),
+    "parallel-request-wrong": lambda c: c["steps"][4]["parallel"][1]["expect"].update(status=200),
+    "failed-but-answered": lambda c: c["steps"][1].update(expect={"failed": True}),
 }
 
 
