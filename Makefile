@@ -89,16 +89,56 @@ BLACKBOX_EXAMPLES ?= axum,flask,express,go
 # (conformance/README.md, The black-box runner); the Docker context last: it
 # builds the module from docker/Dockerfile's files in a target dir of its
 # own (target/docker-build), never touching the librl.so the tests load.
+#
+# The suites run in two lanes at once (TEST_JOBS=2, one per core of the
+# machine CI runs on): most of their time is spent waiting on servers and
+# short windows, not computing. A lane runs its suites one after another:
+# the black-box runner's Express example runs from clients/node/build,
+# which the Node suite rebuilds, so the two share a lane. Each lane's
+# output is printed whole when it ends (--output-sync), each suite's with
+# its duration; every suite runs even after one fails (--keep-going), so
+# one run shows every failure. TEST_JOBS=1 runs the lanes one after the
+# other.
+TEST_JOBS ?= 2
+TEST_SUITES := test-rust test-go test-docker test-java test-conformance test-python test-node
+.PHONY: $(TEST_SUITES) test-lane-1 test-lane-2
 ## everything: lints, docs links, every test on four real servers, Docker context
 test: deps build lint
 	python3 scripts/check-docs.py
-	LIBRL_EXAMPLES=$(BLACKBOX_EXAMPLES) conformance/check.sh
-	cargo test --locked --workspace
-	clients/python/check.sh
-	clients/node/check.sh
-	clients/go/check.sh test
-	clients/java/check.sh test
-	python3 scripts/check-docker-context.py
+	@$(MAKE) --no-print-directory -j$(TEST_JOBS) --keep-going --output-sync=target test-lane-1 test-lane-2
+
+## (part of test) the module's, Go's and the Docker context's suites, in turn
+test-lane-1:
+	@$(MAKE) --no-print-directory --keep-going test-rust test-go test-docker
+## (part of test) Java's, the black-box runner's, Python's and Node's suites, in turn
+test-lane-2:
+	@$(MAKE) --no-print-directory --keep-going test-java test-conformance test-python test-node
+
+# One suite: its commands, then one line with its name and duration.
+suite = @start=$$(date +%s); $(1) && echo "make test: $@ passed in $$(( $$(date +%s) - start )) s" \
+	|| { echo "make test: $@ FAILED after $$(( $$(date +%s) - start )) s"; exit 1; }
+
+## (part of test) the black-box runner over one framework per language
+test-conformance:
+	$(call suite,LIBRL_EXAMPLES=$(BLACKBOX_EXAMPLES) conformance/check.sh)
+## (part of test) the module's and Rust crates' tests on the four servers
+test-rust:
+	$(call suite,cargo test --locked --workspace)
+## (part of test) the Python package and its HTTP integrations
+test-python:
+	$(call suite,clients/python/check.sh)
+## (part of test) the Node.js package and its HTTP integrations
+test-node:
+	$(call suite,clients/node/check.sh)
+## (part of test) the Go package and its net/http middleware
+test-go:
+	$(call suite,clients/go/check.sh test)
+## (part of test) the Java package and its integrations
+test-java:
+	$(call suite,clients/java/check.sh test)
+## (part of test) the Docker context builds the module from its own files
+test-docker:
+	$(call suite,python3 scripts/check-docker-context.py)
 
 ## remove target/, .deps/ and dist/
 clean:
