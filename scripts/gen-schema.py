@@ -35,6 +35,7 @@ OUTPUTS: Dict[str, str] = {
     "python": "clients/python/src/librl/http/_schema.py",
     "typescript": "clients/node/src/http/schema.ts",
     "go": "clients/go/nethttp/schema_gen.go",
+    "java": "clients/java/integrations/http/src/main/java/io/librl/http/Schema.java",
 }
 
 KINDS = ("string", "integer", "boolean", "duration", "rate", "list", "object", "int-or-string")
@@ -690,11 +691,152 @@ def emit_rust(model: Model) -> str:
     return "\n".join(out) + "\n"
 
 
+def java_str(text: str) -> str:
+    """A Java string literal of ASCII text without control characters."""
+    if any(ord(c) < 0x20 or ord(c) > 0x7E for c in text):
+        raise SchemaError(f"{text!r}: a generated Java string is printable ASCII")
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def emit_java(model: Model) -> str:
+    java_kind = {k: k.upper().replace("-", "_") for k in KINDS}
+    out = [
+        f"// {HEADER}",
+        "",
+        "package io.librl.http;",
+        "",
+        "import java.util.List;",
+        "import java.util.Map;",
+        "",
+        "/**",
+        " * The configuration's schema as data.",
+        " *",
+        " * <p>Each object's fields in the schema's order; a list's items are a {@link Field} named",
+        ' * "". {@code defaultValue} is the default as the document would hold it (a {@code String},',
+        " * {@code Long}, {@code Boolean}, or an empty {@code List} or {@code Map}): the walker walks it",
+        " * as if the document held it. Patterns are searched for ({@code Matcher.find}) and anchored",
+        " * where they must be (a final {@code $} is written {@code \\z}: Java's {@code $} also",
+        " * matches before a final line terminator).",
+        " */",
+        "final class Schema {",
+        "  private Schema() {}",
+        "",
+        "  /** A field's kind. */",
+        "  enum Kind {",
+        *[f"    {java_kind[k]}{',' if i < len(KINDS) - 1 else ''}" for i, k in enumerate(KINDS)],
+        "  }",
+        "",
+        "  /** One field of an object, as the schema gives it; null where the schema gives nothing. */",
+        "  record Field(",
+        "      String name,",
+        "      Kind kind,",
+        "      boolean required,",
+        "      Object defaultValue,",
+        "      List<String> choices,",
+        "      Long minimum,",
+        "      Long maximum,",
+        "      String pattern,",
+        "      Long minLength,",
+        "      Long maxLength,",
+        "      Long minItems,",
+        "      Field items,",
+        "      String object,",
+        "      Long durationMinMs,",
+        "      Long durationMaxMs,",
+        "      String expected) {}",
+        "",
+        "  /** The document's object. */",
+        f"  static final String ROOT = {java_str(model.root)};",
+        "",
+        "  /** Every object's fields, by the object's name. */",
+        "  static final Map<String, List<Field>> OBJECTS =",
+        "      Map.ofEntries(",
+    ]
+
+    def value(v: Any) -> str:
+        if isinstance(v, bool):
+            return "Boolean.TRUE" if v else "Boolean.FALSE"
+        if isinstance(v, int):
+            return f"Long.valueOf({v}L)"
+        if isinstance(v, str):
+            return java_str(v)
+        if v == []:
+            return "List.of()"
+        if v == {}:
+            return "Map.of()"
+        raise SchemaError(f"a default of {v!r} has no Java form in scripts/gen-schema.py")
+
+    def opt_long(v: Optional[int]) -> str:
+        return "null" if v is None else f"{v}L"
+
+    def opt_str(v: Optional[str]) -> str:
+        return "null" if v is None else java_str(v)
+
+    def literal(f: Field, indent: str) -> List[str]:
+        i = indent + "    "
+        pattern = f.pattern
+        if pattern is not None and pattern.endswith("$"):
+            pattern = pattern[:-1] + "\\z"
+        default = "null" if f.default is None else value(json.loads(f.default))
+        lines = [
+            "new Field(",
+            f"{i}{java_str(f.name)},",
+            f"{i}Kind.{java_kind[f.kind]},",
+            f"{i}{'true' if f.required else 'false'},",
+            f"{i}{default},",
+            f"{i}List.of(" + ", ".join(java_str(c) for c in f.choices) + "),",
+            f"{i}{opt_long(f.minimum)},",
+            f"{i}{opt_long(f.maximum)},",
+            f"{i}{opt_str(pattern)},",
+            f"{i}{opt_long(f.min_length)},",
+            f"{i}{opt_long(f.max_length)},",
+            f"{i}{opt_long(f.min_items)},",
+        ]
+        if f.items is None:
+            lines.append(f"{i}null,")
+        else:
+            sub = literal(f.items, i)
+            lines.append(f"{i}" + sub[0])
+            lines += sub[1:-1]
+            lines.append(sub[-1] + ",")
+        lines += [
+            f"{i}{opt_str(f.object)},",
+            f"{i}{opt_long(f.duration_min_ms)},",
+            f"{i}{opt_long(f.duration_max_ms)},",
+            f"{i}{opt_str(f.expected)})",
+        ]
+        return lines
+
+    objects = list(model.objects.items())
+    for n, (name, fields) in enumerate(objects):
+        out.append(f"          Map.entry(")
+        out.append(f"              {java_str(name)},")
+        out.append("              List.of(")
+        for k, f in enumerate(fields):
+            lines = literal(f, "                  ")
+            out.append("                  " + lines[0])
+            out += lines[1:-1]
+            out.append(lines[-1] + ("," if k < len(fields) - 1 else ")"))
+        out[-1] += ")" + ("," if n < len(objects) - 1 else ");")
+    out += [
+        "",
+        "  /** The cross-field rules: checked in code after the walker. */",
+        "  static final Map<String, String> RULES =",
+        "      Map.ofEntries(",
+    ]
+    rules = list(model.rules.items())
+    for n, (rule, text) in enumerate(rules):
+        out.append(f"          Map.entry({java_str(rule)}, {java_str(text)})" + ("," if n < len(rules) - 1 else ");"))
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
 EMITTERS: Dict[str, Callable[[Model], str]] = {
     "rust": emit_rust,
     "python": emit_python,
     "typescript": emit_typescript,
     "go": emit_go,
+    "java": emit_java,
 }
 
 

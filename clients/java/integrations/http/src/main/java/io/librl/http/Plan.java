@@ -1,0 +1,155 @@
+package io.librl.http;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Which checks a request needs (docs/http.md, One decision per request, step 1): the route's
+ * policies, the loopback-exempt ones dropped, each one's subject and keys (docs/http.md, Keys) and
+ * its cost (docs/http.md, Cost). A request refused before any check (a bad cost header, a body too
+ * large) is a {@link Refusal}.
+ */
+public final class Plan {
+  private Plan() {}
+
+  /** The most a cost may be: 2^50, the module's bound. */
+  public static final long MAX_COST = 1L << 50;
+
+  /**
+   * A request as the adapter saw it.
+   *
+   * @param method the request's method, exactly
+   * @param path the path as the framework hands it, raw or decoded (the canonical path is the
+   *     same), its characters the bytes the client sent (Latin-1, as containers decode them)
+   * @param headers the request's headers as bytes
+   * @param peer the TCP peer's address as the server reports it, or null
+   * @param user the authenticated user, or null
+   */
+  public record Request(String method, String path, RequestHeaders headers, String peer, String user) {
+    /** The path's bytes. */
+    public byte[] pathBytes() {
+      return RequestHeaders.latin1(path);
+    }
+  }
+
+  /** One policy with its subject, before costs are known. */
+  public record Applying(Policy policy, Identity.Subject subject) {}
+
+  /**
+   * The policies a request gets, each with its subject.
+   *
+   * @param route the matched route's path as configured, or null
+   * @param applying the policies, in check order
+   */
+  public record Planned(String route, List<Applying> applying) {
+    public Planned {
+      applying = List.copyOf(applying);
+    }
+
+    /** Whether the body's size is needed (a {@code body-bytes} policy applies). */
+    public boolean needsBodyLength() {
+      return applying.stream().anyMatch(a -> a.policy().cost().kind() == Policy.CostKind.BODY_BYTES);
+    }
+  }
+
+  /** One policy checked for one request. */
+  public record Check(Policy policy, Identity.Subject subject, String key, String overrideKey, long cost) {}
+
+  /** A request refused before any policy is checked. */
+  public sealed interface Refusal permits BadCost, TooLarge {}
+
+  /** The policy's cost header is not an integer from 1 to 2^50; {@code header} as configured. */
+  public record BadCost(String policy, String header) implements Refusal {}
+
+  /** The body is larger than {@code max_body_bytes}. */
+  public record TooLarge(long max) implements Refusal {}
+
+  /** Thrown by {@link #checks} for a request refused before any check. */
+  public static final class RefusedException extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+    private final transient Refusal refusal;
+
+    RefusedException(Refusal refusal) {
+      super(refusal.toString(), null, false, false);
+      this.refusal = refusal;
+    }
+
+    public Refusal refusal() {
+      return refusal;
+    }
+  }
+
+  /**
+   * The policies that apply to this client, each with its subject, in check order: those whose
+   * subject is a loopback address are dropped when {@code exemptLoopback} is on.
+   */
+  public static List<Applying> applying(
+      List<Policy> policies, Identity.Client client, RequestHeaders headers, boolean exemptLoopback) {
+    List<Applying> out = new ArrayList<>();
+    for (Policy p : policies) {
+      Identity.Subject subject = client.subject(p.key(), headers);
+      if (!(exemptLoopback && subject.isLoopback())) {
+        out.add(new Applying(p, subject));
+      }
+    }
+    return out;
+  }
+
+  /**
+   * The checks, keyed {@code <prefix>{<subject>}:<policy>}; {@code bodyLength} is the body's size
+   * when {@link Planned#needsBodyLength} asked for it (else -1).
+   *
+   * @throws RefusedException for a bad cost header
+   */
+  public static List<Check> checks(
+      Planned planned, String prefix, RequestHeaders headers, long bodyLength) {
+    List<Check> out = new ArrayList<>();
+    for (Applying a : planned.applying()) {
+      Policy policy = a.policy();
+      long cost;
+      switch (policy.cost().kind()) {
+        case UNITS:
+          cost = policy.cost().units();
+          break;
+        case BODY_BYTES:
+          // At least 1; max_body_bytes already bounds it below 2^50.
+          cost = Math.max(1, Math.min(bodyLength, MAX_COST));
+          break;
+        case HEADER:
+        default:
+          cost = costHeader(headers.joined(policy.cost().header()));
+          if (cost < 0) {
+            throw new RefusedException(new BadCost(policy.name(), policy.cost().header()));
+          }
+      }
+      Keys keys = Keys.of(prefix, a.subject(), policy.name(), policy.overridable());
+      out.add(new Check(policy, a.subject(), keys.key(), keys.overrideKey(), cost));
+    }
+    return out;
+  }
+
+  /**
+   * The cost a request declares (docs/http.md, Cost), from the header's lines joined and trimmed:
+   * absent (null) costs 1; otherwise ASCII digits (leading zeros allowed) from 1 to 2^50, or -1:
+   * the request is refused.
+   */
+  public static long costHeader(byte[] value) {
+    if (value == null) {
+      return 1;
+    }
+    if (value.length == 0) {
+      return -1;
+    }
+    long n = 0;
+    for (byte b : value) {
+      if (b < '0' || b > '9') {
+        return -1;
+      }
+      n = n * 10 + (b - '0');
+      if (n > MAX_COST) {
+        return -1;
+      }
+    }
+    return n >= 1 ? n : -1;
+  }
+}

@@ -1,0 +1,299 @@
+package io.librl.http;
+
+import io.librl.Decision;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+
+/**
+ * The framework-free part of the contract (docs/http.md): a {@code RateLimiter} holds the
+ * configuration, the Redis connection and the hook, and turns one request into a {@link Decided}
+ * (checks, replies, headers, and the refusal when there is one), then settles {@code count:
+ * failed} / {@code succeeded} once the status is known. Each framework's adapter only moves
+ * requests and responses: {@link #plan}, {@link #decide}, write {@link Decided#headers()}, send
+ * the refusal or call the handler, {@link #settle}.
+ *
+ * <pre>{@code
+ * RateLimiter limiter = RateLimiter.builder(Config.load(Path.of("policies.yaml")))
+ *     .redisUrl("redis://127.0.0.1:6379")
+ *     .build();
+ * }</pre>
+ */
+public final class RateLimiter implements AutoCloseable {
+  private static final System.Logger LOG = System.getLogger("io.librl.http");
+
+  private final Config config;
+  private final RedisConnection connection;
+  private final Backend backend;
+  private final Hook.DecisionHook hook;
+  private final Routes routes;
+  private Instant warned;
+
+  private RateLimiter(Config config, RedisConnection connection, Hook.DecisionHook hook) {
+    this.config = config;
+    this.connection = connection;
+    this.backend = new Backend(connection, config.timeout());
+    this.hook = hook;
+    this.routes = new Routes(config.policies(), config.routes());
+  }
+
+  public static Builder builder(Config config) {
+    return new Builder(Objects.requireNonNull(config, "config"));
+  }
+
+  /** Builds a {@link RateLimiter}; Redis is {@code redis://127.0.0.1:6379} unless told. */
+  public static final class Builder {
+    private final Config config;
+    private RedisConnection connection;
+    private Hook.DecisionHook hook;
+
+    private Builder(Config config) {
+      this.config = config;
+    }
+
+    /** A standalone server's URL. */
+    public Builder redisUrl(String url) {
+      this.connection = RedisConnection.url(url, config.timeout());
+      return this;
+    }
+
+    /** A cluster's nodes ({@code host:port}); some of them suffice. */
+    public Builder redisCluster(List<String> nodes) {
+      this.connection = RedisConnection.cluster(nodes, config.timeout());
+      return this;
+    }
+
+    /** Calls through this connection (for instance {@link RedisConnection#of} your limiter). */
+    public Builder redis(RedisConnection connection) {
+      this.connection = Objects.requireNonNull(connection, "connection");
+      return this;
+    }
+
+    /** Called once per checked request (docs/http.md, Decision hook). */
+    public Builder hook(Hook.DecisionHook hook) {
+      this.hook = hook;
+      return this;
+    }
+
+    /**
+     * The limiter. Redis is connected in the background now (so the first request does not wait
+     * for it) and again on demand; a Redis that is down does not stop the start.
+     */
+    public RateLimiter build() {
+      RateLimiter limiter =
+          new RateLimiter(
+              config,
+              connection != null
+                  ? connection
+                  : RedisConnection.url("redis://127.0.0.1:6379", config.timeout()),
+              hook);
+      limiter.connection.limiter();
+      return limiter;
+    }
+  }
+
+  public Config config() {
+    return config;
+  }
+
+  /** The configuration's own routes. */
+  public Routes routes() {
+    return routes;
+  }
+
+  /**
+   * Routes for one handler checking the configuration's policies of these names, in this order,
+   * whatever the file's routes say; an unknown name is a {@link ConfigException} at {@code
+   * where[i]}.
+   */
+  public Routes named(List<String> names, String where) {
+    List<Policy> policies = new ArrayList<>();
+    for (int i = 0; i < names.size(); i++) {
+      Policy p = config.policy(names.get(i));
+      if (p == null) {
+        throw new ConfigException(
+            where + "[" + i + "]", "no policy is named \"" + names.get(i) + "\"");
+      }
+      policies.add(p);
+    }
+    return new Routes(policies, List.of());
+  }
+
+  /**
+   * The applying policies with their subjects, or null when the request is not checked (no route,
+   * every policy exempt).
+   */
+  public Plan.Planned plan(Routes routes, Plan.Request request) {
+    Routes.Selection selection = routes.select(request.method(), request.pathBytes());
+    if (selection == null) {
+      return null;
+    }
+    Identity.Client client =
+        Identity.Client.of(request.peer(), request.headers(), config, request.user());
+    List<Plan.Applying> applying =
+        Plan.applying(selection.policies(), client, request.headers(), config.exemptLoopback());
+    return applying.isEmpty() ? null : new Plan.Planned(selection.path(), applying);
+  }
+
+  /** The 413 a planned request gets when its body is larger than {@code max_body_bytes}. */
+  public Refusals.Reply tooLarge() {
+    return Refusals.refused(new Plan.TooLarge(config.maxBodyBytes()));
+  }
+
+  /**
+   * Costs, then one {@code RL.ALL} per subject (or the fail mode), the hook, and what to answer.
+   * {@code bodyLength}: the body's size when {@link Plan.Planned#needsBodyLength} asked for it,
+   * else -1. Never completes exceptionally for Redis's sake: the fail mode decides.
+   */
+  public CompletableFuture<Decided> decide(Plan.Planned planned, Plan.Request request, long bodyLength) {
+    List<Plan.Check> checks;
+    try {
+      checks = Plan.checks(planned, config.prefix(), request.headers(), bodyLength);
+    } catch (Plan.RefusedException e) {
+      return CompletableFuture.completedFuture(
+          new Decided(List.of(), List.of(), null, Refusals.refused(e.refusal()), Map.of()));
+    }
+    return backend
+        .check(checks)
+        .handle(
+            (verdict, error) -> {
+              if (error == null) {
+                return CompletableFuture.completedFuture(
+                    respond(planned, request, checks, verdict.replies(),
+                        Hook.Outcome.of(verdict.admitted(), config.mode()), null));
+              }
+              Backend.Failure failure =
+                  error instanceof Backend.Failure f
+                      ? f
+                      : new Backend.Failure(error, List.of());
+              return fail(planned, request, checks, failure);
+            })
+        .thenCompose(f -> f);
+  }
+
+  /**
+   * Redis could not answer (docs/http.md, Fail modes), maybe after it admitted some groups: a
+   * request that is served keeps them counted, one that is refused has them refunded first.
+   */
+  private CompletableFuture<Decided> fail(
+      Plan.Planned planned, Plan.Request request, List<Plan.Check> checks, Backend.Failure failure) {
+    String error = failure.getMessage();
+    if (config.fail() == Config.FailMode.OPEN) {
+      warnOpen(error);
+      return CompletableFuture.completedFuture(
+          respond(planned, request, checks, List.of(), Hook.Outcome.FAIL_OPEN, error));
+    }
+    LOG.log(System.Logger.Level.ERROR, "librl: request refused (fail closed): " + error);
+    return backend
+        .refundGroups(checks, failure.admitted)
+        .thenApply(
+            v -> respond(planned, request, checks, List.of(), Hook.Outcome.FAIL_CLOSED, error));
+  }
+
+  private Decided respond(
+      Plan.Planned planned,
+      Plan.Request request,
+      List<Plan.Check> checks,
+      List<Decision> replies,
+      Hook.Outcome outcome,
+      String error) {
+    int worst = ResponseHeaders.mostRestrictive(replies);
+    if (outcome == Hook.Outcome.WOULD_DENY && worst >= 0) {
+      LOG.log(
+          System.Logger.Level.WARNING,
+          "librl: shadow mode: policy \"" + checks.get(worst).policy().name() + "\" would deny "
+              + request.method() + " " + request.path());
+    }
+    if (hook != null) {
+      List<Hook.CheckReport> reports = new ArrayList<>();
+      for (int i = 0; i < checks.size(); i++) {
+        Plan.Check c = checks.get(i);
+        reports.add(
+            new Hook.CheckReport(
+                c.policy().name(), c.subject().toString(), c.key(), c.cost(),
+                i < replies.size() ? replies.get(i) : null));
+      }
+      Hook.call(
+          hook,
+          new Hook.DecisionEvent(
+              outcome, false, request.method(), request.path(), planned.route(), reports, error));
+    }
+    Refusals.Reply refusal = null;
+    if (outcome == Hook.Outcome.DENIED) {
+      refusal =
+          worst >= 0
+              ? Refusals.denied(config.deny(), checks.get(worst), replies.get(worst))
+              : Refusals.unavailable();
+    } else if (outcome == Hook.Outcome.FAIL_CLOSED) {
+      refusal = Refusals.unavailable();
+    }
+    Map<String, String> headers =
+        replies.size() == checks.size() && !replies.isEmpty()
+            ? ResponseHeaders.of(config.headers(), checks, replies, outcome)
+            : Map.of();
+    return new Decided(checks, replies, outcome, refusal, headers);
+  }
+
+  /**
+   * {@code count: failed} refunds below 400, {@code count: succeeded} from 400: call it before the
+   * response goes out, so the client's next request sees it. A failed refund is logged.
+   */
+  public CompletableFuture<Void> settle(Decided decided, int status) {
+    if (decided.outcome() != Hook.Outcome.ALLOWED) {
+      return CompletableFuture.completedFuture(null);
+    }
+    List<Plan.Check> refund = new ArrayList<>();
+    for (Plan.Check c : decided.checks()) {
+      Policy.Count count = c.policy().count();
+      if ((count == Policy.Count.FAILED && status < 400)
+          || (count == Policy.Count.SUCCEEDED && status >= 400)) {
+        refund.add(c);
+      }
+    }
+    if (refund.isEmpty()) {
+      return CompletableFuture.completedFuture(null);
+    }
+    return backend.refund(refund);
+  }
+
+  private synchronized void warnOpen(String error) {
+    Instant now = Instant.now();
+    if (warned == null || Duration.between(warned, now).compareTo(Duration.ofSeconds(10)) >= 0) {
+      warned = now;
+      LOG.log(System.Logger.Level.WARNING, "librl: rate limiting skipped (fail open): " + error);
+    }
+  }
+
+  /** Closes the Redis connection this limiter made (never one the application gave). */
+  @Override
+  public void close() {
+    connection.close();
+  }
+
+  /**
+   * One request's decision and what to answer.
+   *
+   * @param checks the policies checked, in order
+   * @param replies each check's reply (empty when Redis could not answer)
+   * @param outcome what happened; null for a request refused before any check (400, 413)
+   * @param refusal the response to send instead of calling the handler, or null
+   * @param headers the rate-limit headers for the response (refusal or handler's), in order
+   */
+  public record Decided(
+      List<Plan.Check> checks,
+      List<Decision> replies,
+      Hook.Outcome outcome,
+      Refusals.Reply refusal,
+      Map<String, String> headers) {
+
+    /** Whether {@link #settle} may refund something once the status is known. */
+    public boolean settles() {
+      return outcome == Hook.Outcome.ALLOWED
+          && checks.stream().anyMatch(c -> c.policy().count() != Policy.Count.ALL);
+    }
+  }
+}

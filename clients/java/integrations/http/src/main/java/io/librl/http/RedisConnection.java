@@ -1,0 +1,161 @@
+package io.librl.http;
+
+import io.lettuce.core.ClientOptions;
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.RedisURI;
+import io.lettuce.core.SocketOptions;
+import io.lettuce.core.TimeoutOptions;
+import io.lettuce.core.cluster.ClusterClientOptions;
+import io.lettuce.core.cluster.RedisClusterClient;
+import io.librl.AsyncLimiter;
+import io.librl.LettuceLimiter;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.function.Supplier;
+
+/**
+ * Where the limiter's calls go: an {@link AsyncLimiter} the application made, or one this class
+ * makes over Lettuce from a URL or a cluster's nodes. A made one connects on first use (so the
+ * application starts while Redis is down), one attempt at a time, and a failed attempt is made
+ * again by the next request; Lettuce reconnects a lost connection by itself, refusing calls at
+ * once meanwhile rather than queueing them.
+ */
+public final class RedisConnection implements AutoCloseable {
+  private final Supplier<Object> clientFactory;
+  private final Duration timeout;
+  private final ExecutorService connector;
+  private final AsyncLimiter given;
+  private Object client;
+  private LettuceLimiter made;
+  private CompletableFuture<AsyncLimiter> connecting;
+
+  private RedisConnection(AsyncLimiter given, Supplier<Object> clientFactory, Duration timeout) {
+    this.given = given;
+    this.clientFactory = clientFactory;
+    this.timeout = timeout;
+    this.connector =
+        given != null
+            ? null
+            : Executors.newSingleThreadExecutor(
+                r -> {
+                  Thread t = new Thread(r, "librl-connect");
+                  t.setDaemon(true);
+                  return t;
+                });
+  }
+
+  /** Calls through the application's own limiter (any client the package supports). */
+  public static RedisConnection of(AsyncLimiter limiter) {
+    return new RedisConnection(java.util.Objects.requireNonNull(limiter, "limiter"), null, null);
+  }
+
+  /** A standalone server, {@code redis://host:port/db}; {@code timeout} bounds each attempt. */
+  public static RedisConnection url(String url, Duration timeout) {
+    RedisURI uri = RedisURI.create(url);
+    return new RedisConnection(
+        null,
+        () -> {
+          RedisClient c = RedisClient.create(uri);
+          c.setOptions(
+              ClientOptions.builder()
+                  .autoReconnect(true)
+                  .disconnectedBehavior(ClientOptions.DisconnectedBehavior.REJECT_COMMANDS)
+                  .socketOptions(SocketOptions.builder().connectTimeout(timeout).build())
+                  .timeoutOptions(TimeoutOptions.enabled(timeout))
+                  .build());
+          return c;
+        },
+        timeout);
+  }
+
+  /** A cluster's nodes, {@code host:port} or {@code redis://host:port} (some of them suffice). */
+  public static RedisConnection cluster(List<String> nodes, Duration timeout) {
+    List<RedisURI> uris = new ArrayList<>();
+    for (String n : nodes) {
+      uris.add(RedisURI.create(n.contains("://") ? n : "redis://" + n));
+    }
+    return new RedisConnection(
+        null,
+        () -> {
+          RedisClusterClient c = RedisClusterClient.create(uris);
+          c.setOptions(
+              ClusterClientOptions.builder()
+                  .autoReconnect(true)
+                  .disconnectedBehavior(ClientOptions.DisconnectedBehavior.REJECT_COMMANDS)
+                  .socketOptions(SocketOptions.builder().connectTimeout(timeout).build())
+                  .timeoutOptions(TimeoutOptions.enabled(timeout))
+                  .build());
+          return c;
+        },
+        timeout);
+  }
+
+  /** The limiter, connecting first if needed; fails with the connection's error. */
+  public synchronized CompletableFuture<AsyncLimiter> limiter() {
+    if (given != null) {
+      return CompletableFuture.completedFuture(given);
+    }
+    if (made != null) {
+      return CompletableFuture.completedFuture(made.async());
+    }
+    if (connecting == null) {
+      CompletableFuture<AsyncLimiter> attempt =
+          CompletableFuture.supplyAsync(this::connect, connector);
+      connecting = attempt;
+      attempt.whenComplete(
+          (limiter, error) -> {
+            synchronized (this) {
+              connecting = null;
+            }
+          });
+      return attempt;
+    }
+    return connecting;
+  }
+
+  /** One attempt, on the connector thread (Lettuce's connect blocks). */
+  private AsyncLimiter connect() {
+    Object c;
+    synchronized (this) {
+      if (client == null) {
+        client = clientFactory.get();
+      }
+      c = client;
+    }
+    LettuceLimiter limiter =
+        c instanceof RedisClusterClient cluster
+            ? LettuceLimiter.create(cluster)
+            : LettuceLimiter.create((RedisClient) c);
+    synchronized (this) {
+      made = limiter;
+    }
+    return limiter.async();
+  }
+
+  /** The per-attempt timeout a made connection uses; null for the application's limiter. */
+  Duration timeout() {
+    return timeout;
+  }
+
+  /** Closes what this class made (never the application's limiter). */
+  @Override
+  public synchronized void close() {
+    if (made != null) {
+      made.close();
+      made = null;
+    }
+    if (client instanceof RedisClusterClient c) {
+      c.shutdown();
+    } else if (client instanceof RedisClient c) {
+      c.shutdown();
+    }
+    client = null;
+    if (connector != null) {
+      connector.shutdownNow();
+    }
+  }
+}

@@ -1,0 +1,177 @@
+package io.librl.http;
+
+import java.io.ByteArrayOutputStream;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+
+/**
+ * Which policies apply to a request (docs/http.md, Routes): the route whose canonical path is the
+ * longest whole-segment prefix of the request's canonical path, among those whose methods include
+ * the request's; without routes, every policy.
+ */
+public final class Routes {
+  private final List<Policy> all;
+  /** Empty: every policy applies to every request. */
+  private final List<Compiled> routes;
+
+  private record Compiled(int index, String path, byte[] canonical, List<String> methods, List<Policy> policies) {}
+
+  /**
+   * The policies a request gets, in check order, and the route that chose them.
+   *
+   * @param route the route's index in the configuration, or -1 without routes
+   * @param path the route's path as configured, or null
+   * @param policies the policies to check, in order
+   */
+  public record Selection(int route, String path, List<Policy> policies) {}
+
+  /** {@code routes} name policies by name; the configuration was validated before this. */
+  public Routes(List<Policy> policies, List<Config.Route> routes) {
+    this.all = List.copyOf(policies);
+    List<Compiled> compiled = new ArrayList<>();
+    for (int i = 0; i < routes.size(); i++) {
+      Config.Route r = routes.get(i);
+      List<Policy> selected = new ArrayList<>();
+      for (String name : r.policies()) {
+        for (Policy p : policies) {
+          if (p.name().equals(name)) {
+            selected.add(p);
+            break;
+          }
+        }
+      }
+      compiled.add(
+          new Compiled(
+              i,
+              r.path(),
+              lowerAscii(canonicalPath(r.path().getBytes(StandardCharsets.UTF_8))),
+              r.methods(),
+              List.copyOf(selected)));
+    }
+    this.routes = List.copyOf(compiled);
+  }
+
+  /**
+   * Null when routes exist and none matches: the request is not checked. {@code path} is the path
+   * as the framework hands it, raw or decoded, as bytes.
+   */
+  public Selection select(String method, byte[] path) {
+    if (routes.isEmpty()) {
+      return new Selection(-1, null, all);
+    }
+    byte[] canonical = lowerAscii(canonicalPath(path));
+    Compiled best = null;
+    for (Compiled route : routes) {
+      boolean methodOk = route.methods() == null || route.methods().contains(method);
+      // Strictly longer only: among equally long matches the first wins.
+      if (methodOk
+          && under(route.canonical(), canonical)
+          && (best == null || route.canonical().length > best.canonical().length)) {
+        best = route;
+      }
+    }
+    return best == null ? null : new Selection(best.index(), best.path(), best.policies());
+  }
+
+  /**
+   * docs/http.md, The canonical path: the query dropped, percent-escapes decoded until none is
+   * left, {@code ;} parameters, empty and {@code .} segments dropped, {@code ..} applied (never
+   * above the root), no trailing slash. Bytes in, bytes out.
+   */
+  public static byte[] canonicalPath(byte[] path) {
+    int query = indexOf(path, (byte) '?', 0);
+    byte[] decoded = percentDecodeFully(query < 0 ? path : Arrays.copyOf(path, query));
+    List<byte[]> segments = new ArrayList<>();
+    int start = 0;
+    for (int i = 0; i <= decoded.length; i++) {
+      if (i < decoded.length && decoded[i] != '/') {
+        continue;
+      }
+      int end = start;
+      while (end < i && decoded[end] != ';') {
+        end++;
+      }
+      byte[] segment = Arrays.copyOfRange(decoded, start, end);
+      start = i + 1;
+      if (segment.length == 0 || (segment.length == 1 && segment[0] == '.')) {
+        continue;
+      }
+      if (segment.length == 2 && segment[0] == '.' && segment[1] == '.') {
+        if (!segments.isEmpty()) {
+          segments.remove(segments.size() - 1);
+        }
+        continue;
+      }
+      segments.add(segment);
+    }
+    ByteArrayOutputStream out = new ByteArrayOutputStream(decoded.length + 1);
+    for (byte[] segment : segments) {
+      out.write('/');
+      out.writeBytes(segment);
+    }
+    if (out.size() == 0) {
+      out.write('/');
+    }
+    return out.toByteArray();
+  }
+
+  /**
+   * Percent-decoded until no {@code %XX} is left, in one pass: each byte is pushed, and while the
+   * output ends in an escape it is decoded in place (a decoded byte may end another: {@code %%32F}
+   * is {@code /}), in linear time whatever the nesting.
+   */
+  private static byte[] percentDecodeFully(byte[] path) {
+    byte[] out = new byte[path.length];
+    int n = 0;
+    for (byte b : path) {
+      out[n++] = b;
+      while (n >= 3 && out[n - 3] == '%') {
+        int high = Character.digit(out[n - 2] & 0xff, 16);
+        int low = Character.digit(out[n - 1] & 0xff, 16);
+        if (high < 0 || low < 0 || (out[n - 2] & 0xff) > 0x7f || (out[n - 1] & 0xff) > 0x7f) {
+          break;
+        }
+        n -= 3;
+        out[n++] = (byte) ((high << 4) | low);
+      }
+    }
+    return Arrays.copyOf(out, n);
+  }
+
+  /** {@code /upload} covers {@code /upload} and {@code /upload/x}, never {@code /uploads}. */
+  private static boolean under(byte[] route, byte[] path) {
+    if (route.length == 1 && route[0] == '/') {
+      return true;
+    }
+    if (path.length < route.length) {
+      return false;
+    }
+    for (int i = 0; i < route.length; i++) {
+      if (path[i] != route[i]) {
+        return false;
+      }
+    }
+    return path.length == route.length || path[route.length] == '/';
+  }
+
+  private static byte[] lowerAscii(byte[] bytes) {
+    byte[] out = bytes.clone();
+    for (int i = 0; i < out.length; i++) {
+      if (out[i] >= 'A' && out[i] <= 'Z') {
+        out[i] = (byte) (out[i] + 32);
+      }
+    }
+    return out;
+  }
+
+  private static int indexOf(byte[] bytes, byte b, int from) {
+    for (int i = from; i < bytes.length; i++) {
+      if (bytes[i] == b) {
+        return i;
+      }
+    }
+    return -1;
+  }
+}
