@@ -51,9 +51,10 @@ public final class Hook {
    *
    * @param outcome what happened
    * @param local decided in this process (always false here: Java has no local fail mode)
-   * @param method the request's method
-   * @param path the request's path as the framework handed it
-   * @param route the matched route's path, or null
+   * @param method the request's method; null where the framework gives none (Spring Cloud Gateway's
+   *     rate limiter)
+   * @param path the request's path as the framework handed it; null likewise
+   * @param route the matched route's path, or null; the gateway route's id for Spring Cloud Gateway
    * @param checks one per checked policy, in check order
    * @param error why Redis could not answer, or null
    */

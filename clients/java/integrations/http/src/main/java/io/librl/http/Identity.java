@@ -71,7 +71,7 @@ public final class Identity {
   /**
    * Whose counter a policy uses; its {@code toString} is the key's middle part ({@code
    * ip:203.0.113.7}, {@code api-key:2bb8...}, {@code user:alice}, {@code header:x-tenant:acme},
-   * {@code global}, {@code ip:unknown}).
+   * {@code global}, {@code key:alice}, {@code ip:unknown}).
    */
   public record Subject(Kind kind, String value) {
     public enum Kind {
@@ -80,6 +80,8 @@ public final class Identity {
       USER,
       HEADER,
       GLOBAL,
+      /** A key a framework resolved itself: Spring Cloud Gateway's {@code KeyResolver}. */
+      KEY,
       /** No peer address: every such request shares one counter. */
       UNKNOWN
     }
@@ -106,6 +108,8 @@ public final class Identity {
           return "header:" + value;
         case GLOBAL:
           return "global";
+        case KEY:
+          return "key:" + value;
         case UNKNOWN:
         default:
           return "ip:unknown";

@@ -157,20 +157,36 @@ public final class RateLimiter implements AutoCloseable {
       return CompletableFuture.completedFuture(
           new Decided(List.of(), List.of(), null, Refusals.refused(e.refusal()), Map.of()));
     }
+    return exchange(new Asked(planned.route(), request.method(), request.path()), checks);
+  }
+
+  /**
+   * The same decision for checks a caller built itself, without a request to plan from (Spring
+   * Cloud Gateway's {@code RateLimiter} has a route and a key, nothing else): {@code route} is
+   * what the hook and the logs name.
+   */
+  public CompletableFuture<Decided> decide(String route, List<Plan.Check> checks) {
+    return exchange(new Asked(route, null, null), List.copyOf(checks));
+  }
+
+  /** What the hook and the logs say about the request: its route, method and path, or nulls. */
+  private record Asked(String route, String method, String path) {}
+
+  private CompletableFuture<Decided> exchange(Asked asked, List<Plan.Check> checks) {
     return backend
         .check(checks)
         .handle(
             (verdict, error) -> {
               if (error == null) {
                 return CompletableFuture.completedFuture(
-                    respond(planned, request, checks, verdict.replies(),
+                    respond(asked, checks, verdict.replies(),
                         Hook.Outcome.of(verdict.admitted(), config.mode()), null));
               }
               Backend.Failure failure =
                   error instanceof Backend.Failure f
                       ? f
                       : new Backend.Failure(error, List.of());
-              return fail(planned, request, checks, failure);
+              return fail(asked, checks, failure);
             })
         .thenCompose(f -> f);
   }
@@ -179,24 +195,21 @@ public final class RateLimiter implements AutoCloseable {
    * Redis could not answer (docs/http.md, Fail modes), maybe after it admitted some groups: a
    * request that is served keeps them counted, one that is refused has them refunded first.
    */
-  private CompletableFuture<Decided> fail(
-      Plan.Planned planned, Plan.Request request, List<Plan.Check> checks, Backend.Failure failure) {
+  private CompletableFuture<Decided> fail(Asked asked, List<Plan.Check> checks, Backend.Failure failure) {
     String error = failure.getMessage();
     if (config.fail() == Config.FailMode.OPEN) {
       warnOpen(error);
       return CompletableFuture.completedFuture(
-          respond(planned, request, checks, List.of(), Hook.Outcome.FAIL_OPEN, error));
+          respond(asked, checks, List.of(), Hook.Outcome.FAIL_OPEN, error));
     }
     LOG.log(System.Logger.Level.ERROR, "librl: request refused (fail closed): " + error);
     return backend
         .refundGroups(checks, failure.admitted)
-        .thenApply(
-            v -> respond(planned, request, checks, List.of(), Hook.Outcome.FAIL_CLOSED, error));
+        .thenApply(v -> respond(asked, checks, List.of(), Hook.Outcome.FAIL_CLOSED, error));
   }
 
   private Decided respond(
-      Plan.Planned planned,
-      Plan.Request request,
+      Asked asked,
       List<Plan.Check> checks,
       List<Decision> replies,
       Hook.Outcome outcome,
@@ -206,7 +219,7 @@ public final class RateLimiter implements AutoCloseable {
       LOG.log(
           System.Logger.Level.WARNING,
           "librl: shadow mode: policy \"" + checks.get(worst).policy().name() + "\" would deny "
-              + request.method() + " " + request.path());
+              + (asked.method() == null ? "route " + asked.route() : asked.method() + " " + asked.path()));
     }
     if (hook != null) {
       List<Hook.CheckReport> reports = new ArrayList<>();
@@ -220,7 +233,7 @@ public final class RateLimiter implements AutoCloseable {
       Hook.call(
           hook,
           new Hook.DecisionEvent(
-              outcome, false, request.method(), request.path(), planned.route(), reports, error));
+              outcome, false, asked.method(), asked.path(), asked.route(), reports, error));
     }
     Refusals.Reply refusal = null;
     if (outcome == Hook.Outcome.DENIED) {
