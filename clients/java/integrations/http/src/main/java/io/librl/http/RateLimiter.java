@@ -8,6 +8,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 
 /**
  * The framework-free part of the contract (docs/http.md): a {@code RateLimiter} holds the
@@ -182,10 +183,13 @@ public final class RateLimiter implements AutoCloseable {
                     respond(asked, checks, verdict.replies(),
                         Hook.Outcome.of(verdict.admitted(), config.mode()), null));
               }
+              // The stage before wraps the Failure (and its admitted groups) in a CompletionException.
+              Throwable cause =
+                  error instanceof CompletionException && error.getCause() != null
+                      ? error.getCause()
+                      : error;
               Backend.Failure failure =
-                  error instanceof Backend.Failure f
-                      ? f
-                      : new Backend.Failure(error, List.of());
+                  cause instanceof Backend.Failure f ? f : new Backend.Failure(cause, List.of());
               return fail(asked, checks, failure);
             })
         .thenCompose(f -> f);
