@@ -127,3 +127,18 @@ if [ -f "$java_client/pom.xml" ] && ! cmp -s "$java_client/pom.xml" "$deps/m2/.l
   rm -rf "$scratch"
   cp "$java_client/pom.xml" "$deps/m2/.librl-pom"
 fi
+
+# The HTTP integrations' Maven build (clients/java/integrations: Spring Boot,
+# Spring Cloud Gateway, the example app; its reactor holds the package too):
+# built once without servers, the framework-free core's vector tests run for
+# the JUnit provider and the example's classpath built for the dependency
+# plugin. check.sh then runs offline while these poms are unchanged
+# (.deps/m2/.librl-integrations-poms is their copy).
+integrations="$java_client/integrations"
+if [ -f "$integrations/pom.xml" ] &&
+  ! cat "$integrations/pom.xml" "$integrations"/*/pom.xml | cmp -s - "$deps/m2/.librl-integrations-poms"; then
+  echo "librl: fetching clients/java/integrations' Maven build into .deps/m2"
+  (cd "$integrations" && mvn -B -q --no-transfer-progress -Dmaven.repo.local="$deps/m2" \
+    -Dtest=VectorsTest -Dsurefire.failIfNoSpecifiedTests=false install)
+  cat "$integrations/pom.xml" "$integrations"/*/pom.xml >"$deps/m2/.librl-integrations-poms"
+fi

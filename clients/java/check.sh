@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
-# The Java package's checks, as `make lint` and `make test` run them:
-#   check.sh lint        compiles the package and its tests with javac -Xlint:all -Werror
-#   check.sh test [...]  the same, then every JUnit suite (extra arguments go to mvn,
-#                        e.g. -Dtest=ClusterTest)
+# The Java package's and HTTP integrations' checks, as `make lint` and `make test` run them:
+#   check.sh lint        compiles the package, the integrations (integrations/) and their tests
+#                        with javac -Xlint:all -Werror
+#   check.sh test [...]  the same, then every JUnit suite, then the conformance cases against
+#                        scripts/serve-example java (conformance/README.md, The black-box
+#                        runner); extra arguments go to mvn (e.g. -Dtest=ClusterTest) and
+#                        skip the black-box run
+#   check.sh build       the jars, no tests, and the example app's classpath
+#                        (.deps/java-example/classpath, what scripts/serve-example java runs)
+# One Maven build does it all: integrations/pom.xml's reactor holds the package too.
 # The tests start their own servers (the four of docs/commands.md with
 # target/release/librl.so or $LIBRL_MODULE; the Makefile exports the
 # binaries' paths), standalone, with a replica, and as 3-primary clusters.
 # Maven's downloads live in .deps/m2, fetched by scripts/install-deps.sh test;
-# while the pom is the one they were fetched for, Maven runs offline.
+# while the poms are the ones they were fetched for, Maven runs offline.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -15,8 +21,44 @@ cd "$here"
 command -v mvn >/dev/null 2>&1 || { echo "clients/java: no Maven (mvn) on PATH: run scripts/install-deps.sh test" >&2; exit 1; }
 m2="$root/.deps/m2"
 offline=()
-if cmp -s pom.xml "$m2/.librl-pom"; then offline=(-o); fi
-mvn=(mvn -B --no-transfer-progress -Dstyle.color=never "${offline[@]}" -Dmaven.repo.local="$m2")
+if cmp -s pom.xml "$m2/.librl-pom" && cat integrations/pom.xml integrations/*/pom.xml | cmp -s - "$m2/.librl-integrations-poms"; then
+  offline=(-o)
+fi
+mvn=(mvn -B --no-transfer-progress -Dstyle.color=never "${offline[@]}" -Dmaven.repo.local="$m2"
+  -f integrations/pom.xml -Dsurefire.failIfNoSpecifiedTests=false)
+
+# The example's classpath (its own jar first: a class-data archive takes jars only), where
+# scripts/examples/java.sh finds it, and that archive (.deps/java-example/app.jsa): the classes
+# the app loads to start and to serve its first requests, from a run that serves three (Redis
+# unreachable: fail open) and is stopped. With it a start takes about half the CPU time, which
+# the black-box runner pays once per case, and a case's first request is not the one that loads
+# the request path's classes.
+publish() {
+  local out="$root/.deps/java-example" port pid i
+  mkdir -p "$out"
+  { printf '%s:' "$here"/integrations/example/target/librl-example-*.jar; cat integrations/example/target/classpath; } >"$out/classpath.new"
+  rm -f "$out/app.jsa"
+  mv "$out/classpath.new" "$out/classpath"
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  LIBRL_POLICIES="$root/conformance/examples/policies.yaml" PORT=$port REDIS_URL=redis://127.0.0.1:1 \
+    java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xlog:cds=off -Xlog:cds+dynamic=off \
+    -XX:ArchiveClassesAtExit="$out/app.jsa" -cp "$(cat "$out/classpath")" \
+    io.librl.example.ExampleApplication >/dev/null 2>&1 &
+  pid=$!
+  for i in $(seq 1 600); do
+    if curl -s -o /dev/null "http://127.0.0.1:$port/"; then
+      curl -s -o /dev/null -H 'X-Conformance-User: alice' "http://127.0.0.1:$port/limited"
+      curl -s -o /dev/null -X POST -d x "http://127.0.0.1:$port/upload"
+      break
+    fi
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -TERM "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  [ -f "$out/app.jsa" ] || echo "clients/java: no class-data archive for the example (it starts without)" >&2
+}
+
 mode=${1:-test}
 shift || true
 case "$mode" in
@@ -24,10 +66,18 @@ case "$mode" in
     "${mvn[@]}" -q test-compile
     ;;
   test)
-    "${mvn[@]}" "$@" verify
+    "${mvn[@]}" "$@" install
+    publish
+    [ $# -eq 0 ] || exit 0
+    cd "$root/conformance"
+    LIBRL_EXAMPLES=java "$root/.deps/venv/bin/pytest" -q tests/test_blackbox.py
+    ;;
+  build)
+    "${mvn[@]}" -q -DskipTests install
+    publish
     ;;
   *)
-    echo "usage: clients/java/check.sh lint|test [mvn arguments]" >&2
+    echo "usage: clients/java/check.sh lint|test|build [mvn arguments]" >&2
     exit 2
     ;;
 esac
