@@ -224,6 +224,6 @@ CONFIGS ?= 50
 SEED ?= 1
 FRAMEWORKS ?= all
 .PHONY: differential
-## random configurations through all seven frameworks; fails on any disagreement
+## random configurations through every framework's example; fails on any disagreement
 differential: deps build
 	cd conformance && PYTHONPATH=tests:../clients/python/tests $(CURDIR)/.deps/venv/bin/python tests/differential.py --configs $(CONFIGS) --seed $(SEED) --frameworks $(FRAMEWORKS)
