@@ -82,7 +82,8 @@ BLACKBOX_EXAMPLES ?= axum,flask,express,go
 # The client packages' checks run their own linters and type checkers
 # (ruff and mypy --strict; tsc --strict) before their tests; the Go
 # package's gofmt and go vet run in `lint`, its go test -race here; the Java
-# package's javac -Xlint:all -Werror in `lint`, its JUnit suites here.
+# package's and HTTP integrations' javac -Xlint:all -Werror in `lint`, their
+# JUnit suites here.
 # The docs' links are checked first (instant), then the conformance suite's
 # own tests: the schema against every case, and every case against
 # scripts/serve-example for one framework per language, side by side

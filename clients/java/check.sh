@@ -2,10 +2,10 @@
 # The Java package's and HTTP integrations' checks, as `make lint` and `make test` run them:
 #   check.sh lint        compiles the package, the integrations (integrations/) and their tests
 #                        with javac -Xlint:all -Werror
-#   check.sh test [...]  the same, then every JUnit suite, then the conformance cases against
-#                        scripts/serve-example java (conformance/README.md, The black-box
-#                        runner); extra arguments go to mvn (e.g. -Dtest=ClusterTest) and
-#                        skip the black-box run
+#   check.sh test [...]  the same, then every JUnit suite (extra arguments go to mvn, e.g.
+#                        -Dtest=ClusterTest); the conformance cases run against
+#                        scripts/serve-example java in make test's black-box step, beside the
+#                        other languages' examples (conformance/README.md, The black-box runner)
 #   check.sh build       the jars, no tests, and the example app's classpath
 #                        (.deps/java-example/classpath, what scripts/serve-example java runs)
 # One Maven build does it all: integrations/pom.xml's reactor holds the package too.
@@ -67,10 +67,6 @@ case "$mode" in
     ;;
   test)
     "${mvn[@]}" "$@" install
-    publish
-    [ $# -eq 0 ] || exit 0
-    cd "$root/conformance"
-    LIBRL_EXAMPLES=java "$root/.deps/venv/bin/pytest" -q tests/test_blackbox.py
     ;;
   build)
     "${mvn[@]}" -q -DskipTests install
