@@ -19,6 +19,7 @@ final class ConfigReader {
       List.of(
           "aligned-only-on-fixed",
           "burst-only-on-token",
+          "concurrency-has-lease",
           "fail-local-where-supported",
           "policy-names-unique",
           "rate-or-limit-and-window",
@@ -79,10 +80,53 @@ final class ConfigReader {
         routes);
   }
 
+  /**
+   * A concurrency policy: its own rules (concurrency-has-lease, and aligned and burst, which it
+   * never has) are checked, so a mistake is named where it is; then it is refused, as the Java
+   * integrations do not hold leases yet (docs/http/java.md, Concurrency limits).
+   */
+  private static ConfigException concurrency(WalkedObject p) {
+    for (String field : List.of("rate", "window")) {
+      if (p.has(field)) {
+        return new ConfigException(
+            p.path(field), "a concurrency policy has no " + field + "; give limit and lease");
+      }
+    }
+    for (String field : List.of("limit", "lease")) {
+      if (!p.has(field)) {
+        return new ConfigException(
+            p.path(field), "missing (a concurrency policy gives limit and lease)");
+      }
+    }
+    if (!p.requiredText("count").equals("all")) {
+      return new ConfigException(
+          p.path("count"),
+          "must be all on a concurrency policy (its slots are freed when the response is finished)");
+    }
+    if (Boolean.TRUE.equals(p.bool("aligned"))) {
+      return new ConfigException(p.path("aligned"), "aligned is for fixed policies, not concurrency");
+    }
+    if (p.has("burst")) {
+      return new ConfigException(p.path("burst"), "burst is for token policies, not concurrency");
+    }
+    return new ConfigException(
+        p.path("algorithm"),
+        "concurrency is not in the Java integrations yet; use fixed, sliding, approx or token");
+  }
+
   /** A policy, with the cross-field rules within one policy. */
   static Policy policy(WalkedObject p) {
     String name = p.requiredText("name");
-    Policy.Algorithm algorithm = Policy.Algorithm.fromConfig(p.requiredText("algorithm"));
+    String algorithmName = p.requiredText("algorithm");
+    if (algorithmName.equals("concurrency")) {
+      throw concurrency(p);
+    }
+    // concurrency-has-lease: lease only on a concurrency policy
+    if (p.has("lease")) {
+      throw new ConfigException(
+          p.path("lease"), "lease is for concurrency policies, not " + algorithmName);
+    }
+    Policy.Algorithm algorithm = Policy.Algorithm.fromConfig(algorithmName);
     // rate-or-limit-and-window
     long limit;
     long windowMs;

@@ -17,6 +17,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.DynamicTest;
 import org.junit.jupiter.api.Test;
@@ -80,6 +81,19 @@ class VectorsTest {
     return FILES.keySet().stream().sorted().map(file -> DynamicTest.dynamicTest(file, () -> run(file)));
   }
 
+  /**
+   * The vectors of concurrency policies' headers and refusals: the Java integrations refuse
+   * {@code algorithm: concurrency} at start-up (docs/http/java.md, Concurrency limits), so these
+   * are not run, by name; a concurrency vector not listed here still fails.
+   */
+  private static final Set<String> NOT_YET =
+      Set.of(
+          "headers.json concurrency-admitted",
+          "headers.json concurrency-denied-retry-after-earliest-lease-end",
+          "headers.json concurrency-fewest-free-slots-is-most-restrictive",
+          "refusals.json concurrency-denied",
+          "refusals.json concurrency-cost-over-the-limit");
+
   @SuppressWarnings("unchecked")
   private static void run(String file) throws IOException {
     Map<String, Object> doc =
@@ -91,6 +105,9 @@ class VectorsTest {
     List<String> failures = new ArrayList<>();
     for (Object o : vectors) {
       Map<String, Object> v = (Map<String, Object>) o;
+      if (NOT_YET.contains(file + " " + v.get("name"))) {
+        continue;
+      }
       Object got;
       try {
         got = call(function, (Map<String, Object>) v.get("input"));
