@@ -51,8 +51,9 @@ def request(
 
 
 def decision(reply: List[int]) -> Decision:
-    allowed, count, retry_after, limit, remaining, reset_after = reply
-    return Decision(bool(allowed), count, retry_after, limit, remaining, reset_after)
+    """A limiter's six integers, and a concurrency clause's seventh, the lease."""
+    allowed, count, retry_after, limit, remaining, reset_after, *lease = reply
+    return Decision(bool(allowed), count, retry_after, limit, remaining, reset_after, *lease)
 
 
 def config_with(policies: List[Any], **fields: Any) -> Config:

@@ -49,10 +49,11 @@ IpNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 @dataclass(frozen=True)
 class Policy:
     name: str
-    #: fixed, sliding, approx or token.
+    #: fixed, sliding, approx, token or concurrency.
     algorithm: str
-    #: The limit per window (token: the rate).
+    #: The limit per window (token: the rate; concurrency: the slots).
     limit: int
+    #: The window; 0 for a concurrency policy, which has none.
     window_ms: int
     aligned: bool = False
     burst: Optional[int] = None
@@ -67,6 +68,8 @@ class Policy:
     #: all, failed or succeeded.
     count: str = "all"
     overridable: bool = False
+    #: concurrency only: how long a slot is held at most.
+    lease_ms: Optional[int] = None
 
     @property
     def window_s(self) -> int:
@@ -371,14 +374,10 @@ def _build(tree: Mapping[str, Any], doc: Mapping[str, Any]) -> Config:
 def _policy(path: str, raw: Mapping[str, Any]) -> Policy:
     algorithm = raw["algorithm"]
     if algorithm == "concurrency":
-        # The schema has it; this integration does not hold slots yet, and
-        # must not accept a limit it would not enforce.
-        raise ConfigError(
-            f"{path}.algorithm", "concurrency is not supported by this integration yet"
-        )
-    if "lease" in raw:
+        limit, window_ms = _slots(path, raw), 0
+    elif "lease" in raw:
         raise ConfigError(f"{path}.lease", f"lease is for concurrency policies, not {algorithm}")
-    if "rate" in raw:
+    elif "rate" in raw:
         if "limit" in raw or "window" in raw:
             raise ConfigError(f"{path}.rate", "give rate, or limit and window, not both")
         limit, window_ms = raw["rate"]
@@ -409,7 +408,32 @@ def _policy(path: str, raw: Mapping[str, Any]) -> Policy:
         cost_header=cost_header,
         count=raw["count"],
         overridable=raw["overridable"],
+        lease_ms=raw.get("lease"),
     )
+
+
+def _slots(path: str, raw: Mapping[str, Any]) -> int:
+    """A concurrency policy's limit (docs/http.md, Concurrency limits):
+    slots held at once, each for at most ``lease``; it has no window, and
+    holds every request it admits until its response is finished."""
+    for name in ("window", "rate"):
+        if name in raw:
+            raise ConfigError(
+                f"{path}.{name}", f"a concurrency policy has no {name}; give limit and lease"
+            )
+    for name in ("limit", "lease"):
+        if name not in raw:
+            raise ConfigError(
+                f"{path}.{name}", "missing (a concurrency policy gives limit and lease)"
+            )
+    if raw["count"] != "all":
+        raise ConfigError(
+            f"{path}.count",
+            "must be all on a concurrency policy (its slots are freed when the response is "
+            "finished)",
+        )
+    limit: int = raw["limit"]
+    return limit
 
 
 def _route(path: str, raw: Mapping[str, Any], policies: Mapping[str, Policy]) -> Route:

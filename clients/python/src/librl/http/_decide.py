@@ -1,21 +1,37 @@
 """The Redis exchange of one request (docs/http.md, One decision per
 request), without I/O: one RL.ALL per subject in order; after a denial the
-later groups PEEKed and the earlier, admitted ones refunded; after a
-failure, what Redis admitted refunded or kept as the fail mode says; and
-the `count: failed`/`succeeded` refunds after the handler. The guards
-(_guard.py) send the calls and hand back Redis's answers."""
+later groups PEEKed and the earlier, admitted ones given back (refunded,
+and their concurrency slots released); after a failure, what Redis
+admitted given back or kept as the fail mode says; the `count:
+failed`/`succeeded` refunds after the handler; and the slots a served
+request holds until its response is finished (docs/http.md, Concurrency
+limits). The guards (_guard.py) send the calls and hand back Redis's
+answers."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from .._args import Clause
+from .._args import Clause, Concurrent
 from .._types import AllDecision, Decision
 from ._plan import Check
 
 #: One RL.ALL: its clauses, and whether it is sent with PEEK.
 Call = Tuple[Tuple[Clause, ...], bool]
+
+
+@dataclass(frozen=True)
+class Release:
+    """``RL.CONCURRENT key limit lease RELEASE id``, without OVERRIDE: the
+    slots of a concurrency policy that a request took."""
+
+    clause: Concurrent
+    lease_id: int
+
+
+#: What the guards send: an RL.ALL, or a release.
+Step = Union[Call, Release]
 
 
 @dataclass
@@ -25,6 +41,9 @@ class Verdict:
     admitted: bool
     #: One per check, in check order.
     replies: List[Decision]
+    #: The slots the request holds (admitted only), to release when its
+    #: response is finished.
+    leases: List[Release] = field(default_factory=list)
 
 
 class Exchange:
@@ -32,7 +51,8 @@ class Exchange:
     send (None once the exchange is over), ``answer()`` takes Redis's reply
     to it, and ``verdict()`` is the result. When Redis fails or the time
     runs out part-way, ``failure_refunds()`` are the calls that give back
-    what Redis admitted (fail closed)."""
+    what Redis admitted (fail closed), and ``held()`` the slots it gave
+    (fail open: the served request holds them)."""
 
     def __init__(self, checks: Sequence[Check]) -> None:
         self._checks = checks
@@ -43,21 +63,23 @@ class Exchange:
         self._sent = 0
         self._denied = False
         self._replies: List[Optional[Decision]] = [None] * len(checks)
-        #: Groups Redis admitted for which no refund was sent yet.
+        #: Groups Redis admitted that were not given back.
         self._admitted: List[List[int]] = []
+        #: After a denial: what gives back the admitted groups, not sent yet.
+        self._undo: List[Step] = []
 
-    def next_call(self) -> Optional[Call]:
+    def next_call(self) -> Optional[Step]:
         if self._sent < len(self._groups):
             return self._call(self._groups[self._sent], peek=self._denied)
-        if self._denied and self._admitted:
-            # Refunded the moment it is sent: a refund whose reply never
+        if self._undo:
+            # Given back the moment it is sent: a refund whose reply never
             # comes may have been applied, and must not be sent twice.
-            return self._refund(self._admitted.pop(0))
+            return self._undo.pop(0)
         return None
 
-    def answer(self, reply: AllDecision) -> None:
-        if self._sent >= len(self._groups):
-            return  # a denial's refund: nothing to record
+    def answer(self, reply: Union[AllDecision, Decision, None]) -> None:
+        if self._sent >= len(self._groups) or not isinstance(reply, AllDecision):
+            return  # a denial's refund or release: nothing to record
         group = self._groups[self._sent]
         self._sent += 1
         for i, decision in zip(group, reply.decisions):
@@ -68,22 +90,47 @@ class Exchange:
             self._admitted.append(group)
         else:
             self._denied = True
+            admitted, self._admitted = self._admitted, []
+            self._undo = [step for g in admitted for step in self._give_back(g)]
 
     def verdict(self) -> Verdict:
-        return Verdict(not self._denied, [r for r in self._replies if r is not None])
+        replies = [r for r in self._replies if r is not None]
+        return Verdict(not self._denied, replies, [] if self._denied else self.held())
 
-    def failure_refunds(self) -> List[Call]:
-        """The refunds of the groups Redis admitted before it failed, one
-        RL.ALL per group; a group whose reply never came is not refunded
-        (Redis may not have recorded it)."""
+    def failure_refunds(self) -> List[Step]:
+        """What gives back the groups Redis admitted before it failed: one
+        RL.ALL of refunds per group, and a release per slot taken; a group
+        whose reply never came is not given back (Redis may not have
+        recorded it)."""
+        undo, self._undo = self._undo, []
         admitted, self._admitted = self._admitted, []
-        return [self._refund(group) for group in admitted]
+        return undo + [step for group in admitted for step in self._give_back(group)]
+
+    def held(self) -> List[Release]:
+        """The slots Redis gave that were not given back, one release each:
+        a served request's, released when its response is finished."""
+        pending = [step for step in self._undo if isinstance(step, Release)]
+        return pending + [release for group in self._admitted for release in self._leases(group)]
 
     def _call(self, group: List[int], peek: bool) -> Call:
         return tuple(self._checks[i].clause() for i in group), peek
 
-    def _refund(self, group: List[int]) -> Call:
-        return tuple(self._checks[i].clause(refund=True) for i in group), False
+    def _give_back(self, group: List[int]) -> List[Step]:
+        refunds = tuple(
+            self._checks[i].clause(refund=True) for i in group if not self._checks[i].takes_slots
+        )
+        steps: List[Step] = [(refunds, False)] if refunds else []
+        steps.extend(self._leases(group))
+        return steps
+
+    def _leases(self, group: List[int]) -> List[Release]:
+        out = []
+        for i in group:
+            check, reply = self._checks[i], self._replies[i]
+            # 0: admitted without a lease (the module's off or monitor mode).
+            if check.takes_slots and reply is not None and reply.lease_id > 0:
+                out.append(Release(check.slots(override=False), reply.lease_id))
+        return out
 
 
 def settlement(checks: Sequence[Check], status: int) -> List[Call]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import (
@@ -32,7 +33,7 @@ from redis.retry import Retry
 from .._async import AsyncLimiter
 from .._sync import Limiter
 from ._configuration import Config, load
-from ._decide import Call, Exchange, Verdict
+from ._decide import Call, Exchange, Release, Step, Verdict
 from ._engine import Engine
 from ._fail import reason
 from ._hook import Hook
@@ -56,12 +57,28 @@ LimiterT = TypeVar("LimiterT")
 @dataclass
 class Admission:
     """A request's check: send ``reply`` instead of calling the handler, or
-    call it and add ``headers`` to its response; then ``finish``."""
+    call it and add ``headers`` to its response; then ``finish`` (before
+    the response goes out), and ``release`` once it is finished."""
 
     reply: Optional[Reply] = None
     headers: List[Tuple[str, str]] = field(default_factory=list)
     plan: Optional[Plan] = None
     verdict: Optional[Verdict] = None
+    #: The slots the request holds (docs/http.md, Concurrency limits).
+    leases: List[Release] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @property
+    def holds_slots(self) -> bool:
+        return bool(self.leases)
+
+    def take_leases(self) -> List[Release]:
+        """The slots to release, once: every later call gets none, so a
+        request's slots are released exactly once however its response
+        ends (sent, disconnected, failed), from any thread."""
+        with self._lock:
+            leases, self.leases = self.leases, []
+        return leases
 
 
 def _client_options(timeout_s: float) -> dict[str, Any]:
@@ -147,7 +164,15 @@ class _Guarding(Generic[ClientT, LimiterT]):
     def _admission(self, plan: Plan, verdict: Verdict) -> Admission:
         """A check's outcome once Redis has answered."""
         passed, headers, refusal = self.engine.decided(plan, verdict)
-        return Admission(refusal, headers, plan, verdict if passed else None)
+        if not passed:
+            return Admission(refusal, headers, plan)
+        return Admission(refusal, headers, plan, verdict, verdict.leases)
+
+    def _failed(self, plan: Plan, exchange: Exchange, error: Exception) -> Admission:
+        """Redis failed: fail open serves the request, which holds the slots
+        Redis gave (released when its response is finished)."""
+        reply = self.engine.failed(plan, error)
+        return Admission(reply=reply, plan=plan, leases=exchange.held() if reply is None else [])
 
     def _settlement(self, admission: Admission, status: int) -> List[Call]:
         """The refunds to send after the handler answered ``status``."""
@@ -200,35 +225,48 @@ class Guard(_Guarding[Client, Limiter]):
             self._run(exchange, time.monotonic() + self._timeout_s())
         except Exception as e:
             if engine.fail.refuses:
-                self._refund(exchange.failure_refunds())
-            return Admission(reply=engine.failed(plan, e), plan=plan)
+                self._give_back(exchange.failure_refunds(), "a refund")
+            return self._failed(plan, exchange, e)
         return self._admission(plan, exchange.verdict())
 
     def finish(self, admission: Admission, status: int) -> None:
         """After the handler: the `count: failed`/`succeeded` refunds."""
-        self._refund(self._settlement(admission, status))
+        self._give_back(self._settlement(admission, status), "a refund")
+
+    def release(self, admission: Admission) -> None:
+        """Once the response is finished (sent, or the client gone, or the
+        handler failed): the request's concurrency slots back, once; a
+        release that fails is logged (the lease ends by itself)."""
+        if admission.leases:
+            self._give_back(admission.take_leases(), "a release")
 
     def _run(self, exchange: Exchange, deadline: float) -> None:
-        while (call := exchange.next_call()) is not None:
+        while (step := exchange.next_call()) is not None:
             self._in_time(deadline)
             # Recorded before the lateness check: a reply that came, even
             # late, says what Redis admitted, and fail closed refunds it.
-            exchange.answer(self.limiter.all(*call[0], peek=call[1]))
+            exchange.answer(self._send(step))
         self._in_time(deadline)
+
+    def _send(self, step: Step) -> Any:
+        if isinstance(step, Release):
+            return self.limiter.held_lease(step.clause, step.lease_id).release()
+        return self.limiter.all(*step[0], peek=step[1])
 
     def _in_time(self, deadline: float) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"Redis took longer than the {self.config.timeout_ms} ms timeout")
 
-    def _refund(self, calls: List[Call]) -> None:
-        """Refunds, within their own timeout; a failure is logged."""
+    def _give_back(self, steps: Sequence[Step], what: str) -> None:
+        """Refunds or releases, within their own timeout; a failure is
+        logged."""
         deadline = time.monotonic() + self._timeout_s()
         try:
-            for clauses, peek in calls:
+            for step in steps:
                 self._in_time(deadline)
-                self.limiter.all(*clauses, peek=peek)
+                self._send(step)
         except Exception as e:
-            log.warning("librl: a refund failed: %s", reason(e))
+            log.warning("librl: %s failed: %s", what, reason(e))
 
 
 class AsyncGuard(_Guarding[AsyncClient, AsyncLimiter]):
@@ -262,27 +300,38 @@ class AsyncGuard(_Guarding[AsyncClient, AsyncLimiter]):
             await asyncio.wait_for(self._run(exchange), self._timeout_s())
         except Exception as e:
             if engine.fail.refuses:
-                await self._refund(exchange.failure_refunds())
-            return Admission(reply=engine.failed(plan, e), plan=plan)
+                await self._give_back(exchange.failure_refunds(), "a refund")
+            return self._failed(plan, exchange, e)
         return self._admission(plan, exchange.verdict())
 
     async def finish(self, admission: Admission, status: int) -> None:
         """Guard.finish, awaited."""
-        await self._refund(self._settlement(admission, status))
+        await self._give_back(self._settlement(admission, status), "a refund")
+
+    async def release(self, admission: Admission) -> None:
+        """Guard.release, awaited."""
+        if admission.leases:
+            await self._give_back(admission.take_leases(), "a release")
 
     async def _run(self, exchange: Exchange) -> None:
-        while (call := exchange.next_call()) is not None:
-            exchange.answer(await self.limiter.all(*call[0], peek=call[1]))
+        while (step := exchange.next_call()) is not None:
+            exchange.answer(await self._send(step))
 
-    async def _refund(self, calls: List[Call]) -> None:
-        """Refunds, within their own timeout; a failure is logged."""
-        if not calls:
+    async def _send(self, step: Step) -> Any:
+        if isinstance(step, Release):
+            return await self.limiter.held_lease(step.clause, step.lease_id).release()
+        return await self.limiter.all(*step[0], peek=step[1])
+
+    async def _give_back(self, steps: Sequence[Step], what: str) -> None:
+        """Refunds or releases, within their own timeout; a failure is
+        logged."""
+        if not steps:
             return
         try:
-            await asyncio.wait_for(self._send_all(calls), self._timeout_s())
+            await asyncio.wait_for(self._send_all(steps), self._timeout_s())
         except Exception as e:
-            log.warning("librl: a refund failed: %s", reason(e))
+            log.warning("librl: %s failed: %s", what, reason(e))
 
-    async def _send_all(self, calls: List[Call]) -> None:
-        for clauses, peek in calls:
-            await self.limiter.all(*clauses, peek=peek)
+    async def _send_all(self, steps: Sequence[Step]) -> None:
+        for step in steps:
+            await self._send(step)

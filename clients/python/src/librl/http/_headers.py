@@ -38,8 +38,10 @@ def rate_limit_headers(
     if style in ("both", "ietf"):
         items = []
         for p, r in zip(policies, replies):
+            # A concurrency policy has no window: slots held at once.
+            window = "" if p.algorithm == "concurrency" else f";w={p.window_s}"
             unit = ';qu="content-bytes"' if p.cost == "body-bytes" else ""
-            items.append(f'"{p.name}";q={shown_limit(p, r)};w={p.window_s}{unit}')
+            items.append(f'"{p.name}";q={shown_limit(p, r)}{window}{unit}')
         out.append(("RateLimit-Policy", ", ".join(items)))
         out.append(("RateLimit", f'"{policy.name}";r={reply.remaining};t={reset}'))
     if style in ("both", "legacy"):

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple, Union
 
-from .._args import Clause, Fixed, Sliding, Token
+from .._args import Clause, Concurrent, Fixed, Sliding, Token
 from ._configuration import MAX_UNITS, Config, Policy, Route, decimal
 from ._identity import IpAddress, client_ip, is_loopback, subject
 from ._keys import limiter_key, override_key
@@ -31,8 +31,13 @@ class Check:
     cost: int
 
     def clause(self, refund: bool = False) -> Clause:
-        """The policy's clause of RL.ALL: ``COST n``, or ``REFUND n``."""
+        """The policy's clause of RL.ALL: ``COST n``, or ``REFUND n`` (not
+        for a concurrency policy, whose slots are released instead)."""
         p = self.policy
+        if p.algorithm == "concurrency":
+            if refund:
+                raise ValueError("a concurrency policy's slots are released, not refunded")
+            return self.slots(override=True)
         window = f"{p.window_ms}ms"
         cost = {"refund": self.cost} if refund else {"cost": self.cost}
         if p.algorithm == "token":
@@ -51,6 +56,24 @@ class Check:
             override=self.override_key,
             **cost,
         )
+
+    def slots(self, override: bool) -> Concurrent:
+        """A concurrency policy's ``CONCURRENT key limit lease [COST n]``,
+        with ``OVERRIDE okey`` when it takes slots; without, it names the
+        lease a release gives back (docs/http.md, Concurrency limits: a
+        release frees the same slot either way, and names one key)."""
+        p = self.policy
+        return Concurrent(
+            self.key,
+            p.limit,
+            f"{p.lease_ms}ms",
+            cost=self.cost,
+            override=self.override_key if override else None,
+        )
+
+    @property
+    def takes_slots(self) -> bool:
+        return self.policy.algorithm == "concurrency"
 
 
 @dataclass

@@ -57,15 +57,18 @@ def denied(config: Config, policy: Policy, reply: Decision, cost: int) -> Reply:
             config.deny_status, [("Content-Type", TEXT_PLAIN)], config.deny_message.encode()
         )
     limit = shown_limit(policy, reply)
-    plan = f"{limit} per {_window(policy.window_ms)}"
     retry_s = retry_after_s(reply)
-    if retry_s is not None:
-        detail = f'Rate limit "{policy.name}" ({plan}) exceeded; retry in {retry_s} s.'
+    if policy.algorithm == "concurrency":
+        # Slots held at once: no window (docs/http.md, Concurrency limits).
+        named = f'concurrency limit "{policy.name}" ({limit} at once)'
+        verb, ever = "reached", "ever admits."
     else:
-        detail = (
-            f'This request costs {cost}, more than rate limit "{policy.name}" '
-            f"({plan}) ever admits at once."
-        )
+        named = f'rate limit "{policy.name}" ({limit} per {_window(policy.window_ms)})'
+        verb, ever = "exceeded", "ever admits at once."
+    if retry_s is not None:
+        detail = f"{named[0].upper()}{named[1:]} {verb}; retry in {retry_s} s."
+    else:
+        detail = f"This request costs {cost}, more than {named} {ever}"
     return problem(
         config.deny_status,
         detail,
