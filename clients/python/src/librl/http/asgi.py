@@ -110,7 +110,10 @@ async def guarded(
 ) -> None:
     """One request through the guard: check, call the app with the headers
     added to its response, refund after it (before its last body chunk
-    goes out, so the client's next request sees the refund)."""
+    goes out, so the client's next request sees the refund), and release
+    its concurrency slots once the response is finished: after its last
+    body chunk was sent, or when the app hears the client is gone, or when
+    the app ends without sending it (it raised, or was cancelled)."""
     buffered: List[Message] = []
 
     async def body_length(limit: int) -> Optional[int]:
@@ -134,7 +137,26 @@ async def guarded(
     async def replay() -> Message:
         return buffered.pop(0) if buffered else await receive()
 
-    await app(scope, replay if buffered else receive, _sender(guard, admission, send))
+    sender = _sender(guard, admission, send)
+    if not admission.holds_slots:
+        await app(scope, replay if buffered else receive, sender)
+        return
+    try:
+        await app(scope, _hearing_disconnect(guard, admission, replay), sender)
+    finally:
+        await guard.release(admission)
+
+
+def _hearing_disconnect(guard: AsyncGuard, admission: Admission, receive: Receive) -> Receive:
+    """``receive``, releasing the slots when it says the client is gone."""
+
+    async def wrapped() -> Message:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            await guard.release(admission)
+        return message
+
+    return wrapped
 
 
 def _sender(guard: AsyncGuard, admission: Admission, send: Send) -> Send:
@@ -151,6 +173,9 @@ def _sender(guard: AsyncGuard, admission: Admission, send: Send) -> Send:
                 message["headers"] = [*message.get("headers", ()), *extra]
         elif message["type"] == "http.response.body" and not message.get("more_body", False):
             await guard.finish(admission, status[0])
+            await send(message)
+            await guard.release(admission)
+            return
         await send(message)
 
     return wrapped

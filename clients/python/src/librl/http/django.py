@@ -102,13 +102,38 @@ class RateLimitMiddleware:
         self.user: Callable[[Any], Optional[str]] = _setting(options, "user") or request_user
 
     def __call__(self, request: Any) -> Any:
-        response = self.get_response(request)
+        try:
+            response = self.get_response(request)
+        except BaseException:
+            self._release(request)
+            raise
         admission: Optional[Admission] = getattr(request, "_librl", None)
         if admission is not None and admission.reply is None:
             for name, value in admission.headers:
                 response[name] = value
             self.guard.finish(admission, response.status_code)
+            if admission.holds_slots:
+                self._release_on_close(response, admission)
         return response
+
+    def _release_on_close(self, response: Any, admission: Admission) -> None:
+        """The request's concurrency slots are released when the response is
+        finished: Django's server (WSGI, or ASGI) closes it once it was
+        sent, or when the client went away."""
+        close = response.close
+
+        def closing() -> None:
+            try:
+                close()
+            finally:
+                self.guard.release(admission)
+
+        response.close = closing
+
+    def _release(self, request: Any) -> None:
+        admission: Optional[Admission] = getattr(request, "_librl", None)
+        if admission is not None:
+            self.guard.release(admission)
 
     def process_view(
         self, request: Any, view: Any, args: List[Any], kwargs: Dict[str, Any]

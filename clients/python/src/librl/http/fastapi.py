@@ -107,5 +107,8 @@ class RateLimit:
                 raise
             finally:
                 await guard.finish(admission, status)
+                # FastAPI exits a dependency after the response was sent (or
+                # the endpoint raised): the request's concurrency slots end.
+                await guard.release(admission)
 
         return dependency

@@ -19,7 +19,7 @@ installed and authenticated; pass ``user=`` a function of no arguments
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, Dict, Iterable, Optional, TypeVar
 
 import flask
 from flask import Flask, Response
@@ -31,6 +31,10 @@ from ._identity import user_name
 from ._request import Request
 
 F = TypeVar("F", bound=Callable[..., Any])
+WSGIApp = Callable[[Dict[str, Any], Any], Iterable[bytes]]
+
+#: Where a request's Admission waits in the WSGI environ for its release.
+_ENVIRON_KEY = "librl.admission"
 
 
 def flask_user() -> Optional[str]:
@@ -71,7 +75,31 @@ class RateLimit:
     def init_app(self, app: Flask) -> None:
         app.before_request(self._before)
         app.after_request(self._after)
+        app.wsgi_app = self._releasing(app.wsgi_app)  # type: ignore[method-assign,assignment]
         app.extensions["librl"] = self
+
+    def _releasing(self, wsgi_app: WSGIApp) -> WSGIApp:
+        """The app as WSGI middleware that releases a request's concurrency
+        slots once its response is finished: when the server closes the
+        response (sent, or the client gone), or when the app raised."""
+
+        def app(environ: Dict[str, Any], start_response: Any) -> Iterable[bytes]:
+            try:
+                body = wsgi_app(environ, start_response)
+            except BaseException:
+                self._release(environ)
+                raise
+            admission: Optional[Admission] = environ.get(_ENVIRON_KEY)
+            if admission is None or not admission.holds_slots:
+                return body
+            return wsgi.Releasing(body, lambda: self.guard.release(admission))
+
+        return app
+
+    def _release(self, environ: Dict[str, Any]) -> None:
+        admission: Optional[Admission] = environ.get(_ENVIRON_KEY)
+        if admission is not None:
+            self.guard.release(admission)
 
     def policies(self, *names: str) -> Callable[[F], F]:
         """The view is checked against these policies instead of the
@@ -97,6 +125,8 @@ class RateLimit:
 
         admission = self.guard.admit(request_of(request, self.user()), body_length, names)
         flask.g._librl = admission
+        # For the release, after Flask's request context has ended.
+        request.environ[_ENVIRON_KEY] = admission
         if admission.reply is None:
             return None
         reply = admission.reply
