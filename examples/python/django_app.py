@@ -1,6 +1,7 @@
 """The conformance app on Django (docs/http.md, Conformance and examples),
 in one file: every path and method answers ``ok`` (status from
-X-Conformance-Status), behind librl's middleware configured by
+X-Conformance-Status, after X-Conformance-Delay-Ms; X-Conformance-Fail
+raises), behind librl's middleware configured by
 ``settings.LIBRL``; X-Conformance-User authenticates a user the way an
 authentication middleware does (``request.user``). Served by waitress.
 
@@ -9,6 +10,7 @@ authentication middleware does (``request.user``). Served by waitress.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any, Callable
 
 import django
@@ -49,6 +51,9 @@ def authentication(get_response: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 def ok(request: HttpRequest, path: str = "") -> HttpResponse:
     status = int(request.headers.get("X-Conformance-Status", "200"))
+    time.sleep(int(request.headers.get("X-Conformance-Delay-Ms", "0")) / 1000)
+    if request.headers.get("X-Conformance-Fail"):
+        raise RuntimeError("X-Conformance-Fail: the view fails")  # Django answers 500
     return HttpResponse("ok", status=status, content_type="text/plain; charset=utf-8")
 
 

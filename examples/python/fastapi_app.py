@@ -1,6 +1,7 @@
 """The conformance app on FastAPI (docs/http.md, Conformance and examples):
-every path and method answers ``ok`` (status from X-Conformance-Status),
-behind librl's middleware; X-Conformance-User authenticates a user the
+every path and method answers ``ok`` (status from X-Conformance-Status,
+after X-Conformance-Delay-Ms; X-Conformance-Fail raises), behind librl's
+middleware; X-Conformance-User authenticates a user the
 Starlette way (AuthenticationMiddleware puts it in scope["user"]).
 
     LIBRL_POLICIES=policies.yaml PORT=8080 python serve.py fastapi
@@ -8,6 +9,7 @@ Starlette way (AuthenticationMiddleware puts it in scope["user"]).
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any, Optional, Tuple
 
 from fastapi import FastAPI, Request
@@ -44,9 +46,14 @@ def make_app(config: Any, **options: Unpack[AppOptions]) -> FastAPI:
 
 
 class Ok:
-    """Answers ``ok``, with the status X-Conformance-Status asks for."""
+    """Answers ``ok``, with the status X-Conformance-Status asks for, after
+    sleeping X-Conformance-Delay-Ms (without blocking the loop); raises
+    with X-Conformance-Fail (Starlette answers 500)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         status = int(request.headers.get("x-conformance-status", "200"))
+        await asyncio.sleep(int(request.headers.get("x-conformance-delay-ms", "0")) / 1000)
+        if request.headers.get("x-conformance-fail"):
+            raise RuntimeError("X-Conformance-Fail: the handler fails")
         await PlainTextResponse("ok", status_code=status)(scope, receive, send)

@@ -1,6 +1,7 @@
 """The conformance app on Flask (docs/http.md, Conformance and examples):
-every path and method answers ``ok`` (status from X-Conformance-Status),
-behind librl's extension; X-Conformance-User authenticates a user the way
+every path and method answers ``ok`` (status from X-Conformance-Status,
+after X-Conformance-Delay-Ms; X-Conformance-Fail raises), behind librl's
+extension; X-Conformance-User authenticates a user the way
 a Flask login hook does (``flask.g.user``). Served by waitress.
 
     LIBRL_POLICIES=policies.yaml PORT=8080 python serve.py flask
@@ -8,6 +9,7 @@ a Flask login hook does (``flask.g.user``). Served by waitress.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from flask import Flask, Response, g, request
@@ -33,6 +35,9 @@ def make_app(config: Any, **options: Unpack[AppOptions]) -> Flask:
 
     def ok(path: str) -> Response:
         status = int(request.headers.get("X-Conformance-Status", "200"))
+        time.sleep(int(request.headers.get("X-Conformance-Delay-Ms", "0")) / 1000)
+        if request.headers.get("X-Conformance-Fail"):
+            raise RuntimeError("X-Conformance-Fail: the view fails")  # Flask answers 500
         return Response("ok", status=status, content_type="text/plain; charset=utf-8")
 
     # Werkzeug's own rules, whose methods=None serves every method

@@ -53,7 +53,7 @@ class Running:
                 app,
                 host="127.0.0.1",
                 port=self.port,
-                threads=2,
+                threads=4,  # a parallel step's requests, and one more
                 clear_untrusted_proxy_headers=False,
             )
             self._thread = threading.Thread(target=self._run_waitress, daemon=True)

@@ -7,9 +7,10 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import threading
 import time
 from collections.abc import Iterator
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import pytest
 import redis
@@ -57,11 +58,14 @@ CASE_FIELDS = {
     "cross_field",
     "steps",
 }
-REQUEST_FIELDS = {"method", "path", "headers", "body", "chunked"}
-EXPECT_FIELDS = {"status", "headers", "absent", "content_type", "body", "body_text"}
+REQUEST_FIELDS = {"method", "path", "headers", "body", "chunked", "disconnect_after_ms"}
+EXPECT_FIELDS = {"status", "headers", "absent", "content_type", "body", "body_text", "failed"}
+#: A request of a parallel step: no repeat, maybe a delay.
+PARALLEL_FIELDS = {"request", "expect", "after_ms"}
 #: Each step kind, by the member that names it, and every member it may have.
 STEP_FIELDS = {
     "request": {"request", "expect", "repeat"},
+    "parallel": {"parallel"},
     "sleep_ms": {"sleep_ms"},
     "redis": {"redis", "expect"},
     "redis_pause_ms": {"redis_pause_ms"},
@@ -84,13 +88,32 @@ def format_problem(case: Dict[str, Any]) -> Optional[str]:
             return f"step {i}: not one step kind: {sorted(step)}"
         unknown = set(step) - STEP_FIELDS[kinds[0]]
         if kinds[0] == "request":
-            unknown |= {f"request.{k}" for k in set(step["request"]) - REQUEST_FIELDS}
-            unknown |= {f"expect.{k}" for k in set(step.get("expect", {})) - EXPECT_FIELDS}
+            unknown |= request_problems(step)
+        if kinds[0] == "parallel":
+            inner = step["parallel"]
+            if not isinstance(inner, list) or len(inner) < 2:
+                return f"step {i}: parallel is not a list of two or more requests"
+            for j, sub in enumerate(inner):
+                if not isinstance(sub, dict) or "request" not in sub:
+                    return f"step {i}: parallel[{j}] is not a request"
+                unknown |= {f"parallel[{j}].{k}" for k in set(sub) - PARALLEL_FIELDS}
+                unknown |= {f"parallel[{j}].{k}" for k in request_problems(sub)}
         if kinds[0] == "check" and step["check"] != "every_key_expires":
             unknown.add(f"check {step['check']!r}")
         if unknown:
             return f"step {i}: unknown members {sorted(unknown)}"
     return None
+
+
+def request_problems(step: Dict[str, Any]) -> Set[str]:
+    request, expect = step["request"], step.get("expect", {})
+    unknown = {f"request.{k}" for k in set(request) - REQUEST_FIELDS}
+    unknown |= {f"expect.{k}" for k in set(expect) - EXPECT_FIELDS}
+    if "disconnect_after_ms" in request and "expect" in step:
+        unknown.add("expect (a request disconnected unread expects nothing)")
+    if expect.get("failed") and "status" in expect:
+        unknown.add("expect.status (failed is the status)")
+    return unknown
 
 
 def test_every_case_is_in_the_format_this_runner_reads() -> None:
@@ -201,10 +224,15 @@ def case_bytes(value: Any) -> bytes:
     return str(value).encode()
 
 
-def send(port: int, request: Dict[str, Any]) -> Tuple[int, Dict[str, str], bytes]:
+class NoResponse(Exception):
+    """The app closed the connection without answering."""
+
+
+def send(port: int, request: Dict[str, Any]) -> Optional[Tuple[int, Dict[str, str], bytes]]:
     """One request on a fresh connection; a header given as a list is sent
     as that many lines, and a value (or the path) as ``{"hex": ...}`` as
-    those bytes."""
+    those bytes. With ``disconnect_after_ms``, the socket is closed that
+    long after the request was sent, unread: None."""
     conn = Connection("127.0.0.1", port, timeout=10)
     try:
         body = request.get("body")
@@ -224,7 +252,13 @@ def send(port: int, request: Dict[str, Any]) -> Tuple[int, Dict[str, str], bytes
             conn.endheaders(encoded)
         else:
             conn.endheaders()
-        response = conn.getresponse()
+        if "disconnect_after_ms" in request:
+            time.sleep(request["disconnect_after_ms"] / 1000)
+            return None
+        try:
+            response = conn.getresponse()
+        except (http.client.RemoteDisconnected, ConnectionResetError) as e:
+            raise NoResponse(str(e)) from e
         got_headers: Dict[str, str] = {}
         for name, value in response.getheaders():
             got_headers[name.lower()] = value
@@ -237,6 +271,8 @@ def check_response(
     expect: Dict[str, Any], status: int, headers: Dict[str, str], body: bytes
 ) -> List[str]:
     problems = []
+    if expect.get("failed") and status != 500:
+        problems.append(f"status {status}, expected a failed handler's 500 (or no response)")
     if "status" in expect and status != expect["status"]:
         problems.append(f"status {status}, expected {expect['status']}")
     for name, value in expect.get("headers", {}).items():
@@ -266,17 +302,56 @@ def check_response(
     return problems
 
 
+def request_step(step: Dict[str, Any], port: int) -> List[str]:
+    """One request of a step, sent and checked: what differs, [] when it
+    matches."""
+    expect = step.get("expect", {})
+    try:
+        got = send(port, step["request"])
+    except NoResponse as e:
+        return [] if expect.get("failed") else [f"no response: {e}"]
+    if got is None:
+        return []
+    status, headers, body = got
+    problems = check_response(expect, status, headers, body)
+    if problems:
+        problems.append(f"response {status} {headers} {body[:300]!r}")
+    return problems
+
+
+def parallel_step(steps: List[Dict[str, Any]], port: int) -> List[str]:
+    """Each request on its own connection at once (or ``after_ms`` after
+    the step began), all awaited; what differs, per request."""
+    results: List[List[str]] = [[] for _ in steps]
+    start = time.monotonic()
+
+    def one(i: int) -> None:
+        delay = start + steps[i].get("after_ms", 0) / 1000 - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        try:
+            results[i] = request_step(steps[i], port)
+        except Exception as e:  # reported with the others, not lost in a thread
+            results[i] = [f"{type(e).__name__}: {e}"]
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(steps))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [f"request {i}: {'; '.join(p)}" for i, p in enumerate(results) if p]
+
+
 def run_steps(case: Dict[str, Any], port: int, r: Redis) -> None:
     for index, step in enumerate(case["steps"]):
         where = f"{case['name']} step {index}"
         if "request" in step:
             for attempt in range(step.get("repeat", 1)):
-                status, headers, body = send(port, step["request"])
-                problems = check_response(step.get("expect", {}), status, headers, body)
-                assert not problems, (
-                    f"{where} (request {attempt + 1}): {'; '.join(problems)}\n"
-                    f"  response {status} {headers} {body[:300]!r}"
-                )
+                problems = request_step(step, port)
+                assert not problems, f"{where} (request {attempt + 1}): {'; '.join(problems)}"
+        elif "parallel" in step:
+            problems = parallel_step(step["parallel"], port)
+            assert not problems, f"{where}: {' | '.join(problems)}"
         elif "redis" in step:
             reply = decoded(r.command(step["redis"]))
             assert matches(step["expect"], reply), (
