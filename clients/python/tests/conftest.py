@@ -1,6 +1,6 @@
 """Session-wide real servers: standalone Redis 7.0 and Valkey 9.1, and a
 3-primary cluster of each, all with librl loaded (servers.py starts them and
-kills every one of them at exit)."""
+kills every one of them at exit); and the HTTP integrations' Redis 7.0."""
 
 from __future__ import annotations
 
@@ -67,3 +67,20 @@ async def arc(cluster: Cluster) -> AsyncIterator[redis.asyncio.RedisCluster]:
 def key() -> str:
     """A key no other test uses."""
     return f"t:{uuid.uuid4().hex[:16]}"
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[Server]:
+    """The Redis the HTTP integrations' tests serve their apps against."""
+    s = start_server("redis")
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def url(redis_server: Server) -> str:
+    """redis_server's URL, flushed, its command statistics reset."""
+    with redis_server.client() as client:
+        client.flushall()
+        client.config_resetstat()
+    return f"redis://127.0.0.1:{redis_server.port}"

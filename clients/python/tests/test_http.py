@@ -10,7 +10,6 @@ import hashlib
 import http.client
 import json
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Dict, List, MutableMapping, Optional, Tuple, Union
 
@@ -31,7 +30,7 @@ from librl.http import ConfigError, DecisionEvent, load
 from librl.http.django import rate_limit
 from librl.http.fastapi import RateLimit as FastAPIRateLimit
 from librl.http.flask import RateLimit as FlaskRateLimit
-from servers import Server, start_server
+from servers import Server
 
 CONFIG: Dict[str, Any] = {
     "exempt_loopback": False,
@@ -41,20 +40,6 @@ CONFIG: Dict[str, Any] = {
     ],
     "routes": [{"path": "/", "policies": ["everywhere"]}],
 }
-
-
-@pytest.fixture(scope="module")
-def redis_server() -> Iterator[Server]:
-    s = start_server("redis")
-    yield s
-    s.stop()
-
-
-@pytest.fixture
-def url(redis_server: Server) -> str:
-    with redis_server.client() as r:
-        r.flushall()
-    return f"redis://127.0.0.1:{redis_server.port}"
 
 
 def get(

@@ -30,7 +30,7 @@ from fastapi.responses import PlainTextResponse, StreamingResponse
 from http_servers import factories, serving
 from librl.http.fastapi import RateLimit as FastAPIRateLimit
 from librl.http.flask import RateLimit as FlaskRateLimit
-from servers import Server, start_server
+from servers import Server
 
 FRAMEWORKS = ["fastapi", "django", "flask"]
 KEY = "rl:{ip:127.0.0.1}:slots"
@@ -43,21 +43,6 @@ CONFIG: Dict[str, Any] = {
 }
 #: The gap between a streamed response's two chunks.
 GAP_S = 0.6
-
-
-@pytest.fixture(scope="module")
-def redis_server() -> Iterator[Server]:
-    s = start_server("redis")
-    yield s
-    s.stop()
-
-
-@pytest.fixture
-def url(redis_server: Server) -> str:
-    with redis_server.client() as r:
-        r.flushall()
-        r.config_resetstat()
-    return f"redis://127.0.0.1:{redis_server.port}"
 
 
 def get(port: int, path: str = "/", headers: Dict[str, str] | None = None) -> int:
