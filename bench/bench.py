@@ -633,10 +633,10 @@ def report_memory_hot(w, mh):
     w(f"| algorithm | layout | {head} |")
     w("|---|---|" + "---:|" * len(sizes))
     layouts = {
-        "fixed": ("RL.FIXED", "string, 29-byte state", "integer string (GET/INCRBY)"),
+        "fixed": ("RL.FIXED", "string, a few bytes of varints", "integer string (GET/INCRBY)"),
         "sliding": ("RL.SLIDING", "string, compact byte log", "sorted set, UUID members"),
-        "approx": ("RL.SLIDING APPROX", "string, 29-byte state", "a counter string per window"),
-        "token": ("RL.TOKEN", "string, 37-byte state", "hash {tokens, ts}"),
+        "approx": ("RL.SLIDING APPROX", "string, a few bytes of varints", "a counter string per window"),
+        "token": ("RL.TOKEN", "string, a few bytes of varints", "hash {tokens, ts}"),
     }
     for alg, (label, ours, lua) in layouts.items():
         for who, name, layout in (("librl", label, ours), ("lua", "Lua", lua)):
