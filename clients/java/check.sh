@@ -28,21 +28,28 @@ mvn=(mvn -B --no-transfer-progress -Dstyle.color=never "${offline[@]}" -Dmaven.r
   -f integrations/pom.xml -Dsurefire.failIfNoSpecifiedTests=false)
 
 # The example's classpath (its own jar first: a class-data archive takes jars only), where
-# scripts/examples/java.sh finds it, and that archive (.deps/java-example/app.jsa): the classes
-# the app loads to start and to serve its first requests, from a run that serves three (Redis
-# unreachable: fail open) and is stopped. With it a start takes about half the CPU time, which
-# the black-box runner pays once per case, and a case's first request is not the one that loads
-# the request path's classes.
+# scripts/examples/java.sh finds it, and an archive per web stack (.deps/java-example/
+# app-servlet.jsa, app-reactive.jsa): the classes the app loads to start and to serve its first
+# requests, from a run that serves three (Redis unreachable: fail open) and is stopped. With it a
+# start takes about half the CPU time, which the black-box runner pays once per case, and a
+# case's first request is not the one that loads the request path's classes.
 publish() {
-  local out="$root/.deps/java-example" port pid i
+  local out="$root/.deps/java-example" web
   mkdir -p "$out"
   { printf '%s:' "$here"/integrations/example/target/librl-example-*.jar; cat integrations/example/target/classpath; } >"$out/classpath.new"
-  rm -f "$out/app.jsa"
+  rm -f "$out"/*.jsa
   mv "$out/classpath.new" "$out/classpath"
+  for web in servlet reactive; do
+    train "$out" "$web"
+  done
+}
+
+train() {
+  local out=$1 web=$2 port pid i
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  LIBRL_POLICIES="$root/conformance/examples/policies.yaml" PORT=$port REDIS_URL=redis://127.0.0.1:1 \
+  LIBRL_WEB=$web LIBRL_POLICIES="$root/conformance/examples/policies.yaml" PORT=$port REDIS_URL=redis://127.0.0.1:1 \
     java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xlog:cds=off -Xlog:cds+dynamic=off \
-    -XX:ArchiveClassesAtExit="$out/app.jsa" -cp "$(cat "$out/classpath")" \
+    -XX:ArchiveClassesAtExit="$out/app-$web.jsa" -cp "$(cat "$out/classpath")" \
     io.librl.example.ExampleApplication >/dev/null 2>&1 &
   pid=$!
   for i in $(seq 1 600); do
@@ -56,7 +63,7 @@ publish() {
   done
   kill -TERM "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
-  [ -f "$out/app.jsa" ] || echo "clients/java: no class-data archive for the example (it starts without)" >&2
+  [ -f "$out/app-$web.jsa" ] || echo "clients/java: no class-data archive for the $web example (it starts without)" >&2
 }
 
 mode=${1:-test}

@@ -14,10 +14,10 @@ if [ ! -f "$out/classpath" ] || [ -n "$(find "$root/clients/java" -path '*/targe
   "$root/clients/java/check.sh" build >&2
 fi
 # A JVM started for every conformance case: C1 only, the serial collector, and the class-data
-# archive check.sh build makes of the app's classes start it sooner.
+# archive check.sh build makes of the app's classes (one per web stack) start it sooner.
 cds=()
-if [ -f "$out/app.jsa" ]; then
-  cds=(-XX:SharedArchiveFile="$out/app.jsa" -Xlog:cds=off -Xlog:cds+dynamic=off)
+if [ -f "$out/app-${LIBRL_WEB:-servlet}.jsa" ]; then
+  cds=(-XX:SharedArchiveFile="$out/app-${LIBRL_WEB:-servlet}.jsa" -Xlog:cds=off -Xlog:cds+dynamic=off)
 fi
 exec java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xss512k "${cds[@]}" \
   -cp "$(cat "$out/classpath")" io.librl.example.ExampleApplication
