@@ -1,9 +1,12 @@
 /**
  * The example app (docs/http.md, Conformance and examples) in Express and
  * in Fastify: every path and method answers `ok`, with the status of
- * `X-Conformance-Status`, and `X-Conformance-User` authenticates the
- * request as that user in each framework's own idiom (`req.user`,
- * `request.user`). The conformance runner serves it on free loopback
+ * `X-Conformance-Status`, after `X-Conformance-Delay-Ms` (an asynchronous
+ * sleep, so a slow request holds its concurrency slot while others are
+ * served); `X-Conformance-Fail: 1` makes the handler fail as handlers fail
+ * in each framework (Express: passes an error to next; Fastify: throws),
+ * and `X-Conformance-User` authenticates the request as that user in each
+ * framework's own idiom (`req.user`, `request.user`). The conformance runner serves it on free loopback
  * ports; scripts/examples/{express,fastify}.sh serve it on PORT.
  * In an application, the imports are `librl/express` and `librl/fastify`.
  */
@@ -28,6 +31,13 @@ function statusOf(value: unknown): number {
   return Number.isInteger(n) && n >= 200 && n <= 599 ? n : 200;
 }
 
+/** The handler's part common to both frameworks: the delay, then whether to fail. */
+async function handle(header: (name: string) => unknown): Promise<void> {
+  const delay = Number(header("x-conformance-delay-ms"));
+  if (Number.isInteger(delay) && delay > 0) await new Promise((resolve) => setTimeout(resolve, delay));
+  if (header("x-conformance-fail") === "1") throw new Error("the handler failed (X-Conformance-Fail)");
+}
+
 /** Express: an auth middleware sets req.user, then the limiter, then the catch-all handler. */
 export function expressApp(options: HttpLimiterOptions): express.Express {
   const limiter = rateLimit(options);
@@ -39,8 +49,11 @@ export function expressApp(options: HttpLimiterOptions): express.Express {
     next();
   });
   app.use(limiter);
-  app.use((req, res) => {
-    res.status(statusOf(req.header("x-conformance-status"))).type("text/plain").send("ok");
+  app.use((req, res, next) => {
+    handle((name) => req.header(name)).then(
+      () => res.status(statusOf(req.header("x-conformance-status"))).type("text/plain").send("ok"),
+      next, // Express's error handler answers 500
+    );
   });
   return app;
 }
@@ -59,8 +72,11 @@ export async function fastifyApp(options: HttpLimiterOptions): Promise<ReturnTyp
   await app.register(librl, options);
   // Every method Node's parser reads (M-SEARCH, PROPFIND...), not only the ones Fastify routes by default.
   for (const method of METHODS) if (!app.supportedMethods.includes(method)) app.addHttpMethod(method, { hasBody: true });
-  const handler = async (request: { headers: Record<string, unknown> }, reply: { code(n: number): { type(t: string): { send(b: string): unknown } } }) =>
-    reply.code(statusOf(request.headers["x-conformance-status"])).type("text/plain").send("ok");
+  // A throw is Fastify's 500.
+  const handler = async (request: { headers: Record<string, unknown> }, reply: { code(n: number): { type(t: string): { send(b: string): unknown } } }) => {
+    await handle((name) => request.headers[name]);
+    return reply.code(statusOf(request.headers["x-conformance-status"])).type("text/plain").send("ok");
+  };
   app.all("/", handler);
   app.all("/*", handler);
   return app;

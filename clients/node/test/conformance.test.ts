@@ -43,6 +43,8 @@ interface HttpRequest {
   headers?: Record<string, Bytes | Bytes[]>;
   body?: string;
   chunked?: boolean;
+  /** Closes the socket this long after the request was sent, unread (the step expects nothing). */
+  disconnect_after_ms?: number;
 }
 interface HttpExpect {
   status?: number;
@@ -51,9 +53,18 @@ interface HttpExpect {
   content_type?: string;
   body?: Record<string, Json>;
   body_text?: string;
+  /** The handler failed: a 500, or the connection closed unanswered. */
+  failed?: boolean;
+}
+/** One request of a parallel step, sent `after_ms` after the step began. */
+interface ParallelRequest {
+  request: HttpRequest;
+  expect?: HttpExpect;
+  after_ms?: number;
 }
 type Step =
   | { request: HttpRequest; expect?: HttpExpect; repeat?: number }
+  | { parallel: ParallelRequest[] }
   | { sleep_ms: number }
   | { redis: string[]; expect: Json }
   | { redis_pause_ms: number }
@@ -85,11 +96,13 @@ function loadCases(): Case[] {
 // typo such as "header" for "headers") fails instead of checking nothing.
 
 const CASE_FIELDS = ["name", "rule", "redis", "requires", "config", "startup_error", "cross_field", "steps"];
-const REQUEST_FIELDS = ["method", "path", "headers", "body", "chunked"];
-const EXPECT_FIELDS = ["status", "headers", "absent", "content_type", "body", "body_text"];
+const REQUEST_FIELDS = ["method", "path", "headers", "body", "chunked", "disconnect_after_ms"];
+const EXPECT_FIELDS = ["status", "headers", "absent", "content_type", "body", "body_text", "failed"];
+const PARALLEL_FIELDS = ["request", "expect", "after_ms"];
 /** Each step's kind, by the member that names it, and every member it may have. */
 const STEP_FIELDS: Readonly<Record<string, readonly string[]>> = {
   request: ["request", "expect", "repeat"],
+  parallel: ["parallel"],
   sleep_ms: ["sleep_ms"],
   redis: ["redis", "expect"],
   redis_pause_ms: ["redis_pause_ms"],
@@ -105,12 +118,22 @@ function formatError(c: Case): string | undefined {
   const top = extra(c, CASE_FIELDS, "case");
   if (top !== undefined) return top;
   if ((c.startup_error === undefined) === (c.steps === undefined)) return "case: give steps or startup_error";
+  const requestError = (r: { request: HttpRequest; expect?: HttpExpect }, where: string): string | undefined =>
+    extra(r.request, REQUEST_FIELDS, `${where} request`) ??
+    extra(r.expect ?? {}, EXPECT_FIELDS, `${where} expect`) ??
+    (r.request.disconnect_after_ms !== undefined && r.expect !== undefined ? `${where}: a request disconnected unread expects nothing` : undefined) ??
+    (r.expect?.failed === true && r.expect.status !== undefined ? `${where} expect: failed is the status` : undefined);
   for (const [i, step] of (c.steps ?? []).entries()) {
     const kind = Object.keys(STEP_FIELDS).find((k) => k in step);
     if (kind === undefined) return `step ${i}: not a step`;
-    const why =
-      extra(step, STEP_FIELDS[kind] as readonly string[], `step ${i}`) ??
-      ("request" in step ? (extra(step.request, REQUEST_FIELDS, `step ${i} request`) ?? extra(step.expect ?? {}, EXPECT_FIELDS, `step ${i} expect`)) : undefined);
+    let why = extra(step, STEP_FIELDS[kind] as readonly string[], `step ${i}`);
+    if (why === undefined && "request" in step) why = requestError(step, `step ${i}`);
+    if (why === undefined && "parallel" in step) {
+      if (!Array.isArray(step.parallel) || step.parallel.length < 2) why = `step ${i}: parallel is not a list of two or more requests`;
+      for (const [j, sub] of (Array.isArray(step.parallel) ? step.parallel : []).entries()) {
+        why ??= extra(sub, PARALLEL_FIELDS, `step ${i} parallel[${j}]`) ?? requestError(sub, `step ${i} parallel[${j}]`);
+      }
+    }
     if (why !== undefined) return why;
   }
   return undefined;
@@ -172,7 +195,14 @@ function wire(value: Bytes): string {
   return (typeof value === "string" ? Buffer.from(value, "utf8") : Buffer.from(value.hex, "hex")).toString("latin1");
 }
 
-function send(port: number, req: HttpRequest): Promise<HttpResponse> {
+/** The app closed the connection without answering (a failed handler, in some frameworks). */
+class NoResponse extends Error {}
+
+/**
+ * One request on a connection of its own; with `disconnect_after_ms`, the
+ * socket is closed that long after the request was sent, unread: undefined.
+ */
+function send(port: number, req: HttpRequest): Promise<HttpResponse | undefined> {
   const headers: OutgoingHttpHeaders = {};
   for (const [name, value] of Object.entries(req.headers ?? {})) headers[name] = Array.isArray(value) ? value.map(wire) : wire(value);
   if (req.body !== undefined && !req.chunked) headers["Content-Length"] = Buffer.byteLength(req.body);
@@ -193,14 +223,32 @@ function send(port: number, req: HttpRequest): Promise<HttpResponse> {
         res.on("error", reject);
       },
     );
-    r.on("error", reject);
+    const dropAfter = req.disconnect_after_ms;
+    r.on("error", (err: NodeJS.ErrnoException) => {
+      if (dropAfter !== undefined) return; // the socket this runner closed
+      reject(err.code === "ECONNRESET" || /socket hang up/.test(err.message) ? new NoResponse(err.message) : err);
+    });
     if (req.body !== undefined) r.write(req.body);
     r.end();
+    if (dropAfter !== undefined) setTimeout(() => (r.destroy(), resolve(undefined)), dropAfter);
   });
+}
+
+/** One request of a step, sent and checked: why it does not match, or undefined. */
+async function requestStep(port: number, request: HttpRequest, expect: HttpExpect | undefined): Promise<string | undefined> {
+  let res: HttpResponse | undefined;
+  try {
+    res = await send(port, request);
+  } catch (err) {
+    if (err instanceof NoResponse) return expect?.failed === true ? undefined : `no response: ${err.message}`;
+    throw err;
+  }
+  return res === undefined || expect === undefined ? undefined : checkResponse(res, expect);
 }
 
 function checkResponse(res: HttpResponse, e: HttpExpect): string | undefined {
   const seen = `(status ${res.status}, headers ${JSON.stringify(res.headers)}, body ${JSON.stringify(res.body.slice(0, 500))})`;
+  if (e.failed === true && res.status !== 500) return `status: expected a failed handler's 500 (or no response), got ${res.status} ${seen}`;
   if (e.status !== undefined && res.status !== e.status) return `status: expected ${e.status}, got ${res.status} ${seen}`;
   for (const [name, value] of Object.entries(e.headers ?? {})) {
     const actual = res.headers[name.toLowerCase()];
@@ -387,10 +435,19 @@ async function runCase(c: Case, framework: FrameworkName, backends: Backends): P
         assert.fail(`${c.name} [${framework}], step ${i}: ${why}${warnings.length > 0 ? `\nwarnings: ${warnings.join("\n")}` : ""}`);
       if ("request" in step) {
         for (let n = 0; n < (step.repeat ?? 1); n++) {
-          const res = await send(app.port, step.request);
-          const why = step.expect === undefined ? undefined : checkResponse(res, step.expect);
+          const why = await requestStep(app.port, step.request, step.expect);
           if (why !== undefined) fail(`${step.repeat ? `request ${n + 1} of ${step.repeat}: ` : ""}${why}`);
         }
+      } else if ("parallel" in step) {
+        // Each on its own connection, `after_ms` after the step began; all awaited, every mismatch named.
+        const whys = await Promise.all(
+          step.parallel.map(async (p) => {
+            await sleep(p.after_ms ?? 0);
+            return requestStep(app.port, p.request, p.expect);
+          }),
+        );
+        const wrong = whys.map((why, j) => (why === undefined ? undefined : `parallel[${j}]: ${why}`)).filter((w) => w !== undefined);
+        if (wrong.length > 0) fail(wrong.join("\n"));
       } else if ("sleep_ms" in step) {
         await sleep(step.sleep_ms);
       } else if ("redis_pause_ms" in step) {
