@@ -6,7 +6,7 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { HttpLimiter, type HttpLimiterOptions, type Selection, type Verdict } from "./http/core.js";
-import { defaultUser, headerOf, pathOf, readUpTo } from "./http/request.js";
+import { defaultUser, headerOf, onResponseDone, pathOf, readUpTo } from "./http/request.js";
 import type { Refusal } from "./http/refusals.js";
 
 export { ConfigError, loadConfig, parseConfig, type Config } from "./http/configuration.js";
@@ -101,6 +101,8 @@ export function rateLimit(options: ExpressRateLimitOptions): ExpressRateLimit {
       if (!verdict.pass) return send(res, verdict.refusal);
       for (const [name, value] of Object.entries(verdict.headers)) res.setHeader(name, value);
       if (verdict.after !== undefined) holdEnd(res, verdict.after);
+      // A concurrency policy's slots are held until the response is over.
+      if (verdict.release !== undefined) onResponseDone(res, verdict.release);
       next();
     }, next);
   };

@@ -7,9 +7,9 @@
  * of fastify: the plugin is marked global the way fastify-plugin does it.
  */
 import { Readable } from "node:stream";
-import type { IncomingMessage } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { HttpLimiter, type HttpLimiterOptions, type Selection } from "./http/core.js";
-import { defaultUser, headerOf, pathOf, readUpTo } from "./http/request.js";
+import { defaultUser, headerOf, onResponseDone, pathOf, readUpTo } from "./http/request.js";
 
 export { ConfigError, loadConfig, parseConfig, type Config } from "./http/configuration.js";
 export type { DecisionEvent, Outcome, CheckReport, Logger } from "./http/hook.js";
@@ -28,6 +28,8 @@ export interface FastifyRequestLike {
 /** The parts of a Fastify reply the plugin writes. */
 export interface FastifyReplyLike {
   readonly statusCode: number;
+  /** Node's response underneath. */
+  readonly raw: ServerResponse;
   code(status: number): FastifyReplyLike;
   header(name: string, value: string): FastifyReplyLike;
   send(payload?: unknown): FastifyReplyLike;
@@ -142,6 +144,8 @@ async function librlFastify(fastify: FastifyInstanceLike, options: FastifyRateLi
     }
     for (const [name, value] of Object.entries(verdict.headers)) reply.header(name, value);
     (request as WithAfter)[AFTER] = verdict.after;
+    // A concurrency policy's slots are held until the response is over.
+    if (verdict.release !== undefined) onResponseDone(reply.raw, verdict.release);
     return replaced ?? payload;
   }) as Hook);
 

@@ -13,6 +13,7 @@ import path from "node:path";
 import { connect, type AddressInfo } from "node:net";
 import { createHash } from "node:crypto";
 import type { Server as HttpServer } from "node:http";
+import { Readable } from "node:stream";
 import { after, before, describe, it } from "node:test";
 import express from "express";
 import Fastify from "fastify";
@@ -25,7 +26,7 @@ import { librl } from "../src/fastify.js";
 import { ConfigError, loadConfig, parseConfig, type DecisionEvent } from "../src/http/index.js";
 import { Limiter } from "../src/limiter.js";
 import { refund } from "../src/http/decide.js";
-import { REDIS_SERVER, freePort, startServer, type Server } from "./helpers.js";
+import { REDIS_SERVER, freePort, sleep, startServer, type Server } from "./helpers.js";
 
 /**
  * The older majors, loaded without their type declarations (installed
@@ -457,6 +458,73 @@ describe("HTTP integrations", { concurrency: 1 }, () => {
         // PEEK counts the call it answers for: a count of n + 1 means n are recorded.
         assert.equal(peek[1], counted + 1, where);
         assert.match(warnings.join("\n"), /WRONGTYPE/, where);
+      }
+    }
+  });
+
+  it("a concurrency policy holds its slot while a streamed response runs, and frees it when the stream ends", async () => {
+    await flush();
+    const config = { exempt_loopback: false, policies: [{ name: "slots", algorithm: "concurrency", limit: 1, lease: "10s" }] };
+    // Three chunks 150 ms apart, then the end.
+    const chunks = async function* () {
+      for (const part of ["a", "b", "c"]) {
+        await new Promise((resolve) => setTimeout(resolve, 150));
+        yield part;
+      }
+    };
+    const limiter = rateLimit({ client, config });
+    const app = express();
+    app.use(limiter);
+    app.get("/stream", async (_req, res) => {
+      res.setHeader("Content-Type", "text/event-stream");
+      for await (const part of chunks()) res.write(`data: ${part}\n\n`);
+      res.end();
+    });
+    const expressServer = await listen(app);
+    const fastify = Fastify();
+    await fastify.register(librl, { client, config });
+    fastify.get("/stream", async (_request, reply) => reply.type("text/plain").send(Readable.from(chunks())));
+    await fastify.listen({ port: 0, host: "127.0.0.1" });
+    const urls = { express: expressServer.url, fastify: `http://127.0.0.1:${(fastify.server.address() as AddressInfo).port}` };
+    try {
+      for (const [framework, url] of Object.entries(urls)) {
+        await flush();
+        const streaming = await fetch(`${url}/stream`);
+        assert.equal(streaming.status, 200, framework);
+        // The headers came; the body is still streaming: the slot is held.
+        assert.deepEqual(await statuses(`${url}/stream`, 1), [429], framework);
+        assert.equal(await streaming.text(), framework === "express" ? "data: a\n\ndata: b\n\ndata: c\n\n" : "abc");
+        // Released when the stream ended (a moment after the client read it).
+        await sleep(100);
+        assert.equal(await server.admin.call("EXISTS", "rl:{ip:127.0.0.1}:slots"), 0, framework);
+      }
+    } finally {
+      await expressServer.close();
+      await fastify.close();
+    }
+  });
+
+  it("Redis failing mid-exchange with a concurrency policy: fail closed releases its lease before the 503, fail open after the response", async () => {
+    const policies = [
+      { name: "slots", algorithm: "concurrency", limit: 5, lease: "60s" },
+      { name: "by-key", algorithm: "fixed", limit: 5, window: "60s", key: "api-key" },
+    ];
+    const keyOfKey = `rl:{api-key:${createHash("sha256").update("secret").digest("hex").slice(0, 32)}}:by-key`;
+    for (const framework of FRAMEWORKS) {
+      for (const [fail, status] of [
+        ["open", 200],
+        ["closed", 503],
+      ] as const) {
+        await flush();
+        await server.admin.call("SET", keyOfKey, "not a limiter");
+        const app = await startApp(framework, { client, config: { exempt_loopback: false, fail, policies }, logger: { warn: () => {} } });
+        const res = await fetch(`http://127.0.0.1:${app.port}/`, { headers: { "X-Api-Key": "secret" } });
+        await res.arrayBuffer();
+        await sleep(100);
+        await app.close();
+        const where = `${framework}, fail: ${fail}`;
+        assert.equal(res.status, status, where);
+        assert.equal(await server.admin.call("EXISTS", "rl:{ip:127.0.0.1}:slots"), 0, `${where}: the lease was released`);
       }
     }
   });

@@ -25,7 +25,7 @@ export class ConfigError extends Error {
   }
 }
 
-export type AlgorithmName = "fixed" | "sliding" | "approx" | "token";
+export type AlgorithmName = "fixed" | "sliding" | "approx" | "token" | "concurrency";
 
 /** Whose counter a policy uses. */
 export type KeyKind =
@@ -49,6 +49,7 @@ export interface Policy {
   readonly algorithm: AlgorithmName;
   /** The limit (token: the rate per window). */
   readonly limit: number;
+  /** The window; for a concurrency policy, its lease (the longest a request holds its slots). */
   readonly windowMs: number;
   readonly aligned: boolean;
   readonly burst: number | undefined;
@@ -154,27 +155,44 @@ function costSpec(cost: number | string): CostSpec {
   return { kind: "header", header: headerName(cost).toLowerCase(), name: headerName(cost) };
 }
 
-/** A walked policy, with the rules that span its fields (rate-or-limit-and-window, aligned-only-on-fixed, burst-only-on-token). */
+/**
+ * A walked policy, with the rules that span its fields, in the order
+ * conformance/README.md lists them (rate-or-limit-and-window,
+ * aligned-only-on-fixed, burst-only-on-token, concurrency-has-lease).
+ */
 function policyOf(where: string, p: Walked): Policy {
-  const algorithm = p["algorithm"] as AlgorithmName | "concurrency";
-  // The schema has it; this integration does not hold slots yet, and must not accept a limit it would not enforce.
-  if (algorithm === "concurrency") throw new ConfigError(`${where}.algorithm`, "concurrency is not supported by this integration yet");
-  if (p["lease"] !== undefined) throw new ConfigError(`${where}.lease`, `lease is for concurrency policies, not ${algorithm}`);
+  const algorithm = p["algorithm"] as AlgorithmName;
+  const concurrency = algorithm === "concurrency";
   const rate = p["rate"] as RateValue | undefined;
   const limit = p["limit"] as number | undefined;
   const windowMs = p["window"] as number | undefined;
-  if (rate !== undefined && (limit !== undefined || windowMs !== undefined)) {
-    throw new ConfigError(`${where}.rate`, "give rate, or limit and window, not both");
+  const leaseMs = p["lease"] as number | undefined;
+  if (!concurrency) {
+    if (rate !== undefined && (limit !== undefined || windowMs !== undefined)) {
+      throw new ConfigError(`${where}.rate`, "give rate, or limit and window, not both");
+    }
+    if (rate === undefined && limit === undefined) throw new ConfigError(`${where}.limit`, "missing (give limit and window, or rate)");
+    if (rate === undefined && windowMs === undefined) throw new ConfigError(`${where}.window`, "missing (give limit and window, or rate)");
   }
-  if (rate === undefined && limit === undefined) throw new ConfigError(`${where}.limit`, "missing (give limit and window, or rate)");
-  if (rate === undefined && windowMs === undefined) throw new ConfigError(`${where}.window`, "missing (give limit and window, or rate)");
   if (p["aligned"] === true && algorithm !== "fixed") throw new ConfigError(`${where}.aligned`, `aligned is for fixed policies, not ${algorithm}`);
   if (p["burst"] !== undefined && algorithm !== "token") throw new ConfigError(`${where}.burst`, `burst is for token policies, not ${algorithm}`);
+  if (concurrency) {
+    for (const field of ["window", "rate"]) {
+      if (p[field] !== undefined) throw new ConfigError(`${where}.${field}`, `a concurrency policy has no ${field}; give limit and lease`);
+    }
+    if (limit === undefined) throw new ConfigError(`${where}.limit`, "missing (a concurrency policy gives limit and lease)");
+    if (leaseMs === undefined) throw new ConfigError(`${where}.lease`, "missing (a concurrency policy gives limit and lease)");
+    if (p["count"] !== "all") {
+      throw new ConfigError(`${where}.count`, "must be all on a concurrency policy (its slots are freed when the response is finished)");
+    }
+  } else if (leaseMs !== undefined) {
+    throw new ConfigError(`${where}.lease`, `lease is for concurrency policies, not ${algorithm}`);
+  }
   return {
     name: p["name"] as string,
     algorithm,
     limit: rate?.count ?? (limit as number),
-    windowMs: rate?.windowMs ?? (windowMs as number),
+    windowMs: concurrency ? (leaseMs as number) : (rate?.windowMs ?? (windowMs as number)),
     aligned: p["aligned"] as boolean,
     burst: p["burst"] as number | undefined,
     key: keyKind(p["key"] as string),

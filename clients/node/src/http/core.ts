@@ -9,7 +9,7 @@
 import { Limiter, type LimiterOptions, type RedisLikeClient } from "../limiter.js";
 import type { Decision } from "../reply.js";
 import { resolvePolicies, toConfig, type Config, type ConfigSource, type LoadOptions, type Policy } from "./configuration.js";
-import { decide, refund } from "./decide.js";
+import { decide, leasesOf, refund, release, type Held } from "./decide.js";
 import { FailMode } from "./fail-modes.js";
 import { mostRestrictive, rateLimitHeaders, type Checked } from "./headers.js";
 import { callHook, type DecisionEvent, type DecisionHook, type Logger, type Outcome } from "./hook.js";
@@ -56,10 +56,17 @@ export type Verdict =
        * (a failed refund is logged), so the client's next request sees them.
        */
       readonly after: ((status: number) => Promise<void>) | undefined;
+      /**
+       * Call when the response is finished (its body sent, a stream ended),
+       * or the client went away, or the handler failed: releases the
+       * leases of the request's concurrency policies, once however often
+       * it is called. Undefined when it holds none.
+       */
+      readonly release: (() => void) | undefined;
     }
   | { readonly pass: false; readonly refusal: Refusal };
 
-const PASS_UNCHECKED: Verdict = Object.freeze({ pass: true, headers: Object.freeze({}), after: undefined });
+const PASS_UNCHECKED: Verdict = Object.freeze({ pass: true, headers: Object.freeze({}), after: undefined, release: undefined });
 
 export class HttpLimiter {
   readonly config: Config;
@@ -115,7 +122,10 @@ export class HttpLimiter {
     if (!result.answered) {
       const outcome = await this.#fail.apply(result);
       this.#emit(req, selection, outcome, checks, undefined, result.error);
-      return outcome === "fail_closed" ? { pass: false, refusal: unavailable() } : PASS_UNCHECKED;
+      if (outcome === "fail_closed") return { pass: false, refusal: unavailable() };
+      // fail: open after some groups were admitted: their leases are held while the request runs.
+      const held = result.admitted.flatMap((t) => leasesOf(t.checks, t.decisions));
+      return held.length === 0 ? PASS_UNCHECKED : { pass: true, headers: {}, after: undefined, release: this.#releaser(held) };
     }
     return this.#respond(req, selection, checks, result.admitted, result.decisions);
   }
@@ -126,13 +136,20 @@ export class HttpLimiter {
     const checked: Checked[] = checks.map((c, i) => ({ policy: c.policy, decision: decisions[i] as Decision }));
     if (admitted) {
       this.#emit(req, selection, "allowed", checks, decisions, undefined);
-      return { pass: true, headers: rateLimitHeaders(config.headers, checked, false), after: this.#after(checks) };
+      const held = leasesOf(checks, decisions);
+      return {
+        pass: true,
+        headers: rateLimitHeaders(config.headers, checked, false),
+        after: this.#after(checks),
+        release: held.length === 0 ? undefined : this.#releaser(held),
+      };
     }
     const worst = mostRestrictive(checked) as number;
     if (config.mode === "shadow") {
       this.#logger.warn(`librl: shadow mode: ${req.method} ${req.path} would be refused by policy "${(checks[worst] as Check).policy.name}"`);
       this.#emit(req, selection, "would_deny", checks, decisions, undefined);
-      return { pass: true, headers: rateLimitHeaders(config.headers, checked, false), after: undefined };
+      // The exchange gave back what the admitted groups took: nothing is held.
+      return { pass: true, headers: rateLimitHeaders(config.headers, checked, false), after: undefined, release: undefined };
     }
     this.#emit(req, selection, "denied", checks, decisions, undefined);
     const headers = rateLimitHeaders(config.headers, checked, true);
@@ -146,6 +163,16 @@ export class HttpLimiter {
       const back = checks.filter((c) => (c.policy.count === "failed" ? status < 400 : c.policy.count === "succeeded" && status >= 400));
       if (back.length === 0) return Promise.resolve();
       return refund(this.limiter, back, this.config.timeoutMs, this.#logger, `count: ${status < 400 ? "failed" : "succeeded"}`);
+    };
+  }
+
+  /** Releases `held` on the first call only; a failure is logged (the leases end by themselves). */
+  #releaser(held: readonly Held[]): () => void {
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      void release(this.limiter, held, this.config.timeoutMs, this.#logger, "the response is finished");
     };
   }
 

@@ -4,9 +4,11 @@
  * appear; after a denial the later groups are peeked (every check gets a
  * reply) and the admitted ones refunded, so a refused request is counted
  * by no policy. The whole exchange has `timeout`; a failure reports the
- * groups Redis had admitted, for the fail mode to keep or refund.
+ * groups Redis had admitted, for the fail mode to keep or refund. A
+ * `concurrency` policy's clause takes a lease, given back with a release
+ * where the others are refunded (docs/http.md, Concurrency limits).
  */
-import type { Clause } from "../args.js";
+import { Concurrent, type Clause } from "../args.js";
 import type { Limiter } from "../limiter.js";
 import type { Decision } from "../reply.js";
 import type { Policy } from "./configuration.js";
@@ -20,12 +22,18 @@ export interface Answered {
   readonly decisions: readonly Decision[];
 }
 
+/** A subject group Redis admitted: its checks and their replies (a concurrency check's carries its lease). */
+export interface Taken {
+  readonly checks: readonly Check[];
+  readonly decisions: readonly Decision[];
+}
+
 /** Redis failed (an error, or no answer within the timeout) after admitting `admitted`. */
 export interface Failed {
   readonly answered: false;
   readonly error: Error;
-  /** The subject groups Redis had admitted before it failed (counted until refunded). */
-  readonly admitted: readonly (readonly Check[])[];
+  /** The subject groups Redis had admitted before it failed (counted, and their leases held, until given back). */
+  readonly admitted: readonly Taken[];
 }
 
 export class NoAnswer extends Error {
@@ -34,7 +42,7 @@ export class NoAnswer extends Error {
 
 const ARGS_HEAD = new WeakMap<Policy, readonly string[]>();
 
-/** A policy's clause arguments before COST/REFUND (limit, window, ALIGNED, APPROX, BURST), built once per policy. */
+/** A policy's clause arguments before COST/REFUND (limit, window or lease, ALIGNED, APPROX, BURST), built once per policy. */
 function argsHead(p: Policy): readonly string[] {
   let head = ARGS_HEAD.get(p);
   if (head === undefined) {
@@ -48,9 +56,12 @@ function argsHead(p: Policy): readonly string[] {
   return head;
 }
 
-const ALGORITHM = { fixed: "FIXED", sliding: "SLIDING", approx: "SLIDING", token: "TOKEN" } as const;
+const ALGORITHM = { fixed: "FIXED", sliding: "SLIDING", approx: "SLIDING", token: "TOKEN", concurrency: "CONCURRENT" } as const;
 
-/** A check as an RL.ALL clause, consuming (`COST`) or giving back (`REFUND`) its cost. */
+/**
+ * A check as an RL.ALL clause, consuming (`COST`) or giving back (`REFUND`)
+ * its cost; a concurrency check only consumes (its lease is released).
+ */
 export function clause(c: Check, as: "COST" | "REFUND"): Clause {
   return {
     algorithm: ALGORITHM[c.policy.algorithm],
@@ -105,6 +116,58 @@ export function within<T>(ms: number, work: Promise<T>): Promise<T> {
   });
 }
 
+/** A lease a request holds: the check that took it, and its id. */
+export interface Held {
+  readonly check: Check;
+  readonly id: number;
+}
+
+/** The leases the replies took: the concurrency checks' lease ids above 0 (none in monitor or off mode). */
+export function leasesOf(checks: readonly Check[], decisions: readonly Decision[]): Held[] {
+  const held: Held[] = [];
+  checks.forEach((check, i) => {
+    const id = decisions[i]?.leaseId ?? 0;
+    if (check.policy.algorithm === "concurrency" && id > 0) held.push({ check, id });
+  });
+  return held;
+}
+
+/**
+ * Releases leases, all at once, within `timeoutMs` (if given): `RL.CONCURRENT key
+ * limit lease RELEASE id` without OVERRIDE (a release frees the lease's
+ * slots whatever the limit, and names one key). A release that fails is
+ * logged, never thrown: the lease ends by itself after its length.
+ */
+export async function release(
+  limiter: Limiter,
+  held: readonly Held[],
+  timeoutMs: number | undefined,
+  logger: Logger,
+  why: string,
+): Promise<void> {
+  if (held.length === 0) return;
+  const one = async ({ check, id }: Held) => {
+    try {
+      const limit = Concurrent(check.key, check.policy.limit, `${check.policy.windowMs}ms`);
+      const sent = limiter.heldLease(limit, id).release();
+      await (timeoutMs === undefined ? sent : within(timeoutMs, sent));
+    } catch (err) {
+      logger.warn(`librl: could not release lease ${id} on ${check.key} (${why}): ${(err as Error).message}`);
+    }
+  };
+  await Promise.all(held.map(one));
+}
+
+/** Gives back what admitted groups took: the rate policies refunded, the leases released. */
+export async function giveBack(limiter: Limiter, taken: readonly Taken[], timeoutMs: number, logger: Logger, why: string): Promise<void> {
+  const rate = taken.flatMap((t) => t.checks.filter((c) => c.policy.algorithm !== "concurrency"));
+  const held = taken.flatMap((t) => leasesOf(t.checks, t.decisions));
+  await Promise.all([
+    rate.length > 0 ? refund(limiter, rate, timeoutMs, logger, why) : undefined,
+    release(limiter, held, timeoutMs, logger, why),
+  ]);
+}
+
 /**
  * Gives the checks' costs back: one RL.ALL of REFUND clauses per subject,
  * all within `timeoutMs`. A refund that fails is logged (`why` says which
@@ -152,8 +215,8 @@ export async function decide(limiter: Limiter, checks: readonly Check[], timeout
 interface Exchange {
   /** Set when the timeout passed: nothing more is sent. */
   abandoned: boolean;
-  /** The groups Redis admitted and no refund has been sent for. */
-  admitted: Check[][];
+  /** The groups Redis admitted and nothing has been given back for. */
+  admitted: Taken[];
 }
 
 async function exchange(limiter: Limiter, checks: readonly Check[], state: Exchange, logger: Logger): Promise<Answered> {
@@ -167,18 +230,22 @@ async function exchange(limiter: Limiter, checks: readonly Check[], state: Excha
       admitted ? undefined : { peek: true },
     );
     group.forEach((i, j) => (decisions[i] = reply.decisions[j] as Decision));
-    if (admitted && reply.allowed) state.admitted.push(members);
+    if (admitted && reply.allowed) state.admitted.push({ checks: members, decisions: reply.decisions });
     else admitted = false;
   }
-  // Denied: the groups admitted before the denial give their costs back.
+  // Denied: the groups admitted before the denial give back their costs and leases.
   while (!admitted && !state.abandoned && state.admitted.length > 0) {
-    // Taken off the list before it is sent, so a failure meanwhile cannot refund it twice.
-    const group = state.admitted.shift() as Check[];
+    // Taken off the list before it is sent, so a failure meanwhile cannot give it back twice.
+    const taken = state.admitted.shift() as Taken;
+    const why = "another subject refused the request";
+    const rate = taken.checks.filter((c) => c.policy.algorithm !== "concurrency");
     try {
-      await limiter.all(group.map((c) => clause(c, "REFUND")));
+      if (rate.length > 0) await limiter.all(rate.map((c) => clause(c, "REFUND")));
     } catch (err) {
-      logger.warn(`librl: could not refund ${group.map((c) => c.key).join(", ")} (another subject refused the request): ${(err as Error).message}`);
+      logger.warn(`librl: could not refund ${rate.map((c) => c.key).join(", ")} (${why}): ${(err as Error).message}`);
     }
+    // (Within the exchange's own timeout.)
+    await release(limiter, leasesOf(taken.checks, taken.decisions), undefined, logger, why);
   }
   return { answered: true, admitted, decisions };
 }

@@ -2,12 +2,13 @@
  * Fail modes (docs/http.md, Fail modes): what a request gets when Redis
  * fails, before or in the middle of its exchange. `open` passes it and
  * keeps what Redis admitted counted (a request that is served stays
- * counted); `closed` refunds what Redis admitted, then refuses it with a
- * 503 (a request that is refused is counted by no policy). `local` is the
+ * counted; its leases are released when its response is finished);
+ * `closed` gives back what Redis admitted (refunds, releases), then
+ * refuses it with a 503 (a request that is refused is counted by no policy). `local` is the
  * Rust integration's only.
  */
 import type { Limiter } from "../limiter.js";
-import { refund, type Failed } from "./decide.js";
+import { giveBack, type Failed } from "./decide.js";
 import type { Logger } from "./hook.js";
 
 /** How often the fail-mode warning is logged at most. */
@@ -31,8 +32,7 @@ export class FailMode {
     );
     if (!closed) return "fail_open";
     // Before the 503 is sent, bounded by its own timeout; a failure is logged.
-    const admitted = failed.admitted.flat();
-    if (admitted.length > 0) await refund(this.limiter, admitted, this.timeoutMs, this.logger, "a request refused by fail: closed");
+    if (failed.admitted.length > 0) await giveBack(this.limiter, failed.admitted, this.timeoutMs, this.logger, "a request refused by fail: closed");
     return "fail_closed";
   }
 

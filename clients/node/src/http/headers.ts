@@ -74,7 +74,9 @@ export function rateLimitHeaders(mode: HeadersMode, checked: readonly Checked[],
     out["RateLimit-Policy"] = checked
       .map((c) => {
         const unit = c.policy.cost.kind === "body-bytes" ? ';qu="content-bytes"' : "";
-        return `"${c.policy.name}";q=${shownLimit(c)};w=${ceilSecs(c.policy.windowMs)}${unit}`;
+        // A concurrency policy has no window (docs/http.md, Concurrency limits).
+        const window = c.policy.algorithm === "concurrency" ? "" : `;w=${ceilSecs(c.policy.windowMs)}`;
+        return `"${c.policy.name}";q=${shownLimit(c)}${window}${unit}`;
       })
       .join(", ");
     out["RateLimit"] = `"${w.policy.name}";r=${w.decision.remaining};t=${reset}`;

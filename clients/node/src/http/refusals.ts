@@ -31,6 +31,12 @@ export function windowText(ms: number): string {
 
 /** The 429 detail: when to retry, or that no wait helps; `limit` as the headers show it. */
 export function deniedDetail(policy: Policy, limit: number, decision: Decision, cost: number): string {
+  if (policy.algorithm === "concurrency") {
+    const what = `"${policy.name}" (${limit} at once)`;
+    return decision.retryAfterMs < 0
+      ? `This request costs ${cost}, more than concurrency limit ${what} ever admits.`
+      : `Concurrency limit ${what} reached; retry in ${retryAfterSecs(decision)} s.`;
+  }
   const what = `"${policy.name}" (${limit} per ${windowText(policy.windowMs)})`;
   return decision.retryAfterMs < 0
     ? `This request costs ${cost}, more than rate limit ${what} ever admits at once.`

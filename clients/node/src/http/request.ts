@@ -3,7 +3,7 @@
  * values, the path, the default user (`req.user`), and reading a body
  * without Content-Length to measure it.
  */
-import type { IncomingMessage } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 
 /**
  * The names whose lines Node's `headers` does not join with ", ": it keeps
@@ -117,4 +117,19 @@ export function readUpTo(stream: NodeJS.ReadableStream | IncomingMessage, max: n
     stream.on("end", onEnd);
     stream.on("error", onError);
   });
+}
+
+/**
+ * Calls `done` once the response is over: its last byte handed to the
+ * connection (`finish`: a streamed body at its end), or the connection
+ * closed first (the client went away, the handler failed). Already over
+ * (the client left while the limiter waited for Redis): at once.
+ */
+export function onResponseDone(res: ServerResponse, done: () => void): void {
+  if (res.writableFinished || res.destroyed || res.socket?.destroyed === true) {
+    done();
+    return;
+  }
+  res.once("finish", done);
+  res.once("close", done);
 }
