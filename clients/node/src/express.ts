@@ -39,9 +39,10 @@ export interface ExpressRateLimit extends Middleware {
 }
 
 /**
- * Runs `after(status)` (the count: failed|succeeded refunds) when the
- * handler ends the response, and ends it once that is done: the client's
- * next request sees the refund.
+ * Runs `after(status)` (the count: failed|succeeded refunds, the
+ * concurrency releases) when the handler ends the response, and ends it
+ * once that is done: the client's next request sees the refund and finds
+ * the slot free.
  */
 function holdEnd(res: ServerResponse, after: (status: number) => Promise<void>): void {
   const end = res.end;
@@ -100,9 +101,18 @@ export function rateLimit(options: ExpressRateLimitOptions): ExpressRateLimit {
     core.check(info, chosen, measure).then((verdict: Verdict) => {
       if (!verdict.pass) return send(res, verdict.refusal);
       for (const [name, value] of Object.entries(verdict.headers)) res.setHeader(name, value);
-      if (verdict.after !== undefined) holdEnd(res, verdict.after);
-      // A concurrency policy's slots are held until the response is over.
-      if (verdict.release !== undefined) onResponseDone(res, verdict.release);
+      const { after, release } = verdict;
+      if (release === undefined) {
+        if (after !== undefined) holdEnd(res, after);
+      } else {
+        // A concurrency policy's slots are held until the handler ends the
+        // response (a stream at its end), or the client goes away.
+        holdEnd(res, async (status) => {
+          await after?.(status);
+          await release();
+        });
+        onResponseDone(res, () => void release());
+      }
       next();
     }, next);
   };

@@ -62,7 +62,12 @@ export interface LibrlRouteConfig {
 
 const AFTER = Symbol("librl.after");
 
-type WithAfter = { [AFTER]?: ((status: number) => Promise<void>) | undefined };
+const RELEASE = Symbol("librl.release");
+
+type WithAfter = {
+  [AFTER]?: ((status: number) => Promise<void>) | undefined;
+  [RELEASE]?: (() => Promise<void>) | undefined;
+};
 
 /** A Readable that Fastify's body parsers accept in place of the request. */
 type Payload = Readable & { receivedEncodedLength?: number };
@@ -144,18 +149,24 @@ async function librlFastify(fastify: FastifyInstanceLike, options: FastifyRateLi
     }
     for (const [name, value] of Object.entries(verdict.headers)) reply.header(name, value);
     (request as WithAfter)[AFTER] = verdict.after;
-    // A concurrency policy's slots are held until the response is over.
-    if (verdict.release !== undefined) onResponseDone(reply.raw, verdict.release);
+    (request as WithAfter)[RELEASE] = verdict.release;
+    // A concurrency policy's slots are held until the response is over (a
+    // stream at its end), or the client goes away.
+    const release = verdict.release;
+    if (release !== undefined) onResponseDone(reply.raw, () => void release());
     return replaced ?? payload;
   }) as Hook);
 
-  // Before the response is sent: the client's next request sees the refund.
-  // Only a policy counting after the response has one (a route's own
-  // policies are the configuration's): without any, no hook runs on every
-  // response for nothing.
-  if ([...core.config.policies.values()].some((p) => p.count !== "all")) {
+  // Before the response is sent: the client's next request sees the refund,
+  // and finds a concurrency slot free (a streamed payload holds it until it
+  // ends: released above). Only a policy counting after the response, or a
+  // concurrency policy, has one (a route's own policies are the
+  // configuration's): without any, no hook runs on every response for nothing.
+  if ([...core.config.policies.values()].some((p) => p.count !== "all" || p.algorithm === "concurrency")) {
     fastify.addHook("onSend", (async (request: FastifyRequestLike, reply: FastifyReplyLike, payload: unknown) => {
       await (request as WithAfter)[AFTER]?.(reply.statusCode);
+      const streamed = typeof (payload as { pipe?: unknown } | null)?.pipe === "function";
+      if (!streamed) await (request as WithAfter)[RELEASE]?.();
       return payload;
     }) as Hook);
   }

@@ -57,12 +57,13 @@ export type Verdict =
        */
       readonly after: ((status: number) => Promise<void>) | undefined;
       /**
-       * Call when the response is finished (its body sent, a stream ended),
-       * or the client went away, or the handler failed: releases the
-       * leases of the request's concurrency policies, once however often
-       * it is called. Undefined when it holds none.
+       * Call when the handler is done with the response (before its last
+       * bytes are sent, so the client's next request finds the slots
+       * free), or when the client went away: releases the leases of the
+       * request's concurrency policies, once however often it is called
+       * (the same promise; it never rejects). Undefined when it holds none.
        */
-      readonly release: (() => void) | undefined;
+      readonly release: (() => Promise<void>) | undefined;
     }
   | { readonly pass: false; readonly refusal: Refusal };
 
@@ -167,13 +168,9 @@ export class HttpLimiter {
   }
 
   /** Releases `held` on the first call only; a failure is logged (the leases end by themselves). */
-  #releaser(held: readonly Held[]): () => void {
-    let done = false;
-    return () => {
-      if (done) return;
-      done = true;
-      void release(this.limiter, held, this.config.timeoutMs, this.#logger, "the response is finished");
-    };
+  #releaser(held: readonly Held[]): () => Promise<void> {
+    let sent: Promise<void> | undefined;
+    return () => (sent ??= release(this.limiter, held, this.config.timeoutMs, this.#logger, "the response is finished"));
   }
 
   #emit(
