@@ -43,6 +43,9 @@ def authentication(get_response: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
     def middleware(request: Any) -> Any:
         name = request.headers.get("X-Conformance-User")
+        if name:
+            # WSGI hands header values as Latin-1 text; the name is UTF-8.
+            name = name.encode("latin-1").decode("utf-8", "replace")
         request.user = ConformanceUser(name) if name else Anonymous()
         return get_response(request)
 

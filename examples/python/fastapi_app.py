@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 class ConformanceUser(AuthenticationBackend):
     async def authenticate(self, conn: HTTPConnection) -> Optional[Tuple[AuthCredentials, Any]]:
         name = conn.headers.get("x-conformance-user")
+        if name:
+            # Starlette hands header values as Latin-1 text; the name is UTF-8.
+            name = name.encode("latin-1").decode("utf-8", "replace")
         return (AuthCredentials(["authenticated"]), SimpleUser(name)) if name else None
 
 

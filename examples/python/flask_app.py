@@ -29,7 +29,9 @@ def make_app(config: Any, **options: Unpack[AppOptions]) -> Flask:
     # when librl checks.
     @app.before_request
     def authenticate() -> None:
-        g.user = request.headers.get("X-Conformance-User") or None
+        name = request.headers.get("X-Conformance-User")
+        # WSGI hands header values as Latin-1 text; the name is UTF-8.
+        g.user = name.encode("latin-1").decode("utf-8", "replace") if name else None
 
     RateLimit(app, config=config, **options)
 

@@ -26,6 +26,11 @@ export interface RunningApp {
   close(): Promise<void>;
 }
 
+/** The X-Conformance-User name: Node.js hands header values as Latin-1 text, and the name is UTF-8. */
+function userOf(value: unknown): string | undefined {
+  return typeof value === "string" && value !== "" ? Buffer.from(value, "latin1").toString("utf8") : undefined;
+}
+
 function statusOf(value: unknown): number {
   const n = Number(value);
   return Number.isInteger(n) && n >= 200 && n <= 599 ? n : 200;
@@ -44,7 +49,7 @@ export function expressApp(options: HttpLimiterOptions): express.Express {
   const app = express();
   app.disable("x-powered-by");
   app.use((req, _res, next) => {
-    const user = req.header("x-conformance-user");
+    const user = userOf(req.header("x-conformance-user"));
     if (user !== undefined) (req as { user?: unknown }).user = { id: user };
     next();
   });
@@ -63,8 +68,8 @@ export async function fastifyApp(options: HttpLimiterOptions): Promise<ReturnTyp
   const app = Fastify();
   app.decorateRequest("user", null);
   app.addHook("onRequest", async (request) => {
-    const user = request.headers["x-conformance-user"];
-    if (typeof user === "string") (request as unknown as { user: unknown }).user = { id: user };
+    const user = userOf(request.headers["x-conformance-user"]);
+    if (user !== undefined) (request as unknown as { user: unknown }).user = { id: user };
   });
   // Any body, of any type, is accepted (and ignored) by the catch-all app.
   app.removeAllContentTypeParsers();

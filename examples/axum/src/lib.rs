@@ -124,7 +124,8 @@ async fn bearer_user(req: Request, next: Next) -> Response {
 fn header_user(headers: &HeaderMap, name: &str, prefix: &str) -> Option<AuthUser> {
     headers
         .get(name)
-        .and_then(|v| v.to_str().ok())
+        // The name is UTF-8 (to_str would refuse any byte outside ASCII).
+        .and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
         .and_then(|v| v.strip_prefix(prefix))
         .map(|name| AuthUser(name.trim().to_string()))
         .filter(|u| !u.0.is_empty())
