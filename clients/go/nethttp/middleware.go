@@ -97,7 +97,9 @@ func New(client redis.UniversalClient, source Source, opts ...Option) (*Middlewa
 // none, every policy).
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		policies, i, ok := m.c.selectPolicies(r.Method, r.URL.Path)
+		// The path as sent (an encoded ? or # stays encoded, so it is not
+		// taken for the query's or a fragment's start).
+		policies, i, ok := m.c.selectPolicies(r.Method, r.URL.EscapedPath())
 		if !ok {
 			next.ServeHTTP(w, r)
 			return

@@ -13,8 +13,9 @@ type route struct {
 	policies []*policy
 }
 
-// canonicalPath is the path routes match on (docs/http.md, Routes): the
-// query dropped, percent-decoded until no %XX is left that decodes, then
+// canonicalPath is the path routes match on (docs/http.md, Routes): an
+// absolute-form target's scheme and authority dropped, the query and any
+// fragment dropped, percent-decoded until no %XX is left that decodes, then
 // split on "/", each segment cut at its first ";", empty and "." segments
 // dropped, ".." removing the segment before it, and joined with "/" and no
 // trailing slash. A path already in that form is returned as is (the
@@ -24,7 +25,8 @@ func canonicalPath(p string) string {
 	if isCanonical(p) {
 		return p
 	}
-	if q := strings.IndexByte(p, '?'); q >= 0 {
+	p = pathOfAbsoluteForm(p)
+	if q := strings.IndexAny(p, "?#"); q >= 0 {
 		p = p[:q]
 	}
 	decoded := percentDecode(p)
@@ -52,6 +54,25 @@ func canonicalPath(p string) string {
 	return "/" + strings.Join(segs, "/")
 }
 
+// pathOfAbsoluteForm is an absolute-form request target's path and
+// query (http://host/a?b gives /a?b; http://host gives ""); any other
+// target as it is. A scheme is a letter, then letters, digits, +, - or .,
+// then "://".
+func pathOfAbsoluteForm(p string) string {
+	i := 0
+	for i < len(p) && (isLetter(p[i]) || i > 0 && (p[i] >= '0' && p[i] <= '9' || p[i] == '+' || p[i] == '-' || p[i] == '.')) {
+		i++
+	}
+	if i == 0 || !strings.HasPrefix(p[i:], "://") {
+		return p
+	}
+	rest := p[i+3:]
+	if j := strings.IndexAny(rest, "/?#"); j >= 0 {
+		return rest[j:]
+	}
+	return ""
+}
+
 // isCanonical: "/", or "/" followed by segments that need nothing done.
 func isCanonical(p string) bool {
 	if len(p) == 0 || p[0] != '/' {
@@ -65,7 +86,7 @@ func isCanonical(p string) bool {
 	}
 	for i := 0; i < len(p); i++ {
 		switch p[i] {
-		case '%', '?', ';':
+		case '%', '?', '#', ';':
 			return false
 		case '/':
 			// An empty, "." or ".." segment follows.

@@ -54,8 +54,9 @@ function decodeFully(path: string): string {
  */
 export function canonicalPath(path: string): string {
   if ((scan(path) & CANONICAL) !== 0) return path;
-  const q = path.indexOf("?");
-  let p = q < 0 ? path : path.slice(0, q);
+  let p = pathOfAbsoluteForm(path);
+  const q = p.search(/[?#]/);
+  if (q >= 0) p = p.slice(0, q);
   if (p.includes("%")) p = decodeFully(p);
   const segments: string[] = [];
   for (const part of p.split("/")) {
@@ -66,6 +67,12 @@ export function canonicalPath(path: string): string {
     else segments.push(segment);
   }
   return `/${segments.join("/")}`;
+}
+
+/** An absolute-form target's path and query (`http://host/a?b` gives `/a?b`, `http://host` gives ""); any other target as it is. */
+function pathOfAbsoluteForm(path: string): string {
+  const m = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*/.exec(path);
+  return m === null ? path : path.slice(m[0].length);
 }
 
 const CANONICAL = 1;
@@ -83,8 +90,8 @@ function scan(path: string): number {
   let upper = false;
   for (let i = 1; i < n; i++) {
     const c = path.charCodeAt(i);
-    // `%`, `;`, `?`
-    if (c === 0x25 || c === 0x3b || c === 0x3f) return 0;
+    // `%`, `;`, `?`, `#`
+    if (c === 0x25 || c === 0x3b || c === 0x3f || c === 0x23) return 0;
     // A segment's first character: not `/` (empty), not `.`.
     if ((c === 0x2f || c === 0x2e) && path.charCodeAt(i - 1) === 0x2f) return 0;
     if (c >= 0x41 && c <= 0x5a) upper = true;

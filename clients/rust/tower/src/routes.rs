@@ -10,12 +10,17 @@ use http::Method;
 use crate::configuration::Route;
 use crate::policy::ValidPolicy;
 
-/// docs/http.md, The canonical path: the query dropped, percent-escapes
+/// docs/http.md, The canonical path: an absolute-form target's scheme and
+/// authority dropped, the query and any fragment dropped, percent-escapes
 /// decoded until none is left, `;` parameters, empty and `.` segments
 /// dropped, `..` applied (never above the root), no trailing slash. Bytes
 /// in, bytes out: what is not UTF-8 after decoding is compared as bytes.
 pub fn canonical_path(path: &[u8]) -> Vec<u8> {
-    let path = path.split(|&b| b == b'?').next().unwrap_or_default();
+    let path = path_of_absolute_form(path);
+    let path = path
+        .split(|&b| b == b'?' || b == b'#')
+        .next()
+        .unwrap_or_default();
     let decoded = percent_decode_fully(path);
     let mut segments: Vec<&[u8]> = Vec::new();
     for segment in decoded.split(|&b| b == b'/') {
@@ -37,6 +42,28 @@ pub fn canonical_path(path: &[u8]) -> Vec<u8> {
         out.push(b'/');
     }
     out
+}
+
+/// An absolute-form target's path and query (`http://host/a?b` gives
+/// `/a?b`, `http://host` nothing); any other target as it is. A scheme is
+/// a letter, then letters, digits, `+`, `-` or `.`, then `://`.
+fn path_of_absolute_form(path: &[u8]) -> &[u8] {
+    let scheme = path
+        .iter()
+        .enumerate()
+        .take_while(|&(i, &b)| {
+            b.is_ascii_alphabetic() || (i > 0 && (b.is_ascii_digit() || b"+-.".contains(&b)))
+        })
+        .count();
+    let authority = match path.get(scheme..).and_then(|r| r.strip_prefix(b"://")) {
+        Some(authority) if scheme > 0 => authority,
+        _ => return path,
+    };
+    let end = authority
+        .iter()
+        .position(|b| b"/?#".contains(b))
+        .unwrap_or(authority.len());
+    authority.get(end..).unwrap_or_default()
 }
 
 /// Percent-decoded until no `%XX` is left, in one pass: each byte is

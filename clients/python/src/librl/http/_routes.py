@@ -4,6 +4,7 @@ canonical path, among the routes whose methods include the request's."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Optional, Sequence
 
 if TYPE_CHECKING:
@@ -12,11 +13,20 @@ if TYPE_CHECKING:
 _HEX = frozenset(b"0123456789abcdefABCDEF")
 
 
+#: An absolute-form target's scheme and authority (http://host:80).
+_ABSOLUTE_FORM = re.compile(rb"[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*")
+_QUERY_OR_FRAGMENT = re.compile(rb"[?#]")
+
+
 def canonical_path(path: bytes) -> bytes:
-    """docs/http.md, The canonical path: the query dropped, percent-escapes
+    """docs/http.md, The canonical path: an absolute-form target's scheme and
+    authority dropped, the query and any fragment dropped, percent-escapes
     decoded until none is left, ``;`` parameters, empty and ``.`` segments
     dropped, ``..`` applied (never above the root), no trailing slash."""
-    path = path.split(b"?", 1)[0]
+    absolute = _ABSOLUTE_FORM.match(path)
+    if absolute:
+        path = path[absolute.end() :]
+    path = _QUERY_OR_FRAGMENT.split(path, 1)[0]
     if b"%" in path:
         path = _decode_all(path)
     segments: list[bytes] = []
@@ -50,9 +60,10 @@ def _decode_all(path: bytes) -> bytes:
 
 def decoded_path(path: bytes) -> bytes:
     """A path the server or framework already percent-decoded once, as
-    canonical_path reads it: its query is gone, so a ``?`` in it came from
-    ``%3F`` and is escaped again rather than read as a query's start."""
-    return path.replace(b"?", b"%3F")
+    canonical_path reads it: its query is gone, so a ``?`` or ``#`` in it
+    came from ``%3F`` or ``%23`` and is escaped again rather than read as a
+    query's or a fragment's start."""
+    return path.replace(b"?", b"%3F").replace(b"#", b"%23")
 
 
 def folded(path: str) -> bytes:
