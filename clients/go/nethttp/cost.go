@@ -10,9 +10,21 @@ import (
 // request's body size or a header; a bad cost header (400) or a body too
 // large (413) refuses the request before any check.
 
-// costs fills in each check's cost, or returns the refusal.
+// costs fills in each check's cost, or returns the refusal: a body too
+// large first (it is measured before any cost header is read), then the
+// first bad cost header in check order.
 func costs(c *config, r *http.Request, checks []check) *reply {
 	var body int64 = -1
+	for _, ch := range checks {
+		if ch.p.cost == costBodyBytes {
+			var ok bool
+			if body, ok = measure(r, c.maxBody); !ok {
+				refusal := tooLarge(c.maxBody)
+				return &refusal
+			}
+			break
+		}
+	}
 	for i := range checks {
 		ch := &checks[i]
 		switch ch.p.cost {
@@ -26,13 +38,6 @@ func costs(c *config, r *http.Request, checks []check) *reply {
 			}
 			ch.cost = n
 		case costBodyBytes:
-			if body < 0 {
-				var ok bool
-				if body, ok = measure(r, c.maxBody); !ok {
-					refusal := tooLarge(c.maxBody)
-					return &refusal
-				}
-			}
 			ch.cost = min(max(body, 1), maxUnits)
 		}
 	}
