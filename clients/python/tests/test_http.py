@@ -236,12 +236,18 @@ def test_configuration_files(tmp_path: Path) -> None:
     assert load(examples).routes[0].path == "/upload"
     bad = tmp_path / "bad.json"
     bad.write_text("{")
-    with pytest.raises(ConfigError, match=r"file: .*bad\.json is not JSON"):
+    with pytest.raises(
+        ConfigError, match=r"^librl: configuration: \(file\): .*bad\.json is not JSON: "
+    ):
         load(bad)
     (tmp_path / "bad.yaml").write_text("policies: [")
-    with pytest.raises(ConfigError, match="is not YAML"):
+    with pytest.raises(
+        ConfigError, match=r"^librl: configuration: \(file\): .*bad\.yaml is not YAML: "
+    ):
         load(tmp_path / "bad.yaml")
-    with pytest.raises(ConfigError, match="cannot read"):
+    with pytest.raises(
+        ConfigError, match=r"^librl: configuration: \(file\): cannot read .*missing\.yaml: "
+    ):
         load(tmp_path / "missing.yaml")
     (tmp_path / "list.json").write_text("[1]")
     with pytest.raises(ConfigError, match=r"\(document\): must be an object"):

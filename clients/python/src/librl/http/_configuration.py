@@ -122,25 +122,25 @@ def load(source: Union[Config, Mapping[str, Any], str, os.PathLike[str]]) -> Con
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except OSError as e:
-        raise ConfigError("file", f"cannot read {path}: {e.strerror}") from None
+        raise ConfigError("(file)", f"cannot read {path}: {e.strerror}") from None
     if path.endswith(".json"):
         try:
             doc = json.loads(text)
         except ValueError as e:
-            raise ConfigError("file", f"{path} is not JSON: {e}") from None
+            raise ConfigError("(file)", f"{path} is not JSON: {e}") from None
     else:
         try:
             import yaml
         except ImportError:
             raise ConfigError(
-                "file",
+                "(file)",
                 f"{path}: reading YAML needs PyYAML (pip install 'librl[asgi]', or any of "
                 "the framework extras); a .json file needs nothing",
             ) from None
         try:
             doc = yaml.safe_load(text)
         except (yaml.YAMLError, ValueError) as e:  # ValueError: an integer of 5000 digits
-            raise ConfigError("file", f"{path} is not YAML: {e}") from None
+            raise ConfigError("(file)", f"{path} is not YAML: {e}") from None
     return parse(doc)
 
 
