@@ -37,16 +37,32 @@ WSGIApp = Callable[[Dict[str, Any], Any], Iterable[bytes]]
 _ENVIRON_KEY = "librl.admission"
 
 
+_UNKNOWN: Any = object()
+_login_user: Any = _UNKNOWN
+
+
+def _flask_login_user() -> Any:
+    """Flask-Login's ``current_user``, or None when it is not installed.
+    Looked up once: an import that fails is searched for again on every
+    call, a walk of sys.path that cost every request without Flask-Login
+    more than the rest of the middleware."""
+    global _login_user
+    if _login_user is _UNKNOWN:
+        try:
+            from flask_login import current_user
+        except ImportError:
+            current_user = None
+        _login_user = current_user
+    return _login_user
+
+
 def flask_user() -> Optional[str]:
     """The default resolver: g.user, else Flask-Login's current_user."""
     user = flask.g.get("user")
     if user is not None:
         return user_name(user)
-    try:
-        from flask_login import current_user
-    except ImportError:
-        return None
-    return user_name(current_user)
+    current_user = _flask_login_user()
+    return None if current_user is None else user_name(current_user)
 
 
 class RateLimit:
