@@ -71,12 +71,39 @@ pub fn get(data: &[u8], pos: &mut usize) -> Option<u64> {
             *pos += 1;
             Some(u64::from(b))
         }
-        _ => get_bits(data, pos, 64).map(|v| v as u64),
+        _ => get_u64(data, pos),
     }
 }
 
-/// `get` for a u128.
+/// `get` past its first byte, in u64 arithmetic: a number that fits 64
+/// bits is at most ten bytes, the tenth holding bit 63 alone.
+fn get_u64(data: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let b = *data.get(*pos)?;
+        *pos += 1;
+        let part = u64::from(b & 0x7f);
+        if shift == 63 && part > 1 {
+            return None;
+        }
+        v |= part << shift;
+        if b & 0x80 == 0 {
+            // A last byte of 0 after others would be a longer encoding.
+            return (b != 0 || shift == 0).then_some(v);
+        }
+    }
+    None
+}
+
+/// `get` for a u128. Most stored numbers fit 64 bits (a bucket's
+/// shortfall does unless its window is months long): those are read in
+/// u64 arithmetic, the rest in u128.
 pub fn get128(data: &[u8], pos: &mut usize) -> Option<u128> {
+    let start = *pos;
+    if let Some(v) = get(data, pos) {
+        return Some(u128::from(v));
+    }
+    *pos = start;
     get_bits(data, pos, 128)
 }
 
@@ -152,5 +179,43 @@ mod tests {
         wide.push(0x01);
         assert_eq!(get(&wide, &mut 0), Some(u64::MAX));
         assert_eq!(get128(&[0xff; 20], &mut 0), None);
+        // Past 64 bits, get128 reads what get refuses.
+        let mut wide = Vec::new();
+        put128(&mut wide, u128::from(u64::MAX) + 1);
+        assert_eq!(get(&wide, &mut 0), None);
+        assert_eq!(get128(&wide, &mut 0), Some(u128::from(u64::MAX) + 1));
+        // A longer encoding of a u64 is refused by both.
+        assert_eq!(get128(&[0x81, 0x80, 0x00], &mut 0), None);
+    }
+
+    proptest::proptest! {
+        /// The u64 reader and the u128 one with its u64 shortcut read
+        /// exactly what the general decoder reads, to the same position.
+        #[test]
+        fn the_fast_readers_agree_with_the_general_one(
+            data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..22),
+            bias in proptest::prelude::any::<bool>(),
+        ) {
+            // Half the cases made of continuation bytes ending in one
+            // terminator: the long encodings near 64 bits.
+            let data: Vec<u8> = if bias {
+                let n = data.len();
+                data.iter().enumerate().map(|(i, b)| if i + 1 < n { b | 0x80 } else { b & 0x7f }).collect()
+            } else {
+                data
+            };
+            let (mut a, mut b) = (0, 0);
+            let general = get_bits(&data, &mut b, 64).map(|v| v as u64);
+            proptest::prop_assert_eq!(get(&data, &mut a), general);
+            if general.is_some() {
+                proptest::prop_assert_eq!(a, b);
+            }
+            let (mut a, mut b) = (0, 0);
+            let general = get_bits(&data, &mut b, 128);
+            proptest::prop_assert_eq!(get128(&data, &mut a), general);
+            if general.is_some() {
+                proptest::prop_assert_eq!(a, b);
+            }
+        }
     }
 }
