@@ -133,8 +133,6 @@ type Result<T> = std::result::Result<T, ConfigError>;
 const CROSS_FIELD: &[&str] = &[
     "aligned-only-on-fixed",
     "burst-only-on-token",
-    // Checked in part: lease only on concurrency; concurrency itself is
-    // refused until this integration holds slots (conformance/pending.json).
     "concurrency-has-lease",
     "fail-local-where-supported",
     "policy-names-unique",
@@ -337,46 +335,17 @@ fn read_deny(deny: &WalkedObject) -> Result<Deny> {
     })
 }
 
-/// A policy, with the cross-field rules within one policy.
+/// A policy, with the cross-field rules within one policy, in the order
+/// conformance/README.md's table gives them.
 fn read_policy(p: &WalkedObject) -> Result<Policy> {
     let name = p.required("name", p.text("name")?)?;
     let algorithm = p.required("algorithm", p.text("algorithm")?)?;
-    if algorithm == "concurrency" {
-        // The schema has it; this integration does not hold slots yet, and
-        // must not accept a limit it would not enforce.
-        return Err(ConfigError::new(
-            p.path("algorithm"),
-            "concurrency is not supported by this integration yet",
-        ));
-    }
     let mut algorithm = p.required("algorithm", Algorithm::from_name(algorithm))?;
-    // concurrency-has-lease
-    if p.has("lease") {
-        return Err(ConfigError::new(
-            p.path("lease"),
-            format!(
-                "lease is for concurrency policies, not {}",
-                algorithm.name()
-            ),
-        ));
-    }
-    // rate-or-limit-and-window
-    let (limit, window_ms) = match p.rate("rate")? {
-        Some(_) if p.has("limit") || p.has("window") => {
-            return Err(ConfigError::new(
-                p.path("rate"),
-                "give rate, or limit and window, not both",
-            ))
-        }
-        Some(rate) => rate,
-        None => {
-            let missing = |field: &str| {
-                ConfigError::new(p.path(field), "missing (give limit and window, or rate)")
-            };
-            let limit = p.integer("limit")?.ok_or_else(|| missing("limit"))?;
-            let window = p.ms("window")?.ok_or_else(|| missing("window"))?;
-            (limit, window)
-        }
+    let concurrency = algorithm == Algorithm::Concurrency;
+    let rate_limit = if concurrency {
+        None
+    } else {
+        Some(rate_limit_and_window(p)?)
     };
     // aligned-only-on-fixed
     if p.boolean("aligned")? == Some(true) {
@@ -402,8 +371,31 @@ fn read_policy(p: &WalkedObject) -> Result<Policy> {
             }
         }
     }
+    // concurrency-has-lease
+    let (limit, window_ms) = match rate_limit {
+        Some(_) if p.has("lease") => {
+            return Err(ConfigError::new(
+                p.path("lease"),
+                format!(
+                    "lease is for concurrency policies, not {}",
+                    algorithm.name()
+                ),
+            ))
+        }
+        Some(rate_limit) => rate_limit,
+        None => concurrency_limit_and_lease(p)?,
+    };
     let key = p.required("key", p.text("key")?)?;
-    let count = p.required("count", p.text("count")?)?;
+    let count = p.required(
+        "count",
+        Count::from_name(p.required("count", p.text("count")?)?),
+    )?;
+    if concurrency && count != Count::All {
+        return Err(ConfigError::new(
+            p.path("count"),
+            "must be all on a concurrency policy (its slots are freed when the response is finished)",
+        ));
+    }
     let cost = match p.value("cost") {
         Some(Walked::Integer(n)) => Cost::Units(*n),
         Some(Walked::Text(text)) if text == "body-bytes" => Cost::BodyBytes,
@@ -420,9 +412,50 @@ fn read_policy(p: &WalkedObject) -> Result<Policy> {
         window: Duration::from_millis(window_ms),
         key: p.required("key", KeyKind::from_config(key))?,
         cost,
-        count: p.required("count", Count::from_name(count))?,
+        count,
         overridable: p.required("overridable", p.boolean("overridable")?)?,
     })
+}
+
+/// rate-or-limit-and-window: a rate policy's units and window in ms.
+fn rate_limit_and_window(p: &WalkedObject) -> Result<(u64, u64)> {
+    match p.rate("rate")? {
+        Some(_) if p.has("limit") || p.has("window") => Err(ConfigError::new(
+            p.path("rate"),
+            "give rate, or limit and window, not both",
+        )),
+        Some(rate) => Ok(rate),
+        None => {
+            let missing = |field: &str| {
+                ConfigError::new(p.path(field), "missing (give limit and window, or rate)")
+            };
+            let limit = p.integer("limit")?.ok_or_else(|| missing("limit"))?;
+            let window = p.ms("window")?.ok_or_else(|| missing("window"))?;
+            Ok((limit, window))
+        }
+    }
+}
+
+/// concurrency-has-lease: a concurrency policy has limit and lease, and
+/// no window or rate. Its slots and lease in ms.
+fn concurrency_limit_and_lease(p: &WalkedObject) -> Result<(u64, u64)> {
+    for field in ["window", "rate"] {
+        if p.has(field) {
+            return Err(ConfigError::new(
+                p.path(field),
+                format!("a concurrency policy has no {field}; give limit and lease"),
+            ));
+        }
+    }
+    let missing = |field: &str| {
+        ConfigError::new(
+            p.path(field),
+            "missing (a concurrency policy gives limit and lease)",
+        )
+    };
+    let limit = p.integer("limit")?.ok_or_else(|| missing("limit"))?;
+    let lease = p.ms("lease")?.ok_or_else(|| missing("lease"))?;
+    Ok((limit, lease))
 }
 
 /// policy-names-unique
@@ -482,7 +515,11 @@ fn policy_document(p: &Policy) -> Value {
     doc.insert("name".into(), json!(p.name));
     doc.insert("algorithm".into(), json!(p.algorithm.name()));
     doc.insert("limit".into(), json!(p.limit));
-    doc.insert("window".into(), duration_text(p.window));
+    let period = match p.algorithm {
+        Algorithm::Concurrency => "lease",
+        _ => "window",
+    };
+    doc.insert(period.into(), duration_text(p.window));
     match p.algorithm {
         Algorithm::Fixed { aligned } => {
             doc.insert("aligned".into(), json!(aligned));
@@ -490,7 +527,10 @@ fn policy_document(p: &Policy) -> Value {
         Algorithm::Token { burst: Some(b) } => {
             doc.insert("burst".into(), json!(b));
         }
-        Algorithm::Token { burst: None } | Algorithm::Sliding | Algorithm::Approx => {}
+        Algorithm::Token { burst: None }
+        | Algorithm::Sliding
+        | Algorithm::Approx
+        | Algorithm::Concurrency => {}
     }
     doc.insert("key".into(), json!(p.key.to_config()));
     let cost = match &p.cost {

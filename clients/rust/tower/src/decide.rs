@@ -1,14 +1,18 @@
 //! The Redis exchange of one request (docs/http.md, One decision per
 //! request): one connection shared by every request, made on first use
 //! (so the app starts while Redis is down) and remade after a loss; one
-//! `RL.ALL` per subject, `PEEK` after a denial, refunds across subjects;
-//! and, when Redis fails part-way, which groups it had admitted, so the
-//! fail mode can keep or refund them.
+//! `RL.ALL` per subject, `PEEK` after a denial, refunds across subjects
+//! (a concurrency policy's lease given back by `RELEASE`); when Redis
+//! fails part-way, which groups it had admitted, so the fail mode can keep
+//! or give them back; and the `RELEASE` of a request's leases once its
+//! response is finished.
 
 use std::fmt;
 use std::time::Duration;
 
-use librl_client::{All, AllDecision, AsyncLimiter, Clause, Decision, Fixed, Sliding, Token};
+use librl_client::{
+    All, AsyncLimiter, Clause, Command, Concurrent, Decision, Fixed, LeaseId, Sliding, Token,
+};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
@@ -66,13 +70,22 @@ pub struct Verdict {
 }
 
 /// Redis failed during the exchange: why, and the groups (indices of the
-/// checks, one subject each) it had admitted before, which the fail mode
-/// keeps or refunds. A group whose reply never came is in none: Redis may
-/// or may not have recorded it.
+/// checks, one subject each) it had admitted before, with their replies
+/// (a concurrency check's lease), which the fail mode keeps or gives back.
+/// A group whose reply never came is in none: Redis may or may not have
+/// recorded it (a lease taken then ends by itself).
 #[derive(Debug)]
 pub struct Failure {
     pub error: Unavailable,
-    pub admitted: Vec<Vec<usize>>,
+    pub admitted: Vec<Admitted>,
+}
+
+/// One subject's checks Redis admitted, and its replies to them (same
+/// order).
+#[derive(Clone, Debug)]
+pub struct Admitted {
+    pub members: Vec<usize>,
+    pub replies: Vec<Decision>,
 }
 
 impl Backend {
@@ -113,23 +126,25 @@ impl Backend {
                     let all: All = members.iter().map(|&i| checks[i].clause()).collect();
                     let all = if admitted { all } else { all.peek() };
                     let reply = self.run(&all).await?;
-                    for (&i, d) in members.iter().zip(reply.decisions) {
-                        replies[i] = Some(d);
+                    for (&i, d) in members.iter().zip(&reply.decisions) {
+                        replies[i] = Some(*d);
                     }
                     if admitted && reply.allowed {
-                        admitted_groups.push(members);
+                        admitted_groups.push(Admitted {
+                            members,
+                            replies: reply.decisions,
+                        });
                     } else {
                         admitted = false;
                     }
                 }
                 if !admitted {
-                    // Each group leaves the list as its refund is sent: were the
-                    // timeout to stop the exchange here, the fail mode refunds
-                    // only the groups not yet refunded (never one twice).
+                    // Each group leaves the list as it is given back: were the
+                    // timeout to stop the exchange here, the fail mode gives
+                    // back only the groups not yet given back (never one twice).
                     while !admitted_groups.is_empty() {
-                        let members = admitted_groups.remove(0);
-                        let refund: All = members.iter().map(|&i| refund(&checks[i])).collect();
-                        if let Err(e) = self.run(&refund).await {
+                        let group = admitted_groups.remove(0);
+                        if let Err(e) = self.give_back(checks, &group).await {
                             tracing::warn!(
                                 "librl: could not refund a request another subject refused: {e}"
                             );
@@ -150,21 +165,16 @@ impl Backend {
 
     /// Gives back what Redis admitted for a request that is refused after
     /// all (docs/http.md, One decision per request: fail closed, or a local
-    /// denial): one `RL.ALL` of `REFUND` clauses per group, with its own
-    /// timeout; a refund that fails is logged.
-    pub async fn refund_groups(&self, checks: &[Check], groups: &[Vec<usize>]) {
+    /// denial): per group, with its own timeout, as [`Backend::give_back`];
+    /// a refund that fails is logged.
+    pub async fn refund_groups(&self, checks: &[Check], groups: &[Admitted]) {
         if groups.is_empty() {
             return;
         }
         let refunded = self
             .within_timeout(async {
-                for members in groups {
-                    let all: All = members
-                        .iter()
-                        .filter_map(|&i| checks.get(i))
-                        .map(refund)
-                        .collect();
-                    self.run(&all).await?;
+                for group in groups {
+                    self.give_back(checks, group).await?;
                 }
                 Ok(())
             })
@@ -174,11 +184,40 @@ impl Backend {
         }
     }
 
+    /// Gives back one admitted group: an `RL.ALL` of `REFUND` clauses for
+    /// its counting checks, and a `RELEASE` of each lease it took.
+    async fn give_back(&self, checks: &[Check], group: &Admitted) -> redis::RedisResult<()> {
+        let mut refunds = All::new();
+        let mut counting = false;
+        for (&i, reply) in group.members.iter().zip(&group.replies) {
+            let Some(check) = checks.get(i) else {
+                continue;
+            };
+            if check.policy.is_concurrency() {
+                if let Some(id) = reply.lease {
+                    self.run(&check.release(id)).await?;
+                }
+            } else {
+                refunds = refunds.clause(refund(check));
+                counting = true;
+            }
+        }
+        if counting {
+            self.run(&refunds).await?;
+        }
+        Ok(())
+    }
+
     /// Gives back each check's cost (one `RL.ALL` of `REFUND` clauses per
-    /// subject): `count: failed` / `succeeded` after the response.
+    /// subject): `count: failed` / `succeeded` after the response. A
+    /// concurrency check has none to give back (its lease is released).
     pub async fn refund(&self, checks: &[&Check]) -> Result<(), Unavailable> {
         self.within_timeout(async {
-            let owned: Vec<Check> = checks.iter().map(|c| (*c).clone()).collect();
+            let owned: Vec<Check> = checks
+                .iter()
+                .filter(|c| !c.policy.is_concurrency())
+                .map(|c| (*c).clone())
+                .collect();
             for members in by_subject(&owned) {
                 let all: All = members.iter().map(|&i| refund(&owned[i])).collect();
                 self.run(&all).await?;
@@ -186,6 +225,17 @@ impl Backend {
             Ok(())
         })
         .await
+    }
+
+    /// Sends each `RL.CONCURRENT ... RELEASE`, each with the timeout.
+    /// Errors are logged and otherwise ignored: a lease not released ends
+    /// by itself.
+    pub async fn release(&self, releases: &[Concurrent]) {
+        for release in releases {
+            if let Err(e) = self.within_timeout(self.run(release)).await {
+                tracing::debug!("librl: could not release a lease (it ends by itself): {e}");
+            }
+        }
     }
 
     async fn within_timeout<T>(
@@ -198,7 +248,7 @@ impl Backend {
             .map_err(Unavailable::Redis)
     }
 
-    async fn run(&self, all: &All) -> redis::RedisResult<AllDecision> {
+    async fn run<Q: Command>(&self, command: &Q) -> redis::RedisResult<Q::Output> {
         match &self.connection {
             Connection::Standalone { client, limiter } => {
                 let limiter = limiter
@@ -214,7 +264,7 @@ impl Backend {
                         redis::RedisResult::Ok(AsyncLimiter::new(manager))
                     })
                     .await?;
-                limiter.run(all).await
+                limiter.run(command).await
             }
             Connection::Cluster { client, limiter } => {
                 let limiter = limiter
@@ -224,7 +274,7 @@ impl Backend {
                         ))
                     })
                     .await?;
-                limiter.run(all).await
+                limiter.run(command).await
             }
         }
     }
@@ -247,6 +297,20 @@ fn by_subject(checks: &[Check]) -> Vec<Vec<usize>> {
 }
 
 impl Check {
+    /// A concurrency policy's `RL.CONCURRENT` call: key, limit, lease and
+    /// cost, without `OVERRIDE`.
+    pub fn concurrent(&self) -> Concurrent {
+        let lease = Duration::from_millis(self.policy.window.ms());
+        Concurrent::new(self.key.as_str(), self.policy.limit.get(), lease).cost(self.cost.get())
+    }
+
+    /// `RL.CONCURRENT key limit lease RELEASE id`, without the policy's
+    /// `OVERRIDE`: a release frees the same slots either way, and naming
+    /// one key it never meets `TRYAGAIN` while its slot moves.
+    pub fn release(&self, id: LeaseId) -> Concurrent {
+        self.concurrent().release(id)
+    }
+
     /// The policy as an `RL.ALL` clause: algorithm, key, limit, window and
     /// options.
     pub fn clause(&self) -> Clause {
@@ -268,6 +332,7 @@ impl Check {
                     None => token.into(),
                 }
             }
+            ValidAlgorithm::Concurrency => self.concurrent().into(),
         };
         match &self.override_key {
             None => clause,
@@ -287,8 +352,8 @@ fn refund(check: &Check) -> Clause {
         Clause::Fixed(c) => c.refund(check.cost.get()).into(),
         Clause::Sliding(c) => c.refund(check.cost.get()).into(),
         Clause::Token(c) => c.refund(check.cost.get()).into(),
-        // No policy here makes one yet; a lease is given back by RELEASE,
-        // not REFUND, so the nearest harmless call is a read.
+        // Never sent: a lease is given back by RELEASE, not REFUND
+        // (`give_back`); the nearest harmless call is a read.
         Clause::Concurrent(c) => c.cost(0).into(),
     }
 }

@@ -3,6 +3,8 @@
 //! [`Algorithm`]/[`InMemory`]), all-or-nothing as `RL.ALL` is. Limits then
 //! hold per process, not across processes; overrides are not read (they
 //! live in Redis), and counts made locally stay local when Redis is back.
+//! A concurrency policy's lease is taken here too, and released here when
+//! the request's response is finished.
 //!
 //! Memory is bounded: a key is dropped when its limiter would be empty again
 //! (as Redis expires it), and at `capacity` keys the ones closest to expiry
@@ -12,10 +14,11 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use librl_client::{Decision, RetryAfter};
+use librl_client::{Decision, LeaseId, RetryAfter};
 use librl_core::algorithm::{Exact, InMemory};
 use librl_core::approx::{ApproxParams, ApproxState};
-use librl_core::decision::Verdict;
+use librl_core::concurrent::{self, ConcurrentParams, VecLeases};
+use librl_core::decision::{Change, LimiterReply, Verdict};
 use librl_core::fixed::{FixedParams, FixedState};
 use librl_core::sliding::{SlidingParams, VecLog};
 use librl_core::token::{Bucket, TokenParams};
@@ -30,6 +33,7 @@ enum State {
     Approx(ApproxState),
     Sliding(VecLog),
     Token(Bucket),
+    Concurrent(VecLeases),
 }
 
 /// A call decided: the reply, and for an admitted call the state to store
@@ -66,10 +70,7 @@ impl LocalLimiter {
 
     /// Checks now (Unix time); see [`LocalLimiter::check_at`].
     pub fn check(&self, checks: &[Check]) -> (bool, Vec<Decision>) {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        self.check_at(checks, now)
+        self.check_at(checks, now_ms())
     }
 
     /// As `RL.ALL`: admitted only if every check admits, then recorded by
@@ -104,6 +105,36 @@ impl LocalLimiter {
         (admitted, replies)
     }
 
+    /// Releases lease `id` of a concurrency check's key (nothing when it is
+    /// not held: ended, or its key evicted).
+    pub fn release(&self, check: &Check, id: LeaseId) {
+        let now = now_ms();
+        let params = ConcurrentParams {
+            limit: check.policy.limit,
+            lease_ms: check.policy.window,
+        };
+        let mut store = self.lock();
+        let Some(entry) = store.keys.get_mut(&check.key) else {
+            return;
+        };
+        let State::Concurrent(leases) = &mut entry.state else {
+            return;
+        };
+        match concurrent::release(&params, Some(&*leases), now, id.get()).map(|r| r.change) {
+            Ok(Change::Store {
+                state,
+                expires_at_ms,
+            }) => {
+                leases.apply(&state);
+                entry.expires_at_ms = expires_at_ms;
+            }
+            Ok(Change::Clear) => {
+                store.keys.remove(&check.key);
+            }
+            Ok(Change::Unchanged) | Err(_) => {}
+        }
+    }
+
     /// Keys held, expired ones included until they are next looked at.
     #[cfg(test)]
     fn len(&self) -> usize {
@@ -115,6 +146,12 @@ impl LocalLimiter {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Decides one check on the state its key holds (a state of another
@@ -168,6 +205,30 @@ fn decide(check: &Check, state: Option<&State>, now: u64) -> LocalDecision {
             };
             run(&params, old, now, cost, State::Token)
         }
+        ValidAlgorithm::Concurrency => {
+            let old = match state {
+                Some(State::Concurrent(leases)) => Some(leases),
+                _ => None,
+            };
+            let params = ConcurrentParams {
+                limit,
+                lease_ms: window_ms,
+            };
+            let decided = concurrent::decide(&params, old, now, cost)
+                .or_else(|_| concurrent::decide::<VecLeases>(&params, None, now, cost));
+            let Ok(decision) = decided else {
+                return refused();
+            };
+            let commit = decision.admitted().map(|(edit, expires_at_ms)| {
+                let mut leases = old.cloned().unwrap_or_default();
+                leases.apply(edit);
+                (State::Concurrent(leases), expires_at_ms)
+            });
+            LocalDecision {
+                reply: typed(concurrent::reply(&decision)),
+                commit,
+            }
+        }
     }
 }
 
@@ -192,8 +253,22 @@ where
     let Ok(decision) = decided else {
         return refused();
     };
-    let r = decision.reply();
-    let reply = Decision {
+    let reply = typed(decision.limiter_reply());
+    let commit = match decision.verdict {
+        Verdict::Admit {
+            state: admit,
+            expires_at_ms,
+            ..
+        } => Some((wrap(A::admit(state.cloned(), admit)), expires_at_ms)),
+        Verdict::Deny(_) => None,
+    };
+    LocalDecision { reply, commit }
+}
+
+/// The core's reply as the client's typed one.
+fn typed(reply: LimiterReply) -> Decision {
+    let r = reply.six();
+    Decision {
         allowed: r[0] == 1,
         count: non_negative(r[1]),
         retry_after: if r[2] < 0 {
@@ -204,17 +279,8 @@ where
         limit: non_negative(r[3]),
         remaining: non_negative(r[4]),
         reset_after_ms: non_negative(r[5]),
-        lease: None,
-    };
-    let commit = match decision.verdict {
-        Verdict::Admit {
-            state: admit,
-            expires_at_ms,
-            ..
-        } => Some((wrap(A::admit(state.cloned(), admit)), expires_at_ms)),
-        Verdict::Deny(_) => None,
-    };
-    LocalDecision { reply, commit }
+        lease: reply.lease.and_then(LeaseId::new),
+    }
 }
 
 fn non_negative(v: i64) -> u64 {

@@ -123,16 +123,19 @@ pub(crate) fn write(
 }
 
 /// `"name";q=<limit>;w=<window s>`, with `qu="content-bytes"` when the
-/// policy counts body bytes.
+/// policy counts body bytes; a concurrency policy has no window, so no `w`.
 fn policy_item(check: &Check, reply: &Decision) -> String {
     let unit = match check.policy.cost {
         ValidCost::BodyBytes => ";qu=\"content-bytes\"",
         ValidCost::Units(_) | ValidCost::Header { .. } => "",
     };
+    let window = match check.policy.window_secs() {
+        Some(secs) => format!(";w={secs}"),
+        None => String::new(),
+    };
     format!(
-        "\"{}\";q={};w={}{unit}",
+        "\"{}\";q={}{window}{unit}",
         check.policy.name,
         shown_limit(check, reply),
-        check.policy.window_secs()
     )
 }

@@ -4,7 +4,8 @@
 //! `ServiceBuilder`) and tonic (`Server::builder().layer`), over any body:
 //! the wrapped service gets the request's own body, or the bytes read to
 //! measure it ([`RequestBody`]), and answers with its own response body or
-//! the middleware's ([`ResponseBody`]).
+//! the middleware's ([`ResponseBody`], which also releases the request's
+//! concurrency leases when it ends).
 
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
@@ -20,6 +21,7 @@ use http_body_util::{BodyExt, Either, Full, Limited};
 use tower_layer::Layer;
 use tower_service::Service;
 
+use crate::lease::{Leases, ResponseBody};
 use crate::limiter::Shared;
 use crate::plan::{Refusal, RequestFacts};
 use crate::refusals::{self, Reply};
@@ -71,10 +73,6 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// bytes read. axum's routes and tonic's accept any such body.
 pub type RequestBody<B> = Either<B, Full<Bytes>>;
 
-/// The body of the response: the service's own, or the middleware's
-/// refusal (429, 503, 400, 413; empty for a gRPC request's).
-pub type ResponseBody<R> = Either<R, Full<Bytes>>;
-
 impl<S, B, R> Service<Request<B>> for RateLimit<S>
 where
     S: Service<Request<RequestBody<B>>, Response = Response<R>> + Clone + Send + 'static,
@@ -117,7 +115,7 @@ where
     let planned = shared.plan(&set, &facts(&req, peer));
     let Some(planned) = planned else {
         let response = inner.call(req.map(Either::Left)).await?;
-        return Ok(response.map(Either::Left));
+        return Ok(response.map(|body| ResponseBody::new(Either::Left(body), None)));
     };
     let mut body_len = None;
     let req = if planned.needs_body_len() {
@@ -131,16 +129,20 @@ where
     } else {
         req.map(Either::Left)
     };
-    let decided = match shared.decide(planned, &facts(&req, peer), body_len).await {
+    let mut decided = match shared.decide(planned, &facts(&req, peer), body_len).await {
         Ok(decided) => decided,
         Err(reply) => return Ok(respond(reply, grpc.as_ref())),
     };
+    // Held from here: released when the body ends, or when this future or
+    // the body is dropped (the handler failed, panicked, or the client
+    // went away).
+    let leases = Leases::new(shared.clone(), std::mem::take(&mut decided.leases));
     let mut response = match &decided.refusal {
         Some(reply) => respond(reply.clone(), grpc.as_ref()),
         None => {
             let response = inner.call(req).await?;
             shared.settle(&decided, response.status().as_u16()).await;
-            response.map(Either::Left)
+            response.map(|body| ResponseBody::new(Either::Left(body), Some(leases)))
         }
     };
     shared.write_headers(&decided, response.headers_mut());
@@ -212,14 +214,20 @@ where
 /// docs/http.md, gRPC).
 fn respond<R>(reply: Reply, grpc: Option<&HeaderValue>) -> Response<ResponseBody<R>> {
     if let Some(content_type) = grpc {
-        let mut response = Response::new(Either::Right(Full::new(Bytes::new())));
+        let mut response = Response::new(ResponseBody::new(
+            Either::Right(Full::new(Bytes::new())),
+            None,
+        ));
         let headers = response.headers_mut();
         headers.insert(CONTENT_TYPE, content_type.clone());
         headers.insert("grpc-status", HeaderValue::from(u16::from(reply.grpc_code)));
         headers.insert("grpc-message", refusals::grpc_message(&reply.detail));
         return response;
     }
-    let mut response = Response::new(Either::Right(Full::new(reply.body)));
+    let mut response = Response::new(ResponseBody::new(
+        Either::Right(Full::new(reply.body)),
+        None,
+    ));
     *response.status_mut() = reply.status;
     response
         .headers_mut()

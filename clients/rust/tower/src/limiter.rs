@@ -9,13 +9,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use http::{Extensions, HeaderMap};
-use librl_client::Decision;
+use librl_client::{Concurrent, Decision, LeaseId};
 
 use crate::configuration::{validate_policies, Config, ConfigError, FailMode};
-use crate::decide::{Backend, Failure, RedisTarget};
+use crate::decide::{Admitted, Backend, Failure, RedisTarget};
 use crate::fail::LocalLimiter;
 use crate::hook::{self, CheckReport, DecisionEvent, DecisionHook, Outcome};
 use crate::identity::Client;
+use crate::lease::Held;
 use crate::plan::{self, Check, Planned, Refusal, RequestFacts};
 use crate::policy::{Count, Policy};
 use crate::refusals::{self, Reply};
@@ -224,6 +225,9 @@ pub(crate) struct Decided {
     pub local: bool,
     /// The response to send instead of calling the handler.
     pub refusal: Option<Reply>,
+    /// The concurrency leases the request holds until its response is
+    /// finished.
+    pub leases: Vec<Held>,
 }
 
 impl Shared {
@@ -272,13 +276,23 @@ impl Shared {
         let checks = planned
             .checks(&self.config.prefix, facts.headers, body_len)
             .map_err(|r: Refusal| refusals::refused(&r))?;
-        let (outcome, replies, local, error) = match self.backend.check(&checks).await {
-            Ok(v) => (
-                Outcome::of(v.admitted, self.config.mode),
-                v.replies,
-                false,
-                None,
-            ),
+        let (outcome, replies, local, error, leases) = match self.backend.check(&checks).await {
+            Ok(v) => {
+                // A request refused took no lease (RL.ALL admitted nothing,
+                // and other subjects' leases were given back).
+                let leases = if v.admitted {
+                    Held::redis(&checks, &v.replies)
+                } else {
+                    Vec::new()
+                };
+                (
+                    Outcome::of(v.admitted, self.config.mode),
+                    v.replies,
+                    false,
+                    None,
+                    leases,
+                )
+            }
             Err(failure) => self.fail(&checks, failure).await,
         };
         let worst = headers::most_restrictive(&replies);
@@ -328,7 +342,19 @@ impl Shared {
             outcome,
             local,
             refusal,
+            leases,
         })
+    }
+
+    /// Sends the `RELEASE`s of a finished request's leases (errors
+    /// ignored: a lease not released ends by itself).
+    pub(crate) async fn release(&self, releases: &[Concurrent]) {
+        self.backend.release(releases).await;
+    }
+
+    /// Releases a lease the `local` fail mode gave.
+    pub(crate) fn release_local(&self, check: &Check, id: LeaseId) {
+        self.local.release(check, id);
     }
 
     /// The rate-limit headers for this decision (none when Redis failed
@@ -370,13 +396,14 @@ impl Shared {
     }
 
     /// Redis could not answer (docs/http.md, Fail modes), maybe after it
-    /// admitted some groups: a request that is served keeps them counted,
-    /// one that is refused has them refunded before it is answered.
+    /// admitted some groups: a request that is served keeps them counted
+    /// (and holds their leases), one that is refused has them given back
+    /// before it is answered.
     async fn fail(
         &self,
         checks: &[Check],
         failure: Failure,
-    ) -> (Outcome, Vec<Decision>, bool, Option<String>) {
+    ) -> (Outcome, Vec<Decision>, bool, Option<String>, Vec<Held>) {
         let Failure { error, admitted } = failure;
         match self.config.fail {
             FailMode::Open => {
@@ -386,6 +413,7 @@ impl Shared {
                     Vec::new(),
                     false,
                     Some(error.to_string()),
+                    redis_leases(checks, &admitted),
                 )
             }
             FailMode::Closed => {
@@ -396,15 +424,21 @@ impl Shared {
                     Vec::new(),
                     false,
                     Some(error.to_string()),
+                    Vec::new(),
                 )
             }
             FailMode::Local => {
                 let (served, replies) = self.local.check(checks);
-                if !served {
+                let leases = if served {
+                    let mut leases = redis_leases(checks, &admitted);
+                    leases.extend(Held::local(checks, &replies));
+                    leases
+                } else {
                     self.backend.refund_groups(checks, &admitted).await;
-                }
+                    Vec::new()
+                };
                 let outcome = Outcome::of(served, self.config.mode);
-                (outcome, replies, true, Some(error.to_string()))
+                (outcome, replies, true, Some(error.to_string()), leases)
             }
         }
     }
@@ -416,4 +450,19 @@ impl Shared {
             tracing::warn!("librl: rate limiting skipped (fail open): {e}");
         }
     }
+}
+
+/// The leases Redis gave the groups it admitted before it failed.
+fn redis_leases(checks: &[Check], admitted: &[Admitted]) -> Vec<Held> {
+    admitted
+        .iter()
+        .flat_map(|group| {
+            let members: Vec<Check> = group
+                .members
+                .iter()
+                .filter_map(|&i| checks.get(i).cloned())
+                .collect();
+            Held::redis(&members, &group.replies)
+        })
+        .collect()
 }

@@ -23,6 +23,10 @@ pub enum Algorithm {
     /// `RL.TOKEN`: `limit` tokens per window into a bucket of `burst` tokens
     /// (default `limit`).
     Token { burst: Option<u64> },
+    /// `RL.CONCURRENT`: at most `limit` requests in flight; the policy's
+    /// `window` is the lease, after which a slot whose release never came
+    /// frees itself.
+    Concurrency,
 }
 
 /// Whose counter a policy uses (docs/http.md, Identity).
@@ -68,8 +72,10 @@ pub enum Count {
 pub struct Policy {
     pub name: String,
     pub algorithm: Algorithm,
-    /// Units per window (for `Token`, the rate: tokens added per window).
+    /// Units per window (for `Token`, the rate: tokens added per window;
+    /// for `Concurrency`, the slots).
     pub limit: u64,
+    /// For `Concurrency`, the lease.
     pub window: Duration,
     pub key: KeyKind,
     pub cost: Cost,
@@ -98,6 +104,13 @@ impl Policy {
     /// A bucket refilled with `rate` tokens per `window`.
     pub fn token(name: &str, rate: u64, window: Duration) -> Policy {
         Policy::new(name, Algorithm::Token { burst: None }, rate, window)
+    }
+
+    /// At most `limit` requests in flight at once, each holding its slot
+    /// (its cost in slots) until its response has been sent; a slot whose
+    /// release never arrives frees itself after `lease`.
+    pub fn concurrency(name: &str, limit: u64, lease: Duration) -> Policy {
+        Policy::new(name, Algorithm::Concurrency, limit, lease)
     }
 
     /// Values are checked when a layer is built, so a bad policy stops the
@@ -172,6 +185,7 @@ impl Algorithm {
             Algorithm::Sliding => "sliding",
             Algorithm::Approx => "approx",
             Algorithm::Token { .. } => "token",
+            Algorithm::Concurrency => "concurrency",
         }
     }
 
@@ -181,6 +195,7 @@ impl Algorithm {
             "sliding" => Some(Algorithm::Sliding),
             "approx" => Some(Algorithm::Approx),
             "token" => Some(Algorithm::Token { burst: None }),
+            "concurrency" => Some(Algorithm::Concurrency),
             _ => None,
         }
     }
@@ -236,10 +251,16 @@ impl Count {
 /// A validated policy's algorithm: a token bucket's burst is an [`Amount`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ValidAlgorithm {
-    Fixed { aligned: bool },
+    Fixed {
+        aligned: bool,
+    },
     Sliding,
     Approx,
-    Token { burst: Option<Amount> },
+    Token {
+        burst: Option<Amount>,
+    },
+    /// The policy's `window` is the lease.
+    Concurrency,
 }
 
 /// A validated policy's cost.
@@ -280,6 +301,7 @@ impl ValidPolicy {
             Algorithm::Token { burst: Some(b) } => ValidAlgorithm::Token {
                 burst: Some(Amount::new(b)?),
             },
+            Algorithm::Concurrency => ValidAlgorithm::Concurrency,
         };
         let whole_ms = p.window.subsec_nanos().is_multiple_of(1_000_000);
         let window_ms = u64::try_from(p.window.as_millis()).ok()?;
@@ -303,9 +325,17 @@ impl ValidPolicy {
         })
     }
 
-    /// The window in whole seconds, rounded up, as the headers give it.
-    pub(crate) fn window_secs(&self) -> u64 {
-        self.window.ms().div_ceil(1000)
+    /// The window in whole seconds, rounded up, as the headers give it;
+    /// None for a concurrency policy, which has none.
+    pub(crate) fn window_secs(&self) -> Option<u64> {
+        match self.algorithm {
+            ValidAlgorithm::Concurrency => None,
+            _ => Some(self.window.ms().div_ceil(1000)),
+        }
+    }
+
+    pub(crate) fn is_concurrency(&self) -> bool {
+        self.algorithm == ValidAlgorithm::Concurrency
     }
 }
 

@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 use crate::configuration::{Deny, DenyBody};
 use crate::headers::{retry_after_secs, shown_limit};
 use crate::plan::{Check, Refusal};
-use crate::policy::window_text;
+use crate::policy::{window_text, ValidAlgorithm};
 
 pub const PROBLEM_JSON: &str = "application/problem+json";
 pub const TEXT_PLAIN: &str = "text/plain; charset=utf-8";
@@ -96,15 +96,20 @@ pub(crate) fn denied(deny: &Deny, check: &Check, reply: &Decision) -> Reply {
     let policy = &check.policy;
     let limit = shown_limit(check, reply);
     let per = window_text(policy.window);
-    let detail = match retry_after_secs(reply) {
-        Some(secs) => format!(
-            "Rate limit \"{}\" ({limit} per {per}) exceeded; retry in {secs} s.",
-            policy.name
+    let (name, cost) = (&policy.name, check.cost.get());
+    let detail = match (&policy.algorithm, retry_after_secs(reply)) {
+        // A concurrency policy has no window: its limit is requests at once.
+        (ValidAlgorithm::Concurrency, Some(secs)) => {
+            format!("Concurrency limit \"{name}\" ({limit} at once) reached; retry in {secs} s.")
+        }
+        (ValidAlgorithm::Concurrency, None) => format!(
+            "This request costs {cost}, more than concurrency limit \"{name}\" ({limit} at once) ever admits."
         ),
-        None => format!(
-            "This request costs {}, more than rate limit \"{}\" ({limit} per {per}) ever admits at once.",
-            check.cost.get(),
-            policy.name
+        (_, Some(secs)) => {
+            format!("Rate limit \"{name}\" ({limit} per {per}) exceeded; retry in {secs} s.")
+        }
+        (_, None) => format!(
+            "This request costs {cost}, more than rate limit \"{name}\" ({limit} per {per}) ever admits at once."
         ),
     };
     let retry_ms = reply.retry_after.duration().map(|d| d.as_millis());
