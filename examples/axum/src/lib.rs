@@ -4,10 +4,14 @@
 //! - [`policy_file_app`]: the policies and routes of a configuration file
 //!   (docs/http.md, One configuration), one layer over the whole router.
 //!   This is what `scripts/serve-example axum` serves: every path and method
-//!   answers `ok`.
+//!   answers `ok` (after `X-Conformance-Delay-Ms`, or panicking on
+//!   `X-Conformance-Fail: 1`: conformance/README.md).
 //! - [`demo_app`]: policies attached per route in code with `route_layer`.
 
+use std::panic::AssertUnwindSafe;
 use std::time::Duration;
+
+use futures_util::FutureExt;
 
 use axum::extract::Request;
 use axum::http::header::AUTHORIZATION;
@@ -42,16 +46,35 @@ pub fn redis_from(var: impl Fn(&str) -> Option<String>) -> RedisTarget {
 }
 
 /// Every path and method answers `ok` (status from `X-Conformance-Status`,
-/// user from `X-Conformance-User`), behind the configuration's routes.
+/// user from `X-Conformance-User`, after `X-Conformance-Delay-Ms`; a
+/// handler that panics on `X-Conformance-Fail: 1`), behind the
+/// configuration's routes.
 pub fn policy_file_app(limiter: &RateLimiter) -> Router {
     Router::new()
         .fallback(ok)
         .layer(limiter.config_layer())
         // Outside the limiter, so it runs first and the limiter sees the user.
         .layer(middleware::from_fn(conformance_user))
+        // Outermost: a panic unwinds through the limiter (which releases the
+        // request's leases) and is answered 500, as a panic-catching layer
+        // such as tower-http's CatchPanic does.
+        .layer(middleware::from_fn(panic_as_500))
 }
 
 async fn ok(headers: HeaderMap) -> (StatusCode, &'static str) {
+    let delay = headers
+        .get("x-conformance-delay-ms")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(ms) = delay {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+    if headers
+        .get("x-conformance-fail")
+        .is_some_and(|v| v.as_bytes() == b"1")
+    {
+        panic!("X-Conformance-Fail: the handler fails");
+    }
     let status = headers
         .get("x-conformance-status")
         .and_then(|v| v.to_str().ok())
@@ -59,6 +82,17 @@ async fn ok(headers: HeaderMap) -> (StatusCode, &'static str) {
         .and_then(|v| StatusCode::from_u16(v).ok())
         .unwrap_or(StatusCode::OK);
     (status, "ok")
+}
+
+async fn panic_as_500(req: Request, next: Next) -> Response {
+    match AssertUnwindSafe(next.run(req)).catch_unwind().await {
+        Ok(response) => response,
+        Err(_) => {
+            let mut response = Response::new(axum::body::Body::from("the handler panicked"));
+            *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+            response
+        }
+    }
 }
 
 /// Stands in for an authentication layer: `X-Conformance-User: NAME` is

@@ -159,28 +159,48 @@ fn strict(case: &Value) -> Result<(), String> {
             "steps",
         ],
     )?;
+    fn request_step(what: &str, step: &Value, allowed: &[&str]) -> Result<(), String> {
+        only(what, step, allowed)?;
+        only(
+            &format!("{what}'s request"),
+            &step["request"],
+            &[
+                "method",
+                "path",
+                "headers",
+                "body",
+                "chunked",
+                "disconnect_after_ms",
+            ],
+        )?;
+        let expect = step.get("expect").cloned().unwrap_or_else(|| json!({}));
+        only(
+            &format!("{what}'s expect"),
+            &expect,
+            &[
+                "status",
+                "headers",
+                "absent",
+                "content_type",
+                "body",
+                "body_text",
+                "failed",
+            ],
+        )
+    }
     for (i, step) in case["steps"].as_array().into_iter().flatten().enumerate() {
         let what = format!("step {i}");
         if step.get("request").is_some() {
-            only(&what, step, &["request", "expect", "repeat"])?;
-            only(
-                &format!("{what}'s request"),
-                &step["request"],
-                &["method", "path", "headers", "body", "chunked"],
-            )?;
-            let expect = step.get("expect").cloned().unwrap_or_else(|| json!({}));
-            only(
-                &format!("{what}'s expect"),
-                &expect,
-                &[
-                    "status",
-                    "headers",
-                    "absent",
-                    "content_type",
-                    "body",
-                    "body_text",
-                ],
-            )?;
+            request_step(&what, step, &["request", "expect", "repeat"])?;
+        } else if let Some(inner) = step.get("parallel") {
+            only(&what, step, &["parallel"])?;
+            let inner = inner
+                .as_array()
+                .ok_or_else(|| format!("{what}'s parallel is not a list"))?;
+            for (j, s) in inner.iter().enumerate() {
+                let what = format!("{what}'s parallel request {j}");
+                request_step(&what, s, &["request", "expect", "after_ms"])?;
+            }
         } else if step.get("redis").is_some() {
             only(&what, step, &["redis", "expect"])?;
         } else {
@@ -253,15 +273,35 @@ async fn run_step(
     kind: &str,
     paused_until: &mut Option<Instant>,
 ) -> Result<(), String> {
-    if let Some(request) = step.get("request") {
-        let times = step["repeat"].as_u64().unwrap_or(1);
-        for n in 0..times {
-            let (status, headers, body) = send(addr, request).await?;
-            expect_response(&step["expect"], status, &headers, &body).map_err(|why| {
-                format!("request {n}: {why} (status {status}, headers {headers:?}, body {body:?})")
-            })?;
+    if step.get("request").is_some() {
+        return request_step(step.clone(), addr.to_string()).await;
+    }
+    if let Some(inner) = step.get("parallel").and_then(Value::as_array) {
+        // At once (or `after_ms` into the step), each on its own
+        // connection; every one is checked.
+        let tasks: Vec<_> = inner
+            .iter()
+            .map(|s| {
+                let (s, addr) = (s.clone(), addr.to_string());
+                let after = Duration::from_millis(s["after_ms"].as_u64().unwrap_or(0));
+                tokio::spawn(async move {
+                    tokio::time::sleep(after).await;
+                    request_step(s, addr).await
+                })
+            })
+            .collect();
+        let mut failed = Vec::new();
+        for (j, task) in tasks.into_iter().enumerate() {
+            let outcome = task.await.map_err(|e| e.to_string()).and_then(|r| r);
+            if let Err(why) = outcome {
+                failed.push(format!("parallel request {j}: {why}"));
+            }
         }
-        return Ok(());
+        return if failed.is_empty() {
+            Ok(())
+        } else {
+            Err(failed.join("; "))
+        };
     }
     if let Some(ms) = step.get("sleep_ms").and_then(Value::as_u64) {
         tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -306,6 +346,68 @@ async fn run_step(
         return Ok(());
     }
     Err("unknown step".into())
+}
+
+/// A request step: its request (`repeat` times), each answer checked; or,
+/// with `disconnect_after_ms`, the request sent and the connection closed
+/// that long after without reading the answer.
+async fn request_step(step: Value, addr: String) -> Result<(), String> {
+    let request = &step["request"];
+    if let Some(ms) = request.get("disconnect_after_ms").and_then(Value::as_u64) {
+        return send_and_disconnect(&addr, request, Duration::from_millis(ms)).await;
+    }
+    let times = step["repeat"].as_u64().unwrap_or(1);
+    for n in 0..times {
+        if step["expect"]["failed"].as_bool() == Some(true) {
+            // The handler failed: a 500, or no answer at all.
+            return match send(&addr, request).await {
+                Ok((500, ..)) | Err(_) => Ok(()),
+                Ok((status, ..)) => Err(format!("status {status}, expected a failed handler")),
+            };
+        }
+        let (status, headers, body) = send(&addr, request).await?;
+        expect_response(&step["expect"], status, &headers, &body).map_err(|why| {
+            format!("request {n}: {why} (status {status}, headers {headers:?}, body {body:?})")
+        })?;
+    }
+    Ok(())
+}
+
+/// Writes the request by hand on a connection of its own, waits `after`,
+/// and closes the socket unread.
+async fn send_and_disconnect(addr: &str, r: &Value, after: Duration) -> Result<(), String> {
+    use tokio::io::AsyncWriteExt;
+    let method = r["method"].as_str().unwrap_or("GET");
+    let path = match r.get("path") {
+        Some(p) => bytes(p)?,
+        None => b"/".to_vec(),
+    };
+    let body = r["body"].as_str().unwrap_or_default();
+    let mut head = Vec::new();
+    head.extend_from_slice(method.as_bytes());
+    head.push(b' ');
+    head.extend_from_slice(&path);
+    head.extend_from_slice(format!(" HTTP/1.1\r\nHost: {addr}\r\n").as_bytes());
+    for (name, value) in r["headers"].as_object().into_iter().flatten() {
+        let lines = match value {
+            Value::Array(lines) => lines.clone(),
+            other => vec![other.clone()],
+        };
+        for line in &lines {
+            head.extend_from_slice(name.as_bytes());
+            head.extend_from_slice(b": ");
+            head.extend_from_slice(&bytes(line)?);
+            head.extend_from_slice(b"\r\n");
+        }
+    }
+    head.extend_from_slice(format!("Content-Length: {}\r\n\r\n{body}", body.len()).as_bytes());
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("no connection: {e}"))?;
+    stream.write_all(&head).await.map_err(|e| e.to_string())?;
+    tokio::time::sleep(after).await;
+    drop(stream);
+    Ok(())
 }
 
 /// The node owning the command's first key (RL.OVERRIDE's is after the
