@@ -76,13 +76,53 @@ public final class Routes {
   }
 
   /**
-   * docs/http.md, The canonical path: the query dropped, percent-escapes decoded until none is
+   * An absolute-form target ({@code http://example.com/limited}, RFC 9112 section 3.2.2) without
+   * its scheme, {@code ://} and authority (up to the first {@code /}, {@code ?} or {@code #});
+   * any other target as it is.
+   */
+  private static byte[] withoutAuthority(byte[] target) {
+    if (target.length == 0 || !isAsciiLetter(target[0])) {
+      return target;
+    }
+    int i = 1;
+    while (i < target.length
+        && (isAsciiLetter(target[i])
+            || (target[i] >= '0' && target[i] <= '9')
+            || target[i] == '+'
+            || target[i] == '-'
+            || target[i] == '.')) {
+      i++;
+    }
+    if (i + 3 > target.length || target[i] != ':' || target[i + 1] != '/' || target[i + 2] != '/') {
+      return target;
+    }
+    int end = i + 3;
+    while (end < target.length && target[end] != '/' && target[end] != '?' && target[end] != '#') {
+      end++;
+    }
+    return Arrays.copyOfRange(target, end, target.length);
+  }
+
+  private static boolean isAsciiLetter(byte b) {
+    return (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z');
+  }
+
+  /**
+   * docs/http.md, The canonical path: an absolute-form target's scheme and authority dropped,
+   * the query and fragment dropped, percent-escapes decoded until none is
    * left, {@code ;} parameters, empty and {@code .} segments dropped, {@code ..} applied (never
    * above the root), no trailing slash. Bytes in, bytes out.
    */
-  public static byte[] canonicalPath(byte[] path) {
-    int query = indexOf(path, (byte) '?', 0);
-    byte[] decoded = percentDecodeFully(query < 0 ? path : Arrays.copyOf(path, query));
+  public static byte[] canonicalPath(byte[] target) {
+    byte[] path = withoutAuthority(target);
+    int query = path.length;
+    for (int i = 0; i < path.length; i++) {
+      if (path[i] == '?' || path[i] == '#') {
+        query = i;
+        break;
+      }
+    }
+    byte[] decoded = percentDecodeFully(Arrays.copyOf(path, query));
     List<byte[]> segments = new ArrayList<>();
     int start = 0;
     for (int i = 0; i <= decoded.length; i++) {
