@@ -31,17 +31,8 @@ func TestCallsKeepWorkingWhileTheirSlotMoves(t *testing.T) {
 			const tag = "{hot}"
 			slot := librl.Slot(tag)
 			home := c.Owner(slot)
-			away := c.Nodes[0]
-			if away == home {
-				away = c.Nodes[1]
-			}
-			pipe := home.Client().Pipeline()
-			for i := range 20_000 {
-				pipe.Do(ctx, "RL.FIXED", fmt.Sprintf("%s:fill:%d", tag, i), 10, "1h")
-			}
-			if _, err := pipe.Exec(ctx); err != nil {
-				t.Fatal(err)
-			}
+			away := c.Elsewhere(slot)
+			c.FillSlot(tag, slot, 20_000)
 			cc := c.Client()
 			l := librl.New(cc)
 			defer l.Close()

@@ -402,6 +402,27 @@ func (c *Cluster) Owner(slot int) *Server {
 	return nil
 }
 
+// FillSlot makes n RL.FIXED keys under the hash tag tag (pipelined to
+// the owner of its slot), so that moving the slot key by key takes
+// seconds (docs/contributing.md, Calls while a slot moves).
+func (c *Cluster) FillSlot(tag string, slot, n int) {
+	ctx := context.Background()
+	pipe := c.Owner(slot).Client().Pipeline()
+	for i := range n {
+		pipe.Do(ctx, "RL.FIXED", fmt.Sprintf("%s:fill:%d", tag, i), 10, "1h")
+	}
+	_, err := pipe.Exec(ctx)
+	must(c.t, err)
+}
+
+// Elsewhere is a node that does not own slot: where to move it.
+func (c *Cluster) Elsewhere(slot int) *Server {
+	if home := c.Owner(slot); home != c.Nodes[0] {
+		return c.Nodes[0]
+	}
+	return c.Nodes[1]
+}
+
 // MoveSlot reshards slot to target as redis-cli --cluster does:
 // IMPORTING/MIGRATING, MIGRATE every key, SETSLOT NODE on every node.
 func (c *Cluster) MoveSlot(slot int, target *Server) {
