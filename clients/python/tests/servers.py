@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
 
 import redis
+from redis.cluster import RedisCluster
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -294,6 +295,24 @@ class Cluster:
                     elif name == "errorstat_TRYAGAIN":
                         totals["tryagain"] += count
         return totals
+
+    def fill(self, tag: str, n: int) -> None:
+        """``n`` keys under the hash tag ``tag``, so that moving its slot key
+        by key takes seconds (docs/contributing.md, Calls while a slot
+        moves)."""
+        rc = RedisCluster(host="127.0.0.1", port=self.port)
+        try:
+            pipe = rc.pipeline()
+            for i in range(n):
+                pipe.set(f"{tag}:fill:{i}", "x")
+            pipe.execute()
+        finally:
+            rc.close()
+
+    def elsewhere(self, slot: int) -> Server:
+        """A node that does not own ``slot``: where to move it."""
+        owner = self.owner(slot)
+        return next(n for n in self.nodes if n is not owner)
 
     def move_slot(
         self,

@@ -27,7 +27,7 @@ from redis.exceptions import RedisError, TryAgainError
 import librl
 from librl import _args
 from librl._types import parse_decision
-from servers import Cluster, Server
+from servers import Cluster
 
 TAG = "{migrating}"
 FILL = 3000
@@ -107,18 +107,6 @@ def _read(clauses: List[librl.Clause]) -> librl.Clause:
     return type(first)(first.key, BIG, "1h", cost=0)  # type: ignore[call-arg]
 
 
-def _fill(rc: RedisCluster) -> None:
-    pipe = rc.pipeline()
-    for i in range(FILL):
-        pipe.set(f"{TAG}:fill:{i}", "x")
-    pipe.execute()
-
-
-def _target(cluster: Cluster, slot: int) -> Server:
-    owner = cluster.owner(slot)
-    return next(n for n in cluster.nodes if n is not owner)
-
-
 def _report(name: str, cluster: Cluster, took: float, tallies: Dict[str, List[Tally]]) -> str:
     stats = cluster.stats()
     lines = [
@@ -161,7 +149,7 @@ def test_sync_calls_keep_working_while_their_slot_migrates(cluster: Cluster) -> 
         limiter = librl.Limiter(rc, try_again_wait=60)
         durable = librl.Limiter(rc, try_again_wait=60, durable=(1, 5))
         slot = rc.keyslot(TAG)
-        _fill(rc)
+        cluster.fill(TAG, FILL)
         limiter.override_set(OVERRIDE_SET, BIG, "1h")
         kinds = _kinds("sync")
         tallies = {kind: [Tally() for _ in range(WORKERS)] for kind in kinds}
@@ -192,7 +180,7 @@ def test_sync_calls_keep_working_while_their_slot_migrates(cluster: Cluster) -> 
             t.start()
         started = time.monotonic()
         try:
-            cluster.move_slot(slot, _target(cluster, slot), batch=BATCH, pause=PAUSE)
+            cluster.move_slot(slot, cluster.elsewhere(slot), batch=BATCH, pause=PAUSE)
         finally:
             took = time.monotonic() - started
             time.sleep(0.1)
@@ -212,7 +200,7 @@ def test_sync_calls_keep_working_while_their_slot_migrates(cluster: Cluster) -> 
         # retry window, with the TRYAGAIN.
         o = kinds["override never set"](0)[0]
         hour = kinds["all over keys of different ages"](0)[0]
-        with cluster.open_migration(slot, _target(cluster, slot)):
+        with cluster.open_migration(slot, cluster.elsewhere(slot)):
             assert limiter.fixed(o.key, BIG, "1h", override=o.override)
             assert limiter.all(hour, librl.Fixed(f"{TAG}:absent", BIG, "1h"))
             unsplittable = (
@@ -238,7 +226,7 @@ async def test_async_calls_keep_working_while_their_slot_migrates(cluster: Clust
         limiter = librl.AsyncLimiter(arc, try_again_wait=60)
         durable = librl.AsyncLimiter(arc, try_again_wait=60, durable=(1, 5))
         slot = rc.keyslot(TAG)
-        _fill(rc)
+        cluster.fill(TAG, FILL)
         await limiter.override_set(OVERRIDE_SET, BIG, "1h")
         kinds = _kinds("async")
 
@@ -283,7 +271,7 @@ async def test_async_calls_keep_working_while_their_slot_migrates(cluster: Clust
         try:
             # The migration runs in a thread so the event loop stays free.
             await asyncio.to_thread(
-                cluster.move_slot, slot, _target(cluster, slot), None, BATCH, PAUSE
+                cluster.move_slot, slot, cluster.elsewhere(slot), None, BATCH, PAUSE
             )
         finally:
             took = time.monotonic() - started
