@@ -23,7 +23,9 @@ from contract import ROOT
 SERVE = ROOT / "scripts" / "serve-example"
 #: What each framework has beyond the contract's core (a case's `requires`);
 #: a framework not listed has none.
-CAPABILITIES: Dict[str, frozenset[str]] = {"axum": frozenset({"fail-local"})}
+CAPABILITIES: Dict[str, frozenset[str]] = {
+    rust: frozenset({"fail-local"}) for rust in ("axum", "hyper", "tonic")
+}
 #: Every framework with an example: scripts/examples/NAME.sh.
 FRAMEWORKS = tuple(sorted(p.stem for p in (ROOT / "scripts" / "examples").glob("*.sh")))
 _live: List[subprocess.Popen[bytes]] = []

@@ -7,6 +7,10 @@
 //!   answers `ok` (after `X-Conformance-Delay-Ms`, or panicking on
 //!   `X-Conformance-Fail: 1`: conformance/README.md).
 //! - [`demo_app`]: policies attached per route in code with `route_layer`.
+//!
+//! The same policy-file app on a bare hyper server and on tonic's server
+//! (`src/bin`: `scripts/serve-example hyper`, `scripts/serve-example
+//! tonic`) answers with [`conformance_answer`].
 
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
@@ -45,6 +49,31 @@ pub fn redis_from(var: impl Fn(&str) -> Option<String>) -> RedisTarget {
     }
 }
 
+/// An environment variable, unset when empty.
+pub fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// `LISTEN` (an address), else `127.0.0.1:PORT` (default 8080).
+pub fn listen_address() -> String {
+    env_var("LISTEN").unwrap_or_else(|| {
+        format!(
+            "127.0.0.1:{}",
+            env_var("PORT").unwrap_or_else(|| "8080".into())
+        )
+    })
+}
+
+/// The limiter of the configuration file `LIBRL_POLICIES` on the Redis
+/// of [`redis_from`], as `scripts/serve-example hyper` and `tonic` serve it.
+pub fn policy_file_limiter() -> Result<RateLimiter, Box<dyn std::error::Error>> {
+    let path = env_var("LIBRL_POLICIES").ok_or("LIBRL_POLICIES: set it to a configuration file")?;
+    let config = librl_tower::Config::from_file(path)?;
+    Ok(RateLimiter::builder(config)
+        .redis(redis_from(env_var))
+        .build()?)
+}
+
 /// Every path and method answers `ok` (status from `X-Conformance-Status`,
 /// user from `X-Conformance-User`, after `X-Conformance-Delay-Ms`; a
 /// handler that panics on `X-Conformance-Fail: 1`), behind the
@@ -54,7 +83,7 @@ pub fn policy_file_app(limiter: &RateLimiter) -> Router {
         .fallback(ok)
         .layer(limiter.config_layer())
         // Outside the limiter, so it runs first and the limiter sees the user.
-        .layer(middleware::from_fn(conformance_user))
+        .layer(middleware::from_fn(conformance_user_layer))
         // Outermost: a panic unwinds through the limiter (which releases the
         // request's leases) and is answered 500, as a panic-catching layer
         // such as tower-http's CatchPanic does.
@@ -62,6 +91,14 @@ pub fn policy_file_app(limiter: &RateLimiter) -> Router {
 }
 
 async fn ok(headers: HeaderMap) -> (StatusCode, &'static str) {
+    (conformance_answer(&headers).await, "ok")
+}
+
+/// The status the conformance app answers `ok` with: after
+/// `X-Conformance-Delay-Ms` (asleep on the runtime), the one in
+/// `X-Conformance-Status` (default 200); panics on `X-Conformance-Fail: 1`,
+/// as a failing handler of these frameworks does.
+pub async fn conformance_answer(headers: &HeaderMap) -> StatusCode {
     let delay = headers
         .get("x-conformance-delay-ms")
         .and_then(|v| v.to_str().ok())
@@ -75,13 +112,18 @@ async fn ok(headers: HeaderMap) -> (StatusCode, &'static str) {
     {
         panic!("X-Conformance-Fail: the handler fails");
     }
-    let status = headers
+    headers
         .get("x-conformance-status")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u16>().ok())
         .and_then(|v| StatusCode::from_u16(v).ok())
-        .unwrap_or(StatusCode::OK);
-    (status, "ok")
+        .unwrap_or(StatusCode::OK)
+}
+
+/// The user of `X-Conformance-User: NAME`, standing in for what an
+/// authentication layer verifies.
+pub fn conformance_user(headers: &HeaderMap) -> Option<AuthUser> {
+    header_user(headers, "x-conformance-user", "")
 }
 
 async fn panic_as_500(req: Request, next: Next) -> Response {
@@ -97,8 +139,8 @@ async fn panic_as_500(req: Request, next: Next) -> Response {
 
 /// Stands in for an authentication layer: `X-Conformance-User: NAME` is
 /// user NAME, put where the limiter looks ([`AuthUser`]).
-async fn conformance_user(req: Request, next: Next) -> Response {
-    let user = header_user(req.headers(), "x-conformance-user", "");
+async fn conformance_user_layer(req: Request, next: Next) -> Response {
+    let user = conformance_user(req.headers());
     with_user(req, user, next).await
 }
 

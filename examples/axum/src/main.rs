@@ -10,7 +10,7 @@
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
-use librl_axum_example::{demo_app, policy_file_app, redis_from};
+use librl_axum_example::{demo_app, env_var, listen_address, policy_file_app, redis_from};
 use librl_tower::{Config, RateLimiter};
 
 /// A configuration that does not start is said in the contract's words on
@@ -31,9 +31,8 @@ async fn serve() -> Result<(), Box<dyn std::error::Error>> {
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
-    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    let redis = redis_from(var);
-    let policies = var("LIBRL_POLICIES");
+    let redis = redis_from(env_var);
+    let policies = env_var("LIBRL_POLICIES");
     let config = match &policies {
         Some(path) => Config::from_file(path)?,
         None => Config::default(),
@@ -43,9 +42,7 @@ async fn serve() -> Result<(), Box<dyn std::error::Error>> {
         Some(_) => policy_file_app(&limiter),
         None => demo_app(&limiter),
     };
-    let listen = var("LISTEN")
-        .unwrap_or_else(|| format!("127.0.0.1:{}", var("PORT").unwrap_or_else(|| "8080".into())));
-    let listener = tokio::net::TcpListener::bind(&listen).await?;
+    let listener = tokio::net::TcpListener::bind(listen_address()).await?;
     tracing::info!(
         "listening on http://{} ({}), redis {redis:?}",
         listener.local_addr()?,
