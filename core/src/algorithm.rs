@@ -143,7 +143,7 @@ stored_whole!(FixedParams, FixedState, fixed);
 stored_whole!(ApproxParams, ApproxState, approx);
 
 /// TOKEN over the stored [`Bucket`], which may owe reserved tokens. A
-/// bucket without debt takes the plain bucket's path ([`token::decide`]).
+/// bucket without debt takes the plain bucket's path ([`token::decide_plain`]).
 impl Algorithm for TokenParams {
     type State = Bucket;
     type Admit = Bucket;
@@ -159,10 +159,8 @@ impl Algorithm for TokenParams {
     ) -> Result<Decision<Bucket>, Infallible> {
         Ok(match state {
             // The plain bucket, as before RESERVE existed: the hot path.
-            None => token::decide(self, None, now, cost).map(Bucket::from),
-            Some(b) if b.debt == 0 => {
-                token::decide(self, Some(b.state), now, cost).map(Bucket::from)
-            }
+            None => token::decide_plain(self, None, now, cost),
+            Some(b) if b.debt == 0 => token::decide_plain(self, Some(b.state), now, cost),
             Some(b) => token::decide_bucket(self, Some(*b), now, cost),
         })
     }

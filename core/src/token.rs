@@ -237,7 +237,12 @@ impl Units {
                 verdict: Verdict::Admit {
                     state: store(self.bucket(params, now, after)),
                     expires_at_ms: now.saturating_add(status.reset_after_ms),
-                    wait_ms: to_u64(div_ceil(owed, self.rate)),
+                    // (Nearly always nothing is owed: no division then.)
+                    wait_ms: if owed == 0 {
+                        0
+                    } else {
+                        to_u64(div_ceil(owed, self.rate))
+                    },
                 },
             };
         }
@@ -278,11 +283,36 @@ pub fn decide(
 ) -> Decision<TokenState> {
     // With no wait allowed no debt is ever taken, so the bucket written is
     // the plain state.
+    decide_as(params, state, now, cost, |b| b.state)
+}
+
+/// [`decide`] committing a [`Bucket`] without debt: the module's hot path,
+/// the bucket built in place rather than the decision mapped after.
+#[inline]
+pub fn decide_plain(
+    params: &TokenParams,
+    state: Option<TokenState>,
+    now: u64,
+    cost: u64,
+) -> Decision<Bucket> {
+    decide_as(params, state, now, cost, |b| Bucket::from(b.state))
+}
+
+/// TOKEN with no wait allowed, committing what `store` makes of the
+/// bucket (inlined so each caller's state type is built directly).
+#[inline(always)]
+fn decide_as<S>(
+    params: &TokenParams,
+    state: Option<TokenState>,
+    now: u64,
+    cost: u64,
+    store: impl FnOnce(Bucket) -> S,
+) -> Decision<S> {
     let ask = Ask {
         cost,
         max_wait_ms: 0,
     };
-    Units::of(params).take(params, state, 0, now, ask, |b| b.state)
+    Units::of(params).take(params, state, 0, now, ask, store)
 }
 
 /// TOKEN without RESERVE on a bucket that may be in debt: admitted when at

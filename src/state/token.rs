@@ -86,10 +86,12 @@ impl<'v> Stored<'v> for TokenParams {
         decode_bucket(bytes, key_expiry)
     }
 
+    #[inline(always)]
     fn admitted(&self, _: Option<&Bucket>, admit: &Bucket, anchor: u64) -> Result<Write, RlError> {
         Ok(Write::Small(encode_bucket(admit, anchor)))
     }
 
+    #[inline]
     fn refunded(&self, _: Option<&Bucket>, refund: &Bucket, anchor: u64) -> Result<Write, RlError> {
         Ok(Write::Small(encode_bucket(refund, anchor)))
     }
