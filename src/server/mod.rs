@@ -23,6 +23,7 @@ use redis_module::{raw, CallOptionsBuilder, CallReply, CallResult, Context};
 use std::ffi::{CStr, CString};
 use std::marker::PhantomData;
 use std::os::raw::{c_int, c_long, c_longlong};
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 /// The running command's context, valid for `'a`.
 #[derive(Clone, Copy)]
@@ -73,6 +74,27 @@ impl Ctx<'_> {
     pub fn log_warning(self, message: &str) {
         self.context().log_warning(message);
     }
+}
+
+/// The word NOW of propagated calls: one module string, created on the
+/// first call that replicates (on the main thread, where every command
+/// runs) and kept for the life of the process. Null if it could not be
+/// created; the caller then passes the C string.
+fn now_word() -> *mut raw::RedisModuleString {
+    static WORD: AtomicPtr<raw::RedisModuleString> = AtomicPtr::new(std::ptr::null_mut());
+    let word = WORD.load(Ordering::Relaxed);
+    if !word.is_null() {
+        return word;
+    }
+    // SAFETY: a null context makes a string no context frees, which is
+    // what a string kept for the process needs.
+    let word = unsafe {
+        raw::RedisModule_CreateString.map_or(std::ptr::null_mut(), |f| {
+            f(std::ptr::null_mut(), c"NOW".as_ptr(), 3)
+        })
+    };
+    WORD.store(word, Ordering::Relaxed);
+    word
 }
 
 /// The server's clock in Unix milliseconds. The only clock librl reads.
@@ -164,23 +186,55 @@ impl<'a> Call<'a> {
     }
 
     /// Propagates the running call as it came, plus `NOW now`: the client's
-    /// own argument objects are passed, so nothing is copied.
+    /// own argument objects are passed, so nothing is copied. NOW and the
+    /// time go as module strings ("s"), which the server takes a reference
+    /// to, rather than as a C string and a long long ("c", "l"), which it
+    /// copies into new objects on every call: the word is one string for
+    /// the process ([`now_word`]), the time one allocation instead of two.
+    /// The replicated words are the same.
     pub fn replicate_with_now(self, command: &CStr, now: u64) {
         let args = self.args.get(1..).unwrap_or_default();
         let now = c_longlong::try_from(now).unwrap_or(c_longlong::MAX);
-        // SAFETY: the format "vcl" takes (array, count), a C string and a
-        // long long, matching the arguments; all live for the call.
+        let (vector, count) = (
+            args.as_ptr().cast::<*mut raw::RedisModuleString>(),
+            args.len(),
+        );
+        let word = now_word();
+        // SAFETY: each format's arguments match it: (array, count), then
+        // two module strings ("vss") or a C string and a long long
+        // ("vcl"); all live for the call. The time is made without a
+        // context, so freeing it here drops only our reference.
         unsafe {
-            if let Some(replicate) = raw::RedisModule_Replicate {
+            let Some(replicate) = raw::RedisModule_Replicate else {
+                return;
+            };
+            let time = raw::RedisModule_CreateStringFromLongLong
+                .map_or(std::ptr::null_mut(), |f| f(std::ptr::null_mut(), now));
+            if word.is_null() || time.is_null() {
+                let vcl = c"vcl".as_ptr();
                 replicate(
                     self.ctx.raw(),
                     command.as_ptr(),
-                    c"vcl".as_ptr(),
-                    args.as_ptr().cast::<*mut raw::RedisModuleString>(),
-                    args.len(),
+                    vcl,
+                    vector,
+                    count,
                     c"NOW".as_ptr(),
                     now,
                 );
+            } else {
+                let vss = c"vss".as_ptr();
+                replicate(
+                    self.ctx.raw(),
+                    command.as_ptr(),
+                    vss,
+                    vector,
+                    count,
+                    word,
+                    time,
+                );
+            }
+            if let (false, Some(free)) = (time.is_null(), raw::RedisModule_FreeString) {
+                free(std::ptr::null_mut(), time);
             }
         }
     }
