@@ -221,15 +221,22 @@ func allCall(clauses []Clause, peek bool) (call, error) {
 	if len(clauses) == 0 {
 		return call{}, argErr("All", "needs at least one clause (Fixed, Sliding, Token or Concurrent)")
 	}
-	k := call{name: "RL.ALL", argv: []any{"RL.ALL"}, keyPos: 2, effect: effectCacheable}
+	// Room for a clause's usual words (algorithm, key, limit, window, two
+	// options) and PEEK, so that the arguments grow once.
+	argv := make([]any, 1, 2+7*len(clauses))
+	argv[0] = "RL.ALL"
+	k := call{name: "RL.ALL", argv: argv, keyPos: 2, effect: effectCacheable}
 	refund, writes, leases := false, false, false
 	for i, c := range clauses {
 		if c.algorithm == "" {
 			return call{}, argErr("All", "clause %d is the zero Clause: build clauses with Fixed, Sliding, Token or Concurrent", i)
 		}
-		where := "All clause " + strconv.Itoa(i) + " (" + c.algorithm + " " + c.key + ")"
-		words, o, err := clauseWords(where, c, c.allowed(), append(k.argv, c.algorithm))
+		words, o, err := clauseWords("", c, c.allowed(), append(k.argv, c.algorithm))
 		if err != nil {
+			// The clause's place is named only when there is an error to
+			// name it in: the same check again, with it.
+			where := "All clause " + strconv.Itoa(i) + " (" + c.algorithm + " " + c.key + ")"
+			_, _, err = clauseWords(where, c, c.allowed(), nil)
 			return call{}, err
 		}
 		k.argv = words
