@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	librl "github.com/librl/librl/clients/go"
 )
 
@@ -66,51 +68,62 @@ func pairs(checks []check, decisions []librl.Decision) []checked {
 
 // clause is a check as an RL.ALL clause, consuming or giving back its cost
 // (never a concurrency check's refund: that is its lease's release).
+// The options fixed by the configuration are the policy's, built at
+// start-up; a request adds its cost (unless fixed) and override key.
 func clause(c check, refund bool) librl.Clause {
-	opts := []librl.Option{librl.Cost(c.cost)}
+	p := c.p
+	opts := p.opts
 	if refund {
-		opts[0] = librl.Refund(c.cost)
+		opts = append(withoutCost(p), librl.Refund(c.cost))
+	} else if p.cost != costUnits {
+		opts = append(opts[:len(opts):len(opts)], librl.Cost(c.cost))
 	}
 	if c.okey != "" {
-		opts = append(opts, librl.Override(c.okey))
+		opts = append(opts[:len(opts):len(opts)], librl.Override(c.okey))
 	}
-	p := c.p
 	switch p.algorithm {
 	case "fixed":
-		if p.aligned {
-			opts = append(opts, librl.Aligned())
-		}
 		return librl.Fixed(c.key, p.limit, p.window, opts...)
-	case "sliding":
+	case "sliding", "approx":
 		return librl.Sliding(c.key, p.limit, p.window, opts...)
-	case "approx":
-		return librl.Sliding(c.key, p.limit, p.window, append(opts, librl.Approx())...)
 	case "concurrency":
 		return librl.Concurrent(c.key, p.limit, p.lease, opts...)
 	default:
-		if p.burst != 0 {
-			opts = append(opts, librl.Burst(p.burst))
-		}
 		return librl.Token(c.key, p.limit, p.window, opts...)
 	}
 }
 
+// withoutCost is a copy of the policy's fixed options without its COST.
+func withoutCost(p *policy) []librl.Option {
+	if p.cost == costUnits {
+		return append([]librl.Option(nil), p.opts[1:]...)
+	}
+	return append([]librl.Option(nil), p.opts...)
+}
+
 // groups are the checks' indexes by subject, in the order subjects first
 // appear.
+// A request has a few checks: a scan beats a map.
 func groups(checks []check) [][]int {
+	if len(checks) == 1 {
+		return oneCheck
+	}
 	var out [][]int
-	at := map[string]int{}
+next:
 	for i, c := range checks {
-		g, ok := at[c.s.tag]
-		if !ok {
-			g = len(out)
-			at[c.s.tag] = g
-			out = append(out, nil)
+		for g := range out {
+			if checks[out[g][0]].s.tag == c.s.tag {
+				out[g] = append(out[g], i)
+				continue next
+			}
 		}
-		out[g] = append(out[g], i)
+		out = append(out, []int{i})
 	}
 	return out
 }
+
+// oneCheck is the groups of a single check (read only).
+var oneCheck = [][]int{{0}}
 
 var errTimeout = errors.New("no answer within the configured timeout")
 
@@ -140,12 +153,76 @@ func (l *ledger) take() [][]check {
 	return gs
 }
 
-// exchange runs the checks within the timeout. Past it the exchange goes
-// on in the background; what it admits stays counted under fail: open
-// (the request was served) and is refunded under fail: closed (it was
+// exchange runs the checks within the timeout: on the request's own
+// goroutine when the client stops a call at its context's deadline and
+// nothing must outlive the timeout (fail: open, no leases), else on one of
+// its own.
+func (m *Middleware) exchange(checks []check) (verdict, error) {
+	if !m.deadlines || m.c.failClosed || holdsLeases(checks) {
+		return m.detached(checks)
+	}
+	return m.inline(checks)
+}
+
+// honoursDeadlines: the go-redis client ends a call at its context's
+// deadline (Options.ContextTimeoutEnabled); without it, go-redis waits for
+// its own ReadTimeout.
+func honoursDeadlines(client redis.UniversalClient) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
+// holdsLeases: a check takes a concurrency lease, which a request served
+// by fail: open must give back even when its reply comes after the
+// timeout.
+func holdsLeases(checks []check) bool {
+	for _, c := range checks {
+		if c.p.algorithm == "concurrency" {
+			return true
+		}
+	}
+	return false
+}
+
+// inline runs the exchange on the request's goroutine, its deadline the
+// timeout (go-redis then bounds the connection's wait and its reads and
+// writes by it). It serves fail: open without leases: a group Redis
+// admits after the timeout passed stays counted, as the request was
+// served, and the groups after it are not sent; so nothing needs to watch
+// the exchange past the timeout.
+func (m *Middleware) inline(checks []check) (verdict, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), m.c.timeout)
+	defer cancel()
+	l := &ledger{}
+	v, err := m.runGroups(ctx, checks, l)
+	if err != nil {
+		if ctx.Err() != nil {
+			err = errTimeout
+		}
+		return verdict{}, err
+	}
+	if !v.admitted {
+		// A denial refunds the groups admitted before it (several
+		// subjects only); the refunds go on past the timeout if they must.
+		m.refundWithin(l.take())
+	}
+	return v, nil
+}
+
+// detached runs the exchange on a goroutine of its own, waiting at most
+// the timeout. Past it the exchange goes on in the background; what it
+// admits stays counted under fail: open (the request was served; its
+// leases are released) and is refunded under fail: closed (it was
 // refused). On an error or the timeout with fail: closed, the groups
 // admitted so far are refunded before this returns, so before the 503.
-func (m *Middleware) exchange(checks []check) (verdict, error) {
+func (m *Middleware) detached(checks []check) (verdict, error) {
 	type result struct {
 		v   verdict
 		err error
@@ -153,7 +230,7 @@ func (m *Middleware) exchange(checks []check) (verdict, error) {
 	l := &ledger{}
 	done := make(chan result, 1)
 	go func() {
-		v, err := m.runGroups(checks, l)
+		v, err := m.runGroups(context.Background(), checks, l)
 		var back [][]check
 		l.mu.Lock()
 		if err == nil {
@@ -207,15 +284,16 @@ func (m *Middleware) exchange(checks []check) (verdict, error) {
 // runGroups sends one RL.ALL per subject; after a denial the later groups
 // are peeked. Each admitted group goes to the ledger as soon as Redis
 // admits it.
-func (m *Middleware) runGroups(checks []check, l *ledger) (verdict, error) {
-	ctx := context.Background()
-	v := verdict{admitted: true, decisions: make([]librl.Decision, len(checks))}
-	for _, g := range groups(checks) {
+func (m *Middleware) runGroups(ctx context.Context, checks []check, l *ledger) (verdict, error) {
+	v := verdict{admitted: true}
+	gs := groups(checks)
+	if len(gs) > 1 {
+		v.decisions = make([]librl.Decision, len(checks))
+	}
+	for _, g := range gs {
 		clauses := make([]librl.Clause, len(g))
-		members := make([]check, len(g))
 		for j, i := range g {
 			clauses[j] = clause(checks[i], false)
-			members[j] = checks[i]
 		}
 		var a librl.AllDecision
 		var err error
@@ -227,11 +305,19 @@ func (m *Middleware) runGroups(checks []check, l *ledger) (verdict, error) {
 		if err != nil {
 			return verdict{}, err
 		}
-		for j, i := range g {
-			v.decisions[i] = a.Decisions[j]
-			members[j].leaseID = a.Decisions[j].LeaseID
+		if len(gs) == 1 {
+			v.decisions = a.Decisions // one group: in the checks' order
+		} else {
+			for j, i := range g {
+				v.decisions[i] = a.Decisions[j]
+			}
 		}
 		if v.admitted && a.Allowed {
+			members := make([]check, len(g))
+			for j, i := range g {
+				members[j] = checks[i]
+				members[j].leaseID = a.Decisions[j].LeaseID
+			}
 			l.mu.Lock()
 			l.admitted = append(l.admitted, members)
 			l.mu.Unlock()

@@ -63,6 +63,8 @@ type Middleware struct {
 	user     func(*http.Request) string
 	log      *slog.Logger
 	lastWarn atomic.Int64
+	// deadlines: the client ends a call at its context's deadline.
+	deadlines bool
 	// denyHeaders go on refusals by a policy.
 	denyHeaders http.Header
 }
@@ -86,7 +88,7 @@ func New(client redis.UniversalClient, source Source, opts ...Option) (*Middlewa
 		return nil, err
 	}
 	m := &Middleware{c: c, lim: librl.New(client), user: func(r *http.Request) string { return UserFromContext(r.Context()) },
-		log: slog.Default()}
+		log: slog.Default(), deadlines: honoursDeadlines(client)}
 	for _, o := range opts {
 		o(m)
 	}

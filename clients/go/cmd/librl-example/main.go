@@ -40,7 +40,9 @@ func main() {
 	}
 	var client redis.UniversalClient
 	if nodes := os.Getenv("REDIS_CLUSTER_NODES"); nodes != "" {
-		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(nodes, ",")})
+		// ContextTimeoutEnabled: go-redis ends a call at the middleware's
+		// deadline (docs/http/go.md, Redis clients).
+		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(nodes, ","), ContextTimeoutEnabled: true})
 	} else {
 		url := os.Getenv("REDIS_URL")
 		if url == "" {
@@ -50,6 +52,7 @@ func main() {
 		if err != nil {
 			log.Fatalf("librl-example: REDIS_URL: %v", err)
 		}
+		opts.ContextTimeoutEnabled = true
 		client = redis.NewClient(opts)
 	}
 	mw, err := nethttp.New(client, nethttp.File(policies))
