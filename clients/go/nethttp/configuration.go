@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	librl "github.com/librl/librl/clients/go"
 )
 
 // Configuration (docs/http.md, One configuration and Start-up
@@ -276,6 +278,9 @@ type policy struct {
 	costHeader   string // header:<Name>'s name as configured
 	count        string
 	overridable  bool
+	// opts are the clause options fixed by the configuration (ALIGNED,
+	// APPROX, BURST; COST for a fixed cost), built once for every request.
+	opts []librl.Option
 }
 
 // parseConfig reads a document: the walker first (every field, with the
@@ -414,7 +419,25 @@ func policyOf(path string, m walked) (*policy, error) {
 			p.cost = costBodyBytes
 		}
 	}
+	p.opts = fixedOptions(p)
 	return p, nil
+}
+
+// fixedOptions are the policy's clause options that no request changes.
+func fixedOptions(p *policy) []librl.Option {
+	var opts []librl.Option
+	if p.cost == costUnits {
+		opts = append(opts, librl.Cost(p.costUnits))
+	}
+	switch {
+	case p.aligned:
+		opts = append(opts, librl.Aligned())
+	case p.algorithm == "approx":
+		opts = append(opts, librl.Approx())
+	case p.burst != 0:
+		opts = append(opts, librl.Burst(p.burst))
+	}
+	return opts
 }
 
 // concurrencyFields is concurrency-has-lease for a concurrency policy:

@@ -1,11 +1,9 @@
 package nethttp
 
 import (
-	"fmt"
 	"math/bits"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	librl "github.com/librl/librl/clients/go"
@@ -43,37 +41,71 @@ func setHeaders(c *config, h http.Header, cs []checked, denied bool) {
 		return
 	}
 	w := cs[mostRestrictive(cs)]
-	reset := strconv.FormatInt(ceilSecs(w.d.ResetAfter), 10)
-	// One backing array for every header's one-value slice.
-	vals := make([]string, 0, 6)
-	set := func(k, v string) {
-		vals = append(vals, v)
-		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
-	}
+	reset := ceilSecs(w.d.ResetAfter)
+	var space [192]byte
+	b := space[:0]
+	var vs values
 	if c.ietf {
-		parts := make([]string, len(cs))
 		for i, x := range cs {
-			unit := ""
-			if x.p.cost == costBodyBytes {
-				unit = `;qu="content-bytes"`
+			if i > 0 {
+				b = append(b, ", "...)
 			}
-			if x.p.algorithm == "concurrency" {
-				// Slots held at once: there is no window.
-				parts[i] = fmt.Sprintf(`"%s";q=%d%s`, x.p.name, quota(x), unit)
-			} else {
-				parts[i] = fmt.Sprintf(`"%s";q=%d;w=%d%s`, x.p.name, quota(x), ceilSecs(x.p.window), unit)
+			b = append(append(append(b, '"'), x.p.name...), `";q=`...)
+			b = strconv.AppendInt(b, quota(x), 10)
+			// A concurrency policy's slots are held at once: no window.
+			if x.p.algorithm != "concurrency" {
+				b = strconv.AppendInt(append(b, ";w="...), ceilSecs(x.p.window), 10)
+			}
+			if x.p.cost == costBodyBytes {
+				b = append(b, `;qu="content-bytes"`...)
 			}
 		}
-		set(hdrPolicy, strings.Join(parts, ", "))
-		set(hdrRateLimit, fmt.Sprintf(`"%s";r=%d;t=%s`, w.p.name, w.d.Remaining, reset))
+		vs.end(hdrPolicy, len(b))
+		b = append(append(append(b, '"'), w.p.name...), `";r=`...)
+		b = strconv.AppendInt(b, w.d.Remaining, 10)
+		b = strconv.AppendInt(append(b, ";t="...), reset, 10)
+		vs.end(hdrRateLimit, len(b))
 	}
 	if c.legacy {
-		set(hdrLimit, strconv.FormatInt(quota(w), 10))
-		set(hdrRemaining, strconv.FormatInt(w.d.Remaining, 10))
-		set(hdrReset, reset)
+		b = strconv.AppendInt(b, quota(w), 10)
+		vs.end(hdrLimit, len(b))
+		b = strconv.AppendInt(b, w.d.Remaining, 10)
+		vs.end(hdrRemaining, len(b))
+		b = strconv.AppendInt(b, reset, 10)
+		vs.end(hdrReset, len(b))
 	}
 	if denied && !c.shadow && !w.d.Allowed && w.d.RetryAfter != librl.Never {
-		set(hdrRetryAfter, strconv.FormatInt(retryAfterSecs(w.d), 10))
+		b = strconv.AppendInt(b, retryAfterSecs(w.d), 10)
+		vs.end(hdrRetryAfter, len(b))
+	}
+	vs.set(h, b)
+}
+
+// values are the headers' values, written one after another into one
+// buffer and set as substrings of one string: two allocations for all of
+// them.
+type values struct {
+	keys [6]string
+	ends [6]int
+	n    int
+}
+
+// end closes the value written since the last one, for header k.
+func (vs *values) end(k string, at int) {
+	vs.keys[vs.n], vs.ends[vs.n] = k, at
+	vs.n++
+}
+
+// set assigns each value under its canonical key (what Header.Set does,
+// without canonicalizing the name on every request).
+func (vs *values) set(h http.Header, b []byte) {
+	all := string(b)
+	one := make([]string, vs.n)
+	start := 0
+	for i := range vs.n {
+		one[i] = all[start:vs.ends[i]]
+		start = vs.ends[i]
+		h[vs.keys[i]] = one[i : i+1 : i+1]
 	}
 }
 

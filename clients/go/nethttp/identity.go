@@ -141,18 +141,20 @@ type identity struct {
 	peer   string // the TCP peer, as http.Request.RemoteAddr writes it
 	header http.Header
 	user   string // the authenticated user, "" when none
-	ip     *subject
+	ip     subject
+	hasIP  bool
 }
 
 func (id *identity) clientIP() subject {
-	if id.ip == nil {
-		s := subject{tag: "ip:unknown"}
+	if !id.hasIP {
+		id.ip, id.hasIP = subject{tag: "ip:unknown"}, true
 		if a, ok := clientIP(id.peer, id.c.trusted, id.header); ok {
-			s = subject{tag: "ip:" + a.String(), loopback: a.IsLoopback()}
+			// One allocation: the address written after "ip:".
+			var buf [3 + 39]byte
+			id.ip = subject{tag: string(a.AppendTo(append(buf[:0], "ip:"...))), loopback: a.IsLoopback()}
 		}
-		id.ip = &s
 	}
-	return *id.ip
+	return id.ip
 }
 
 func (id *identity) apiKey() (subject, bool) {

@@ -13,10 +13,9 @@ import (
 // keys are a policy's limiter key and, when it is overridable, its
 // override key, for one subject.
 func keys(prefix string, s subject, p *policy) (key, okey string) {
-	base := prefix + "{" + s.tag + "}"
-	key = base + ":" + p.name
+	key = prefix + "{" + s.tag + "}:" + p.name
 	if p.overridable {
-		okey = base + ":override:" + p.name
+		okey = prefix + "{" + s.tag + "}:override:" + p.name
 	}
 	return key, okey
 }
