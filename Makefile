@@ -66,13 +66,19 @@ run: build
 	exec redis-server --bind 127.0.0.1 --port $(PORT) --save "" --appendonly no --loadmodule $(MODULE)
 
 ## generated schema files fresh; fmt and clippy -D warnings (workspace, bench crates); gofmt and go vet (Go package); javac -Werror (Java package)
-lint: build-deps
+lint: lint-code
+	clients/java/check.sh lint
+
+# `make test` runs lint-code only: its Java suite compiles the same sources
+# with the same javac -Xlint:all -Werror before its tests, so a second
+# compile here would only cost time.
+.PHONY: lint-code
+lint-code: build-deps
 	python3 scripts/gen-schema.py --check
 	cargo fmt --all --check
 	cargo clippy --locked --workspace --all-targets -- -D warnings
 	$(MAKE) --no-print-directory bench-lint
 	clients/go/check.sh lint
-	clients/java/check.sh lint
 
 # The black-box runner's frameworks in `make test`: one per language.
 BLACKBOX_EXAMPLES ?= axum,flask,express,go
@@ -82,8 +88,13 @@ BLACKBOX_EXAMPLES ?= axum,flask,express,go
 # The client packages' checks run their own linters and type checkers
 # (ruff and mypy --strict; tsc --strict) before their tests; the Go
 # package's gofmt and go vet run in `lint`, its go test -race here; the Java
-# package's and HTTP integrations' javac -Xlint:all -Werror in `lint`, their
-# JUnit suites here.
+# package's and HTTP integrations' javac -Xlint:all -Werror and JUnit suites
+# here.
+# Every Rust test binary, and the Rust examples' binaries the black-box
+# runner serves, build once before the suites start (cargo test --no-run,
+# the dev profile): the black-box runner then serves target/debug's
+# examples without calling cargo (scripts/examples/lib/cargo-example.bash),
+# and no suite waits on cargo's lock or builds an optimised second copy.
 # The docs' links are checked first (instant), then the conformance suite's
 # own tests: the schema against every case, and every case against
 # scripts/serve-example for one framework per language, side by side
@@ -104,9 +115,11 @@ TEST_JOBS ?= 2
 TEST_SUITES := test-rust test-go test-docker test-java test-conformance test-python test-node
 .PHONY: $(TEST_SUITES) test-lane-1 test-lane-2
 ## everything: lints, docs links, every test on four real servers, Docker context
-test: deps build lint
+test: deps build lint-code
 	python3 scripts/check-docs.py
-	@$(MAKE) --no-print-directory -j$(TEST_JOBS) --keep-going --output-sync=target test-lane-1 test-lane-2
+	cargo test --locked --workspace --no-run
+	@LIBRL_EXAMPLE_PROFILE=dev LIBRL_EXAMPLE_PREBUILT=1 \
+	  $(MAKE) --no-print-directory -j$(TEST_JOBS) --keep-going --output-sync=target test-lane-1 test-lane-2
 
 ## (part of test) the module's, Go's and the Docker context's suites, in turn
 test-lane-1:

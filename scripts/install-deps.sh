@@ -79,6 +79,46 @@ for entry in "${servers[@]}"; do
   fi
 done
 
+# Maven's fetches take minutes of download and compile; they run beside the
+# Python, Node and Go installs below (fetch_java &), and the script waits
+# for them at its end.
+fetch_java() {
+  # The Java client's Maven build: plugins, Lettuce, Jedis and JUnit, as its
+  # pom says, into .deps/m2, and the dependency plugin make bench builds the
+  # Java benchmark's classpath with (bench/phases.py names its version). Its
+  # unit tests (no server) run once here, in a scratch build directory, so
+  # that Maven also fetches the JUnit provider its test plugin resolves only
+  # when tests run; clients/java/check.sh, make dist and make bench then run
+  # offline while the pom is unchanged (.deps/m2/.librl-pom is its copy).
+  java_client="$root/clients/java"
+  if [ -f "$java_client/pom.xml" ] && ! cmp -s "$java_client/pom.xml" "$deps/m2/.librl-pom"; then
+    echo "librl: fetching clients/java's Maven build into .deps/m2"
+    scratch=$(mktemp -d)
+    (cd "$java_client" && mvn -B -q --no-transfer-progress -Dmaven.repo.local="$deps/m2" \
+      -Dlibrl.build.dir="$scratch" -Dtest=CommandsTest -Dsurefire.failIfNoSpecifiedTests=false package \
+      org.apache.maven.plugins:maven-dependency-plugin:3.8.1:build-classpath -Dmdep.outputFile="$scratch/classpath.txt")
+    rm -rf "$scratch"
+    cp "$java_client/pom.xml" "$deps/m2/.librl-pom"
+  fi
+
+  # The HTTP integrations' Maven build (clients/java/integrations: Spring Boot,
+  # Spring Cloud Gateway, the example app; its reactor holds the package too):
+  # built once without servers, the framework-free core's vector tests run for
+  # the JUnit provider and the example's classpath built for the dependency
+  # plugin. check.sh then runs offline while these poms are unchanged
+  # (.deps/m2/.librl-integrations-poms is their copy).
+  integrations="$java_client/integrations"
+  if [ -f "$integrations/pom.xml" ] &&
+    ! cat "$integrations/pom.xml" "$integrations"/*/pom.xml | cmp -s - "$deps/m2/.librl-integrations-poms"; then
+    echo "librl: fetching clients/java/integrations' Maven build into .deps/m2"
+    (cd "$integrations" && mvn -B -q --no-transfer-progress -Dmaven.repo.local="$deps/m2" \
+      -Dtest=VectorsTest -Dsurefire.failIfNoSpecifiedTests=false install)
+    cat "$integrations/pom.xml" "$integrations"/*/pom.xml >"$deps/m2/.librl-integrations-poms"
+  fi
+}
+fetch_java &
+java_fetch=$!
+
 # Python tools, pinned, in a virtualenv of the project's own.
 venv="$deps/venv"
 stamp="$venv/.requirements"
@@ -110,35 +150,4 @@ if [ -f "$go_client/go.mod" ]; then
   (cd "$go_client" && go mod download)
 fi
 
-# The Java client's Maven build: plugins, Lettuce, Jedis and JUnit, as its
-# pom says, into .deps/m2, and the dependency plugin make bench builds the
-# Java benchmark's classpath with (bench/phases.py names its version). Its
-# unit tests (no server) run once here, in a scratch build directory, so
-# that Maven also fetches the JUnit provider its test plugin resolves only
-# when tests run; clients/java/check.sh, make dist and make bench then run
-# offline while the pom is unchanged (.deps/m2/.librl-pom is its copy).
-java_client="$root/clients/java"
-if [ -f "$java_client/pom.xml" ] && ! cmp -s "$java_client/pom.xml" "$deps/m2/.librl-pom"; then
-  echo "librl: fetching clients/java's Maven build into .deps/m2"
-  scratch=$(mktemp -d)
-  (cd "$java_client" && mvn -B -q --no-transfer-progress -Dmaven.repo.local="$deps/m2" \
-    -Dlibrl.build.dir="$scratch" -Dtest=CommandsTest -Dsurefire.failIfNoSpecifiedTests=false package \
-    org.apache.maven.plugins:maven-dependency-plugin:3.8.1:build-classpath -Dmdep.outputFile="$scratch/classpath.txt")
-  rm -rf "$scratch"
-  cp "$java_client/pom.xml" "$deps/m2/.librl-pom"
-fi
-
-# The HTTP integrations' Maven build (clients/java/integrations: Spring Boot,
-# Spring Cloud Gateway, the example app; its reactor holds the package too):
-# built once without servers, the framework-free core's vector tests run for
-# the JUnit provider and the example's classpath built for the dependency
-# plugin. check.sh then runs offline while these poms are unchanged
-# (.deps/m2/.librl-integrations-poms is their copy).
-integrations="$java_client/integrations"
-if [ -f "$integrations/pom.xml" ] &&
-  ! cat "$integrations/pom.xml" "$integrations"/*/pom.xml | cmp -s - "$deps/m2/.librl-integrations-poms"; then
-  echo "librl: fetching clients/java/integrations' Maven build into .deps/m2"
-  (cd "$integrations" && mvn -B -q --no-transfer-progress -Dmaven.repo.local="$deps/m2" \
-    -Dtest=VectorsTest -Dsurefire.failIfNoSpecifiedTests=false install)
-  cat "$integrations/pom.xml" "$integrations"/*/pom.xml >"$deps/m2/.librl-integrations-poms"
-fi
+wait "$java_fetch" || { echo "librl: fetching the Java builds into .deps/m2 failed" >&2; exit 1; }

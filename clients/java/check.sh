@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The Java package's and HTTP integrations' checks, as `make lint` and `make test` run them:
+# The Java package's and HTTP integrations' checks, as `make lint` and `make test` run them
+# (make test runs only `test`: its compile is lint's, with the same -Werror):
 #   check.sh lint        compiles the package, the integrations (integrations/) and their tests
 #                        with javac -Xlint:all -Werror
 #   check.sh test [...]  the same, then every JUnit suite (extra arguments go to mvn, e.g.

@@ -5,16 +5,9 @@
 # behind the configuration file LIBRL_POLICIES, against REDIS_URL or
 # REDIS_CLUSTER_NODES, on 127.0.0.1:PORT, until killed (docs/http.md,
 # Conformance and examples). Builds the example first (cargo, in the
-# workspace's target/; the first build takes a few minutes).
+# workspace's target/; the first build takes a few minutes;
+# scripts/examples/lib/cargo-example.bash has the variables that choose the
+# profile or skip the build).
 set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-command -v cargo >/dev/null 2>&1 || { echo "serve-example hyper: cargo (Rust) is required" >&2; exit 1; }
-: "${LIBRL_POLICIES:?set LIBRL_POLICIES to a policy file (YAML or JSON)}"
-# A relative policy path is the caller's, not the repository's.
-case "$LIBRL_POLICIES" in
-  /*) ;;
-  *) LIBRL_POLICIES="$PWD/$LIBRL_POLICIES" ;;
-esac
-export LIBRL_POLICIES
-(cd "$root" && cargo build --release --locked -q -p librl-axum-example --bin librl-hyper-example >&2)
-exec "$root/target/release/librl-hyper-example"
+. "$(dirname "$0")/lib/cargo-example.bash"
+serve_cargo_example hyper librl-hyper-example
