@@ -13,7 +13,7 @@ import (
 
 // settle is the refund of an admitted request's count-after-response
 // policies, given the status the handler wrote.
-func (m *Middleware) settle(checks []check, status int) {
+func (m *engine) settle(checks []check, status int) {
 	var back []check
 	for _, c := range checks {
 		if c.p.count != "all" && (c.p.count == "failed") == (status < 400) {

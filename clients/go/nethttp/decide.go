@@ -29,7 +29,7 @@ type decided struct {
 
 // decide asks Redis, applies the fail mode and shadow mode, calls the hook
 // and picks the refusal.
-func (m *Middleware) decide(r *http.Request, route string, checks []check) decided {
+func (m *engine) decide(r *http.Request, route string, checks []check) decided {
 	v, err := m.exchange(checks)
 	if err != nil {
 		d := decided{outcome: m.failed(err)}
@@ -157,7 +157,7 @@ func (l *ledger) take() [][]check {
 // goroutine when the client stops a call at its context's deadline and
 // nothing must outlive the timeout (fail: open, no leases), else on one of
 // its own.
-func (m *Middleware) exchange(checks []check) (verdict, error) {
+func (m *engine) exchange(checks []check) (verdict, error) {
 	if !m.deadlines || m.c.failClosed || holdsLeases(checks) {
 		return m.detached(checks)
 	}
@@ -197,7 +197,7 @@ func holdsLeases(checks []check) bool {
 // admits after the timeout passed stays counted, as the request was
 // served, and the groups after it are not sent; so nothing needs to watch
 // the exchange past the timeout.
-func (m *Middleware) inline(checks []check) (verdict, error) {
+func (m *engine) inline(checks []check) (verdict, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), m.c.timeout)
 	defer cancel()
 	l := &ledger{}
@@ -222,7 +222,7 @@ func (m *Middleware) inline(checks []check) (verdict, error) {
 // leases are released) and is refunded under fail: closed (it was
 // refused). On an error or the timeout with fail: closed, the groups
 // admitted so far are refunded before this returns, so before the 503.
-func (m *Middleware) detached(checks []check) (verdict, error) {
+func (m *engine) detached(checks []check) (verdict, error) {
 	type result struct {
 		v   verdict
 		err error
@@ -284,7 +284,7 @@ func (m *Middleware) detached(checks []check) (verdict, error) {
 // runGroups sends one RL.ALL per subject; after a denial the later groups
 // are peeked. Each admitted group goes to the ledger as soon as Redis
 // admits it.
-func (m *Middleware) runGroups(ctx context.Context, checks []check, l *ledger) (verdict, error) {
+func (m *engine) runGroups(ctx context.Context, checks []check, l *ledger) (verdict, error) {
 	v := verdict{admitted: true}
 	gs := groups(checks)
 	if len(gs) > 1 {
@@ -330,7 +330,7 @@ func (m *Middleware) runGroups(ctx context.Context, checks []check, l *ledger) (
 
 // refund gives the checks' costs back: one RL.ALL of REFUND clauses per
 // subject, within the timeout; failures are logged.
-func (m *Middleware) refund(checks []check) {
+func (m *engine) refund(checks []check) {
 	var gs [][]check
 	for _, g := range groups(checks) {
 		members := make([]check, len(g))
@@ -345,7 +345,7 @@ func (m *Middleware) refund(checks []check) {
 // refundWithin refunds the groups, waiting at most the timeout: a Redis
 // that does not answer must not hold the response longer (the refunds go
 // on in the background).
-func (m *Middleware) refundWithin(gs [][]check) {
+func (m *engine) refundWithin(gs [][]check) {
 	if len(gs) == 0 {
 		return
 	}
@@ -365,7 +365,7 @@ func (m *Middleware) refundWithin(gs [][]check) {
 
 // refundGroups sends one RL.ALL of REFUND clauses per group, and releases
 // its concurrency checks' leases; failures are logged.
-func (m *Middleware) refundGroups(gs [][]check) {
+func (m *engine) refundGroups(gs [][]check) {
 	for _, g := range gs {
 		var clauses []librl.Clause
 		var keys []string
@@ -385,7 +385,7 @@ func (m *Middleware) refundGroups(gs [][]check) {
 }
 
 // releaseGroups releases the leases the groups' concurrency checks took.
-func (m *Middleware) releaseGroups(gs [][]check) {
+func (m *engine) releaseGroups(gs [][]check) {
 	for _, g := range gs {
 		m.release(g)
 	}
@@ -395,7 +395,7 @@ func (m *Middleware) releaseGroups(gs [][]check) {
 // RL.CONCURRENT key limit lease RELEASE id and without OVERRIDE (docs/http.md,
 // Concurrency limits), within the timeout. A failed release is logged and
 // otherwise ignored: the lease ends by itself.
-func (m *Middleware) release(checks []check) {
+func (m *engine) release(checks []check) {
 	for _, c := range checks {
 		if c.p.algorithm != "concurrency" || c.leaseID == 0 {
 			continue

@@ -9,7 +9,7 @@ import "time"
 
 // failed is the outcome the fail mode gives a request Redis did not
 // answer for, logging it at most once every 10 seconds.
-func (m *Middleware) failed(err error) Outcome {
+func (m *engine) failed(err error) Outcome {
 	if m.c.failClosed {
 		m.warnOnce("librl: Redis did not answer (" + err.Error() + "); refusing requests (fail: closed)")
 		return FailClosed
@@ -19,7 +19,7 @@ func (m *Middleware) failed(err error) Outcome {
 }
 
 // warnOnce logs at most once every 10 seconds.
-func (m *Middleware) warnOnce(msg string) {
+func (m *engine) warnOnce(msg string) {
 	now := time.Now().UnixNano()
 	last := m.lastWarn.Load()
 	if now-last < int64(10*time.Second) || !m.lastWarn.CompareAndSwap(last, now) {

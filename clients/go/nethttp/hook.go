@@ -58,7 +58,7 @@ func OnDecision(hook func(DecisionEvent)) Option { return func(m *Middleware) { 
 
 // emit calls the hook, if any; a hook that panics is logged and the
 // request goes on.
-func (m *Middleware) emit(r *http.Request, route string, outcome Outcome, checks []check, decisions []librl.Decision, err error) {
+func (m *engine) emit(r *http.Request, route string, outcome Outcome, checks []check, decisions []librl.Decision, err error) {
 	if m.hook == nil {
 		return
 	}

@@ -21,8 +21,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -55,9 +58,19 @@ func DenyHeaders(h http.Header) Option {
 // refunds); default slog.Default().
 func Logger(l *slog.Logger) Option { return func(m *Middleware) { m.log = l } }
 
-// Middleware checks requests against the configuration's policies.
+// Middleware checks requests against the configuration's policies. Its
+// configuration can be replaced while it serves (Reload).
 type Middleware struct {
-	c        *config
+	*shared
+	cur atomic.Pointer[engine]
+	// mu orders reloads; attached is the policy names Policies attached in
+	// code, which a new configuration must still define.
+	mu       sync.Mutex
+	attached map[string]bool
+}
+
+// shared is what outlives a reload: the options and the Redis client.
+type shared struct {
 	lim      *librl.Limiter
 	hook     func(DecisionEvent)
 	user     func(*http.Request) string
@@ -69,6 +82,13 @@ type Middleware struct {
 	denyHeaders http.Header
 }
 
+// engine is one configuration at work: a request runs through the engine
+// it started with, whatever a reload does meanwhile.
+type engine struct {
+	c *config
+	*shared
+}
+
 // New validates the configuration (a *ConfigError naming the field on the
 // first fault) and returns the middleware. It does not contact Redis: a
 // Redis that is not there yet is the fail mode's business.
@@ -76,62 +96,101 @@ func New(client redis.UniversalClient, source Source, opts ...Option) (*Middlewa
 	if client == nil {
 		return nil, errors.New("librl: nethttp.New needs a go-redis client")
 	}
+	c, err := configure(source)
+	if err != nil {
+		return nil, err
+	}
+	m := &Middleware{shared: &shared{lim: librl.New(client), user: func(r *http.Request) string { return UserFromContext(r.Context()) },
+		log: slog.Default(), deadlines: honoursDeadlines(client)}, attached: map[string]bool{}}
+	for _, o := range opts {
+		o(m)
+	}
+	m.cur.Store(&engine{c: c, shared: m.shared})
+	return m, nil
+}
+
+// configure reads and validates a source.
+func configure(source Source) (*config, error) {
 	if source == nil {
-		return nil, errors.New("librl: nethttp.New needs a configuration: nethttp.File, nethttp.Bytes or a nethttp.Config")
+		return nil, errors.New("librl: nethttp needs a configuration: nethttp.File, nethttp.Bytes or a nethttp.Config")
 	}
 	doc, err := source.document()
 	if err != nil {
 		return nil, err
 	}
-	c, err := parseConfig(doc)
+	return parseConfig(doc)
+}
+
+// Reload replaces the configuration (docs/http.md, Reload): requests that
+// started keep the one they started with, later ones get the new one. A
+// configuration that does not validate, or that no longer defines a
+// policy Policies attached in code, is refused with the start-up error and
+// the current one stays.
+func (m *Middleware) Reload(source Source) error {
+	c, err := configure(source)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	m := &Middleware{c: c, lim: librl.New(client), user: func(r *http.Request) string { return UserFromContext(r.Context()) },
-		log: slog.Default(), deadlines: honoursDeadlines(client)}
-	for _, o := range opts {
-		o(m)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, n := range slices.Sorted(maps.Keys(m.attached)) {
+		if _, ok := c.byName[n]; !ok {
+			return bad("policies", "no policy is named \"%s\", which Policies attached in code", n)
+		}
 	}
-	return m, nil
+	m.cur.Store(&engine{c: c, shared: m.shared})
+	return nil
 }
 
 // Handler checks every request with the configuration's routes (or, with
 // none, every policy).
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e := m.cur.Load()
 		// The path as sent (an encoded ? or # stays encoded, so it is not
 		// taken for the query's or a fragment's start).
-		policies, i, ok := m.c.selectPolicies(r.Method, r.URL.EscapedPath())
+		policies, i, ok := e.c.selectPolicies(r.Method, r.URL.EscapedPath())
 		if !ok {
 			next.ServeHTTP(w, r)
 			return
 		}
 		route := ""
 		if i >= 0 {
-			route = m.c.routes[i].path
+			route = e.c.routes[i].path
 		}
-		m.serve(w, r, next, policies, route)
+		e.serve(w, r, next, policies, route)
 	})
 }
 
 // Policies is a middleware checking the named policies on every request it
-// sees, for attaching policies to routes in code instead of `routes`.
+// sees, for attaching policies to routes in code instead of `routes`. The
+// names are those of the configuration each request finds (Reload).
 func (m *Middleware) Policies(names ...string) (func(http.Handler) http.Handler, error) {
-	var ps []*policy
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.cur.Load().c
 	for i, n := range names {
-		p, ok := m.c.byName[n]
-		if !ok {
+		if _, ok := c.byName[n]; !ok {
 			return nil, bad(fmt.Sprintf("Policies[%d]", i), "no policy is named \"%s\"", n)
 		}
-		ps = append(ps, p)
+	}
+	for _, n := range names {
+		m.attached[n] = true
 	}
 	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next, ps, "") })
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			e := m.cur.Load()
+			ps := make([]*policy, len(names))
+			for i, n := range names {
+				ps[i] = e.c.byName[n]
+			}
+			e.serve(w, r, next, ps, "")
+		})
 	}, nil
 }
 
 // serve is one request: plan, costs, decide, respond.
-func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler, policies []*policy, route string) {
+func (m *engine) serve(w http.ResponseWriter, r *http.Request, next http.Handler, policies []*policy, route string) {
 	id := &identity{c: m.c, peer: r.RemoteAddr, header: r.Header, user: m.user(r)}
 	checks := plan(m.c, policies, id)
 	if len(checks) == 0 {
@@ -148,7 +207,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 // respond sends the decision: the rate-limit headers (when Redis
 // answered), then the refusal or the handler, which a count-after-response
 // policy watches for its status.
-func (m *Middleware) respond(w http.ResponseWriter, r *http.Request, next http.Handler, checks []check, d decided) {
+func (m *engine) respond(w http.ResponseWriter, r *http.Request, next http.Handler, checks []check, d decided) {
 	setHeaders(m.c, w.Header(), d.replied, d.outcome == Denied)
 	if d.refusal != nil {
 		if d.outcome == Denied {

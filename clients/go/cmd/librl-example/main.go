@@ -1,13 +1,14 @@
 // Command librl-example is the net/http example app of
 // scripts/serve-example go (docs/http.md, Conformance and examples): every
 // path and method answers "ok" behind librl's middleware, with the
-// policies of the file named by LIBRL_POLICIES, against REDIS_URL or the
-// cluster REDIS_CLUSTER_NODES (comma-separated host:port), on PORT (and
-// HOST, default 127.0.0.1).
+// policies of the file named by LIBRL_POLICIES (read again on SIGHUP),
+// against REDIS_URL or the cluster REDIS_CLUSTER_NODES (comma-separated
+// host:port), on PORT (and HOST, default 127.0.0.1).
 package main
 
 import (
 	"context"
+	"fmt"
 	"log"
 	"net/http"
 	"os"
@@ -27,6 +28,20 @@ import (
 type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...any) {}
+
+// reloadOnHangup re-reads the policy file on each SIGHUP (docs/http/go.md,
+// Reload), saying on stderr whether the new configuration took.
+func reloadOnHangup(mw *nethttp.Middleware, policies string) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	for range hup {
+		if err := mw.Reload(nethttp.File(policies)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		} else {
+			fmt.Fprintln(os.Stderr, "librl: configuration reloaded")
+		}
+	}
+}
 
 func main() {
 	redis.SetLogger(quiet{})
@@ -66,6 +81,7 @@ func main() {
 	srv := &http.Server{Addr: host + ":" + port, Handler: exampleapp.Handler(mw), ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go reloadOnHangup(mw, policies)
 	go func() {
 		<-ctx.Done()
 		_ = srv.Shutdown(context.Background())
