@@ -659,7 +659,7 @@ mod tests {
         let c = Config::default();
         assert_eq!(c.prefix, "rl:");
         assert_eq!(c.timeout, Duration::from_millis(250));
-        assert!(c.exempt_loopback);
+        assert!(!c.exempt_loopback);
         assert_eq!(c.deny.status, StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(c.deny.message, "Too Many Requests");
         // Policy::new's defaults are the schema's too.
@@ -678,7 +678,14 @@ mod tests {
 
     #[test]
     fn every_cross_field_rule_of_the_schema_is_checked() {
-        let mut rules: Vec<&str> = crate::schema::RULES.iter().map(|(name, _)| *name).collect();
+        // Rules that landed as data before this reader checks them
+        // (conformance/pending.json lists their cases).
+        const PENDING: &[&str] = &["exempt-are-networks"];
+        let mut rules: Vec<&str> = crate::schema::RULES
+            .iter()
+            .map(|(name, _)| *name)
+            .filter(|name| !PENDING.contains(name))
+            .collect();
         rules.sort_unstable();
         assert_eq!(rules, CROSS_FIELD);
     }
@@ -700,6 +707,9 @@ mod tests {
             assert_eq!(FailMode::from_name(c).map(FailMode::name), Some(*c));
         }
         for c in field("config", "headers") {
+            if *c == "draft6" {
+                continue; // refused at start-up until implemented (conformance/pending.json)
+            }
             assert_eq!(HeaderMode::from_name(c).map(HeaderMode::name), Some(*c));
         }
         for c in field("deny", "body") {

@@ -80,7 +80,13 @@ OBJECTS: Mapping[str, Tuple[Field, ...]] = {
             name="headers",
             kind="string",
             default='"both"',
-            choices=("both", "ietf", "legacy", "none"),
+            choices=("both", "ietf", "legacy", "draft6", "none"),
+        ),
+        Field(
+            name="legacy_reset",
+            kind="string",
+            default='"seconds"',
+            choices=("seconds", "unix"),
         ),
         Field(
             name="trusted_proxies",
@@ -94,9 +100,27 @@ OBJECTS: Mapping[str, Tuple[Field, ...]] = {
             ),
         ),
         Field(
+            name="exempt",
+            kind="list",
+            default="[]",
+            items=Field(
+                name="",
+                kind="string",
+                pattern="^[0-9A-Fa-f:.]+(/[0-9]{1,3})?\\Z",
+                expected="an IP address or a CIDR network",
+            ),
+        ),
+        Field(
             name="exempt_loopback",
             kind="boolean",
-            default="true",
+            default="false",
+        ),
+        Field(
+            name="ipv6_prefix",
+            kind="integer",
+            default="56",
+            minimum=1,
+            maximum=128,
         ),
         Field(
             name="api_key_header",
@@ -248,6 +272,11 @@ OBJECTS: Mapping[str, Tuple[Field, ...]] = {
             kind="boolean",
             default="false",
         ),
+        Field(
+            name="mode",
+            kind="string",
+            choices=("enforce", "shadow"),
+        ),
     ),
     "route": (
         Field(
@@ -294,6 +323,9 @@ RULES: Mapping[str, str] = {
     ),
     "trusted-proxies-are-networks": (
         "each trusted proxy is an IP address or a CIDR network (the pattern only bounds its characters)"  # noqa: E501
+    ),
+    "exempt-are-networks": (
+        "each exempt entry is an IP address or a CIDR network (the pattern only bounds its characters)"  # noqa: E501
     ),
     "fail-local-where-supported": (
         "fail: local only in an integration that has the local fail mode (Rust)"
