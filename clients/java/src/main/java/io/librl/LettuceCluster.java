@@ -31,6 +31,21 @@ final class LettuceCluster extends LettuceTransport<StatefulRedisClusterConnecti
   LettuceCluster(RedisClusterClient client) {
     super(client.connect(StringCodec.UTF8), () -> client.connectAsync(StringCodec.UTF8));
     this.client = client;
+    connectPrimaries();
+  }
+
+  /**
+   * Starts opening a connection to every primary now, without waiting: Lettuce opens a node's
+   * connection on the first call to it, so otherwise the first call to each primary would also
+   * pay a TCP connect and handshake within its own timeout. A node that cannot be reached is
+   * tried again by the first call that needs it.
+   */
+  private void connectPrimaries() {
+    for (RedisClusterNode n : shared.getPartitions()) {
+      if (n.is(RedisClusterNode.NodeFlag.UPSTREAM)) {
+        shared.getConnectionAsync(n.getNodeId()).exceptionally(e -> null);
+      }
+    }
   }
 
   @Override
