@@ -183,6 +183,14 @@ public class LibrlGatewayRateLimiter extends AbstractRateLimiter<LibrlGatewayRat
             throw new ConfigException(
                 where + ".policies[" + i + "]", "no policy is named \"" + policies.get(i) + "\"");
           }
+          if (p.holdsSlots()) {
+            // The gateway's RateLimiter answers before the route runs and never learns when the
+            // response is finished, so it could not release the slots.
+            throw new ConfigException(
+                where + ".policies[" + i + "]",
+                "policy \"" + p.name() + "\" is a concurrency policy, which the gateway's rate limiter"
+                    + " cannot release; limit it with the starter's WebFilter");
+          }
           if (p.cost().kind() != Policy.CostKind.UNITS) {
             // The gateway's RateLimiter sees a route and a key, never the request.
             throw new ConfigException(

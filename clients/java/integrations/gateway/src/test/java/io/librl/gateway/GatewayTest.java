@@ -49,7 +49,8 @@ class GatewayTest {
     Files.writeString(
         policies,
         "prefix: \"gw:\"\npolicies:\n  - {name: per-minute, algorithm: fixed, limit: 1, window: 60s, key: ip}\n"
-            + "  - {name: by-size, algorithm: fixed, limit: 100, window: 60s, key: ip, cost: body-bytes}\n");
+            + "  - {name: by-size, algorithm: fixed, limit: 100, window: 60s, key: ip, cost: body-bytes}\n"
+            + "  - {name: slots, algorithm: concurrency, limit: 5, lease: 60s}\n");
     String r = "spring.cloud.gateway.server.webflux.routes";
     app =
         new SpringApplicationBuilder(GatewayApp.class)
@@ -131,6 +132,14 @@ class GatewayTest {
               ConfigException.class,
               () -> new LibrlGatewayRateLimiter.Config().setPolicies(List.of("by-size")).resolve("r", limiter));
       assertTrue(bodyBytes.getMessage().startsWith("librl: configuration: gateway.routes[r].librl.policies[0]: "));
+      ConfigException slots =
+          assertThrows(
+              ConfigException.class,
+              () -> new LibrlGatewayRateLimiter.Config().setPolicies(List.of("slots")).resolve("r", limiter));
+      assertEquals(
+          "librl: configuration: gateway.routes[r].librl.policies[0]: policy \"slots\" is a concurrency"
+              + " policy, which the gateway's rate limiter cannot release; limit it with the starter's WebFilter",
+          slots.getMessage());
       ConfigException both =
           assertThrows(
               ConfigException.class,

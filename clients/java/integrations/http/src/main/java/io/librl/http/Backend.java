@@ -3,6 +3,7 @@ package io.librl.http;
 import io.librl.AllDecision;
 import io.librl.AsyncLimiter;
 import io.librl.Clause;
+import io.librl.Concurrent;
 import io.librl.Decision;
 import io.librl.Fixed;
 import io.librl.Sliding;
@@ -45,10 +46,13 @@ final class Backend {
   static final class Failure extends RuntimeException {
     private static final long serialVersionUID = 1L;
     final transient List<List<Integer>> admitted;
+    /** Each check's reply so far (null where none came): the leases the admitted groups took. */
+    final transient List<Decision> replies;
 
-    Failure(Throwable cause, List<List<Integer>> admitted) {
+    Failure(Throwable cause, List<List<Integer>> admitted, List<Decision> replies) {
       super(describe(cause), cause, false, false);
       this.admitted = admitted;
+      this.replies = replies;
     }
   }
 
@@ -70,24 +74,28 @@ final class Backend {
    * refused request is counted by no policy. Completes exceptionally with a {@link Failure}.
    */
   CompletableFuture<Verdict> check(List<Plan.Check> checks) {
-    Exchange exchange = new Exchange(checks);
+    Exchange exchange = new Exchange(checks, this);
     CompletableFuture<Verdict> run =
         connection.limiter().thenCompose(limiter -> exchange.group(limiter, 0));
     return within(run, exchange::abandon)
         .handle(
             (verdict, error) -> {
               if (error != null) {
-                throw new Failure(error, exchange.admittedSnapshot());
+                exchange.abandon();
+                throw new Failure(error, exchange.admittedSnapshot(), exchange.repliesSnapshot());
               }
               return verdict;
             });
   }
 
   /**
-   * Gives back what Redis admitted for a request that is refused after all (fail closed): one
-   * {@code RL.ALL} of {@code REFUND} clauses per group, with its own timeout; a failure is logged.
+   * Gives back what Redis admitted for a request that is refused after all (fail closed): per
+   * group, one {@code RL.ALL} of {@code REFUND} clauses and the release of the leases its
+   * concurrency checks took ({@code replies}: each check's reply, null where none came), with its
+   * own timeout; a failure is logged.
    */
-  CompletableFuture<Void> refundGroups(List<Plan.Check> checks, List<List<Integer>> groups) {
+  CompletableFuture<Void> refundGroups(
+      List<Plan.Check> checks, List<List<Integer>> groups, List<Decision> replies) {
     if (groups.isEmpty()) {
       return CompletableFuture.completedFuture(null);
     }
@@ -105,10 +113,7 @@ final class Backend {
                               if (stop[0]) {
                                 return CompletableFuture.completedFuture(null);
                               }
-                              return limiter
-                                  .all(refunds(checks, members))
-                                  .toCompletableFuture()
-                                  .thenApply(d -> null);
+                              return giveBack(limiter, checks, members, replies);
                             });
                   }
                   return chain;
@@ -128,7 +133,79 @@ final class Backend {
    * {@code count: failed} / {@code succeeded} after the response; a failure is logged.
    */
   CompletableFuture<Void> refund(List<Plan.Check> checks) {
-    return refundGroups(checks, bySubject(checks));
+    return refundGroups(checks, bySubject(checks), List.of());
+  }
+
+  /**
+   * Releases the leases (docs/http.md, Concurrency limits): each with {@code RL.CONCURRENT key
+   * limit lease RELEASE id}, without {@code OVERRIDE}, within the timeout. A release that fails is
+   * logged and otherwise ignored: the lease ends by itself.
+   */
+  CompletableFuture<Void> release(List<Leases.Held> leases) {
+    if (leases.isEmpty()) {
+      return CompletableFuture.completedFuture(null);
+    }
+    CompletableFuture<Void> run =
+        connection
+            .limiter()
+            .thenCompose(
+                limiter ->
+                    CompletableFuture.allOf(
+                        leases.stream()
+                            .map(h -> release(limiter, h.check(), h.leaseId()))
+                            .toArray(CompletableFuture[]::new)));
+    return within(run, () -> {}).exceptionally(e -> releaseFailed(e));
+  }
+
+  /** One lease's release; a failure is logged, never passed on. */
+  private static CompletableFuture<Void> release(AsyncLimiter limiter, Plan.Check check, long leaseId) {
+    Policy p = check.policy();
+    return limiter
+        .decide(Concurrent.of(check.key(), p.limit(), Duration.ofMillis(p.windowMs())).release(leaseId))
+        .toCompletableFuture()
+        .handle((d, e) -> e == null ? null : releaseFailed(e));
+  }
+
+  private static Void releaseFailed(Throwable e) {
+    LOG.log(
+        System.Logger.Level.WARNING,
+        "librl: could not release a concurrency lease; it ends by itself: " + describe(e));
+    return null;
+  }
+
+  /** The leases the checks' replies hold: a concurrency check's lease id when it took one. */
+  static List<Leases.Held> held(List<Plan.Check> checks, List<Integer> members, List<Decision> replies) {
+    List<Leases.Held> out = new ArrayList<>();
+    for (int i : members) {
+      Decision d = i < replies.size() ? replies.get(i) : null;
+      if (checks.get(i).policy().holdsSlots() && d != null && d.leaseId() != 0) {
+        out.add(new Leases.Held(checks.get(i), d.leaseId()));
+      }
+    }
+    return out;
+  }
+
+  /**
+   * Gives a group back: one {@code RL.ALL} of {@code REFUND} clauses for its rate checks (none
+   * when it has only concurrency checks), then the release of each lease it took. A failed refund
+   * fails the stage; a failed release is logged.
+   */
+  private static CompletableFuture<Void> giveBack(
+      AsyncLimiter limiter, List<Plan.Check> checks, List<Integer> members, List<Decision> replies) {
+    List<Clause<?>> refunds = new ArrayList<>();
+    for (int i : members) {
+      if (!checks.get(i).policy().holdsSlots()) {
+        refunds.add(clause(checks.get(i), true));
+      }
+    }
+    CompletableFuture<Void> refunded =
+        refunds.isEmpty()
+            ? CompletableFuture.completedFuture(null)
+            : limiter.all(refunds).toCompletableFuture().thenApply(d -> null);
+    List<Leases.Held> leases = held(checks, members, replies);
+    CompletableFuture<?>[] released =
+        leases.stream().map(h -> release(limiter, h.check(), h.leaseId())).toArray(CompletableFuture[]::new);
+    return CompletableFuture.allOf(released).thenCompose(v -> refunded);
   }
 
   private <T> CompletableFuture<T> within(CompletableFuture<T> run, Runnable onTimeout) {
@@ -175,14 +252,16 @@ final class Backend {
   /** One request's exchange: its groups, what Redis admitted so far, and whether time ran out. */
   private static final class Exchange {
     private final List<Plan.Check> checks;
+    private final Backend backend;
     private final List<List<Integer>> groups;
     private final Decision[] replies;
     private final List<List<Integer>> admittedGroups = new ArrayList<>();
     private boolean admitted = true;
     private boolean abandoned;
 
-    Exchange(List<Plan.Check> checks) {
+    Exchange(List<Plan.Check> checks, Backend backend) {
       this.checks = checks;
+      this.backend = backend;
       this.groups = bySubject(checks);
       this.replies = new Decision[checks.size()];
     }
@@ -193,6 +272,10 @@ final class Backend {
 
     synchronized List<List<Integer>> admittedSnapshot() {
       return List.copyOf(admittedGroups);
+    }
+
+    synchronized List<Decision> repliesSnapshot() {
+      return Arrays.asList(replies.clone());
     }
 
     CompletableFuture<Verdict> group(AsyncLimiter limiter, int g) {
@@ -217,15 +300,22 @@ final class Backend {
       return sent.toCompletableFuture()
           .thenCompose(
               reply -> {
+                boolean late;
                 synchronized (this) {
                   for (int k = 0; k < members.size(); k++) {
                     replies[members.get(k)] = reply.decisions().get(k);
                   }
-                  if (admitted && reply.allowed()) {
+                  late = abandoned;
+                  if (admitted && reply.allowed() && !late) {
                     admittedGroups.add(members);
                   } else {
                     admitted = false;
                   }
+                }
+                if (late && reply.allowed()) {
+                  // The fail mode decided the request while this call was under way: served
+                  // unchecked or refused, either way it holds no slots.
+                  backend.release(held(checks, members, repliesSnapshot()));
                 }
                 return group(limiter, g + 1);
               });
@@ -246,9 +336,7 @@ final class Backend {
         }
         members = admittedGroups.remove(0);
       }
-      return limiter
-          .all(refunds(checks, members))
-          .toCompletableFuture()
+      return giveBack(limiter, checks, members, repliesSnapshot())
           .handle(
               (d, e) -> {
                 if (e != null) {
@@ -262,15 +350,10 @@ final class Backend {
     }
   }
 
-  private static List<Clause<?>> refunds(List<Plan.Check> checks, List<Integer> members) {
-    List<Clause<?>> out = new ArrayList<>();
-    for (int i : members) {
-      out.add(clause(checks.get(i), true));
-    }
-    return out;
-  }
-
-  /** The check as an {@code RL.ALL} clause: algorithm, key, limit, window, options. */
+  /**
+   * The check as an {@code RL.ALL} clause: algorithm, key, limit, window (a concurrency policy:
+   * its lease), options.
+   */
   static Clause<?> clause(Plan.Check check, boolean refund) {
     Policy p = check.policy();
     Duration window = Duration.ofMillis(p.windowMs());
@@ -284,6 +367,9 @@ final class Backend {
         return options(Sliding.of(check.key(), p.limit(), window), check, refund);
       case APPROX:
         return options(Sliding.of(check.key(), p.limit(), window).approx(), check, refund);
+      case CONCURRENCY:
+        // Never refunded: its slots are given back by releasing the lease.
+        return options(Concurrent.of(check.key(), p.limit(), window), check, false);
       case TOKEN:
       default:
         {

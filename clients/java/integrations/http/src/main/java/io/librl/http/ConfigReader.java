@@ -81,37 +81,45 @@ final class ConfigReader {
   }
 
   /**
-   * A concurrency policy: its own rules (concurrency-has-lease, and aligned and burst, which it
-   * never has) are checked, so a mistake is named where it is; then it is refused, as the Java
-   * integrations do not hold leases yet (docs/http/java.md, Concurrency limits).
+   * A concurrency policy (concurrency-has-lease): limit and lease, no window or rate, count all,
+   * and neither aligned nor burst, each mistake named where it is.
    */
-  private static ConfigException concurrency(WalkedObject p) {
+  private static Policy concurrency(WalkedObject p, String name) {
     for (String field : List.of("rate", "window")) {
       if (p.has(field)) {
-        return new ConfigException(
+        throw new ConfigException(
             p.path(field), "a concurrency policy has no " + field + "; give limit and lease");
       }
     }
-    for (String field : List.of("limit", "lease")) {
-      if (!p.has(field)) {
-        return new ConfigException(
-            p.path(field), "missing (a concurrency policy gives limit and lease)");
-      }
+    Long limit = p.integer("limit");
+    Long lease = p.ms("lease");
+    if (limit == null || lease == null) {
+      throw new ConfigException(
+          p.path(limit == null ? "limit" : "lease"),
+          "missing (a concurrency policy gives limit and lease)");
     }
     if (!p.requiredText("count").equals("all")) {
-      return new ConfigException(
+      throw new ConfigException(
           p.path("count"),
           "must be all on a concurrency policy (its slots are freed when the response is finished)");
     }
     if (Boolean.TRUE.equals(p.bool("aligned"))) {
-      return new ConfigException(p.path("aligned"), "aligned is for fixed policies, not concurrency");
+      throw new ConfigException(p.path("aligned"), "aligned is for fixed policies, not concurrency");
     }
     if (p.has("burst")) {
-      return new ConfigException(p.path("burst"), "burst is for token policies, not concurrency");
+      throw new ConfigException(p.path("burst"), "burst is for token policies, not concurrency");
     }
-    return new ConfigException(
-        p.path("algorithm"),
-        "concurrency is not in the Java integrations yet; use fixed, sliding, approx or token");
+    return new Policy(
+        name,
+        Policy.Algorithm.CONCURRENCY,
+        limit,
+        lease,
+        false,
+        null,
+        Policy.Key.fromConfig(p.requiredText("key")),
+        cost(p),
+        Policy.Count.ALL,
+        p.requiredBool("overridable"));
   }
 
   /** A policy, with the cross-field rules within one policy. */
@@ -119,7 +127,7 @@ final class ConfigReader {
     String name = p.requiredText("name");
     String algorithmName = p.requiredText("algorithm");
     if (algorithmName.equals("concurrency")) {
-      throw concurrency(p);
+      return concurrency(p, name);
     }
     // concurrency-has-lease: lease only on a concurrency policy
     if (p.has("lease")) {
@@ -161,17 +169,6 @@ final class ConfigReader {
       throw new ConfigException(
           p.path("burst"), "burst is for token policies, not " + algorithm.configName());
     }
-    Object cost = p.value("cost");
-    Policy.Cost c;
-    if (cost instanceof Long n) {
-      c = new Policy.Cost(Policy.CostKind.UNITS, n, null);
-    } else if ("body-bytes".equals(cost)) {
-      c = new Policy.Cost(Policy.CostKind.BODY_BYTES, 0, null);
-    } else if (cost instanceof String s && s.startsWith("header:")) {
-      c = new Policy.Cost(Policy.CostKind.HEADER, 0, s.substring("header:".length()));
-    } else {
-      throw p.outOfStep("cost");
-    }
     return new Policy(
         name,
         algorithm,
@@ -180,9 +177,22 @@ final class ConfigReader {
         aligned,
         burst,
         Policy.Key.fromConfig(p.requiredText("key")),
-        c,
+        cost(p),
         Policy.Count.fromConfig(p.requiredText("count")),
         p.requiredBool("overridable"));
+  }
+
+  /** A policy's cost: units, the body's bytes, or a header's integer. */
+  private static Policy.Cost cost(WalkedObject p) {
+    Object cost = p.value("cost");
+    if (cost instanceof Long n) {
+      return new Policy.Cost(Policy.CostKind.UNITS, n, null);
+    } else if ("body-bytes".equals(cost)) {
+      return new Policy.Cost(Policy.CostKind.BODY_BYTES, 0, null);
+    } else if (cost instanceof String s && s.startsWith("header:")) {
+      return new Policy.Cost(Policy.CostKind.HEADER, 0, s.substring("header:".length()));
+    }
+    throw p.outOfStep("cost");
   }
 
   /** policy-names-unique */

@@ -11,8 +11,10 @@ import java.util.Objects;
  *
  * @param name 1 to 64 of {@code A-Z a-z 0-9 - _ .}
  * @param algorithm which command checks it
- * @param limit units per window (for a token bucket, the rate: tokens added per window)
- * @param windowMs the window in milliseconds
+ * @param limit units per window (for a token bucket, the rate: tokens added per window; for a
+ *     concurrency policy, the slots held at once)
+ * @param windowMs the window in milliseconds; a concurrency policy's lease (the longest one
+ *     request holds its slots)
  * @param aligned a fixed window aligned to Unix time
  * @param burst a token bucket's capacity; null: the rate
  * @param key whose counter it uses
@@ -49,9 +51,17 @@ public record Policy(
     /** {@code RL.SLIDING ... APPROX}. */
     APPROX,
     /** {@code RL.TOKEN}. */
-    TOKEN;
+    TOKEN,
+    /**
+     * {@code RL.CONCURRENT}: slots held from the request's check until its response is finished
+     * (docs/http.md, Concurrency limits).
+     */
+    CONCURRENCY;
 
-    /** The configuration's name: {@code fixed}, {@code sliding}, {@code approx}, {@code token}. */
+    /**
+     * The configuration's name: {@code fixed}, {@code sliding}, {@code approx}, {@code token},
+     * {@code concurrency}.
+     */
     public String configName() {
       return name().toLowerCase(Locale.ROOT);
     }
@@ -126,6 +136,11 @@ public record Policy(
     static Count fromConfig(String name) {
       return valueOf(name.toUpperCase(Locale.ROOT));
     }
+  }
+
+  /** Whether the policy holds slots until the response is finished: {@code concurrency}. */
+  public boolean holdsSlots() {
+    return algorithm == Algorithm.CONCURRENCY;
   }
 
   /** The window in whole seconds, rounded up, as the headers give it. */

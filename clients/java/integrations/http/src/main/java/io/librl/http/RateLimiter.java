@@ -16,7 +16,8 @@ import java.util.concurrent.CompletionException;
  * (checks, replies, headers, and the refusal when there is one), then settles {@code count:
  * failed} / {@code succeeded} once the status is known. Each framework's adapter only moves
  * requests and responses: {@link #plan}, {@link #decide}, write {@link Decided#headers()}, send
- * the refusal or call the handler, {@link #settle}.
+ * the refusal or call the handler, {@link #settle}, and {@link #release} once the response is
+ * finished.
  *
  * <pre>{@code
  * RateLimiter limiter = RateLimiter.builder(Config.load(Path.of("policies.yaml")))
@@ -156,7 +157,8 @@ public final class RateLimiter implements AutoCloseable {
       checks = Plan.checks(planned, config.prefix(), request.headers(), bodyLength);
     } catch (Plan.RefusedException e) {
       return CompletableFuture.completedFuture(
-          new Decided(List.of(), List.of(), null, Refusals.refused(e.refusal()), Map.of()));
+          new Decided(
+              List.of(), List.of(), null, Refusals.refused(e.refusal()), Map.of(), Leases.NONE));
     }
     return exchange(new Asked(planned.route(), request.method(), request.path()), checks);
   }
@@ -189,7 +191,7 @@ public final class RateLimiter implements AutoCloseable {
                       ? error.getCause()
                       : error;
               Backend.Failure failure =
-                  cause instanceof Backend.Failure f ? f : new Backend.Failure(cause, List.of());
+                  cause instanceof Backend.Failure f ? f : new Backend.Failure(cause, List.of(), List.of());
               return fail(asked, checks, failure);
             })
         .thenCompose(f -> f);
@@ -203,12 +205,18 @@ public final class RateLimiter implements AutoCloseable {
     String error = failure.getMessage();
     if (config.fail() == Config.FailMode.OPEN) {
       warnOpen(error);
+      // Served unchecked, it holds no slots: the leases admitted groups took go at once.
+      List<Leases.Held> leases = new ArrayList<>();
+      for (List<Integer> members : failure.admitted) {
+        leases.addAll(Backend.held(checks, members, failure.replies));
+      }
+      backend.release(leases);
       return CompletableFuture.completedFuture(
           respond(asked, checks, List.of(), Hook.Outcome.FAIL_OPEN, error));
     }
     LOG.log(System.Logger.Level.ERROR, "librl: request refused (fail closed): " + error);
     return backend
-        .refundGroups(checks, failure.admitted)
+        .refundGroups(checks, failure.admitted, failure.replies)
         .thenApply(v -> respond(asked, checks, List.of(), Hook.Outcome.FAIL_CLOSED, error));
   }
 
@@ -252,7 +260,30 @@ public final class RateLimiter implements AutoCloseable {
         replies.size() == checks.size() && !replies.isEmpty()
             ? ResponseHeaders.of(config.headers(), checks, replies, outcome)
             : Map.of();
-    return new Decided(checks, replies, outcome, refusal, headers);
+    Leases leases = Leases.NONE;
+    if (outcome == Hook.Outcome.ALLOWED) {
+      List<Leases.Held> held = Backend.held(checks, allIndices(checks.size()), replies);
+      leases = held.isEmpty() ? Leases.NONE : new Leases(held);
+    }
+    return new Decided(checks, replies, outcome, refusal, headers, leases);
+  }
+
+  private static List<Integer> allIndices(int n) {
+    List<Integer> out = new ArrayList<>(n);
+    for (int i = 0; i < n; i++) {
+      out.add(i);
+    }
+    return out;
+  }
+
+  /**
+   * Releases the slots an admitted request holds (its concurrency policies' leases): call it once
+   * its response is finished (sent, the client gone, or the handler failed); later calls send
+   * nothing. Completes within the timeout, never exceptionally: a release that fails is logged,
+   * and the lease ends by itself (docs/http.md, Concurrency limits).
+   */
+  public CompletableFuture<Void> release(Decided decided) {
+    return backend.release(decided.leases().take());
   }
 
   /**
@@ -299,13 +330,20 @@ public final class RateLimiter implements AutoCloseable {
    * @param outcome what happened; null for a request refused before any check (400, 413)
    * @param refusal the response to send instead of calling the handler, or null
    * @param headers the rate-limit headers for the response (refusal or handler's), in order
+   * @param leases the slots an admitted request holds until {@link #release}
    */
   public record Decided(
       List<Plan.Check> checks,
       List<Decision> replies,
       Hook.Outcome outcome,
       Refusals.Reply refusal,
-      Map<String, String> headers) {
+      Map<String, String> headers,
+      Leases leases) {
+
+    /** Whether the request holds slots that {@link #release} gives back once it is finished. */
+    public boolean holdsSlots() {
+      return !leases.isEmpty();
+    }
 
     /** Whether {@link #settle} may refund something once the status is known. */
     public boolean settles() {

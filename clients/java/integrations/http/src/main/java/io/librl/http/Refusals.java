@@ -43,14 +43,23 @@ public final class Refusals {
     }
     Policy policy = check.policy();
     long limit = ResponseHeaders.shownLimit(policy, reply);
-    String per = policy.windowText();
     long secs = ResponseHeaders.retryAfterSecs(reply);
-    String detail =
-        secs >= 0
-            ? "Rate limit \"" + policy.name() + "\" (" + limit + " per " + per
-                + ") exceeded; retry in " + secs + " s."
-            : "This request costs " + check.cost() + ", more than rate limit \"" + policy.name()
-                + "\" (" + limit + " per " + per + ") ever admits at once.";
+    String detail;
+    if (policy.holdsSlots()) {
+      detail =
+          secs >= 0
+              ? "Concurrency limit \"" + policy.name() + "\" (" + limit + " at once) reached; retry in "
+                  + secs + " s."
+              : "This request costs " + check.cost() + ", more than concurrency limit \""
+                  + policy.name() + "\" (" + limit + " at once) ever admits.";
+    } else {
+      detail =
+          secs >= 0
+              ? "Rate limit \"" + policy.name() + "\" (" + limit + " per " + policy.windowText()
+                  + ") exceeded; retry in " + secs + " s."
+              : "This request costs " + check.cost() + ", more than rate limit \"" + policy.name()
+                  + "\" (" + limit + " per " + policy.windowText() + ") ever admits at once.";
+    }
     Map<String, Object> extra = new LinkedHashMap<>();
     extra.put("policy", policy.name());
     extra.put("limit", limit);

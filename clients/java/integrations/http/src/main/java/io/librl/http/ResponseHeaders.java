@@ -114,10 +114,14 @@ public final class ResponseHeaders {
     return out;
   }
 
-  /** {@code "name";q=<limit>;w=<window s>}, with {@code qu="content-bytes"} for body bytes. */
+  /**
+   * {@code "name";q=<limit>;w=<window s>}, with {@code qu="content-bytes"} for body bytes; a
+   * concurrency policy has no window: {@code "name";q=<limit>}.
+   */
   private static String policyItem(Plan.Check check, Decision reply) {
     Policy p = check.policy();
+    String window = p.holdsSlots() ? "" : ";w=" + p.windowSecs();
     String unit = p.cost().kind() == Policy.CostKind.BODY_BYTES ? ";qu=\"content-bytes\"" : "";
-    return "\"" + p.name() + "\";q=" + shownLimit(p, reply) + ";w=" + p.windowSecs() + unit;
+    return "\"" + p.name() + "\";q=" + shownLimit(p, reply) + window + unit;
   }
 }

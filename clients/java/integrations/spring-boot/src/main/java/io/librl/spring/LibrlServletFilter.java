@@ -5,6 +5,8 @@ import io.librl.http.RateLimiter;
 import io.librl.http.Refusals;
 import io.librl.http.RequestHeaders;
 import io.librl.http.Routes;
+import jakarta.servlet.AsyncEvent;
+import jakarta.servlet.AsyncListener;
 import jakarta.servlet.FilterChain;
 import jakarta.servlet.ReadListener;
 import jakarta.servlet.ServletException;
@@ -113,17 +115,66 @@ public class LibrlServletFilter extends OncePerRequestFilter implements SmartIni
       return;
     }
     decided.headers().forEach(response::setHeader);
+    if (!decided.holdsSlots()) {
+      serve(request, response, chain, decided);
+      return;
+    }
+    // Concurrency slots are held until the response is finished (docs/http.md, Concurrency
+    // limits): when the handler returns or throws (a client gone shows as a failed write), or,
+    // for an asynchronous response (a stream, server-sent events), when it completes.
+    boolean async = false;
+    try {
+      serve(request, response, chain, decided);
+      if (request.isAsyncStarted()) {
+        request.getAsyncContext().addListener(new Releasing(limiter, decided));
+        async = true;
+      }
+    } finally {
+      if (!async) {
+        await(limiter.release(decided));
+      }
+    }
+  }
+
+  /** The handler, and for {@code count: failed} / {@code succeeded} the refund its status decides. */
+  private void serve(
+      HttpServletRequest request, HttpServletResponse response, FilterChain chain, RateLimiter.Decided decided)
+      throws ServletException, IOException {
     if (!decided.settles()) {
       chain.doFilter(request, response);
       return;
     }
-    // count: failed / succeeded: the status decides a refund, made before the response goes out.
+    // The refund is made before the response goes out, so the client's next request sees it.
     ContentCachingResponseWrapper held = new ContentCachingResponseWrapper(response);
     try {
       chain.doFilter(request, held);
     } finally {
       await(limiter.settle(decided, held.getStatus()));
       held.copyBodyToResponse();
+    }
+  }
+
+  /** Releases an asynchronous response's slots when it completes, fails or times out. */
+  private record Releasing(RateLimiter limiter, RateLimiter.Decided decided) implements AsyncListener {
+    @Override
+    public void onComplete(AsyncEvent event) {
+      limiter.release(decided);
+    }
+
+    @Override
+    public void onError(AsyncEvent event) {
+      limiter.release(decided);
+    }
+
+    @Override
+    public void onTimeout(AsyncEvent event) {
+      limiter.release(decided);
+    }
+
+    @Override
+    public void onStartAsync(AsyncEvent event) {
+      // Asynchronous processing started again (a new dispatch): keep listening.
+      event.getAsyncContext().addListener(this);
     }
   }
 

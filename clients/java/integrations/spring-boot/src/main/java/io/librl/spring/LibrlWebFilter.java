@@ -154,17 +154,28 @@ public class LibrlWebFilter implements WebFilter, Ordered, SmartInitializingSing
                 return send(response, decided.refusal(), decided.headers());
               }
               decided.headers().forEach(response.getHeaders()::set);
-              if (decided.settles()) {
-                // count: failed / succeeded: the refund is made before the response goes out.
-                response.beforeCommit(
-                    () -> {
-                      HttpStatusCode status = response.getStatusCode();
-                      return Mono.fromFuture(
-                          () -> limiter.settle(decided, status == null ? 200 : status.value()));
-                    });
+              if (decided.holdsSlots()) {
+                // Concurrency slots are held until the response is finished (docs/http.md,
+                // Concurrency limits): written, failed, or cancelled by a client gone first.
+                return serve(exchange, chain, decided)
+                    .doFinally(signal -> limiter.release(decided));
               }
-              return chain.filter(exchange);
+              return serve(exchange, chain, decided);
             });
+  }
+
+  /** The handler, and for {@code count: failed} / {@code succeeded} the refund its status decides. */
+  private Mono<Void> serve(ServerWebExchange exchange, WebFilterChain chain, RateLimiter.Decided decided) {
+    if (decided.settles()) {
+      // The refund is made before the response goes out, so the client's next request sees it.
+      ServerHttpResponse response = exchange.getResponse();
+      response.beforeCommit(
+          () -> {
+            HttpStatusCode status = response.getStatusCode();
+            return Mono.fromFuture(() -> limiter.settle(decided, status == null ? 200 : status.value()));
+          });
+    }
+    return chain.filter(exchange);
   }
 
   private Mono<Routes> routesFor(ServerWebExchange exchange) {

@@ -6,6 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.librl.http.TestRedis;
 import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.util.concurrent.CompletableFuture;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -23,6 +25,7 @@ import org.springframework.security.provisioning.InMemoryUserDetailsManager;
 import org.springframework.security.web.SecurityFilterChain;
 import org.springframework.web.bind.annotation.GetMapping;
 import org.springframework.web.bind.annotation.RestController;
+import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody;
 
 /**
  * The starter in a real Spring MVC application on Tomcat, with Spring Security's HTTP Basic users:
@@ -76,6 +79,11 @@ class ServletFilterTest {
   }
 
   @Test
+  void streamedResponseHoldsItsSlotUntilItEnds() throws Exception {
+    Http.streamHoldsItsSlot(port, "/stream", "mvc:{ip:127.0.0.1}:slots", MvcApp.Endpoints.GATE);
+  }
+
+  @Test
   void pathsNoRouteCoversAreNotChecked() throws Exception {
     HttpResponse<String> free = Http.get(port, "/free", "alice");
     assertEquals(200, free.statusCode());
@@ -116,6 +124,19 @@ class ServletFilterTest {
       @GetMapping("/free")
       String free() {
         return "ok";
+      }
+
+      /** Completed by the test: the stream's body is written then. */
+      static final CompletableFuture<Void> GATE = new CompletableFuture<>();
+
+      /** An asynchronous response: the servlet filter returns before its body is written. */
+      @RateLimited("slots")
+      @GetMapping("/stream")
+      StreamingResponseBody stream() {
+        return out -> {
+          GATE.join();
+          out.write("ok".getBytes(StandardCharsets.UTF_8));
+        };
       }
     }
   }

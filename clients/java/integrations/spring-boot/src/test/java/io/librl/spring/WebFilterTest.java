@@ -10,6 +10,7 @@ import io.librl.http.ConfigException;
 import io.librl.http.RateLimiter;
 import io.librl.http.TestRedis;
 import java.net.http.HttpResponse;
+import java.util.concurrent.CompletableFuture;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -27,6 +28,7 @@ import org.springframework.security.core.userdetails.User;
 import org.springframework.security.web.server.SecurityWebFilterChain;
 import org.springframework.web.bind.annotation.GetMapping;
 import org.springframework.web.bind.annotation.RestController;
+import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
 
 /**
@@ -99,6 +101,11 @@ class WebFilterTest {
     }
   }
 
+  @Test
+  void streamedResponseHoldsItsSlotUntilItEnds() throws Exception {
+    Http.streamHoldsItsSlot(port, "/stream", "flux:{ip:127.0.0.1}:slots", FluxApp.Endpoints.GATE);
+  }
+
   static class Unknown {
     @RateLimited({"search", "nope"})
     String get() {
@@ -140,6 +147,15 @@ class WebFilterTest {
       @GetMapping("/free")
       Mono<String> free() {
         return Mono.just("ok");
+      }
+
+      /** Completed by the test: the stream's last item comes then. */
+      static final CompletableFuture<Void> GATE = new CompletableFuture<>();
+
+      @RateLimited("slots")
+      @GetMapping("/stream")
+      Flux<String> stream() {
+        return Flux.concat(Mono.just("o"), Mono.fromFuture(GATE).thenReturn("k"));
       }
     }
   }
