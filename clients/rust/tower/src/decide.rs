@@ -33,7 +33,11 @@ pub enum RedisTarget {
 enum Connection {
     Standalone {
         client: redis::Client,
-        limiter: OnceCell<AsyncLimiter<ConnectionManager>>,
+        // Sent on directly: a standalone server never answers TRYAGAIN or
+        // MOVED, and the middleware uses neither a denial cache nor WAIT,
+        // so `AsyncLimiter`'s machinery would only add to every request's
+        // future.
+        manager: OnceCell<ConnectionManager>,
     },
     Cluster {
         client: Box<ClusterClient>,
@@ -94,7 +98,7 @@ impl Backend {
         let connection = match target {
             RedisTarget::Url(url) => Connection::Standalone {
                 client: redis::Client::open(url.as_str())?,
-                limiter: OnceCell::new(),
+                manager: OnceCell::new(),
             },
             RedisTarget::Cluster(nodes) => Connection::Cluster {
                 client: Box::new(
@@ -117,49 +121,67 @@ impl Backend {
     /// and the earlier, admitted ones refunded, so a refused request is
     /// counted by no policy. The whole exchange has the timeout.
     pub async fn check(&self, checks: &[Check]) -> Result<Verdict, Failure> {
-        let mut admitted_groups = Vec::new();
-        let exchange = self
-            .within_timeout(async {
-                let mut replies: Vec<Option<Decision>> = vec![None; checks.len()];
-                let mut admitted = true;
-                for members in by_subject(checks) {
-                    let all: All = members.iter().map(|&i| checks[i].clause()).collect();
-                    let all = if admitted { all } else { all.peek() };
-                    let reply = self.run(&all).await?;
-                    for (&i, d) in members.iter().zip(&reply.decisions) {
-                        replies[i] = Some(*d);
-                    }
-                    if admitted && reply.allowed {
-                        admitted_groups.push(Admitted {
-                            members,
-                            replies: reply.decisions,
-                        });
-                    } else {
-                        admitted = false;
-                    }
+        let mut admitted = Vec::new();
+        // The exchange goes straight into the timeout, not through an
+        // async helper taking it as an argument (which would store it twice
+        // in every request's future).
+        let exchange =
+            tokio::time::timeout(self.timeout, self.exchange(checks, &mut admitted)).await;
+        match exchange {
+            Ok(Ok(verdict)) => Ok(verdict),
+            Ok(Err(e)) => Err(Failure {
+                error: Unavailable::Redis(e),
+                admitted,
+            }),
+            Err(_) => Err(Failure {
+                error: Unavailable::Timeout(self.timeout),
+                admitted,
+            }),
+        }
+    }
+
+    /// [`Backend::check`]'s exchange, without the timeout; `admitted_groups`
+    /// holds the groups admitted and not given back, whenever it stops.
+    async fn exchange(
+        &self,
+        checks: &[Check],
+        admitted_groups: &mut Vec<Admitted>,
+    ) -> redis::RedisResult<Verdict> {
+        let mut replies: Vec<Option<Decision>> = vec![None; checks.len()];
+        let mut admitted = true;
+        for members in by_subject(checks) {
+            let all: All = members.iter().map(|&i| checks[i].clause()).collect();
+            let all = if admitted { all } else { all.peek() };
+            let reply = self.run(&all).await?;
+            for (&i, d) in members.iter().zip(&reply.decisions) {
+                replies[i] = Some(*d);
+            }
+            if admitted && reply.allowed {
+                admitted_groups.push(Admitted {
+                    members,
+                    replies: reply.decisions,
+                });
+            } else {
+                admitted = false;
+            }
+        }
+        if !admitted {
+            // Each group leaves the list as it is given back: were the
+            // timeout to stop the exchange here, the fail mode gives back
+            // only the groups not yet given back (never one twice).
+            while !admitted_groups.is_empty() {
+                let group = admitted_groups.remove(0);
+                // Boxed: rare, and kept out of every request's future.
+                if let Err(e) = Box::pin(self.give_back(checks, &group)).await {
+                    tracing::warn!(
+                        "librl: could not refund a request another subject refused: {e}"
+                    );
                 }
-                if !admitted {
-                    // Each group leaves the list as it is given back: were the
-                    // timeout to stop the exchange here, the fail mode gives
-                    // back only the groups not yet given back (never one twice).
-                    while !admitted_groups.is_empty() {
-                        let group = admitted_groups.remove(0);
-                        if let Err(e) = self.give_back(checks, &group).await {
-                            tracing::warn!(
-                                "librl: could not refund a request another subject refused: {e}"
-                            );
-                        }
-                    }
-                }
-                Ok(Verdict {
-                    admitted,
-                    replies: replies.into_iter().flatten().collect(),
-                })
-            })
-            .await;
-        exchange.map_err(|error| Failure {
-            error,
-            admitted: admitted_groups,
+            }
+        }
+        Ok(Verdict {
+            admitted,
+            replies: replies.into_iter().flatten().collect(),
         })
     }
 
@@ -250,33 +272,49 @@ impl Backend {
 
     async fn run<Q: Command>(&self, command: &Q) -> redis::RedisResult<Q::Output> {
         match &self.connection {
-            Connection::Standalone { client, limiter } => {
-                let limiter = limiter
-                    .get_or_try_init(|| async {
-                        // One attempt per reconnection: a request that finds
-                        // Redis gone fails at once; the next one tries again.
-                        let config = ConnectionManagerConfig::new()
-                            .set_number_of_retries(0)
-                            .set_connection_timeout(Some(self.timeout))
-                            .set_response_timeout(Some(self.timeout));
-                        let manager =
-                            ConnectionManager::new_with_config(client.clone(), config).await?;
-                        redis::RedisResult::Ok(AsyncLimiter::new(manager))
-                    })
-                    .await?;
-                limiter.run(command).await
+            Connection::Standalone { client, manager } => {
+                let manager = match manager.get() {
+                    Some(manager) => manager,
+                    // Connecting is rare and its future is large: boxed, so
+                    // that every request's future does not carry its size
+                    // (a request's future is allocated and moved whole).
+                    None => {
+                        Box::pin(manager.get_or_try_init(|| self.connect_standalone(client)))
+                            .await?
+                    }
+                };
+                command.query_async(&mut manager.clone()).await
             }
             Connection::Cluster { client, limiter } => {
-                let limiter = limiter
-                    .get_or_try_init(|| async {
-                        redis::RedisResult::Ok(AsyncLimiter::new(
-                            client.get_async_connection().await?,
-                        ))
-                    })
-                    .await?;
-                limiter.run(command).await
+                let limiter = match limiter.get() {
+                    Some(limiter) => limiter,
+                    None => {
+                        Box::pin(limiter.get_or_try_init(|| async {
+                            redis::RedisResult::Ok(AsyncLimiter::new(
+                                client.get_async_connection().await?,
+                            ))
+                        }))
+                        .await?
+                    }
+                };
+                // Boxed: the cluster client's future is several times the
+                // size of everything else a request holds.
+                Box::pin(limiter.run(command)).await
             }
         }
+    }
+
+    async fn connect_standalone(
+        &self,
+        client: &redis::Client,
+    ) -> redis::RedisResult<ConnectionManager> {
+        // One attempt per reconnection: a request that finds Redis gone
+        // fails at once; the next one tries again.
+        let config = ConnectionManagerConfig::new()
+            .set_number_of_retries(0)
+            .set_connection_timeout(Some(self.timeout))
+            .set_response_timeout(Some(self.timeout));
+        ConnectionManager::new_with_config(client.clone(), config).await
     }
 }
 

@@ -110,14 +110,15 @@ pub(crate) fn write(
             format!("\"{}\";r={};t={reset}", check.policy.name, reply.remaining),
         );
     }
+    // Integers straight into header values: no string in between.
     if matches!(mode, HeaderMode::Both | HeaderMode::Legacy) {
-        set(X_RATELIMIT_LIMIT, shown_limit(check, reply).to_string());
-        set(X_RATELIMIT_REMAINING, reply.remaining.to_string());
-        set(X_RATELIMIT_RESET, reset.to_string());
+        headers.insert(X_RATELIMIT_LIMIT, shown_limit(check, reply).into());
+        headers.insert(X_RATELIMIT_REMAINING, reply.remaining.into());
+        headers.insert(X_RATELIMIT_RESET, reset.into());
     }
     if outcome == Outcome::Denied {
         if let Some(secs) = retry_after_secs(reply) {
-            set(http::header::RETRY_AFTER, secs.to_string());
+            headers.insert(http::header::RETRY_AFTER, secs.into());
         }
     }
 }

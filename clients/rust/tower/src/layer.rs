@@ -119,7 +119,9 @@ where
     };
     let mut body_len = None;
     let req = if planned.needs_body_len() {
-        match measure(req, shared.max_body_bytes()).await {
+        // Boxed: only `body-bytes` policies measure, and its future is
+        // kept out of every request's.
+        match Box::pin(measure(req, shared.max_body_bytes())).await {
             Ok((req, len)) => {
                 body_len = Some(len);
                 req
@@ -141,7 +143,9 @@ where
         Some(reply) => respond(reply.clone(), grpc.as_ref()),
         None => {
             let response = inner.call(req).await?;
-            shared.settle(&decided, response.status().as_u16()).await;
+            if let Some(settle) = shared.settle(&decided, response.status().as_u16()) {
+                Box::pin(settle).await;
+            }
             response.map(|body| ResponseBody::new(Either::Left(body), Some(leases)))
         }
     };

@@ -293,7 +293,8 @@ impl Shared {
                     leases,
                 )
             }
-            Err(failure) => self.fail(&checks, failure).await,
+            // Boxed: rare, and kept out of every request's future.
+            Err(failure) => Box::pin(self.fail(&checks, failure)).await,
         };
         let worst = headers::most_restrictive(&replies);
         if outcome == Outcome::WouldDeny {
@@ -373,10 +374,16 @@ impl Shared {
 
     /// `count: failed` refunds below 400, `count: succeeded` from 400:
     /// before the response goes out, so the client's next request sees it.
-    pub(crate) async fn settle(&self, decided: &Decided, status: u16) {
+    /// None when nothing is to be refunded (the common case: no future to
+    /// allocate or poll).
+    pub(crate) fn settle<'a>(
+        &'a self,
+        decided: &'a Decided,
+        status: u16,
+    ) -> Option<impl std::future::Future<Output = ()> + Send + 'a> {
         // Only what Redis recorded is refunded there.
         if decided.outcome != Outcome::Allowed || decided.local {
-            return;
+            return None;
         }
         let refund: Vec<&Check> = decided
             .checks
@@ -388,11 +395,13 @@ impl Shared {
             })
             .collect();
         if refund.is_empty() {
-            return;
+            return None;
         }
-        if let Err(e) = self.backend.refund(&refund).await {
-            tracing::warn!("librl: could not refund after the response: {e}");
-        }
+        Some(async move {
+            if let Err(e) = self.backend.refund(&refund).await {
+                tracing::warn!("librl: could not refund after the response: {e}");
+            }
+        })
     }
 
     /// Redis could not answer (docs/http.md, Fail modes), maybe after it
