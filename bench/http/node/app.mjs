@@ -7,7 +7,7 @@
 //          with its Redis store
 //   floor  a bare handler sending the same RL.ALL through the same client
 // Env: PORT, REDIS_URL, LIBRL_POLICIES (the policies file the driver
-// writes). The limits are that file's: /open 1,000,000,000 a minute per
+// writes), LIBRL_DIST (librl's build, default clients/node/dist). The limits are that file's: /open 1,000,000,000 a minute per
 // client address (never refuses), /half 1 per 10 s per X-Client header.
 import express from "express";
 import Fastify from "fastify";
@@ -15,8 +15,10 @@ import fastifyRateLimit from "@fastify/rate-limit";
 import { rateLimit as expressRateLimit } from "express-rate-limit";
 import { RedisStore } from "rate-limit-redis";
 import { Redis } from "ioredis";
-import { rateLimit as librlExpress } from "../../../clients/node/dist/express.js";
-import { librl as librlFastify } from "../../../clients/node/dist/fastify.js";
+// LIBRL_DIST: another build of clients/node's dist/ (an A/B of two builds, side by side).
+const dist = process.env.LIBRL_DIST ?? new URL("../../../clients/node/dist", import.meta.url).pathname;
+const { rateLimit: librlExpress } = await import(`${dist}/express.js`);
+const { librl: librlFastify } = await import(`${dist}/fastify.js`);
 
 const OPEN = { limit: 1_000_000_000, windowMs: 60_000, window: "60000ms" };
 const HALF = { limit: 1, windowMs: 10_000, window: "10000ms" };
