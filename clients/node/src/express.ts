@@ -5,7 +5,7 @@
  * No import of express: the middleware speaks Node's request and response.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { HttpLimiter, type HttpLimiterOptions, type Selection, type Verdict } from "./http/core.js";
+import { HttpLimiter, type HttpLimiterOptions, type RequestInfo, type Selection, type Verdict } from "./http/core.js";
 import { defaultUser, headerOf, onResponseDone, pathOf, readUpTo } from "./http/request.js";
 import type { Refusal } from "./http/refusals.js";
 
@@ -55,6 +55,28 @@ function holdEnd(res: ServerResponse, after: (status: number) => Promise<void>):
   } as typeof end;
 }
 
+/** What the limiter reads of an Express request (a class: no closures or accessors made per request). */
+class ExpressFacts implements RequestInfo {
+  constructor(
+    private readonly req: ExpressRequest,
+    readonly method: string,
+    readonly path: string,
+    private readonly resolveUser: (req: ExpressRequest) => string | undefined,
+  ) {}
+
+  get peer(): string | undefined {
+    return this.req.socket?.remoteAddress;
+  }
+
+  header(name: string): string | undefined {
+    return headerOf(this.req, name);
+  }
+
+  get user(): string | undefined {
+    return this.resolveUser(this.req);
+  }
+}
+
 function send(res: ServerResponse, refusal: Refusal): void {
   res.statusCode = refusal.status;
   for (const [name, value] of Object.entries(refusal.headers)) res.setHeader(name, value);
@@ -79,15 +101,6 @@ export function rateLimit(options: ExpressRateLimitOptions): ExpressRateLimit {
     const method = req.method ?? "GET";
     const chosen = policies ?? core.select(method, path);
     if (chosen.policies.length === 0) return next();
-    const info = {
-      method,
-      path,
-      peer: req.socket?.remoteAddress,
-      header: (name: string) => headerOf(req, name),
-      get user() {
-        return user(req);
-      },
-    };
     // A body without Content-Length is read to be measured; it stays in
     // req.body as a Buffer (req._body set, so body parsers skip it).
     const measure = async (max: number) => {
@@ -98,9 +111,11 @@ export function rateLimit(options: ExpressRateLimitOptions): ExpressRateLimit {
       }
       return body?.length;
     };
-    core.check(info, chosen, measure).then((verdict: Verdict) => {
+    core.check(new ExpressFacts(req, method, path, user), chosen, measure).then((verdict: Verdict) => {
       if (!verdict.pass) return send(res, verdict.refusal);
-      for (const [name, value] of Object.entries(verdict.headers)) res.setHeader(name, value);
+      const headers = verdict.headers;
+      // Straight onto Node's response (Express's res.set would add work per header).
+      for (const name in headers) res.setHeader(name, headers[name] as string);
       const { after, release } = verdict;
       if (release === undefined) {
         if (after !== undefined) holdEnd(res, after);

@@ -8,7 +8,7 @@
  */
 import { Readable } from "node:stream";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { HttpLimiter, type HttpLimiterOptions, type Selection } from "./http/core.js";
+import { HttpLimiter, type HttpLimiterOptions, type RequestInfo, type Selection } from "./http/core.js";
 import { defaultUser, headerOf, onResponseDone, pathOf, readUpTo } from "./http/request.js";
 
 export { ConfigError, loadConfig, parseConfig, type Config } from "./http/configuration.js";
@@ -32,6 +32,7 @@ export interface FastifyReplyLike {
   readonly raw: ServerResponse;
   code(status: number): FastifyReplyLike;
   header(name: string, value: string): FastifyReplyLike;
+  headers(values: Readonly<Record<string, string>>): FastifyReplyLike;
   send(payload?: unknown): FastifyReplyLike;
 }
 
@@ -68,6 +69,34 @@ type WithAfter = {
   [AFTER]?: ((status: number) => Promise<void>) | undefined;
   [RELEASE]?: (() => Promise<void>) | undefined;
 };
+
+/** A callback hook's continuation: an error, or the payload stream for the body parsers. */
+type Done = (err: unknown, payload?: Payload) => void;
+
+/** What the limiter reads of a Fastify request (a class: no closures or accessors made per request). */
+class FastifyFacts implements RequestInfo {
+  constructor(
+    private readonly request: FastifyRequestLike,
+    readonly path: string,
+    private readonly resolveUser: (request: FastifyRequestLike) => string | undefined,
+  ) {}
+
+  get method(): string {
+    return this.request.method;
+  }
+
+  get peer(): string | undefined {
+    return this.request.raw.socket?.remoteAddress;
+  }
+
+  header(name: string): string | undefined {
+    return headerOf(this.request.raw, name);
+  }
+
+  get user(): string | undefined {
+    return this.resolveUser(this.request);
+  }
+}
 
 /** A Readable that Fastify's body parsers accept in place of the request. */
 type Payload = Readable & { receivedEncodedLength?: number };
@@ -113,10 +142,11 @@ async function librlFastify(fastify: FastifyInstanceLike, options: FastifyRateLi
     routePolicies(route.config, `route ${String(route.method)} ${route.url ?? ""}`);
   }) as Hook);
 
-  fastify.addHook("preParsing", (async (request: FastifyRequestLike, reply: FastifyReplyLike, payload: Payload) => {
+  // A callback hook, not an async one: the check's own promise is the only one per request.
+  fastify.addHook("preParsing", ((request: FastifyRequestLike, reply: FastifyReplyLike, payload: Payload, done: Done) => {
     const path = pathOfRequest(request);
     const chosen = routePolicies(request.routeOptions?.config ?? request.routeConfig, "route") ?? core.select(request.method, path);
-    if (chosen.policies.length === 0) return payload;
+    if (chosen.policies.length === 0) return done(null, payload);
     let replaced: Payload | undefined;
     const measure = async (max: number) => {
       const body = await readUpTo(payload, max);
@@ -125,36 +155,28 @@ async function librlFastify(fastify: FastifyInstanceLike, options: FastifyRateLi
       replaced.receivedEncodedLength = body.length;
       return body.length;
     };
-    const verdict = await core.check(
-      {
-        method: request.method,
-        path,
-        peer: request.raw.socket?.remoteAddress,
-        header: (name: string) => headerOf(request.raw, name),
-        get user() {
-          return user(request);
-        },
-      },
-      chosen,
-      measure,
-    );
-    if (!verdict.pass) {
-      const { refusal } = verdict;
-      reply.code(refusal.status);
-      for (const [name, value] of Object.entries(refusal.headers)) reply.header(name, value);
-      reply.header("content-type", refusal.contentType);
-      // A Buffer: Fastify would add "; charset=utf-8" to a JSON type given a string.
-      reply.send(Buffer.from(refusal.body, "utf8"));
-      return reply;
-    }
-    for (const [name, value] of Object.entries(verdict.headers)) reply.header(name, value);
-    (request as WithAfter)[AFTER] = verdict.after;
-    (request as WithAfter)[RELEASE] = verdict.release;
-    // A concurrency policy's slots are held until the response is over (a
-    // stream at its end), or the client goes away.
-    const release = verdict.release;
-    if (release !== undefined) onResponseDone(reply.raw, () => void release());
-    return replaced ?? payload;
+    core.check(new FastifyFacts(request, path, user), chosen, measure).then((verdict) => {
+      if (!verdict.pass) {
+        const { refusal } = verdict;
+        reply.code(refusal.status);
+        reply.headers(refusal.headers);
+        reply.header("content-type", refusal.contentType);
+        // A Buffer: Fastify would add "; charset=utf-8" to a JSON type given a string.
+        // The reply is sent: `done` is not called (Fastify's early response from a callback hook).
+        reply.send(Buffer.from(refusal.body, "utf8"));
+        return;
+      }
+      reply.headers(verdict.headers);
+      const { after, release } = verdict;
+      if (after !== undefined) (request as WithAfter)[AFTER] = after;
+      if (release !== undefined) {
+        (request as WithAfter)[RELEASE] = release;
+        // A concurrency policy's slots are held until the response is over
+        // (a stream at its end), or the client goes away.
+        onResponseDone(reply.raw, () => void release());
+      }
+      done(null, replaced ?? payload);
+    }, done);
   }) as Hook);
 
   // Before the response is sent: the client's next request sees the refund,

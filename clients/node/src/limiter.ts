@@ -227,6 +227,20 @@ export class Limiter {
     return this.#prefix;
   }
 
+  /**
+   * The short way for a caller that builds RL.ALL's argv itself from plans
+   * made once (the HTTP integrations, on every request): `argv` is sent as
+   * given, unchecked and unprefixed, and the raw reply returned. Undefined
+   * when calls must take all()'s way: on a cluster (a TRYAGAIN is split),
+   * with the denial cache, or durable. Internal: not part of the API.
+   * @internal
+   */
+  get directAll(): ((argv: readonly string[], keys: readonly string[]) => Promise<unknown>) | undefined {
+    if (this.#transport.isCluster || this.#cache !== undefined || this.#durable !== undefined || this.#prefix !== "") return undefined;
+    const transport = this.#transport;
+    return (argv, keys) => transport.send(argv, keys, false);
+  }
+
   /** RL.FIXED: a fixed window of `limit` units per `window`. */
   fixed(key: string, limit: number, window: Duration, options?: FixedOptions): Promise<Decision> {
     return attempt(() => this.#limit(fixedCall(key, limit, window, options)));

@@ -9,12 +9,12 @@
 import { Limiter, type LimiterOptions, type RedisLikeClient } from "../limiter.js";
 import type { Decision } from "../reply.js";
 import { resolvePolicies, toConfig, type Config, type ConfigSource, type LoadOptions, type Policy } from "./configuration.js";
-import { decide, leasesOf, refund, release, type Held } from "./decide.js";
+import { decide, decideOne, leasesOf, refund, release, type Answered, type DirectAll, type Failed, type Held } from "./decide.js";
 import { FailMode } from "./fail-modes.js";
 import { mostRestrictive, rateLimitHeaders, type Checked } from "./headers.js";
 import { callHook, type DecisionEvent, type DecisionHook, type Logger, type Outcome } from "./hook.js";
 import { Identity, TrustedProxies, type RequestFacts } from "./identity.js";
-import { costs, plan, type Check, type MeasureBody } from "./plan.js";
+import { costs, costsOf, plan, type Check, type MeasureBody, type Planned } from "./plan.js";
 import { denied, unavailable, type Refusal } from "./refusals.js";
 import { Routes, type Selection } from "./routes.js";
 
@@ -69,6 +69,18 @@ export type Verdict =
 
 const PASS_UNCHECKED: Verdict = Object.freeze({ pass: true, headers: Object.freeze({}), after: undefined, release: undefined });
 
+/** A policy the short way can check: a rate limit whose cost needs no body read. */
+function isShort(p: Policy): boolean {
+  return p.algorithm !== "concurrency" && p.cost.kind !== "body-bytes";
+}
+
+/** Whether every check has the first one's subject (then one RL.ALL decides them all). */
+function oneSubject(checks: readonly Check[]): boolean {
+  const tag = (checks[0] as Check).subject.tag;
+  for (let i = 1; i < checks.length; i++) if ((checks[i] as Check).subject.tag !== tag) return false;
+  return true;
+}
+
 export class HttpLimiter {
   readonly config: Config;
   readonly limiter: Limiter;
@@ -77,6 +89,8 @@ export class HttpLimiter {
   readonly #routes: Routes;
   readonly #trusted: TrustedProxies;
   readonly #fail: FailMode;
+  /** The Limiter's short way for RL.ALL, when its options allow it. */
+  readonly #direct: DirectAll | undefined;
 
   constructor(options: HttpLimiterOptions) {
     if (options === null || typeof options !== "object") throw new TypeError("librl: give { client, config }");
@@ -92,6 +106,7 @@ export class HttpLimiter {
     this.#routes = new Routes(this.config.routes, [...this.config.policies.values()]);
     this.#trusted = new TrustedProxies(this.config.trustedProxies);
     this.#fail = new FailMode(this.config.fail, this.limiter, this.config.timeoutMs, this.#logger);
+    this.#direct = this.limiter.directAll;
   }
 
   /** Named policies, checked now (a missing name throws, naming it). */
@@ -110,25 +125,48 @@ export class HttpLimiter {
     return this.#routes.select(method, path);
   }
 
-  /** Checks a request: pass (with headers and the after-response step) or a refusal. */
-  async check(req: RequestInfo, selection: Selection, measureBody: MeasureBody): Promise<Verdict> {
-    if (selection.policies.length === 0) return PASS_UNCHECKED;
+  /**
+   * Checks a request: pass (with headers and the after-response step) or a
+   * refusal. Runs on every request, so the usual case (rate policies, one
+   * subject, no body to measure) takes the short way: no async layers, the
+   * RL.ALL argv built straight from plans made at start-up.
+   */
+  check(req: RequestInfo, selection: Selection, measureBody: MeasureBody): Promise<Verdict> {
+    const policies = selection.policies;
+    if (policies.length === 0) return Promise.resolve(PASS_UNCHECKED);
     const config = this.config;
-    const planned = plan(selection.policies, new Identity(req, config, this.#trusted), config.prefix, config.exemptLoopback);
-    if (planned.length === 0) return PASS_UNCHECKED;
+    const planned = plan(policies, new Identity(req, config, this.#trusted), config.prefix, config.exemptLoopback);
+    if (planned.length === 0) return Promise.resolve(PASS_UNCHECKED);
+    const direct = this.#direct;
+    if (direct === undefined || !policies.every(isShort)) return this.#checkAll(req, selection, planned, measureBody);
+    const checks = costsOf(planned, req, 0);
+    if (!Array.isArray(checks)) return Promise.resolve({ pass: false, refusal: checks });
+    if (!oneSubject(checks)) return this.#decided(req, selection, checks, decide(this.limiter, checks, config.timeoutMs, this.#logger));
+    return this.#decided(req, selection, checks, decideOne(direct, checks, config.timeoutMs));
+  }
+
+  /** The long way: bodies measured, several subjects, concurrency leases, a cluster. */
+  async #checkAll(req: RequestInfo, selection: Selection, planned: readonly Planned[], measureBody: MeasureBody): Promise<Verdict> {
+    const config = this.config;
     const checks = await costs(planned, (name) => req.header(name), config.maxBodyBytes, measureBody);
     if (!Array.isArray(checks)) return { pass: false, refusal: checks };
+    return this.#decided(req, selection, checks, decide(this.limiter, checks, config.timeoutMs, this.#logger));
+  }
 
-    const result = await decide(this.limiter, checks, config.timeoutMs, this.#logger);
-    if (!result.answered) {
-      const outcome = await this.#fail.apply(result);
-      this.#emit(req, selection, outcome, checks, undefined, result.error);
-      if (outcome === "fail_closed") return { pass: false, refusal: unavailable() };
-      // fail: open after some groups were admitted: their leases are held while the request runs.
-      const held = result.admitted.flatMap((t) => leasesOf(t.checks, t.decisions));
-      return held.length === 0 ? PASS_UNCHECKED : { pass: true, headers: {}, after: undefined, release: this.#releaser(held) };
-    }
-    return this.#respond(req, selection, checks, result.admitted, result.decisions);
+  #decided(req: RequestInfo, selection: Selection, checks: readonly Check[], exchange: Promise<Answered | Failed>): Promise<Verdict> {
+    return exchange.then((result) =>
+      result.answered ? this.#respond(req, selection, checks, result.admitted, result.decisions) : this.#failed(req, selection, checks, result),
+    );
+  }
+
+  /** Redis did not answer: the fail mode's verdict. */
+  async #failed(req: RequestInfo, selection: Selection, checks: readonly Check[], result: Failed): Promise<Verdict> {
+    const outcome = await this.#fail.apply(result);
+    this.#emit(req, selection, outcome, checks, undefined, result.error);
+    if (outcome === "fail_closed") return { pass: false, refusal: unavailable() };
+    // fail: open after some groups were admitted: their leases are held while the request runs.
+    const held = result.admitted.flatMap((t) => leasesOf(t.checks, t.decisions));
+    return held.length === 0 ? PASS_UNCHECKED : { pass: true, headers: {}, after: undefined, release: this.#releaser(held) };
   }
 
   /** The verdict on an answered exchange: admitted, denied, or (shadow) would deny. */

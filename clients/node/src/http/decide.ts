@@ -10,7 +10,7 @@
  */
 import { Concurrent, type Clause } from "../args.js";
 import type { Limiter } from "../limiter.js";
-import type { Decision } from "../reply.js";
+import { parseAllDecision, type Decision } from "../reply.js";
 import type { Policy } from "./configuration.js";
 import type { Logger } from "./hook.js";
 import type { Check } from "./plan.js";
@@ -199,6 +199,35 @@ export async function refund(limiter: Limiter, checks: readonly Check[], timeout
     // Ends the abandoned loop: nothing more is sent.
     next = groups.length;
   }
+}
+
+/** Sends a prebuilt RL.ALL argv (Limiter.directAll) and resolves to its raw reply. */
+export type DirectAll = (argv: readonly string[], keys: readonly string[]) => Promise<unknown>;
+
+/**
+ * The exchange of checks that share one subject (one RL.ALL, atomic: a
+ * denial leaves nothing to give back), sent the short way: the argv built
+ * from each policy's clause head, made once, and the request's keys and
+ * costs. Rate policies only (a concurrency lease takes decide()'s way).
+ */
+export function decideOne(direct: DirectAll, checks: readonly Check[], timeoutMs: number): Promise<Answered | Failed> {
+  const argv = ["RL.ALL"];
+  const keys: string[] = [];
+  for (const c of checks) {
+    argv.push(ALGORITHM[c.policy.algorithm], c.key, ...argsHead(c.policy), "COST", String(c.cost));
+    keys.push(c.key);
+    if (c.okey !== undefined) {
+      argv.push("OVERRIDE", c.okey);
+      keys.push(c.okey);
+    }
+  }
+  return within(timeoutMs, direct(argv, keys)).then(
+    (reply): Answered => {
+      const all = parseAllDecision(reply, checks.length);
+      return { answered: true, admitted: all.allowed, decisions: all.decisions };
+    },
+    (err: unknown): Failed => ({ answered: false, error: err instanceof Error ? err : new Error(String(err)), admitted: [] }),
+  );
 }
 
 /** The exchange of one request's checks (at least one) within `timeoutMs`. */

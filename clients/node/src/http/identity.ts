@@ -106,10 +106,26 @@ function isLoopback(a: Address): boolean {
   return a.family === "ipv4" ? a.text.startsWith("127.") : a.text === "::1";
 }
 
+/** How many TCP peers' addresses are kept read (a server sees few peers, over and over: keep-alive, proxies). */
+const PEERS_KEPT = 1024;
+
 /** The trusted proxies, ready for requests. */
 export class TrustedProxies {
   readonly #list = new BlockList();
   readonly #empty: boolean;
+  /** TCP peers as the socket reports them, read (null: not an address): parsing one costs microseconds. */
+  readonly #peers = new Map<string, Address | null>();
+
+  /** A TCP peer's address, read once per distinct text. */
+  peer(text: string): Address | undefined {
+    let found = this.#peers.get(text);
+    if (found === undefined) {
+      found = parseHop(text) ?? null;
+      if (this.#peers.size >= PEERS_KEPT) this.#peers.clear();
+      this.#peers.set(text, found);
+    }
+    return found ?? undefined;
+  }
 
   constructor(networks: readonly TrustedNetwork[]) {
     for (const n of networks) this.#list.addSubnet(n.address, n.prefix, n.family);
@@ -130,7 +146,7 @@ export class TrustedProxies {
  * client. Undefined when the peer is unknown.
  */
 export function clientAddress(facts: RequestFacts, trusted: TrustedProxies): { text: string; loopback: boolean } | undefined {
-  const peer = facts.peer === undefined ? undefined : parseHop(facts.peer);
+  const peer = facts.peer === undefined ? undefined : trusted.peer(facts.peer);
   if (peer === undefined) return undefined;
   let client = peer;
   if (trusted.has(peer)) {

@@ -81,6 +81,19 @@ export async function costs(
     if (length === undefined || length > maxBodyBytes) return tooLarge(maxBodyBytes);
     bodyCost = Math.min(Math.max(length, 1), MAX_UNITS);
   }
+  return costsOf(planned, { header }, bodyCost);
+}
+
+/**
+ * Each planned check's cost, the body's (`body-bytes`) given: what costs()
+ * does once the body is measured, and all it does for policies that do not
+ * count bytes (then synchronously, on every request).
+ */
+export function costsOf(
+  planned: readonly Planned[],
+  facts: { header(name: string): string | undefined },
+  bodyCost: number,
+): Check[] | Refusal {
   const checks: Check[] = [];
   for (const p of planned) {
     const spec = p.policy.cost;
@@ -88,7 +101,7 @@ export async function costs(
     if (spec.kind === "units") cost = spec.units;
     else if (spec.kind === "body-bytes") cost = bodyCost;
     else {
-      const fromHeader = costHeader(header(spec.header));
+      const fromHeader = costHeader(facts.header(spec.header));
       if (fromHeader === null) return badCost(spec.name, p.policy.name);
       cost = fromHeader;
     }

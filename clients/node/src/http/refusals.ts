@@ -47,14 +47,28 @@ export function deniedDetail(policy: Policy, limit: number, decision: Decision, 
 export function denied(deny: Config["deny"], c: Checked, cost: number, headers: Readonly<Record<string, string>>): Refusal {
   if (deny.body === "text") return { status: deny.status, headers, contentType: TEXT_TYPE, body: deny.message };
   const { policy, decision } = c;
-  // The title names the refusal, whatever status it is sent with.
+  // The title names the refusal, whatever status it is sent with. Written
+  // out rather than through JSON.stringify of an object (half the time of a
+  // refused request's own work): the same bytes, members in the same order.
   const limit = shownLimit(c);
-  const refusal = problem(deny.status, "Too Many Requests", deniedDetail(policy, limit, decision, cost), {
-    policy: policy.name,
-    limit,
-    retry_after: decision.retryAfterMs < 0 ? null : decision.retryAfterMs,
-  });
-  return { ...refusal, headers };
+  const detail = JSON.stringify(deniedDetail(policy, limit, decision, cost));
+  const retry = decision.retryAfterMs < 0 ? "null" : String(decision.retryAfterMs);
+  const body =
+    `{"type":"about:blank","title":"Too Many Requests","status":${deny.status},"detail":${detail},` +
+    `"policy":${policyJson(policy)},"limit":${limit},"retry_after":${retry}}`;
+  return { status: deny.status, headers, contentType: PROBLEM_TYPE, body };
+}
+
+const POLICY_JSON = new WeakMap<Policy, string>();
+
+/** A policy's name as a JSON string, made once. */
+function policyJson(policy: Policy): string {
+  let json = POLICY_JSON.get(policy);
+  if (json === undefined) {
+    json = JSON.stringify(policy.name);
+    POLICY_JSON.set(policy, json);
+  }
+  return json;
 }
 
 /** 503: Redis cannot answer and `fail: closed`. */
