@@ -30,7 +30,12 @@ type decided struct {
 // decide asks Redis, applies the fail mode and shadow mode, calls the hook
 // and picks the refusal.
 func (m *engine) decide(r *http.Request, route string, checks []check) decided {
-	v, err := m.exchange(checks)
+	var v verdict
+	err := errBreakerOpen
+	if ask, probe := m.breaker.admit(); ask {
+		v, err = m.exchange(checks)
+		m.breaker.after(err, probe)
+	}
 	if err != nil {
 		d := decided{outcome: m.failed(err)}
 		if d.outcome == FailClosed {

@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -80,6 +81,7 @@ type shared struct {
 	deadlines bool
 	// denyHeaders go on refusals by a policy.
 	denyHeaders http.Header
+	breaker     breaker
 }
 
 // engine is one configuration at work: a request runs through the engine
@@ -101,7 +103,7 @@ func New(client redis.UniversalClient, source Source, opts ...Option) (*Middlewa
 		return nil, err
 	}
 	m := &Middleware{shared: &shared{lim: librl.New(client), user: func(r *http.Request) string { return UserFromContext(r.Context()) },
-		log: slog.Default(), deadlines: honoursDeadlines(client)}, attached: map[string]bool{}}
+		log: slog.Default(), deadlines: honoursDeadlines(client), breaker: breaker{now: time.Now}}, attached: map[string]bool{}}
 	for _, o := range opts {
 		o(m)
 	}
