@@ -26,10 +26,12 @@ type Source interface {
 	document() (any, error)
 }
 
-// File reads a YAML or JSON configuration file (JSON is YAML).
+// File reads a YAML or JSON configuration file (JSON is YAML), its
+// ${VAR} and ${VAR:-default} replaced from the environment first.
 func File(path string) Source { return fileSource(path) }
 
-// Bytes is a configuration document, YAML or JSON.
+// Bytes is a configuration document, YAML or JSON, its ${VAR} and
+// ${VAR:-default} replaced from the environment first.
 func Bytes(doc []byte) Source { return bytesSource(doc) }
 
 type fileSource string
@@ -38,6 +40,9 @@ func (f fileSource) document() (any, error) {
 	data, err := os.ReadFile(string(f))
 	if err != nil {
 		return nil, bad("(file)", "cannot read %s: %v", string(f), err)
+	}
+	if data, err = fromEnvironment(data); err != nil {
+		return nil, err
 	}
 	doc, err := parseYAML(data)
 	if err != nil {
@@ -49,7 +54,11 @@ func (f fileSource) document() (any, error) {
 type bytesSource []byte
 
 func (b bytesSource) document() (any, error) {
-	doc, err := parseYAML(b)
+	data, err := fromEnvironment(b)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := parseYAML(data)
 	if err != nil {
 		return nil, bad("(document)", "not YAML or JSON: %v", err)
 	}
