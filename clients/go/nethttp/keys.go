@@ -3,6 +3,8 @@ package nethttp
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"net/http"
 	"strings"
 )
 
@@ -49,4 +51,57 @@ func keySafe(v string) bool {
 		}
 	}
 	return true
+}
+
+// Subject is whose counter a key is, for Key and OverrideKey: the fields
+// the policy's key reads, with the middleware's fallbacks (a user policy
+// without User is the APIKey's, then the IP's).
+type Subject struct {
+	IP     string // an address: ip policies and every fallback (an IPv6 one is counted by its network)
+	APIKey string // the key as a client sends it; hashed here as the middleware hashes it
+	User   string // user policies
+	Header string // header:<Name> policies: the header's value
+}
+
+// Key is the limiter key the middleware uses for the policy and subject
+// (docs/http.md, Keys), from the current configuration.
+func (m *Middleware) Key(policy string, s Subject) (string, error) {
+	key, _, err := m.keysFor(policy, s)
+	return key, err
+}
+
+// OverrideKey is the policy's override key for the subject: where
+// RL.OVERRIDE SET gives one subject its own limit (docs/http.md, Keys),
+// the key the middleware sends with OVERRIDE. A policy that is not
+// overridable has none: its checks never read one.
+func (m *Middleware) OverrideKey(policy string, s Subject) (string, error) {
+	_, okey, err := m.keysFor(policy, s)
+	if err == nil && okey == "" {
+		err = fmt.Errorf("librl: policy %q is not overridable: its checks read no override key", policy)
+	}
+	return okey, err
+}
+
+func (m *Middleware) keysFor(policy string, s Subject) (key, okey string, err error) {
+	c := m.cur.Load().c
+	p, ok := c.byName[policy]
+	if !ok {
+		return "", "", fmt.Errorf("librl: no policy is named %q", policy)
+	}
+	h := http.Header{}
+	if s.APIKey != "" {
+		h.Set(c.apiKeyHeader, s.APIKey)
+	}
+	if p.keyKind == "header" && s.Header != "" {
+		h.Set(p.keyHeader, s.Header)
+	}
+	// A peer of its own, so that no trusted proxy's headers are read.
+	id := &identity{c: c, peer: s.IP, header: h, user: s.User}
+	if s.IP != "" {
+		if _, ok := parseHop(s.IP); !ok {
+			return "", "", fmt.Errorf("librl: %q is not an IP address", s.IP)
+		}
+	}
+	key, okey = keys(c.prefix, id.subject(p), p)
+	return key, okey, nil
 }

@@ -1,0 +1,79 @@
+package nethttp_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	librl "github.com/librl/librl/clients/go"
+	"github.com/librl/librl/clients/go/internal/exampleapp"
+	"github.com/librl/librl/clients/go/internal/testserver"
+	"github.com/librl/librl/clients/go/nethttp"
+)
+
+// Key and OverrideKey are the keys the middleware uses: giving a customer
+// their own limit is one RL.OVERRIDE SET on the override key.
+func TestKeysFromThePackage(t *testing.T) {
+	srv := testserver.Start(t, testserver.ByName("redis7"))
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	mw, err := nethttp.New(rdb, nethttp.Config{ExemptLoopback: nethttp.Ptr(false), Policies: []nethttp.Policy{
+		{Name: "search", Algorithm: "fixed", Limit: 1, Window: "1m", Key: "user", Overridable: true},
+		{Name: "plain", Algorithm: "fixed", Limit: 1, Window: "1m", Key: "ip"},
+	}, Routes: []nethttp.Route{{Path: "/search", Policies: []string{"search"}}, {Path: "/", Policies: []string{"plain"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := nethttp.Subject{User: "alice"}
+	okey, err := mw.OverrideKey("search", alice)
+	if err != nil || okey != "rl:{user:alice}:override:search" {
+		t.Fatalf("OverrideKey: %q, %v", okey, err)
+	}
+	if err := librl.New(rdb).OverrideSet(ctx, okey, 3, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	s := httptest.NewServer(exampleapp.Handler(mw))
+	defer s.Close()
+	for i, want := range []int{200, 200, 200, 429} {
+		req, _ := http.NewRequest("GET", s.URL+"/search", nil)
+		req.Header.Set("X-Conformance-User", "alice")
+		resp, err := s.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("request %d: %d, want %d (the override's limit of 3)", i, resp.StatusCode, want)
+		}
+	}
+	key, err := mw.Key("search", alice)
+	if n, _ := rdb.Exists(ctx, key).Result(); err != nil || n != 1 {
+		t.Fatalf("Key %q (%v): not the key the middleware wrote", key, err)
+	}
+	for _, c := range []struct {
+		policy string
+		s      nethttp.Subject
+		key    string
+	}{
+		{"plain", nethttp.Subject{IP: "198.51.100.9"}, "rl:{ip:198.51.100.9}:plain"},
+		{"search", nethttp.Subject{APIKey: "secret"}, "rl:{api-key:2bb80d537b1da3e38bd30361aa855686}:search"},
+		{"search", nethttp.Subject{IP: "203.0.113.7"}, "rl:{ip:203.0.113.7}:search"},
+	} {
+		if got, err := mw.Key(c.policy, c.s); err != nil || got != c.key {
+			t.Errorf("Key(%s, %+v): %q, %v; want %q", c.policy, c.s, got, err, c.key)
+		}
+	}
+	if _, err := mw.OverrideKey("plain", nethttp.Subject{IP: "203.0.113.7"}); err == nil || !strings.Contains(err.Error(), "not overridable") {
+		t.Errorf("OverrideKey of a policy that is not overridable: %v", err)
+	}
+	if _, err := mw.Key("nope", alice); err == nil {
+		t.Error("Key of an unknown policy: no error")
+	}
+	if _, err := mw.Key("plain", nethttp.Subject{IP: "example.com"}); err == nil {
+		t.Error("Key with an IP that is no address: no error")
+	}
+}
