@@ -149,12 +149,16 @@ func (id *identity) clientIP() subject {
 	if !id.hasIP {
 		id.ip, id.hasIP = subject{tag: "ip:unknown"}, true
 		if a, ok := clientIP(id.peer, id.c.trusted, id.header); ok {
-			// One allocation: the address written after "ip:".
-			var buf [3 + 39]byte
-			id.ip = subject{tag: string(a.AppendTo(append(buf[:0], "ip:"...))), loopback: a.IsLoopback()}
+			id.ip = ipSubject(id.c, a)
 		}
 	}
 	return id.ip
+}
+
+// ipSubject is a client's ip subject, written in one allocation.
+func ipSubject(c *config, a netip.Addr) subject {
+	var buf [3 + 39]byte
+	return subject{tag: string(a.AppendTo(append(buf[:0], "ip:"...))), loopback: a.IsLoopback()}
 }
 
 func (id *identity) apiKey() (subject, bool) {

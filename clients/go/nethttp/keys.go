@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"net/http"
 	"strings"
 )
 
@@ -53,55 +52,59 @@ func keySafe(v string) bool {
 	return true
 }
 
-// Subject is whose counter a key is, for Key and OverrideKey: the fields
-// the policy's key reads, with the middleware's fallbacks (a user policy
-// without User is the APIKey's, then the IP's).
-type Subject struct {
-	IP     string // an address: ip policies and every fallback (an IPv6 one is counted by its network)
-	APIKey string // the key as a client sends it; hashed here as the middleware hashes it
-	User   string // user policies
-	Header string // header:<Name> policies: the header's value
-}
-
-// Key is the limiter key the middleware uses for the policy and subject
-// (docs/http.md, Keys), from the current configuration.
-func (m *Middleware) Key(policy string, s Subject) (string, error) {
-	key, _, err := m.keysFor(policy, s)
+// Key is the limiter key the middleware uses for the policy and a
+// subject's raw value for the policy's key (docs/http.md, Keys from code):
+// an address for ip, an API key as a client sends it (hashed here), a
+// user name, a header's value; ignored for global. From the current
+// configuration.
+func (m *Middleware) Key(policy, value string) (string, error) {
+	key, _, err := m.keysFor(policy, value)
 	return key, err
 }
 
-// OverrideKey is the policy's override key for the subject: where
-// RL.OVERRIDE SET gives one subject its own limit (docs/http.md, Keys),
-// the key the middleware sends with OVERRIDE. A policy that is not
-// overridable has none: its checks never read one.
-func (m *Middleware) OverrideKey(policy string, s Subject) (string, error) {
-	_, okey, err := m.keysFor(policy, s)
-	if err == nil && okey == "" {
-		err = fmt.Errorf("librl: policy %q is not overridable: its checks read no override key", policy)
-	}
+// OverrideKey is the policy's override key for the subject (docs/http.md,
+// Keys from code): where RL.OVERRIDE SET gives one subject a limit of its
+// own. The middleware reads it when the policy is overridable.
+func (m *Middleware) OverrideKey(policy, value string) (string, error) {
+	_, okey, err := m.keysFor(policy, value)
 	return okey, err
 }
 
-func (m *Middleware) keysFor(policy string, s Subject) (key, okey string, err error) {
+func (m *Middleware) keysFor(policy, value string) (key, okey string, err error) {
 	c := m.cur.Load().c
 	p, ok := c.byName[policy]
 	if !ok {
 		return "", "", fmt.Errorf("librl: no policy is named %q", policy)
 	}
-	h := http.Header{}
-	if s.APIKey != "" {
-		h.Set(c.apiKeyHeader, s.APIKey)
+	s, err := subjectOf(c, p, value)
+	if err != nil {
+		return "", "", err
 	}
-	if p.keyKind == "header" && s.Header != "" {
-		h.Set(p.keyHeader, s.Header)
+	base := c.prefix + "{" + s.tag + "}:"
+	return base + p.name, base + "override:" + p.name, nil
+}
+
+// subjectOf is the policy's subject for a raw value, by the rules a
+// request's goes through (identity.go).
+func subjectOf(c *config, p *policy, value string) (subject, error) {
+	if p.keyKind == "global" {
+		return subject{tag: "global"}, nil
 	}
-	// A peer of its own, so that no trusted proxy's headers are read.
-	id := &identity{c: c, peer: s.IP, header: h, user: s.User}
-	if s.IP != "" {
-		if _, ok := parseHop(s.IP); !ok {
-			return "", "", fmt.Errorf("librl: %q is not an IP address", s.IP)
+	if value == "" {
+		return subject{}, fmt.Errorf("librl: policy %q: the subject's value is empty", p.name)
+	}
+	switch p.keyKind {
+	case "ip":
+		a, ok := parseHop(value)
+		if !ok {
+			return subject{}, fmt.Errorf("librl: policy %q: %q is not an IP address", p.name, value)
 		}
+		return ipSubject(c, a), nil
+	case "api-key":
+		return subject{tag: "api-key:" + hashID(value)}, nil
+	case "user":
+		return subject{tag: "user:" + keyValue(value)}, nil
+	default: // header
+		return subject{tag: p.keyHeaderTag + keyValue(value)}, nil
 	}
-	key, okey = keys(c.prefix, id.subject(p), p)
-	return key, okey, nil
 }
