@@ -70,6 +70,11 @@ class Policy:
     overridable: bool = False
     #: concurrency only: how long a slot is held at most.
     lease_ms: Optional[int] = None
+    #: The window as the clause sends it (``60000ms``), made once.
+    window_arg: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "window_arg", f"{self.window_ms}ms")
 
     @property
     def window_s(self) -> int:
@@ -107,6 +112,10 @@ class Config:
     deny_message: str = "Too Many Requests"
     #: The unparsed document, for logs.
     source: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    #: The route chosen for each (method, path) seen (_plan.route_policies).
+    route_cache: Dict[Tuple[str, bytes], Optional[Route]] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
 
 
 def load(source: Union[Config, Mapping[str, Any], str, os.PathLike[str]]) -> Config:

@@ -56,10 +56,15 @@ class Exchange:
 
     def __init__(self, checks: Sequence[Check]) -> None:
         self._checks = checks
-        groups: Dict[str, List[int]] = {}
-        for i, check in enumerate(checks):
-            groups.setdefault(check.subject, []).append(i)
-        self._groups = list(groups.values())
+        first = checks[0].subject if checks else ""
+        if all(check.subject == first for check in checks):
+            self._groups = [list(range(len(checks)))]  # one subject: the common case
+        else:
+            groups: Dict[str, List[int]] = {}
+            for i, check in enumerate(checks):
+                groups.setdefault(check.subject, []).append(i)
+            self._groups = list(groups.values())
+        self._slots = any(check.takes_slots for check in checks)
         self._sent = 0
         self._denied = False
         self._replies: List[Optional[Decision]] = [None] * len(checks)
@@ -109,6 +114,8 @@ class Exchange:
     def held(self) -> List[Release]:
         """The slots Redis gave that were not given back, one release each:
         a served request's, released when its response is finished."""
+        if not self._slots:
+            return []
         pending = [step for step in self._undo if isinstance(step, Release)]
         return pending + [release for group in self._admitted for release in self._leases(group)]
 

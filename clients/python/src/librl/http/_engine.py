@@ -63,7 +63,8 @@ class Engine:
                 planned.request.path,
                 policies[worst].name,
             )
-        report(self.hook, event_of(planned, outcome, replies))
+        if self.hook is not None:
+            report(self.hook, event_of(planned, outcome, replies))
         if not refused:
             return True, headers, None
         denial = denied(self.config, policies[worst], replies[worst], checks[worst].cost)
@@ -74,12 +75,10 @@ class Engine:
         the 503; reports to the hook."""
         reply = self.fail.failed(error)
         outcome: Outcome = "fail_closed" if reply is not None else "fail_open"
-        report(self.hook, event_of(planned, outcome, None, reason(error)))
+        if self.hook is not None:
+            report(self.hook, event_of(planned, outcome, None, reason(error)))
         return reply
 
     def settlement(self, checks: List[Check], verdict: Verdict, status: int) -> List[Call]:
         """After the handler: the `count: failed`/`succeeded` refunds."""
         return settlement(checks, status) if verdict.admitted else []
-
-    def has_refunds(self, checks: List[Check]) -> bool:
-        return any(check.policy.count != "all" for check in checks)

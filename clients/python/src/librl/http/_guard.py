@@ -10,7 +10,6 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import (
     Any,
     Awaitable,
@@ -30,8 +29,10 @@ import redis.asyncio
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from .._args import Concurrent, all_args
 from .._async import AsyncLimiter
 from .._sync import Limiter
+from .._types import parse_all
 from ._configuration import Config, load
 from ._decide import Call, Exchange, Release, Step, Verdict
 from ._engine import Engine
@@ -43,6 +44,10 @@ from ._request import Request
 
 log = logging.getLogger("librl.http")
 
+#: asyncio.timeout (Python 3.11): one timer around an exchange, where
+#: wait_for also makes a task per request.
+_timeout: Optional[Callable[[float], Any]] = getattr(asyncio, "timeout", None)
+
 #: What a configuration may be given as: a Config, a dict, or a file path.
 ConfigSource = Union[Config, Mapping[str, Any], str, "os.PathLike[str]"]
 
@@ -50,42 +55,73 @@ ConfigSource = Union[Config, Mapping[str, Any], str, "os.PathLike[str]"]
 Client = Union[redis.Redis, redis.RedisCluster]
 AsyncClient = Union[redis.asyncio.Redis, redis.asyncio.RedisCluster]
 
+_CLUSTERS = (redis.RedisCluster, redis.asyncio.RedisCluster)
+
 ClientT = TypeVar("ClientT")
 LimiterT = TypeVar("LimiterT")
 
 
-@dataclass
+#: Guards the hand-over of a request's slots: the rare requests that hold
+#: any share it, rather than every request making a lock of its own.
+_LEASES_LOCK = threading.Lock()
+
+
 class Admission:
     """A request's check: send ``reply`` instead of calling the handler, or
     call it and add ``headers`` to its response; then ``finish`` (before
     the response goes out), and ``release`` once it is finished."""
 
-    reply: Optional[Reply] = None
-    headers: List[Tuple[str, str]] = field(default_factory=list)
-    plan: Optional[Plan] = None
-    verdict: Optional[Verdict] = None
-    #: The slots the request holds (docs/http.md, Concurrency limits).
-    leases: List[Release] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    __slots__ = ("headers", "leases", "plan", "reply", "verdict")
+
+    def __init__(
+        self,
+        reply: Optional[Reply] = None,
+        headers: Optional[List[Tuple[str, str]]] = None,
+        plan: Optional[Plan] = None,
+        verdict: Optional[Verdict] = None,
+        leases: Optional[List[Release]] = None,
+    ) -> None:
+        self.reply = reply
+        self.headers: List[Tuple[str, str]] = headers if headers is not None else []
+        self.plan = plan
+        self.verdict = verdict
+        #: The slots the request holds (docs/http.md, Concurrency limits).
+        self.leases: List[Release] = leases if leases is not None else []
 
     @property
     def holds_slots(self) -> bool:
         return bool(self.leases)
 
+    @property
+    def settles(self) -> bool:
+        """Whether ``finish`` may send anything: a policy counts after the
+        response (docs/http.md, Counting after the response)."""
+        plan = self.plan
+        return self.verdict is not None and plan is not None and plan.settles
+
     def take_leases(self) -> List[Release]:
         """The slots to release, once: every later call gets none, so a
         request's slots are released exactly once however its response
         ends (sent, disconnected, failed), from any thread."""
-        with self._lock:
+        with _LEASES_LOCK:
             leases, self.leases = self.leases, []
         return leases
 
 
-def _client_options(timeout_s: float) -> dict[str, Any]:
+def leases_of(clauses: Sequence[Any]) -> Tuple[bool, ...]:
+    """Which clauses of an RL.ALL are CONCURRENT ones (their replies carry
+    a lease id); () when none is."""
+    for clause in clauses:
+        if isinstance(clause, Concurrent):
+            return tuple(isinstance(c, Concurrent) for c in clauses)
+    return ()
+
+
+def _client_options(timeout_s: float, socket_timeout: bool = True) -> dict[str, Any]:
     # No retries of redis-py's own: the configuration's timeout is the whole
     # budget, then the fail mode decides.
     return {
-        "socket_timeout": timeout_s,
+        "socket_timeout": timeout_s if socket_timeout else None,
         "socket_connect_timeout": timeout_s,
         "retry": Retry(NoBackoff(), 0),
     }
@@ -107,12 +143,16 @@ def connect(
 def connect_async(
     config: Config, url: Optional[str] = None, cluster_nodes: Optional[str] = None
 ) -> AsyncClient:
-    """connect(), with redis.asyncio."""
-    options = _client_options(config.timeout_ms / 1000)
+    """connect(), with redis.asyncio. No socket timeout: AsyncGuard bounds
+    each exchange with one timer of its own, where redis.asyncio with a
+    socket timeout would start a timer (and a task) for every send and
+    every read; a connection abandoned mid-reply is closed by redis-py."""
     if cluster_nodes:
         return redis.asyncio.RedisCluster(
-            startup_nodes=_nodes(cluster_nodes, redis.asyncio.cluster.ClusterNode), **options
+            startup_nodes=_nodes(cluster_nodes, redis.asyncio.cluster.ClusterNode),
+            **_client_options(config.timeout_ms / 1000),
         )
+    options = _client_options(config.timeout_ms / 1000, socket_timeout=False)
     return redis.asyncio.Redis.from_url(url or "redis://127.0.0.1:6379", **options)
 
 
@@ -154,6 +194,9 @@ class _Guarding(Generic[ClientT, LimiterT]):
         if client is None:
             client = self._connect(*_from_env(url, cluster_nodes))
         self.limiter = self._limiter(client)
+        #: A standalone client takes each RL.ALL straight (_send): what the
+        #: limiter adds to a call is for clusters (slots, TRYAGAIN).
+        self._direct: Any = None if isinstance(client, _CLUSTERS) else client
 
     def _connect(self, url: Optional[str], cluster_nodes: Optional[str]) -> ClientT:
         raise NotImplementedError
@@ -177,7 +220,7 @@ class _Guarding(Generic[ClientT, LimiterT]):
     def _settlement(self, admission: Admission, status: int) -> List[Call]:
         """The refunds to send after the handler answered ``status``."""
         plan, verdict = admission.plan, admission.verdict
-        if plan is None or verdict is None or not self.engine.has_refunds(plan.checks):
+        if plan is None or verdict is None or not plan.settles:
             return []
         return self.engine.settlement(plan.checks, verdict, status)
 
@@ -251,7 +294,11 @@ class Guard(_Guarding[Client, Limiter]):
     def _send(self, step: Step) -> Any:
         if isinstance(step, Release):
             return self.limiter.held_lease(step.clause, step.lease_id).release()
-        return self.limiter.all(*step[0], peek=step[1])
+        clauses, peek = step
+        direct = self._direct
+        if direct is None:
+            return self.limiter.all(*clauses, peek=peek)
+        return parse_all(direct.execute_command(*all_args(clauses, peek)), leases_of(clauses))
 
     def _in_time(self, deadline: float) -> None:
         if time.monotonic() > deadline:
@@ -297,7 +344,11 @@ class AsyncGuard(_Guarding[AsyncClient, AsyncLimiter]):
             return Admission(reply=plan)
         exchange = Exchange(plan.checks)
         try:
-            await asyncio.wait_for(self._run(exchange), self._timeout_s())
+            if _timeout is not None:
+                async with _timeout(self._timeout_s()):
+                    await self._run(exchange)
+            else:
+                await asyncio.wait_for(self._run(exchange), self._timeout_s())
         except Exception as e:
             if engine.fail.refuses:
                 await self._give_back(exchange.failure_refunds(), "a refund")
@@ -320,7 +371,12 @@ class AsyncGuard(_Guarding[AsyncClient, AsyncLimiter]):
     async def _send(self, step: Step) -> Any:
         if isinstance(step, Release):
             return await self.limiter.held_lease(step.clause, step.lease_id).release()
-        return await self.limiter.all(*step[0], peek=step[1])
+        clauses, peek = step
+        direct = self._direct
+        if direct is None:
+            return await self.limiter.all(*clauses, peek=peek)
+        reply = await direct.execute_command(*all_args(clauses, peek))
+        return parse_all(reply, leases_of(clauses))
 
     async def _give_back(self, steps: Sequence[Step], what: str) -> None:
         """Refunds or releases, within their own timeout; a failure is

@@ -4,6 +4,7 @@ value; and the subject a policy counts, the middle part of its keys."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import ipaddress
 import re
@@ -50,6 +51,11 @@ def _trusted(ip: IpAddress, trusted: Sequence[IpNetwork]) -> bool:
     return any(ip in net for net in trusted)
 
 
+#: Parsed addresses kept: a server sees the same peers again and again.
+_CACHED_ADDRESSES = 4096
+
+
+@functools.lru_cache(maxsize=_CACHED_ADDRESSES)
 def parse_ip(text: str) -> Optional[IpAddress]:
     """An address: IPv4-mapped IPv6 as IPv4, an IPv6 zone index dropped
     (``fe80::1%eth0`` is ``fe80::1``); str() of it is its canonical text."""
@@ -65,6 +71,7 @@ def parse_ip(text: str) -> Optional[IpAddress]:
     return ip
 
 
+@functools.lru_cache(maxsize=_CACHED_ADDRESSES)
 def parse_hop(hop: bytes) -> Optional[IpAddress]:
     """A forwarded hop: ``203.0.113.7``, ``2001:db8::1``,
     ``203.0.113.7:4711``, ``[2001:db8::1]`` or ``[2001:db8::1]:4711``."""
@@ -112,6 +119,12 @@ def subject(policy: Policy, request: Request, ip: Optional[IpAddress], config: C
         api_key = request.header(config.api_key_header)
         if api_key:
             return f"api-key:{hashed(api_key)}"
+    return ip_subject(ip)
+
+
+@functools.lru_cache(maxsize=_CACHED_ADDRESSES)
+def ip_subject(ip: Optional[IpAddress]) -> str:
+    """``ip:<address>``, the subject of a client's address."""
     return f"ip:{ip}" if ip is not None else "ip:unknown"
 
 

@@ -19,42 +19,66 @@ from ._routes import select
 
 _DIGITS = re.compile(rb"[0-9]+")
 
+#: The routes chosen for this many (method, path) pairs are remembered:
+#: the canonical path of a path seen before is not worked out again.
+ROUTE_CACHE_SIZE = 4096
 
-@dataclass(frozen=True)
+
 class Check:
     """One policy checked for one request."""
 
-    policy: Policy
-    subject: str
-    key: str
-    override_key: Optional[str]
-    cost: int
+    __slots__ = ("cost", "key", "override_key", "policy", "subject")
+
+    def __init__(
+        self, policy: Policy, subject: str, key: str, override_key: Optional[str], cost: int
+    ) -> None:
+        self.policy = policy
+        self.subject = subject
+        self.key = key
+        self.override_key = override_key
+        self.cost = cost
+
+    def __repr__(self) -> str:
+        return f"Check({self.policy.name!r}, {self.subject!r}, {self.key!r}, cost={self.cost})"
 
     def clause(self, refund: bool = False) -> Clause:
         """The policy's clause of RL.ALL: ``COST n``, or ``REFUND n`` (not
         for a concurrency policy, whose slots are released instead)."""
         p = self.policy
-        if p.algorithm == "concurrency":
+        algorithm = p.algorithm
+        cost, back = (1, self.cost) if refund else (self.cost, None)
+        if algorithm == "fixed":
+            return Fixed(
+                self.key,
+                p.limit,
+                p.window_arg,
+                aligned=p.aligned,
+                cost=cost,
+                refund=back,
+                override=self.override_key,
+            )
+        if algorithm == "concurrency":
             if refund:
                 raise ValueError("a concurrency policy's slots are released, not refunded")
             return self.slots(override=True)
-        window = f"{p.window_ms}ms"
-        cost = {"refund": self.cost} if refund else {"cost": self.cost}
-        if p.algorithm == "token":
+        if algorithm == "token":
             return Token(
-                self.key, p.limit, window, burst=p.burst, override=self.override_key, **cost
-            )
-        if p.algorithm == "fixed":
-            return Fixed(
-                self.key, p.limit, window, aligned=p.aligned, override=self.override_key, **cost
+                self.key,
+                p.limit,
+                p.window_arg,
+                burst=p.burst,
+                cost=cost,
+                refund=back,
+                override=self.override_key,
             )
         return Sliding(
             self.key,
             p.limit,
-            window,
-            approx=p.algorithm == "approx",
+            p.window_arg,
+            approx=algorithm == "approx",
+            cost=cost,
+            refund=back,
             override=self.override_key,
-            **cost,
         )
 
     def slots(self, override: bool) -> Concurrent:
@@ -88,6 +112,8 @@ class Plan:
     applying: List[Tuple[Policy, str]]
     needs_body: bool = False
     checks: List[Check] = field(default_factory=list)
+    #: A policy counts after the response (`count: failed`/`succeeded`).
+    settles: bool = False
 
 
 def plan(
@@ -131,7 +157,15 @@ def route_policies(
         return None, named(config, names)
     if not config.routes:
         return None, config.policies
-    route = select(config.routes, request.method, request.route_path())
+    cache = config.route_cache
+    path = request.route_path()
+    try:
+        route = cache[request.method, path]
+    except KeyError:
+        route = select(config.routes, request.method, path)
+        if len(cache) >= ROUTE_CACHE_SIZE:
+            cache.clear()  # paths with ids in them: start again rather than grow
+        cache[request.method, path] = route
     return (route, route.policies) if route is not None else None
 
 
@@ -152,7 +186,10 @@ def costs(config: Config, planned: Plan, body_length: Optional[int]) -> Union[Pl
         return too_large(config.max_body_bytes)
     planned.needs_body = False
     checks = []
+    settles = False
     for policy, who in planned.applying:
+        if policy.count != "all":
+            settles = True
         if policy.cost == "body-bytes":
             cost = min(max(1, body_length or 0), MAX_UNITS)
         elif policy.cost == "header":
@@ -162,17 +199,18 @@ def costs(config: Config, planned: Plan, body_length: Optional[int]) -> Union[Pl
                 return bad_cost(policy)
             cost = header_cost
         else:
-            cost = int(policy.cost)
+            cost = policy.cost  # type: ignore[assignment]
         checks.append(
             Check(
                 policy,
                 who,
                 limiter_key(config.prefix, who, policy),
-                override_key(config.prefix, who, policy),
+                override_key(config.prefix, who, policy) if policy.overridable else None,
                 cost,
             )
         )
     planned.checks = checks
+    planned.settles = settles
     return planned
 
 

@@ -15,6 +15,9 @@ from ._headers import retry_after_s, shown_limit
 PROBLEM_JSON = "application/problem+json"
 TEXT_PLAIN = "text/plain; charset=utf-8"
 
+#: json.dumps with separators makes an encoder per call; a refusal reuses one.
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+
 _TITLES = {
     400: "Bad Request",
     413: "Content Too Large",
@@ -41,11 +44,7 @@ def problem(status: int, detail: str, title: Optional[str] = None, **extra: Any)
         "detail": detail,
         **extra,
     }
-    return Reply(
-        status,
-        [("Content-Type", PROBLEM_JSON)],
-        json.dumps(body, separators=(",", ":")).encode(),
-    )
+    return Reply(status, [("Content-Type", PROBLEM_JSON)], _COMPACT.encode(body).encode())
 
 
 def denied(config: Config, policy: Policy, reply: Decision, cost: int) -> Reply:

@@ -1,19 +1,25 @@
 """What the contract reads of a request, as an adapter hands it over:
 method, paths, header lines as bytes, the peer's address and the
-authenticated user."""
+authenticated user.
+
+Every part is read when the contract needs it, not before: most
+configurations read one header or none, and a framework's user may cost a
+session lookup (Django's ``request.user``), so the adapters give a header
+lookup and a user resolver rather than copies (``ScopeRequest`` for ASGI,
+``_wsgi.EnvironRequest`` for WSGI)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from ._routes import decoded_path
 
 #: A header line: bytes, or text a WSGI server decoded from Latin-1.
 Line = Union[bytes, str]
 
+_SPACE = b" \t"
 
-@dataclass
+
 class Request:
     """A request as the contract reads it.
 
@@ -24,24 +30,99 @@ class Request:
     ``?`` escaped by ``decoded_path``; None: ``path`` read so); ``path`` is
     the path as the framework shows it, for the decision hook; ``user`` is
     the framework's authenticated user, as the adapter's resolver found
-    it."""
+    it (``user_of``: the resolver, called the first time the user is
+    needed, at most once); ``native`` is the framework's own request,
+    which resolvers in code receive."""
 
-    method: str
-    path: str
-    headers: Mapping[str, Sequence[Line]]
-    peer: Optional[str]
-    user: Optional[str] = None
-    raw_path: Optional[bytes] = None
+    __slots__ = ("_headers", "_user", "_user_of", "method", "native", "path", "peer", "raw_path")
+
+    def __init__(
+        self,
+        method: str,
+        path: str,
+        headers: Mapping[str, Sequence[Line]],
+        peer: Optional[str],
+        user: Optional[str] = None,
+        raw_path: Optional[bytes] = None,
+        *,
+        user_of: Optional[Callable[[], Optional[str]]] = None,
+        native: Any = None,
+    ) -> None:
+        self.method = method
+        self.path = path
+        self._headers = headers
+        self.peer = peer
+        self._user = user
+        self._user_of = user_of
+        self.raw_path = raw_path
+        self.native = native
+
+    @property
+    def headers(self) -> Mapping[str, Sequence[Line]]:
+        """Every header line by lower-case name (what ``header`` reads)."""
+        return self._headers
+
+    @property
+    def user(self) -> Optional[str]:
+        user_of = self._user_of
+        if user_of is not None:
+            self._user_of = None
+            self._user = user_of()
+        return self._user
 
     def header(self, name: str) -> Optional[bytes]:
         """The value of the header ``name`` (lower case): header_value of
         its lines; None when the request has none."""
-        return header_value(self.headers.get(name, ()))
+        lines = self._headers.get(name)
+        if not lines:
+            return None
+        if len(lines) == 1:
+            line = lines[0]
+            if isinstance(line, str):
+                line = line.encode("latin-1")
+            return line.strip(_SPACE)
+        return header_value(lines)
 
     def route_path(self) -> bytes:
         if self.raw_path is not None:
             return self.raw_path
         return decoded_path(self.path.encode())
+
+
+class ScopeRequest(Request):
+    """An ASGI request: its header lines are grouped by name the first time
+    one is read (ASGI gives them as a list of pairs)."""
+
+    __slots__ = ("_pairs",)
+
+    def __init__(
+        self,
+        method: str,
+        path: str,
+        pairs: Iterable[Sequence[bytes]],
+        peer: Optional[str],
+        raw_path: Optional[bytes],
+        user_of: Optional[Callable[[], Optional[str]]],
+        native: Any,
+    ) -> None:
+        super().__init__(method, path, {}, peer, None, raw_path, user_of=user_of, native=native)
+        self._pairs: Optional[Iterable[Sequence[bytes]]] = pairs
+
+    @property
+    def headers(self) -> Mapping[str, Sequence[Line]]:
+        pairs = self._pairs
+        if pairs is not None:
+            self._pairs = None
+            headers: Dict[str, List[bytes]] = {}
+            for key, value in pairs:
+                headers.setdefault(key.decode("latin-1").lower(), []).append(value)
+            self._headers = headers
+        return self._headers
+
+    def header(self, name: str) -> Optional[bytes]:
+        if self._pairs is not None:
+            self.headers  # noqa: B018 - groups the lines
+        return super().header(name)
 
 
 def header_value(lines: Iterable[Line]) -> Optional[bytes]:
@@ -51,4 +132,4 @@ def header_value(lines: Iterable[Line]) -> Optional[bytes]:
     encoded = [line if isinstance(line, bytes) else line.encode("latin-1") for line in lines]
     if not encoded:
         return None
-    return b", ".join(encoded).strip(b" \t")
+    return b", ".join(encoded).strip(_SPACE)

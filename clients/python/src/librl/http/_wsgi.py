@@ -8,32 +8,91 @@ percent-decoded once."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ._request import Request
 from ._routes import decoded_path
 
+#: A header's name as the WSGI environ keys it, by its lower-case name.
+_ENVIRON_NAMES: Dict[str, str] = {
+    "content-length": "CONTENT_LENGTH",
+    "content-type": "CONTENT_TYPE",
+}
+
+
+def _environ_name(name: str) -> str:
+    key = _ENVIRON_NAMES.get(name)
+    if key is None:
+        key = "HTTP_" + name.upper().replace("-", "_")
+        if len(_ENVIRON_NAMES) < 1024:  # the configuration's names, and a few more
+            _ENVIRON_NAMES[name] = key
+    return key
+
+
+class EnvironRequest(Request):
+    """A WSGI request: each header is read from the environ when the
+    contract asks for it (PEP 3333 has joined a header's lines already)."""
+
+    __slots__ = ("_environ",)
+
+    def __init__(
+        self,
+        environ: Mapping[str, Any],
+        path: str,
+        route_path: bytes,
+        user_of: Optional[Callable[[], Optional[str]]],
+        native: Any,
+    ) -> None:
+        super().__init__(
+            environ.get("REQUEST_METHOD", "GET"),
+            path,
+            {},
+            environ.get("REMOTE_ADDR"),
+            None,
+            decoded_path(route_path),
+            user_of=user_of,
+            native=native,
+        )
+        self._environ = environ
+
+    @property
+    def headers(self) -> Mapping[str, Sequence[str]]:
+        environ = self._environ
+        out = {k[5:].replace("_", "-").lower(): [v] for k, v in environ.items() if k[:5] == "HTTP_"}
+        for key in ("CONTENT_LENGTH", "CONTENT_TYPE"):
+            if environ.get(key):
+                out[key.replace("_", "-").lower()] = [environ[key]]
+        return out
+
+    def header(self, name: str) -> Optional[bytes]:
+        key = _environ_name(name)
+        value = self._environ.get(key)
+        if not value:
+            # An empty CONTENT_LENGTH or CONTENT_TYPE is a server's "none".
+            return None if value is None or not key.startswith("HTTP_") else b""
+        return value.encode("latin-1").strip(b" \t")  # type: ignore[no-any-return]
+
 
 def request_of(
-    environ: Mapping[str, Any], path: str, route_path: bytes, user: Optional[str]
+    environ: Mapping[str, Any],
+    path: str,
+    route_path: bytes,
+    user_of: Optional[Callable[[], Optional[str]]],
+    native: Any = None,
 ) -> Request:
     """``path`` is the framework's path (for the decision hook);
-    ``route_path`` the once-decoded path as bytes, for the routes."""
-    headers: Dict[str, List[str]] = {}
-    for key, value in environ.items():
-        if key.startswith("HTTP_"):
-            headers[key[5:].replace("_", "-").lower()] = [value]
-    for key in ("CONTENT_LENGTH", "CONTENT_TYPE"):
-        if environ.get(key):
-            headers[key.replace("_", "-").lower()] = [environ[key]]
-    return Request(
-        method=environ.get("REQUEST_METHOD", "GET"),
-        path=path,
-        headers=headers,
-        peer=environ.get("REMOTE_ADDR"),
-        user=user,
-        raw_path=decoded_path(route_path),
-    )
+    ``route_path`` the once-decoded path as bytes, for the routes;
+    ``user_of`` finds the user, when a policy needs it."""
+    return EnvironRequest(environ, path, route_path, user_of, native)
+
+
+def add_headers(headers: List[Tuple[str, str]], extra: List[Tuple[str, str]]) -> None:
+    """The rate-limit headers into a WSGI response's header list, each
+    replacing any the application set under the same name."""
+    names = {name.lower() for name, _ in extra}
+    if any(name.lower() in names for name, _ in headers):
+        headers[:] = [(name, value) for name, value in headers if name.lower() not in names]
+    headers.extend(extra)
 
 
 class Releasing:

@@ -21,7 +21,7 @@ from ._guard import Admission, AsyncGuard, ConfigSource
 from ._hook import Hook
 from ._identity import user_name
 from ._refusals import Reply
-from ._request import Request
+from ._request import Request, ScopeRequest
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -42,22 +42,41 @@ def scope_user(scope: Scope) -> Optional[str]:
     return user_name(user)
 
 
-def request_of(scope: Scope, user: Optional[str]) -> Request:
+def request_of(
+    scope: Scope, user_of: Optional[Callable[[], Optional[str]]], native: Any = None
+) -> Request:
     """The request as the contract reads it: the header lines as the bytes
     that were sent, and the raw path (``raw_path``, when the server gives
-    it; else ``path``, which the server decoded once)."""
-    headers: Dict[str, List[bytes]] = {}
-    for name, value in scope.get("headers", ()):
-        headers.setdefault(name.decode("latin-1").lower(), []).append(value)
+    it; else ``path``, which the server decoded once); ``user_of`` finds
+    the user when a policy needs it; ``native`` is what resolvers in code
+    receive (the ASGI scope, unless a framework has its own request)."""
     client = scope.get("client")
-    return Request(
-        method=scope.get("method", "GET"),
-        path=scope.get("path", "/"),
-        headers=headers,
-        peer=client[0] if client else None,
-        user=user,
-        raw_path=scope.get("raw_path"),
+    return ScopeRequest(
+        scope.get("method", "GET"),
+        scope.get("path", "/"),
+        scope.get("headers", ()),
+        client[0] if client else None,
+        scope.get("raw_path"),
+        user_of,
+        scope if native is None else native,
     )
+
+
+#: Header names as ASGI sends them: lower-case bytes.
+_NAMES: Dict[str, bytes] = {}
+
+
+def encoded(headers: List[Tuple[str, str]]) -> List[Tuple[bytes, bytes]]:
+    """Headers as an ASGI message carries them."""
+    out = []
+    for name, value in headers:
+        raw = _NAMES.get(name)
+        if raw is None:
+            raw = name.lower().encode()
+            if len(_NAMES) < 256:
+                _NAMES[name] = raw
+        out.append((raw, value.encode()))
+    return out
 
 
 async def send_reply(send: Send, reply: Reply) -> None:
@@ -65,7 +84,7 @@ async def send_reply(send: Send, reply: Reply) -> None:
         {
             "type": "http.response.start",
             "status": reply.status,
-            "headers": [(k.lower().encode(), v.encode()) for k, v in reply.headers],
+            "headers": encoded(reply.headers),
         }
     )
     await send({"type": "http.response.body", "body": reply.body})
@@ -96,7 +115,8 @@ class RateLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        await guarded(self.guard, self.app, scope, receive, send, self.user(scope), None)
+        user = self.user
+        await guarded(self.guard, self.app, scope, receive, send, lambda: user(scope), None)
 
 
 async def guarded(
@@ -105,7 +125,7 @@ async def guarded(
     scope: Scope,
     receive: Receive,
     send: Send,
-    user: Optional[str],
+    user_of: Callable[[], Optional[str]],
     names: Optional[Sequence[str]],
 ) -> None:
     """One request through the guard: check, call the app with the headers
@@ -129,7 +149,7 @@ async def guarded(
             if not message.get("more_body", False):
                 return size
 
-    admission = await guard.admit(request_of(scope, user), body_length, names)
+    admission = await guard.admit(request_of(scope, user_of), body_length, names)
     if admission.reply is not None:
         await send_reply(send, admission.reply)
         return
@@ -137,10 +157,12 @@ async def guarded(
     async def replay() -> Message:
         return buffered.pop(0) if buffered else await receive()
 
-    sender = _sender(guard, admission, send)
     if not admission.holds_slots:
-        await app(scope, replay if buffered else receive, sender)
+        if admission.headers or admission.settles:
+            send = _sender(guard, admission, send)
+        await app(scope, replay if buffered else receive, send)
         return
+    sender = _sender(guard, admission, send)
     try:
         await app(scope, _hearing_disconnect(guard, admission, replay), sender)
     finally:
@@ -160,18 +182,19 @@ def _hearing_disconnect(guard: AsyncGuard, admission: Admission, receive: Receiv
 
 
 def _sender(guard: AsyncGuard, admission: Admission, send: Send) -> Send:
-    extra: List[Tuple[bytes, bytes]] = [
-        (k.lower().encode(), v.encode()) for k, v in admission.headers
-    ]
+    extra = encoded(admission.headers)
     status = [200]
+    # Nothing to do after the response: only the headers are added.
+    after = admission.settles or admission.holds_slots
 
     async def wrapped(message: Message) -> None:
-        if message["type"] == "http.response.start":
+        kind = message["type"]
+        if kind == "http.response.start":
             status[0] = int(message["status"])
             if extra:
                 message = dict(message)
                 message["headers"] = [*message.get("headers", ()), *extra]
-        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+        elif after and kind == "http.response.body" and not message.get("more_body", False):
             await guard.finish(admission, status[0])
             await send(message)
             await guard.release(admission)

@@ -27,7 +27,7 @@ middleware goes after AuthenticationMiddleware.
 from __future__ import annotations
 
 import io
-from typing import Any, Callable, Dict, List, Optional, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -100,6 +100,8 @@ class RateLimitMiddleware:
             on_decision=_setting(options, "on_decision"),
         )
         self.user: Callable[[Any], Optional[str]] = _setting(options, "user") or request_user
+        #: The @rate_limit names already found in the configuration.
+        self._checked: Set[Tuple[str, ...]] = set()
 
     def __call__(self, request: Any) -> Any:
         try:
@@ -111,7 +113,8 @@ class RateLimitMiddleware:
         if admission is not None and admission.reply is None:
             for name, value in admission.headers:
                 response[name] = value
-            self.guard.finish(admission, response.status_code)
+            if admission.settles:
+                self.guard.finish(admission, response.status_code)
             if admission.holds_slots:
                 self._release_on_close(response, admission)
         return response
@@ -139,8 +142,9 @@ class RateLimitMiddleware:
         self, request: Any, view: Any, args: List[Any], kwargs: Dict[str, Any]
     ) -> Optional[HttpResponse]:
         names = getattr(view, "librl_policies", None)
-        if names is not None:
-            self.guard.engine.named(names)
+        if names is not None and names not in self._checked:
+            self.guard.engine.named(names)  # a name not in the configuration raises
+            self._checked.add(names)
 
         def body_length(limit: int) -> Optional[int]:
             # Read once and keep it for the view (request.body caches it).
@@ -150,13 +154,17 @@ class RateLimitMiddleware:
             request._read_started = False
             return len(data) if len(data) <= limit else None
 
-        admission = self.guard.admit(request_of(request, self.user(request)), body_length, names)
+        user = self.user
+        admission = self.guard.admit(request_of(request, lambda: user(request)), body_length, names)
         request._librl = admission
         return reply_response(admission.reply) if admission.reply is not None else None
 
 
-def request_of(request: Any, user: Optional[str]) -> Request:
+def request_of(request: Any, user_of: Callable[[], Optional[str]]) -> Request:
     """The request as the contract reads it: its headers from META (the
     WSGI environ), and ``path_info``, which Django decoded as UTF-8
-    (re-escaping bytes that are not), as UTF-8 bytes."""
-    return wsgi.request_of(request.META, request.path_info, request.path_info.encode(), user)
+    (re-escaping bytes that are not), as UTF-8 bytes; ``user_of`` finds
+    the user when a policy needs it (reading ``request.user`` may cost a
+    session lookup)."""
+    path = request.path_info
+    return wsgi.request_of(request.META, path, path.encode(), user_of, request)

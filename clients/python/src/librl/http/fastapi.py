@@ -92,7 +92,9 @@ class RateLimit:
                 return size if size <= limit else None
 
             admission = await guard.admit(
-                request_of(request.scope, resolve(request.scope)), body_length, names
+                request_of(request.scope, lambda: resolve(request.scope), request),
+                body_length,
+                names,
             )
             if admission.reply is not None:
                 raise Refused(admission.reply)

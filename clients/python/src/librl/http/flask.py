@@ -19,7 +19,7 @@ installed and authenticated; pass ``user=`` a function of no arguments
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, Optional, TypeVar
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, TypeVar
 
 import flask
 from flask import Flask, Response
@@ -90,25 +90,37 @@ class RateLimit:
 
     def init_app(self, app: Flask) -> None:
         app.before_request(self._before)
-        app.after_request(self._after)
-        app.wsgi_app = self._releasing(app.wsgi_app)  # type: ignore[method-assign,assignment]
+        app.wsgi_app = self._wrapping(app.wsgi_app)  # type: ignore[method-assign,assignment]
         app.extensions["librl"] = self
 
-    def _releasing(self, wsgi_app: WSGIApp) -> WSGIApp:
-        """The app as WSGI middleware that releases a request's concurrency
-        slots once its response is finished: when the server closes the
-        response (sent, or the client gone), or when the app raised."""
+    def _wrapping(self, wsgi_app: WSGIApp) -> WSGIApp:
+        """The app as WSGI middleware: the rate-limit headers go into the
+        response's start and the refunds are sent then (before the body
+        goes out), whatever made the response (the view, an error
+        handler); a request's concurrency slots are released once its
+        response is finished: when the server closes the response (sent,
+        or the client gone), or when the app raised."""
+        guard = self.guard
 
         def app(environ: Dict[str, Any], start_response: Any) -> Iterable[bytes]:
+            def starting(status: str, headers: List[Tuple[str, str]], *exc_info: Any) -> Any:
+                admission: Optional[Admission] = environ.get(_ENVIRON_KEY)
+                if admission is not None and admission.reply is None:
+                    if admission.headers:
+                        wsgi.add_headers(headers, admission.headers)
+                    if admission.settles:
+                        guard.finish(admission, int(status[:3]))
+                return start_response(status, headers, *exc_info)
+
             try:
-                body = wsgi_app(environ, start_response)
+                body = wsgi_app(environ, starting)
             except BaseException:
                 self._release(environ)
                 raise
             admission: Optional[Admission] = environ.get(_ENVIRON_KEY)
             if admission is None or not admission.holds_slots:
                 return body
-            return wsgi.Releasing(body, lambda: self.guard.release(admission))
+            return wsgi.Releasing(body, lambda: guard.release(admission))
 
         return app
 
@@ -139,29 +151,22 @@ class RateLimit:
             request._cached_data = data
             return len(data) if len(data) <= limit else None
 
-        admission = self.guard.admit(request_of(request, self.user()), body_length, names)
-        flask.g._librl = admission
-        # For the release, after Flask's request context has ended.
+        admission = self.guard.admit(request_of(request, self.user), body_length, names)
+        # For the response's start, and the release, after Flask's request
+        # context has ended.
         request.environ[_ENVIRON_KEY] = admission
         if admission.reply is None:
             return None
         reply = admission.reply
         return Response(reply.body, status=reply.status, headers=reply.headers)
 
-    def _after(self, response: Response) -> Response:
-        admission: Optional[Admission] = flask.g.pop("_librl", None)
-        if admission is not None and admission.reply is None:
-            for name, value in admission.headers:
-                response.headers[name] = value
-            self.guard.finish(admission, response.status_code)
-        return response
 
-
-def request_of(request: flask.Request, user: Optional[str]) -> Request:
+def request_of(request: flask.Request, user_of: Callable[[], Optional[str]]) -> Request:
     """The request as the contract reads it: the WSGI environ's headers,
     and its ``PATH_INFO`` (the server's once-decoded path, Latin-1 text
-    per PEP 3333) back as the bytes it stands for."""
+    per PEP 3333) back as the bytes it stands for; ``user_of`` is called
+    in the request context when a policy needs the user."""
     environ = request.environ
     return wsgi.request_of(
-        environ, request.path, environ.get("PATH_INFO", "/").encode("latin-1"), user
+        environ, request.path, environ.get("PATH_INFO", "/").encode("latin-1"), user_of, request
     )
