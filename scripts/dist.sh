@@ -10,6 +10,11 @@
 #                                     the module zip layout (path@version/)
 #   librl-<version>.jar, librl-<version>-sources.jar
 #                                     the Java package (mvn package)
+#   librl-http-<version>.jar, librl-spring-boot-starter-<version>.jar,
+#   librl-spring-cloud-gateway-<version>.jar
+#                                     the Java HTTP integrations, each jar
+#                                     with its .pom (and librl-integrations'
+#                                     parent .pom)
 # Each package is built from a copy of its directory in a scratch dir, so
 # making the artifacts never writes inside the checkout (no egg-info, no
 # clients/node/dist). Every artifact is attempted; the script fails at the
@@ -138,20 +143,37 @@ PY
   fi
 fi
 
-# Java: the jar and its sources jar, built by Maven from the copy, offline
-# from .deps/m2 when scripts/install-deps.sh fetched it for this pom. The
-# tests are make test's; here they are not even compiled.
+# Java: the package's jar and sources jar, and the HTTP integrations' jars
+# (librl-http, the Spring Boot starter, the Spring Cloud Gateway rate
+# limiter), each with its pom (the integrations' with their parent's), so
+# that `mvn install:install-file -Dfile=X.jar -DpomFile=X.pom` installs one
+# with its dependencies. One Maven build of the integrations' reactor (which
+# holds the package) from the copy, without the example app, offline from
+# .deps/m2 when scripts/install-deps.sh fetched it for these poms. The tests
+# are make test's: compiled (the integrations share a test jar), not run.
 if [ -f "$root/clients/java/pom.xml" ]; then
-  step "Java package (jar, sources jar)"
+  step "Java package and HTTP integrations (jars, poms)"
   copy_package clients/java "$scratch/java"
   offline=()
-  cmp -s "$root/clients/java/pom.xml" "$root/.deps/m2/.librl-pom" && offline=(-o)
+  if cmp -s "$root/clients/java/pom.xml" "$root/.deps/m2/.librl-pom" &&
+    cat "$root/clients/java/integrations/pom.xml" "$root/clients/java/integrations/"*/pom.xml |
+    cmp -s - "$root/.deps/m2/.librl-integrations-poms"; then
+    offline=(-o)
+  fi
   jversion=$(sed -n 's:^  <version>\(.*\)</version>:\1:p' "$root/clients/java/pom.xml" | head -1)
   if (cd "$scratch/java" && mvn -B -q --no-transfer-progress -Dstyle.color=never "${offline[@]}" \
-    -Dmaven.repo.local="$root/.deps/m2" -Dmaven.test.skip=true package); then
-    cp "$scratch/java/target/librl-$jversion.jar" "$scratch/java/target/librl-$jversion-sources.jar" "$out/"
+    -Dmaven.repo.local="$root/.deps/m2" \
+    -f integrations/pom.xml -pl '!example' -DskipTests package); then
+    j="$scratch/java"
+    cp "$j/target/librl-$jversion.jar" "$j/target/librl-$jversion-sources.jar" "$out/"
+    cp "$j/pom.xml" "$out/librl-$jversion.pom"
+    cp "$j/integrations/pom.xml" "$out/librl-integrations-$jversion.pom"
+    for m in http:librl-http spring-boot:librl-spring-boot-starter gateway:librl-spring-cloud-gateway; do
+      cp "$j/integrations/${m%%:*}/target/${m#*:}-$jversion.jar" "$out/"
+      cp "$j/integrations/${m%%:*}/pom.xml" "$out/${m#*:}-$jversion.pom"
+    done
   else
-    failed+=("Java package")
+    failed+=("Java package and HTTP integrations")
   fi
 fi
 
