@@ -209,3 +209,80 @@ def test_slots_admitted_without_a_lease_are_not_released() -> None:
     exchange = Exchange(checks(SLOTS))
     run(exchange, [True, True], [[0, 0], [0]])
     assert exchange.verdict().leases == []
+
+
+#: Policy a enforced, s and g shadow (docs/http.md, Shadow mode): s shares
+#: the ip subject with a, g is global.
+SHADOWED = parse(
+    {
+        "policies": [
+            {"name": "a", "algorithm": "fixed", "limit": 5, "window": "60s"},
+            {"name": "s", "algorithm": "fixed", "limit": 5, "window": "60s", "mode": "shadow"},
+            {"name": "g", "algorithm": "fixed", "limit": 5, "window": "60s", "key": "global"},
+            {
+                "name": "h",
+                "algorithm": "fixed",
+                "limit": 5,
+                "window": "60s",
+                "key": "global",
+                "mode": "shadow",
+            },
+        ],
+    }
+)
+
+
+def test_shadow_policies_go_in_their_own_calls_after_the_enforced_ones() -> None:
+    exchange = Exchange(checks(SHADOWED))
+    assert run(exchange, [True, True, False, True]) == [
+        (["a"], False, False),
+        (["g"], False, False),
+        (["s"], False, False),  # the ip subject's shadow group
+        (["h"], False, False),
+    ]
+    assert exchange.next_call() is None  # a shadow denial refunds nothing
+    verdict = exchange.verdict()
+    assert (verdict.admitted, verdict.shadow_denied) == (True, True)
+
+
+def test_an_enforced_denial_neither_peeks_nor_refunds_a_shadow_group() -> None:
+    exchange = Exchange(checks(SHADOWED))
+    assert run(exchange, [True, False, True, True]) == [
+        (["a"], False, False),
+        (["g"], False, False),
+        (["s"], False, False),  # sent as it is, counted
+        (["h"], False, False),
+    ]
+    refund = exchange.next_call()
+    assert refund is not None
+    assert shape(refund) == (["a"], False, True)  # only the enforced group is given back
+    assert exchange.next_call() is None
+    assert not exchange.verdict().admitted
+
+
+def test_the_top_level_shadow_checks_every_policy_as_enforce_would() -> None:
+    exchange = Exchange(checks(parse({**SHADOWED.source, "mode": "shadow"})))
+    assert run(exchange, [True, False]) == [(["a", "s"], False, False), (["g", "h"], False, False)]
+
+
+def test_a_shadow_policy_that_denied_is_not_refunded_after_the_response() -> None:
+    config = parse(
+        {
+            "policies": [
+                {"name": "a", "algorithm": "fixed", "limit": 5, "window": "60s", "count": "failed"},
+                {
+                    "name": "s",
+                    "algorithm": "fixed",
+                    "limit": 5,
+                    "window": "60s",
+                    "count": "failed",
+                    "mode": "shadow",
+                },
+            ],
+        }
+    )
+    exchange = Exchange(checks(config))
+    run(exchange, [True, False])
+    planned = checks(config)
+    calls = Engine(config).settlement(planned, exchange.verdict(), 200)
+    assert [shape(call) for call in calls] == [(["a"], False, True)]

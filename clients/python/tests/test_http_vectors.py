@@ -144,9 +144,16 @@ def key(given: Dict[str, Any]) -> Any:
 
 
 def headers(given: Dict[str, Any]) -> Any:
-    config = config_with(given["policies"], headers=given["headers"], mode=given["mode"])
+    config = config_with(
+        given["policies"],
+        headers=given["headers"],
+        mode=given["mode"],
+        legacy_reset=given.get("legacy_reset", "seconds"),
+    )
     replies = [decision(r) for r in given["replies"]]
-    worst, sent = response_headers(config, list(config.policies), replies, given["denied"])
+    worst, sent = response_headers(
+        config, list(config.policies), replies, given["denied"], given.get("now_ms")
+    )
     six = (
         "RateLimit-Policy",
         "RateLimit",
@@ -155,7 +162,8 @@ def headers(given: Dict[str, Any]) -> Any:
         "X-RateLimit-Reset",
         "Retry-After",
     )
-    named = {name.lower(): name for name in six}
+    draft6 = ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset")
+    named = {name.lower(): name for name in six + draft6}
     values = {named.get(name.lower(), name): value for name, value in sent}
     assert len(values) == len(sent), sent  # each header once
     return {

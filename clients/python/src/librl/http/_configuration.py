@@ -70,6 +70,8 @@ class Policy:
     overridable: bool = False
     #: concurrency only: how long a slot is held at most.
     lease_ms: Optional[int] = None
+    #: enforce or shadow: the policy's own mode, else the top-level one.
+    mode: str = "enforce"
     #: The window as the clause sends it (``60000ms``), made once.
     window_arg: str = field(init=False, repr=False, compare=False)
 
@@ -79,6 +81,10 @@ class Policy:
     @property
     def window_s(self) -> int:
         return math.ceil(self.window_ms / 1000)
+
+    @property
+    def shadow(self) -> bool:
+        return self.mode == "shadow"
 
 
 @dataclass(frozen=True)
@@ -104,7 +110,12 @@ class Config:
     timeout_ms: int = 250
     headers: str = "both"
     trusted_proxies: Tuple[IpNetwork, ...] = ()
-    exempt_loopback: bool = True
+    #: The clients no policy limits (exempt_loopback's networks included).
+    exempt: Tuple[IpNetwork, ...] = ()
+    exempt_loopback: bool = False
+    ipv6_prefix: int = 56
+    #: seconds or unix: what X-RateLimit-Reset holds.
+    legacy_reset: str = "seconds"
     api_key_header: str = "x-api-key"
     max_body_bytes: int = 8_388_608
     deny_status: int = 429
@@ -112,6 +123,10 @@ class Config:
     deny_message: str = "Too Many Requests"
     #: The unparsed document, for logs.
     source: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    #: Whether each client address seen is exempt (_identity.is_exempt).
+    exempt_cache: Dict[Any, bool] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
     #: The route chosen for each (method, path) seen (_plan.route_policies).
     route_cache: Dict[Tuple[str, bytes], Optional[Route]] = field(
         default_factory=dict, init=False, compare=False, repr=False
@@ -344,17 +359,13 @@ def rate(text: str) -> Optional[Tuple[int, int]]:
 def _build(tree: Mapping[str, Any], doc: Mapping[str, Any]) -> Config:
     if tree["fail"] == "local":
         raise ConfigError("fail", "local is the Rust integration's mode; use open or closed")
-    trusted: List[IpNetwork] = []
-    for i, text in enumerate(tree["trusted_proxies"]):
-        try:
-            trusted.append(ipaddress.ip_network(text, strict=False))
-        except ValueError:
-            raise ConfigError(
-                f"trusted_proxies[{i}]", "must be an IP address or a CIDR network"
-            ) from None
+    trusted = _networks("trusted_proxies", tree["trusted_proxies"])
+    exempt = _networks("exempt", tree["exempt"])
+    if tree["exempt_loopback"]:
+        exempt += [ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128")]
     policies: Dict[str, Policy] = {}
     for i, raw in enumerate(tree["policies"]):
-        policy = _policy(f"policies[{i}]", raw)
+        policy = _policy(f"policies[{i}]", raw, tree["mode"])
         if policy.name in policies:
             raise ConfigError(
                 f"policies[{i}].name", f'"{policy.name}" is used by an earlier policy'
@@ -370,7 +381,10 @@ def _build(tree: Mapping[str, Any], doc: Mapping[str, Any]) -> Config:
         timeout_ms=tree["timeout"],
         headers=tree["headers"],
         trusted_proxies=tuple(trusted),
+        exempt=tuple(exempt),
         exempt_loopback=tree["exempt_loopback"],
+        ipv6_prefix=tree["ipv6_prefix"],
+        legacy_reset=tree["legacy_reset"],
         api_key_header=tree["api_key_header"].lower(),
         max_body_bytes=tree["max_body_bytes"],
         deny_status=deny["status"],
@@ -380,7 +394,18 @@ def _build(tree: Mapping[str, Any], doc: Mapping[str, Any]) -> Config:
     )
 
 
-def _policy(path: str, raw: Mapping[str, Any]) -> Policy:
+def _networks(path: str, texts: List[str]) -> List[IpNetwork]:
+    """Addresses and CIDR networks (an address is its /32 or /128)."""
+    out: List[IpNetwork] = []
+    for i, text in enumerate(texts):
+        try:
+            out.append(ipaddress.ip_network(text, strict=False))
+        except ValueError:
+            raise ConfigError(f"{path}[{i}]", "must be an IP address or a CIDR network") from None
+    return out
+
+
+def _policy(path: str, raw: Mapping[str, Any], mode: str) -> Policy:
     algorithm = raw["algorithm"]
     if algorithm == "concurrency":
         limit, window_ms = _slots(path, raw), 0
@@ -418,6 +443,9 @@ def _policy(path: str, raw: Mapping[str, Any]) -> Policy:
         count=raw["count"],
         overridable=raw["overridable"],
         lease_ms=raw.get("lease"),
+        # The top-level shadow puts every policy on trial (docs/http.md,
+        # Shadow mode); a policy's own mode only matters under enforce.
+        mode=mode if mode == "shadow" else raw.get("mode", mode),
     )
 
 

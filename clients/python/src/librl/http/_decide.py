@@ -44,6 +44,8 @@ class Verdict:
     #: The slots the request holds (admitted only), to release when its
     #: response is finished.
     leases: List[Release] = field(default_factory=list)
+    #: A shadow policy denied: a would-be refusal (docs/http.md, Shadow mode).
+    shadow_denied: bool = False
 
 
 class Exchange:
@@ -57,25 +59,30 @@ class Exchange:
     def __init__(self, checks: Sequence[Check]) -> None:
         self._checks = checks
         first = checks[0].subject if checks else ""
-        if all(check.subject == first for check in checks):
+        if all(check.subject == first and not check.shadow for check in checks):
             self._groups = [list(range(len(checks)))]  # one subject: the common case
+            self._enforced = 1
         else:
-            groups: Dict[str, List[int]] = {}
-            for i, check in enumerate(checks):
-                groups.setdefault(check.subject, []).append(i)
-            self._groups = list(groups.values())
+            self._groups = _by_subject(checks, False)
+            self._enforced = len(self._groups)
+            # Shadow policies: RL.ALLs of their own, after the enforced ones.
+            self._groups += _by_subject(checks, True)
         self._slots = any(check.takes_slots for check in checks)
         self._sent = 0
         self._denied = False
         self._replies: List[Optional[Decision]] = [None] * len(checks)
         #: Groups Redis admitted that were not given back.
         self._admitted: List[List[int]] = []
+        #: Shadow groups Redis admitted (their slots are held, never refunded).
+        self._shadow_admitted: List[List[int]] = []
         #: After a denial: what gives back the admitted groups, not sent yet.
         self._undo: List[Step] = []
 
     def next_call(self) -> Optional[Step]:
         if self._sent < len(self._groups):
-            return self._call(self._groups[self._sent], peek=self._denied)
+            # A shadow group is sent as it is whatever the enforced ones said.
+            peek = self._denied and self._sent < self._enforced
+            return self._call(self._groups[self._sent], peek=peek)
         if self._undo:
             # Given back the moment it is sent: a refund whose reply never
             # comes may have been applied, and must not be sent twice.
@@ -86,9 +93,17 @@ class Exchange:
         if self._sent >= len(self._groups) or not isinstance(reply, AllDecision):
             return  # a denial's refund or release: nothing to record
         group = self._groups[self._sent]
+        shadow = self._sent >= self._enforced
         self._sent += 1
         for i, decision in zip(group, reply.decisions):
             self._replies[i] = decision
+        if shadow:
+            if reply.allowed:
+                if self._denied:  # a refused request holds no slot
+                    self._undo.extend(self._leases(group))
+                else:
+                    self._shadow_admitted.append(group)
+            return
         if self._denied:
             return  # a PEEK, for the headers
         if reply.allowed:
@@ -98,9 +113,18 @@ class Exchange:
             admitted, self._admitted = self._admitted, []
             self._undo = [step for g in admitted for step in self._give_back(g)]
 
+    @property
+    def shadow_denied(self) -> bool:
+        """A shadow policy's group was denied (a would-be refusal)."""
+        return any(
+            reply is not None and not reply.allowed and check.shadow
+            for check, reply in zip(self._checks, self._replies)
+        )
+
     def verdict(self) -> Verdict:
         replies = [r for r in self._replies if r is not None]
-        return Verdict(not self._denied, replies, [] if self._denied else self.held())
+        held = [] if self._denied else self.held()
+        return Verdict(not self._denied, replies, held, self.shadow_denied)
 
     def failure_refunds(self) -> List[Step]:
         """What gives back the groups Redis admitted before it failed: one
@@ -109,7 +133,12 @@ class Exchange:
         recorded it)."""
         undo, self._undo = self._undo, []
         admitted, self._admitted = self._admitted, []
-        return undo + [step for group in admitted for step in self._give_back(group)]
+        shadow, self._shadow_admitted = self._shadow_admitted, []
+        return (
+            undo
+            + [step for group in admitted for step in self._give_back(group)]
+            + [release for group in shadow for release in self._leases(group)]
+        )
 
     def held(self) -> List[Release]:
         """The slots Redis gave that were not given back, one release each:
@@ -117,7 +146,8 @@ class Exchange:
         if not self._slots:
             return []
         pending = [step for step in self._undo if isinstance(step, Release)]
-        return pending + [release for group in self._admitted for release in self._leases(group)]
+        groups = self._admitted + self._shadow_admitted
+        return pending + [release for group in groups for release in self._leases(group)]
 
     def _call(self, group: List[int], peek: bool) -> Call:
         return tuple(self._checks[i].clause() for i in group), peek
@@ -140,13 +170,28 @@ class Exchange:
         return out
 
 
-def settlement(checks: Sequence[Check], status: int) -> List[Call]:
+def _by_subject(checks: Sequence[Check], shadow: bool) -> List[List[int]]:
+    """The indexes of the (shadow or enforced) checks, grouped by subject
+    in the order each subject first appears."""
+    groups: Dict[str, List[int]] = {}
+    for i, check in enumerate(checks):
+        if check.shadow == shadow:
+            groups.setdefault(check.subject, []).append(i)
+    return list(groups.values())
+
+
+def settlement(
+    checks: Sequence[Check], status: int, replies: Optional[Sequence[Decision]] = None
+) -> List[Call]:
     """After the handler (docs/http.md, Counting after the response): the
     `count: failed` policies' refunds when ``status`` is below 400, the
     `count: succeeded` ones' when it is 400 or above, one RL.ALL per
-    subject."""
+    subject; a check whose reply (``replies``, in check order) denied
+    counted nothing, and gives nothing back (a shadow policy's)."""
     groups: Dict[str, List[Clause]] = {}
-    for check in checks:
+    for i, check in enumerate(checks):
+        if replies is not None and not replies[i].allowed:
+            continue
         count = check.policy.count
         if (count == "failed" and status < 400) or (count == "succeeded" and status >= 400):
             groups.setdefault(check.subject, []).append(check.clause(refund=True))

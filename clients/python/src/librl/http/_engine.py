@@ -55,7 +55,13 @@ class Engine:
         worst, headers = response_headers(self.config, policies, replies, not verdict.admitted)
         shadow = self.config.mode == "shadow"
         refused = not verdict.admitted and not shadow
-        outcome: Outcome = "allowed" if verdict.admitted else "would_deny" if shadow else "denied"
+        outcome: Outcome
+        if refused:
+            outcome = "denied"
+        elif not verdict.admitted or verdict.shadow_denied:
+            outcome = "would_deny"
+        else:
+            outcome = "allowed"
         if outcome == "would_deny":
             log.warning(
                 "librl shadow mode: %s %s would be denied by policy %r",
@@ -81,4 +87,4 @@ class Engine:
 
     def settlement(self, checks: List[Check], verdict: Verdict, status: int) -> List[Call]:
         """After the handler: the `count: failed`/`succeeded` refunds."""
-        return settlement(checks, status) if verdict.admitted else []
+        return settlement(checks, status, verdict.replies) if verdict.admitted else []

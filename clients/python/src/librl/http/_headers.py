@@ -1,10 +1,11 @@
 """The rate-limit headers (docs/http.md, Headers): every checked policy in
 RateLimit-Policy, the most restrictive one in RateLimit and
-X-RateLimit-*, and Retry-After on a denial."""
+X-RateLimit-* (or draft 6's RateLimit-*), and Retry-After on a denial."""
 
 from __future__ import annotations
 
 import math
+import time
 from typing import List, Optional, Sequence, Tuple
 
 from .._types import Decision
@@ -12,14 +13,29 @@ from ._configuration import Config, Policy
 
 
 def response_headers(
-    config: Config, policies: Sequence[Policy], replies: Sequence[Decision], denied: bool
+    config: Config,
+    policies: Sequence[Policy],
+    replies: Sequence[Decision],
+    denied: bool,
+    now_ms: Optional[int] = None,
 ) -> Tuple[int, List[Tuple[str, str]]]:
     """The most restrictive policy's index and the headers of a checked
-    request, whose group was ``denied`` or not: Retry-After only on a
-    refusal, which shadow mode never makes."""
-    worst = most_restrictive(replies)
+    request, which an enforced group ``denied`` or not: Retry-After only on
+    a refusal, which shadow mode never makes. ``now_ms``: the clock, Unix
+    milliseconds, for ``legacy_reset: unix`` (default: now)."""
     refused = denied and config.mode != "shadow"
-    return worst, rate_limit_headers(config.headers, policies, replies, worst, refused)
+    # A refusal names a policy that refused it: an enforced one.
+    worst = most_restrictive(replies, policies if refused else None)
+    if config.legacy_reset == "unix" and now_ms is None:
+        now_ms = time.time_ns() // 1_000_000
+    return worst, rate_limit_headers(
+        config.headers,
+        policies,
+        replies,
+        worst,
+        refused,
+        now_ms if config.legacy_reset == "unix" else None,
+    )
 
 
 def rate_limit_headers(
@@ -28,10 +44,13 @@ def rate_limit_headers(
     replies: Sequence[Decision],
     worst: int,
     refused: bool,
+    unix_now_ms: Optional[int] = None,
 ) -> List[Tuple[str, str]]:
     """The headers of a checked request: ``style`` is the configuration's
     ``headers``; ``replies`` one per policy, in check order; ``worst`` the
-    most restrictive; ``refused`` adds Retry-After (when a wait helps)."""
+    most restrictive; ``refused`` adds Retry-After (when a wait helps);
+    ``unix_now_ms``: X-RateLimit-Reset is the Unix time of the reset
+    (``legacy_reset: unix``), from this clock."""
     out: List[Tuple[str, str]] = []
     reply, policy = replies[worst], policies[worst]
     reset = ceil_s(reply.reset_after_ms)
@@ -45,9 +64,20 @@ def rate_limit_headers(
         out.append(("RateLimit-Policy", ", ".join(items)))
         out.append(("RateLimit", f'"{policy.name}";r={reply.remaining};t={reset}'))
     if style in ("both", "legacy"):
+        if unix_now_ms is not None:
+            legacy_reset = ceil_s(unix_now_ms + reply.reset_after_ms)
+        else:
+            legacy_reset = reset
         out.append(("X-RateLimit-Limit", str(shown_limit(policy, reply))))
         out.append(("X-RateLimit-Remaining", str(reply.remaining)))
-        out.append(("X-RateLimit-Reset", str(reset)))
+        out.append(("X-RateLimit-Reset", str(legacy_reset)))
+    elif style == "draft6":
+        limit = shown_limit(policy, reply)
+        window = "" if policy.algorithm == "concurrency" else f";w={policy.window_s}"
+        out.append(("RateLimit-Limit", str(limit)))
+        out.append(("RateLimit-Remaining", str(reply.remaining)))
+        out.append(("RateLimit-Reset", str(reset)))
+        out.append(("RateLimit-Policy", f"{limit}{window}"))
     retry = retry_after_s(reply)
     if refused and retry is not None:
         out.append(("Retry-After", str(retry)))
@@ -62,11 +92,18 @@ def shown_limit(policy: Policy, reply: Decision) -> int:
     return reply.limit
 
 
-def most_restrictive(replies: Sequence[Decision]) -> int:
-    """The denying reply with the longest wait (-1, never, is the longest);
-    else the smallest share of its limit left, then the later reset, then
-    the first."""
-    denied = [i for i, r in enumerate(replies) if not r.allowed]
+def most_restrictive(
+    replies: Sequence[Decision], enforced_of: Optional[Sequence[Policy]] = None
+) -> int:
+    """The denying reply with the longest wait (-1, never, is the longest)
+    — with ``enforced_of`` (a refused request's policies), among the
+    enforced policies' only; else the smallest share of its limit left,
+    then the later reset, then the first."""
+    denied = [
+        i
+        for i, r in enumerate(replies)
+        if not r.allowed and (enforced_of is None or not enforced_of[i].shadow)
+    ]
     if denied:
         return max(
             denied,

@@ -97,10 +97,6 @@ def _port(text: str) -> bool:
     return _PORT.fullmatch(text) is not None and int(text) <= 65535
 
 
-def is_loopback(ip: Optional[IpAddress]) -> bool:
-    return ip is not None and ip.is_loopback
-
-
 def subject(policy: Policy, request: Request, ip: Optional[IpAddress], config: Config) -> str:
     """The subject ``policy`` counts for ``request``, whose client is
     ``ip``: user, else API key, else address, as the key kind says."""
@@ -119,13 +115,37 @@ def subject(policy: Policy, request: Request, ip: Optional[IpAddress], config: C
         api_key = request.header(config.api_key_header)
         if api_key:
             return f"api-key:{hashed(api_key)}"
-    return ip_subject(ip)
+    return ip_subject(ip, config.ipv6_prefix)
 
 
 @functools.lru_cache(maxsize=_CACHED_ADDRESSES)
-def ip_subject(ip: Optional[IpAddress]) -> str:
-    """``ip:<address>``, the subject of a client's address."""
-    return f"ip:{ip}" if ip is not None else "ip:unknown"
+def ip_subject(ip: Optional[IpAddress], ipv6_prefix: int = 128) -> str:
+    """``ip:<address>``, the subject of a client's address; an IPv6
+    client's is its network of ``ipv6_prefix`` bits, ``ip:<network>/<n>``
+    (docs/http.md, IPv6 networks), unless that is 128."""
+    if ip is None:
+        return "ip:unknown"
+    if ip.version == 6 and ipv6_prefix < 128:
+        network = ipaddress.IPv6Network(
+            (int(ip) >> (128 - ipv6_prefix) << (128 - ipv6_prefix), ipv6_prefix)
+        )
+        return f"ip:{network}"
+    return f"ip:{ip}"
+
+
+def is_exempt(ip: Optional[IpAddress], config: Config) -> bool:
+    """Whether the client's full address is in ``exempt`` (docs/http.md,
+    Exemptions); a request without one never is."""
+    if ip is None or not config.exempt:
+        return False
+    cache = config.exempt_cache
+    found = cache.get(ip)
+    if found is None:
+        found = any(ip in network for network in config.exempt)
+        if len(cache) >= _CACHED_ADDRESSES:
+            cache.clear()
+        cache[ip] = found
+    return found
 
 
 def hashed(value: bytes) -> str:

@@ -1,6 +1,6 @@
 """Which checks a request needs (docs/http.md, One decision per request,
 step 1): its policies (the route's, or a view's own), each one's subject
-(loopback-exempt ones dropped), key and cost; a bad cost header or a body
+(none for an exempt client), key and cost; a bad cost header or a body
 too large refuses the request here, before any Redis call."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 from .._args import Clause, Concurrent, Fixed, Sliding, Token
 from ._configuration import MAX_UNITS, Config, Policy, Route, decimal
-from ._identity import IpAddress, client_ip, is_loopback, subject
+from ._identity import IpAddress, client_ip, is_exempt, subject
 from ._keys import limiter_key, override_key
 from ._refusals import Reply, bad_cost, too_large
 from ._request import Request
@@ -27,16 +27,25 @@ ROUTE_CACHE_SIZE = 4096
 class Check:
     """One policy checked for one request."""
 
-    __slots__ = ("cost", "key", "override_key", "policy", "subject")
+    __slots__ = ("cost", "key", "override_key", "policy", "shadow", "subject")
 
     def __init__(
-        self, policy: Policy, subject: str, key: str, override_key: Optional[str], cost: int
+        self,
+        policy: Policy,
+        subject: str,
+        key: str,
+        override_key: Optional[str],
+        cost: int,
+        shadow: bool = False,
     ) -> None:
         self.policy = policy
         self.subject = subject
         self.key = key
         self.override_key = override_key
         self.cost = cost
+        #: A policy of its own `mode: shadow`: checked in RL.ALLs of its
+        #: own, never enforced (docs/http.md, Shadow mode).
+        self.shadow = shadow
 
     def __repr__(self) -> str:
         return f"Check({self.policy.name!r}, {self.subject!r}, {self.key!r}, cost={self.cost})"
@@ -128,13 +137,9 @@ def plan(
         return None
     route, policies = found
     ip = client_ip(request.peer, request, config.trusted_proxies)
-    applying = []
-    for policy in policies:
-        who, exempt = subject_of(config, request, policy, ip)
-        if not exempt:
-            applying.append((policy, who))
-    if not applying:
+    if is_exempt(ip, config):
         return None
+    applying = [(policy, subject(policy, request, ip, config)) for policy in policies]
     planned = Plan(request, route, applying)
     length = None
     if any(p.cost == "body-bytes" for p, _ in applying):
@@ -173,10 +178,9 @@ def subject_of(
     config: Config, request: Request, policy: Policy, ip: Optional[IpAddress]
 ) -> Tuple[str, bool]:
     """The subject ``policy`` counts for ``request`` (whose client is
-    ``ip``), and whether ``exempt_loopback`` skips it: an ``ip`` subject,
-    directly or by fallback, with a loopback address."""
-    who = subject(policy, request, ip, config)
-    return who, config.exempt_loopback and who.startswith("ip:") and is_loopback(ip)
+    ``ip``), and whether the client is exempt (docs/http.md, Exemptions:
+    then no policy is checked)."""
+    return subject(policy, request, ip, config), is_exempt(ip, config)
 
 
 def costs(config: Config, planned: Plan, body_length: Optional[int]) -> Union[Plan, Reply]:
@@ -207,6 +211,8 @@ def costs(config: Config, planned: Plan, body_length: Optional[int]) -> Union[Pl
                 limiter_key(config.prefix, who, policy),
                 override_key(config.prefix, who, policy) if policy.overridable else None,
                 cost,
+                # Under the top-level shadow the whole exchange is on trial.
+                policy.mode == "shadow" and config.mode == "enforce",
             )
         )
     planned.checks = checks
