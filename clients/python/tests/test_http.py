@@ -6,6 +6,7 @@ HTTP, a real Redis with the module."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import http.client
 import json
@@ -27,7 +28,7 @@ from prometheus_client import REGISTRY
 
 from http_servers import serving
 from librl.http import ConfigError, DecisionEvent, load
-from librl.http.django import rate_limit
+from librl.http.django import check, rate_limit
 from librl.http.fastapi import RateLimit as FastAPIRateLimit
 from librl.http.flask import RateLimit as FlaskRateLimit
 from servers import Server
@@ -117,9 +118,34 @@ def decorated(request: Any) -> HttpResponse:
     return HttpResponse("ok")
 
 
+def api_key_required(view: Any) -> Any:
+    """An application's authentication decorator: 401 unless the key is known."""
+
+    @functools.wraps(view)
+    def authenticated(request: Any) -> Any:
+        if request.headers.get("X-Api-Key") != "known":
+            return HttpResponse("unknown API key", status=401)
+        return view(request)
+
+    return authenticated
+
+
+@api_key_required
+@check("per-key")
+def secured(request: Any) -> HttpResponse:
+    return HttpResponse("ok")
+
+
+@api_key_required
+def secured_by_the_middleware(request: Any) -> HttpResponse:
+    return HttpResponse("ok")
+
+
 urlpatterns = [
     django_path("search", decorated),
     django_path("elsewhere", lambda request: HttpResponse("ok")),
+    django_path("secured", secured),
+    django_path("secured-by-the-middleware", rate_limit("per-key")(secured_by_the_middleware)),
 ]
 
 
@@ -131,6 +157,56 @@ def test_django_decorator_and_user_setting(url: str) -> None:
     try:
         with serving("django", WSGIHandler()) as running:
             view_policy_holds(running.port, "/search")
+    finally:
+        settings.ROOT_URLCONF = saved
+
+
+def test_django_check_runs_after_the_views_authentication(url: str) -> None:
+    config = {
+        "policies": [
+            {
+                "name": "per-key",
+                "algorithm": "fixed",
+                "limit": 1,
+                "window": "60s",
+                "key": "api-key",
+            },
+        ],
+    }
+    django_app.make_app(config, url=url)
+    saved = settings.ROOT_URLCONF
+    settings.ROOT_URLCONF = __name__
+    settings.LIBRL = {"config": config, "url": url}
+    try:
+        with serving("django", WSGIHandler()) as running:
+            # check() under the authentication decorator: an unknown key is
+            # the application's 401 every time, never counted, never 429.
+            for _ in range(3):
+                status, headers, _ = get(running.port, "/secured", {"X-Api-Key": "unknown"})
+                assert (status, "ratelimit" in headers) == (401, False)
+            assert get(running.port, "/secured", {"X-Api-Key": "known"})[0] == 200
+            status, headers, _ = get(running.port, "/secured", {"X-Api-Key": "known"})
+            assert (status, headers.get("retry-after") is not None) == (429, True)
+            # The middleware's check (process_view) runs before the view's
+            # decorators: the unknown key is counted, then refused with 429.
+            statuses = [
+                get(running.port, "/secured-by-the-middleware", {"X-Api-Key": "other"})[0]
+                for _ in range(2)
+            ]
+            assert statuses == [401, 429]
+    finally:
+        settings.ROOT_URLCONF = saved
+
+
+def test_django_check_names_a_policy_of_the_configuration(url: str) -> None:
+    django_app.make_app(CONFIG, url=url)
+    saved = settings.ROOT_URLCONF
+    settings.ROOT_URLCONF = __name__
+    settings.LIBRL = {"config": CONFIG, "url": url}
+    try:
+        with serving("django", WSGIHandler()) as running:
+            # CONFIG has no policy "per-key": the view's check raises, a 500.
+            assert get(running.port, "/secured", {"X-Api-Key": "known"})[0] == 500
     finally:
         settings.ROOT_URLCONF = saved
 

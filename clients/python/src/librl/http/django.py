@@ -15,6 +15,16 @@ for a view's own policies.
     @rate_limit("search")
     def search(request): ...
 
+A view whose authentication lives in a decorator (an API key checked
+before the view runs) checks after it with ``check``, put under that
+decorator; the middleware leaves such a view alone:
+
+    from librl.http.django import check
+
+    @api_key_required          # the application's 401 first
+    @check("search")
+    def search(request): ...
+
 ``LIBRL`` keys: ``config`` (a file path or a dict, required), ``url`` or
 ``cluster_nodes`` (else $REDIS_URL / $REDIS_CLUSTER_NODES), ``client`` (a
 redis.Redis or RedisCluster instead), ``on_decision`` (the decision hook:
@@ -26,6 +36,7 @@ middleware goes after AuthenticationMiddleware.
 
 from __future__ import annotations
 
+import functools
 import io
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar
 
@@ -79,12 +90,11 @@ def reply_response(reply: Reply) -> HttpResponse:
     return response
 
 
-class RateLimitMiddleware:
-    """Checks each request after URL resolution (process_view, so a view's
-    @rate_limit is known), adds the headers and refunds after the view."""
+class _Checker:
+    """settings.LIBRL's guard and user resolver, and the steps of a check
+    that the middleware and the in-view decorator share."""
 
-    def __init__(self, get_response: Callable[[Any], Any]) -> None:
-        self.get_response = get_response
+    def __init__(self) -> None:
         options = getattr(settings, "LIBRL", None)
         if not isinstance(options, dict) or "config" not in options:
             raise ImproperlyConfigured(
@@ -100,48 +110,10 @@ class RateLimitMiddleware:
             on_decision=_setting(options, "on_decision"),
         )
         self.user: Callable[[Any], Optional[str]] = _setting(options, "user") or request_user
-        #: The @rate_limit names already found in the configuration.
+        #: The policy names already found in the configuration.
         self._checked: Set[Tuple[str, ...]] = set()
 
-    def __call__(self, request: Any) -> Any:
-        try:
-            response = self.get_response(request)
-        except BaseException:
-            self._release(request)
-            raise
-        admission: Optional[Admission] = getattr(request, "_librl", None)
-        if admission is not None and admission.reply is None:
-            for name, value in admission.headers:
-                response[name] = value
-            if admission.settles:
-                self.guard.finish(admission, response.status_code)
-            if admission.holds_slots:
-                self._release_on_close(response, admission)
-        return response
-
-    def _release_on_close(self, response: Any, admission: Admission) -> None:
-        """The request's concurrency slots are released when the response is
-        finished: Django's server (WSGI, or ASGI) closes it once it was
-        sent, or when the client went away."""
-        close = response.close
-
-        def closing() -> None:
-            try:
-                close()
-            finally:
-                self.guard.release(admission)
-
-        response.close = closing
-
-    def _release(self, request: Any) -> None:
-        admission: Optional[Admission] = getattr(request, "_librl", None)
-        if admission is not None:
-            self.guard.release(admission)
-
-    def process_view(
-        self, request: Any, view: Any, args: List[Any], kwargs: Dict[str, Any]
-    ) -> Optional[HttpResponse]:
-        names = getattr(view, "librl_policies", None)
+    def admit(self, request: Any, names: Optional[Tuple[str, ...]]) -> Admission:
         if names is not None and names not in self._checked:
             self.guard.engine.named(names)  # a name not in the configuration raises
             self._checked.add(names)
@@ -155,7 +127,103 @@ class RateLimitMiddleware:
             return len(data) if len(data) <= limit else None
 
         user = self.user
-        admission = self.guard.admit(request_of(request, lambda: user(request)), body_length, names)
+        return self.guard.admit(request_of(request, lambda: user(request)), body_length, names)
+
+    def answered(self, admission: Admission, response: Any) -> None:
+        """The view answered: its headers, the refunds, and the request's
+        concurrency slots released when the response is finished (Django's
+        server, WSGI or ASGI, closes it once it was sent, or when the
+        client went away)."""
+        if admission.reply is not None:
+            return
+        for name, value in admission.headers:
+            response[name] = value
+        if admission.settles:
+            self.guard.finish(admission, response.status_code)
+        if admission.holds_slots:
+            close, guard = response.close, self.guard
+
+            def closing() -> None:
+                try:
+                    close()
+                finally:
+                    guard.release(admission)
+
+            response.close = closing
+
+
+#: The checker of the running middleware, which check() uses (else its own).
+_shared: Optional[_Checker] = None
+
+
+def _checker() -> _Checker:
+    global _shared
+    if _shared is None:
+        _shared = _Checker()
+    return _shared
+
+
+def check(*names: str) -> Callable[[F], F]:
+    """Checks the request inside the view, where this decorator stands
+    among the view's decorators: under the application's authentication
+    decorator, the check runs after it, so a request it refuses (an
+    unknown API key: 401) is never counted nor answered 429. ``names``:
+    the view's own policies; none: the configuration's route for the
+    request. The middleware leaves such a view to it; the decorators above
+    it must keep the view's attributes (``functools.wraps``, as Django's
+    and Django REST framework's do)."""
+
+    def decorate(view: F) -> F:
+        @functools.wraps(view)
+        def checked(request: Any, *args: Any, **kwargs: Any) -> Any:
+            checker = _checker()
+            admission = checker.admit(request, names or None)
+            if admission.reply is not None:
+                return reply_response(admission.reply)
+            try:
+                response = view(request, *args, **kwargs)
+            except BaseException:
+                checker.guard.release(admission)
+                raise
+            checker.answered(admission, response)
+            return response
+
+        checked.librl_in_view = True  # type: ignore[attr-defined]
+        return checked  # type: ignore[return-value]
+
+    return decorate
+
+
+class RateLimitMiddleware:
+    """Checks each request after URL resolution (process_view, so a view's
+    @rate_limit is known), adds the headers and refunds after the view;
+    a view decorated with check() checks itself."""
+
+    def __init__(self, get_response: Callable[[Any], Any]) -> None:
+        global _shared
+        self.get_response = get_response
+        self.checker = _shared = _Checker()
+        self.guard = self.checker.guard
+
+    def __call__(self, request: Any) -> Any:
+        try:
+            response = self.get_response(request)
+        except BaseException:
+            admission: Optional[Admission] = getattr(request, "_librl", None)
+            if admission is not None:
+                self.guard.release(admission)
+            raise
+        admitted: Optional[Admission] = getattr(request, "_librl", None)
+        if admitted is not None:
+            self.checker.answered(admitted, response)
+        return response
+
+    def process_view(
+        self, request: Any, view: Any, args: List[Any], kwargs: Dict[str, Any]
+    ) -> Optional[HttpResponse]:
+        if getattr(view, "librl_in_view", False):
+            return None
+        admission = self.checker.admit(request, getattr(view, "librl_policies", None))
         request._librl = admission
         return reply_response(admission.reply) if admission.reply is not None else None
 
