@@ -80,9 +80,12 @@ type Config struct {
 	Mode           string   // enforce | shadow
 	Fail           string   // open | closed
 	Timeout        string   // default "250ms"
-	Headers        string   // both | ietf | legacy | none
+	Headers        string   // both | ietf | legacy | draft6 | none
+	LegacyReset    string   // seconds | unix: what X-RateLimit-Reset holds
 	TrustedProxies []string // addresses or CIDR networks
-	ExemptLoopback *bool    // default true
+	Exempt         []string // addresses or CIDR networks no policy limits
+	ExemptLoopback *bool    // default false; true adds 127.0.0.0/8 and ::1 to Exempt
+	IPv6Prefix     int      // default 56: an IPv6 client's ip subject is its network
 	APIKeyHeader   string   // default X-Api-Key
 	MaxBodyBytes   int64    // default 8 MiB
 	Deny           *Deny
@@ -111,6 +114,7 @@ type Policy struct {
 	Cost        string // "" (1) | "<n>" | body-bytes | header:<Name>
 	Count       string // all | failed | succeeded
 	Overridable bool
+	Mode        string // "" (the top-level mode) | enforce | shadow
 }
 
 // Route attaches policies to a path prefix (and methods).
@@ -137,16 +141,22 @@ func (c Config) document() (any, error) {
 	put("fail", c.Fail, c.Fail != "")
 	put("timeout", c.Timeout, c.Timeout != "")
 	put("headers", c.Headers, c.Headers != "")
-	if c.TrustedProxies != nil {
-		list := make([]any, len(c.TrustedProxies))
-		for i, p := range c.TrustedProxies {
-			list[i] = p
+	put("legacy_reset", c.LegacyReset, c.LegacyReset != "")
+	strings := func(k string, xs []string) {
+		if xs != nil {
+			list := make([]any, len(xs))
+			for i, x := range xs {
+				list[i] = x
+			}
+			doc[k] = list
 		}
-		doc["trusted_proxies"] = list
 	}
+	strings("trusted_proxies", c.TrustedProxies)
+	strings("exempt", c.Exempt)
 	if c.ExemptLoopback != nil {
 		doc["exempt_loopback"] = *c.ExemptLoopback
 	}
+	put("ipv6_prefix", c.IPv6Prefix, c.IPv6Prefix != 0)
 	put("api_key_header", c.APIKeyHeader, c.APIKeyHeader != "")
 	put("max_body_bytes", c.MaxBodyBytes, c.MaxBodyBytes != 0)
 	if c.Deny != nil {
@@ -200,6 +210,9 @@ func (c Config) document() (any, error) {
 			if p.Overridable {
 				m["overridable"] = true
 			}
+			if p.Mode != "" {
+				m["mode"] = p.Mode
+			}
 			list[i] = m
 		}
 		doc["policies"] = list
@@ -250,8 +263,12 @@ type config struct {
 	failClosed     bool
 	timeout        time.Duration
 	ietf, legacy   bool
+	draft6         bool
+	unixReset      bool // legacy_reset: unix
 	trusted        []netip.Prefix
-	exemptLoopback bool
+	exempt         []netip.Prefix // exempt_loopback's networks included
+	ipv6Prefix     int
+	shadowPolicies bool // a policy of its own mode: shadow (under mode: enforce)
 	apiKeyHeader   string
 	maxBody        int64
 	denyStatus     int
@@ -287,6 +304,9 @@ type policy struct {
 	costHeader   string // header:<Name>'s name as configured
 	count        string
 	overridable  bool
+	// shadow: the policy's own mode is shadow (under mode: enforce): its
+	// clauses go in RL.ALL calls of their own and it never refuses.
+	shadow bool
 	// opts are the clause options fixed by the configuration (ALIGNED,
 	// APPROX, BURST; COST for a fixed cost), built once for every request.
 	opts []librl.Option
@@ -301,19 +321,21 @@ func parseConfig(doc any) (*config, error) {
 	}
 	deny := top["deny"].(walked)
 	c := &config{
-		prefix:         top["prefix"].(string),
-		shadow:         top["mode"] == "shadow",
-		failClosed:     top["fail"] == "closed",
-		timeout:        time.Duration(top["timeout"].(int64)) * time.Millisecond,
-		ietf:           top["headers"] == "both" || top["headers"] == "ietf",
-		legacy:         top["headers"] == "both" || top["headers"] == "legacy",
-		exemptLoopback: top["exempt_loopback"].(bool),
-		apiKeyHeader:   top["api_key_header"].(string),
-		maxBody:        top["max_body_bytes"].(int64),
-		denyStatus:     int(deny["status"].(int64)),
-		denyText:       deny["body"] == "text",
-		denyMessage:    deny["message"].(string),
-		byName:         map[string]*policy{},
+		prefix:       top["prefix"].(string),
+		shadow:       top["mode"] == "shadow",
+		failClosed:   top["fail"] == "closed",
+		timeout:      time.Duration(top["timeout"].(int64)) * time.Millisecond,
+		ietf:         top["headers"] == "both" || top["headers"] == "ietf",
+		legacy:       top["headers"] == "both" || top["headers"] == "legacy",
+		draft6:       top["headers"] == "draft6",
+		unixReset:    top["legacy_reset"] == "unix",
+		ipv6Prefix:   int(top["ipv6_prefix"].(int64)),
+		apiKeyHeader: top["api_key_header"].(string),
+		maxBody:      top["max_body_bytes"].(int64),
+		denyStatus:   int(deny["status"].(int64)),
+		denyText:     deny["body"] == "text",
+		denyMessage:  deny["message"].(string),
+		byName:       map[string]*policy{},
 	}
 	// fail-local-where-supported
 	if top["fail"] == "local" {
@@ -327,6 +349,17 @@ func parseConfig(doc any) (*config, error) {
 		}
 		c.trusted = append(c.trusted, net)
 	}
+	// exempt-are-networks
+	for i, v := range top["exempt"].([]any) {
+		net, err := parseNetwork(v.(string))
+		if err != nil {
+			return nil, bad(fmt.Sprintf("exempt[%d]", i), "must be an IP address or a CIDR network")
+		}
+		c.exempt = append(c.exempt, net)
+	}
+	if top["exempt_loopback"].(bool) {
+		c.exempt = append(c.exempt, netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128"))
+	}
 	for i, v := range top["policies"].([]any) {
 		p, err := policyOf(fmt.Sprintf("policies[%d]", i), v.(walked))
 		if err != nil {
@@ -338,6 +371,10 @@ func parseConfig(doc any) (*config, error) {
 		}
 		c.byName[p.name] = p
 		c.policies = append(c.policies, p)
+		// Under mode: shadow every policy is checked as enforce would
+		// check it; a policy's own shadow applies under mode: enforce.
+		p.shadow = p.shadow && !c.shadow
+		c.shadowPolicies = c.shadowPolicies || p.shadow
 	}
 	for i, v := range top["routes"].([]any) {
 		r, err := c.routeOf(fmt.Sprintf("routes[%d]", i), v.(walked))
@@ -379,7 +416,7 @@ func parseNetwork(s string) (netip.Prefix, error) {
 // burst-only-on-token).
 func policyOf(path string, m walked) (*policy, error) {
 	p := &policy{name: m["name"].(string), algorithm: m["algorithm"].(string), count: m["count"].(string),
-		aligned: m["aligned"].(bool), overridable: m["overridable"].(bool)}
+		aligned: m["aligned"].(bool), overridable: m["overridable"].(bool), shadow: m["mode"] == "shadow"}
 	limit, hasLimit := m["limit"]
 	window, hasWindow := m["window"]
 	lease, hasLease := m["lease"]

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"net"
 	"net/http"
+
+	librl "github.com/librl/librl/clients/go"
 )
 
 // Counting after the response (docs/http.md): `count: failed` refunds a
@@ -21,6 +23,22 @@ func (m *engine) settle(checks []check, status int) {
 		}
 	}
 	m.refund(back)
+}
+
+// counted is the checks a served request's exchange counted: all but the
+// shadow policies' groups (one subject's shadow clauses) that denied.
+func counted(checks []check, decisions []librl.Decision) []check {
+	out := make([]check, 0, len(checks))
+	for _, c := range checks {
+		denied := false
+		for i, o := range checks {
+			denied = denied || (c.p.shadow && o.p.shadow && o.s.tag == c.s.tag && !decisions[i].Allowed)
+		}
+		if !denied {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // countsAfter: some policy counts only failed or only succeeded requests.

@@ -25,6 +25,9 @@ type decided struct {
 	decisions []librl.Decision // one per check; nil when Redis did not answer
 	replied   []checked        // the same, beside each check's policy
 	refusal   *reply           // sent instead of calling the handler
+	// shadowLeases: the leases shadow policies took, released when the
+	// response is finished whatever the outcome.
+	shadowLeases []check
 }
 
 // decide asks Redis, applies the fail mode and shadow mode, calls the hook
@@ -45,9 +48,9 @@ func (m *engine) decide(r *http.Request, route string, checks []check) decided {
 		m.emit(r, route, d.outcome, checks, nil, err)
 		return d
 	}
-	d := decided{outcome: Allowed, decisions: v.decisions, replied: pairs(checks, v.decisions)}
+	d := decided{outcome: Allowed, decisions: v.decisions, replied: pairs(checks, v.decisions), shadowLeases: v.shadowLeases}
 	if !v.admitted {
-		worst := mostRestrictive(d.replied)
+		worst := mostRestrictive(d.replied, !m.c.shadow)
 		if m.c.shadow {
 			d.outcome = WouldDeny
 			m.log.Warn("librl: shadow mode: the request would be refused", "method", r.Method, "path", r.URL.Path,
@@ -57,6 +60,11 @@ func (m *engine) decide(r *http.Request, route string, checks []check) decided {
 			refusal := denied(m.c, d.replied[worst], checks[worst].cost)
 			d.refusal = &refusal
 		}
+	} else if v.shadowDenied {
+		// Only policies of their own mode: shadow denied: served.
+		d.outcome = WouldDeny
+		m.log.Warn("librl: a shadow policy would refuse the request", "method", r.Method, "path", r.URL.Path,
+			"policy", checks[mostRestrictive(d.replied, false)].p.name)
 	}
 	m.emit(r, route, d.outcome, checks, d.decisions, nil)
 	return d
@@ -107,22 +115,29 @@ func withoutCost(p *policy) []librl.Option {
 }
 
 // groups are the checks' indexes by subject, in the order subjects first
-// appear.
+// appear: the enforced policies' groups, then the shadow policies'
+// (docs/http.md, One decision per request, step 4).
 // A request has a few checks: a scan beats a map.
 func groups(checks []check) [][]int {
 	if len(checks) == 1 {
 		return oneCheck
 	}
 	var out [][]int
-next:
-	for i, c := range checks {
-		for g := range out {
-			if checks[out[g][0]].s.tag == c.s.tag {
-				out[g] = append(out[g], i)
-				continue next
+	for _, shadow := range []bool{false, true} {
+		first := len(out)
+	next:
+		for i, c := range checks {
+			if c.p.shadow != shadow {
+				continue
 			}
+			for g := first; g < len(out); g++ {
+				if checks[out[g][0]].s.tag == c.s.tag {
+					out[g] = append(out[g], i)
+					continue next
+				}
+			}
+			out = append(out, []int{i})
 		}
-		out = append(out, []int{i})
 	}
 	return out
 }
@@ -134,8 +149,11 @@ var errTimeout = errors.New("no answer within the configured timeout")
 
 // verdict is what Redis answered for a request's checks.
 type verdict struct {
-	admitted  bool
+	admitted  bool // by every enforced policy
 	decisions []librl.Decision
+	// shadowDenied: a policy of its own mode: shadow denied.
+	shadowDenied bool
+	shadowLeases []check
 }
 
 // ledger holds the groups Redis admitted for one request while their fate
@@ -300,9 +318,10 @@ func (m *engine) runGroups(ctx context.Context, checks []check, l *ledger) (verd
 		for j, i := range g {
 			clauses[j] = clause(checks[i], false)
 		}
+		shadow := checks[g[0]].p.shadow
 		var a librl.AllDecision
 		var err error
-		if v.admitted {
+		if v.admitted || shadow {
 			a, err = m.lim.All(ctx, clauses...)
 		} else {
 			a, err = m.lim.PeekAll(ctx, clauses...)
@@ -317,7 +336,18 @@ func (m *engine) runGroups(ctx context.Context, checks []check, l *ledger) (verd
 				v.decisions[i] = a.Decisions[j]
 			}
 		}
-		if v.admitted && a.Allowed {
+		if shadow {
+			// Counted whatever the enforced groups answered, never refunded
+			// by them, refusing nothing.
+			v.shadowDenied = v.shadowDenied || !a.Allowed
+			for j, i := range g {
+				if id := a.Decisions[j].LeaseID; id != 0 {
+					c := checks[i]
+					c.leaseID = id
+					v.shadowLeases = append(v.shadowLeases, c)
+				}
+			}
+		} else if v.admitted && a.Allowed {
 			members := make([]check, len(g))
 			for j, i := range g {
 				members[j] = checks[i]
@@ -422,7 +452,7 @@ func (m *engine) release(checks []check) {
 func held(checks []check, d decided) []check {
 	var out []check
 	for i, c := range checks {
-		if c.p.algorithm == "concurrency" && i < len(d.decisions) && d.decisions[i].LeaseID != 0 {
+		if c.p.algorithm == "concurrency" && !c.p.shadow && i < len(d.decisions) && d.decisions[i].LeaseID != 0 {
 			c.leaseID = d.decisions[i].LeaseID
 			out = append(out, c)
 		}

@@ -31,16 +31,21 @@ const (
 	hdrRemaining  = "X-Ratelimit-Remaining"
 	hdrReset      = "X-Ratelimit-Reset"
 	hdrRetryAfter = "Retry-After"
+	// headers: draft6 (express-rate-limit's draft-6 names).
+	hdrDraftLimit     = "Ratelimit-Limit"
+	hdrDraftRemaining = "Ratelimit-Remaining"
+	hdrDraftReset     = "Ratelimit-Reset"
 )
 
 // setHeaders writes the rate-limit headers the configuration's `headers`
 // names; with denied (a group refused the request), Retry-After too,
-// except in shadow mode, which never refuses.
-func setHeaders(c *config, h http.Header, cs []checked, denied bool) {
+// except in shadow mode, which never refuses. now is read only for
+// legacy_reset: unix.
+func setHeaders(c *config, h http.Header, cs []checked, denied bool, now func() time.Time) {
 	if len(cs) == 0 {
 		return
 	}
-	w := cs[mostRestrictive(cs)]
+	w := cs[mostRestrictive(cs, denied)]
 	reset := ceilSecs(w.d.ResetAfter)
 	var space [192]byte
 	b := space[:0]
@@ -71,10 +76,27 @@ func setHeaders(c *config, h http.Header, cs []checked, denied bool) {
 		vs.end(hdrLimit, len(b))
 		b = strconv.AppendInt(b, w.d.Remaining, 10)
 		vs.end(hdrRemaining, len(b))
-		b = strconv.AppendInt(b, reset, 10)
+		if c.unixReset {
+			b = strconv.AppendInt(b, unixReset(now(), w.d.ResetAfter), 10)
+		} else {
+			b = strconv.AppendInt(b, reset, 10)
+		}
 		vs.end(hdrReset, len(b))
 	}
-	if denied && !c.shadow && !w.d.Allowed && w.d.RetryAfter != librl.Never {
+	if c.draft6 {
+		b = strconv.AppendInt(b, quota(w), 10)
+		vs.end(hdrDraftLimit, len(b))
+		b = strconv.AppendInt(b, w.d.Remaining, 10)
+		vs.end(hdrDraftRemaining, len(b))
+		b = strconv.AppendInt(b, reset, 10)
+		vs.end(hdrDraftReset, len(b))
+		b = strconv.AppendInt(b, quota(w), 10)
+		if w.p.algorithm != "concurrency" {
+			b = strconv.AppendInt(append(b, ";w="...), ceilSecs(w.p.window), 10)
+		}
+		vs.end(hdrPolicy, len(b))
+	}
+	if denied && !c.shadow && !w.p.shadow && !w.d.Allowed && w.d.RetryAfter != librl.Never {
 		b = strconv.AppendInt(b, retryAfterSecs(w.d), 10)
 		vs.end(hdrRetryAfter, len(b))
 	}
@@ -109,6 +131,13 @@ func (vs *values) set(h http.Header, b []byte) {
 	}
 }
 
+// unixReset is legacy_reset: unix's X-RateLimit-Reset: the Unix time in
+// seconds at which the policy resets, rounded up.
+func unixReset(now time.Time, resetAfter time.Duration) int64 {
+	at := now.UnixMilli() + max(ms(resetAfter), 0)
+	return (at + 999) / 1000
+}
+
 // retryAfterSecs is Retry-After's value: max(1, ceil(retry_after_ms / 1000)).
 func retryAfterSecs(d librl.Decision) int64 { return max(1, ceilSecs(d.RetryAfter)) }
 
@@ -130,14 +159,19 @@ func ceilSecs(d time.Duration) int64 {
 
 // mostRestrictive: among denials the longest wait (Never first); else the
 // smallest share of the limit left, then the later reset, then the first.
-func mostRestrictive(cs []checked) int {
-	best := 0
-	for i := 1; i < len(cs); i++ {
-		if tighter(cs[i].d, cs[best].d) {
+// A refused request's is among the enforced policies' denials, so that
+// Retry-After and the refusal name a policy that refused it.
+func mostRestrictive(cs []checked, refused bool) int {
+	best := -1
+	for i := range cs {
+		if refused && (cs[i].p.shadow || cs[i].d.Allowed) {
+			continue
+		}
+		if best < 0 || tighter(cs[i].d, cs[best].d) {
 			best = i
 		}
 	}
-	return best
+	return max(best, 0)
 }
 
 func tighter(a, b librl.Decision) bool {

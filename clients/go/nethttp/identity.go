@@ -13,8 +13,7 @@ import (
 
 // subject is the part inside the key's braces.
 type subject struct {
-	tag      string // ip:203.0.113.7, api-key:<32 hex>, user:alice, header:x-tenant:acme, global
-	loopback bool   // an ip subject with a loopback address
+	tag string // ip:203.0.113.7, ip:2001:db8:1::/56, api-key:<32 hex>, user:alice, header:x-tenant:acme, global
 }
 
 type userKey struct{}
@@ -141,24 +140,52 @@ type identity struct {
 	peer   string // the TCP peer, as http.Request.RemoteAddr writes it
 	header http.Header
 	user   string // the authenticated user, "" when none
-	ip     subject
-	hasIP  bool
+	// The client's address (ok false: unknown) and its subject, found once.
+	addr  netip.Addr
+	ok    bool
+	ip    subject
+	hasIP bool
+}
+
+// client is the client's full address, false when unknown.
+func (id *identity) client() (netip.Addr, bool) {
+	if !id.hasIP {
+		id.addr, id.ok = clientIP(id.peer, id.c.trusted, id.header)
+		id.ip, id.hasIP = subject{tag: "ip:unknown"}, true
+		if id.ok {
+			id.ip = ipSubject(id.c, id.addr)
+		}
+	}
+	return id.addr, id.ok
 }
 
 func (id *identity) clientIP() subject {
-	if !id.hasIP {
-		id.ip, id.hasIP = subject{tag: "ip:unknown"}, true
-		if a, ok := clientIP(id.peer, id.c.trusted, id.header); ok {
-			id.ip = ipSubject(id.c, a)
-		}
-	}
+	id.client()
 	return id.ip
 }
 
-// ipSubject is a client's ip subject, written in one allocation.
+// exempt: the client's full address is in an exempt network (docs/http.md,
+// Exemptions); an unknown client never is.
+func (id *identity) exempt() bool {
+	if len(id.c.exempt) == 0 {
+		return false
+	}
+	a, ok := id.client()
+	return ok && trustedBy(id.c.exempt, a)
+}
+
+// ipSubject is ip:<address>, or an IPv6 client's network of ipv6_prefix
+// bits (docs/http.md, IPv6 networks), written in one allocation.
 func ipSubject(c *config, a netip.Addr) subject {
-	var buf [3 + 39]byte
-	return subject{tag: string(a.AppendTo(append(buf[:0], "ip:"...))), loopback: a.IsLoopback()}
+	var buf [3 + 43]byte
+	b := append(buf[:0], "ip:"...)
+	if a.Is6() && c.ipv6Prefix < 128 {
+		p, _ := a.Prefix(c.ipv6Prefix) // 1..127 bits of a 128-bit address: never fails
+		b = p.AppendTo(b)
+	} else {
+		b = a.AppendTo(b)
+	}
+	return subject{tag: string(b)}
 }
 
 func (id *identity) apiKey() (subject, bool) {

@@ -210,7 +210,10 @@ func (m *engine) serve(w http.ResponseWriter, r *http.Request, next http.Handler
 // answered), then the refusal or the handler, which a count-after-response
 // policy watches for its status.
 func (m *engine) respond(w http.ResponseWriter, r *http.Request, next http.Handler, checks []check, d decided) {
-	setHeaders(m.c, w.Header(), d.replied, d.outcome == Denied)
+	setHeaders(m.c, w.Header(), d.replied, d.outcome == Denied, time.Now)
+	if len(d.shadowLeases) > 0 {
+		defer m.release(d.shadowLeases)
+	}
 	if d.refusal != nil {
 		if d.outcome == Denied {
 			h := w.Header()
@@ -223,17 +226,24 @@ func (m *engine) respond(w http.ResponseWriter, r *http.Request, next http.Handl
 		d.refusal.write(w)
 		return
 	}
-	if d.outcome == Allowed {
+	// Served with its enforced groups counted: admitted, or denied only
+	// by policies of their own mode: shadow.
+	served := d.outcome == Allowed || (d.outcome == WouldDeny && !m.c.shadow)
+	if served {
 		// Released when the response is finished: the handler returned,
 		// its client went away, or it panicked (docs/http.md, Concurrency
-		// limits). A denied or would-deny request holds none.
+		// limits). A denied request, or one mode: shadow would deny, holds
+		// none.
 		if leases := held(checks, d); len(leases) > 0 {
 			defer m.release(leases)
 		}
 	}
-	if d.outcome != Allowed || !countsAfter(checks) {
+	if !served || !countsAfter(checks) {
 		next.ServeHTTP(w, r)
 		return
+	}
+	if d.outcome == WouldDeny {
+		checks = counted(checks, d.decisions)
 	}
 	rw := &refundWriter{ResponseWriter: w, before: func(status int) { m.settle(checks, status) }}
 	next.ServeHTTP(rw, r)

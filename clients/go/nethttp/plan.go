@@ -1,9 +1,8 @@
 package nethttp
 
 // Plan (docs/http.md, One decision per request, step 1): the checks a
-// request needs, each policy with its subject and keys, the policies
-// whose subject is an exempt loopback address dropped. Costs come next
-// (cost.go).
+// request needs, each policy with its subject and keys; none for an
+// exempt client. Costs come next (cost.go).
 
 // check is one policy applied to one request.
 type check struct {
@@ -18,21 +17,23 @@ type check struct {
 }
 
 // checkFor is a policy's check for this client, its cost not yet known,
-// and whether exempt_loopback skips it.
+// and whether the client is exempt.
 func checkFor(c *config, p *policy, id *identity) (check, bool) {
 	s := id.subject(p)
 	key, okey := keys(c.prefix, s, p)
-	return check{p: p, s: s, key: key, okey: okey}, c.exemptLoopback && s.loopback
+	return check{p: p, s: s, key: key, okey: okey}, id.exempt()
 }
 
-// plan is the checks of the policies, in check order, without the
-// exempt ones; none: the request is not checked.
+// plan is the checks of the policies, in check order; none: the request
+// is not checked (an exempt client's never is).
 func plan(c *config, policies []*policy, id *identity) []check {
+	if id.exempt() {
+		return nil
+	}
 	checks := make([]check, 0, len(policies))
 	for _, p := range policies {
-		if ch, exempt := checkFor(c, p, id); !exempt {
-			checks = append(checks, ch)
-		}
+		ch, _ := checkFor(c, p, id)
+		checks = append(checks, ch)
 	}
 	return checks
 }

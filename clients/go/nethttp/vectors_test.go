@@ -396,27 +396,33 @@ func vectorKey(t *testing.T, input, expect json.RawMessage) {
 
 func vectorResponseHeaders(t *testing.T, input, expect json.RawMessage) {
 	var in struct {
-		Headers  string `json:"headers"`
-		Mode     string `json:"mode"`
-		Policies []any  `json:"policies"`
-		Replies  []any  `json:"replies"`
-		Denied   bool   `json:"denied"`
+		Headers     string `json:"headers"`
+		Mode        string `json:"mode"`
+		LegacyReset string `json:"legacy_reset"`
+		NowMS       int64  `json:"now_ms"`
+		Policies    []any  `json:"policies"`
+		Replies     []any  `json:"replies"`
+		Denied      bool   `json:"denied"`
 	}
 	decode(t, input, &in)
-	c := configOf(t, map[string]any{"headers": in.Headers, "mode": in.Mode, "policies": in.Policies})
+	doc := map[string]any{"headers": in.Headers, "mode": in.Mode, "policies": in.Policies}
+	if in.LegacyReset != "" {
+		doc["legacy_reset"] = in.LegacyReset
+	}
+	c := configOf(t, doc)
 	cs := make([]checked, len(c.policies))
 	for i, p := range c.policies {
 		cs[i] = checked{p: p, d: decision(t, in.Replies[i])}
 	}
 	h := http.Header{}
-	setHeaders(c, h, cs, in.Denied)
+	setHeaders(c, h, cs, in.Denied, func() time.Time { return time.UnixMilli(in.NowMS) })
 	var want struct {
 		MostRestrictive int               `json:"most_restrictive"`
 		Headers         map[string]string `json:"headers"`
 		Absent          []string          `json:"absent"`
 	}
 	decode(t, expect, &want)
-	if got := mostRestrictive(cs); got != want.MostRestrictive {
+	if got := mostRestrictive(cs, in.Denied); got != want.MostRestrictive {
 		t.Errorf("most restrictive %d, expected %d", got, want.MostRestrictive)
 	}
 	wanted := map[string]bool{}
