@@ -48,26 +48,40 @@ func (m *engine) decide(r *http.Request, route string, checks []check) decided {
 		m.emit(r, route, d.outcome, checks, nil, err)
 		return d
 	}
-	d := decided{outcome: Allowed, decisions: v.decisions, replied: pairs(checks, v.decisions), shadowLeases: v.shadowLeases}
-	if !v.admitted {
-		worst := mostRestrictive(d.replied, !m.c.shadow)
-		if m.c.shadow {
-			d.outcome = WouldDeny
-			m.log.Warn("librl: shadow mode: the request would be refused", "method", r.Method, "path", r.URL.Path,
-				"policy", checks[worst].p.name)
-		} else {
-			d.outcome = Denied
-			refusal := denied(m.c, d.replied[worst], checks[worst].cost)
-			d.refusal = &refusal
-		}
-	} else if v.shadowDenied {
-		// Only policies of their own mode: shadow denied: served.
-		d.outcome = WouldDeny
-		m.log.Warn("librl: a shadow policy would refuse the request", "method", r.Method, "path", r.URL.Path,
+	d := decided{decisions: v.decisions, replied: pairs(checks, v.decisions), shadowLeases: v.shadowLeases}
+	d.outcome = outcomeOf(m.c, d.replied)
+	switch d.outcome {
+	case Denied:
+		worst := mostRestrictive(d.replied, true)
+		refusal := denied(m.c, d.replied[worst], checks[worst].cost)
+		d.refusal = &refusal
+	case WouldDeny:
+		m.log.Warn("librl: shadow: the request would be refused", "method", r.Method, "path", r.URL.Path,
 			"policy", checks[mostRestrictive(d.replied, false)].p.name)
 	}
 	m.emit(r, route, d.outcome, checks, d.decisions, nil)
 	return d
+}
+
+// outcomeOf is a request's outcome from its policies' replies
+// (docs/http.md, Shadow mode): denied when an enforced policy denies,
+// would_deny when mode: shadow would have refused it or only policies of
+// their own mode: shadow deny, else allowed.
+func outcomeOf(c *config, cs []checked) Outcome {
+	enforced, shadow := false, false
+	for _, x := range cs {
+		if !x.d.Allowed {
+			enforced = enforced || !x.p.shadow
+			shadow = shadow || x.p.shadow
+		}
+	}
+	switch {
+	case enforced && !c.shadow:
+		return Denied
+	case enforced || shadow:
+		return WouldDeny
+	}
+	return Allowed
 }
 
 // pairs is each check's policy with its reply.
@@ -151,8 +165,6 @@ var errTimeout = errors.New("no answer within the configured timeout")
 type verdict struct {
 	admitted  bool // by every enforced policy
 	decisions []librl.Decision
-	// shadowDenied: a policy of its own mode: shadow denied.
-	shadowDenied bool
 	shadowLeases []check
 }
 
@@ -339,7 +351,6 @@ func (m *engine) runGroups(ctx context.Context, checks []check, l *ledger) (verd
 		if shadow {
 			// Counted whatever the enforced groups answered, never refunded
 			// by them, refusing nothing.
-			v.shadowDenied = v.shadowDenied || !a.Allowed
 			for j, i := range g {
 				if id := a.Decisions[j].LeaseID; id != 0 {
 					c := checks[i]

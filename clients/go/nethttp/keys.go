@@ -71,7 +71,11 @@ func (m *Middleware) OverrideKey(policy, value string) (string, error) {
 }
 
 func (m *Middleware) keysFor(policy, value string) (key, okey string, err error) {
-	c := m.cur.Load().c
+	return keysOf(m.cur.Load().c, policy, value)
+}
+
+// keysOf is Key and OverrideKey for a configuration.
+func keysOf(c *config, policy, value string) (key, okey string, err error) {
 	p, ok := c.byName[policy]
 	if !ok {
 		return "", "", fmt.Errorf("librl: no policy is named %q", policy)
