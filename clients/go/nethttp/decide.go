@@ -163,8 +163,8 @@ var errTimeout = errors.New("no answer within the configured timeout")
 
 // verdict is what Redis answered for a request's checks.
 type verdict struct {
-	admitted  bool // by every enforced policy
-	decisions []librl.Decision
+	admitted     bool // by every enforced policy
+	decisions    []librl.Decision
 	shadowLeases []check
 }
 
