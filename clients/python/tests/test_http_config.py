@@ -11,7 +11,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-from librl.http import ConfigError, _schema, parse
+from librl.http import ConfigError, _schema, load, parse
 from librl.http._configuration import rate
 from servers import ROOT
 
@@ -95,3 +95,33 @@ def test_the_schemas_rate_pattern_and_the_grammar_agree() -> None:
     for text in texts:
         by_pattern = re.search(field.pattern, text) is not None
         assert by_pattern == (rate(text) is not None), text
+
+
+def test_a_file_is_substituted_from_the_environment(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "policies.yaml"
+    path.write_text(
+        'prefix: "${APP_PREFIX:-app:}"\n'
+        "policies:\n"
+        "  - {name: p, algorithm: fixed, limit: ${APP_LIMIT}, window: ${APP_WINDOW:-1m}}\n"
+    )
+    monkeypatch.setenv("APP_LIMIT", "50")
+    monkeypatch.delenv("APP_PREFIX", raising=False)
+    monkeypatch.delenv("APP_WINDOW", raising=False)
+    config = load(str(path))
+    assert (config.prefix, config.policies[0].limit, config.policies[0].window_ms) == (
+        "app:",
+        50,
+        60_000,
+    )
+    monkeypatch.delenv("APP_LIMIT")
+    with pytest.raises(ConfigError, match=re.escape("librl: configuration: ${APP_LIMIT}: not set")):
+        load(str(path))
+    path.write_text("policies: [{name: p, algorithm: fixed, limit: ${1X}, window: 1s}]\n")
+    with pytest.raises(ConfigError, match=re.escape("${1X}: not a ${VAR}")):
+        load(str(path))
+
+
+def test_a_dict_is_not_substituted() -> None:
+    assert error({"prefix": "${X}", "policies": [P]}).startswith("librl: configuration: prefix:")

@@ -136,7 +136,10 @@ class Config:
 def load(source: Union[Config, Mapping[str, Any], str, os.PathLike[str]]) -> Config:
     """A Config from a Config (as is), a dict, or the path of a YAML or JSON
     file (``.json`` is read as JSON, anything else as YAML, which JSON also
-    is)."""
+    is), whose ``${VAR}`` references are replaced from the environment
+    first (a dict is used as given)."""
+    from ._substitution import substitute  # it raises this module's ConfigError
+
     if isinstance(source, Config):
         return source
     if isinstance(source, Mapping):
@@ -147,6 +150,7 @@ def load(source: Union[Config, Mapping[str, Any], str, os.PathLike[str]]) -> Con
             text = f.read()
     except OSError as e:
         raise ConfigError("(file)", f"cannot read {path}: {e.strerror}") from None
+    text = substitute(text, os.environ)
     if path.endswith(".json"):
         try:
             doc = json.loads(text)
