@@ -462,3 +462,35 @@ def test_a_reply_after_the_timeout_is_refunded_when_fail_is_closed(
         assert status == 503
         # PEEK reports the count a call would make: nothing recorded, plus one.
         assert r.execute_command("RL.FIXED", "rl:{ip:127.0.0.1}:late", 5, 60, "PEEK")[1] == 1
+
+
+def test_override_key_is_the_key_the_middleware_reads(url: str, redis_server: Server) -> None:
+    config = {
+        "policies": [
+            {
+                "name": "plan",
+                "algorithm": "fixed",
+                "limit": 2,
+                "window": "1m",
+                "key": "header:X-Tenant",
+                "overridable": True,
+            },
+        ],
+    }
+    app = flask.Flask(__name__)
+    limits = FlaskRateLimit(app, config=config, url=url)
+    app.add_url_rule("/", "ok", lambda: "ok")
+    okey = limits.override_key("plan", header="acme")
+    assert okey == "rl:{header:x-tenant:acme}:override:plan"
+    assert limits.override_key("plan", "acme") == okey
+    redis_server.client().execute_command("RL.OVERRIDE", "SET", okey, 7, "1m")
+    with serving("flask", app) as running:
+        _, acme, _ = get(running.port, "/", {"X-Tenant": "acme"})
+        _, other, _ = get(running.port, "/", {"X-Tenant": "other"})
+    assert (acme["x-ratelimit-limit"], other["x-ratelimit-limit"]) == ("7", "2")
+    with pytest.raises(ValueError, match="keyed by header, not user"):
+        limits.override_key("plan", user="acme")
+    with pytest.raises(ValueError, match="no policy named 'nope'"):
+        limits.override_key("nope", header="acme")
+    with pytest.raises(TypeError, match="give the subject once"):
+        limits.override_key("plan", "acme", header="acme")

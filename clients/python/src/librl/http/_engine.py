@@ -15,6 +15,8 @@ from ._decide import Call, Verdict, settlement
 from ._fail import FailMode, reason
 from ._headers import response_headers
 from ._hook import Hook, Outcome, event_of, report
+from ._identity import subject_of_value
+from ._keys import policy_keys
 from ._plan import Check, Plan, costs, named, plan
 from ._refusals import Reply, denied
 from ._request import Request
@@ -40,6 +42,12 @@ class Engine:
     def costs(self, planned: Plan, body_length: Optional[int]) -> Union[Plan, Reply]:
         """A plan that needed the body, once its length is known."""
         return costs(self.config, planned, body_length)
+
+    def keys(self, policy: str, value: Union[str, bytes, None] = None) -> Tuple[str, str]:
+        """The key and override key the middleware uses for ``policy`` and
+        the subject whose raw value (for the policy's key) is ``value``."""
+        (found,) = named(self.config, [policy])
+        return policy_keys(self.config.prefix, subject_of_value(found, value, self.config), found)
 
     def named(self, names: Sequence[str]) -> Tuple[Policy, ...]:
         """The policies of these names; a ValueError for one not defined."""

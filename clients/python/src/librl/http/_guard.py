@@ -198,6 +198,39 @@ class _Guarding(Generic[ClientT, LimiterT]):
         #: limiter adds to a call is for clusters (slots, TRYAGAIN).
         self._direct: Any = None if isinstance(client, _CLUSTERS) else client
 
+    def override_key(
+        self, policy: str, value: Union[str, bytes, None] = None, /, **subject: Union[str, bytes]
+    ) -> str:
+        """The override key the middleware uses for ``policy`` and a
+        subject: ``override_key("search", user="alice")`` (the keyword is
+        the policy's key: ``ip``, ``api_key``, ``user``, ``header``), or
+        the subject's value alone; ``RL.OVERRIDE SET`` on it sets that
+        subject's own limit (docs/http.md, Keys from code)."""
+        return self.keys(policy, value, **subject)[1]
+
+    def key(
+        self, policy: str, value: Union[str, bytes, None] = None, /, **subject: Union[str, bytes]
+    ) -> str:
+        """The limiter key the middleware uses for ``policy`` and a subject
+        (as override_key)."""
+        return self.keys(policy, value, **subject)[0]
+
+    def keys(
+        self, policy: str, value: Union[str, bytes, None] = None, /, **subject: Union[str, bytes]
+    ) -> Tuple[str, str]:
+        """(key, override key): see override_key."""
+        if subject:
+            if value is not None or len(subject) != 1:
+                raise TypeError(
+                    "librl: give the subject once, e.g. override_key('search', user='alice')"
+                )
+            ((kind, value),) = subject.items()
+            (found,) = self.engine.named([policy])
+            kind = kind.replace("_", "-")
+            if kind != found.key:
+                raise ValueError(f"librl: policy {policy!r} is keyed by {found.key}, not {kind}")
+        return self.engine.keys(policy, value)
+
     def _connect(self, url: Optional[str], cluster_nodes: Optional[str]) -> ClientT:
         raise NotImplementedError
 

@@ -181,3 +181,27 @@ def user_name(user: Any) -> Optional[str]:
         if value not in (None, ""):
             return str(value)
     return None
+
+
+def subject_of_value(policy: Policy, value: Union[str, bytes, None], config: Config) -> str:
+    """The subject ``policy`` counts for a request whose value for the
+    policy's key is ``value`` (an address, an API key, a user name, a
+    header's value; None for ``global``), as the middleware writes it
+    (docs/http.md, Keys from code); a ValueError for a value it cannot
+    be."""
+    kind = policy.key
+    if kind == "global":
+        return "global"
+    if value is None or value in ("", b""):
+        raise ValueError(f"librl: policy {policy.name!r} (key: {kind}) needs a value")
+    raw = value.encode() if isinstance(value, str) else value
+    if kind == "ip":
+        ip = parse_ip(raw.decode("ascii", "replace"))
+        if ip is None:
+            raise ValueError(f"librl: {value!r} is not an IP address")
+        return ip_subject(ip, config.ipv6_prefix)
+    if kind == "api-key":
+        return f"api-key:{hashed(raw)}"
+    if kind == "header":
+        return f"header:{policy.key_header}:{key_safe(raw)}"
+    return f"{kind}:{key_safe(raw)}"

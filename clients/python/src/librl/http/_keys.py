@@ -3,7 +3,7 @@ the cluster hash tag, so one subject's keys share a slot."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Tuple
 
 from ._configuration import Policy
 
@@ -17,3 +17,9 @@ def override_key(prefix: str, subject: str, policy: Policy) -> Optional[str]:
     """``<prefix>{<subject>}:override:<policy>`` for an overridable policy;
     None for another."""
     return f"{prefix}{{{subject}}}:override:{policy.name}" if policy.overridable else None
+
+
+def policy_keys(prefix: str, subject: str, policy: Policy) -> Tuple[str, str]:
+    """The key and the override key (whether the policy is overridable or
+    not: one may be set before it is) of ``policy`` for ``subject``."""
+    return limiter_key(prefix, subject, policy), f"{prefix}{{{subject}}}:override:{policy.name}"

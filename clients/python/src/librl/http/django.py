@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import functools
 import io
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar, Union
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -192,6 +192,15 @@ def check(*names: str) -> Callable[[F], F]:
         return checked  # type: ignore[return-value]
 
     return decorate
+
+
+def override_key(
+    policy: str, value: Union[str, bytes, None] = None, /, **subject: Union[str, bytes]
+) -> str:
+    """The override key the middleware uses for ``policy`` and a subject,
+    from settings.LIBRL: ``override_key("search", user="alice")``
+    (docs/http/python.md, Keys from code)."""
+    return _checker().guard.override_key(policy, value, **subject)
 
 
 class RateLimitMiddleware:

@@ -19,7 +19,7 @@ configuration's routes (or use no routes and only dependencies, with
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator, Callable, Optional
+from typing import Any, AsyncIterator, Callable, Optional, Union
 
 from fastapi import FastAPI, HTTPException
 from starlette.requests import Request
@@ -66,6 +66,14 @@ class RateLimit:
             config, client, url=url, cluster_nodes=cluster_nodes, on_decision=on_decision
         )
         self.user = user
+
+    def override_key(
+        self, policy: str, value: Union[str, bytes, None] = None, /, **subject: Union[str, bytes]
+    ) -> str:
+        """The override key the middleware uses for ``policy`` and a
+        subject: ``limits.override_key("search", user="alice")``
+        (docs/http/python.md, Keys from code)."""
+        return self.guard.override_key(policy, value, **subject)
 
     def install(self, app: FastAPI, *, middleware: bool = True) -> None:
         """Registers the refusal handler the dependencies need, and (unless

@@ -19,7 +19,7 @@ installed and authenticated; pass ``user=`` a function of no arguments
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, TypeVar, Union
 
 import flask
 from flask import Flask, Response
@@ -87,6 +87,14 @@ class RateLimit:
         self.user = user
         if app is not None:
             self.init_app(app)
+
+    def override_key(
+        self, policy: str, value: Union[str, bytes, None] = None, /, **subject: Union[str, bytes]
+    ) -> str:
+        """The override key the middleware uses for ``policy`` and a
+        subject: ``limits.override_key("search", user="alice")``
+        (docs/http/python.md, Keys from code)."""
+        return self.guard.override_key(policy, value, **subject)
 
     def init_app(self, app: Flask) -> None:
         app.before_request(self._before)
