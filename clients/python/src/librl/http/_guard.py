@@ -36,7 +36,7 @@ from .._types import parse_all
 from ._configuration import Config, load
 from ._decide import Call, Exchange, Release, Step, Verdict
 from ._engine import Engine
-from ._fail import reason
+from ._fail import Breaker, BreakerOpen, reason
 from ._hook import Hook
 from ._plan import Plan
 from ._refusals import Reply
@@ -194,6 +194,9 @@ class _Guarding(Generic[ClientT, LimiterT]):
         if client is None:
             client = self._connect(*_from_env(url, cluster_nodes))
         self.limiter = self._limiter(client)
+        #: Spares requests the wait on a Redis that is down or hangs; it
+        #: belongs to the guard, not to a configuration.
+        self.breaker = Breaker()
         #: A standalone client takes each RL.ALL straight (_send): what the
         #: limiter adds to a call is for clusters (slots, TRYAGAIN).
         self._direct: Any = None if isinstance(client, _CLUSTERS) else client
@@ -297,12 +300,17 @@ class Guard(_Guarding[Client, Limiter]):
         if isinstance(plan, Reply):
             return Admission(reply=plan)
         exchange = Exchange(plan.checks)
+        breaker = self.breaker
+        if not breaker.asks():
+            return self._failed(plan, exchange, BreakerOpen())
         try:
             self._run(exchange, time.monotonic() + self._timeout_s())
         except Exception as e:
+            breaker.ended(e)
             if engine.fail.refuses:
                 self._give_back(exchange.failure_refunds(), "a refund")
             return self._failed(plan, exchange, e)
+        breaker.answered()
         return self._admission(plan, exchange.verdict())
 
     def finish(self, admission: Admission, status: int) -> None:
@@ -376,6 +384,9 @@ class AsyncGuard(_Guarding[AsyncClient, AsyncLimiter]):
         if isinstance(plan, Reply):
             return Admission(reply=plan)
         exchange = Exchange(plan.checks)
+        breaker = self.breaker
+        if not breaker.asks():
+            return self._failed(plan, exchange, BreakerOpen())
         try:
             if _timeout is not None:
                 async with _timeout(self._timeout_s()):
@@ -383,9 +394,11 @@ class AsyncGuard(_Guarding[AsyncClient, AsyncLimiter]):
             else:
                 await asyncio.wait_for(self._run(exchange), self._timeout_s())
         except Exception as e:
+            breaker.ended(e)
             if engine.fail.refuses:
                 await self._give_back(exchange.failure_refunds(), "a refund")
             return self._failed(plan, exchange, e)
+        breaker.answered()
         return self._admission(plan, exchange.verdict())
 
     async def finish(self, admission: Admission, status: int) -> None:
