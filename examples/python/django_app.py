@@ -19,6 +19,8 @@ from django.core.handlers.wsgi import WSGIHandler
 from django.http import HttpRequest, HttpResponse
 from django.urls import re_path
 
+import librl.http.django
+
 if TYPE_CHECKING:
     from serve import AppOptions
     from typing_extensions import Unpack
@@ -79,3 +81,8 @@ def make_app(config: Any, **options: Unpack[AppOptions]) -> WSGIHandler:
         django.setup()
     settings.LIBRL = {"config": config, **options}
     return WSGIHandler()  # builds the middleware: a bad configuration fails here
+
+
+def reload(app: WSGIHandler, config: Any) -> None:
+    """serve.py's SIGHUP: the configuration swapped (ConfigError: kept)."""
+    librl.http.django.reload(config)

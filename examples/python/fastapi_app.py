@@ -38,7 +38,8 @@ class ConformanceUser(AuthenticationBackend):
 
 def make_app(config: Any, **options: Unpack[AppOptions]) -> FastAPI:
     app = FastAPI()
-    RateLimit(config, **options).install(app)
+    app.state.librl = RateLimit(config, **options)
+    app.state.librl.install(app)
     # Added last, so it runs first: the user is known when librl checks.
     app.add_middleware(AuthenticationMiddleware, backend=ConformanceUser())
 
@@ -46,6 +47,11 @@ def make_app(config: Any, **options: Unpack[AppOptions]) -> FastAPI:
     # it (M-SEARCH, PROPFIND...), where a function endpoint gets GET only.
     app.router.routes.append(Route("/{path:path}", Ok()))
     return app
+
+
+def reload(app: FastAPI, config: Any) -> None:
+    """serve.py's SIGHUP: the configuration swapped (ConfigError: kept)."""
+    app.state.librl.reload(config)
 
 
 class Ok:

@@ -48,3 +48,8 @@ def make_app(config: Any, **options: Unpack[AppOptions]) -> Flask:
     app.url_map.add(Rule("/<path:path>", endpoint="ok"))
     app.view_functions["ok"] = ok
     return app
+
+
+def reload(app: Flask, config: Any) -> None:
+    """serve.py's SIGHUP: the configuration swapped (ConfigError: kept)."""
+    app.extensions["librl"].reload(config)

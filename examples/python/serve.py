@@ -1,8 +1,8 @@
 """Serves one of the conformance apps (docs/http.md, Conformance and
 examples) until killed, as scripts/serve-example runs them: NAME_app.py's
 app on HOST:PORT (default 127.0.0.1:8080), with the configuration file
-named by LIBRL_POLICIES; uvicorn serves the ASGI app (FastAPI), waitress
-the WSGI ones (Django, Flask).
+named by LIBRL_POLICIES, read again on SIGHUP; uvicorn serves the ASGI
+app (FastAPI), waitress the WSGI ones (Django, Flask).
 
     LIBRL_POLICIES=policies.yaml PORT=8080 python serve.py fastapi   # or django, flask
     python serve.py --check NAME    # exits 1 when a package NAME needs is missing
@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
 from types import ModuleType
-from typing import List, Optional, Tuple, TypedDict
+from typing import Any, List, Optional, Tuple, TypedDict
 
-from librl.http import Hook
+from librl.http import ConfigError, Hook
 
 
 class AppOptions(TypedDict, total=False):
@@ -41,6 +42,18 @@ def load(name: str) -> Tuple[ModuleType, ModuleType]:
 def serve(name: str) -> None:
     example, server = load(name)
     app = example.make_app(os.environ["LIBRL_POLICIES"])
+
+    def reload(signum: int, frame: Any) -> None:
+        # SIGHUP: LIBRL_POLICIES read again (docs/http/python.md, Reload);
+        # one line on stderr says how it went.
+        try:
+            example.reload(app, os.environ["LIBRL_POLICIES"])
+        except ConfigError as e:
+            print(e, file=sys.stderr, flush=True)
+        else:
+            print("librl: configuration reloaded", file=sys.stderr, flush=True)
+
+    signal.signal(signal.SIGHUP, reload)
     host = os.environ.get("HOST", "127.0.0.1")
     port = int(os.environ.get("PORT", "8080"))
     # librl reads X-Forwarded-For itself, from its trusted_proxies only: the

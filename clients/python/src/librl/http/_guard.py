@@ -240,17 +240,29 @@ class _Guarding(Generic[ClientT, LimiterT]):
     def _limiter(self, client: ClientT) -> LimiterT:
         raise NotImplementedError
 
-    def _admission(self, plan: Plan, verdict: Verdict) -> Admission:
+    def reload(self, config: ConfigSource) -> Config:
+        """Swaps the configuration: requests in flight finish on the one
+        they started with; one that does not validate raises the start-up
+        error (ConfigError) and the old one stays. The client, its
+        timeouts and the breaker stay (docs/http/python.md, Reload)."""
+        new = load(config)
+        self.engine = Engine(new, self.engine.hook)
+        self.config = new
+        return new
+
+    def _admission(self, engine: Engine, plan: Plan, verdict: Verdict) -> Admission:
         """A check's outcome once Redis has answered."""
-        passed, headers, refusal = self.engine.decided(plan, verdict)
+        passed, headers, refusal = engine.decided(plan, verdict)
         if not passed:
             return Admission(refusal, headers, plan)
         return Admission(refusal, headers, plan, verdict, verdict.leases)
 
-    def _failed(self, plan: Plan, exchange: Exchange, error: Exception) -> Admission:
+    def _failed(
+        self, engine: Engine, plan: Plan, exchange: Exchange, error: Exception
+    ) -> Admission:
         """Redis failed: fail open serves the request, which holds the slots
         Redis gave (released when its response is finished)."""
-        reply = self.engine.failed(plan, error)
+        reply = engine.failed(plan, error)
         return Admission(reply=reply, plan=plan, leases=exchange.held() if reply is None else [])
 
     def _settlement(self, admission: Admission, status: int) -> List[Call]:
@@ -295,23 +307,24 @@ class Guard(_Guarding[Client, Limiter]):
         if plan is None:
             return Admission()
         if isinstance(plan, Plan) and plan.needs_body:
-            length = body_length(self.config.max_body_bytes)
-            plan = engine.costs(plan, self.config.max_body_bytes + 1 if length is None else length)
+            limit = engine.config.max_body_bytes
+            length = body_length(limit)
+            plan = engine.costs(plan, limit + 1 if length is None else length)
         if isinstance(plan, Reply):
             return Admission(reply=plan)
         exchange = Exchange(plan.checks)
         breaker = self.breaker
         if not breaker.asks():
-            return self._failed(plan, exchange, BreakerOpen())
+            return self._failed(engine, plan, exchange, BreakerOpen())
         try:
-            self._run(exchange, time.monotonic() + self._timeout_s())
+            self._run(exchange, time.monotonic() + engine.config.timeout_ms / 1000)
         except Exception as e:
             breaker.ended(e)
             if engine.fail.refuses:
                 self._give_back(exchange.failure_refunds(), "a refund")
-            return self._failed(plan, exchange, e)
+            return self._failed(engine, plan, exchange, e)
         breaker.answered()
-        return self._admission(plan, exchange.verdict())
+        return self._admission(engine, plan, exchange.verdict())
 
     def finish(self, admission: Admission, status: int) -> None:
         """After the handler: the `count: failed`/`succeeded` refunds."""
@@ -379,27 +392,28 @@ class AsyncGuard(_Guarding[AsyncClient, AsyncLimiter]):
         if plan is None:
             return Admission()
         if isinstance(plan, Plan) and plan.needs_body:
-            length = await body_length(self.config.max_body_bytes)
-            plan = engine.costs(plan, self.config.max_body_bytes + 1 if length is None else length)
+            limit = engine.config.max_body_bytes
+            length = await body_length(limit)
+            plan = engine.costs(plan, limit + 1 if length is None else length)
         if isinstance(plan, Reply):
             return Admission(reply=plan)
         exchange = Exchange(plan.checks)
         breaker = self.breaker
         if not breaker.asks():
-            return self._failed(plan, exchange, BreakerOpen())
+            return self._failed(engine, plan, exchange, BreakerOpen())
         try:
             if _timeout is not None:
-                async with _timeout(self._timeout_s()):
+                async with _timeout(engine.config.timeout_ms / 1000):
                     await self._run(exchange)
             else:
-                await asyncio.wait_for(self._run(exchange), self._timeout_s())
+                await asyncio.wait_for(self._run(exchange), engine.config.timeout_ms / 1000)
         except Exception as e:
             breaker.ended(e)
             if engine.fail.refuses:
                 await self._give_back(exchange.failure_refunds(), "a refund")
-            return self._failed(plan, exchange, e)
+            return self._failed(engine, plan, exchange, e)
         breaker.answered()
-        return self._admission(plan, exchange.verdict())
+        return self._admission(engine, plan, exchange.verdict())
 
     async def finish(self, admission: Admission, status: int) -> None:
         """Guard.finish, awaited."""

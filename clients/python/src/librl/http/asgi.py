@@ -104,12 +104,20 @@ class RateLimitMiddleware:
         cluster_nodes: Optional[str] = None,
         on_decision: Optional[Hook] = None,
         user: UserResolver = scope_user,
+        guard: Optional[AsyncGuard] = None,
     ) -> None:
         self.app = app
-        self.guard = AsyncGuard(
+        # ``guard``: one shared with others (FastAPI's RateLimit and its
+        # dependencies), so that one reload reaches them all.
+        self.guard = guard or AsyncGuard(
             config, client, url=url, cluster_nodes=cluster_nodes, on_decision=on_decision
         )
         self.user = user
+
+    def reload(self, config: ConfigSource) -> None:
+        """Swaps the configuration (AsyncGuard.reload): requests in flight
+        finish on theirs; a bad one raises ConfigError and the old stays."""
+        self.guard.reload(config)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

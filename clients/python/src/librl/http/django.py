@@ -203,6 +203,16 @@ def override_key(
     return _checker().guard.override_key(policy, value, **subject)
 
 
+def reload(config: Any = None) -> None:
+    """Swaps the configuration of the running middleware (and of check()):
+    ``config``, else settings.LIBRL's ``config`` read again; requests in
+    flight finish on theirs; a bad one raises ConfigError and the old one
+    stays."""
+    if config is None:
+        config = settings.LIBRL["config"]
+    _checker().guard.reload(config if isinstance(config, dict) else str(config))
+
+
 class RateLimitMiddleware:
     """Checks each request after URL resolution (process_view, so a view's
     @rate_limit is known), adds the headers and refunds after the view;

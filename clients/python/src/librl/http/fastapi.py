@@ -81,12 +81,14 @@ class RateLimit:
         app.add_exception_handler(Refused, _refused)
         if middleware:
             app.add_middleware(
-                RateLimitMiddleware,
-                config=self.guard.config,
-                client=self.guard.limiter.client,
-                on_decision=self.guard.engine.hook,
-                user=self.user,
+                RateLimitMiddleware, config=self.guard.config, user=self.user, guard=self.guard
             )
+
+    def reload(self, config: ConfigSource) -> None:
+        """Swaps the configuration of the middleware and the dependencies
+        (AsyncGuard.reload): requests in flight finish on theirs; a bad one
+        raises ConfigError and the old one stays."""
+        self.guard.reload(config)
 
     def policies(self, *names: str) -> Callable[..., AsyncIterator[None]]:
         """A dependency checking the named policies (one decision, as a

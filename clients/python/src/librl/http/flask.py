@@ -96,6 +96,11 @@ class RateLimit:
         (docs/http/python.md, Keys from code)."""
         return self.guard.override_key(policy, value, **subject)
 
+    def reload(self, config: ConfigSource) -> None:
+        """Swaps the configuration (Guard.reload): requests in flight
+        finish on theirs; a bad one raises ConfigError and the old stays."""
+        self.guard.reload(config)
+
     def init_app(self, app: Flask) -> None:
         app.before_request(self._before)
         app.wsgi_app = self._wrapping(app.wsgi_app)  # type: ignore[method-assign,assignment]
