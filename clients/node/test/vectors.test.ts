@@ -13,7 +13,7 @@ import { describe, it } from "node:test";
 import { parseDecision } from "../src/reply.js";
 import { ConfigError, parseConfig, type Config, type Policy } from "../src/http/configuration.js";
 import { rateLimitHeaders, mostRestrictive, type Checked } from "../src/http/headers.js";
-import { Identity, TrustedProxies, clientAddress, type RequestFacts } from "../src/http/identity.js";
+import { Exemptions, Identity, TrustedProxies, clientAddress, type RequestFacts } from "../src/http/identity.js";
 import { costHeader, plan } from "../src/http/plan.js";
 import { badCost, denied, tooLarge, unavailable, type Refusal } from "../src/http/refusals.js";
 import { Routes, canonicalPath } from "../src/http/routes.js";
@@ -130,13 +130,13 @@ const FUNCTIONS: Readonly<Record<string, (input: Input) => Json>> = {
     const user = given(request, "user") === null ? undefined : bytes(given(request, "user")).toString("utf8");
     const identity = new Identity(facts(given(request, "peer"), given(request, "headers"), user), c, new TrustedProxies(c.trustedProxies));
     const policy = [...c.policies.values()];
-    const [planned] = plan(policy, identity, c.prefix, false);
+    const [planned] = plan(policy, identity, c.prefix);
     assert.ok(planned !== undefined);
     return {
       subject: planned.subject.tag,
       key: planned.key,
       override_key: planned.okey ?? null,
-      exempt: plan(policy, identity, c.prefix, c.exemptLoopback).length === 0,
+      exempt: new Exemptions(c.exempt).has(identity),
     };
   },
 
@@ -145,10 +145,12 @@ const FUNCTIONS: Readonly<Record<string, (input: Input) => Json>> = {
     const replies = decisions(given(input, "replies"));
     const checked: Checked[] = policies.map((policy, i) => ({ policy, decision: replies[i] as Checked["decision"] }));
     const refused = given(input, "denied") === true && given(input, "mode") === "enforce";
-    const headers = rateLimitHeaders(given(input, "headers") as Config["headers"], checked, refused);
+    const legacyReset = (input["legacy_reset"] ?? "seconds") as Config["legacyReset"];
+    const nowMs = (input["now_ms"] ?? 0) as number;
+    const headers = rateLimitHeaders(given(input, "headers") as Config["headers"], checked, refused, legacyReset, nowMs);
     const six = ["RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After"];
     return lowerCaseNames({
-      most_restrictive: mostRestrictive(checked) ?? null,
+      most_restrictive: mostRestrictive(checked, refused) ?? null,
       headers,
       absent: six.filter((name) => headers[name] === undefined),
     });

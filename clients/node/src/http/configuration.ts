@@ -57,6 +57,8 @@ export interface Policy {
   readonly cost: CostSpec;
   readonly count: CountMode;
   readonly overridable: boolean;
+  /** A shadow policy is checked and counted but never refuses (docs/http.md, Shadow mode); the top-level shadow makes every policy one. */
+  readonly shadow: boolean;
 }
 
 export interface Route {
@@ -66,7 +68,7 @@ export interface Route {
   readonly policies: readonly Policy[];
 }
 
-export type HeadersMode = "both" | "ietf" | "legacy" | "none";
+export type HeadersMode = "both" | "ietf" | "legacy" | "draft6" | "none";
 
 /** The whole configuration, checked, with every default filled in. */
 export interface Config {
@@ -75,8 +77,14 @@ export interface Config {
   readonly fail: "open" | "closed";
   readonly timeoutMs: number;
   readonly headers: HeadersMode;
+  /** What X-RateLimit-Reset holds: seconds from now, or the Unix time of the reset. */
+  readonly legacyReset: "seconds" | "unix";
   readonly trustedProxies: readonly TrustedNetwork[];
+  /** The clients no policy limits: `exempt`, with 127.0.0.0/8 and ::1/128 when `exempt_loopback` (docs/http.md, Exemptions). */
+  readonly exempt: readonly TrustedNetwork[];
   readonly exemptLoopback: boolean;
+  /** An IPv6 client's `ip` subject is its network of this many bits (docs/http.md, IPv6 networks). */
+  readonly ipv6Prefix: number;
   /** Lower-case header name. */
   readonly apiKeyHeader: string;
   readonly deny: { readonly status: number; readonly body: "problem" | "text"; readonly message: string };
@@ -160,7 +168,7 @@ function costSpec(cost: number | string): CostSpec {
  * conformance/README.md lists them (rate-or-limit-and-window,
  * aligned-only-on-fixed, burst-only-on-token, concurrency-has-lease).
  */
-function policyOf(where: string, p: Walked): Policy {
+function policyOf(where: string, p: Walked, topMode: Config["mode"]): Policy {
   const algorithm = p["algorithm"] as AlgorithmName;
   const concurrency = algorithm === "concurrency";
   const rate = p["rate"] as RateValue | undefined;
@@ -199,6 +207,7 @@ function policyOf(where: string, p: Walked): Policy {
     cost: costSpec(p["cost"] as number | string),
     count: p["count"] as CountMode,
     overridable: p["overridable"] as boolean,
+    shadow: topMode === "shadow" || p["mode"] === "shadow",
   };
 }
 
@@ -226,9 +235,11 @@ export function parseConfig(raw: unknown): Config {
   }
   if (doc["fail"] === "local") throw new ConfigError("fail", "local is the Rust integration's mode; use open or closed");
   const trustedProxies = (doc["trusted_proxies"] as unknown[]).map((p, i) => parseNetwork(`trusted_proxies[${i}]`, p));
+  const exempt = (doc["exempt"] as unknown[]).map((p, i) => parseNetwork(`exempt[${i}]`, p));
+  if (doc["exempt_loopback"] === true) exempt.push(parseNetwork("exempt_loopback", "127.0.0.0/8"), parseNetwork("exempt_loopback", "::1/128"));
   const policies = new Map<string, Policy>();
   (doc["policies"] as Walked[]).forEach((p, i) => {
-    const policy = policyOf(`policies[${i}]`, p);
+    const policy = policyOf(`policies[${i}]`, p, doc["mode"] as Config["mode"]);
     if (policies.has(policy.name)) throw new ConfigError(`policies[${i}].name`, `"${policy.name}" is used by an earlier policy`);
     policies.set(policy.name, policy);
   });
@@ -244,8 +255,11 @@ export function parseConfig(raw: unknown): Config {
     fail: doc["fail"] as Config["fail"],
     timeoutMs: doc["timeout"] as number,
     headers: doc["headers"] as HeadersMode,
+    legacyReset: doc["legacy_reset"] as Config["legacyReset"],
     trustedProxies,
+    exempt,
     exemptLoopback: doc["exempt_loopback"] as boolean,
+    ipv6Prefix: doc["ipv6_prefix"] as number,
     apiKeyHeader: (doc["api_key_header"] as string).toLowerCase(),
     deny: { status: deny["status"] as number, body: deny["body"] as Config["deny"]["body"], message: deny["message"] as string },
     maxBodyBytes: doc["max_body_bytes"] as number,

@@ -9,11 +9,11 @@
 import { Limiter, type LimiterOptions, type RedisLikeClient } from "../limiter.js";
 import type { Decision } from "../reply.js";
 import { resolvePolicies, toConfig, type Config, type ConfigSource, type LoadOptions, type Policy } from "./configuration.js";
-import { decide, decideOne, leasesOf, refund, release, type Answered, type DirectAll, type Failed, type Held } from "./decide.js";
+import { bySubject, decide, decideOne, decideShadow, leasesOf, refund, release, type Answered, type DirectAll, type Failed, type Held } from "./decide.js";
 import { FailMode } from "./fail-modes.js";
 import { mostRestrictive, rateLimitHeaders, type Checked } from "./headers.js";
 import { callHook, type DecisionEvent, type DecisionHook, type Logger, type Outcome } from "./hook.js";
-import { Identity, TrustedProxies, type RequestFacts } from "./identity.js";
+import { Exemptions, Identity, TrustedProxies, type RequestFacts } from "./identity.js";
 import { costs, costsOf, plan, type Check, type MeasureBody, type Planned } from "./plan.js";
 import { denied, unavailable, type Refusal } from "./refusals.js";
 import { Routes, type Selection } from "./routes.js";
@@ -89,6 +89,9 @@ export class HttpLimiter {
   readonly #routes: Routes;
   readonly #trusted: TrustedProxies;
   readonly #fail: FailMode;
+  readonly #exempt: Exemptions;
+  /** Some policies are shadow and others enforced (docs/http.md, Shadow mode): the long way. */
+  readonly #mixed: boolean;
   /** The Limiter's short way for RL.ALL, when its options allow it. */
   readonly #direct: DirectAll | undefined;
 
@@ -107,6 +110,8 @@ export class HttpLimiter {
     this.#trusted = new TrustedProxies(this.config.trustedProxies);
     this.#fail = new FailMode(this.config.fail, this.limiter, this.config.timeoutMs, this.#logger);
     this.#direct = this.limiter.directAll;
+    this.#exempt = new Exemptions(this.config.exempt);
+    this.#mixed = this.config.mode !== "shadow" && [...this.config.policies.values()].some((p) => p.shadow);
   }
 
   /** Named policies, checked now (a missing name throws, naming it). */
@@ -135,22 +140,46 @@ export class HttpLimiter {
     const policies = selection.policies;
     if (policies.length === 0) return Promise.resolve(PASS_UNCHECKED);
     const config = this.config;
-    const planned = plan(policies, new Identity(req, config, this.#trusted), config.prefix, config.exemptLoopback);
-    if (planned.length === 0) return Promise.resolve(PASS_UNCHECKED);
+    const identity = new Identity(req, config, this.#trusted);
+    // An exempt client's request is not checked at all (docs/http.md, Exemptions).
+    if (this.#exempt.has(identity)) return Promise.resolve(PASS_UNCHECKED);
+    const planned = plan(policies, identity, config.prefix);
     const direct = this.#direct;
-    if (direct === undefined || !policies.every(isShort)) return this.#checkAll(req, selection, planned, measureBody);
+    if (direct === undefined || !policies.every(isShort) || this.#mixed) return this.#checkAll(req, selection, planned, measureBody);
     const checks = costsOf(planned, req, 0);
     if (!Array.isArray(checks)) return Promise.resolve({ pass: false, refusal: checks });
     if (!oneSubject(checks)) return this.#decided(req, selection, checks, decide(this.limiter, checks, config.timeoutMs, this.#logger));
     return this.#decided(req, selection, checks, decideOne(direct, checks, config.timeoutMs));
   }
 
-  /** The long way: bodies measured, several subjects, concurrency leases, a cluster. */
+  /** The long way: bodies measured, several subjects, concurrency leases, shadow policies, a cluster. */
   async #checkAll(req: RequestInfo, selection: Selection, planned: readonly Planned[], measureBody: MeasureBody): Promise<Verdict> {
     const config = this.config;
     const checks = await costs(planned, (name) => req.header(name), config.maxBodyBytes, measureBody);
     if (!Array.isArray(checks)) return { pass: false, refusal: checks };
-    return this.#decided(req, selection, checks, decide(this.limiter, checks, config.timeoutMs, this.#logger));
+    if (!this.#mixed || !checks.some((c) => c.policy.shadow)) {
+      return this.#decided(req, selection, checks, decide(this.limiter, checks, config.timeoutMs, this.#logger));
+    }
+    // Shadow policies beside enforced ones: the enforced groups first, then the shadow ones whatever those answered.
+    const enforced = checks.filter((c) => !c.policy.shadow);
+    const shadow = checks.filter((c) => c.policy.shadow);
+    const result: Answered | Failed =
+      enforced.length === 0
+        ? { answered: true, admitted: true, decisions: [] }
+        : await decide(this.limiter, enforced, config.timeoutMs, this.#logger);
+    if (!result.answered) return this.#failed(req, selection, checks, result);
+    let shadowDecisions: Decision[];
+    try {
+      shadowDecisions = await decideShadow(this.limiter, shadow, config.timeoutMs);
+    } catch (err) {
+      // Redis failed after the enforced groups: as a failure in the middle of the exchange.
+      const admitted = result.admitted ? bySubject(enforced).map((group) => ({ checks: group, decisions: group.map((c) => result.decisions[enforced.indexOf(c)] as Decision) })) : [];
+      return this.#failed(req, selection, checks, { answered: false, error: err instanceof Error ? err : new Error(String(err)), admitted });
+    }
+    let e = 0;
+    let s = 0;
+    const decisions = checks.map((c) => (c.policy.shadow ? shadowDecisions[s++] : result.decisions[e++]) as Decision);
+    return this.#respond(req, selection, checks, result.admitted, decisions);
   }
 
   #decided(req: RequestInfo, selection: Selection, checks: readonly Check[], exchange: Promise<Answered | Failed>): Promise<Verdict> {
@@ -174,24 +203,37 @@ export class HttpLimiter {
     const config = this.config;
     const checked: Checked[] = checks.map((c, i) => ({ policy: c.policy, decision: decisions[i] as Decision }));
     if (admitted) {
-      this.#emit(req, selection, "allowed", checks, decisions, undefined);
+      // Admitted with a denial: a shadow policy's, which refuses nothing.
+      const wouldDeny = checked.findIndex((c) => !c.decision.allowed);
+      if (wouldDeny < 0) this.#emit(req, selection, "allowed", checks, decisions, undefined);
+      else {
+        this.#logger.warn(`librl: shadow policy: ${req.method} ${req.path} would be refused by policy "${(checks[wouldDeny] as Check).policy.name}"`);
+        this.#emit(req, selection, "would_deny", checks, decisions, undefined);
+      }
       const held = leasesOf(checks, decisions);
       return {
         pass: true,
-        headers: rateLimitHeaders(config.headers, checked, false),
+        headers: rateLimitHeaders(config.headers, checked, false, config.legacyReset),
         after: this.#after(checks),
         release: held.length === 0 ? undefined : this.#releaser(held),
       };
     }
-    const worst = mostRestrictive(checked) as number;
     if (config.mode === "shadow") {
+      const worst = mostRestrictive(checked) as number;
       this.#logger.warn(`librl: shadow mode: ${req.method} ${req.path} would be refused by policy "${(checks[worst] as Check).policy.name}"`);
       this.#emit(req, selection, "would_deny", checks, decisions, undefined);
       // The exchange gave back what the admitted groups took: nothing is held.
-      return { pass: true, headers: rateLimitHeaders(config.headers, checked, false), after: undefined, release: undefined };
+      return { pass: true, headers: rateLimitHeaders(config.headers, checked, false, config.legacyReset), after: undefined, release: undefined };
     }
+    const worst = mostRestrictive(checked, true) as number;
     this.#emit(req, selection, "denied", checks, decisions, undefined);
-    const headers = rateLimitHeaders(config.headers, checked, true);
+    // A shadow concurrency policy's lease is not refunded, but the request it was taken for is not served.
+    const shadowHeld = leasesOf(
+      checks.filter((c) => c.policy.shadow),
+      decisions.filter((_, i) => (checks[i] as Check).policy.shadow),
+    );
+    if (shadowHeld.length > 0) void this.#releaser(shadowHeld)();
+    const headers = rateLimitHeaders(config.headers, checked, true, config.legacyReset);
     return { pass: false, refusal: denied(config.deny, checked[worst] as Checked, (checks[worst] as Check).cost, headers) };
   }
 

@@ -230,6 +230,24 @@ export function decideOne(direct: DirectAll, checks: readonly Check[], timeoutMs
   );
 }
 
+/**
+ * The shadow policies' exchange (docs/http.md, One decision per request,
+ * step 4): one RL.ALL of their clauses per subject, sent whatever the
+ * enforced groups answered, never with PEEK and never refunded; each
+ * check's reply, in check order. Rejects when Redis fails or the time runs out.
+ */
+export function decideShadow(limiter: Limiter, checks: readonly Check[], timeoutMs: number): Promise<Decision[]> {
+  const decisions = new Array<Decision>(checks.length);
+  const work = (async () => {
+    for (const group of groupIndices(checks)) {
+      const reply = await limiter.all(group.map((i) => clause(checks[i] as Check, "COST")));
+      group.forEach((i, j) => (decisions[i] = reply.decisions[j] as Decision));
+    }
+    return decisions;
+  })();
+  return within(timeoutMs, work);
+}
+
 /** The exchange of one request's checks (at least one) within `timeoutMs`. */
 export async function decide(limiter: Limiter, checks: readonly Check[], timeoutMs: number, logger: Logger): Promise<Answered | Failed> {
   const state: Exchange = { abandoned: false, admitted: [] };

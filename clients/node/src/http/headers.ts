@@ -26,12 +26,16 @@ export function retryAfterSecs(d: Decision): number | undefined {
  * The index of the check a client most needs to see: among the denials,
  * the longest wait (a cost no wait can fit first); with none, the
  * smallest share of its limit left, then the later reset, then the first
- * in check order. Undefined for no checks.
+ * in check order. `refused` (an enforced policy refused the request): only
+ * the enforced policies' denials are candidates, so that Retry-After and
+ * the refusal name a policy that refused it. Undefined for no checks.
  */
-export function mostRestrictive(checked: readonly Checked[]): number | undefined {
+export function mostRestrictive(checked: readonly Checked[], refused = false): number | undefined {
   let best: number | undefined;
   for (let i = 0; i < checked.length; i++) {
-    if (best === undefined || tighter((checked[i] as Checked).decision, (checked[best] as Checked).decision)) best = i;
+    const c = checked[i] as Checked;
+    if (refused && (c.decision.allowed || c.policy.shadow)) continue;
+    if (best === undefined || tighter(c.decision, (checked[best] as Checked).decision)) best = i;
   }
   return best;
 }
@@ -61,12 +65,19 @@ export function shownLimit(c: Checked): number {
 
 /**
  * The rate-limit headers for the checks made, in check order. `refused`:
- * the request is refused by a denial (enforce mode), which adds
- * `Retry-After` when a wait can help.
+ * the request is refused by an enforced policy's denial, which adds
+ * `Retry-After` when a wait can help. `legacyReset: unix` makes
+ * `X-RateLimit-Reset` the Unix time of the reset, from `nowMs`.
  */
-export function rateLimitHeaders(mode: HeadersMode, checked: readonly Checked[], refused: boolean): Record<string, string> {
+export function rateLimitHeaders(
+  mode: HeadersMode,
+  checked: readonly Checked[],
+  refused: boolean,
+  legacyReset: "seconds" | "unix" = "seconds",
+  nowMs: number = Date.now(),
+): Record<string, string> {
   const out: Record<string, string> = {};
-  const worst = mostRestrictive(checked);
+  const worst = mostRestrictive(checked, refused);
   if (worst === undefined) return out;
   const w = checked[worst] as Checked;
   const reset = ceilSecs(w.decision.resetAfterMs);
@@ -81,10 +92,17 @@ export function rateLimitHeaders(mode: HeadersMode, checked: readonly Checked[],
       .join(", ");
     out["RateLimit"] = `"${w.policy.name}";r=${w.decision.remaining};t=${reset}`;
   }
+  if (mode === "draft6") {
+    // express-rate-limit's draft-6 names, all of the most restrictive policy.
+    out["RateLimit-Limit"] = String(shownLimit(w));
+    out["RateLimit-Remaining"] = String(w.decision.remaining);
+    out["RateLimit-Reset"] = String(reset);
+    out["RateLimit-Policy"] = w.policy.algorithm === "concurrency" ? String(shownLimit(w)) : `${shownLimit(w)};w=${ceilSecs(w.policy.windowMs)}`;
+  }
   if (mode === "both" || mode === "legacy") {
     out["X-RateLimit-Limit"] = String(shownLimit(w));
     out["X-RateLimit-Remaining"] = String(w.decision.remaining);
-    out["X-RateLimit-Reset"] = String(reset);
+    out["X-RateLimit-Reset"] = String(legacyReset === "unix" ? Math.ceil((nowMs + Math.max(0, w.decision.resetAfterMs)) / 1000) : reset);
   }
   if (refused && !w.decision.allowed) {
     const secs = retryAfterSecs(w.decision);

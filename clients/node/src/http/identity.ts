@@ -28,8 +28,6 @@ export interface Subject {
   readonly value: string;
   /** The hash tag: `<kind>:<value>`, or `global`. */
   readonly tag: string;
-  /** A loopback IP subject (exempt from ip policies with exempt_loopback). */
-  readonly loopback: boolean;
 }
 
 /** Trims spaces and tabs (HTTP's OWS), and nothing else, at both ends. */
@@ -51,7 +49,7 @@ export function headerValue(facts: RequestFacts, name: string): string | undefin
 }
 
 /** An address in canonical text and its family. */
-interface Address {
+export interface Address {
   readonly text: string;
   readonly family: "ipv4" | "ipv6";
 }
@@ -101,9 +99,73 @@ export function parseHop(hop: string): Address | undefined {
   return canonicalAddress(v4port === null ? s : (v4port[1] as string));
 }
 
-/** 127.0.0.0/8 and ::1 (canonical text). */
-function isLoopback(a: Address): boolean {
-  return a.family === "ipv4" ? a.text.startsWith("127.") : a.text === "::1";
+/** An IPv6 address's eight 16-bit groups, from its text (hex groups, `::`, a dotted IPv4 tail). */
+function ipv6Groups(text: string): number[] {
+  const dotted = /^(.*:)([0-9]+)\.([0-9]+)\.([0-9]+)\.([0-9]+)$/.exec(text);
+  let hex = text;
+  if (dotted !== null) {
+    const [a, b, c, d] = dotted.slice(2).map(Number) as [number, number, number, number];
+    hex = `${dotted[1] as string}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const parse = (part: string) => (part === "" ? [] : part.split(":").map((g) => parseInt(g, 16)));
+  const gap = hex.indexOf("::");
+  if (gap < 0) return parse(hex);
+  const head = parse(hex.slice(0, gap));
+  const tail = parse(hex.slice(gap + 2));
+  return [...head, ...new Array<number>(8 - head.length - tail.length).fill(0), ...tail];
+}
+
+/**
+ * An IPv6 client's subject (docs/http.md, IPv6 networks): its network of
+ * `prefix` bits in canonical text and its length (`2001:db8:1::/56`); at
+ * 128, the address itself.
+ */
+export function ipv6Network(text: string, prefix: number): string {
+  if (prefix >= 128) return text;
+  const groups = ipv6Groups(text).map((g, i) => {
+    const bits = Math.min(16, Math.max(0, prefix - i * 16));
+    return bits === 16 ? g : g & ((0xffff << (16 - bits)) & 0xffff);
+  });
+  return `${rfc5952(groups)}/${prefix}`;
+}
+
+/** Eight groups in RFC 5952 text: lower-case hex, the longest run of two or more zero groups (the first) as `::`. */
+function rfc5952(groups: readonly number[]): string {
+  let best = -1;
+  let bestLength = 1;
+  for (let i = 0; i < 8; ) {
+    if (groups[i] !== 0) {
+      i++;
+      continue;
+    }
+    let j = i;
+    while (j < 8 && groups[j] === 0) j++;
+    if (j - i > bestLength) {
+      best = i;
+      bestLength = j - i;
+    }
+    i = j;
+  }
+  const hex = (from: number, to: number) => groups.slice(from, to).map((g) => g.toString(16)).join(":");
+  return best < 0 ? hex(0, 8) : `${hex(0, best)}::${hex(best + bestLength, 8)}`;
+}
+
+/** The exempt networks (docs/http.md, Exemptions), ready for requests: matched on the client's full address. */
+export class Exemptions {
+  readonly #list = new BlockList();
+  readonly empty: boolean;
+
+  constructor(networks: readonly TrustedNetwork[]) {
+    for (const n of networks) this.#list.addSubnet(n.address, n.prefix, n.family);
+    this.empty = networks.length === 0;
+  }
+
+  /** Whether the request's client is exempt; a request without a client address never is. */
+  has(identity: Identity): boolean {
+    if (this.empty) return false;
+    const a = identity.address();
+    return a !== null && this.#list.check(a.text, a.family);
+  }
 }
 
 /** How many TCP peers' addresses are kept read (a server sees few peers, over and over: keep-alive, proxies). */
@@ -145,7 +207,7 @@ export class TrustedProxies {
  * nothing). Without X-Forwarded-For, a trusted proxy's `X-Real-IP` is the
  * client. Undefined when the peer is unknown.
  */
-export function clientAddress(facts: RequestFacts, trusted: TrustedProxies): { text: string; loopback: boolean } | undefined {
+export function clientAddress(facts: RequestFacts, trusted: TrustedProxies): Address | undefined {
   const peer = facts.peer === undefined ? undefined : trusted.peer(facts.peer);
   if (peer === undefined) return undefined;
   let client = peer;
@@ -165,14 +227,15 @@ export function clientAddress(facts: RequestFacts, trusted: TrustedProxies): { t
       if (!trusted.has(hop)) break;
     }
   }
-  return { text: client.text, loopback: isLoopback(client) };
+  return client;
 }
 
-const GLOBAL: Subject = { kind: "global", value: "", tag: "global", loopback: false };
-const UNKNOWN_IP: Subject = { kind: "ip", value: "unknown", tag: "ip:unknown", loopback: false };
+const GLOBAL: Subject = { kind: "global", value: "", tag: "global" };
+const UNKNOWN_IP: Subject = { kind: "ip", value: "unknown", tag: "ip:unknown" };
 
 /** The subjects a request presents to each kind of key, each computed at most once per request. */
 export class Identity {
+  #address: Address | null | undefined;
   #ip: Subject | undefined;
   #apiKey: Subject | null | undefined;
 
@@ -182,10 +245,20 @@ export class Identity {
     private readonly trusted: TrustedProxies,
   ) {}
 
+  /** The client's full address (the peer, or the client the trusted proxies name), or null when unknown. */
+  address(): Address | null {
+    if (this.#address === undefined) this.#address = clientAddress(this.facts, this.trusted) ?? null;
+    return this.#address;
+  }
+
   ip(): Subject {
     if (this.#ip === undefined) {
-      const ip = clientAddress(this.facts, this.trusted);
-      this.#ip = ip === undefined ? UNKNOWN_IP : { kind: "ip", value: ip.text, tag: `ip:${ip.text}`, loopback: ip.loopback };
+      const a = this.address();
+      if (a === null) this.#ip = UNKNOWN_IP;
+      else {
+        const value = a.family === "ipv6" ? ipv6Network(a.text, this.config.ipv6Prefix) : a.text;
+        this.#ip = { kind: "ip", value, tag: `ip:${value}` };
+      }
     }
     return this.#ip;
   }
@@ -197,7 +270,7 @@ export class Identity {
       if (value === undefined) this.#apiKey = null;
       else {
         const id = apiKeyId(value);
-        this.#apiKey = { kind: "api-key", value: id, tag: `api-key:${id}`, loopback: false };
+        this.#apiKey = { kind: "api-key", value: id, tag: `api-key:${id}` };
       }
     }
     return this.#apiKey;
@@ -213,7 +286,7 @@ export class Identity {
         const user = this.facts.user;
         if (user !== undefined && user !== "") {
           const value = userKeyValue(user);
-          return { kind: "user", value, tag: `user:${value}`, loopback: false };
+          return { kind: "user", value, tag: `user:${value}` };
         }
         return this.apiKey() ?? this.ip();
       }
@@ -221,7 +294,7 @@ export class Identity {
         const raw = headerValue(this.facts, key.header);
         if (raw === undefined) return this.ip();
         const value = headerKeyValue(raw);
-        return { kind: key.tagKind, value, tag: `${key.tagKind}:${value}`, loopback: false };
+        return { kind: key.tagKind, value, tag: `${key.tagKind}:${value}` };
       }
       case "global":
         return GLOBAL;

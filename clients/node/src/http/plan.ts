@@ -1,7 +1,6 @@
 /**
  * Plan (docs/http.md, One decision per request, step 1): which checks a
- * request needs. The route's policies minus the loopback-exempt ones,
- * each with its subject and keys; then each one's cost (a bad cost header
+ * request needs. The route's policies, each with its subject and keys; then each one's cost (a bad cost header
  * or a body too large refuses the request here, before any Redis call).
  */
 import type { Policy } from "./configuration.js";
@@ -26,14 +25,12 @@ export interface Check extends Planned {
 
 /**
  * The checks a request needs before costs: each policy with its subject
- * and keys, in check order, without those whose subject is a loopback
- * address when `exemptLoopback` is on. Empty: the request is not checked.
+ * and keys, in check order.
  */
-export function plan(policies: readonly Policy[], identity: Identity, prefix: string, exemptLoopback: boolean): Planned[] {
+export function plan(policies: readonly Policy[], identity: Identity, prefix: string): Planned[] {
   const planned: Planned[] = [];
   for (const policy of policies) {
     const subject = identity.subject(policy.key);
-    if (exemptLoopback && subject.loopback) continue;
     const base = keyBase(prefix, subject.tag);
     planned.push({
       policy,
