@@ -99,8 +99,9 @@ async fn the_demo_routes_limit_in_code() {
     let redis = redis();
     let app = start(&redis, None);
     let http = http();
-    // The demo keeps the default configuration: loopback clients skip the
-    // per-IP policy, and a bearer user is counted by the per-user ones.
+    // The demo keeps the default configuration: a loopback client is
+    // limited like any other (exempt_loopback is off), by the per-IP policy
+    // and, with a bearer user, the per-user ones.
     let hello = http
         .get(format!("{}/hello", app.1))
         .bearer_auth("alice")
@@ -109,7 +110,7 @@ async fn the_demo_routes_limit_in_code() {
         .unwrap();
     assert_eq!(
         hello.headers()["ratelimit-policy"],
-        "\"user-minute\";q=30;w=60"
+        "\"ip-second\";q=5;w=1, \"user-minute\";q=30;w=60"
     );
     assert_eq!(hello.text().await.unwrap(), "hello, alice\n");
     let batch = |size: &'static str| {

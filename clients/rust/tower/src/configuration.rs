@@ -46,7 +46,19 @@ pub enum HeaderMode {
     Ietf,
     /// `X-RateLimit-Limit`, `-Remaining`, `-Reset`.
     Legacy,
+    /// express-rate-limit's `draft-6`: `RateLimit-Limit`, `-Remaining`,
+    /// `-Reset` and `RateLimit-Policy: <limit>;w=<window>`.
+    Draft6,
     None,
+}
+
+/// What `X-RateLimit-Reset` holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LegacyReset {
+    /// Seconds from now.
+    Seconds,
+    /// The Unix time in seconds at which it resets (go-zoox, GitHub).
+    Unix,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,10 +96,15 @@ pub struct Config {
     /// The Redis budget of one request's check.
     pub timeout: Duration,
     pub headers: HeaderMode,
+    pub legacy_reset: LegacyReset,
     /// Peers whose `X-Forwarded-For` and `X-Real-IP` are believed.
     pub trusted_proxies: Vec<IpNet>,
-    /// Skip every policy whose subject is a loopback address.
+    /// Clients no policy limits (docs/http.md, Exemptions).
+    pub exempt: Vec<IpNet>,
+    /// Adds `127.0.0.0/8` and `::1/128` to `exempt`.
     pub exempt_loopback: bool,
+    /// An IPv6 client's `ip` subject is its network of this many bits.
+    pub ipv6_prefix: u8,
     pub api_key_header: HeaderName,
     /// The largest body a `body-bytes` policy accepts; larger: 413.
     pub max_body_bytes: u64,
@@ -134,6 +151,7 @@ const CROSS_FIELD: &[&str] = &[
     "aligned-only-on-fixed",
     "burst-only-on-token",
     "concurrency-has-lease",
+    "exempt-are-networks",
     "fail-local-where-supported",
     "policy-names-unique",
     "rate-or-limit-and-window",
@@ -203,9 +221,13 @@ impl Config {
         doc.insert("fail".into(), json!(self.fail.name()));
         doc.insert("timeout".into(), duration_text(self.timeout));
         doc.insert("headers".into(), json!(self.headers.name()));
+        doc.insert("legacy_reset".into(), json!(self.legacy_reset.name()));
         let proxies: Vec<String> = self.trusted_proxies.iter().map(IpNet::to_string).collect();
         doc.insert("trusted_proxies".into(), json!(proxies));
+        let exempt: Vec<String> = self.exempt.iter().map(IpNet::to_string).collect();
+        doc.insert("exempt".into(), json!(exempt));
         doc.insert("exempt_loopback".into(), json!(self.exempt_loopback));
+        doc.insert("ipv6_prefix".into(), json!(self.ipv6_prefix));
         doc.insert("api_key_header".into(), json!(self.api_key_header.as_str()));
         doc.insert("max_body_bytes".into(), json!(self.max_body_bytes));
         doc.insert("local_max_keys".into(), json!(self.local_max_keys as u64));
@@ -232,9 +254,20 @@ impl Config {
 
     pub(crate) fn validated(&self) -> Result<Validated> {
         let read = Config::from_value(&self.to_value())?;
-        Ok(Validated {
-            policies: valid_policies(&read.policies, "policies")?,
-        })
+        let mut policies = valid_policies(&read.policies, "policies")?;
+        whole_shadow(read.mode, &mut policies);
+        Ok(Validated { policies })
+    }
+}
+
+/// With the top-level `mode: shadow` every policy is checked exactly as
+/// enforce would check it (docs/http.md, Shadow mode): none is a shadow
+/// policy of its own.
+pub(crate) fn whole_shadow(mode: Mode, policies: &mut [ValidPolicy]) {
+    if mode == Mode::Shadow {
+        for p in policies {
+            p.shadow = false;
+        }
     }
 }
 
@@ -272,17 +305,24 @@ fn read_config(top: &WalkedObject) -> Result<Config> {
     let mode = text("mode")?;
     let fail = text("fail")?;
     let headers = text("headers")?;
-    let mut trusted_proxies = Vec::new();
-    for (i, item) in top.list("trusted_proxies")?.iter().enumerate() {
-        // trusted-proxies-are-networks: the pattern only bounds characters.
-        let net = item.as_text().and_then(parse_network).ok_or_else(|| {
-            ConfigError::new(
-                format!("{}[{i}]", top.path("trusted_proxies")),
-                "must be an IP address or a CIDR network",
-            )
-        })?;
-        trusted_proxies.push(net);
-    }
+    // trusted-proxies-are-networks, exempt-are-networks: the pattern only
+    // bounds characters.
+    let networks = |field: &str| -> Result<Vec<IpNet>> {
+        let mut nets = Vec::new();
+        for (i, item) in top.list(field)?.iter().enumerate() {
+            let net = item.as_text().and_then(parse_network).ok_or_else(|| {
+                ConfigError::new(
+                    format!("{}[{i}]", top.path(field)),
+                    "must be an IP address or a CIDR network",
+                )
+            })?;
+            nets.push(net);
+        }
+        Ok(nets)
+    };
+    let trusted_proxies = networks("trusted_proxies")?;
+    let exempt = networks("exempt")?;
+    let legacy_reset = text("legacy_reset")?;
     let api_key_header = text("api_key_header")?;
     let deny = top.required("deny", top.object("deny")?)?;
     let mut policies: Vec<Policy> = Vec::new();
@@ -303,8 +343,15 @@ fn read_config(top: &WalkedObject) -> Result<Config> {
         fail: top.required("fail", FailMode::from_name(fail))?,
         timeout: Duration::from_millis(top.required("timeout", top.ms("timeout")?)?),
         headers: top.required("headers", HeaderMode::from_name(headers))?,
+        legacy_reset: top.required("legacy_reset", LegacyReset::from_name(legacy_reset))?,
         trusted_proxies,
+        exempt,
         exempt_loopback: top.required("exempt_loopback", top.boolean("exempt_loopback")?)?,
+        ipv6_prefix: top.required(
+            "ipv6_prefix",
+            top.integer("ipv6_prefix")?
+                .and_then(|n| u8::try_from(n).ok()),
+        )?,
         api_key_header: top.required(
             "api_key_header",
             HeaderName::from_bytes(api_key_header.as_bytes()).ok(),
@@ -414,6 +461,10 @@ fn read_policy(p: &WalkedObject) -> Result<Policy> {
         cost,
         count,
         overridable: p.required("overridable", p.boolean("overridable")?)?,
+        mode: match p.text("mode")? {
+            Some(mode) => Some(p.required("mode", Mode::from_name(mode))?),
+            None => None,
+        },
     })
 }
 
@@ -541,6 +592,9 @@ fn policy_document(p: &Policy) -> Value {
     doc.insert("cost".into(), cost);
     doc.insert("count".into(), json!(p.count.name()));
     doc.insert("overridable".into(), json!(p.overridable));
+    if let Some(mode) = p.mode {
+        doc.insert("mode".into(), json!(mode.name()));
+    }
     Value::Object(doc)
 }
 
@@ -589,7 +643,8 @@ macro_rules! names {
 
 names!(Mode { Enforce => "enforce", Shadow => "shadow" });
 names!(FailMode { Open => "open", Closed => "closed", Local => "local" });
-names!(HeaderMode { Both => "both", Ietf => "ietf", Legacy => "legacy", None => "none" });
+names!(HeaderMode { Both => "both", Ietf => "ietf", Legacy => "legacy", Draft6 => "draft6", None => "none" });
+names!(LegacyReset { Seconds => "seconds", Unix => "unix" });
 names!(DenyBody { Problem => "problem", Text => "text" });
 
 /// Serde support: a `Config` inside an application's own settings is read
@@ -678,14 +733,7 @@ mod tests {
 
     #[test]
     fn every_cross_field_rule_of_the_schema_is_checked() {
-        // Rules that landed as data before this reader checks them
-        // (conformance/pending.json lists their cases).
-        const PENDING: &[&str] = &["exempt-are-networks"];
-        let mut rules: Vec<&str> = crate::schema::RULES
-            .iter()
-            .map(|(name, _)| *name)
-            .filter(|name| !PENDING.contains(name))
-            .collect();
+        let mut rules: Vec<&str> = crate::schema::RULES.iter().map(|(name, _)| *name).collect();
         rules.sort_unstable();
         assert_eq!(rules, CROSS_FIELD);
     }
@@ -707,10 +755,13 @@ mod tests {
             assert_eq!(FailMode::from_name(c).map(FailMode::name), Some(*c));
         }
         for c in field("config", "headers") {
-            if *c == "draft6" {
-                continue; // refused at start-up until implemented (conformance/pending.json)
-            }
             assert_eq!(HeaderMode::from_name(c).map(HeaderMode::name), Some(*c));
+        }
+        for c in field("config", "legacy_reset") {
+            assert_eq!(LegacyReset::from_name(c).map(LegacyReset::name), Some(*c));
+        }
+        for c in field("policy", "mode") {
+            assert_eq!(Mode::from_name(c).map(Mode::name), Some(*c));
         }
         for c in field("deny", "body") {
             assert_eq!(DenyBody::from_name(c).map(DenyBody::name), Some(*c));

@@ -71,6 +71,8 @@ impl fmt::Display for Unavailable {
 pub struct Verdict {
     pub admitted: bool,
     pub replies: Vec<Decision>,
+    /// A shadow policy's check denied (it refused nothing).
+    pub shadow_denied: bool,
 }
 
 /// Redis failed during the exchange: why, and the groups (indices of the
@@ -149,7 +151,7 @@ impl Backend {
     ) -> redis::RedisResult<Verdict> {
         let mut replies: Vec<Option<Decision>> = vec![None; checks.len()];
         let mut admitted = true;
-        for members in by_subject(checks) {
+        for members in by_subject(checks, |c| !c.policy.shadow) {
             let all: All = members.iter().map(|&i| checks[i].clause()).collect();
             let all = if admitted { all } else { all.peek() };
             let reply = self.run(&all).await?;
@@ -179,9 +181,22 @@ impl Backend {
                 }
             }
         }
+        // Shadow policies (docs/http.md, Shadow mode): their own RL.ALL
+        // per subject, whatever the enforced ones answered, never PEEK,
+        // never given back, refusing nothing.
+        let mut shadow_denied = false;
+        for members in by_subject(checks, |c| c.policy.shadow) {
+            let all: All = members.iter().map(|&i| checks[i].clause()).collect();
+            let reply = self.run(&all).await?;
+            for (&i, d) in members.iter().zip(&reply.decisions) {
+                replies[i] = Some(*d);
+            }
+            shadow_denied |= !reply.allowed;
+        }
         Ok(Verdict {
             admitted,
             replies: replies.into_iter().flatten().collect(),
+            shadow_denied,
         })
     }
 
@@ -240,7 +255,7 @@ impl Backend {
                 .filter(|c| !c.policy.is_concurrency())
                 .map(|c| (*c).clone())
                 .collect();
-            for members in by_subject(&owned) {
+            for members in by_subject(&owned, |_| true) {
                 let all: All = members.iter().map(|&i| refund(&owned[i])).collect();
                 self.run(&all).await?;
             }
@@ -318,11 +333,12 @@ impl Backend {
     }
 }
 
-/// Indices of the checks per subject, in the order subjects first appear:
-/// one subject's keys share a hash tag, so each group is one slot.
-fn by_subject(checks: &[Check]) -> Vec<Vec<usize>> {
+/// Indices of the checks `wanted` keeps, per subject, in the order
+/// subjects first appear: one subject's keys share a hash tag, so each
+/// group is one slot.
+fn by_subject(checks: &[Check], wanted: impl Fn(&Check) -> bool) -> Vec<Vec<usize>> {
     let mut groups: Vec<Vec<usize>> = Vec::new();
-    for (i, check) in checks.iter().enumerate() {
+    for (i, check) in checks.iter().enumerate().filter(|(_, c)| wanted(c)) {
         match groups
             .iter_mut()
             .find(|g| checks[g[0]].subject == check.subject)

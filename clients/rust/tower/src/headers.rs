@@ -7,24 +7,41 @@ use std::cmp::Ordering;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use librl_client::{Decision, RetryAfter};
 
-use crate::configuration::HeaderMode;
+use crate::configuration::{HeaderMode, LegacyReset};
 use crate::hook::Outcome;
 use crate::plan::Check;
 use crate::policy::{ValidAlgorithm, ValidCost};
 
 pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+pub const RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("ratelimit-limit");
+pub const RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("ratelimit-remaining");
+pub const RATELIMIT_RESET: HeaderName = HeaderName::from_static("ratelimit-reset");
 pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
 pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
 /// The index of the reply a client most needs to see. Among denials, the
-/// longest wait ("never" first). When all admit, the smallest share of its
-/// limit left, then the later reset, then the first in check order.
-pub(crate) fn most_restrictive(replies: &[Decision]) -> Option<usize> {
+/// longest wait ("never" first): when the request is `refused`, among the
+/// enforced policies' denials only, so that it names a policy that refused
+/// it (a shadow policy's denial shows only on a request that is served).
+/// When all admit, the smallest share of its limit left, then the later
+/// reset, then the first in check order.
+pub(crate) fn most_restrictive(
+    checks: &[Check],
+    replies: &[Decision],
+    refused: bool,
+) -> Option<usize> {
     let mut denied: Option<usize> = None;
     for (i, r) in replies.iter().enumerate() {
-        if !r.allowed && denied.is_none_or(|d| r.retry_after > replies[d].retry_after) {
+        // A refused request is named by a policy that refused it.
+        let shadow = checks.get(i).is_some_and(|c| c.policy.shadow);
+        let counts = match (r.allowed, refused) {
+            (true, _) => false,
+            (false, true) => !shadow,
+            (false, false) => true,
+        };
+        if counts && denied.is_none_or(|d| r.retry_after > replies[d].retry_after) {
             denied = Some(i);
         }
     }
@@ -80,11 +97,13 @@ pub(crate) fn retry_after_secs(reply: &Decision) -> Option<u64> {
 pub(crate) fn write(
     headers: &mut HeaderMap,
     mode: HeaderMode,
+    legacy_reset: LegacyReset,
+    now_ms: u64,
     checks: &[Check],
     replies: &[Decision],
     outcome: Outcome,
 ) {
-    let Some(worst) = most_restrictive(replies) else {
+    let Some(worst) = most_restrictive(checks, replies, outcome == Outcome::Denied) else {
         return;
     };
     let (Some(check), Some(reply)) = (checks.get(worst), replies.get(worst)) else {
@@ -112,9 +131,26 @@ pub(crate) fn write(
     }
     // Integers straight into header values: no string in between.
     if matches!(mode, HeaderMode::Both | HeaderMode::Legacy) {
+        let legacy = match legacy_reset {
+            LegacyReset::Seconds => reset,
+            LegacyReset::Unix => ceil_secs(now_ms.saturating_add(reply.reset_after_ms)),
+        };
         headers.insert(X_RATELIMIT_LIMIT, shown_limit(check, reply).into());
         headers.insert(X_RATELIMIT_REMAINING, reply.remaining.into());
-        headers.insert(X_RATELIMIT_RESET, reset.into());
+        headers.insert(X_RATELIMIT_RESET, legacy.into());
+    }
+    if mode == HeaderMode::Draft6 {
+        let limit = shown_limit(check, reply);
+        headers.insert(RATELIMIT_LIMIT, limit.into());
+        headers.insert(RATELIMIT_REMAINING, reply.remaining.into());
+        headers.insert(RATELIMIT_RESET, reset.into());
+        let policy = match check.policy.window_secs() {
+            Some(secs) => format!("{limit};w={secs}"),
+            None => limit.to_string(),
+        };
+        if let Ok(value) = HeaderValue::from_str(&policy) {
+            headers.insert(RATELIMIT_POLICY, value);
+        }
     }
     if outcome == Outcome::Denied {
         if let Some(secs) = retry_after_secs(reply) {

@@ -8,7 +8,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use http::header::AsHeaderName;
 use http::{HeaderMap, HeaderName};
-use ipnet::IpNet;
+use ipnet::{IpNet, Ipv6Net};
 
 use crate::keys::{hashed, key_safe};
 use crate::policy::KeyKind;
@@ -16,9 +16,12 @@ use crate::policy::KeyKind;
 /// The identities a request carries, as the framework adapter found them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Client {
-    /// The client's address (after the trusted-proxy rules); None when the
-    /// server gave no peer address.
+    /// The client's full address (after the trusted-proxy rules), which
+    /// exemptions match; None when the server gave no peer address.
     pub ip: Option<IpAddr>,
+    /// The bits of an IPv6 address its `ip` subject keeps (docs/http.md,
+    /// IPv6 networks).
+    pub ipv6_prefix: u8,
     /// The API key's id ([`hashed`]), never the key itself.
     pub api_key: Option<String>,
     /// The authenticated user, made key-safe.
@@ -28,7 +31,10 @@ pub struct Client {
 /// Whose counter a policy uses; its `Display` is the key's middle part.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Subject {
+    /// An IPv4 address, or an IPv6 one at `ipv6_prefix: 128`.
     Ip(IpAddr),
+    /// An IPv6 client's network (the address's first `ipv6_prefix` bits).
+    Net(Ipv6Net),
     ApiKey(String),
     User(String),
     /// A header's lower-case name and its value, made key-safe.
@@ -48,9 +54,11 @@ impl Client {
         trusted: &[IpNet],
         api_key_header: &HeaderName,
         user: Option<String>,
+        ipv6_prefix: u8,
     ) -> Client {
         Client {
             ip: peer.map(|peer| client_ip(peer, headers, trusted)),
+            ipv6_prefix,
             api_key: header_value(headers, api_key_header).map(|v| hashed(&v)),
             user: user
                 .filter(|u| !u.is_empty())
@@ -61,7 +69,10 @@ impl Client {
     /// The subject of a policy keyed by `kind`, falling back as the
     /// contract says: user, then API key, then address.
     pub fn subject(&self, kind: &KeyKind, headers: &HeaderMap) -> Subject {
-        let ip = || self.ip.map_or(Subject::Unknown, Subject::Ip);
+        let ip = || {
+            self.ip
+                .map_or(Subject::Unknown, |ip| ip_subject(ip, self.ipv6_prefix))
+        };
         let api_key = || self.api_key.clone().map_or_else(ip, Subject::ApiKey);
         match kind {
             KeyKind::Ip => ip(),
@@ -75,9 +86,15 @@ impl Client {
     }
 }
 
-impl Subject {
-    pub fn is_loopback(&self) -> bool {
-        matches!(self, Subject::Ip(ip) if ip.is_loopback())
+/// An address's `ip` subject: an IPv4 address itself, an IPv6 one its
+/// network of `prefix` bits (the address itself at 128).
+fn ip_subject(ip: IpAddr, prefix: u8) -> Subject {
+    match ip {
+        IpAddr::V6(v6) if prefix < 128 => match Ipv6Net::new(v6, prefix) {
+            Ok(net) => Subject::Net(net.trunc()),
+            Err(_) => Subject::Ip(ip),
+        },
+        _ => Subject::Ip(ip),
     }
 }
 
@@ -85,6 +102,7 @@ impl fmt::Display for Subject {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Subject::Ip(ip) => write!(f, "ip:{ip}"),
+            Subject::Net(net) => write!(f, "ip:{net}"),
             Subject::ApiKey(id) => write!(f, "api-key:{id}"),
             Subject::User(name) => write!(f, "user:{name}"),
             Subject::Header(name, value) => write!(f, "header:{name}:{value}"),

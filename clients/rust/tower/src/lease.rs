@@ -43,6 +43,14 @@ impl Held {
             .collect()
     }
 
+    /// The leases Redis gave the shadow policies among these checks.
+    pub(crate) fn redis_shadow(checks: &[Check], replies: &[Decision]) -> Vec<Held> {
+        leases(checks, replies)
+            .filter(|(check, _)| check.policy.shadow)
+            .map(|(check, id)| Held::Redis(check.release(id)))
+            .collect()
+    }
+
     /// The leases the `local` fail mode gave these checks.
     pub(crate) fn local(checks: &[Check], replies: &[Decision]) -> Vec<Held> {
         leases(checks, replies)

@@ -9,9 +9,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use http::{Extensions, HeaderMap};
+use ipnet::IpNet;
 use librl_client::{Concurrent, Decision, LeaseId};
 
-use crate::configuration::{validate_policies, Config, ConfigError, FailMode};
+use crate::configuration::{validate_policies, whole_shadow, Config, ConfigError, FailMode};
 use crate::decide::{Admitted, Backend, Failure, RedisTarget};
 use crate::fail::LocalLimiter;
 use crate::hook::{self, CheckReport, DecisionEvent, DecisionHook, Outcome};
@@ -71,6 +72,8 @@ pub(crate) struct Shared {
     user: Option<Box<UserResolver>>,
     /// The configuration's own policies and routes.
     routes: Arc<PolicySet>,
+    /// `exempt`, and the loopback networks with `exempt_loopback`.
+    exempt: Vec<IpNet>,
     /// When fail-open last logged, so it logs at most every 10 s.
     warned: Mutex<Option<Instant>>,
 }
@@ -132,6 +135,7 @@ impl Builder {
         let validated = self.config.validated()?;
         let backend = Backend::new(&self.target, self.config.timeout).map_err(BuildError::Redis)?;
         let routes = Arc::new(PolicySet::new(validated.policies, &self.config.routes));
+        let exempt = plan::exempt_networks(&self.config.exempt, self.config.exempt_loopback);
         Ok(RateLimiter {
             shared: Arc::new(Shared {
                 local: LocalLimiter::new(self.config.local_max_keys),
@@ -140,6 +144,7 @@ impl Builder {
                 hook: self.hook,
                 user: self.user,
                 routes,
+                exempt,
                 warned: Mutex::new(None),
             }),
         })
@@ -183,7 +188,8 @@ impl RateLimiter {
         policies: impl IntoIterator<Item = Policy>,
     ) -> Result<RateLimitLayer, ConfigError> {
         let policies: Vec<Policy> = policies.into_iter().collect();
-        let policies = validate_policies(&policies, "layer")?;
+        let mut policies = validate_policies(&policies, "layer")?;
+        whole_shadow(self.shared.config.mode, &mut policies);
         Ok(RateLimitLayer::new(
             self.shared.clone(),
             Arc::new(PolicySet::new(policies, &[])),
@@ -246,13 +252,12 @@ impl Shared {
             &c.trusted_proxies,
             &c.api_key_header,
             user,
+            c.ipv6_prefix,
         );
-        let applying = plan::applying(
-            selection.policies,
-            &client,
-            facts.headers,
-            c.exempt_loopback,
-        );
+        if plan::is_exempt(&self.exempt, &client) {
+            return None;
+        }
+        let applying = plan::applying(selection.policies, &client, facts.headers);
         (!applying.is_empty()).then(|| Planned {
             route: selection.route.map(|(_, path)| path.to_string()),
             applying,
@@ -278,25 +283,24 @@ impl Shared {
             .map_err(|r: Refusal| refusals::refused(&r))?;
         let (outcome, replies, local, error, leases) = match self.backend.check(&checks).await {
             Ok(v) => {
-                // A request refused took no lease (RL.ALL admitted nothing,
-                // and other subjects' leases were given back).
+                // A request refused took no lease of an enforced policy
+                // (RL.ALL admitted nothing, and other subjects' leases
+                // were given back); a shadow policy's is released as any.
                 let leases = if v.admitted {
                     Held::redis(&checks, &v.replies)
                 } else {
-                    Vec::new()
+                    Held::redis_shadow(&checks, &v.replies)
                 };
-                (
-                    Outcome::of(v.admitted, self.config.mode),
-                    v.replies,
-                    false,
-                    None,
-                    leases,
-                )
+                let outcome = match Outcome::of(v.admitted, self.config.mode) {
+                    Outcome::Allowed if v.shadow_denied => Outcome::WouldDeny,
+                    outcome => outcome,
+                };
+                (outcome, v.replies, false, None, leases)
             }
             // Boxed: rare, and kept out of every request's future.
             Err(failure) => Box::pin(self.fail(&checks, failure)).await,
         };
-        let worst = headers::most_restrictive(&replies);
+        let worst = headers::most_restrictive(&checks, &replies, outcome == Outcome::Denied);
         if outcome == Outcome::WouldDeny {
             if let Some(i) = worst {
                 tracing::warn!(
@@ -365,6 +369,8 @@ impl Shared {
             headers::write(
                 headers,
                 self.config.headers,
+                self.config.legacy_reset,
+                unix_ms(),
                 &decided.checks,
                 &decided.replies,
                 decided.outcome,
@@ -437,7 +443,7 @@ impl Shared {
                 )
             }
             FailMode::Local => {
-                let (served, replies) = self.local.check(checks);
+                let (served, replies) = self.local_check(checks);
                 let leases = if served {
                     let mut leases = redis_leases(checks, &admitted);
                     leases.extend(Held::local(checks, &replies));
@@ -446,10 +452,38 @@ impl Shared {
                     self.backend.refund_groups(checks, &admitted).await;
                     Vec::new()
                 };
-                let outcome = Outcome::of(served, self.config.mode);
+                let shadow_denied = checks
+                    .iter()
+                    .zip(&replies)
+                    .any(|(c, r)| c.policy.shadow && !r.allowed);
+                let outcome = match Outcome::of(served, self.config.mode) {
+                    Outcome::Allowed if shadow_denied => Outcome::WouldDeny,
+                    outcome => outcome,
+                };
                 (outcome, replies, true, Some(error.to_string()), leases)
             }
         }
+    }
+
+    /// The `local` fail mode's decision: the enforced policies
+    /// all-or-nothing, then the shadow ones apart (as in Redis: a shadow
+    /// policy never refuses, nor is refused by another); replies in check
+    /// order.
+    fn local_check(&self, checks: &[Check]) -> (bool, Vec<Decision>) {
+        if !checks.iter().any(|c| c.policy.shadow) {
+            return self.local.check(checks);
+        }
+        let (shadow, enforced): (Vec<&Check>, Vec<&Check>) =
+            checks.iter().partition(|c| c.policy.shadow);
+        let owned = |part: Vec<&Check>| part.into_iter().cloned().collect::<Vec<Check>>();
+        let (served, enforced_replies) = self.local.check(&owned(enforced));
+        let (_, shadow_replies) = self.local.check(&owned(shadow));
+        let (mut e, mut s) = (enforced_replies.into_iter(), shadow_replies.into_iter());
+        let replies = checks
+            .iter()
+            .filter_map(|c| if c.policy.shadow { s.next() } else { e.next() })
+            .collect();
+        (served, replies)
     }
 
     fn warn_open(&self, e: &crate::decide::Unavailable) {
@@ -459,6 +493,13 @@ impl Shared {
             tracing::warn!("librl: rate limiting skipped (fail open): {e}");
         }
     }
+}
+
+/// Now, in ms since the Unix epoch (`legacy_reset: unix`).
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// The leases Redis gave the groups it admitted before it failed.

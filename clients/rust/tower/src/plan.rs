@@ -8,6 +8,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use http::{Extensions, HeaderMap, Method};
+use ipnet::IpNet;
 use librl_core::units::Amount;
 use librl_core::MAX_AMOUNT;
 
@@ -55,19 +56,36 @@ pub(crate) enum Refusal {
 }
 
 /// The policies that apply to this client, each with its subject, in
-/// check order: those whose subject is a loopback address are dropped
-/// when `exempt_loopback` is on.
+/// check order.
 pub(crate) fn applying(
     policies: &[Arc<ValidPolicy>],
     client: &Client,
     headers: &HeaderMap,
-    exempt_loopback: bool,
 ) -> Vec<(Arc<ValidPolicy>, Subject)> {
     policies
         .iter()
         .map(|p| (p.clone(), client.subject(&p.key, headers)))
-        .filter(|(_, subject)| !(exempt_loopback && subject.is_loopback()))
         .collect()
+}
+
+/// The networks no policy limits (docs/http.md, Exemptions): `exempt`,
+/// and with `exempt_loopback` `127.0.0.0/8` and `::1/128`.
+pub(crate) fn exempt_networks(exempt: &[IpNet], exempt_loopback: bool) -> Vec<IpNet> {
+    let mut nets = exempt.to_vec();
+    if exempt_loopback {
+        let loopback = ["127.0.0.0/8", "::1/128"];
+        nets.extend(loopback.iter().filter_map(|n| n.parse::<IpNet>().ok()));
+    }
+    nets
+}
+
+/// Whether the client's full address (never its IPv6 network; IPv4-mapped
+/// read as IPv4) is in an exempt network. A request without an address
+/// is never exempt.
+pub(crate) fn is_exempt(networks: &[IpNet], client: &Client) -> bool {
+    client
+        .ip
+        .is_some_and(|ip| networks.iter().any(|net| net.contains(&ip)))
 }
 
 impl Planned {

@@ -8,6 +8,8 @@
 use std::time::Duration;
 
 use http::HeaderName;
+
+use crate::configuration::Mode;
 use librl_core::units::{Amount, Window};
 
 /// Which RL.* command a policy calls.
@@ -83,6 +85,9 @@ pub struct Policy {
     /// Sends `OVERRIDE <prefix>{subject}:override:<name>`, so that an
     /// operator's `RL.OVERRIDE SET` on that key gives one subject its own plan.
     pub overridable: bool,
+    /// `Some(Shadow)`: checked and counted, never refusing (docs/http.md,
+    /// Shadow mode); None: the configuration's `mode`.
+    pub mode: Option<Mode>,
 }
 
 impl Policy {
@@ -126,7 +131,15 @@ impl Policy {
             cost: Cost::Units(1),
             count: Count::All,
             overridable: false,
+            mode: None,
         }
+    }
+
+    /// Checked and counted beside the enforced policies, never refusing
+    /// (docs/http.md, Shadow mode).
+    pub fn shadow(mut self) -> Policy {
+        self.mode = Some(Mode::Shadow);
+        self
     }
 
     /// Fixed windows aligned to Unix time. Panics on another algorithm:
@@ -286,6 +299,9 @@ pub(crate) struct ValidPolicy {
     pub cost: ValidCost,
     pub count: Count,
     pub overridable: bool,
+    /// Its own `mode: shadow` (what the top-level `mode: shadow` does to
+    /// every policy is the limiter's).
+    pub shadow: bool,
 }
 
 impl ValidPolicy {
@@ -322,6 +338,7 @@ impl ValidPolicy {
             cost,
             count: p.count,
             overridable: p.overridable,
+            shadow: p.mode == Some(Mode::Shadow),
         })
     }
 

@@ -326,15 +326,13 @@ fn key(input: &Value) -> Result<Value, String> {
         &config.trusted_proxies,
         &config.api_key_header,
         user,
+        config.ipv6_prefix,
     );
     let subject = client.subject(&policy.key, &headers);
-    let exempt = plan::applying(
-        std::slice::from_ref(&policy),
+    let exempt = plan::is_exempt(
+        &plan::exempt_networks(&config.exempt, config.exempt_loopback),
         &client,
-        &headers,
-        config.exempt_loopback,
-    )
-    .is_empty();
+    );
     let keys = Keys::new(&config.prefix, &subject, &policy.name, policy.overridable);
     Ok(json!({
         "subject": subject.to_string(),
@@ -363,11 +361,16 @@ fn reply(v: &Value) -> Result<Decision, String> {
 }
 
 fn response_headers(input: &Value) -> Result<Value, String> {
-    let config = config(json!({
+    let mut doc = json!({
         "headers": input["headers"],
         "mode": input["mode"],
         "policies": input["policies"],
-    }))?;
+    });
+    if let Some(reset) = input.get("legacy_reset") {
+        doc["legacy_reset"] = reset.clone();
+    }
+    let config = config(doc)?;
+    let now_ms = input["now_ms"].as_u64().unwrap_or(0);
     let checks = checks(&config)?;
     let replies: Vec<Decision> = input["replies"]
         .as_array()
@@ -378,7 +381,22 @@ fn response_headers(input: &Value) -> Result<Value, String> {
     let denied = input["denied"].as_bool().ok_or("denied")?;
     let mut map = HeaderMap::new();
     let outcome = Outcome::of(!denied, config.mode);
-    headers::write(&mut map, config.headers, &checks, &replies, outcome);
+    let mut sent = Map::new();
+    headers::write(
+        &mut map,
+        config.headers,
+        config.legacy_reset,
+        now_ms,
+        &checks,
+        &replies,
+        outcome,
+    );
+    // draft6's names are reported when sent; `absent` lists the others.
+    for name in ["RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"] {
+        if let Some(v) = map.get(name) {
+            sent.insert(name.into(), json!(v.to_str().map_err(|e| e.to_string())?));
+        }
+    }
     let all = [
         "RateLimit-Policy",
         "RateLimit",
@@ -387,7 +405,6 @@ fn response_headers(input: &Value) -> Result<Value, String> {
         "X-RateLimit-Reset",
         "Retry-After",
     ];
-    let mut sent = Map::new();
     let mut absent = Vec::new();
     for name in all {
         match map.get(name) {
@@ -398,7 +415,7 @@ fn response_headers(input: &Value) -> Result<Value, String> {
         }
     }
     Ok(json!({
-        "most_restrictive": headers::most_restrictive(&replies),
+        "most_restrictive": headers::most_restrictive(&checks, &replies, outcome == Outcome::Denied),
         "headers": sent,
         "absent": absent,
     }))
