@@ -16,13 +16,15 @@ import express from "express";
 import Fastify from "fastify";
 import { rateLimit } from "../src/express.js";
 import { librl } from "../src/fastify.js";
-import type { HttpLimiterOptions } from "../src/http/index.js";
+import type { HttpLimiter, HttpLimiterOptions } from "../src/http/index.js";
 
 export type FrameworkName = "express" | "fastify";
 export const FRAMEWORKS: readonly FrameworkName[] = ["express", "fastify"];
 
 export interface RunningApp {
   readonly port: number;
+  /** The limiter underneath (its `reload()`). */
+  readonly core: HttpLimiter;
   close(): Promise<void>;
 }
 
@@ -44,7 +46,7 @@ async function handle(header: (name: string) => unknown): Promise<void> {
 }
 
 /** Express: an auth middleware sets req.user, then the limiter, then the catch-all handler. */
-export function expressApp(options: HttpLimiterOptions): express.Express {
+export function expressApp(options: HttpLimiterOptions): express.Express & { librl: HttpLimiter } {
   const limiter = rateLimit(options);
   const app = express();
   app.disable("x-powered-by");
@@ -60,7 +62,7 @@ export function expressApp(options: HttpLimiterOptions): express.Express {
       next, // Express's error handler answers 500
     );
   });
-  return app;
+  return Object.assign(app, { librl: limiter.core });
 }
 
 /** Fastify: an onRequest hook sets request.user, the plugin, and catch-all routes of every method that accept any body. */
@@ -100,6 +102,7 @@ export async function startApp(
     });
     return {
       port: (server.address() as AddressInfo).port,
+      core: app.librl,
       close: () =>
         new Promise<void>((resolve) => {
           server.closeAllConnections();
@@ -111,6 +114,7 @@ export async function startApp(
   await app.listen(listen);
   return {
     port: (app.server.address() as AddressInfo).port,
+    core: (app as unknown as { librl: HttpLimiter }).librl,
     close: async () => {
       app.server.closeAllConnections();
       await app.close();

@@ -4,7 +4,7 @@
  * by LIBRL_POLICIES (YAML or JSON), against REDIS_URL (default
  * redis://127.0.0.1:6379) or the cluster of REDIS_CLUSTER_NODES
  * (comma-separated host:port), through ioredis (LIBRL_NODE_CLIENT=node-redis
- * for node-redis), until killed. Redis need not be up: the fail mode covers it.
+ * for node-redis), until killed; SIGHUP reloads the file. Redis need not be up: the fail mode covers it.
  */
 import Redis, { Cluster } from "ioredis";
 import { createClient, createCluster } from "redis";
@@ -54,6 +54,15 @@ async function main(): Promise<void> {
   const host = process.env["HOST"] ?? "127.0.0.1";
   const app = await startApp(framework, { client: await client(), config }, { port, host });
   console.log(`librl ${framework} example on http://${host}:${app.port}/ (policies: ${config})`);
+  // SIGHUP re-reads the file (docs/http/node.md, Reload): in-flight requests finish on the old one; a bad file leaves it.
+  process.on("SIGHUP", () => {
+    try {
+      app.core.reload(config);
+      console.error("librl: configuration reloaded");
+    } catch (err) {
+      console.error((err as Error).message);
+    }
+  });
 }
 
 main().catch((err: Error) => fail(err.message));

@@ -135,8 +135,10 @@ export function rateLimit(options: ExpressRateLimitOptions): ExpressRateLimit {
   const middleware = ((req, res, next) => run(req, res, next, undefined)) as ExpressRateLimit;
   Object.defineProperty(middleware, "core", { value: core });
   middleware.policies = (...names: string[]): Middleware => {
-    const chosen: Selection = { policies: core.policies(names), route: undefined };
-    return (req, res, next) => run(req, res, next, chosen);
+    // Resolved now (a missing name throws here) and again after each reload.
+    const owner = {};
+    core.selection(owner, names, "policies");
+    return (req, res, next) => run(req, res, next, core.selection(owner, names, "policies"));
   };
   return middleware;
 }

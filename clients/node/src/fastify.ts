@@ -115,17 +115,11 @@ async function librlFastify(fastify: FastifyInstanceLike, options: FastifyRateLi
   const core = new HttpLimiter(options);
   const user = options.user ?? ((request: FastifyRequestLike) => defaultUser(request.user));
   if (typeof user !== "function") throw new TypeError("librl: the `user` option must be a function (request) => string | undefined");
-  // Each route's own policies, resolved (and checked) once.
-  const own = new WeakMap<object, Selection | null>();
+  // Each route's own policies, resolved (and checked) once per configuration.
   const routePolicies = (config: unknown, where: string): Selection | null => {
     if (typeof config !== "object" || config === null) return null;
-    let found = own.get(config);
-    if (found === undefined) {
-      const spec = (config as LibrlRouteConfig).librl;
-      found = spec === undefined ? null : { policies: core.policies(spec.policies, `${where} config.librl.policies`), route: undefined };
-      own.set(config, found);
-    }
-    return found;
+    const spec = (config as LibrlRouteConfig).librl;
+    return spec === undefined ? null : core.selection(config, spec.policies, `${where} config.librl.policies`);
   };
 
   // With useSemicolonDelimiter (Fastify 4's default), `/a;x/b` routes to `/a`'s handler: the path ends at the `;`.
@@ -181,17 +175,21 @@ async function librlFastify(fastify: FastifyInstanceLike, options: FastifyRateLi
 
   // Before the response is sent: the client's next request sees the refund,
   // and finds a concurrency slot free (a streamed payload holds it until it
-  // ends: released above). Only a policy counting after the response, or a
-  // concurrency policy, has one (a route's own policies are the
-  // configuration's): without any, no hook runs on every response for nothing.
-  if ([...core.config.policies.values()].some((p) => p.count !== "all" || p.algorithm === "concurrency")) {
-    fastify.addHook("onSend", (async (request: FastifyRequestLike, reply: FastifyReplyLike, payload: unknown) => {
-      await (request as WithAfter)[AFTER]?.(reply.statusCode);
-      const streamed = typeof (payload as { pipe?: unknown } | null)?.pipe === "function";
-      if (!streamed) await (request as WithAfter)[RELEASE]?.();
-      return payload;
-    }) as Hook);
-  }
+  // ends: released above). A callback hook that returns at once for a
+  // request with nothing to give back (always added: a reload may bring
+  // policies that count after the response).
+  fastify.addHook("onSend", ((request: FastifyRequestLike, reply: FastifyReplyLike, payload: unknown, done: (err: unknown, payload?: unknown) => void) => {
+    const after = (request as WithAfter)[AFTER];
+    const release = (request as WithAfter)[RELEASE];
+    if (after === undefined && release === undefined) return done(null, payload);
+    const streamed = typeof (payload as { pipe?: unknown } | null)?.pipe === "function";
+    (after?.(reply.statusCode) ?? Promise.resolve())
+      .then(() => (streamed ? undefined : release?.()))
+      .then(
+        () => done(null, payload),
+        (err: unknown) => done(err),
+      );
+  }) as Hook);
 }
 
 // What fastify-plugin sets: the hooks apply to the whole instance, not an encapsulated child.

@@ -12,6 +12,7 @@ import { createRequire } from "node:module";
 import { isIP } from "node:net";
 import path from "node:path";
 import { MAX_WINDOW_MS, durationMs } from "./durations.js";
+import { substitute } from "./substitute.js";
 import { WalkError, walkDocument, walkField, type RateValue, type Walked } from "./walker.js";
 
 /** A configuration that cannot work; `field` is the path of the field at fault, `problem` what is wrong with it. */
@@ -305,6 +306,8 @@ export function loadConfig(file: string, options: LoadOptions = {}): Config {
   } catch (err) {
     throw new ConfigError("(file)", `cannot read ${file}: ${(err as Error).message}`);
   }
+  // ${VAR} and ${VAR:-default}, from the environment, before the text is parsed.
+  text = substitute(text);
   let doc: unknown;
   if (/\.json$/i.test(file)) {
     try {

@@ -81,17 +81,39 @@ function oneSubject(checks: readonly Check[]): boolean {
   return true;
 }
 
+/** One configuration made ready for requests; reload() swaps it whole, and a request keeps the one it started with. */
+class State {
+  readonly routes: Routes;
+  readonly trusted: TrustedProxies;
+  readonly fail: FailMode;
+  readonly exempt: Exemptions;
+  /** Some policies are shadow and others enforced (docs/http.md, Shadow mode): the long way. */
+  readonly mixed: boolean;
+  /** The adapters' own selections (a route's, a `.policies()` middleware's), resolved once per configuration. */
+  readonly own = new WeakMap<object, Selection>();
+
+  constructor(
+    readonly config: Config,
+    limiter: Limiter,
+    logger: Logger,
+  ) {
+    const policies = [...config.policies.values()];
+    this.routes = new Routes(config.routes, policies);
+    this.trusted = new TrustedProxies(config.trustedProxies);
+    this.fail = new FailMode(config.fail, limiter, config.timeoutMs, logger);
+    this.exempt = new Exemptions(config.exempt);
+    this.mixed = config.mode !== "shadow" && policies.some((p) => p.shadow);
+  }
+}
+
 export class HttpLimiter {
-  readonly config: Config;
   readonly limiter: Limiter;
   readonly #onDecision: DecisionHook | undefined;
   readonly #logger: Logger;
-  readonly #routes: Routes;
-  readonly #trusted: TrustedProxies;
-  readonly #fail: FailMode;
-  readonly #exempt: Exemptions;
-  /** Some policies are shadow and others enforced (docs/http.md, Shadow mode): the long way. */
-  readonly #mixed: boolean;
+  readonly #parseYaml: LoadOptions;
+  #state: State;
+  /** The policy names the adapters resolved (routes' own, `.policies()`), checked again by reload(). */
+  readonly #named = new Map<object, { readonly names: readonly string[]; readonly where: string }>();
   /** The Limiter's short way for RL.ALL, when its options allow it. */
   readonly #direct: DirectAll | undefined;
 
@@ -102,21 +124,53 @@ export class HttpLimiter {
     if (options.onDecision !== undefined && typeof options.onDecision !== "function") {
       throw new TypeError("librl: onDecision must be a function");
     }
-    this.config = toConfig(options.config, options.parseYaml === undefined ? {} : { parseYaml: options.parseYaml });
+    this.#parseYaml = options.parseYaml === undefined ? {} : { parseYaml: options.parseYaml };
+    const config = toConfig(options.config, this.#parseYaml);
     this.limiter = new Limiter(options.client, { ...options.limiterOptions, keyPrefix: "" });
     this.#onDecision = options.onDecision;
     this.#logger = options.logger ?? console;
-    this.#routes = new Routes(this.config.routes, [...this.config.policies.values()]);
-    this.#trusted = new TrustedProxies(this.config.trustedProxies);
-    this.#fail = new FailMode(this.config.fail, this.limiter, this.config.timeoutMs, this.#logger);
     this.#direct = this.limiter.directAll;
-    this.#exempt = new Exemptions(this.config.exempt);
-    this.#mixed = this.config.mode !== "shadow" && [...this.config.policies.values()].some((p) => p.shadow);
+    this.#state = new State(config, this.limiter, this.#logger);
+  }
+
+  /** The configuration in use (the latest reload()'s). */
+  get config(): Config {
+    return this.#state.config;
+  }
+
+  /**
+   * Swaps the configuration (docs/http.md, Reload): a file path, a
+   * document or a Config, checked as at start-up. A configuration that does
+   * not validate, or lacks a policy a route's own list or a `.policies()`
+   * middleware names, throws the start-up error and the old one stays.
+   * Requests in flight finish on the configuration they started with.
+   */
+  reload(source: ConfigSource): Config {
+    const config = toConfig(source, this.#parseYaml);
+    for (const { names, where } of this.#named.values()) resolvePolicies(where, names, config.policies);
+    this.#state = new State(config, this.limiter, this.#logger);
+    return config;
   }
 
   /** Named policies, checked now (a missing name throws, naming it). */
   policies(names: readonly string[], where = "policies"): Policy[] {
     return resolvePolicies(where, names, this.config.policies);
+  }
+
+  /**
+   * An adapter's own selection for `owner` (a route's config, a
+   * `.policies()` middleware): `names` resolved once per configuration
+   * (a missing name throws, naming `where`), and checked again by reload().
+   */
+  selection(owner: object, names: readonly string[], where: string): Selection {
+    const state = this.#state;
+    let found = state.own.get(owner);
+    if (found === undefined) {
+      found = { policies: resolvePolicies(where, names, state.config.policies), route: undefined };
+      state.own.set(owner, found);
+      this.#named.set(owner, { names: [...names], where });
+    }
+    return found;
   }
 
   /**
@@ -127,7 +181,7 @@ export class HttpLimiter {
    * as received, raw or decoded, a query string included or not.
    */
   select(method: string, path: string): Selection {
-    return this.#routes.select(method, path);
+    return this.#state.routes.select(method, path);
   }
 
   /**
@@ -139,26 +193,27 @@ export class HttpLimiter {
   check(req: RequestInfo, selection: Selection, measureBody: MeasureBody): Promise<Verdict> {
     const policies = selection.policies;
     if (policies.length === 0) return Promise.resolve(PASS_UNCHECKED);
-    const config = this.config;
-    const identity = new Identity(req, config, this.#trusted);
+    const st = this.#state;
+    const config = st.config;
+    const identity = new Identity(req, config, st.trusted);
     // An exempt client's request is not checked at all (docs/http.md, Exemptions).
-    if (this.#exempt.has(identity)) return Promise.resolve(PASS_UNCHECKED);
+    if (st.exempt.has(identity)) return Promise.resolve(PASS_UNCHECKED);
     const planned = plan(policies, identity, config.prefix);
     const direct = this.#direct;
-    if (direct === undefined || !policies.every(isShort) || this.#mixed) return this.#checkAll(req, selection, planned, measureBody);
+    if (direct === undefined || !policies.every(isShort) || st.mixed) return this.#checkAll(st, req, selection, planned, measureBody);
     const checks = costsOf(planned, req, 0);
     if (!Array.isArray(checks)) return Promise.resolve({ pass: false, refusal: checks });
-    if (!oneSubject(checks)) return this.#decided(req, selection, checks, decide(this.limiter, checks, config.timeoutMs, this.#logger));
-    return this.#decided(req, selection, checks, decideOne(direct, checks, config.timeoutMs));
+    if (!oneSubject(checks)) return this.#decided(st, req, selection, checks, decide(this.limiter, checks, config.timeoutMs, this.#logger));
+    return this.#decided(st, req, selection, checks, decideOne(direct, checks, config.timeoutMs));
   }
 
   /** The long way: bodies measured, several subjects, concurrency leases, shadow policies, a cluster. */
-  async #checkAll(req: RequestInfo, selection: Selection, planned: readonly Planned[], measureBody: MeasureBody): Promise<Verdict> {
-    const config = this.config;
+  async #checkAll(st: State, req: RequestInfo, selection: Selection, planned: readonly Planned[], measureBody: MeasureBody): Promise<Verdict> {
+    const config = st.config;
     const checks = await costs(planned, (name) => req.header(name), config.maxBodyBytes, measureBody);
     if (!Array.isArray(checks)) return { pass: false, refusal: checks };
-    if (!this.#mixed || !checks.some((c) => c.policy.shadow)) {
-      return this.#decided(req, selection, checks, decide(this.limiter, checks, config.timeoutMs, this.#logger));
+    if (!st.mixed || !checks.some((c) => c.policy.shadow)) {
+      return this.#decided(st, req, selection, checks, decide(this.limiter, checks, config.timeoutMs, this.#logger));
     }
     // Shadow policies beside enforced ones: the enforced groups first, then the shadow ones whatever those answered.
     const enforced = checks.filter((c) => !c.policy.shadow);
@@ -167,40 +222,40 @@ export class HttpLimiter {
       enforced.length === 0
         ? { answered: true, admitted: true, decisions: [] }
         : await decide(this.limiter, enforced, config.timeoutMs, this.#logger);
-    if (!result.answered) return this.#failed(req, selection, checks, result);
+    if (!result.answered) return this.#failed(st, req, selection, checks, result);
     let shadowDecisions: Decision[];
     try {
       shadowDecisions = await decideShadow(this.limiter, shadow, config.timeoutMs);
     } catch (err) {
       // Redis failed after the enforced groups: as a failure in the middle of the exchange.
       const admitted = result.admitted ? bySubject(enforced).map((group) => ({ checks: group, decisions: group.map((c) => result.decisions[enforced.indexOf(c)] as Decision) })) : [];
-      return this.#failed(req, selection, checks, { answered: false, error: err instanceof Error ? err : new Error(String(err)), admitted });
+      return this.#failed(st, req, selection, checks, { answered: false, error: err instanceof Error ? err : new Error(String(err)), admitted });
     }
     let e = 0;
     let s = 0;
     const decisions = checks.map((c) => (c.policy.shadow ? shadowDecisions[s++] : result.decisions[e++]) as Decision);
-    return this.#respond(req, selection, checks, result.admitted, decisions);
+    return this.#respond(st, req, selection, checks, result.admitted, decisions);
   }
 
-  #decided(req: RequestInfo, selection: Selection, checks: readonly Check[], exchange: Promise<Answered | Failed>): Promise<Verdict> {
+  #decided(st: State, req: RequestInfo, selection: Selection, checks: readonly Check[], exchange: Promise<Answered | Failed>): Promise<Verdict> {
     return exchange.then((result) =>
-      result.answered ? this.#respond(req, selection, checks, result.admitted, result.decisions) : this.#failed(req, selection, checks, result),
+      result.answered ? this.#respond(st, req, selection, checks, result.admitted, result.decisions) : this.#failed(st, req, selection, checks, result),
     );
   }
 
   /** Redis did not answer: the fail mode's verdict. */
-  async #failed(req: RequestInfo, selection: Selection, checks: readonly Check[], result: Failed): Promise<Verdict> {
-    const outcome = await this.#fail.apply(result);
+  async #failed(st: State, req: RequestInfo, selection: Selection, checks: readonly Check[], result: Failed): Promise<Verdict> {
+    const outcome = await st.fail.apply(result);
     this.#emit(req, selection, outcome, checks, undefined, result.error);
     if (outcome === "fail_closed") return { pass: false, refusal: unavailable() };
     // fail: open after some groups were admitted: their leases are held while the request runs.
     const held = result.admitted.flatMap((t) => leasesOf(t.checks, t.decisions));
-    return held.length === 0 ? PASS_UNCHECKED : { pass: true, headers: {}, after: undefined, release: this.#releaser(held) };
+    return held.length === 0 ? PASS_UNCHECKED : { pass: true, headers: {}, after: undefined, release: this.#releaser(st.config, held) };
   }
 
   /** The verdict on an answered exchange: admitted, denied, or (shadow) would deny. */
-  #respond(req: RequestInfo, selection: Selection, checks: readonly Check[], admitted: boolean, decisions: readonly Decision[]): Verdict {
-    const config = this.config;
+  #respond(st: State, req: RequestInfo, selection: Selection, checks: readonly Check[], admitted: boolean, decisions: readonly Decision[]): Verdict {
+    const config = st.config;
     const checked: Checked[] = checks.map((c, i) => ({ policy: c.policy, decision: decisions[i] as Decision }));
     if (admitted) {
       // Admitted with a denial: a shadow policy's, which refuses nothing.
@@ -214,8 +269,8 @@ export class HttpLimiter {
       return {
         pass: true,
         headers: rateLimitHeaders(config.headers, checked, false, config.legacyReset),
-        after: this.#after(checks),
-        release: held.length === 0 ? undefined : this.#releaser(held),
+        after: this.#after(config, checks),
+        release: held.length === 0 ? undefined : this.#releaser(config, held),
       };
     }
     if (config.mode === "shadow") {
@@ -232,25 +287,25 @@ export class HttpLimiter {
       checks.filter((c) => c.policy.shadow),
       decisions.filter((_, i) => (checks[i] as Check).policy.shadow),
     );
-    if (shadowHeld.length > 0) void this.#releaser(shadowHeld)();
+    if (shadowHeld.length > 0) void this.#releaser(config, shadowHeld)();
     const headers = rateLimitHeaders(config.headers, checked, true, config.legacyReset);
     return { pass: false, refusal: denied(config.deny, checked[worst] as Checked, (checks[worst] as Check).cost, headers) };
   }
 
   /** `count: failed` refunds below 400, `count: succeeded` from 400 (docs/http.md, Counting after the response). */
-  #after(checks: readonly Check[]): ((status: number) => Promise<void>) | undefined {
+  #after(config: Config, checks: readonly Check[]): ((status: number) => Promise<void>) | undefined {
     if (checks.every((c) => c.policy.count === "all")) return undefined;
     return (status: number) => {
       const back = checks.filter((c) => (c.policy.count === "failed" ? status < 400 : c.policy.count === "succeeded" && status >= 400));
       if (back.length === 0) return Promise.resolve();
-      return refund(this.limiter, back, this.config.timeoutMs, this.#logger, `count: ${status < 400 ? "failed" : "succeeded"}`);
+      return refund(this.limiter, back, config.timeoutMs, this.#logger, `count: ${status < 400 ? "failed" : "succeeded"}`);
     };
   }
 
   /** Releases `held` on the first call only; a failure is logged (the leases end by themselves). */
-  #releaser(held: readonly Held[]): () => Promise<void> {
+  #releaser(config: Config, held: readonly Held[]): () => Promise<void> {
     let sent: Promise<void> | undefined;
-    return () => (sent ??= release(this.limiter, held, this.config.timeoutMs, this.#logger, "the response is finished"));
+    return () => (sent ??= release(this.limiter, held, config.timeoutMs, this.#logger, "the response is finished"));
   }
 
   #emit(
