@@ -5,6 +5,7 @@ import jakarta.servlet.ServletException;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
 import java.io.IOException;
+import java.nio.charset.StandardCharsets;
 import java.util.List;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnWebApplication;
 import org.springframework.boot.tomcat.TomcatConnectorCustomizer;
@@ -80,7 +81,7 @@ public final class Security {
     /** {@code X-Conformance-User: NAME}: authenticated as NAME for the rest of the chain. */
     private static WebFilter conformanceUser() {
       return (exchange, chain) -> {
-        String user = exchange.getRequest().getHeaders().getFirst("X-Conformance-User");
+        String user = utf8(exchange.getRequest().getHeaders().getFirst("X-Conformance-User"));
         if (user == null || user.isEmpty()) {
           return chain.filter(exchange);
         }
@@ -93,13 +94,23 @@ public final class Security {
     }
   }
 
+  /**
+   * The header's bytes as UTF-8: Tomcat and Netty hand header values as Latin-1 text, one char per
+   * byte (conformance/README.md: a non-ASCII name is the same user everywhere).
+   */
+  static String utf8(String latin1) {
+    return latin1 == null
+        ? null
+        : new String(latin1.getBytes(StandardCharsets.ISO_8859_1), StandardCharsets.UTF_8);
+  }
+
   /** {@code X-Conformance-User: NAME}: authenticated as NAME. */
   static final class ConformanceUser extends OncePerRequestFilter {
     @Override
     protected void doFilterInternal(
         HttpServletRequest request, HttpServletResponse response, FilterChain chain)
         throws ServletException, IOException {
-      String user = request.getHeader("X-Conformance-User");
+      String user = utf8(request.getHeader("X-Conformance-User"));
       if (user != null && !user.isEmpty()) {
         SecurityContextHolder.getContext()
             .setAuthentication(UsernamePasswordAuthenticationToken.authenticated(user, null, List.of()));
