@@ -10,6 +10,9 @@ import io.lettuce.core.protocol.AsyncCommand;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Supplier;
 
@@ -35,16 +38,25 @@ final class LettuceCluster extends LettuceTransport<StatefulRedisClusterConnecti
   }
 
   /**
-   * Starts opening a connection to every primary now, without waiting: Lettuce opens a node's
-   * connection on the first call to it, so otherwise the first call to each primary would also
-   * pay a TCP connect and handshake within its own timeout. A node that cannot be reached is
-   * tried again by the first call that needs it.
+   * Opens a connection to every primary now, in parallel, waiting at most the connection's
+   * timeout: Lettuce opens a node's connection on the first call to it, so otherwise the first call
+   * to each primary would also pay a TCP connect and handshake within its own timeout. A primary
+   * that cannot be reached is tried again by the first call that needs it.
    */
   private void connectPrimaries() {
+    List<CompletableFuture<?>> opening = new ArrayList<>();
     for (RedisClusterNode n : shared.getPartitions()) {
       if (n.is(RedisClusterNode.NodeFlag.UPSTREAM)) {
-        shared.getConnectionAsync(n.getNodeId()).exceptionally(e -> null);
+        opening.add(shared.getConnectionAsync(n.getNodeId()).exceptionally(e -> null));
       }
+    }
+    try {
+      CompletableFuture.allOf(opening.toArray(CompletableFuture[]::new))
+          .get(shared.getTimeout().toNanos(), TimeUnit.NANOSECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (ExecutionException | TimeoutException e) {
+      // Left to the first call that needs the node.
     }
   }
 

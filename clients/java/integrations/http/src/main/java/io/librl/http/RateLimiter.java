@@ -102,6 +102,24 @@ public final class RateLimiter implements AutoCloseable {
     return config;
   }
 
+  /**
+   * Waits at most {@code max} for the connection {@link Builder#build} started (or a new attempt,
+   * when that one failed): an application calls it before it takes requests, so that its first
+   * ones do not meet the fail mode while Redis is still being connected. A Redis that refuses the
+   * connection ends the wait at once. Returns whether Redis is connected.
+   */
+  public boolean awaitConnection(Duration max) {
+    try {
+      connection.limiter().get(max.toNanos(), java.util.concurrent.TimeUnit.NANOSECONDS);
+      return true;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return false;
+    } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+      return false;
+    }
+  }
+
   /** The configuration's own routes. */
   public Routes routes() {
     return routes;

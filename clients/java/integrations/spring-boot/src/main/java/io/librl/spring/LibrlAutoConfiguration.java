@@ -9,9 +9,11 @@ import io.librl.http.RedisConnection;
 import jakarta.servlet.DispatcherType;
 import java.io.IOException;
 import java.io.InputStream;
+import java.time.Duration;
 import java.util.Arrays;
 import java.util.List;
 import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
@@ -69,6 +71,17 @@ public class LibrlAutoConfiguration {
       builder.redisUrl(redisUrl(properties, environment));
     }
     return builder.build();
+  }
+
+  /**
+   * Once every bean is made, before the web server takes requests: waits (at most 10 s) for the
+   * Redis connection the limiter has been opening in the background meanwhile, so the first
+   * requests are checked rather than meeting the fail mode. A Redis that is down does not hold the
+   * start: a refused connection ends the wait at once, an unreachable one after the timeout.
+   */
+  @Bean
+  public SmartInitializingSingleton librlConnected(RateLimiter limiter) {
+    return () -> limiter.awaitConnection(Duration.ofSeconds(10));
   }
 
   private static String redisUrl(LibrlProperties properties, Environment environment) {
