@@ -38,7 +38,9 @@ OUTPUTS: Dict[str, str] = {
     "java": "clients/java/integrations/http/src/main/java/io/librl/http/Schema.java",
 }
 
-KINDS = ("string", "integer", "boolean", "duration", "rate", "list", "object", "int-or-string")
+KINDS = (
+    "string", "integer", "boolean", "duration", "rate", "list", "object", "int-or-string", "map", "json",
+)
 
 # What each place in the schema may hold; anything else is refused.
 TOP_KEYS = {
@@ -50,12 +52,22 @@ FIELD_KEYS = {
     "description", "type", "enum", "default", "minimum", "maximum", "minLength",
     "maxLength", "minItems", "pattern", "items", "$ref", "oneOf",
     "x-librl-duration", "x-librl-rate", "x-librl-expected",
+    # a map (an object of names the document chooses): its names and values
+    "propertyNames", "additionalProperties",
+    # beside the $ref of an object: that use's own defaults
+    "properties",
 }
+# A map's names: a pattern and what a name that misses it is told.
+NAME_KEYS = {"pattern", "x-librl-expected"}
+# What an object's use beside its $ref may say of one of its fields.
+OVERRIDE_KEYS = {"default", "description"}
+# A json field: any JSON value but null (null is no field's value).
+JSON_TYPES = ["object", "array", "string", "number", "boolean"]
 # Inside a subschema marked x-librl-rule: a cross-field rule stated for
 # validators, which the integrations check in code (never walked).
 RULE_KEYS = {
     "x-librl-rule", "if", "then", "else", "not", "anyOf", "oneOf", "allOf",
-    "required", "properties", "const",
+    "required", "properties", "const", "type",
 }
 DURATION_KEYS = {"min_ms", "max_ms"}
 RATE_KEYS = {"min_count", "max_count", "min_ms", "max_ms"}
@@ -83,6 +95,8 @@ class Field:
     duration_min_ms: Optional[int] = None
     duration_max_ms: Optional[int] = None
     expected: Optional[str] = None
+    key_pattern: Optional[str] = None
+    key_expected: Optional[str] = None
 
 
 @dataclass
@@ -170,7 +184,11 @@ class Reader:
                 raise SchemaError(f"$defs.{name}: an object no field uses")
         return self.model
 
-    def object(self, name: str, node: Dict[str, Any], where: str) -> None:
+    def object(
+        self, name: str, node: Dict[str, Any], where: str, defaults: Optional[Dict[str, Any]] = None
+    ) -> None:
+        """An object's fields, as `name`; `defaults` are a use's own
+        defaults for some of them (the fields beside its $ref)."""
         if where != "(top)":
             refuse_unknown(where, node, OBJECT_KEYS)
         if node.get("additionalProperties") is not False:
@@ -186,6 +204,16 @@ class Reader:
             check_rule(f"{where}.allOf[{i}]", sub, self.model.rules)
         self.model.objects[name] = []  # placed before its fields' objects
         fields = [self.field(key, sub, f"{where}.{key}", key in required) for key, sub in props.items()]
+        for key, override in (defaults or {}).items():
+            there = f"{where} as {name}: properties.{key}"
+            if not isinstance(override, dict):
+                raise SchemaError(f"{there}: not an object")
+            refuse_unknown(there, override, OVERRIDE_KEYS)
+            matching = [f for f in fields if f.name == key]
+            if not matching:
+                raise SchemaError(f"{there}: {key!r} is not a field of the object")
+            if "default" in override:
+                matching[0].default = ascii_text(there, json.dumps(override["default"], separators=(",", ":")))
         self.model.objects[name] = fields
 
     def resolve(self, node: Dict[str, Any], where: str) -> Tuple[Dict[str, Any], Optional[str]]:
@@ -210,13 +238,34 @@ class Reader:
             f.default = ascii_text(where, json.dumps(merged["default"], separators=(",", ":")))
         if "x-librl-expected" in merged:
             f.expected = ascii_text(where, merged["x-librl-expected"])
+        if merged.get("type") == "object" and isinstance(merged.get("additionalProperties"), dict) and ref is None:
+            return self.map_field(f, merged, where)
         if merged.get("type") == "object":
             if ref is None:
                 raise SchemaError(f"{where}: an object field must $ref a definition (its name)")
             f.kind = "object"
-            f.object = ref
-            if ref not in self.model.objects:
-                self.object(ref, self.defs[ref], f"$defs.{ref}")
+            defaults = node.get("properties")
+            if defaults is None:
+                f.object = ref
+                if ref not in self.model.objects:
+                    self.object(ref, self.defs[ref], f"$defs.{ref}")
+                return f
+            # This use has defaults of its own: an object of its own, named
+            # after the field.
+            if not name or name in self.model.objects or name in self.defs:
+                raise SchemaError(f"{where}: an object with its own defaults is named after its field, {name!r}, which is taken")
+            f.object = name
+            self.object(name, self.defs[ref], where, defaults)
+            return f
+        if "properties" in node or "propertyNames" in merged or "additionalProperties" in merged:
+            raise SchemaError(f"{where}: properties, propertyNames or additionalProperties on a field that is no object")
+        if isinstance(merged.get("type"), list):
+            if merged["type"] != JSON_TYPES:
+                raise SchemaError(f"{where}: a list of types is a json field's, exactly {JSON_TYPES}")
+            extra = set(merged) - {"description", "type", "x-librl-expected"}
+            if extra:
+                raise SchemaError(f"{where}: a json field takes no {sorted(extra)}")
+            f.kind = "json"
             return f
         refuse_unknown(where, merged, FIELD_KEYS)
         if "x-librl-duration" in merged:
@@ -289,6 +338,27 @@ class Reader:
             raise SchemaError(f"{where}: items on a {kind} field")
         return f
 
+    def map_field(self, f: Field, merged: Dict[str, Any], where: str) -> Field:
+        """An object whose names the document chooses (a name matching
+        propertyNames' pattern), each holding a value of one schema."""
+        extra = set(merged) - {"description", "type", "propertyNames", "additionalProperties", "default"}
+        if extra:
+            raise SchemaError(f"{where}: a map takes no {sorted(extra)}")
+        names = merged.get("propertyNames")
+        if not isinstance(names, dict):
+            raise SchemaError(f"{where}: a map needs propertyNames (a pattern and x-librl-expected)")
+        refuse_unknown(f"{where}.propertyNames", names, NAME_KEYS)
+        f.kind = "map"
+        f.key_pattern = self.pattern(f"{where}.propertyNames", names)
+        if f.key_pattern is None or "x-librl-expected" not in names:
+            raise SchemaError(f"{where}: a map's propertyNames need a pattern and x-librl-expected")
+        f.key_expected = ascii_text(where, names["x-librl-expected"])
+        value = merged["additionalProperties"]
+        if not isinstance(value, dict):
+            raise SchemaError(f"{where}: a map's additionalProperties is the schema of its values")
+        f.items = self.field("", value, f"{where}{{}}", False)
+        return f
+
     def pattern(self, where: str, node: Dict[str, Any]) -> Optional[str]:
         pattern = node.get("pattern")
         if pattern is None:
@@ -322,9 +392,10 @@ def emit_python(model: Model) -> str:
         '"""The configuration\'s schema as data.',
         "",
         "Each object's fields in the schema's order; a list's items are a Field",
-        'named "". ``default`` is the default as JSON text: parse it and walk it',
-        "as if the document held it. Patterns are searched for (re.search) and",
-        'anchored where they must be."""',
+        'named "", and so are a map\'s values (its names match ``key_pattern``).',
+        "``default`` is the default as JSON text: parse it and walk it as if the",
+        "document held it. Patterns are searched for (re.search) and anchored",
+        'where they must be."""',
         "",
         "from __future__ import annotations",
         "",
@@ -356,6 +427,8 @@ def emit_python(model: Model) -> str:
         "    duration_min_ms: Optional[int] = None",
         "    duration_max_ms: Optional[int] = None",
         "    expected: Optional[str] = None",
+        "    key_pattern: Optional[str] = None",
+        "    key_expected: Optional[str] = None",
         "",
         "",
         f"ROOT = {py_str(model.root)}",
@@ -373,7 +446,7 @@ def emit_python(model: Model) -> str:
                 sub[0] = f"{inner}items=" + sub[0].lstrip()
                 lines += sub
                 continue
-            if key == "pattern" and isinstance(value, str) and value.endswith("$"):
+            if key in ("pattern", "key_pattern") and isinstance(value, str) and value.endswith("$"):
                 # re.search's $ also matches before a final newline.
                 value = value[:-1] + "\\Z"
             if isinstance(value, tuple):
@@ -385,7 +458,8 @@ def emit_python(model: Model) -> str:
             else:
                 text = py_str(value)
             line = f"{inner}{key}={text},"
-            if len(line) > 100:
+            # ruff lets a long line without spaces (one long literal) be.
+            if len(line) > 100 and " " in line.strip():
                 if isinstance(value, tuple):
                     lines.append(f"{inner}{key}=(")
                     lines += [f"{inner}    {py_str(c)}," for c in value]
@@ -420,6 +494,7 @@ def field_items(f: Field) -> List[Tuple[str, Any]]:
     for key in (
         "default", "choices", "minimum", "maximum", "pattern", "min_length", "max_length",
         "min_items", "items", "object", "duration_min_ms", "duration_max_ms", "expected",
+        "key_pattern", "key_expected",
     ):
         value = getattr(f, key)
         if value is not None and value != ():
@@ -439,9 +514,10 @@ def emit_typescript(model: Model) -> str:
         " * The configuration's schema as data.",
         " *",
         " * Each object's fields in the schema's order; a list's items are a Field",
-        ' * named "". `default` is the default as JSON text: parse it and walk it as',
-        " * if the document held it. Patterns are searched for (RegExp.test) and",
-        " * anchored where they must be.",
+        ' * named "", and so are a map\'s values (its names match `keyPattern`).',
+        " * `default` is the default as JSON text: parse it and walk it as if the",
+        " * document held it. Patterns are searched for (RegExp.test) and anchored",
+        " * where they must be.",
         " */",
         "",
         "export type Kind = " + " | ".join(q(k) for k in KINDS) + ";",
@@ -464,6 +540,8 @@ def emit_typescript(model: Model) -> str:
         "  readonly durationMinMs?: number;",
         "  readonly durationMaxMs?: number;",
         "  readonly expected?: string;",
+        "  readonly keyPattern?: string;",
+        "  readonly keyExpected?: string;",
         "}",
         "",
         f"export const ROOT = {q(model.root)};",
@@ -519,6 +597,7 @@ def emit_go(model: Model) -> str:
         "// every integer, rate and duration field has both bounds). Default is the",
         "// default as JSON text: parse it and walk it as if the document held it.",
         "// Patterns are searched for (MatchString) and anchored where they must be.",
+        "// A list's items and a map's values are Items; a map's names match KeyPattern.",
         "type schemaField struct {",
         "\tName          string",
         "\tKind          schemaKind",
@@ -536,6 +615,8 @@ def emit_go(model: Model) -> str:
         "\tDurationMinMS int64",
         "\tDurationMaxMS int64",
         "\tExpected      string",
+        "\tKeyPattern    string",
+        "\tKeyExpected   string",
         "}",
         "",
         "// schemaRoot is the document's object.",
@@ -550,6 +631,7 @@ def emit_go(model: Model) -> str:
         "min_length": "MinLength", "max_length": "MaxLength", "min_items": "MinItems",
         "items": "Items", "object": "Object", "duration_min_ms": "DurationMinMS",
         "duration_max_ms": "DurationMaxMS", "expected": "Expected",
+        "key_pattern": "KeyPattern", "key_expected": "KeyExpected",
     }
 
     def literal(f: Field) -> str:
@@ -591,7 +673,8 @@ def emit_rust(model: Model) -> str:
         "//! The configuration's schema as data.",
         "//!",
         "//! Each object's fields in the schema's order; a list's items are a",
-        '//! [`Field`] named "". `default` is the default as JSON text: parse it and',
+        '//! [`Field`] named "", and so are a map\'s values (its names match',
+        "//! `key_pattern`). `default` is the default as JSON text: parse it and",
         "//! walk it as if the document held it. Patterns are searched for",
         "//! (`Regex::is_match`) and anchored where they must be.",
         "",
@@ -620,6 +703,8 @@ def emit_rust(model: Model) -> str:
         "    pub duration_min_ms: Option<u64>,",
         "    pub duration_max_ms: Option<u64>,",
         "    pub expected: Option<&'static str>,",
+        "    pub key_pattern: Option<&'static str>,",
+        "    pub key_expected: Option<&'static str>,",
         "}",
         "",
         "/// An object: its name and its fields.",
@@ -672,6 +757,8 @@ def emit_rust(model: Model) -> str:
             f"{i}duration_min_ms: {opt(f.duration_min_ms)},",
             f"{i}duration_max_ms: {opt(f.duration_max_ms)},",
             f"{i}expected: {opt(f.expected)},",
+            f"{i}key_pattern: {opt(f.key_pattern)},",
+            f"{i}key_expected: {opt(f.key_expected)},",
             f"{indent}}}",
         ]
         return lines
@@ -712,9 +799,10 @@ def emit_java(model: Model) -> str:
         " * The configuration's schema as data.",
         " *",
         " * <p>Each object's fields in the schema's order; a list's items are a {@link Field} named",
-        ' * "". {@code defaultValue} is the default as the document would hold it (a {@code String},',
-        " * {@code Long}, {@code Boolean}, or an empty {@code List} or {@code Map}): the walker walks it",
-        " * as if the document held it. Patterns are searched for ({@code Matcher.find}) and anchored",
+        ' * "", and so are a map\'s values (its names match {@code keyPattern}). {@code defaultValue}',
+        " * is the default as the document would hold it (a {@code String}, {@code Long}, {@code",
+        " * Boolean}, or an empty {@code List} or {@code Map}): the walker walks it as if the document",
+        " * held it. Patterns are searched for ({@code Matcher.find}) and anchored",
         " * where they must be (a final {@code $} is written {@code \\z}: Java's {@code $} also",
         " * matches before a final line terminator).",
         " */",
@@ -743,7 +831,9 @@ def emit_java(model: Model) -> str:
         "      String object,",
         "      Long durationMinMs,",
         "      Long durationMaxMs,",
-        "      String expected) {}",
+        "      String expected,",
+        "      String keyPattern,",
+        "      String keyExpected) {}",
         "",
         "  /** The document's object. */",
         f"  static final String ROOT = {java_str(model.root)};",
@@ -777,6 +867,9 @@ def emit_java(model: Model) -> str:
         pattern = f.pattern
         if pattern is not None and pattern.endswith("$"):
             pattern = pattern[:-1] + "\\z"
+        key_pattern = f.key_pattern
+        if key_pattern is not None and key_pattern.endswith("$"):
+            key_pattern = key_pattern[:-1] + "\\z"
         default = "null" if f.default is None else value(json.loads(f.default))
         lines = [
             "new Field(",
@@ -803,7 +896,9 @@ def emit_java(model: Model) -> str:
             f"{i}{opt_str(f.object)},",
             f"{i}{opt_long(f.duration_min_ms)},",
             f"{i}{opt_long(f.duration_max_ms)},",
-            f"{i}{opt_str(f.expected)})",
+            f"{i}{opt_str(f.expected)},",
+            f"{i}{opt_str(key_pattern)},",
+            f"{i}{opt_str(f.key_expected)})",
         ]
         return lines
 

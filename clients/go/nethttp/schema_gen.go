@@ -14,6 +14,8 @@ const (
 	schemaList
 	schemaObject
 	schemaIntOrString
+	schemaMap
+	schemaJson
 )
 
 // schemaField is one field of an object, as the schema gives it. A zero
@@ -21,6 +23,7 @@ const (
 // every integer, rate and duration field has both bounds). Default is the
 // default as JSON text: parse it and walk it as if the document held it.
 // Patterns are searched for (MatchString) and anchored where they must be.
+// A list's items and a map's values are Items; a map's names match KeyPattern.
 type schemaField struct {
 	Name          string
 	Kind          schemaKind
@@ -38,6 +41,8 @@ type schemaField struct {
 	DurationMinMS int64
 	DurationMaxMS int64
 	Expected      string
+	KeyPattern    string
+	KeyExpected   string
 }
 
 // schemaRoot is the document's object.
@@ -47,7 +52,7 @@ const schemaRoot = "config"
 var schemaObjects = map[string][]schemaField{
 	"config": {
 		{Name: "prefix", Kind: schemaString, Default: "\"rl:\"", Pattern: "^[!-z|~]*$", MaxLength: 64, Expected: "0 to 64 bytes of printable ASCII without {, } or space"},
-		{Name: "mode", Kind: schemaString, Default: "\"enforce\"", Choices: []string{"enforce", "shadow"}},
+		{Name: "mode", Kind: schemaString, Default: "\"enforce\"", Pattern: "^(enforce|shadow|code:[A-Za-z0-9._-]{1,64})$", Expected: "enforce, shadow or code:<name>"},
 		{Name: "fail", Kind: schemaString, Default: "\"open\"", Choices: []string{"open", "closed", "local"}},
 		{Name: "timeout", Kind: schemaDuration, Default: "\"250ms\"", DurationMinMS: 1, DurationMaxMS: 60000},
 		{Name: "headers", Kind: schemaString, Default: "\"both\"", Choices: []string{"both", "ietf", "legacy", "draft6", "none"}},
@@ -57,36 +62,60 @@ var schemaObjects = map[string][]schemaField{
 		{Name: "exempt_loopback", Kind: schemaBoolean, Default: "false"},
 		{Name: "ipv6_prefix", Kind: schemaInteger, Default: "56", Minimum: 1, Maximum: 128},
 		{Name: "api_key_header", Kind: schemaString, Default: "\"X-Api-Key\"", Pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$", Expected: "a header name (an RFC 9110 token)"},
+		{Name: "identities", Kind: schemaMap, Items: &schemaField{Kind: schemaList, MinItems: 1, Items: &schemaField{Kind: schemaString, Pattern: "^(user|ip|(header|cookie|query|authorization):[!#$%&'*+.^_`|~0-9A-Za-z-]+)$", Expected: "user, ip, or header:, cookie:, query: or authorization: and a name"}}, KeyPattern: "^[A-Za-z0-9._-]{1,64}$", KeyExpected: "1 to 64 of A-Z a-z 0-9 - _ ."},
 		{Name: "max_body_bytes", Kind: schemaInteger, Default: "8388608", Minimum: 1, Maximum: 1125899906842624},
 		{Name: "local_max_keys", Kind: schemaInteger, Default: "100000", Minimum: 1, Maximum: 4294967296},
 		{Name: "deny", Kind: schemaObject, Default: "{}", Object: "deny"},
+		{Name: "fail_deny", Kind: schemaObject, Default: "{}", Object: "fail_deny"},
 		{Name: "policies", Kind: schemaList, Required: true, Items: &schemaField{Kind: schemaObject, Object: "policy"}},
 		{Name: "routes", Kind: schemaList, Default: "[]", Items: &schemaField{Kind: schemaObject, Object: "route"}},
 	},
 	"deny": {
 		{Name: "status", Kind: schemaInteger, Default: "429", Minimum: 400, Maximum: 599},
-		{Name: "body", Kind: schemaString, Default: "\"problem\"", Choices: []string{"problem", "text"}},
+		{Name: "body", Kind: schemaString, Default: "\"problem\"", Choices: []string{"problem", "text", "json"}},
 		{Name: "message", Kind: schemaString, Default: "\"Too Many Requests\"", MinLength: 1, MaxLength: 1024, Expected: "1 to 1024 bytes of text"},
+		{Name: "content_type", Kind: schemaString, Default: "\"text/plain; charset=utf-8\"", Pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+/[!#$%&'*+.^_`|~0-9A-Za-z-]+( *; *[!#$%&'*+.^_`|~0-9A-Za-z-]+=([!#$%&'*+.^_`|~0-9A-Za-z-]+|\"[ !#-\\[\\]-~]*\"))*$", Expected: "a media type (type/subtype, then ; name=value parameters)"},
+		{Name: "json", Kind: schemaJson, Expected: "a JSON value other than null"},
+		{Name: "headers", Kind: schemaMap, Items: &schemaField{Kind: schemaString, Pattern: "^[!-~]+( +[!-~]+)*$", MaxLength: 1024, Expected: "1 to 1024 bytes of visible ASCII, spaces only between words"}, KeyPattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$", KeyExpected: "a header name (an RFC 9110 token)"},
+	},
+	"fail_deny": {
+		{Name: "status", Kind: schemaInteger, Default: "503", Minimum: 400, Maximum: 599},
+		{Name: "body", Kind: schemaString, Default: "\"problem\"", Choices: []string{"problem", "text", "json"}},
+		{Name: "message", Kind: schemaString, Default: "\"Service Unavailable\"", MinLength: 1, MaxLength: 1024, Expected: "1 to 1024 bytes of text"},
+		{Name: "content_type", Kind: schemaString, Default: "\"text/plain; charset=utf-8\"", Pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+/[!#$%&'*+.^_`|~0-9A-Za-z-]+( *; *[!#$%&'*+.^_`|~0-9A-Za-z-]+=([!#$%&'*+.^_`|~0-9A-Za-z-]+|\"[ !#-\\[\\]-~]*\"))*$", Expected: "a media type (type/subtype, then ; name=value parameters)"},
+		{Name: "json", Kind: schemaJson, Expected: "a JSON value other than null"},
+		{Name: "headers", Kind: schemaMap, Items: &schemaField{Kind: schemaString, Pattern: "^[!-~]+( +[!-~]+)*$", MaxLength: 1024, Expected: "1 to 1024 bytes of visible ASCII, spaces only between words"}, KeyPattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$", KeyExpected: "a header name (an RFC 9110 token)"},
 	},
 	"policy": {
 		{Name: "name", Kind: schemaString, Required: true, Pattern: "^[A-Za-z0-9._-]{1,64}$", Expected: "1 to 64 of A-Z a-z 0-9 - _ ."},
 		{Name: "algorithm", Kind: schemaString, Required: true, Choices: []string{"fixed", "sliding", "approx", "token", "concurrency"}},
-		{Name: "limit", Kind: schemaInteger, Minimum: 1, Maximum: 1125899906842624},
+		{Name: "limit", Kind: schemaIntOrString, Minimum: 1, Maximum: 1125899906842624, Pattern: "^code:[A-Za-z0-9._-]{1,64}$", Expected: "an integer from 1 to 1125899906842624 or code:<name>"},
 		{Name: "window", Kind: schemaDuration, DurationMinMS: 1, DurationMaxMS: 315360000000},
 		{Name: "lease", Kind: schemaDuration, DurationMinMS: 1, DurationMaxMS: 315360000000},
 		{Name: "rate", Kind: schemaRate, Minimum: 1, Maximum: 1125899906842624, Pattern: "^[ \\t]*[0-9]+[ \\t]*(/[ \\t]*(([0-9]+[ \\t]*([Ss][Ee][Cc][Oo][Nn][Dd][Ss]?|[Mm][Ii][Nn][Uu][Tt][Ee][Ss]?|[Hh][Oo][Uu][Rr][Ss]?|[Dd][Aa][Yy][Ss]?|[SsMmHhDd])|[1-9][0-9]*([Mm][Ss])?)|([Ss][Ee][Cc][Oo][Nn][Dd][Ss]?|[Mm][Ii][Nn][Uu][Tt][Ee][Ss]?|[Hh][Oo][Uu][Rr][Ss]?|[Dd][Aa][Yy][Ss]?|[SsMmHhDd]))|[Pp][Ee][Rr]([ \\t]*([0-9]+[ \\t]*([Ss][Ee][Cc][Oo][Nn][Dd][Ss]?|[Mm][Ii][Nn][Uu][Tt][Ee][Ss]?|[Hh][Oo][Uu][Rr][Ss]?|[Dd][Aa][Yy][Ss]?|[SsMmHhDd])|[1-9][0-9]*([Mm][Ss])?)|[ \\t]+([Ss][Ee][Cc][Oo][Nn][Dd][Ss]?|[Mm][Ii][Nn][Uu][Tt][Ee][Ss]?|[Hh][Oo][Uu][Rr][Ss]?|[Dd][Aa][Yy][Ss]?|[SsMmHhDd])))[ \\t]*$", DurationMinMS: 1, DurationMaxMS: 315360000000},
 		{Name: "aligned", Kind: schemaBoolean, Default: "false"},
 		{Name: "burst", Kind: schemaInteger, Minimum: 1, Maximum: 1125899906842624},
-		{Name: "key", Kind: schemaString, Default: "\"ip\"", Pattern: "^(ip|api-key|user|global|header:[!#$%&'*+.^_`|~0-9A-Za-z-]+)$", Expected: "ip, api-key, user, global or header:<Name>"},
-		{Name: "cost", Kind: schemaIntOrString, Default: "1", Minimum: 1, Maximum: 1125899906842624, Pattern: "^(body-bytes|header:[!#$%&'*+.^_`|~0-9A-Za-z-]+)$", Expected: "an integer from 1 to 1125899906842624, body-bytes or header:<Name>"},
+		{Name: "key", Kind: schemaString, Default: "\"ip\"", Pattern: "^(ip|global|[A-Za-z0-9._-]{1,64}|(header|cookie|query|authorization):[!#$%&'*+.^_`|~0-9A-Za-z-]+)$", Expected: "ip, global, an identity's name, or header:, cookie:, query: or authorization: and a name"},
+		{Name: "cost", Kind: schemaIntOrString, Default: "1", Minimum: 1, Maximum: 1125899906842624, Pattern: "^(body-bytes|header:[!#$%&'*+.^_`|~0-9A-Za-z-]+|code:[A-Za-z0-9._-]{1,64})$", Expected: "an integer from 1 to 1125899906842624, body-bytes, header:<Name> or code:<name>"},
 		{Name: "count", Kind: schemaString, Default: "\"all\"", Choices: []string{"all", "failed", "succeeded"}},
 		{Name: "overridable", Kind: schemaBoolean, Default: "false"},
 		{Name: "mode", Kind: schemaString, Choices: []string{"enforce", "shadow"}},
+		{Name: "block", Kind: schemaDuration, DurationMinMS: 1, DurationMaxMS: 315360000000},
+		{Name: "queue", Kind: schemaDuration, DurationMinMS: 1, DurationMaxMS: 60000},
 	},
 	"route": {
 		{Name: "path", Kind: schemaString, Required: true, Pattern: "^/", Expected: "a path starting with /"},
 		{Name: "methods", Kind: schemaList, MinItems: 1, Items: &schemaField{Kind: schemaString, Pattern: "^[!#$%&'*+.^_`|~0-9A-Z-]+$", Expected: "a method token without lower-case letters (GET, M-SEARCH)"}},
 		{Name: "policies", Kind: schemaList, Required: true, Items: &schemaField{Kind: schemaString}},
+		{Name: "deny", Kind: schemaObject, Object: "refusal"},
+	},
+	"refusal": {
+		{Name: "status", Kind: schemaInteger, Minimum: 400, Maximum: 599},
+		{Name: "body", Kind: schemaString, Choices: []string{"problem", "text", "json"}},
+		{Name: "message", Kind: schemaString, MinLength: 1, MaxLength: 1024, Expected: "1 to 1024 bytes of text"},
+		{Name: "content_type", Kind: schemaString, Pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+/[!#$%&'*+.^_`|~0-9A-Za-z-]+( *; *[!#$%&'*+.^_`|~0-9A-Za-z-]+=([!#$%&'*+.^_`|~0-9A-Za-z-]+|\"[ !#-\\[\\]-~]*\"))*$", Expected: "a media type (type/subtype, then ; name=value parameters)"},
+		{Name: "json", Kind: schemaJson, Expected: "a JSON value other than null"},
+		{Name: "headers", Kind: schemaMap, Items: &schemaField{Kind: schemaString, Pattern: "^[!-~]+( +[!-~]+)*$", MaxLength: 1024, Expected: "1 to 1024 bytes of visible ASCII, spaces only between words"}, KeyPattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$", KeyExpected: "a header name (an RFC 9110 token)"},
 	},
 }
 
@@ -94,11 +123,19 @@ var schemaObjects = map[string][]schemaField{
 var schemaRules = map[string]string{
 	"policy-names-unique":          "no two policies have the same name",
 	"routes-name-defined-policies": "every name in a route's policies is a policy's name",
-	"rate-or-limit-and-window":     "a policy other than concurrency has rate, or limit and window, and never both",
+	"rate-or-limit-and-window":     "a policy other than concurrency has rate, or limit and window, and never both; a policy whose limit is code:<name> has neither window nor rate",
 	"aligned-only-on-fixed":        "aligned: true only on a fixed policy",
 	"burst-only-on-token":          "burst only on a token policy",
-	"concurrency-has-lease":        "a concurrency policy has limit and lease, no window or rate, and count all; lease only on a concurrency policy",
+	"queue-only-on-token":          "queue only on a token policy",
+	"concurrency-has-lease":        "a concurrency policy has limit and lease, no window, rate or block, and count all; lease only on a concurrency policy",
 	"trusted-proxies-are-networks": "each trusted proxy is an IP address or a CIDR network (the pattern only bounds its characters)",
 	"exempt-are-networks":          "each exempt entry is an IP address or a CIDR network (the pattern only bounds its characters)",
 	"fail-local-where-supported":   "fail: local only in an integration that has the local fail mode (Rust)",
+	"code-limit-alone":             "a policy whose limit is code:<name> has no window, rate or burst and is not overridable (its resolver gives them)",
+	"identity-names-not-reserved":  "no identity is named ip or global",
+	"ip-source-last":               "ip is the last of an identity's sources (a source after it is never read)",
+	"keys-name-identities":         "a policy's key that is a name is ip, global, api-key, user or a name of identities",
+	"resolvers-registered":         "every code:<name> names a resolver the application registered for that field (mode, limit or cost)",
+	"deny-json-with-json-body":     "a refusal whose body is json has json (a route's deny may take it from deny), and json is given only in a refusal whose body is json",
+	"deny-headers-are-extra":       "a refusal's headers name no header the integration sets itself (RateLimit, RateLimit-Policy, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, Retry-After, Content-Type, Content-Length) and no name twice, without regard to case",
 }

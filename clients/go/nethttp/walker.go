@@ -20,7 +20,8 @@ import (
 
 // walked is an object as the walker read it: each present or defaulted
 // field's value, a string, an int64, a bool, a duration in ms (int64), a
-// rateValue, an int64 or string (int-or-string), a []any or a walked.
+// rateValue, an int64 or string (int-or-string), a []any, a walked, a
+// map[string]any (a map field) or any JSON value (a json field).
 type walked map[string]any
 
 // rateValue is a rate field, read.
@@ -189,8 +190,43 @@ func walk(path string, value any, f *schemaField) (any, error) {
 		return out, nil
 	case schemaObject:
 		return walkObject(path, path+".", value, f.Object)
+	case schemaMap:
+		return walkMap(path, value, f)
+	case schemaJson:
+		if value == nil {
+			return nil, bad(path, "must be %s", expected(f))
+		}
+		return value, nil
 	}
 	panic(fmt.Sprintf("nethttp: the generated schema has a kind %d this walker does not know", f.Kind))
+}
+
+// walkMap reads an object whose names the document chooses (identities,
+// a refusal's headers): each name matches the field's KeyPattern, each
+// value is walked as its Items; a map[string]any.
+func walkMap(path string, value any, f *schemaField) (map[string]any, error) {
+	m, ok := asObject(value)
+	if !ok {
+		return nil, bad(path, "must be an object")
+	}
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names) // one message for one document, whatever the map's order
+	out := make(map[string]any, len(m))
+	for _, name := range names {
+		at := path + "." + name
+		if !pattern(f.KeyPattern).MatchString(name) {
+			return nil, bad(at, "must be %s", f.KeyExpected)
+		}
+		v, err := walk(at, m[name], f.Items)
+		if err != nil {
+			return nil, err
+		}
+		out[name] = v
+	}
+	return out, nil
 }
 
 func walkString(path string, value any, f *schemaField) (string, error) {

@@ -3,12 +3,13 @@
  * The configuration's schema as data.
  *
  * Each object's fields in the schema's order; a list's items are a Field
- * named "". `default` is the default as JSON text: parse it and walk it as
- * if the document held it. Patterns are searched for (RegExp.test) and
- * anchored where they must be.
+ * named "", and so are a map's values (its names match `keyPattern`).
+ * `default` is the default as JSON text: parse it and walk it as if the
+ * document held it. Patterns are searched for (RegExp.test) and anchored
+ * where they must be.
  */
 
-export type Kind = "string" | "integer" | "boolean" | "duration" | "rate" | "list" | "object" | "int-or-string";
+export type Kind = "string" | "integer" | "boolean" | "duration" | "rate" | "list" | "object" | "int-or-string" | "map" | "json";
 
 /** One field of an object, as the schema gives it. */
 export interface Field {
@@ -28,6 +29,8 @@ export interface Field {
   readonly durationMinMs?: number;
   readonly durationMaxMs?: number;
   readonly expected?: string;
+  readonly keyPattern?: string;
+  readonly keyExpected?: string;
 }
 
 export const ROOT = "config";
@@ -35,7 +38,7 @@ export const ROOT = "config";
 export const OBJECTS: Readonly<Record<string, readonly Field[]>> = {
   config: [
     { name: "prefix", kind: "string", required: false, choices: [], default: "\"rl:\"", pattern: "^[!-z|~]*$", maxLength: 64, expected: "0 to 64 bytes of printable ASCII without {, } or space" },
-    { name: "mode", kind: "string", required: false, choices: ["enforce", "shadow"], default: "\"enforce\"" },
+    { name: "mode", kind: "string", required: false, choices: [], default: "\"enforce\"", pattern: "^(enforce|shadow|code:[A-Za-z0-9._-]{1,64})$", expected: "enforce, shadow or code:<name>" },
     { name: "fail", kind: "string", required: false, choices: ["open", "closed", "local"], default: "\"open\"" },
     { name: "timeout", kind: "duration", required: false, choices: [], default: "\"250ms\"", durationMinMs: 1, durationMaxMs: 60000 },
     { name: "headers", kind: "string", required: false, choices: ["both", "ietf", "legacy", "draft6", "none"], default: "\"both\"" },
@@ -45,36 +48,60 @@ export const OBJECTS: Readonly<Record<string, readonly Field[]>> = {
     { name: "exempt_loopback", kind: "boolean", required: false, choices: [], default: "false" },
     { name: "ipv6_prefix", kind: "integer", required: false, choices: [], default: "56", minimum: 1, maximum: 128 },
     { name: "api_key_header", kind: "string", required: false, choices: [], default: "\"X-Api-Key\"", pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$", expected: "a header name (an RFC 9110 token)" },
+    { name: "identities", kind: "map", required: false, choices: [], items: { name: "", kind: "list", required: false, choices: [], minItems: 1, items: { name: "", kind: "string", required: false, choices: [], pattern: "^(user|ip|(header|cookie|query|authorization):[!#$%&'*+.^_`|~0-9A-Za-z-]+)$", expected: "user, ip, or header:, cookie:, query: or authorization: and a name" } }, keyPattern: "^[A-Za-z0-9._-]{1,64}$", keyExpected: "1 to 64 of A-Z a-z 0-9 - _ ." },
     { name: "max_body_bytes", kind: "integer", required: false, choices: [], default: "8388608", minimum: 1, maximum: 1125899906842624 },
     { name: "local_max_keys", kind: "integer", required: false, choices: [], default: "100000", minimum: 1, maximum: 4294967296 },
     { name: "deny", kind: "object", required: false, choices: [], default: "{}", object: "deny" },
+    { name: "fail_deny", kind: "object", required: false, choices: [], default: "{}", object: "fail_deny" },
     { name: "policies", kind: "list", required: true, choices: [], items: { name: "", kind: "object", required: false, choices: [], object: "policy" } },
     { name: "routes", kind: "list", required: false, choices: [], default: "[]", items: { name: "", kind: "object", required: false, choices: [], object: "route" } },
   ],
   deny: [
     { name: "status", kind: "integer", required: false, choices: [], default: "429", minimum: 400, maximum: 599 },
-    { name: "body", kind: "string", required: false, choices: ["problem", "text"], default: "\"problem\"" },
+    { name: "body", kind: "string", required: false, choices: ["problem", "text", "json"], default: "\"problem\"" },
     { name: "message", kind: "string", required: false, choices: [], default: "\"Too Many Requests\"", minLength: 1, maxLength: 1024, expected: "1 to 1024 bytes of text" },
+    { name: "content_type", kind: "string", required: false, choices: [], default: "\"text/plain; charset=utf-8\"", pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+/[!#$%&'*+.^_`|~0-9A-Za-z-]+( *; *[!#$%&'*+.^_`|~0-9A-Za-z-]+=([!#$%&'*+.^_`|~0-9A-Za-z-]+|\"[ !#-\\[\\]-~]*\"))*$", expected: "a media type (type/subtype, then ; name=value parameters)" },
+    { name: "json", kind: "json", required: false, choices: [], expected: "a JSON value other than null" },
+    { name: "headers", kind: "map", required: false, choices: [], items: { name: "", kind: "string", required: false, choices: [], pattern: "^[!-~]+( +[!-~]+)*$", maxLength: 1024, expected: "1 to 1024 bytes of visible ASCII, spaces only between words" }, keyPattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$", keyExpected: "a header name (an RFC 9110 token)" },
+  ],
+  fail_deny: [
+    { name: "status", kind: "integer", required: false, choices: [], default: "503", minimum: 400, maximum: 599 },
+    { name: "body", kind: "string", required: false, choices: ["problem", "text", "json"], default: "\"problem\"" },
+    { name: "message", kind: "string", required: false, choices: [], default: "\"Service Unavailable\"", minLength: 1, maxLength: 1024, expected: "1 to 1024 bytes of text" },
+    { name: "content_type", kind: "string", required: false, choices: [], default: "\"text/plain; charset=utf-8\"", pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+/[!#$%&'*+.^_`|~0-9A-Za-z-]+( *; *[!#$%&'*+.^_`|~0-9A-Za-z-]+=([!#$%&'*+.^_`|~0-9A-Za-z-]+|\"[ !#-\\[\\]-~]*\"))*$", expected: "a media type (type/subtype, then ; name=value parameters)" },
+    { name: "json", kind: "json", required: false, choices: [], expected: "a JSON value other than null" },
+    { name: "headers", kind: "map", required: false, choices: [], items: { name: "", kind: "string", required: false, choices: [], pattern: "^[!-~]+( +[!-~]+)*$", maxLength: 1024, expected: "1 to 1024 bytes of visible ASCII, spaces only between words" }, keyPattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$", keyExpected: "a header name (an RFC 9110 token)" },
   ],
   policy: [
     { name: "name", kind: "string", required: true, choices: [], pattern: "^[A-Za-z0-9._-]{1,64}$", expected: "1 to 64 of A-Z a-z 0-9 - _ ." },
     { name: "algorithm", kind: "string", required: true, choices: ["fixed", "sliding", "approx", "token", "concurrency"] },
-    { name: "limit", kind: "integer", required: false, choices: [], minimum: 1, maximum: 1125899906842624 },
+    { name: "limit", kind: "int-or-string", required: false, choices: [], minimum: 1, maximum: 1125899906842624, pattern: "^code:[A-Za-z0-9._-]{1,64}$", expected: "an integer from 1 to 1125899906842624 or code:<name>" },
     { name: "window", kind: "duration", required: false, choices: [], durationMinMs: 1, durationMaxMs: 315360000000 },
     { name: "lease", kind: "duration", required: false, choices: [], durationMinMs: 1, durationMaxMs: 315360000000 },
     { name: "rate", kind: "rate", required: false, choices: [], minimum: 1, maximum: 1125899906842624, pattern: "^[ \\t]*[0-9]+[ \\t]*(/[ \\t]*(([0-9]+[ \\t]*([Ss][Ee][Cc][Oo][Nn][Dd][Ss]?|[Mm][Ii][Nn][Uu][Tt][Ee][Ss]?|[Hh][Oo][Uu][Rr][Ss]?|[Dd][Aa][Yy][Ss]?|[SsMmHhDd])|[1-9][0-9]*([Mm][Ss])?)|([Ss][Ee][Cc][Oo][Nn][Dd][Ss]?|[Mm][Ii][Nn][Uu][Tt][Ee][Ss]?|[Hh][Oo][Uu][Rr][Ss]?|[Dd][Aa][Yy][Ss]?|[SsMmHhDd]))|[Pp][Ee][Rr]([ \\t]*([0-9]+[ \\t]*([Ss][Ee][Cc][Oo][Nn][Dd][Ss]?|[Mm][Ii][Nn][Uu][Tt][Ee][Ss]?|[Hh][Oo][Uu][Rr][Ss]?|[Dd][Aa][Yy][Ss]?|[SsMmHhDd])|[1-9][0-9]*([Mm][Ss])?)|[ \\t]+([Ss][Ee][Cc][Oo][Nn][Dd][Ss]?|[Mm][Ii][Nn][Uu][Tt][Ee][Ss]?|[Hh][Oo][Uu][Rr][Ss]?|[Dd][Aa][Yy][Ss]?|[SsMmHhDd])))[ \\t]*$", durationMinMs: 1, durationMaxMs: 315360000000 },
     { name: "aligned", kind: "boolean", required: false, choices: [], default: "false" },
     { name: "burst", kind: "integer", required: false, choices: [], minimum: 1, maximum: 1125899906842624 },
-    { name: "key", kind: "string", required: false, choices: [], default: "\"ip\"", pattern: "^(ip|api-key|user|global|header:[!#$%&'*+.^_`|~0-9A-Za-z-]+)$", expected: "ip, api-key, user, global or header:<Name>" },
-    { name: "cost", kind: "int-or-string", required: false, choices: [], default: "1", minimum: 1, maximum: 1125899906842624, pattern: "^(body-bytes|header:[!#$%&'*+.^_`|~0-9A-Za-z-]+)$", expected: "an integer from 1 to 1125899906842624, body-bytes or header:<Name>" },
+    { name: "key", kind: "string", required: false, choices: [], default: "\"ip\"", pattern: "^(ip|global|[A-Za-z0-9._-]{1,64}|(header|cookie|query|authorization):[!#$%&'*+.^_`|~0-9A-Za-z-]+)$", expected: "ip, global, an identity's name, or header:, cookie:, query: or authorization: and a name" },
+    { name: "cost", kind: "int-or-string", required: false, choices: [], default: "1", minimum: 1, maximum: 1125899906842624, pattern: "^(body-bytes|header:[!#$%&'*+.^_`|~0-9A-Za-z-]+|code:[A-Za-z0-9._-]{1,64})$", expected: "an integer from 1 to 1125899906842624, body-bytes, header:<Name> or code:<name>" },
     { name: "count", kind: "string", required: false, choices: ["all", "failed", "succeeded"], default: "\"all\"" },
     { name: "overridable", kind: "boolean", required: false, choices: [], default: "false" },
     { name: "mode", kind: "string", required: false, choices: ["enforce", "shadow"] },
+    { name: "block", kind: "duration", required: false, choices: [], durationMinMs: 1, durationMaxMs: 315360000000 },
+    { name: "queue", kind: "duration", required: false, choices: [], durationMinMs: 1, durationMaxMs: 60000 },
   ],
   route: [
     { name: "path", kind: "string", required: true, choices: [], pattern: "^/", expected: "a path starting with /" },
     { name: "methods", kind: "list", required: false, choices: [], minItems: 1, items: { name: "", kind: "string", required: false, choices: [], pattern: "^[!#$%&'*+.^_`|~0-9A-Z-]+$", expected: "a method token without lower-case letters (GET, M-SEARCH)" } },
     { name: "policies", kind: "list", required: true, choices: [], items: { name: "", kind: "string", required: false, choices: [] } },
+    { name: "deny", kind: "object", required: false, choices: [], object: "refusal" },
+  ],
+  refusal: [
+    { name: "status", kind: "integer", required: false, choices: [], minimum: 400, maximum: 599 },
+    { name: "body", kind: "string", required: false, choices: ["problem", "text", "json"] },
+    { name: "message", kind: "string", required: false, choices: [], minLength: 1, maxLength: 1024, expected: "1 to 1024 bytes of text" },
+    { name: "content_type", kind: "string", required: false, choices: [], pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+/[!#$%&'*+.^_`|~0-9A-Za-z-]+( *; *[!#$%&'*+.^_`|~0-9A-Za-z-]+=([!#$%&'*+.^_`|~0-9A-Za-z-]+|\"[ !#-\\[\\]-~]*\"))*$", expected: "a media type (type/subtype, then ; name=value parameters)" },
+    { name: "json", kind: "json", required: false, choices: [], expected: "a JSON value other than null" },
+    { name: "headers", kind: "map", required: false, choices: [], items: { name: "", kind: "string", required: false, choices: [], pattern: "^[!-~]+( +[!-~]+)*$", maxLength: 1024, expected: "1 to 1024 bytes of visible ASCII, spaces only between words" }, keyPattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$", keyExpected: "a header name (an RFC 9110 token)" },
   ],
 };
 
@@ -82,11 +109,19 @@ export const OBJECTS: Readonly<Record<string, readonly Field[]>> = {
 export const RULES: Readonly<Record<string, string>> = {
   "policy-names-unique": "no two policies have the same name",
   "routes-name-defined-policies": "every name in a route's policies is a policy's name",
-  "rate-or-limit-and-window": "a policy other than concurrency has rate, or limit and window, and never both",
+  "rate-or-limit-and-window": "a policy other than concurrency has rate, or limit and window, and never both; a policy whose limit is code:<name> has neither window nor rate",
   "aligned-only-on-fixed": "aligned: true only on a fixed policy",
   "burst-only-on-token": "burst only on a token policy",
-  "concurrency-has-lease": "a concurrency policy has limit and lease, no window or rate, and count all; lease only on a concurrency policy",
+  "queue-only-on-token": "queue only on a token policy",
+  "concurrency-has-lease": "a concurrency policy has limit and lease, no window, rate or block, and count all; lease only on a concurrency policy",
   "trusted-proxies-are-networks": "each trusted proxy is an IP address or a CIDR network (the pattern only bounds its characters)",
   "exempt-are-networks": "each exempt entry is an IP address or a CIDR network (the pattern only bounds its characters)",
   "fail-local-where-supported": "fail: local only in an integration that has the local fail mode (Rust)",
+  "code-limit-alone": "a policy whose limit is code:<name> has no window, rate or burst and is not overridable (its resolver gives them)",
+  "identity-names-not-reserved": "no identity is named ip or global",
+  "ip-source-last": "ip is the last of an identity's sources (a source after it is never read)",
+  "keys-name-identities": "a policy's key that is a name is ip, global, api-key, user or a name of identities",
+  "resolvers-registered": "every code:<name> names a resolver the application registered for that field (mode, limit or cost)",
+  "deny-json-with-json-body": "a refusal whose body is json has json (a route's deny may take it from deny), and json is given only in a refusal whose body is json",
+  "deny-headers-are-extra": "a refusal's headers name no header the integration sets itself (RateLimit, RateLimit-Policy, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, Retry-After, Content-Type, Content-Length) and no name twice, without regard to case",
 };

@@ -121,6 +121,20 @@ function walk(path: string, value: unknown, field: Field): unknown {
     }
     case "object":
       return walkObject(path, `${path}.`, value, field.object as string);
+    case "map": {
+      // An object whose names the document chooses (identities, a refusal's headers).
+      if (typeof value !== "object" || value === null || Array.isArray(value)) throw new WalkError(path, "must be an object");
+      const out: Record<string, unknown> = {};
+      for (const [name, item] of Object.entries(value)) {
+        const at = `${path}.${name}`;
+        if (!pattern(field.keyPattern as string).test(name)) throw new WalkError(at, `must be ${field.keyExpected ?? "another name"}`);
+        out[name] = walk(at, item, field.items as Field);
+      }
+      return out;
+    }
+    case "json":
+      if (value === null || value === undefined) throw new WalkError(path, `must be ${field.expected ?? "a JSON value other than null"}`);
+      return value;
   }
 }
 

@@ -27,6 +27,10 @@ pub(crate) enum Walked {
     Rate { count: u64, window_ms: u64 },
     List(Vec<Walked>),
     Object(WalkedObject),
+    /// A map's entries (names the document chose), in the document's order.
+    Map(Vec<(String, Walked)>),
+    /// Any JSON value but null, as the document has it.
+    Json(Value),
 }
 
 /// An object once walked: its fields (given or defaulted), each with its path.
@@ -174,6 +178,33 @@ fn walk(path: &str, value: &Value, field: &Field) -> Result<Walked> {
             };
             walk_object(path, &format!("{path}."), value, object).map(Walked::Object)
         }
+        Kind::Map => {
+            let Value::Object(entries) = value else {
+                return refuse("must be an object".into());
+            };
+            let (Some(names), Some(item)) = (field.key_pattern, field.items) else {
+                return refuse("the generated schema gives this map no names or values".into());
+            };
+            let mut out = Vec::with_capacity(entries.len());
+            for (name, v) in entries {
+                let at = format!("{path}.{name}");
+                if !pattern(names).is_some_and(|re| re.is_match(name)) {
+                    return Err(ConfigError::new(
+                        at,
+                        format!("must be {}", field.key_expected.unwrap_or("another name")),
+                    ));
+                }
+                out.push((name.clone(), walk(&at, v, item)?));
+            }
+            Ok(Walked::Map(out))
+        }
+        Kind::Json => match value {
+            Value::Null => refuse(format!(
+                "must be {}",
+                field.expected.unwrap_or("a JSON value other than null")
+            )),
+            other => Ok(Walked::Json(other.clone())),
+        },
     }
 }
 
@@ -242,20 +273,33 @@ fn pattern(source: &str) -> Option<&'static Regex> {
     PATTERNS
         .get_or_init(|| {
             let mut all = HashMap::new();
-            for object in OBJECTS {
-                for field in object.fields {
-                    for f in [Some(field), field.items].into_iter().flatten() {
-                        if let Some(p) = f.pattern {
-                            if let Ok(re) = Regex::new(p) {
-                                all.insert(p, re);
-                            }
-                        }
-                    }
+            for p in schema_patterns() {
+                if let Ok(re) = Regex::new(p) {
+                    all.insert(p, re);
                 }
             }
             all
         })
         .get(source)
+}
+
+/// Every pattern the schema holds: fields', their items' (a list of maps
+/// of lists, at any depth) and maps' names.
+fn schema_patterns() -> Vec<&'static str> {
+    fn add(field: &'static Field, out: &mut Vec<&'static str>) {
+        out.extend(field.pattern);
+        out.extend(field.key_pattern);
+        if let Some(item) = field.items {
+            add(item, out);
+        }
+    }
+    let mut out = Vec::new();
+    for object in OBJECTS {
+        for field in object.fields {
+            add(field, &mut out);
+        }
+    }
+    out
 }
 
 impl WalkedObject {
@@ -368,15 +412,57 @@ mod tests {
 
     #[test]
     fn every_pattern_of_the_schema_compiles() {
-        for object in OBJECTS {
-            for field in object.fields {
-                for f in [Some(field), field.items].into_iter().flatten() {
-                    if let Some(p) = f.pattern {
-                        assert!(pattern(p).is_some(), "{}.{}: {p}", object.name, f.name);
-                    }
-                }
-            }
+        for p in schema_patterns() {
+            assert!(pattern(p).is_some(), "{p}");
         }
+    }
+
+    #[test]
+    fn maps_and_json_values_walk() {
+        let field = |object: &str, name: &str| {
+            OBJECTS
+                .iter()
+                .find(|o| o.name == object)
+                .and_then(|o| o.fields.iter().find(|f| f.name == name))
+                .unwrap()
+        };
+        let identities = field("config", "identities");
+        let walked = walk(
+            "identities",
+            &serde_json::json!({"client": ["header:X-Client-Id", "ip"]}),
+            identities,
+        )
+        .unwrap();
+        assert_eq!(
+            walked,
+            Walked::Map(vec![(
+                "client".into(),
+                Walked::List(vec![
+                    Walked::Text("header:X-Client-Id".into()),
+                    Walked::Text("ip".into())
+                ])
+            )])
+        );
+        let bad = |value: Value| walk("identities", &value, identities).unwrap_err().to_string();
+        assert_eq!(
+            bad(serde_json::json!({"a b": ["ip"]})),
+            "librl: configuration: identities.a b: must be 1 to 64 of A-Z a-z 0-9 - _ ."
+        );
+        assert_eq!(
+            bad(serde_json::json!({"c": ["cookie:"]})),
+            "librl: configuration: identities.c[0]: must be user, ip, or header:, cookie:, query: or authorization: and a name"
+        );
+        assert_eq!(
+            bad(serde_json::json!([])),
+            "librl: configuration: identities: must be an object"
+        );
+        let json = field("refusal", "json");
+        let body = serde_json::json!({"status": 429, "code": "rate_limit:exceeded"});
+        assert_eq!(walk("deny.json", &body, json).unwrap(), Walked::Json(body));
+        assert_eq!(
+            walk("deny.json", &Value::Null, json).unwrap_err().to_string(),
+            "librl: configuration: deny.json: must be a JSON value other than null"
+        );
     }
 
     #[test]

@@ -261,6 +261,25 @@ def _value(f: _schema.Field, value: object, path: str) -> Any:
         ):
             return number if number is not None else value
         raise ConfigError(path, f"must be {f.expected}")
+    if kind == "map":
+        # An object whose names the document chooses (identities, a
+        # refusal's headers): each name matches key_pattern, each value
+        # is read as items.
+        if not isinstance(value, Mapping):
+            raise ConfigError(path, "must be an object")
+        assert f.key_pattern is not None
+        assert f.items is not None
+        out: Dict[str, Any] = {}
+        for name, item in value.items():
+            where = f"{path}.{name}"
+            if not isinstance(name, str) or re.search(f.key_pattern, name) is None:
+                raise ConfigError(where, f"must be {f.key_expected}")
+            out[name] = _value(f.items, item, where)
+        return out
+    if kind == "json":
+        if value is None:
+            raise ConfigError(path, f"must be {f.expected}")
+        return value
     raise AssertionError(f"the schema has a kind this reader lacks: {kind}")
 
 

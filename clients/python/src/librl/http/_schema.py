@@ -2,9 +2,10 @@
 """The configuration's schema as data.
 
 Each object's fields in the schema's order; a list's items are a Field
-named "". ``default`` is the default as JSON text: parse it and walk it
-as if the document held it. Patterns are searched for (re.search) and
-anchored where they must be."""
+named "", and so are a map's values (its names match ``key_pattern``).
+``default`` is the default as JSON text: parse it and walk it as if the
+document held it. Patterns are searched for (re.search) and anchored
+where they must be."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ Kind = Literal[
     "list",
     "object",
     "int-or-string",
+    "map",
+    "json",
 ]
 
 
@@ -43,6 +46,8 @@ class Field:
     duration_min_ms: Optional[int] = None
     duration_max_ms: Optional[int] = None
     expected: Optional[str] = None
+    key_pattern: Optional[str] = None
+    key_expected: Optional[str] = None
 
 
 ROOT = "config"
@@ -61,7 +66,8 @@ OBJECTS: Mapping[str, Tuple[Field, ...]] = {
             name="mode",
             kind="string",
             default='"enforce"',
-            choices=("enforce", "shadow"),
+            pattern="^(enforce|shadow|code:[A-Za-z0-9._-]{1,64})\\Z",
+            expected="enforce, shadow or code:<name>",
         ),
         Field(
             name="fail",
@@ -130,6 +136,23 @@ OBJECTS: Mapping[str, Tuple[Field, ...]] = {
             expected="a header name (an RFC 9110 token)",
         ),
         Field(
+            name="identities",
+            kind="map",
+            items=Field(
+                name="",
+                kind="list",
+                min_items=1,
+                items=Field(
+                    name="",
+                    kind="string",
+                    pattern="^(user|ip|(header|cookie|query|authorization):[!#$%&'*+.^_`|~0-9A-Za-z-]+)\\Z",
+                    expected="user, ip, or header:, cookie:, query: or authorization: and a name",
+                ),
+            ),
+            key_pattern="^[A-Za-z0-9._-]{1,64}\\Z",
+            key_expected="1 to 64 of A-Z a-z 0-9 - _ .",
+        ),
+        Field(
             name="max_body_bytes",
             kind="integer",
             default="8388608",
@@ -148,6 +171,12 @@ OBJECTS: Mapping[str, Tuple[Field, ...]] = {
             kind="object",
             default="{}",
             object="deny",
+        ),
+        Field(
+            name="fail_deny",
+            kind="object",
+            default="{}",
+            object="fail_deny",
         ),
         Field(
             name="policies",
@@ -182,7 +211,7 @@ OBJECTS: Mapping[str, Tuple[Field, ...]] = {
             name="body",
             kind="string",
             default='"problem"',
-            choices=("problem", "text"),
+            choices=("problem", "text", "json"),
         ),
         Field(
             name="message",
@@ -191,6 +220,79 @@ OBJECTS: Mapping[str, Tuple[Field, ...]] = {
             min_length=1,
             max_length=1024,
             expected="1 to 1024 bytes of text",
+        ),
+        Field(
+            name="content_type",
+            kind="string",
+            default='"text/plain; charset=utf-8"',
+            pattern="^[!#$%&'*+.^_`|~0-9A-Za-z-]+/[!#$%&'*+.^_`|~0-9A-Za-z-]+( *; *[!#$%&'*+.^_`|~0-9A-Za-z-]+=([!#$%&'*+.^_`|~0-9A-Za-z-]+|\"[ !#-\\[\\]-~]*\"))*\\Z",  # noqa: E501
+            expected="a media type (type/subtype, then ; name=value parameters)",
+        ),
+        Field(
+            name="json",
+            kind="json",
+            expected="a JSON value other than null",
+        ),
+        Field(
+            name="headers",
+            kind="map",
+            items=Field(
+                name="",
+                kind="string",
+                pattern="^[!-~]+( +[!-~]+)*\\Z",
+                max_length=1024,
+                expected="1 to 1024 bytes of visible ASCII, spaces only between words",
+            ),
+            key_pattern="^[!#$%&'*+.^_`|~0-9A-Za-z-]+\\Z",
+            key_expected="a header name (an RFC 9110 token)",
+        ),
+    ),
+    "fail_deny": (
+        Field(
+            name="status",
+            kind="integer",
+            default="503",
+            minimum=400,
+            maximum=599,
+        ),
+        Field(
+            name="body",
+            kind="string",
+            default='"problem"',
+            choices=("problem", "text", "json"),
+        ),
+        Field(
+            name="message",
+            kind="string",
+            default='"Service Unavailable"',
+            min_length=1,
+            max_length=1024,
+            expected="1 to 1024 bytes of text",
+        ),
+        Field(
+            name="content_type",
+            kind="string",
+            default='"text/plain; charset=utf-8"',
+            pattern="^[!#$%&'*+.^_`|~0-9A-Za-z-]+/[!#$%&'*+.^_`|~0-9A-Za-z-]+( *; *[!#$%&'*+.^_`|~0-9A-Za-z-]+=([!#$%&'*+.^_`|~0-9A-Za-z-]+|\"[ !#-\\[\\]-~]*\"))*\\Z",  # noqa: E501
+            expected="a media type (type/subtype, then ; name=value parameters)",
+        ),
+        Field(
+            name="json",
+            kind="json",
+            expected="a JSON value other than null",
+        ),
+        Field(
+            name="headers",
+            kind="map",
+            items=Field(
+                name="",
+                kind="string",
+                pattern="^[!-~]+( +[!-~]+)*\\Z",
+                max_length=1024,
+                expected="1 to 1024 bytes of visible ASCII, spaces only between words",
+            ),
+            key_pattern="^[!#$%&'*+.^_`|~0-9A-Za-z-]+\\Z",
+            key_expected="a header name (an RFC 9110 token)",
         ),
     ),
     "policy": (
@@ -209,9 +311,11 @@ OBJECTS: Mapping[str, Tuple[Field, ...]] = {
         ),
         Field(
             name="limit",
-            kind="integer",
+            kind="int-or-string",
             minimum=1,
             maximum=1125899906842624,
+            pattern="^code:[A-Za-z0-9._-]{1,64}\\Z",
+            expected="an integer from 1 to 1125899906842624 or code:<name>",
         ),
         Field(
             name="window",
@@ -249,8 +353,8 @@ OBJECTS: Mapping[str, Tuple[Field, ...]] = {
             name="key",
             kind="string",
             default='"ip"',
-            pattern="^(ip|api-key|user|global|header:[!#$%&'*+.^_`|~0-9A-Za-z-]+)\\Z",
-            expected="ip, api-key, user, global or header:<Name>",
+            pattern="^(ip|global|[A-Za-z0-9._-]{1,64}|(header|cookie|query|authorization):[!#$%&'*+.^_`|~0-9A-Za-z-]+)\\Z",
+            expected="ip, global, an identity's name, or header:, cookie:, query: or authorization: and a name",  # noqa: E501
         ),
         Field(
             name="cost",
@@ -258,8 +362,8 @@ OBJECTS: Mapping[str, Tuple[Field, ...]] = {
             default="1",
             minimum=1,
             maximum=1125899906842624,
-            pattern="^(body-bytes|header:[!#$%&'*+.^_`|~0-9A-Za-z-]+)\\Z",
-            expected="an integer from 1 to 1125899906842624, body-bytes or header:<Name>",
+            pattern="^(body-bytes|header:[!#$%&'*+.^_`|~0-9A-Za-z-]+|code:[A-Za-z0-9._-]{1,64})\\Z",
+            expected="an integer from 1 to 1125899906842624, body-bytes, header:<Name> or code:<name>",  # noqa: E501
         ),
         Field(
             name="count",
@@ -276,6 +380,18 @@ OBJECTS: Mapping[str, Tuple[Field, ...]] = {
             name="mode",
             kind="string",
             choices=("enforce", "shadow"),
+        ),
+        Field(
+            name="block",
+            kind="duration",
+            duration_min_ms=1,
+            duration_max_ms=315360000000,
+        ),
+        Field(
+            name="queue",
+            kind="duration",
+            duration_min_ms=1,
+            duration_max_ms=60000,
         ),
     ),
     "route": (
@@ -306,6 +422,55 @@ OBJECTS: Mapping[str, Tuple[Field, ...]] = {
                 kind="string",
             ),
         ),
+        Field(
+            name="deny",
+            kind="object",
+            object="refusal",
+        ),
+    ),
+    "refusal": (
+        Field(
+            name="status",
+            kind="integer",
+            minimum=400,
+            maximum=599,
+        ),
+        Field(
+            name="body",
+            kind="string",
+            choices=("problem", "text", "json"),
+        ),
+        Field(
+            name="message",
+            kind="string",
+            min_length=1,
+            max_length=1024,
+            expected="1 to 1024 bytes of text",
+        ),
+        Field(
+            name="content_type",
+            kind="string",
+            pattern="^[!#$%&'*+.^_`|~0-9A-Za-z-]+/[!#$%&'*+.^_`|~0-9A-Za-z-]+( *; *[!#$%&'*+.^_`|~0-9A-Za-z-]+=([!#$%&'*+.^_`|~0-9A-Za-z-]+|\"[ !#-\\[\\]-~]*\"))*\\Z",  # noqa: E501
+            expected="a media type (type/subtype, then ; name=value parameters)",
+        ),
+        Field(
+            name="json",
+            kind="json",
+            expected="a JSON value other than null",
+        ),
+        Field(
+            name="headers",
+            kind="map",
+            items=Field(
+                name="",
+                kind="string",
+                pattern="^[!-~]+( +[!-~]+)*\\Z",
+                max_length=1024,
+                expected="1 to 1024 bytes of visible ASCII, spaces only between words",
+            ),
+            key_pattern="^[!#$%&'*+.^_`|~0-9A-Za-z-]+\\Z",
+            key_expected="a header name (an RFC 9110 token)",
+        ),
     ),
 }
 
@@ -314,12 +479,13 @@ RULES: Mapping[str, str] = {
     "policy-names-unique": "no two policies have the same name",
     "routes-name-defined-policies": "every name in a route's policies is a policy's name",
     "rate-or-limit-and-window": (
-        "a policy other than concurrency has rate, or limit and window, and never both"
+        "a policy other than concurrency has rate, or limit and window, and never both; a policy whose limit is code:<name> has neither window nor rate"  # noqa: E501
     ),
     "aligned-only-on-fixed": "aligned: true only on a fixed policy",
     "burst-only-on-token": "burst only on a token policy",
+    "queue-only-on-token": "queue only on a token policy",
     "concurrency-has-lease": (
-        "a concurrency policy has limit and lease, no window or rate, and count all; lease only on a concurrency policy"  # noqa: E501
+        "a concurrency policy has limit and lease, no window, rate or block, and count all; lease only on a concurrency policy"  # noqa: E501
     ),
     "trusted-proxies-are-networks": (
         "each trusted proxy is an IP address or a CIDR network (the pattern only bounds its characters)"  # noqa: E501
@@ -329,5 +495,22 @@ RULES: Mapping[str, str] = {
     ),
     "fail-local-where-supported": (
         "fail: local only in an integration that has the local fail mode (Rust)"
+    ),
+    "code-limit-alone": (
+        "a policy whose limit is code:<name> has no window, rate or burst and is not overridable (its resolver gives them)"  # noqa: E501
+    ),
+    "identity-names-not-reserved": "no identity is named ip or global",
+    "ip-source-last": "ip is the last of an identity's sources (a source after it is never read)",
+    "keys-name-identities": (
+        "a policy's key that is a name is ip, global, api-key, user or a name of identities"
+    ),
+    "resolvers-registered": (
+        "every code:<name> names a resolver the application registered for that field (mode, limit or cost)"  # noqa: E501
+    ),
+    "deny-json-with-json-body": (
+        "a refusal whose body is json has json (a route's deny may take it from deny), and json is given only in a refusal whose body is json"  # noqa: E501
+    ),
+    "deny-headers-are-extra": (
+        "a refusal's headers name no header the integration sets itself (RateLimit, RateLimit-Policy, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, Retry-After, Content-Type, Content-Length) and no name twice, without regard to case"  # noqa: E501
     ),
 }
