@@ -3,7 +3,8 @@ case run against `scripts/serve-example NAME` over real HTTP, with its
 Redis: every primary flushed, the example started with the case's
 configuration on a free loopback port against a real Redis 7 with the
 module (a real 3-primary cluster for `cluster` cases; a port where nothing
-listens for `down`), the steps run, the example stopped. A start-up case
+listens for `down`; a listener that never answers for `hang`), the steps
+run, the example stopped. A start-up case
 expects the example to exit non-zero, naming the field on stderr."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from servers import Cluster, Server, free_port, start_cluster
 
 from contract import Case
 from examples import FRAMEWORKS, Example, build, serving
+from hanging import HangingRedis
 from steps import Redis, case_problems, run_steps
 
 #: The first start builds (cargo, tsc, go build) before any case runs; after
@@ -49,11 +51,17 @@ def built(name: str) -> None:
 
 
 def redis_for(
-    case: Case, standalone: Server, clusters: Clusters
+    case: Case, standalone: Server, clusters: Clusters, hanging: Optional[HangingRedis] = None
 ) -> Tuple[Optional[Redis], Dict[str, str]]:
     kind = case.get("redis", "standalone")
     if kind == "down":
         return None, {"REDIS_URL": f"redis://127.0.0.1:{free_port()}"}
+    if kind == "hang":
+        assert hanging is not None
+        # The steps' own commands go to the real server; the app's hang.
+        return Redis([standalone.port], cluster=False), {
+            "REDIS_URL": f"redis://127.0.0.1:{hanging.port}"
+        }
     if kind == "cluster":
         nodes = [n.port for n in clusters.get().nodes]
         env = {"REDIS_CLUSTER_NODES": ",".join(f"127.0.0.1:{p}" for p in nodes)}
@@ -68,7 +76,8 @@ def run_case(name: str, case: Case, standalone: Server, clusters: Clusters) -> N
     problems = case_problems(case)
     assert not problems, f"{case['name']}: {'; '.join(problems)}"
     built(name)
-    r, env = redis_for(case, standalone, clusters)
+    hanging = HangingRedis(standalone.port) if case.get("redis") == "hang" else None
+    r, env = redis_for(case, standalone, clusters, hanging)
     try:
         if r is not None:
             r.flush()
@@ -85,7 +94,10 @@ def run_case(name: str, case: Case, standalone: Server, clusters: Clusters) -> N
             )
             return
         with serving(name, case["config"], env, READY_S) as example:
-            run_steps(case, example.port, r)
+            hang = None if hanging is None else hanging.set_hanging
+            run_steps(case, example.port, r, hang, example.reload)
     finally:
         if r is not None:
             r.close()
+        if hanging is not None:
+            hanging.close()

@@ -29,6 +29,8 @@ CAPABILITIES: Dict[str, frozenset[str]] = {
 #: Every framework with an example: scripts/examples/NAME.sh.
 FRAMEWORKS = tuple(sorted(p.stem for p in (ROOT / "scripts" / "examples").glob("*.sh")))
 _live: List[subprocess.Popen[bytes]] = []
+#: How long a reload's line may take to appear on the app's stderr.
+RELOAD_S = 5.0
 
 
 def stop_all() -> None:
@@ -48,6 +50,31 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             continue
     if proc in _live:
         _live.remove(proc)
+
+
+def listeners(port: int, session: int) -> List[int]:
+    """The processes of a session that listen on a loopback TCP port: the
+    socket's inode from /proc/net/tcp{,6}, then the processes holding it."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as f:
+            for row in f.read().splitlines()[1:]:
+                fields = row.split()
+                # local address "ADDR:PORT" in hex, state 0A is LISTEN
+                if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A":
+                    inodes.add(f"socket:[{fields[9]}]")
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        with contextlib.suppress(OSError):
+            if os.getsid(pid) != session:
+                continue
+            fds = os.listdir(f"/proc/{pid}/fd")
+            if any(os.readlink(f"/proc/{pid}/fd/{fd}") in inodes for fd in fds):
+                pids.append(pid)
+    return pids
 
 
 def accepts(port: int) -> bool:
@@ -90,6 +117,30 @@ class Example:
     def stderr(self) -> str:
         with contextlib.suppress(OSError):
             return self.stderr_path.read_text(errors="replace")
+        return ""
+
+    def reload(self, config: Any, timeout: float = RELOAD_S) -> str:
+        """A `reload` step (conformance/README.md, Steps): the configuration
+        written where LIBRL_POLICIES names it, SIGHUP sent to the process
+        that listens on the port (the app, whatever wraps it), and the first
+        line about it on its stderr (`librl: configuration reloaded` or an
+        error starting `librl: configuration: `); "" when none comes."""
+        seen = len(self.stderr())
+        self.config_path.write_text(json.dumps(config), encoding="utf-8")
+        pids = listeners(self.port, os.getsid(self.proc.pid))
+        if not pids:
+            return ""
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGHUP)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in self.stderr()[seen:].splitlines():
+                if line.startswith("librl: configuration"):
+                    return line.strip()
+            if self.proc.poll() is not None:
+                return ""
+            time.sleep(0.02)
         return ""
 
     def wait_ready(self, timeout: float) -> None:

@@ -11,7 +11,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 import redis
 from redis.crc import key_slot
@@ -38,6 +38,8 @@ class Response:
     #: Lower-case names; a header sent on several lines is its lines joined by ", ".
     headers: Dict[str, str]
     body: bytes
+    #: From sending the request to the whole response read, in milliseconds.
+    elapsed_ms: int = 0
 
 
 class NoResponse(Exception):
@@ -50,6 +52,7 @@ def send(port: int, request: Dict[str, Any], timeout: float = 10.0) -> Optional[
     the socket is closed that long after the request was sent, unread: None.
     NoResponse when the app closes the connection without an answer."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    start = time.monotonic()
     try:
         body = request.get("body")
         encoded = body.encode() if isinstance(body, str) else None
@@ -78,7 +81,9 @@ def send(port: int, request: Dict[str, Any], timeout: float = 10.0) -> Optional[
         for name, value in response.getheaders():
             key = name.lower()
             headers[key] = f"{headers[key]}, {value}" if key in headers else value
-        return Response(response.status, headers, response.read())
+        body_read = response.read()
+        elapsed = int((time.monotonic() - start) * 1000)
+        return Response(response.status, headers, body_read, elapsed)
     finally:
         conn.close()
 
@@ -145,6 +150,8 @@ def check_response(expect: Dict[str, Any], got: Response) -> List[str]:
                     problems.append(f"body {field}: {parsed[field]!r}, expected {value!r}")
     if "body_text" in expect and got.body != expect["body_text"].encode():
         problems.append(f"body {got.body[:200]!r}, expected {expect['body_text']!r}")
+    if "elapsed_ms" in expect and not matches(expect["elapsed_ms"], got.elapsed_ms):
+        problems.append(f"answered in {got.elapsed_ms} ms, expected {expect['elapsed_ms']!r}")
     return problems
 
 
@@ -241,24 +248,38 @@ CASE_FIELDS = {
     "steps",
 }
 REQUEST_FIELDS = {"method", "path", "headers", "body", "chunked", "disconnect_after_ms"}
-EXPECT_FIELDS = {"status", "headers", "absent", "content_type", "body", "body_text", "failed"}
+EXPECT_FIELDS = {
+    "status",
+    "headers",
+    "absent",
+    "content_type",
+    "body",
+    "body_text",
+    "failed",
+    "elapsed_ms",
+}
 #: A request inside a parallel step: no repeat, and maybe a delay.
 PARALLEL_FIELDS = {"request", "expect", "after_ms"}
 STEP_KINDS = {
-    "request": {"request", "expect", "repeat"},
+    "request": {"request", "expect", "repeat", "within_ms"},
     "parallel": {"parallel"},
     "redis": {"redis", "expect"},
     "sleep_ms": {"sleep_ms"},
     "redis_pause_ms": {"redis_pause_ms"},
     "check": {"check"},
+    "redis_hang": {"redis_hang"},
+    "reload": {"reload", "expect"},
 }
+#: Where the app's Redis is: a real one, a cluster, a port where nothing
+#: listens, or a listener that accepts and never answers (until told to).
+REDIS_KINDS = ("standalone", "cluster", "down", "hang")
 
 
 def case_problems(case: Dict[str, Any]) -> List[str]:
     """What in a case this runner does not know (conformance/README.md, A
     case): a member, a step, a request or expect field; [] when none."""
     problems = [f"unknown member {k!r}" for k in sorted(set(case) - CASE_FIELDS)]
-    if case.get("redis", "standalone") not in ("standalone", "cluster", "down"):
+    if case.get("redis", "standalone") not in REDIS_KINDS:
         problems.append(f"unknown redis {case['redis']!r}")
     if ("steps" in case) == ("startup_error" in case):
         problems.append("needs steps or startup_error, not both")
@@ -283,8 +304,18 @@ def case_problems(case: Dict[str, Any]) -> List[str]:
                     extra |= {f"parallel[{j}].{k}" for k in _request_problems(sub)}
         if kinds[0] == "check" and step["check"] != "every_key_expires":
             extra.add(f"check {step['check']!r}")
+        if kinds[0] == "redis_hang" and case.get("redis") != "hang":
+            extra.add("redis_hang (only in a redis: hang case)")
+        if kinds[0] == "reload" and not _reload_expect_ok(step.get("expect")):
+            extra.add('reload\'s expect ("reloaded" or {"error": path})')
         problems += [f"step {i}: unknown {k}" for k in sorted(extra)]
     return problems
+
+
+def _reload_expect_ok(expect: Any) -> bool:
+    return expect == "reloaded" or (
+        isinstance(expect, dict) and set(expect) == {"error"} and isinstance(expect["error"], str)
+    )
 
 
 def _request_problems(step: Dict[str, Any]) -> Set[str]:
@@ -336,15 +367,44 @@ def parallel_step(steps: List[Dict[str, Any]], port: int) -> List[str]:
     return [f"request {i}: {'; '.join(p)}" for i, p in enumerate(results) if p]
 
 
-def run_steps(case: Dict[str, Any], port: int, r: Optional[Redis]) -> None:
+#: Hangs or forwards the app's Redis connections (a `redis: hang` case).
+Hang = Callable[[bool], None]
+#: Writes a configuration where the app reads it, signals the app, and
+#: returns the line it printed on stderr about it ("" if none in time).
+Reload = Callable[[Any], str]
+
+
+def reload_problems(expect: Any, line: str) -> List[str]:
+    """A reload's line on the app's stderr against the step's expect."""
+    if expect == "reloaded":
+        if line != "librl: configuration reloaded":
+            return [f"the app printed {line!r}, expected 'librl: configuration reloaded'"]
+        return []
+    path = expect["error"]
+    if not line.startswith("librl: configuration: ") or path not in line:
+        return [f"the app printed {line!r}, expected the start-up error naming {path!r}"]
+    return []
+
+
+def run_steps(
+    case: Dict[str, Any],
+    port: int,
+    r: Optional[Redis],
+    hang: Optional[Hang] = None,
+    reload: Optional[Reload] = None,
+) -> None:
     """Every step in order; the first that does not match raises Mismatch."""
     for index, step in enumerate(case["steps"]):
         where = f"{case['name']} step {index}"
         if "request" in step:
+            start = time.monotonic()
             for attempt in range(step.get("repeat", 1)):
                 problems = request_step(step, port)
                 if problems:
                     raise Mismatch(f"{where} (request {attempt + 1}): {'; '.join(problems)}")
+            took = int((time.monotonic() - start) * 1000)
+            if "within_ms" in step and took > step["within_ms"]:
+                raise Mismatch(f"{where}: took {took} ms, more than {step['within_ms']} ms")
         elif "parallel" in step:
             problems = parallel_step(step["parallel"], port)
             if problems:
@@ -366,6 +426,16 @@ def run_steps(case: Dict[str, Any], port: int, r: Optional[Redis]) -> None:
             if r is None:
                 raise Mismatch(f"{where}: a pause in a case without Redis")
             r.pause(step["redis_pause_ms"])
+        elif "redis_hang" in step:
+            if hang is None:
+                raise Mismatch(f"{where}: redis_hang in a case whose Redis does not hang")
+            hang(bool(step["redis_hang"]))
+        elif "reload" in step:
+            if reload is None:
+                raise Mismatch(f"{where}: this runner cannot reload the app")
+            problems = reload_problems(step["expect"], reload(step["reload"]))
+            if problems:
+                raise Mismatch(f"{where}: {'; '.join(problems)}")
         elif step.get("check") == "every_key_expires":
             if r is None:
                 raise Mismatch(f"{where}: a key check in a case without Redis")

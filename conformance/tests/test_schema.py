@@ -86,11 +86,17 @@ CROSS_FIELD_TEXTS = re.compile(
     r"|give rate, or limit and window, not both|missing \(give limit and window, or rate\)"
     r"|aligned is for fixed policies, not \w+|burst is for token policies, not \w+"
     r"|must be an IP address or a CIDR network"
-    r"|a concurrency policy has no (window|rate); give limit and lease"
+    r"|a concurrency policy has no (window|rate|block); give limit and lease"
+    r"|queue is for token policies, not \w+"
     r"|missing \(a concurrency policy gives limit and lease\)"
     r"|must be all on a concurrency policy \(its slots are freed when the response is finished\)"
     r"|lease is for concurrency policies, not \w+"
     r"|local is the Rust integration's mode; use open or closed"
+    r"|a policy whose limit is code:\S+ has no (window|rate|burst|overridable)"
+    r"|ip and global are reserved|a source after ip is never read"
+    r'|no identity is named "[^"]*"|no (mode|cost|limit) resolver is registered as "[^"]*"'
+    r"|missing \(body: json sends it\)|json is sent only with body: json"
+    r'|the integration sets this header itself|"[^"]*" is given twice'
 )
 ERRORS = load_vectors("config-errors.json")
 

@@ -1,13 +1,17 @@
 """The black-box runner is not lax: cases that must fail do (a wrong status,
 a wrong or missing header, a header that must be absent, a wrong body, a
-missing Redis key, a wrong reply, a start-up that does not fail or fails
-for another field), run against a real example, beside the same case
-unchanged, which passes. The first framework of LIBRL_EXAMPLES serves
-them (skipped without one); the matcher's own edge cases run without."""
+missing Redis key, a wrong reply, a request slower than expected or a step
+over its time budget, a Redis that hangs taken for one that answers, a
+reload that does not print what it must, a start-up that does not fail or
+fails for another field), run against a real example, beside the same
+case unchanged, which passes. The first framework of LIBRL_EXAMPLES
+serves them (skipped without one); the matcher's own edge cases, and the
+hanging Redis, run without."""
 
 from __future__ import annotations
 
 import copy
+import socket
 from typing import Any, Callable, Dict, List, Optional
 
 import pytest
@@ -16,6 +20,7 @@ from servers import Server
 from blackbox import Clusters, examples, run_case
 from contract import Case
 from examples import Example
+from hanging import HangingRedis
 from steps import Mismatch, Response, case_problems, check_response, matches
 
 BASE: Case = {
@@ -29,7 +34,12 @@ BASE: Case = {
     "steps": [
         {
             "request": {"method": "GET", "path": "/"},
-            "expect": {"status": 200, "body_text": "ok", "headers": {"X-RateLimit-Remaining": "0"}},
+            "expect": {
+                "status": 200,
+                "body_text": "ok",
+                "headers": {"X-RateLimit-Remaining": "0"},
+                "elapsed_ms": {"range": [0, 30000]},
+            },
         },
         {
             "request": {"method": "GET", "path": "/"},
@@ -51,6 +61,12 @@ BASE: Case = {
                     "expect": {"status": 429},
                 },
             ]
+        },
+        {
+            "repeat": 2,
+            "request": {"method": "GET", "path": "/"},
+            "expect": {"status": 429},
+            "within_ms": 30000,
         },
     ],
 }
@@ -84,6 +100,34 @@ MUST_FAIL: Dict[str, Callable[[Case], None]] = {
     "range-missed": lambda c: expect_of(1)(c)["body"].update(limit={"range": [2, 5]}),
     "parallel-request-wrong": lambda c: c["steps"][4]["parallel"][1]["expect"].update(status=200),
     "failed-but-answered": lambda c: c["steps"][1].update(expect={"failed": True}),
+    "slower-than-expected": lambda c: expect_of(0)(c).update(elapsed_ms={"range": [30000, 40000]}),
+    "over-the-time-budget": lambda c: c["steps"][5].update(within_ms=0),
+    # Whether or not the app reloads, it cannot print an error for a valid file.
+    "reload-that-must-fail-but-reloads": lambda c: c["steps"].append(
+        {"reload": c["config"], "expect": {"error": "policies[0].limit"}}
+    ),
+}
+
+#: Redis hangs, then comes back: the app refuses while it hangs (fail:
+#: closed, so the refusal shows), then serves with headers once Redis
+#: answers (after a pause longer than any breaker's first back-off).
+HANG: Case = {
+    "name": "selftest-hang",
+    "rule": "conformance/README.md#a-case",
+    "redis": "hang",
+    "config": {
+        "exempt_loopback": False,
+        "timeout": "300ms",
+        "fail": "closed",
+        "policies": [{"name": "p", "algorithm": "fixed", "limit": 5, "window": "60s"}],
+    },
+    "steps": [
+        {"request": {"method": "GET", "path": "/"}, "expect": {"status": 503}},
+        {"redis_hang": False},
+        {"sleep_ms": 1500},
+        {"request": {"method": "GET", "path": "/"}, "expect": {"status": 200}},
+        {"redis": ["EXISTS", "rl:{ip:127.0.0.1}:p"], "expect": 1},
+    ],
 }
 
 
@@ -102,6 +146,33 @@ def test_the_unchanged_case_passes(standalone: Server, clusters: Clusters) -> No
 def test_a_case_that_must_fail_fails(mutation: str, standalone: Server, clusters: Clusters) -> None:
     with pytest.raises(Mismatch):
         run_case(framework(), mutated(MUST_FAIL[mutation]), standalone, clusters)
+
+
+def test_the_hang_case_passes(standalone: Server, clusters: Clusters) -> None:
+    run_case(framework(), HANG, standalone, clusters)
+
+
+def test_a_hanging_redis_taken_for_an_answering_one_fails(
+    standalone: Server, clusters: Clusters
+) -> None:
+    case = copy.deepcopy(HANG)
+    case["steps"][0]["expect"] = {"status": 200}
+    with pytest.raises(Mismatch):
+        run_case(framework(), case, standalone, clusters)
+
+
+def test_a_hanging_redis_holds_then_forwards(standalone: Server) -> None:
+    hanging = HangingRedis(standalone.port)
+    try:
+        with socket.create_connection(("127.0.0.1", hanging.port), timeout=0.3) as s:
+            s.sendall(b"PING\r\n")
+            with pytest.raises(socket.timeout):
+                s.recv(64)
+            hanging.set_hanging(False)
+            s.settimeout(5)
+            assert s.recv(64) == b"+PONG\r\n"
+    finally:
+        hanging.close()
 
 
 STARTUP: Case = {
@@ -185,6 +256,10 @@ def test_every_difference_is_reported() -> None:
         {**BASE, "steps": [{"sleep": 10}]},
         {**BASE, "steps": [{"check": "every_key_expire"}]},
         {**BASE, "redis": "sentinel"},
+        {**BASE, "steps": [{"redis_hang": False}]},
+        {**BASE, "steps": [{"reload": {}, "expect": "done"}]},
+        {**BASE, "steps": [{"reload": {}}]},
+        {**BASE, "steps": [{"request": {"path": "/"}, "within": 10}]},
         {**BASE, "startup_error": "policies"},
     ],
 )
