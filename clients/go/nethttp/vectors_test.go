@@ -65,6 +65,25 @@ func pendingVectors(t *testing.T) map[string][]string {
 	return doc.Vectors["go"]
 }
 
+// whollyPending: a file of a function not implemented yet, every vector of
+// which conformance/pending.json lists for go.
+func whollyPending(data []byte, pending []string) bool {
+	var file struct {
+		Vectors []struct {
+			Name string `json:"name"`
+		} `json:"vectors"`
+	}
+	if json.Unmarshal(data, &file) != nil {
+		return false
+	}
+	for _, v := range file.Vectors {
+		if !slices.Contains(pending, v.Name) {
+			return false
+		}
+	}
+	return true
+}
+
 func TestVectors(t *testing.T) {
 	pending := pendingVectors(t)
 	found, err := filepath.Glob(filepath.Join(vectorsDir(), "*.json"))
@@ -76,13 +95,15 @@ func TestVectors(t *testing.T) {
 		name := filepath.Base(path)
 		seen[name] = true
 		run, ok := vectorFiles[name]
-		if !ok {
-			t.Errorf("%s: a vector file this runner does not run", name)
-			continue
-		}
 		data, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if !ok {
+			if !whollyPending(data, pending[name]) {
+				t.Errorf("%s: a vector file this runner does not run", name)
+			}
+			continue
 		}
 		var file struct {
 			Rule     string `json:"rule"`

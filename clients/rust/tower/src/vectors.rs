@@ -47,6 +47,7 @@ fn the_directory_holds_exactly_the_files_run() {
         .expect("conformance/vectors")
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|name| name.ends_with(".json"))
+        .filter(|name| FILES.iter().any(|(f, _)| f == name) || !wholly_pending(name))
         .collect();
     found.sort();
     let listed: Vec<&str> = FILES.iter().map(|(f, _)| *f).collect();
@@ -54,6 +55,21 @@ fn the_directory_holds_exactly_the_files_run() {
         found, listed,
         "conformance/vectors holds a file this runner does not run, or lacks one it does"
     );
+}
+
+/// A file of a function not implemented yet: conformance/pending.json
+/// lists every one of its vectors for Rust.
+fn wholly_pending(file: &str) -> bool {
+    let pending = pending(file);
+    let text = std::fs::read_to_string(dir().join(file)).unwrap_or_default();
+    let doc: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    doc["vectors"].as_array().is_some_and(|vectors| {
+        vectors.iter().all(|v| {
+            v["name"]
+                .as_str()
+                .is_some_and(|n| pending.iter().any(|p| p == n))
+        })
+    })
 }
 
 /// The vectors of `file` conformance/pending.json lists for Rust: not

@@ -24,7 +24,10 @@ pub(crate) enum Walked {
     Integer(u64),
     Boolean(bool),
     Ms(u64),
-    Rate { count: u64, window_ms: u64 },
+    Rate {
+        count: u64,
+        window_ms: u64,
+    },
     List(Vec<Walked>),
     Object(WalkedObject),
     /// A map's entries (names the document chose), in the document's order.
@@ -443,7 +446,11 @@ mod tests {
                 ])
             )])
         );
-        let bad = |value: Value| walk("identities", &value, identities).unwrap_err().to_string();
+        let bad = |value: Value| {
+            walk("identities", &value, identities)
+                .unwrap_err()
+                .to_string()
+        };
         assert_eq!(
             bad(serde_json::json!({"a b": ["ip"]})),
             "librl: configuration: identities.a b: must be 1 to 64 of A-Z a-z 0-9 - _ ."
@@ -460,7 +467,9 @@ mod tests {
         let body = serde_json::json!({"status": 429, "code": "rate_limit:exceeded"});
         assert_eq!(walk("deny.json", &body, json).unwrap(), Walked::Json(body));
         assert_eq!(
-            walk("deny.json", &Value::Null, json).unwrap_err().to_string(),
+            walk("deny.json", &Value::Null, json)
+                .unwrap_err()
+                .to_string(),
             "librl: configuration: deny.json: must be a JSON value other than null"
         );
     }

@@ -57,6 +57,7 @@ class VectorsTest {
           files
               .map(p -> p.getFileName().toString())
               .filter(n -> n.endsWith(".json"))
+              .filter(n -> FILES.containsKey(n) || !whollyPending(n))
               .sorted()
               .toList();
     }
@@ -64,6 +65,21 @@ class VectorsTest {
         FILES.keySet().stream().sorted().toList(),
         found,
         "conformance/vectors holds a file this runner does not run, or lacks one it does");
+  }
+
+  /** A file of a function not implemented yet: every vector of it is pending for Java. */
+  @SuppressWarnings("unchecked")
+  private static boolean whollyPending(String file) {
+    try {
+      Set<String> pending = pending();
+      Map<String, Object> doc =
+          (Map<String, Object>) Documents.read(Files.readString(dir().resolve(file)));
+      return ((List<Object>) doc.get("vectors"))
+          .stream()
+          .allMatch(v -> pending.contains(file + " " + ((Map<String, Object>) v).get("name")));
+    } catch (IOException e) {
+      return false;
+    }
   }
 
   @Test
