@@ -179,12 +179,14 @@ impl Default for Deny {
 }
 
 impl Config {
-    /// Reads a file, YAML or JSON (JSON is YAML).
+    /// Reads a file, YAML or JSON (JSON is YAML), with its `${VAR}` and
+    /// `${VAR:-default}` replaced from the environment first.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Config> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|e| {
             ConfigError::new("(file)", format!("cannot read {}: {e}", path.display()))
         })?;
+        let text = crate::substitution::substitute(&text, |name| std::env::var(name).ok())?;
         Config::from_yaml(&text).map_err(|e| match e.path.as_str() {
             "(document)" if e.message.starts_with("not YAML") => {
                 ConfigError::new("(file)", format!("{} is {}", path.display(), e.message))

@@ -57,6 +57,7 @@ mod plan;
 mod policy;
 mod refusals;
 mod routes;
+mod substitution;
 // RULES (the cross-field rules' names) is read by a test only.
 #[cfg_attr(not(test), allow(dead_code))]
 mod schema;
