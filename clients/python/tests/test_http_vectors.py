@@ -12,7 +12,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import pytest
 
 from librl import Decision
-from librl.http import Config, ConfigError, Request, parse
+from librl.http import Config, ConfigError, Engine, Request, parse
 from librl.http._configuration import read_field
 from librl.http._headers import response_headers
 from librl.http._identity import client_ip
@@ -21,6 +21,7 @@ from librl.http._plan import cost_header, route_policies, subject_of
 from librl.http._refusals import Reply, bad_cost, denied, too_large, unavailable
 from librl.http._request import header_value
 from librl.http._routes import canonical_path
+from librl.http._substitution import substitute
 from servers import ROOT
 
 VECTORS = ROOT / "conformance" / "vectors"
@@ -206,6 +207,25 @@ def config_error(given: Dict[str, Any]) -> Any:
     return None
 
 
+def substitution(given: Dict[str, Any]) -> Any:
+    try:
+        return {"text": substitute(given["text"], given["env"])}
+    except ConfigError as e:
+        message = str(e)
+        # A malformed reference's message is not pinned; an unset variable's is.
+        return {"error": message if message.endswith(": not set") else True}
+
+
+def override_keys(given: Dict[str, Any]) -> Any:
+    engine = Engine(parse(given["config"]))
+    value = given["value"]
+    try:
+        key, okey = engine.keys(given["policy"], as_bytes(value) if value is not None else None)
+    except ValueError:
+        return {"error": True}
+    return {"key": key, "override_key": okey}
+
+
 #: Each file this runner runs, with its function's name and adapter.
 FILES: Dict[str, Tuple[str, Callable[[Dict[str, Any]], Any]]] = {
     "durations.json": ("duration", duration),
@@ -218,6 +238,8 @@ FILES: Dict[str, Tuple[str, Callable[[Dict[str, Any]], Any]]] = {
     "headers.json": ("response_headers", headers),
     "refusals.json": ("refusal", refusal),
     "config-errors.json": ("config_error", config_error),
+    "substitution.json": ("substitute", substitution),
+    "override-keys.json": ("override_key", override_keys),
 }
 
 
