@@ -11,7 +11,7 @@ import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import Redis from "ioredis";
 import { FRAMEWORKS, startApp } from "../examples/app.js";
-import { ConfigError, loadConfig } from "../src/http/index.js";
+import { ConfigError, HttpLimiter, loadConfig } from "../src/http/index.js";
 import { substitute } from "../src/http/substitute.js";
 import { REDIS_SERVER, startServer, type Server } from "./helpers.js";
 
@@ -85,4 +85,35 @@ describe("reload", () => {
       }
     });
   }
+});
+
+describe("keys from code", () => {
+  const client = new Redis({ lazyConnect: true });
+  const core = new HttpLimiter({
+    client,
+    config: {
+      policies: [
+        { name: "p-ip", algorithm: "fixed", limit: 1, window: "1m" },
+        { name: "p-user", algorithm: "fixed", limit: 1, window: "1m", key: "user", overridable: true },
+        { name: "p-key", algorithm: "fixed", limit: 1, window: "1m", key: "api-key" },
+        { name: "p-h", algorithm: "fixed", limit: 1, window: "1m", key: "header:X-Client" },
+      ],
+    },
+  });
+  after(() => client.disconnect());
+
+  it("gives the keys the middleware uses, hashing and IPv6 networks included", () => {
+    assert.equal(core.key("p-ip", { ip: "2001:db8:1:2::5" }), "rl:{ip:2001:db8:1::/56}:p-ip");
+    assert.equal(core.key("p-ip", { ip: "::ffff:203.0.113.7" }), "rl:{ip:203.0.113.7}:p-ip");
+    assert.equal(core.overrideKey("p-user", { user: "alice" }), "rl:{user:alice}:override:p-user");
+    assert.equal(core.key("p-user", { ip: "203.0.113.7" }), "rl:{ip:203.0.113.7}:p-user");
+    assert.equal(core.key("p-key", { apiKey: "secret" }), "rl:{api-key:2bb80d537b1da3e38bd30361aa855686}:p-key");
+    assert.equal(core.key("p-h", { header: "c1" }), "rl:{header:x-client:c1}:p-h");
+  });
+
+  it("names what is missing", () => {
+    assert.throws(() => core.key("nope", { ip: "203.0.113.7" }), ConfigError);
+    assert.throws(() => core.key("p-ip", {}), /give the subject's ip/);
+    assert.throws(() => core.key("p-ip", { ip: "example.com" }), /not "example.com"/);
+  });
 });

@@ -13,7 +13,8 @@ import { bySubject, decide, decideOne, decideShadow, leasesOf, refund, release, 
 import { FailMode } from "./fail-modes.js";
 import { mostRestrictive, rateLimitHeaders, type Checked } from "./headers.js";
 import { callHook, type DecisionEvent, type DecisionHook, type Logger, type Outcome } from "./hook.js";
-import { Exemptions, Identity, TrustedProxies, type RequestFacts } from "./identity.js";
+import { Exemptions, Identity, TrustedProxies, subjectOf, type RequestFacts, type SubjectValues } from "./identity.js";
+import { keyBase, limiterKey, overrideKey } from "./keys.js";
 import { costs, costsOf, plan, type Check, type MeasureBody, type Planned } from "./plan.js";
 import { denied, unavailable, type Refusal } from "./refusals.js";
 import { Routes, type Selection } from "./routes.js";
@@ -150,6 +151,30 @@ export class HttpLimiter {
     for (const { names, where } of this.#named.values()) resolvePolicies(where, names, config.policies);
     this.#state = new State(config, this.limiter, this.#logger);
     return config;
+  }
+
+  /**
+   * The limiter key the middleware uses for `policy` and a subject named
+   * from code (`{ user: "alice" }`, `{ apiKey }`, `{ ip }`, `{ header }`):
+   * `<prefix>{<subject>}:<policy>` (docs/http.md, Keys).
+   */
+  key(policy: string, subject: SubjectValues = {}): string {
+    return limiterKey(this.#base(policy, subject), policy);
+  }
+
+  /**
+   * The override key for `policy` and a subject named from code: managing
+   * a customer's plan is one call, `limiter.overrideSet(core.overrideKey("search",
+   * { user: "alice" }), 500, "1m")`.
+   */
+  overrideKey(policy: string, subject: SubjectValues = {}): string {
+    return overrideKey(this.#base(policy, subject), policy);
+  }
+
+  #base(policy: string, subject: SubjectValues): string {
+    const config = this.config;
+    const [p] = resolvePolicies("policy", [policy], config.policies) as [Policy];
+    return keyBase(config.prefix, subjectOf(p.key, subject, config.ipv6Prefix).tag);
   }
 
   /** Named policies, checked now (a missing name throws, naming it). */

@@ -301,3 +301,54 @@ export class Identity {
     }
   }
 }
+
+/** A subject named from code (keys and override keys for a customer's plan): each value raw, as a request would present it. */
+export interface SubjectValues {
+  /** The client's address (an IPv6 one is counted by its network). */
+  readonly ip?: string;
+  /** The API key itself (hashed as the middleware hashes it). */
+  readonly apiKey?: string;
+  readonly user?: string;
+  /** The value of a `header:<Name>` policy's header. */
+  readonly header?: string;
+}
+
+/**
+ * The subject the middleware would use for `key` given these values: the
+ * same readers and hashing as a request's (docs/http.md, Keys and
+ * Identity), the kinds a key falls back to included. Throws when the
+ * values do not name a subject of that key.
+ */
+export function subjectOf(key: KeyKind, values: SubjectValues, ipv6Prefix: number): Subject {
+  const ip = (): Subject => {
+    const a = values.ip === undefined ? undefined : canonicalAddress(values.ip);
+    if (a === undefined) throw new TypeError(`librl: give the subject's ip (an address)${values.ip === undefined ? "" : `, not ${JSON.stringify(values.ip)}`}`);
+    const value = a.family === "ipv6" ? ipv6Network(a.text, ipv6Prefix) : a.text;
+    return { kind: "ip", value, tag: `ip:${value}` };
+  };
+  const apiKey = (): Subject | undefined => {
+    if (values.apiKey === undefined || values.apiKey === "") return undefined;
+    const id = apiKeyId(values.apiKey);
+    return { kind: "api-key", value: id, tag: `api-key:${id}` };
+  };
+  switch (key.kind) {
+    case "global":
+      return { kind: "global", value: "", tag: "global" };
+    case "ip":
+      return ip();
+    case "api-key":
+      return apiKey() ?? ip();
+    case "user": {
+      if (values.user !== undefined && values.user !== "") {
+        const value = userKeyValue(values.user);
+        return { kind: "user", value, tag: `user:${value}` };
+      }
+      return apiKey() ?? ip();
+    }
+    case "header": {
+      if (values.header === undefined || values.header === "") return ip();
+      const value = headerKeyValue(values.header);
+      return { kind: key.tagKind, value, tag: `${key.tagKind}:${value}` };
+    }
+  }
+}

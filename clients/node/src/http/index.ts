@@ -22,6 +22,6 @@ export {
   type TrustedNetwork,
   type YamlParser,
 } from "./configuration.js";
-export { type RequestFacts, type Subject } from "./identity.js";
+export { type RequestFacts, type Subject, type SubjectValues } from "./identity.js";
 export { apiKeyId } from "./keys.js";
 export type { Refusal } from "./refusals.js";
