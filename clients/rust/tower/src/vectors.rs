@@ -35,6 +35,7 @@ const FILES: &[(&str, &str)] = &[
     ("rates.json", "rate"),
     ("refusals.json", "refusal"),
     ("routes.json", "route"),
+    ("substitution.json", "substitute"),
 ];
 
 fn dir() -> PathBuf {
@@ -106,6 +107,7 @@ fn run(file: &str) {
         "rate" => rate,
         "refusal" => refusal,
         "route" => route,
+        "substitute" => substitute_vector,
         other => panic!("{file}: unknown function {other:?}"),
     };
     let vectors = doc["vectors"].as_array().expect("vectors");
@@ -159,6 +161,7 @@ files! {
     rates_json => "rates.json",
     refusals_json => "refusals.json",
     routes_json => "routes.json",
+    substitution_json => "substitution.json",
 }
 
 /// Exact equality, numbers by value (`60.0` is 60), byte strings given as
@@ -486,6 +489,19 @@ fn refusal(input: &Value) -> Result<Value, String> {
         out["body_text"] = json!(body_text);
     }
     Ok(out)
+}
+
+fn substitute_vector(input: &Value) -> Result<Value, String> {
+    let text = input["text"].as_str().ok_or("text")?;
+    let env = input["env"].as_object().ok_or("env")?;
+    let lookup = |name: &str| env.get(name).and_then(Value::as_str).map(String::from);
+    Ok(match crate::substitution::substitute(text, lookup) {
+        Ok(text) => json!({"text": text}),
+        // The vectors pin the message of an unset variable only; any
+        // other refusal is `true`.
+        Err(e) if e.message == "not set" => json!({"error": e.to_string()}),
+        Err(_) => json!({"error": true}),
+    })
 }
 
 fn config_error(input: &Value) -> Result<Value, String> {
