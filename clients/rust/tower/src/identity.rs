@@ -88,7 +88,7 @@ impl Client {
 
 /// An address's `ip` subject: an IPv4 address itself, an IPv6 one its
 /// network of `prefix` bits (the address itself at 128).
-fn ip_subject(ip: IpAddr, prefix: u8) -> Subject {
+pub(crate) fn ip_subject(ip: IpAddr, prefix: u8) -> Subject {
     match ip {
         IpAddr::V6(v6) if prefix < 128 => match Ipv6Net::new(v6, prefix) {
             Ok(net) => Subject::Net(net.trunc()),

@@ -5,7 +5,9 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::identity::Subject;
+use crate::configuration::{Config, ConfigError};
+use crate::identity::{ip_subject, parse_address, Subject};
+use crate::policy::KeyKind;
 
 /// A policy's limiter key and, when it is overridable, its override key.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,6 +25,51 @@ impl Keys {
             override_key: overridable.then(|| format!("{base}:override:{policy}")),
         }
     }
+}
+
+/// A policy's two keys for one subject, as the middleware writes them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PolicyKeys {
+    pub key: String,
+    /// Where `RL.OVERRIDE SET` gives this subject its own limit (read when
+    /// the policy is `overridable`).
+    pub override_key: String,
+}
+
+/// The keys the middleware uses for `policy` (a name in `config`) and a
+/// subject given by its raw value, as the request would carry it: an
+/// address for `ip` (an IPv6 one becomes its network), the API key itself
+/// for `api-key` (hashed here), the user or the header's value (made
+/// key-safe here), nothing for `global`. Managing a customer's plan is
+/// one call: `RL.OVERRIDE SET <override_key> ...`.
+pub fn policy_keys(
+    config: &Config,
+    policy: &str,
+    value: Option<&[u8]>,
+) -> Result<PolicyKeys, ConfigError> {
+    let p = config
+        .policies
+        .iter()
+        .find(|p| p.name == policy)
+        .ok_or_else(|| ConfigError::new("policy", format!("no policy is named \"{policy}\"")))?;
+    let value =
+        || value.ok_or_else(|| ConfigError::new("value", "this policy's subject needs a value"));
+    let subject = match &p.key {
+        KeyKind::Ip => {
+            let ip = parse_address(value()?)
+                .ok_or_else(|| ConfigError::new("value", "not an IP address"))?;
+            ip_subject(ip, config.ipv6_prefix)
+        }
+        KeyKind::ApiKey => Subject::ApiKey(hashed(value()?)),
+        KeyKind::User => Subject::User(key_safe(value()?)),
+        KeyKind::Header(name) => Subject::Header(name.as_str().to_string(), key_safe(value()?)),
+        KeyKind::Global => Subject::Global,
+    };
+    let keys = Keys::new(&config.prefix, &subject, &p.name, true);
+    Ok(PolicyKeys {
+        key: keys.key,
+        override_key: keys.override_key.unwrap_or_default(),
+    })
 }
 
 /// The first 16 bytes of the value's SHA-256 in hex: API keys stay out of

@@ -65,11 +65,13 @@ mod schema;
 mod vectors;
 mod walker;
 
-pub use configuration::{Config, ConfigError, Deny, DenyBody, FailMode, HeaderMode, Mode, Route};
+pub use configuration::{
+    Config, ConfigError, Deny, DenyBody, FailMode, HeaderMode, LegacyReset, Mode, Route,
+};
 pub use decide::RedisTarget;
 pub use durations::{parse_duration, parse_rate};
 pub use hook::{CheckReport, DecisionEvent, DecisionHook, Outcome};
-pub use keys::hashed;
+pub use keys::{hashed, policy_keys, PolicyKeys};
 pub use layer::{PeerAddr, RateLimit, RateLimitLayer, RequestBody};
 pub use lease::ResponseBody;
 pub use librl_client::{Decision, RetryAfter};

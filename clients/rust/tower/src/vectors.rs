@@ -31,6 +31,7 @@ const FILES: &[(&str, &str)] = &[
     ("durations.json", "duration"),
     ("headers.json", "response_headers"),
     ("keys.json", "key"),
+    ("override-keys.json", "override_key"),
     ("paths.json", "canonical_path"),
     ("rates.json", "rate"),
     ("refusals.json", "refusal"),
@@ -108,6 +109,7 @@ fn run(file: &str) {
         "refusal" => refusal,
         "route" => route,
         "substitute" => substitute_vector,
+        "override_key" => override_key_vector,
         other => panic!("{file}: unknown function {other:?}"),
     };
     let vectors = doc["vectors"].as_array().expect("vectors");
@@ -161,6 +163,7 @@ files! {
     rates_json => "rates.json",
     refusals_json => "refusals.json",
     routes_json => "routes.json",
+    override_keys_json => "override-keys.json",
     substitution_json => "substitution.json",
 }
 
@@ -489,6 +492,23 @@ fn refusal(input: &Value) -> Result<Value, String> {
         out["body_text"] = json!(body_text);
     }
     Ok(out)
+}
+
+fn override_key_vector(input: &Value) -> Result<Value, String> {
+    let Ok(config) = config(input["config"].clone()) else {
+        return Ok(json!({"error": true}));
+    };
+    let value = match &input["value"] {
+        Value::Null => None,
+        v => Some(bytes(v)?),
+    };
+    let policy = input["policy"].as_str().ok_or("policy")?;
+    Ok(
+        match crate::keys::policy_keys(&config, policy, value.as_deref()) {
+            Ok(keys) => json!({"key": keys.key, "override_key": keys.override_key}),
+            Err(_) => json!({"error": true}),
+        },
+    )
 }
 
 fn substitute_vector(input: &Value) -> Result<Value, String> {
