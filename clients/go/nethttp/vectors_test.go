@@ -35,6 +35,10 @@ var vectorFiles = map[string]func(t *testing.T, input, expect json.RawMessage){
 	"headers.json":       vectorResponseHeaders,
 	"refusals.json":      vectorRefusal,
 	"config-errors.json": vectorConfigError,
+	"sources.json":       vectorSource,
+	"outcomes.json":      vectorOutcome,
+	"substitution.json":  vectorSubstitute,
+	"override-keys.json": vectorOverrideKey,
 }
 
 // vectorFunctions: each file's function, as the file names it.
@@ -42,6 +46,8 @@ var vectorFunctions = map[string]string{
 	"durations.json": "duration", "rates.json": "rate", "cost-headers.json": "cost_header",
 	"paths.json": "canonical_path", "routes.json": "route", "client-ip.json": "client_ip", "keys.json": "key",
 	"headers.json": "response_headers", "refusals.json": "refusal", "config-errors.json": "config_error",
+	"sources.json": "source", "outcomes.json": "outcome", "substitution.json": "substitute",
+	"override-keys.json": "override_key",
 }
 
 func vectorsDir() string {
@@ -533,4 +539,105 @@ func vectorConfigError(t *testing.T, input, expect json.RawMessage) {
 		got = "no error"
 	}
 	same(t, got, expect)
+}
+
+func vectorSource(t *testing.T, input, expect json.RawMessage) {
+	var in struct {
+		Source  string `json:"source"`
+		Request struct {
+			Headers []any   `json:"headers"`
+			Query   *string `json:"query"`
+			User    any     `json:"user"`
+		} `json:"request"`
+	}
+	decode(t, input, &in)
+	query, user := "", ""
+	if in.Request.Query != nil {
+		query = *in.Request.Query
+	}
+	if in.Request.User != nil {
+		user = vectorBytes(t, in.Request.User)
+	}
+	v, ok := sourceValue(in.Source, header(t, in.Request.Headers), query, user)
+	var want any
+	decode(t, expect, &want)
+	switch {
+	case want == nil && ok:
+		t.Errorf("%q, expected none", v)
+	case want != nil && (!ok || v != vectorBytes(t, want)):
+		t.Errorf("%q (%v), expected %s", v, ok, expect)
+	}
+}
+
+func vectorOutcome(t *testing.T, input, expect json.RawMessage) {
+	var in struct {
+		Mode     string `json:"mode"`
+		Policies []any  `json:"policies"`
+		Replies  []any  `json:"replies"`
+	}
+	decode(t, input, &in)
+	c := configOf(t, map[string]any{"mode": in.Mode, "policies": in.Policies})
+	cs := make([]checked, len(c.policies))
+	for i, p := range c.policies {
+		cs[i] = checked{p: p, d: decision(t, in.Replies[i])}
+	}
+	same(t, map[string]any{"outcome": string(outcomeOf(c, cs))}, expect)
+}
+
+func vectorSubstitute(t *testing.T, input, expect json.RawMessage) {
+	var in struct {
+		Text string            `json:"text"`
+		Env  map[string]string `json:"env"`
+	}
+	decode(t, input, &in)
+	out, err := substitute([]byte(in.Text), func(k string) (string, bool) { v, ok := in.Env[k]; return v, ok })
+	var want struct {
+		Text  *string `json:"text"`
+		Error any     `json:"error"`
+	}
+	decode(t, expect, &want)
+	switch e := want.Error.(type) {
+	case nil:
+		if err != nil || want.Text == nil || string(out) != *want.Text {
+			t.Errorf("%q, %v; expected %q", out, err, *want.Text)
+		}
+	case string:
+		if err == nil || err.Error() != e {
+			t.Errorf("error %v, expected %q", err, e)
+		}
+	default:
+		if err == nil {
+			t.Errorf("%q, expected an error", out)
+		}
+	}
+}
+
+func vectorOverrideKey(t *testing.T, input, expect json.RawMessage) {
+	var in struct {
+		Config map[string]any `json:"config"`
+		Policy string         `json:"policy"`
+		Value  any            `json:"value"`
+	}
+	decode(t, input, &in)
+	c := configOf(t, in.Config)
+	value := ""
+	if in.Value != nil {
+		value = vectorBytes(t, in.Value)
+	}
+	key, okey, err := keysOf(c, in.Policy, value)
+	var want struct {
+		Key         string `json:"key"`
+		OverrideKey string `json:"override_key"`
+		Error       any    `json:"error"`
+	}
+	decode(t, expect, &want)
+	if want.Error != nil {
+		if err == nil {
+			t.Errorf("%q, %q; expected an error", key, okey)
+		}
+		return
+	}
+	if err != nil || key != want.Key || okey != want.OverrideKey {
+		t.Errorf("%q, %q, %v; expected %q, %q", key, okey, err, want.Key, want.OverrideKey)
+	}
 }
