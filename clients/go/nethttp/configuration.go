@@ -455,6 +455,15 @@ func policyOf(path string, m walked) (*policy, error) {
 	if name, ok := strings.CutPrefix(p.keyKind, "header:"); ok {
 		p.keyKind, p.keyHeader, p.keyHeaderTag = "header", name, "header:"+lowerASCII(name)+":"
 	}
+	switch kind, _, inline := strings.Cut(p.keyKind, ":"); {
+	case inline:
+		// cookie:, query: and authorization: sources (docs/http.md, Named
+		// identities) are not read by this integration yet.
+		return nil, bad(path+".key", "%s: sources are not read by the Go integration yet", kind)
+	case p.keyKind != "ip" && p.keyKind != "api-key" && p.keyKind != "user" && p.keyKind != "global" && p.keyKind != "header":
+		// No identities of the file's own yet: only the built-in ones.
+		return nil, bad(path+".key", "no identity is named \"%s\"", p.keyKind)
+	}
 	switch cost := m["cost"].(type) {
 	case int64:
 		p.cost, p.costUnits = costUnits, cost
