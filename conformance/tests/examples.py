@@ -165,6 +165,12 @@ class Example:
             if code is not None:
                 return code
             if accepts(self.port):
+                # Ports are picked free and bound later, so the listener may be
+                # another suite's: the example started only if it still runs.
+                time.sleep(1.0)
+                code = self.proc.poll()
+                if code is not None:
+                    return code
                 raise TimeoutError(f"{self.name} started instead of refusing the configuration")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{self.name} neither exited nor listened within {timeout} s")

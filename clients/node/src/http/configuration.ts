@@ -152,8 +152,17 @@ function headerName(value: string): string {
   return value.slice("header:".length);
 }
 
-function keyKind(key: string): KeyKind {
+/**
+ * A policy's key. Named identities and inline cookie:, query: and
+ * authorization: sources are refused at start-up until Node.js reads them,
+ * rather than silently keyed by the client address.
+ */
+function keyKind(field: string, key: string): KeyKind {
   if (key === "ip" || key === "api-key" || key === "user" || key === "global") return { kind: key };
+  if (!key.includes(":")) throw new ConfigError(field, `no identity is named "${key}"`);
+  if (!key.startsWith("header:")) {
+    throw new ConfigError(field, `${key.slice(0, key.indexOf(":"))}: sources are not read by the Node.js integrations yet`);
+  }
   const header = headerName(key).toLowerCase();
   return { kind: "header", header, tagKind: `header:${header}` };
 }
@@ -204,7 +213,7 @@ function policyOf(where: string, p: Walked, topMode: Config["mode"]): Policy {
     windowMs: concurrency ? (leaseMs as number) : (rate?.windowMs ?? (windowMs as number)),
     aligned: p["aligned"] as boolean,
     burst: p["burst"] as number | undefined,
-    key: keyKind(p["key"] as string),
+    key: keyKind(`${where}.key`, p["key"] as string),
     cost: costSpec(p["cost"] as number | string),
     count: p["count"] as CountMode,
     overridable: p["overridable"] as boolean,
@@ -235,6 +244,11 @@ export function parseConfig(raw: unknown): Config {
     throw err instanceof WalkError ? new ConfigError(err.path, err.problem) : err;
   }
   if (doc["fail"] === "local") throw new ConfigError("fail", "local is the Rust integration's mode; use open or closed");
+  const identities = doc["identities"];
+  if (identities !== undefined && identities !== null && Object.keys(identities as object).length > 0) {
+    // Refused rather than keyed by the client address behind the user's back.
+    throw new ConfigError("identities", "named identities are not read by the Node.js integrations yet");
+  }
   const trustedProxies = (doc["trusted_proxies"] as unknown[]).map((p, i) => parseNetwork(`trusted_proxies[${i}]`, p));
   const exempt = (doc["exempt"] as unknown[]).map((p, i) => parseNetwork(`exempt[${i}]`, p));
   if (doc["exempt_loopback"] === true) exempt.push(parseNetwork("exempt_loopback", "127.0.0.0/8"), parseNetwork("exempt_loopback", "::1/128"));

@@ -172,9 +172,12 @@ final class TestServers {
       this.process = process;
     }
 
-    /** A new control connection (the test closes it). */
+    /**
+     * A new control connection (the test closes it). Its reads wait 15 s, not Jedis's 2 s: a
+     * MIGRATE it sends may itself take up to its own 5 s timeout on a busy machine.
+     */
     Jedis jedis() {
-      return new Jedis("127.0.0.1", port);
+      return new Jedis("127.0.0.1", port, 15_000);
     }
 
     String addr() {
