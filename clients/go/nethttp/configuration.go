@@ -319,6 +319,9 @@ func parseConfig(doc any) (*config, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := noResolver("mode", top["mode"]); err != nil {
+		return nil, err
+	}
 	deny := top["deny"].(walked)
 	c := &config{
 		prefix:       top["prefix"].(string),
@@ -415,6 +418,11 @@ func parseNetwork(s string) (netip.Prefix, error) {
 // (concurrency-has-lease, rate-or-limit-and-window, aligned-only-on-fixed,
 // burst-only-on-token).
 func policyOf(path string, m walked) (*policy, error) {
+	for _, field := range []string{"limit", "cost", "mode"} {
+		if err := noResolver(path+"."+field, m[field]); err != nil {
+			return nil, err
+		}
+	}
 	p := &policy{name: m["name"].(string), algorithm: m["algorithm"].(string), count: m["count"].(string),
 		aligned: m["aligned"].(bool), overridable: m["overridable"].(bool), shadow: m["mode"] == "shadow"}
 	limit, hasLimit := m["limit"]
@@ -532,4 +540,15 @@ func (c *config) routeOf(path string, m walked) (route, error) {
 		r.policies = append(r.policies, p)
 	}
 	return r, nil
+}
+
+// noResolver refuses a code:<name> value (docs/http.md, Resolvers in code)
+// at start-up, naming the field, until the Go integration registers
+// resolvers: read as a number or a mode it would panic or count the wrong
+// thing.
+func noResolver(field string, value any) error {
+	if s, ok := value.(string); ok && strings.HasPrefix(s, "code:") {
+		return bad(field, "resolvers (%s) are not read by the Go integration yet", s)
+	}
+	return nil
 }

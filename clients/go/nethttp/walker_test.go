@@ -3,6 +3,7 @@ package nethttp
 import (
 	"encoding/json"
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -41,6 +42,26 @@ func TestSchemaTreeSuitsTheWalker(t *testing.T) {
 	for name, fields := range schemaObjects {
 		for i := range fields {
 			check(name+"."+fields[i].Name, &fields[i])
+		}
+	}
+}
+
+// A code:<name> value is refused naming its field, never read as a number or
+// a mode (a limit read as an integer panicked), until resolvers are read.
+func TestResolverValuesAreRefusedNamingTheField(t *testing.T) {
+	for _, tc := range []struct{ doc, field string }{
+		{`{"policies":[{"name":"p","algorithm":"fixed","limit":"code:plan","window":"60s"}]}`, "policies[0].limit"},
+		{`{"policies":[{"name":"p","algorithm":"concurrency","limit":"code:plan","lease":"60s"}]}`, "policies[0].limit"},
+		{`{"policies":[{"name":"p","algorithm":"fixed","limit":5,"window":"60s","cost":"code:rows"}]}`, "policies[0].cost"},
+		{`{"mode":"code:switch","policies":[{"name":"p","algorithm":"fixed","limit":5,"window":"60s"}]}`, "mode"},
+	} {
+		var doc any
+		if err := json.Unmarshal([]byte(tc.doc), &doc); err != nil {
+			t.Fatal(err)
+		}
+		_, err := parseConfig(doc)
+		if err == nil || !strings.Contains(err.Error(), tc.field+": resolvers") {
+			t.Errorf("%s: got %v, want an error naming %s", tc.doc, err, tc.field)
 		}
 	}
 }

@@ -11,7 +11,7 @@ import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import Redis from "ioredis";
 import { FRAMEWORKS, startApp } from "../examples/app.js";
-import { ConfigError, HttpLimiter, loadConfig } from "../src/http/index.js";
+import { ConfigError, HttpLimiter, loadConfig, parseConfig } from "../src/http/index.js";
 import { substitute } from "../src/http/substitute.js";
 import { REDIS_SERVER, startServer, type Server } from "./helpers.js";
 
@@ -116,4 +116,20 @@ describe("keys from code", () => {
     assert.throws(() => core.key("p-ip", {}), /give the subject's ip/);
     assert.throws(() => core.key("p-ip", { ip: "example.com" }), /not "example.com"/);
   });
+});
+
+describe("resolver values", () => {
+  // Taken as a number, a header or a mode, a code:<name> value would fail
+  // every request: it is refused at start-up, naming the field.
+  const fixed = { name: "p", algorithm: "fixed", limit: 5, window: "60s" };
+  const cases: Array<[unknown, string]> = [
+    [{ policies: [{ name: "p", algorithm: "fixed", limit: "code:plan", window: "60s" }] }, "policies[0].limit"],
+    [{ policies: [{ ...fixed, cost: "code:rows" }] }, "policies[0].cost"],
+    [{ mode: "code:switch", policies: [fixed] }, "mode"],
+  ];
+  for (const [doc, field] of cases) {
+    it(`${field}: code:<name> is refused naming the field`, () => {
+      assert.throws(() => parseConfig(doc), (err: unknown) => err instanceof ConfigError && err.message.startsWith(`librl: configuration: ${field}: resolvers`));
+    });
+  }
 });

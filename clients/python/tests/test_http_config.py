@@ -125,3 +125,43 @@ def test_a_file_is_substituted_from_the_environment(
 
 def test_a_dict_is_not_substituted() -> None:
     assert error({"prefix": "${X}", "policies": [P]}).startswith("librl: configuration: prefix:")
+
+
+@pytest.mark.parametrize(
+    ("doc", "field"),
+    [
+        (
+            {
+                "policies": [
+                    {"name": "p", "algorithm": "fixed", "limit": "code:plan", "window": "60s"}
+                ]
+            },
+            "policies[0].limit",
+        ),
+        (
+            {
+                "policies": [
+                    {
+                        "name": "p",
+                        "algorithm": "fixed",
+                        "limit": 5,
+                        "window": "60s",
+                        "cost": "code:rows",
+                    }
+                ]
+            },
+            "policies[0].cost",
+        ),
+        (
+            {
+                "mode": "code:switch",
+                "policies": [{"name": "p", "algorithm": "fixed", "limit": 5, "window": "60s"}],
+            },
+            "mode",
+        ),
+    ],
+)
+def test_resolver_values_are_refused_naming_the_field(doc: Dict[str, Any], field: str) -> None:
+    # Taken as a number or a mode, a code:<name> value would fail every request.
+    with pytest.raises(ConfigError, match=re.escape(f"librl: configuration: {field}: resolvers")):
+        parse(doc)

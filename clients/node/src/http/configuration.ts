@@ -178,7 +178,20 @@ function costSpec(cost: number | string): CostSpec {
  * conformance/README.md lists them (rate-or-limit-and-window,
  * aligned-only-on-fixed, burst-only-on-token, concurrency-has-lease).
  */
+/**
+ * Refuses a `code:<name>` value (docs/http.md, Resolvers in code) at
+ * start-up, naming the field, until Node.js registers resolvers: taken as a
+ * number, a header or a mode it would fail every request or count the wrong
+ * thing.
+ */
+function noResolver(field: string, value: unknown): void {
+  if (typeof value === "string" && value.startsWith("code:")) {
+    throw new ConfigError(field, `resolvers (${value}) are not read by the Node.js integrations yet`);
+  }
+}
+
 function policyOf(where: string, p: Walked, topMode: Config["mode"]): Policy {
+  for (const field of ["limit", "cost", "mode"]) noResolver(`${where}.${field}`, p[field]);
   const algorithm = p["algorithm"] as AlgorithmName;
   const concurrency = algorithm === "concurrency";
   const rate = p["rate"] as RateValue | undefined;
@@ -243,6 +256,7 @@ export function parseConfig(raw: unknown): Config {
   } catch (err) {
     throw err instanceof WalkError ? new ConfigError(err.path, err.problem) : err;
   }
+  noResolver("mode", doc["mode"]);
   if (doc["fail"] === "local") throw new ConfigError("fail", "local is the Rust integration's mode; use open or closed");
   const identities = doc["identities"];
   if (identities !== undefined && identities !== null && Object.keys(identities as object).length > 0) {

@@ -382,7 +382,16 @@ def rate(text: str) -> Optional[Tuple[int, int]]:
 # -- the cross-field rules, and the Config --------------------------------------
 
 
+def _no_resolver(field: str, value: Any) -> None:
+    """Refuses a ``code:<name>`` value (docs/http.md, Resolvers in code) at
+    start-up, naming the field, until Python registers resolvers: taken as a
+    number or a mode it would fail on every request or count the wrong thing."""
+    if isinstance(value, str) and value.startswith("code:"):
+        raise ConfigError(field, f"resolvers ({value}) are not read by the Python integrations yet")
+
+
 def _build(tree: Mapping[str, Any], doc: Mapping[str, Any]) -> Config:
+    _no_resolver("mode", tree["mode"])
     if tree["fail"] == "local":
         raise ConfigError("fail", "local is the Rust integration's mode; use open or closed")
     if tree.get("identities"):
@@ -435,6 +444,8 @@ def _networks(path: str, texts: List[str]) -> List[IpNetwork]:
 
 
 def _policy(path: str, raw: Mapping[str, Any], mode: str) -> Policy:
+    for name in ("limit", "cost", "mode"):
+        _no_resolver(f"{path}.{name}", raw.get(name))
     algorithm = raw["algorithm"]
     if algorithm == "concurrency":
         limit, window_ms = _slots(path, raw), 0
