@@ -27,6 +27,7 @@ final class ConfigReader {
           "trusted-proxies-are-networks");
 
   static Config read(WalkedObject top) {
+    noResolver(top, "mode");
     String fail = top.requiredText("fail");
     // fail-local-where-supported: the local fail mode is the Rust integration's.
     if (fail.equals("local")) {
@@ -124,6 +125,10 @@ final class ConfigReader {
 
   /** A policy, with the cross-field rules within one policy. */
   static Policy policy(WalkedObject p) {
+    for (String field : List.of("limit", "cost", "mode")) {
+      noResolver(p, field);
+    }
+    key(p);
     String name = p.requiredText("name");
     String algorithmName = p.requiredText("algorithm");
     if (algorithmName.equals("concurrency")) {
@@ -230,5 +235,33 @@ final class ConfigReader {
 
   private static String upper(String text) {
     return text.toUpperCase(Locale.ROOT);
+  }
+
+  /**
+   * Refuses a {@code code:<name>} value (docs/http.md, Resolvers in code) at start-up, naming the
+   * field, until Java registers resolvers: read as a number, a header or a mode it would fail.
+   */
+  private static void noResolver(WalkedObject o, String field) {
+    if (o.value(field) instanceof String s && s.startsWith("code:")) {
+      throw new ConfigException(
+          o.path(field), "resolvers (" + s + ") are not read by the Java integrations yet");
+    }
+  }
+
+  /**
+   * A policy's key names a built-in identity or a header: named identities and inline cookie:,
+   * query: and authorization: sources are refused until Java reads them, never keyed otherwise.
+   */
+  private static void key(WalkedObject p) {
+    String key = p.requiredText("key");
+    int colon = key.indexOf(':');
+    if (colon < 0 && !List.of("ip", "api-key", "user", "global").contains(key)) {
+      throw new ConfigException(p.path("key"), "no identity is named \"" + key + "\"");
+    }
+    if (colon >= 0 && !key.startsWith("header:")) {
+      throw new ConfigException(
+          p.path("key"),
+          key.substring(0, colon) + ": sources are not read by the Java integrations yet");
+    }
   }
 }
