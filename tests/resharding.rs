@@ -546,13 +546,15 @@ fn waiters_when_their_slot_moves(flavor: Flavor, how: support::SlotMove) {
             .unwrap()
     };
     let mut con = connect(source_port);
-    // One slot each: held for 700 ms (the waiter's turn comes when it
-    // ends), and for a minute (the waiter's turn is its deadline).
+    // One slot each: held for 3 s (the waiter's turn comes when it ends),
+    // and for a minute (the waiter's turn is its deadline). Both turns lie
+    // well beyond the move: at 700 ms a move slowed by a busy machine came
+    // after the first turn, and that waiter was admitted on the old node.
     let ends = format!("{{{TAG}}}:ends");
     let held = format!("{{{TAG}}}:held");
-    lease(&mut con, &["RL.CONCURRENT", &ends, "1", "700ms"]);
+    lease(&mut con, &["RL.CONCURRENT", &ends, "1", "3s"]);
     let holder = lease(&mut con, &["RL.CONCURRENT", &held, "1", "1m"]);
-    let waiters: Vec<_> = [(ends.clone(), "5s"), (held.clone(), "1500ms")]
+    let waiters: Vec<_> = [(ends.clone(), "8s"), (held.clone(), "3s")]
         .into_iter()
         .map(|(key, wait)| {
             let mut w = connect(source_port);
