@@ -166,11 +166,12 @@ class Example:
                 return code
             if accepts(self.port):
                 # Ports are picked free and bound later, so the listener may be
-                # another suite's: the example started only if it still runs.
-                time.sleep(1.0)
-                code = self.proc.poll()
-                if code is not None:
-                    return code
+                # another suite's while the example still compiles: it started
+                # only if it still runs 30 s later.
+                try:
+                    return self.proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    pass
                 raise TimeoutError(f"{self.name} started instead of refusing the configuration")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{self.name} neither exited nor listened within {timeout} s")
