@@ -273,6 +273,10 @@ def run_warning(app, load, fig):
         return f"{app.label} /{load} round {fig['round'] + 1}: no request completed in the run"
     if fig["socket_errors"]:
         problems.append(f"{fig['socket_errors']} socket errors")
+    # librl sends one RL.ALL per request: fewer means the breaker opened
+    # (a check timed out under load) and requests skipped Redis.
+    if app.variant == "librl" and fig["commands"].get("rl.all", 1.0) < 0.98:
+        problems.append(f"{fig['commands'].get('rl.all', 0):.2f} RL.ALL per request: checks skipped")
     want = 0.0 if load == "open" or app.variant == "none" else 0.5
     if abs(fig["refused"] - want) > max(0.02, 2 / max(fig["requests"], 1)):
         problems.append(f"refused {fig['refused']:.1%} where {want:.0%} was expected")
