@@ -49,12 +49,13 @@ def test_refusals_python_adds(doc: object, message: str) -> None:
 
 def test_defaults_fill_what_the_document_leaves_out() -> None:
     config = parse({"policies": [policy(rate="5 per 2 minutes", algorithm="sliding")]})
-    assert (config.timeout_ms, config.prefix, config.deny_status, config.deny_message) == (
+    assert (config.timeout_ms, config.prefix, config.deny.status, config.deny.message) == (
         250,
         "rl:",
         429,
         "Too Many Requests",
     )
+    assert (config.fail_deny.status, config.fail_deny.body) == (503, "problem")
     p = config.policies[0]
     assert (p.limit, p.window_ms, p.aligned, p.key, p.cost, p.count) == (
         5,

@@ -176,26 +176,39 @@ def headers(given: Dict[str, Any]) -> Any:
 
 def refusal(given: Dict[str, Any]) -> Any:
     kind = given["kind"]
-    config = config_with([given.get("policy", ANY_POLICY)], deny=given["deny"])
+    policy = given.get("policy", ANY_POLICY)
+    route: Dict[str, Any] = {"path": "/", "policies": [policy["name"]]}
+    if "route_deny" in given:
+        route["deny"] = given["route_deny"]
+    config = config_with(
+        [policy], deny=given["deny"], fail_deny=given.get("fail_deny", {}), routes=[route]
+    )
     reply: Reply
+    text = False
     if kind == "denied":
-        reply = denied(config, config.policies[0], decision(given["reply"]), given["cost"])
+        shape = config.routes[0].deny
+        reply = denied(config, config.policies[0], decision(given["reply"]), given["cost"], shape)
+        text = (shape or config.deny).body == "text"
     elif kind == "bad-cost":
-        policy = config.policies[0]
-        assert policy.cost_header == given["header"]
-        reply = bad_cost(policy)
+        if "header" in given:
+            assert config.policies[0].cost_header == given["header"]
+        reply = bad_cost(config.policies[0])
     elif kind == "too-large":
         reply = too_large(given["max_body_bytes"])
     elif kind == "unavailable":
-        reply = unavailable()
+        reply = unavailable(config.fail_deny)
+        text = config.fail_deny.body == "text"
     else:
         raise AssertionError(f"unknown refusal kind {kind!r}")
     content_type = dict(reply.headers)["Content-Type"]
     out: Dict[str, Any] = {"status": reply.status, "content_type": content_type}
-    if content_type.startswith("application/problem+json"):
-        out["body"] = json.loads(reply.body)
-    else:
+    if text:
         out["body_text"] = reply.body.decode()
+    else:
+        out["body"] = json.loads(reply.body)
+    extra = {name: value for name, value in reply.headers if name != "Content-Type"}
+    if extra:
+        out["headers"] = extra
     return out
 
 

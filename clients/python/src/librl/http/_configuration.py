@@ -90,12 +90,65 @@ class Policy:
         return self.mode == "shadow"
 
 
+#: The headers the integration sets itself, which a refusal's ``headers``
+#: may not name (docs/http.md, Configuration reference: deny).
+_OWN_HEADERS = frozenset(
+    (
+        "ratelimit",
+        "ratelimit-policy",
+        "ratelimit-limit",
+        "ratelimit-remaining",
+        "ratelimit-reset",
+        "x-ratelimit-limit",
+        "x-ratelimit-remaining",
+        "x-ratelimit-reset",
+        "retry-after",
+        "content-type",
+        "content-length",
+    )
+)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A refusal's shape (docs/http.md, Refusals): ``deny``, a route's
+    ``deny`` over it, or ``fail_deny``."""
+
+    status: int
+    #: problem, text or json.
+    body: str
+    #: The text body.
+    message: str
+    #: The text body's Content-Type.
+    content_type: str = "text/plain; charset=utf-8"
+    #: The json body, as given.
+    json: Any = None
+    #: Sent on this refusal besides the integration's own.
+    headers: Tuple[Tuple[str, str], ...] = ()
+    #: The text or json body, encoded once.
+    payload: bytes = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.body == "json":
+            payload = json.dumps(self.json, separators=(",", ":"), ensure_ascii=False).encode()
+        else:
+            payload = self.message.encode()
+        object.__setattr__(self, "payload", payload)
+
+
+DENY = Refusal(429, "problem", "Too Many Requests")
+FAIL_DENY = Refusal(503, "problem", "Service Unavailable")
+
+
 @dataclass(frozen=True)
 class Route:
     #: As the configuration writes it (the decision hook reports it).
     path: str
     methods: Optional[FrozenSet[str]]
     policies: Tuple[Policy, ...]
+    #: The refusal of this route's denials: its ``deny`` over the
+    #: top-level one; None: the top-level one.
+    deny: Optional[Refusal] = None
     #: The path requests are compared with: canonical, in lower case.
     folded: bytes = field(init=False, repr=False)
 
@@ -121,9 +174,10 @@ class Config:
     legacy_reset: str = "seconds"
     api_key_header: str = "x-api-key"
     max_body_bytes: int = 8_388_608
-    deny_status: int = 429
-    deny_body: str = "problem"
-    deny_message: str = "Too Many Requests"
+    #: The refusal of a denied request (a route's own ``deny`` aside).
+    deny: Refusal = DENY
+    #: The refusal of ``fail: closed``.
+    fail_deny: Refusal = FAIL_DENY
     #: The unparsed document, for logs.
     source: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     #: Whether each client address seen is exempt (_identity.is_exempt).
@@ -409,10 +463,12 @@ def _build(tree: Mapping[str, Any], doc: Mapping[str, Any]) -> Config:
                 f"policies[{i}].name", f'"{policy.name}" is used by an earlier policy'
             )
         policies[policy.name] = policy
-    deny = tree["deny"]
+    deny = _refusal("deny", tree["deny"], {})
     return Config(
         policies=tuple(policies.values()),
-        routes=tuple(_route(f"routes[{i}]", r, policies) for i, r in enumerate(tree["routes"])),
+        routes=tuple(
+            _route(f"routes[{i}]", r, policies, tree["deny"]) for i, r in enumerate(tree["routes"])
+        ),
         prefix=tree["prefix"],
         mode=tree["mode"],
         fail=tree["fail"],
@@ -425,9 +481,8 @@ def _build(tree: Mapping[str, Any], doc: Mapping[str, Any]) -> Config:
         legacy_reset=tree["legacy_reset"],
         api_key_header=tree["api_key_header"].lower(),
         max_body_bytes=tree["max_body_bytes"],
-        deny_status=deny["status"],
-        deny_body=deny["body"],
-        deny_message=deny["message"],
+        deny=deny,
+        fail_deny=_refusal("fail_deny", tree["fail_deny"], {}),
         source=doc,
     )
 
@@ -520,11 +575,46 @@ def _slots(path: str, raw: Mapping[str, Any]) -> int:
     return limit
 
 
-def _route(path: str, raw: Mapping[str, Any], policies: Mapping[str, Policy]) -> Route:
+def _route(
+    path: str, raw: Mapping[str, Any], policies: Mapping[str, Policy], deny: Mapping[str, Any]
+) -> Route:
     chosen = []
     for j, name in enumerate(raw["policies"]):
         if name not in policies:
             raise ConfigError(f"{path}.policies[{j}]", f'no policy is named "{name}"')
         chosen.append(policies[name])
     methods = raw.get("methods")
-    return Route(raw["path"], None if methods is None else frozenset(methods), tuple(chosen))
+    own = raw.get("deny")
+    return Route(
+        raw["path"],
+        None if methods is None else frozenset(methods),
+        tuple(chosen),
+        None if own is None else _refusal(f"{path}.deny", own, deny),
+    )
+
+
+def _refusal(path: str, own: Mapping[str, Any], base: Mapping[str, Any]) -> Refusal:
+    """A refusal from its fields (``own``) over ``base``'s (a route's deny
+    over the top-level one: each field it gives replaces, ``headers``
+    whole); the rules deny-json-with-json-body and deny-headers-are-extra."""
+    raw = {**base, **own}
+    if raw["body"] == "json" and "json" not in raw:
+        raise ConfigError(f"{path}.json", "missing (body: json sends it)")
+    if "json" in own and raw["body"] != "json":
+        raise ConfigError(f"{path}.json", "json is sent only with body: json")
+    seen: Dict[str, str] = {}
+    for name in raw.get("headers", {}) if "headers" in own else ():
+        lower = name.lower()
+        if lower in _OWN_HEADERS:
+            raise ConfigError(f"{path}.headers.{name}", "the integration sets this header itself")
+        if lower in seen:
+            raise ConfigError(f"{path}.headers.{name}", f'"{name}" is given twice')
+        seen[lower] = name
+    return Refusal(
+        status=raw["status"],
+        body=raw["body"],
+        message=raw["message"],
+        content_type=raw["content_type"],
+        json=raw.get("json"),
+        headers=tuple(raw.get("headers", {}).items()),
+    )

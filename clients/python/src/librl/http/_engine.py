@@ -30,7 +30,7 @@ class Engine:
     def __init__(self, config: Config, hook: Optional[Hook] = None) -> None:
         self.config = config
         self.hook = hook
-        self.fail = FailMode(config.fail)
+        self.fail = FailMode(config.fail, config.fail_deny)
 
     def plan(
         self, request: Request, names: Optional[Sequence[str]] = None
@@ -81,7 +81,14 @@ class Engine:
             report(self.hook, event_of(planned, outcome, replies))
         if not refused:
             return True, headers, None
-        denial = denied(self.config, policies[worst], replies[worst], checks[worst].cost)
+        route = planned.route
+        denial = denied(
+            self.config,
+            policies[worst],
+            replies[worst],
+            checks[worst].cost,
+            route.deny if route is not None else None,
+        )
         return False, headers, Reply(denial.status, denial.headers + headers, denial.body)
 
     def failed(self, planned: Plan, error: BaseException) -> Optional[Reply]:

@@ -15,6 +15,7 @@ from typing import Callable, Optional
 
 import redis.exceptions
 
+from ._configuration import FAIL_DENY, Refusal
 from ._refusals import Reply, unavailable
 
 log = logging.getLogger("librl.http")
@@ -26,8 +27,10 @@ WARN_EVERY_S = 10.0
 class FailMode:
     """One configuration's fail mode, with the time fail open last warned."""
 
-    def __init__(self, mode: str) -> None:
+    def __init__(self, mode: str, refusal: Refusal = FAIL_DENY) -> None:
         self.mode = mode
+        #: fail_deny: what a request refused here gets.
+        self.refusal = refusal
         self._warned_at = -math.inf
 
     @property
@@ -36,7 +39,8 @@ class FailMode:
         return self.mode == "closed"
 
     def failed(self, error: BaseException) -> Optional[Reply]:
-        """The request's answer: None serves it (open), else the 503."""
+        """The request's answer: None serves it (open), else fail_deny's
+        refusal (the 503)."""
         if not self.refuses:
             now = time.monotonic()
             if now - self._warned_at >= WARN_EVERY_S:
@@ -45,7 +49,7 @@ class FailMode:
             return None
         if not isinstance(error, BreakerOpen):  # logged when it opened
             log.error("librl: request refused (fail closed): %s", reason(error))
-        return unavailable()
+        return unavailable(self.refusal)
 
 
 def reason(error: BaseException) -> str:

@@ -1,19 +1,20 @@
 """The responses the middleware makes itself (docs/http.md, Refusals):
-RFC 9457 problem bodies with their exact ``detail``, or the deny message
-as text."""
+RFC 9457 problem bodies with their exact ``detail``, or, as ``deny`` and
+``fail_deny`` say, a text or JSON body of the configuration's, with its
+extra headers."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from .._types import Decision
-from ._configuration import Config, Policy
+from ._configuration import FAIL_DENY, Config, Policy, Refusal
 from ._headers import retry_after_s, shown_limit
 
 PROBLEM_JSON = "application/problem+json"
-TEXT_PLAIN = "text/plain; charset=utf-8"
+JSON = "application/json"
 
 #: json.dumps with separators makes an encoder per call; a refusal reuses one.
 _COMPACT = json.JSONEncoder(separators=(",", ":"))
@@ -47,14 +48,36 @@ def problem(status: int, detail: str, title: Optional[str] = None, **extra: Any)
     return Reply(status, [("Content-Type", PROBLEM_JSON)], _COMPACT.encode(body).encode())
 
 
-def denied(config: Config, policy: Policy, reply: Decision, cost: int) -> Reply:
-    """The denial by the most restrictive policy: ``deny.status`` with a
-    problem body naming it, or the deny message as text. The rate-limit
-    headers are the caller's to add."""
-    if config.deny_body == "text":
-        return Reply(
-            config.deny_status, [("Content-Type", TEXT_PLAIN)], config.deny_message.encode()
-        )
+def refused(refusal: Refusal, make_problem: Callable[[], Reply]) -> Reply:
+    """``refusal``'s response: its text or JSON body, or the problem
+    ``make_problem`` makes; its extra headers besides."""
+    if refusal.body == "text":
+        reply = Reply(refusal.status, [("Content-Type", refusal.content_type)], refusal.payload)
+    elif refusal.body == "json":
+        reply = Reply(refusal.status, [("Content-Type", JSON)], refusal.payload)
+    else:
+        reply = make_problem()
+    if refusal.headers:
+        reply.headers.extend(refusal.headers)
+    return reply
+
+
+def denied(
+    config: Config,
+    policy: Policy,
+    reply: Decision,
+    cost: int,
+    refusal: Optional[Refusal] = None,
+) -> Reply:
+    """The denial by the most restrictive policy, as ``refusal`` (the
+    route's, else ``deny``) says: ``deny.status`` with a problem body
+    naming the policy, or the configuration's text or JSON body. The
+    rate-limit headers are the caller's to add."""
+    shape = refusal or config.deny
+    return refused(shape, lambda: _denial_problem(shape.status, policy, reply, cost))
+
+
+def _denial_problem(status: int, policy: Policy, reply: Decision, cost: int) -> Reply:
     limit = shown_limit(policy, reply)
     retry_s = retry_after_s(reply)
     if policy.algorithm == "concurrency":
@@ -69,7 +92,7 @@ def denied(config: Config, policy: Policy, reply: Decision, cost: int) -> Reply:
     else:
         detail = f"This request costs {cost}, more than {named} {ever}"
     return problem(
-        config.deny_status,
+        status,
         detail,
         title="Too Many Requests",
         policy=policy.name,
@@ -90,11 +113,16 @@ def too_large(max_body_bytes: int) -> Reply:
     return problem(413, f"The body may be at most {max_body_bytes} bytes.")
 
 
-def unavailable() -> Reply:
-    """503: Redis cannot answer and the fail mode is closed."""
-    return problem(
-        503,
-        "The rate limiter is unavailable, and this service does not admit unlimited requests.",
+def unavailable(refusal: Refusal = FAIL_DENY) -> Reply:
+    """Redis cannot answer and the fail mode is closed: ``fail_deny``'s
+    refusal (by default the 503 problem)."""
+    return refused(
+        refusal,
+        lambda: problem(
+            refusal.status,
+            "The rate limiter is unavailable, and this service does not admit unlimited requests.",
+            title="Service Unavailable",
+        ),
     )
 
 
