@@ -23,6 +23,7 @@ from librl.http._request import header_value
 from librl.http._routes import canonical_path
 from librl.http._substitution import substitute
 from servers import ROOT
+from test_http_local import algorithm
 
 VECTORS = ROOT / "conformance" / "vectors"
 
@@ -253,6 +254,7 @@ FILES: Dict[str, Tuple[str, Callable[[Dict[str, Any]], Any]]] = {
     "config-errors.json": ("config_error", config_error),
     "substitution.json": ("substitute", substitution),
     "override-keys.json": ("override_key", override_keys),
+    "algorithms.json": ("algorithm", algorithm),
 }
 
 
