@@ -21,6 +21,7 @@ from librl.http._plan import cost_header, route_policies, subject_of
 from librl.http._refusals import Reply, bad_cost, denied, too_large, unavailable
 from librl.http._request import header_value
 from librl.http._routes import canonical_path
+from librl.http._sources import source_value
 from librl.http._substitution import substitute
 from servers import ROOT
 from test_http_local import algorithm
@@ -40,7 +41,11 @@ def as_bytes(value: Any) -> bytes:
 
 
 def request(
-    headers: List[List[Any]], peer: Optional[str] = None, user: Any = None, latin1: bool = False
+    headers: List[List[Any]],
+    peer: Optional[str] = None,
+    user: Any = None,
+    latin1: bool = False,
+    query: Optional[str] = None,
 ) -> Request:
     """A request with these header lines: bytes, as an ASGI server gives
     them, or (``latin1``) Latin-1 text, as a WSGI server does."""
@@ -49,7 +54,8 @@ def request(
         raw = as_bytes(value)
         lines.setdefault(name.lower(), []).append(raw.decode("latin-1") if latin1 else raw)
     name = as_bytes(user).decode() if user is not None else None
-    return Request("GET", "/", lines, peer, name)
+    raw_query = query.encode() if query is not None else None
+    return Request("GET", "/", lines, peer, name, query=raw_query)
 
 
 def decision(reply: List[int]) -> Decision:
@@ -130,7 +136,7 @@ def key(given: Dict[str, Any]) -> Any:
     asked = given["request"]
     answers = []
     for latin1 in (False, True):
-        req = request(asked["headers"], asked["peer"], asked["user"], latin1)
+        req = request(asked["headers"], asked["peer"], asked["user"], latin1, asked.get("query"))
         ip = client_ip(req.peer, req, config.trusted_proxies)
         who, exempt = subject_of(config, req, policy, ip)
         answers.append(
@@ -143,6 +149,21 @@ def key(given: Dict[str, Any]) -> Any:
         )
     assert answers[0] == answers[1], answers
     return answers[0]
+
+
+def source(given: Dict[str, Any]) -> Any:
+    kind, _, name = given["source"].partition(":")
+    asked = given["request"]
+    answers = {
+        source_value(
+            kind,
+            name.lower() if kind == "header" else name,
+            request(asked["headers"], None, asked["user"], latin1, asked["query"]),
+        )
+        for latin1 in (False, True)
+    }
+    assert len(answers) == 1, answers
+    return answers.pop()
 
 
 def headers(given: Dict[str, Any]) -> Any:
@@ -249,6 +270,7 @@ FILES: Dict[str, Tuple[str, Callable[[Dict[str, Any]], Any]]] = {
     "routes.json": ("route", route),
     "client-ip.json": ("client_ip", client),
     "keys.json": ("key", key),
+    "sources.json": ("source", source),
     "headers.json": ("response_headers", headers),
     "refusals.json": ("refusal", refusal),
     "config-errors.json": ("config_error", config_error),
@@ -260,7 +282,9 @@ FILES: Dict[str, Tuple[str, Callable[[Dict[str, Any]], Any]]] = {
 
 def expected(file: str, value: Any) -> Any:
     """The expectation, with bytes where the function answers bytes."""
-    return as_bytes(value) if file == "paths.json" else value
+    if file == "sources.json" and value is None:
+        return None
+    return as_bytes(value) if file in ("paths.json", "sources.json") else value
 
 
 def vectors() -> List[Any]:

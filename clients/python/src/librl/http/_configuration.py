@@ -50,6 +50,22 @@ IpNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 
 
 @dataclass(frozen=True)
+class Identity:
+    """A subject made of sources, tried in order (docs/http.md, Named
+    identities): a named identity, or one source inline as a policy's key."""
+
+    #: What the subject starts with: the identity's name, or an inline
+    #: source's kind and name (``cookie:sid``, ``authorization:bearer``).
+    label: str
+    #: (kind, name): header (its name in lower case), cookie, query,
+    #: authorization, user (no name) or ip (last).
+    sources: Tuple[Tuple[str, str], ...]
+    #: The value is always hashed: api-key, and any identity with an
+    #: authorization source.
+    hashed: bool
+
+
+@dataclass(frozen=True)
 class Policy:
     name: str
     #: fixed, sliding, approx, token or concurrency.
@@ -60,7 +76,8 @@ class Policy:
     window_ms: int
     aligned: bool = False
     burst: Optional[int] = None
-    #: ip, api-key, user, header or global.
+    #: ip, api-key, user, header or global; an identity's name; or an
+    #: inline source's kind (cookie, query, authorization).
     key: str = "ip"
     #: The header of ``key: header:<Name>``, lower case.
     key_header: Optional[str] = None
@@ -71,6 +88,9 @@ class Policy:
     #: all, failed or succeeded.
     count: str = "all"
     overridable: bool = False
+    #: A named identity, or an inline cookie:, query: or authorization:
+    #: source: the subject is read from it; None: ``key``'s built-in way.
+    identity: Optional[Identity] = None
     #: concurrency only: how long a slot is held at most.
     lease_ms: Optional[int] = None
     #: enforce or shadow: the policy's own mode, else the top-level one.
@@ -448,16 +468,14 @@ def _build(tree: Mapping[str, Any], doc: Mapping[str, Any]) -> Config:
     _no_resolver("mode", tree["mode"])
     if tree["fail"] == "local":
         raise ConfigError("fail", "local is the Rust integration's mode; use open or closed")
-    if tree.get("identities"):
-        # Refused rather than keyed by the address behind the user's back.
-        raise ConfigError("identities", "named identities are not read by Python yet")
+    identities = _identities(tree.get("identities", {}))
     trusted = _networks("trusted_proxies", tree["trusted_proxies"])
     exempt = _networks("exempt", tree["exempt"])
     if tree["exempt_loopback"]:
         exempt += [ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128")]
     policies: Dict[str, Policy] = {}
     for i, raw in enumerate(tree["policies"]):
-        policy = _policy(f"policies[{i}]", raw, tree["mode"])
+        policy = _policy(f"policies[{i}]", raw, tree["mode"], identities)
         if policy.name in policies:
             raise ConfigError(
                 f"policies[{i}].name", f'"{policy.name}" is used by an earlier policy'
@@ -498,7 +516,33 @@ def _networks(path: str, texts: List[str]) -> List[IpNetwork]:
     return out
 
 
-def _policy(path: str, raw: Mapping[str, Any], mode: str) -> Policy:
+def _identities(raw: Mapping[str, List[str]]) -> Dict[str, Identity]:
+    """The named identities; the rules identity-names-not-reserved and
+    ip-source-last."""
+    out: Dict[str, Identity] = {}
+    for name, texts in raw.items():
+        if name in ("ip", "global"):
+            raise ConfigError(f"identities.{name}", "ip and global are reserved")
+        sources: List[Tuple[str, str]] = []
+        for j, text in enumerate(texts):
+            if sources and sources[-1][0] == "ip":
+                raise ConfigError(f"identities.{name}[{j}]", "a source after ip is never read")
+            sources.append(_source(text))
+        hashed = name == "api-key" or any(kind == "authorization" for kind, _ in sources)
+        out[name] = Identity(name, tuple(sources), hashed)
+    return out
+
+
+def _source(text: str) -> Tuple[str, str]:
+    """A source as (kind, name): a header's name in lower case (headers
+    are read so), a cookie's and a query parameter's as written."""
+    kind, _, name = text.partition(":")
+    return kind, name.lower() if kind == "header" else name
+
+
+def _policy(
+    path: str, raw: Mapping[str, Any], mode: str, identities: Mapping[str, Identity]
+) -> Policy:
     for name in ("limit", "cost", "mode"):
         _no_resolver(f"{path}.{name}", raw.get(name))
     algorithm = raw["algorithm"]
@@ -520,13 +564,15 @@ def _policy(path: str, raw: Mapping[str, Any], mode: str) -> Policy:
     if "burst" in raw and algorithm != "token":
         raise ConfigError(f"{path}.burst", f"burst is for token policies, not {algorithm}")
     key, colon, key_header = raw["key"].partition(":")
-    if not colon and key not in _BUILT_IN_KEYS:
+    identity = identities.get(key) if not colon else None
+    if not colon and identity is None and key not in _BUILT_IN_KEYS:
         raise ConfigError(f"{path}.key", f'no identity is named "{key}"')
     if colon and key != "header":
-        # Inline cookie:, query: and authorization: sources: not read here yet.
-        raise ConfigError(
-            f"{path}.key", f"{key}: sources are not read by the Python integrations yet"
-        )
+        # One source inline: the subject keeps its kind and name.
+        kind, name = _source(raw["key"])
+        label = f"{kind}:{name.lower() if kind == 'authorization' else name}"
+        identity = Identity(label, ((kind, name),), kind == "authorization")
+        key_header = ""
     cost: Union[int, str] = raw["cost"]
     cost_header = None
     if isinstance(cost, str) and cost.startswith("header:"):
@@ -540,6 +586,7 @@ def _policy(path: str, raw: Mapping[str, Any], mode: str) -> Policy:
         burst=raw.get("burst"),
         key=key,
         key_header=key_header.lower() or None,
+        identity=identity,
         cost=cost,
         cost_header=cost_header,
         count=raw["count"],

@@ -10,8 +10,9 @@ import ipaddress
 import re
 from typing import Any, Optional, Sequence, Union
 
-from ._configuration import Config, IpNetwork, Policy
+from ._configuration import Config, Identity, IpNetwork, Policy
 from ._request import Request
+from ._sources import source_value
 
 IpAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 
@@ -99,7 +100,17 @@ def _port(text: str) -> bool:
 
 def subject(policy: Policy, request: Request, ip: Optional[IpAddress], config: Config) -> str:
     """The subject ``policy`` counts for ``request``, whose client is
-    ``ip``: user, else API key, else address, as the key kind says."""
+    ``ip``: user, else API key, else address, as the key kind says; a
+    named identity's (or an inline source's) first source with a value."""
+    identity = policy.identity
+    if identity is not None:
+        for kind, name in identity.sources:
+            if kind == "ip":
+                break
+            value = source_value(kind, name, request)
+            if value is not None:
+                return identity_subject(identity, value)
+        return ip_subject(ip, config.ipv6_prefix)
     kind = policy.key
     if kind == "global":
         return "global"
@@ -131,6 +142,13 @@ def ip_subject(ip: Optional[IpAddress], ipv6_prefix: int = 128) -> str:
         )
         return f"ip:{network}"
     return f"ip:{ip}"
+
+
+def identity_subject(identity: Identity, value: bytes) -> str:
+    """``<label>:<value>``: the value verbatim when key-safe, else hashed;
+    always hashed for api-key and an identity with an authorization
+    source (credentials stay out of Redis)."""
+    return f"{identity.label}:{hashed(value) if identity.hashed else key_safe(value)}"
 
 
 def is_exempt(ip: Optional[IpAddress], config: Config) -> bool:
@@ -195,6 +213,8 @@ def subject_of_value(policy: Policy, value: Union[str, bytes, None], config: Con
     if value is None or value in ("", b""):
         raise ValueError(f"librl: policy {policy.name!r} (key: {kind}) needs a value")
     raw = value.encode() if isinstance(value, str) else value
+    if policy.identity is not None:
+        return identity_subject(policy.identity, raw)
     if kind == "ip":
         ip = parse_ip(raw.decode("ascii", "replace"))
         if ip is None:

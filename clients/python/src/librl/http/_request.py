@@ -32,9 +32,20 @@ class Request:
     the framework's authenticated user, as the adapter's resolver found
     it (``user_of``: the resolver, called the first time the user is
     needed, at most once); ``native`` is the framework's own request,
-    which resolvers in code receive."""
+    which resolvers in code receive; ``query`` is the raw query string
+    (after the ``?``), None without one."""
 
-    __slots__ = ("_headers", "_user", "_user_of", "method", "native", "path", "peer", "raw_path")
+    __slots__ = (
+        "_headers",
+        "_query",
+        "_user",
+        "_user_of",
+        "method",
+        "native",
+        "path",
+        "peer",
+        "raw_path",
+    )
 
     def __init__(
         self,
@@ -47,6 +58,7 @@ class Request:
         *,
         user_of: Optional[Callable[[], Optional[str]]] = None,
         native: Any = None,
+        query: Optional[bytes] = None,
     ) -> None:
         self.method = method
         self.path = path
@@ -56,6 +68,12 @@ class Request:
         self._user_of = user_of
         self.raw_path = raw_path
         self.native = native
+        self._query = query
+
+    @property
+    def query(self) -> Optional[bytes]:
+        """The raw query string, as sent (named identities read it)."""
+        return self._query
 
     @property
     def headers(self) -> Mapping[str, Sequence[Line]]:
@@ -83,6 +101,13 @@ class Request:
             return line.strip(_SPACE)
         return header_value(lines)
 
+    def header_lines(self, name: str) -> List[bytes]:
+        """Every line of the header ``name`` (lower case), as bytes."""
+        return [
+            line if isinstance(line, bytes) else line.encode("latin-1")
+            for line in self.headers.get(name, ())
+        ]
+
     def route_path(self) -> bytes:
         if self.raw_path is not None:
             return self.raw_path
@@ -104,8 +129,11 @@ class ScopeRequest(Request):
         raw_path: Optional[bytes],
         user_of: Optional[Callable[[], Optional[str]]],
         native: Any,
+        query: Optional[bytes] = None,
     ) -> None:
-        super().__init__(method, path, {}, peer, None, raw_path, user_of=user_of, native=native)
+        super().__init__(
+            method, path, {}, peer, None, raw_path, user_of=user_of, native=native, query=query
+        )
         self._pairs: Optional[Iterable[Sequence[bytes]]] = pairs
 
     @property

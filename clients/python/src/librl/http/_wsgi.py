@@ -56,6 +56,11 @@ class EnvironRequest(Request):
         self._environ = environ
 
     @property
+    def query(self) -> Optional[bytes]:
+        text = self._environ.get("QUERY_STRING")
+        return text.encode("latin-1") if text is not None else None
+
+    @property
     def headers(self) -> Mapping[str, Sequence[str]]:
         environ = self._environ
         out = {k[5:].replace("_", "-").lower(): [v] for k, v in environ.items() if k[:5] == "HTTP_"}
@@ -71,6 +76,11 @@ class EnvironRequest(Request):
             # An empty CONTENT_LENGTH or CONTENT_TYPE is a server's "none".
             return None if value is None or not key.startswith("HTTP_") else b""
         return value.encode("latin-1").strip(b" \t")  # type: ignore[no-any-return]
+
+    def header_lines(self, name: str) -> List[bytes]:
+        # The server has joined a header's lines into one already.
+        value = self._environ.get(_environ_name(name))
+        return [value.encode("latin-1")] if value else []
 
 
 def request_of(

@@ -59,6 +59,7 @@ def request_of(
         scope.get("raw_path"),
         user_of,
         scope if native is None else native,
+        scope.get("query_string"),
     )
 
 
