@@ -10,10 +10,11 @@ import assert from "node:assert/strict";
 import { readFileSync, readdirSync } from "node:fs";
 import path from "node:path";
 import { describe, it } from "node:test";
-import { parseDecision } from "../src/reply.js";
+import { parseDecision, type Decision } from "../src/reply.js";
 import { ConfigError, parseConfig, type Config, type Policy } from "../src/http/configuration.js";
 import { rateLimitHeaders, mostRestrictive, type Checked } from "../src/http/headers.js";
 import { Exemptions, Identity, TrustedProxies, clientAddress, type RequestFacts } from "../src/http/identity.js";
+import { LocalLimiter } from "../src/http/local.js";
 import { costHeader, plan } from "../src/http/plan.js";
 import { badCost, denied, tooLarge, unavailable, type Refusal } from "../src/http/refusals.js";
 import { Routes, canonicalPath } from "../src/http/routes.js";
@@ -87,6 +88,20 @@ function refusalJson(r: Refusal): Json {
 
 /** Each function the vectors name, as the adapters call it. */
 const FUNCTIONS: Readonly<Record<string, (input: Input) => Json>> = {
+  algorithm: (input) => {
+    // One limiter; each call as the clause decide.ts builds, at its own now.
+    const local = new LocalLimiter(10);
+    const head = [String(given(input, "limit")), `${String(given(input, "window_ms"))}ms`];
+    if (input["aligned"] === true) head.push("ALIGNED");
+    if (input["algorithm"] === "approx") head.push("APPROX");
+    if (typeof input["burst"] === "number") head.push("BURST", String(input["burst"]));
+    const algorithm = ({ fixed: "FIXED", sliding: "SLIDING", approx: "SLIDING", token: "TOKEN" } as const)[given(input, "algorithm") as "fixed"];
+    return (given(input, "calls") as [number, number][]).map(([nowMs, cost]) => {
+      const clause = { algorithm, key: "k", args: [...head, "COST", String(cost)], override: undefined, refund: false };
+      const d = local.check([clause], { nowMs }).decisions[0] as Decision;
+      return [Number(d.allowed), d.count, d.retryAfterMs, d.limit, d.remaining, d.resetAfterMs];
+    });
+  },
   duration: (input) => {
     const [object, name] = given(input, "field") === "timeout" ? ["config", "timeout"] : ["policy", "window"];
     return walked(() => walkField(name, given(input, "value"), object, name) as number, (ms) => ({ ms }));
@@ -188,6 +203,7 @@ const FUNCTIONS: Readonly<Record<string, (input: Input) => Json>> = {
 
 /** The files this runner runs: the directory must hold exactly these. */
 const FILES = [
+  "algorithms.json",
   "client-ip.json",
   "config-errors.json",
   "cost-headers.json",
