@@ -1,10 +1,14 @@
 package nethttp
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"net/http"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -88,16 +92,22 @@ type Config struct {
 	IPv6Prefix     int      // default 56: an IPv6 client's ip subject is its network
 	APIKeyHeader   string   // default X-Api-Key
 	MaxBodyBytes   int64    // default 8 MiB
-	Deny           *Deny
+	Deny           *Deny    // a policy's refusal
+	FailDeny       *Deny    // fail: closed's refusal (default 503, problem)
 	Policies       []Policy
 	Routes         []Route // nil: every policy applies to every request
 }
 
-// Deny is the refusal's status and body.
+// Deny is a refusal's status, body and extra headers (docs/http.md,
+// Refusals). A zero field is an absent one: the default at the top level,
+// the top-level deny's field in a route's.
 type Deny struct {
-	Status  int    // default 429
-	Body    string // problem | text
-	Message string // the text body
+	Status      int               // default 429 (503 for FailDeny)
+	Body        string            // problem | text | json
+	Message     string            // the text body
+	ContentType string            // the text body's Content-Type
+	JSON        any               // the json body, sent as json.Marshal writes it
+	Headers     map[string]string // extra headers on this refusal
 }
 
 // Policy is one named limit.
@@ -122,6 +132,7 @@ type Route struct {
 	Path     string
 	Methods  []string
 	Policies []string // empty: the route is exempt
+	Deny     *Deny    // this route's denials: the fields it gives replace Config.Deny's
 }
 
 // Ptr is a pointer to v, for Config's optional fields.
@@ -160,17 +171,10 @@ func (c Config) document() (any, error) {
 	put("api_key_header", c.APIKeyHeader, c.APIKeyHeader != "")
 	put("max_body_bytes", c.MaxBodyBytes, c.MaxBodyBytes != 0)
 	if c.Deny != nil {
-		d := map[string]any{}
-		if c.Deny.Status != 0 {
-			d["status"] = c.Deny.Status
-		}
-		if c.Deny.Body != "" {
-			d["body"] = c.Deny.Body
-		}
-		if c.Deny.Message != "" {
-			d["message"] = c.Deny.Message
-		}
-		doc["deny"] = d
+		doc["deny"] = c.Deny.document()
+	}
+	if c.FailDeny != nil {
+		doc["fail_deny"] = c.FailDeny.document()
 	}
 	if c.Policies != nil {
 		list := make([]any, len(c.Policies))
@@ -233,11 +237,36 @@ func (c Config) document() (any, error) {
 				ps[j] = x
 			}
 			m["policies"] = ps
+			if r.Deny != nil {
+				m["deny"] = r.Deny.document()
+			}
 			list[i] = m
 		}
 		doc["routes"] = list
 	}
 	return doc, nil
+}
+
+func (d *Deny) document() map[string]any {
+	m := map[string]any{}
+	set := func(k string, v any, present bool) {
+		if present {
+			m[k] = v
+		}
+	}
+	set("status", d.Status, d.Status != 0)
+	set("body", d.Body, d.Body != "")
+	set("message", d.Message, d.Message != "")
+	set("content_type", d.ContentType, d.ContentType != "")
+	set("json", d.JSON, d.JSON != nil)
+	if d.Headers != nil {
+		h := map[string]any{}
+		for k, v := range d.Headers {
+			h[k] = v
+		}
+		m["headers"] = h
+	}
+	return m
 }
 
 // ConfigError is a configuration refused at start-up; Field is the path
@@ -271,9 +300,8 @@ type config struct {
 	shadowPolicies bool // a policy of its own mode: shadow (under mode: enforce)
 	apiKeyHeader   string
 	maxBody        int64
-	denyStatus     int
-	denyText       bool
-	denyMessage    string
+	deny           *refusal // a policy's refusal (a route's deny may replace it)
+	failDeny       *refusal // fail: closed's
 	policies       []*policy
 	byName         map[string]*policy
 	routes         []route // empty: every policy applies to every request
@@ -322,7 +350,6 @@ func parseConfig(doc any) (*config, error) {
 	if err := noResolver("mode", top["mode"]); err != nil {
 		return nil, err
 	}
-	deny := top["deny"].(walked)
 	c := &config{
 		prefix:       top["prefix"].(string),
 		shadow:       top["mode"] == "shadow",
@@ -335,10 +362,13 @@ func parseConfig(doc any) (*config, error) {
 		ipv6Prefix:   int(top["ipv6_prefix"].(int64)),
 		apiKeyHeader: top["api_key_header"].(string),
 		maxBody:      top["max_body_bytes"].(int64),
-		denyStatus:   int(deny["status"].(int64)),
-		denyText:     deny["body"] == "text",
-		denyMessage:  deny["message"].(string),
 		byName:       map[string]*policy{},
+	}
+	if c.deny, err = refusalOf("deny", top["deny"].(walked), nil); err != nil {
+		return nil, err
+	}
+	if c.failDeny, err = refusalOf("fail_deny", top["fail_deny"].(walked), nil); err != nil {
+		return nil, err
 	}
 	// fail-local-where-supported
 	if top["fail"] == "local" {
@@ -525,8 +555,14 @@ func concurrencyFields(path string, m walked) error {
 // routeOf is a walked route, its policies named by the configuration
 // (routes-name-defined-policies) and its path made canonical.
 func (c *config) routeOf(path string, m walked) (route, error) {
-	r := route{path: m["path"].(string)}
+	r := route{path: m["path"].(string), deny: c.deny}
 	r.match = lowerASCII(canonicalPath(r.path))
+	if d, ok := m["deny"]; ok {
+		var err error
+		if r.deny, err = refusalOf(path+".deny", d.(walked), c.deny); err != nil {
+			return r, err
+		}
+	}
 	if ms, ok := m["methods"]; ok {
 		for _, x := range ms.([]any) {
 			r.methods = append(r.methods, x.(string))
@@ -540,6 +576,92 @@ func (c *config) routeOf(path string, m walked) (route, error) {
 		r.policies = append(r.policies, p)
 	}
 	return r, nil
+}
+
+// refusalOf reads a deny, fail_deny or route deny over base (the
+// top-level deny, for a route's; nil for the top level's, whose defaults
+// the walker gave), with deny-json-with-json-body and
+// deny-headers-are-extra. What a refusal sends is built here, once.
+func refusalOf(path string, m walked, base *refusal) (*refusal, error) {
+	r := &refusal{}
+	if base != nil {
+		*r = *base
+	}
+	if v, ok := m["status"]; ok {
+		r.status = int(v.(int64))
+	}
+	if v, ok := m["body"]; ok {
+		r.body = v.(string)
+	}
+	if v, ok := m["message"]; ok {
+		r.text = []byte(v.(string))
+	}
+	if v, ok := m["content_type"]; ok {
+		r.contentType = v.(string)
+	}
+	if v, ok := m["json"]; ok {
+		if r.body != "json" {
+			return nil, bad(path+".json", "json is sent only with body: json")
+		}
+		data, err := json.Marshal(jsonValue(v))
+		if err != nil {
+			return nil, bad(path+".json", "must be a JSON value other than null")
+		}
+		r.json = data
+	} else if r.body == "json" && r.json == nil {
+		return nil, bad(path+".json", "missing (body: json sends it)")
+	}
+	if v, ok := m["headers"]; ok {
+		hs := v.(map[string]any)
+		r.headers = make(http.Header, len(hs))
+		// In name order, as the walker reads them: one message for one
+		// document.
+		for _, name := range slices.Sorted(maps.Keys(hs)) {
+			key := http.CanonicalHeaderKey(name)
+			at := path + ".headers." + name
+			if ownHeaders[key] {
+				return nil, bad(at, "the integration sets this header itself")
+			}
+			if _, twice := r.headers[key]; twice {
+				return nil, bad(at, "\"%s\" is given twice", name)
+			}
+			r.headers[key] = []string{hs[name].(string)}
+		}
+	}
+	return r, nil
+}
+
+// ownHeaders are the headers the integration sets on a refusal itself,
+// under net/http's canonical keys: a refusal's headers may not name them.
+var ownHeaders = map[string]bool{
+	hdrRateLimit: true, hdrPolicy: true, hdrDraftLimit: true, hdrDraftRemaining: true, hdrDraftReset: true,
+	hdrLimit: true, hdrRemaining: true, hdrReset: true, hdrRetryAfter: true, "Content-Type": true, "Content-Length": true,
+}
+
+// jsonValue is a document's value as encoding/json writes it: a YAML
+// mapping with keys that are not strings has them as text.
+func jsonValue(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = jsonValue(e)
+		}
+		return out
+	case map[any]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[fmt.Sprint(k)] = jsonValue(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = jsonValue(e)
+		}
+		return out
+	}
+	return v
 }
 
 // noResolver refuses a code:<name> value (docs/http.md, Resolvers in code)

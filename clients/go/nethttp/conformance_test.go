@@ -48,6 +48,13 @@ type step struct {
 	Redis        []string        `json:"redis"`
 	RedisPauseMS int             `json:"redis_pause_ms"`
 	Check        string          `json:"check"`
+	// WithinMS: the step's requests together take at most this long.
+	WithinMS int `json:"within_ms"`
+	// RedisHang: a hang case's Redis comes back (false) or hangs again.
+	RedisHang *bool `json:"redis_hang"`
+	// Reload: the configuration the app reloads, expecting "reloaded" or
+	// {"error": "<path>"}.
+	Reload json.RawMessage `json:"reload"`
 }
 
 // parallelStep is one request of a parallel step, sent after_ms after
@@ -77,6 +84,8 @@ type expectation struct {
 	BodyText    *string                    `json:"body_text"`
 	// Failed: the handler failed: a 500, or the connection closed unanswered.
 	Failed bool `json:"failed"`
+	// ElapsedMS: a matcher on the time to the whole response read.
+	ElapsedMS json.RawMessage `json:"elapsed_ms"`
 }
 
 func casesDir() string {
@@ -141,7 +150,7 @@ func TestConformance(t *testing.T) {
 	}
 	var standalone *testserver.Server
 	var cluster *testserver.Cluster
-	if need[""] || need["standalone"] {
+	if need[""] || need["standalone"] || need["hang"] {
 		standalone = testserver.Start(t, flavor)
 	}
 	if need["cluster"] {
@@ -190,6 +199,8 @@ func TestConformance(t *testing.T) {
 				env = clusterEnv(t, cluster)
 			case "down":
 				env = downEnv(t)
+			case "hang":
+				env = hangEnv(t, standalone)
 			default:
 				t.Fatalf("unknown redis %q", r.redis)
 			}
@@ -204,6 +215,7 @@ type redisEnv struct {
 	app       redis.UniversalClient
 	primaries []*redis.Client
 	cluster   *redis.ClusterClient // the runner's, for routing redis steps
+	hang      *hangProxy           // a hang case's listener
 }
 
 // standaloneEnv's client ends a call at its context's deadline, so the
@@ -223,6 +235,15 @@ func clusterEnv(t *testing.T, c *testserver.Cluster) *redisEnv {
 		env.primaries = append(env.primaries, n.Client())
 	}
 	return env
+}
+
+// hangEnv's app talks to a hangProxy in front of the real server; the
+// runner's own commands go to the server.
+func hangEnv(t *testing.T, s *testserver.Server) *redisEnv {
+	p := startHangProxy(t, s.Addr())
+	app := redis.NewClient(&redis.Options{Addr: p.addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = app.Close() })
+	return &redisEnv{app: app, primaries: []*redis.Client{s.Client()}, hang: p}
 }
 
 func downEnv(t *testing.T) *redisEnv {
@@ -267,11 +288,39 @@ func runCase(t *testing.T, c conformanceCase, env *redisEnv) {
 		switch {
 		case s.Request != nil:
 			n := max(s.Repeat, 1)
+			start := time.Now()
 			for k := range n {
 				if msg := doRequest(client, srv.URL, s.Request, s.Expect); msg != "" {
 					fail("request %d of %d: %s", k+1, n, msg)
 				}
 			}
+			if took := time.Since(start); s.WithinMS > 0 && took > time.Duration(s.WithinMS)*time.Millisecond {
+				fail("%d requests took %v, more than %d ms", n, took, s.WithinMS)
+			}
+		case s.Reload != nil:
+			var want any
+			if err := json.Unmarshal(s.Expect, &want); err != nil {
+				fail("reload's expect: %v", err)
+			}
+			err := mw.Reload(nethttp.Bytes(s.Reload))
+			switch w := want.(type) {
+			case string:
+				if w != "reloaded" || err != nil {
+					fail("reload: %v, want %q", err, w)
+				}
+			case map[string]any:
+				path, _ := w["error"].(string)
+				if err == nil || path == "" || !strings.Contains(err.Error(), path) {
+					fail("reload: %v, want an error naming %q", err, path)
+				}
+			default:
+				fail("reload's expect %s", s.Expect)
+			}
+		case s.RedisHang != nil:
+			if env.hang == nil {
+				fail("redis_hang in a case whose redis is not hang")
+			}
+			env.hang.setHanging(*s.RedisHang)
 		case s.Parallel != nil:
 			if msg := doParallel(client, srv.URL, s.Parallel); msg != "" {
 				fail("%s", msg)
@@ -451,6 +500,7 @@ func doRequest(client *http.Client, base string, r *request, rawExpect json.RawM
 			return err.Error()
 		}
 	}
+	start := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {
 		if e.Failed {
@@ -460,8 +510,14 @@ func doRequest(client *http.Client, base string, r *request, rawExpect json.RawM
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
+	elapsed := time.Since(start).Milliseconds()
 	if len(rawExpect) == 0 {
 		return ""
+	}
+	if e.ElapsedMS != nil {
+		if msg := match(e.ElapsedMS, elapsed); msg != "" {
+			return fmt.Sprintf("elapsed ms: %s", msg)
+		}
 	}
 	where := fmt.Sprintf("%s %q -> %d %v %q", method, path, resp.StatusCode, resp.Header, data)
 	if e.Failed && resp.StatusCode != http.StatusInternalServerError {

@@ -31,8 +31,8 @@ type decided struct {
 }
 
 // decide asks Redis, applies the fail mode and shadow mode, calls the hook
-// and picks the refusal.
-func (m *engine) decide(r *http.Request, route string, checks []check) decided {
+// and picks the refusal (deny's, for a denial).
+func (m *engine) decide(r *http.Request, route string, checks []check, deny *refusal) decided {
 	var v verdict
 	err := errBreakerOpen
 	if ask, probe := m.breaker.admit(); ask {
@@ -42,7 +42,7 @@ func (m *engine) decide(r *http.Request, route string, checks []check) decided {
 	if err != nil {
 		d := decided{outcome: m.failed(err)}
 		if d.outcome == FailClosed {
-			refusal := unavailable()
+			refusal := unavailable(m.c.failDeny)
 			d.refusal = &refusal
 		}
 		m.emit(r, route, d.outcome, checks, nil, err)
@@ -53,7 +53,7 @@ func (m *engine) decide(r *http.Request, route string, checks []check) decided {
 	switch d.outcome {
 	case Denied:
 		worst := mostRestrictive(d.replied, true)
-		refusal := denied(m.c, d.replied[worst], checks[worst].cost)
+		refusal := denied(deny, d.replied[worst], checks[worst].cost)
 		d.refusal = &refusal
 	case WouldDeny:
 		m.log.Warn("librl: shadow: the request would be refused", "method", r.Method, "path", r.URL.Path,

@@ -156,11 +156,11 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		route := ""
+		route, deny := "", e.c.deny
 		if i >= 0 {
-			route = e.c.routes[i].path
+			route, deny = e.c.routes[i].path, e.c.routes[i].deny
 		}
-		e.serve(w, r, next, policies, route)
+		e.serve(w, r, next, policies, route, deny)
 	})
 }
 
@@ -186,13 +186,14 @@ func (m *Middleware) Policies(names ...string) (func(http.Handler) http.Handler,
 			for i, n := range names {
 				ps[i] = e.c.byName[n]
 			}
-			e.serve(w, r, next, ps, "")
+			e.serve(w, r, next, ps, "", e.c.deny)
 		})
 	}, nil
 }
 
-// serve is one request: plan, costs, decide, respond.
-func (m *engine) serve(w http.ResponseWriter, r *http.Request, next http.Handler, policies []*policy, route string) {
+// serve is one request: plan, costs, decide, respond; deny is the refusal
+// of a denial on this route.
+func (m *engine) serve(w http.ResponseWriter, r *http.Request, next http.Handler, policies []*policy, route string, deny *refusal) {
 	id := &identity{c: m.c, peer: r.RemoteAddr, header: r.Header, user: m.user(r)}
 	checks := plan(m.c, policies, id)
 	if len(checks) == 0 {
@@ -203,7 +204,7 @@ func (m *engine) serve(w http.ResponseWriter, r *http.Request, next http.Handler
 		refusal.write(w)
 		return
 	}
-	m.respond(w, r, next, checks, m.decide(r, route, checks))
+	m.respond(w, r, next, checks, m.decide(r, route, checks, deny))
 }
 
 // respond sends the decision: the rate-limit headers (when Redis
@@ -254,6 +255,9 @@ func (m *engine) respond(w http.ResponseWriter, r *http.Request, next http.Handl
 // w.
 func (r reply) write(w http.ResponseWriter) {
 	h := w.Header()
+	for k, v := range r.headers {
+		h[k] = v
+	}
 	h["Content-Type"] = []string{r.contentType}
 	h["Content-Length"] = []string{strconv.Itoa(len(r.body))}
 	w.WriteHeader(r.status)

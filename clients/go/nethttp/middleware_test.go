@@ -80,6 +80,35 @@ func TestMiddlewareInGo(t *testing.T) {
 		}
 	})
 
+	t.Run("refusals in a Config struct", func(t *testing.T) {
+		rdb.FlushAll(ctx)
+		cfg := nethttp.Config{
+			ExemptLoopback: nethttp.Ptr(false),
+			Deny:           &nethttp.Deny{Body: "json", JSON: map[string]any{"code": "slow"}, Headers: map[string]string{"X-A": "1"}},
+			FailDeny:       &nethttp.Deny{Status: 429, Body: "text"},
+			Policies:       []nethttp.Policy{{Name: "p", Algorithm: "fixed", Limit: 1, Window: "1m"}},
+			Routes: []nethttp.Route{{Path: "/v1", Policies: []string{"p"}, Deny: &nethttp.Deny{Body: "text", Message: "v1"}},
+				{Path: "/", Policies: []string{"p"}}},
+		}
+		mw, err := nethttp.New(rdb, cfg, nethttp.Logger(quietLogger()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := mw.Handler(exampleapp.OK)
+		get(t, h, "/")
+		if resp := get(t, h, "/v1"); resp.StatusCode != 429 || resp.Header.Get("Content-Type") != "text/plain; charset=utf-8" || resp.Header.Get("X-A") != "1" {
+			t.Fatalf("the route's deny: %d %v", resp.StatusCode, resp.Header)
+		}
+		if resp := get(t, h, "/"); resp.StatusCode != 429 || resp.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("the deny: %d %v", resp.StatusCode, resp.Header)
+		}
+		cfg.Deny = &nethttp.Deny{JSON: "no body: json"}
+		var ce *nethttp.ConfigError
+		if _, err := nethttp.New(rdb, cfg); !errors.As(err, &ce) || ce.Field != "deny.json" {
+			t.Fatalf("%v, want deny.json refused", err)
+		}
+	})
+
 	t.Run("a YAML file, and policies attached in code", func(t *testing.T) {
 		rdb.FlushAll(ctx)
 		path := filepath.Join(t.TempDir(), "policies.yaml")

@@ -8,8 +8,8 @@ import (
 )
 
 // Refusals (docs/http.md, Refusals): the responses the middleware makes
-// itself, RFC 9457 problem bodies (or the deny message as text), with the
-// contract's exact detail texts.
+// itself, RFC 9457 problem bodies with the contract's exact detail texts,
+// or the configured text or JSON body of a denial or of fail: closed.
 
 // reply is a response the middleware makes instead of calling the
 // handler.
@@ -17,12 +17,35 @@ type reply struct {
 	status      int
 	contentType string
 	body        []byte
+	headers     http.Header // a refusal's own (deny.headers); read only
+}
+
+// refusal is a deny, fail_deny or route deny as configured (a route's
+// merged over deny), its bodies built at start-up.
+type refusal struct {
+	status      int
+	body        string // problem | text | json
+	text        []byte // message
+	contentType string // the text body's
+	json        []byte // the json body, serialized
+	headers     http.Header
 }
 
 const (
 	problemJSON = "application/problem+json"
-	textPlain   = "text/plain; charset=utf-8"
+	appJSON     = "application/json"
 )
+
+// configured is the refusal's text or JSON body, false for a problem one.
+func (f *refusal) configured() (reply, bool) {
+	switch f.body {
+	case "text":
+		return reply{status: f.status, contentType: f.contentType, body: f.text, headers: f.headers}, true
+	case "json":
+		return reply{status: f.status, contentType: appJSON, body: f.json, headers: f.headers}, true
+	}
+	return reply{}, false
+}
 
 // member is one member of a problem body, in the order it is written.
 type member struct {
@@ -55,12 +78,12 @@ func windowText(window int64) string {
 	return strconv.FormatInt(window, 10) + "ms"
 }
 
-// denied is the refusal by the most restrictive check: deny.status with a
-// problem body naming the policy (retry_after in ms, null when no wait
-// helps), or deny.message as text.
-func denied(c *config, x checked, cost int64) reply {
-	if c.denyText {
-		return reply{status: c.denyStatus, contentType: textPlain, body: []byte(c.denyMessage)}
+// denied is the refusal by the most restrictive check: the deny's status
+// with a problem body naming the policy (retry_after in ms, null when no
+// wait helps), or its text or JSON body.
+func denied(deny *refusal, x checked, cost int64) reply {
+	if r, ok := deny.configured(); ok {
+		return r
 	}
 	limit := quota(x)
 	what := fmt.Sprintf(`"%s" (%d per %s)`, x.p.name, limit, windowText(x.p.window.Milliseconds()))
@@ -78,8 +101,10 @@ func denied(c *config, x checked, cost int64) reply {
 		}
 	}
 	// The title names the refusal, whatever status it is sent with.
-	return problem(c.denyStatus, "Too Many Requests", detail,
+	r := problem(deny.status, "Too Many Requests", detail,
 		member{"policy", x.p.name}, member{"limit", limit}, member{"retry_after", retry})
+	r.headers = deny.headers
+	return r
 }
 
 // badCost is the 400 for a cost header that is not an integer from 1 to
@@ -95,8 +120,14 @@ func tooLarge(max int64) reply {
 		fmt.Sprintf("The body may be at most %d bytes.", max))
 }
 
-// unavailable is the 503 of fail: closed.
-func unavailable() reply {
-	return problem(http.StatusServiceUnavailable, "Service Unavailable",
+// unavailable is the refusal of fail: closed: fail_deny's status (503)
+// with a problem body, or its text or JSON body.
+func unavailable(failDeny *refusal) reply {
+	if r, ok := failDeny.configured(); ok {
+		return r
+	}
+	r := problem(failDeny.status, "Service Unavailable",
 		"The rate limiter is unavailable, and this service does not admit unlimited requests.")
+	r.headers = failDeny.headers
+	return r
 }

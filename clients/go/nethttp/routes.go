@@ -11,6 +11,7 @@ type route struct {
 	match    string // canonicalPath(path), ASCII lower case
 	methods  []string
 	policies []*policy
+	deny     *refusal // the configuration's deny, with this route's fields
 }
 
 // canonicalPath is the path routes match on (docs/http.md, Routes): an

@@ -479,6 +479,9 @@ func vectorResponseHeaders(t *testing.T, input, expect json.RawMessage) {
 func vectorRefusal(t *testing.T, input, expect json.RawMessage) {
 	var in struct {
 		Deny         map[string]any `json:"deny"`
+		RouteDeny    map[string]any `json:"route_deny"`
+		FailDeny     map[string]any `json:"fail_deny"`
+		Resolver     string         `json:"resolver"`
 		Kind         string         `json:"kind"`
 		Policy       map[string]any `json:"policy"`
 		Reply        any            `json:"reply"`
@@ -495,16 +498,28 @@ func vectorRefusal(t *testing.T, input, expect json.RawMessage) {
 	if in.Deny != nil {
 		doc["deny"] = in.Deny
 	}
+	if in.FailDeny != nil {
+		doc["fail_deny"] = in.FailDeny
+	}
+	if in.RouteDeny != nil {
+		doc["routes"] = []any{map[string]any{"path": "/", "policies": []any{policy["name"]}, "deny": in.RouteDeny}}
+	}
 	if in.MaxBodyBytes != nil {
 		doc["max_body_bytes"] = in.MaxBodyBytes
 	}
 	c := configOf(t, doc)
 	p := c.policies[0]
+	deny := c.deny
+	if len(c.routes) > 0 {
+		deny = c.routes[0].deny
+	}
 	var r reply
+	text := false // the refusal's body is text, whatever its Content-Type
 	switch in.Kind {
 	case "denied":
+		text = deny.body == "text"
 		cost, _ := wholeNumber(in.Cost)
-		r = denied(c, checked{p: p, d: decision(t, in.Reply)}, cost)
+		r = denied(deny, checked{p: p, d: decision(t, in.Reply)}, cost)
 	case "bad-cost":
 		if p.cost != costHeader || p.costHeader != in.Header {
 			t.Fatalf("the vector's header %q is not its policy's cost header", in.Header)
@@ -513,12 +528,20 @@ func vectorRefusal(t *testing.T, input, expect json.RawMessage) {
 	case "too-large":
 		r = tooLarge(c.maxBody)
 	case "unavailable":
-		r = unavailable()
+		text = c.failDeny.body == "text"
+		r = unavailable(c.failDeny)
 	default:
 		t.Fatalf("kind %q", in.Kind)
 	}
 	got := map[string]any{"status": r.status, "content_type": r.contentType}
-	if r.contentType == problemJSON {
+	if len(r.headers) > 0 {
+		hs := map[string]string{}
+		for k := range r.headers {
+			hs[k] = r.headers.Get(k)
+		}
+		got["headers"] = hs
+	}
+	if !text {
 		var body any
 		decode(t, r.body, &body)
 		got["body"] = body
