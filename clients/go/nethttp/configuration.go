@@ -91,11 +91,15 @@ type Config struct {
 	ExemptLoopback *bool    // default false; true adds 127.0.0.0/8 and ::1 to Exempt
 	IPv6Prefix     int      // default 56: an IPv6 client's ip subject is its network
 	APIKeyHeader   string   // default X-Api-Key
-	MaxBodyBytes   int64    // default 8 MiB
-	Deny           *Deny    // a policy's refusal
-	FailDeny       *Deny    // fail: closed's refusal (default 503, problem)
-	Policies       []Policy
-	Routes         []Route // nil: every policy applies to every request
+	// Identities names subjects made of sources tried in order
+	// (header:<Name>, cookie:<Name>, query:<Name>, authorization:<Scheme>,
+	// user, ip).
+	Identities   map[string][]string
+	MaxBodyBytes int64 // default 8 MiB
+	Deny         *Deny // a policy's refusal
+	FailDeny     *Deny // fail: closed's refusal (default 503, problem)
+	Policies     []Policy
+	Routes       []Route // nil: every policy applies to every request
 }
 
 // Deny is a refusal's status, body and extra headers (docs/http.md,
@@ -120,7 +124,7 @@ type Policy struct {
 	Rate        string // instead of Limit and Window: "100/minute"
 	Aligned     bool   // fixed only
 	Burst       int64  // token only
-	Key         string // ip | api-key | user | header:<Name> | global
+	Key         string // ip | global | an identity's name | header:, cookie:, query: or authorization:<Name>
 	Cost        string // "" (1) | "<n>" | body-bytes | header:<Name>
 	Count       string // all | failed | succeeded
 	Overridable bool
@@ -169,6 +173,17 @@ func (c Config) document() (any, error) {
 	}
 	put("ipv6_prefix", c.IPv6Prefix, c.IPv6Prefix != 0)
 	put("api_key_header", c.APIKeyHeader, c.APIKeyHeader != "")
+	if c.Identities != nil {
+		ids := map[string]any{}
+		for name, sources := range c.Identities {
+			list := make([]any, len(sources))
+			for i, x := range sources {
+				list[i] = x
+			}
+			ids[name] = list
+		}
+		doc["identities"] = ids
+	}
 	put("max_body_bytes", c.MaxBodyBytes, c.MaxBodyBytes != 0)
 	if c.Deny != nil {
 		doc["deny"] = c.Deny.document()
@@ -299,6 +314,7 @@ type config struct {
 	ipv6Prefix     int
 	shadowPolicies bool // a policy of its own mode: shadow (under mode: enforce)
 	apiKeyHeader   string
+	identities     map[string]*namedIdentity // the file's, built-ins redefined included
 	maxBody        int64
 	deny           *refusal // a policy's refusal (a route's deny may replace it)
 	failDeny       *refusal // fail: closed's
@@ -323,15 +339,21 @@ type policy struct {
 	lease     time.Duration // concurrency only
 	aligned   bool
 	burst     int64
-	keyKind   string // ip api-key user header global
-	keyHeader string // header:<Name>'s name as configured
-	// keyHeaderTag is the subject's start, "header:<name in lower case>:".
-	keyHeaderTag string
-	cost         costKind
-	costUnits    int64
-	costHeader   string // header:<Name>'s name as configured
-	count        string
-	overridable  bool
+	// keyKind: ip api-key user global (the built-ins), identity (a named
+	// one), or an inline source's kind: header cookie query authorization.
+	keyKind   string
+	keyHeader string         // header:<Name>'s name as configured
+	keySource string         // an inline cookie:, query: or authorization: source as written
+	ident     *namedIdentity // keyKind identity
+	// keyTag is an inline source's subject start: "header:<name in lower
+	// case>:", "cookie:<Name>:", "query:<Name>:", "authorization:<scheme
+	// in lower case>:".
+	keyTag      string
+	cost        costKind
+	costUnits   int64
+	costHeader  string // header:<Name>'s name as configured
+	count       string
+	overridable bool
 	// shadow: the policy's own mode is shadow (under mode: enforce): its
 	// clauses go in RL.ALL calls of their own and it never refuses.
 	shadow bool
@@ -393,8 +415,11 @@ func parseConfig(doc any) (*config, error) {
 	if top["exempt_loopback"].(bool) {
 		c.exempt = append(c.exempt, netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128"))
 	}
+	if c.identities, err = identitiesOf(top["identities"]); err != nil {
+		return nil, err
+	}
 	for i, v := range top["policies"].([]any) {
-		p, err := policyOf(fmt.Sprintf("policies[%d]", i), v.(walked))
+		p, err := policyOf(fmt.Sprintf("policies[%d]", i), v.(walked), c.identities)
 		if err != nil {
 			return nil, err
 		}
@@ -447,7 +472,7 @@ func parseNetwork(s string) (netip.Prefix, error) {
 // policyOf is a walked policy, with the rules that span its fields
 // (concurrency-has-lease, rate-or-limit-and-window, aligned-only-on-fixed,
 // burst-only-on-token).
-func policyOf(path string, m walked) (*policy, error) {
+func policyOf(path string, m walked, identities map[string]*namedIdentity) (*policy, error) {
 	for _, field := range []string{"limit", "cost", "mode"} {
 		if err := noResolver(path+"."+field, m[field]); err != nil {
 			return nil, err
@@ -488,19 +513,8 @@ func policyOf(path string, m walked) (*policy, error) {
 		}
 		p.burst = burst.(int64)
 	}
-	// The walker has checked both against the schema's patterns.
-	p.keyKind = m["key"].(string)
-	if name, ok := strings.CutPrefix(p.keyKind, "header:"); ok {
-		p.keyKind, p.keyHeader, p.keyHeaderTag = "header", name, "header:"+lowerASCII(name)+":"
-	}
-	switch kind, _, inline := strings.Cut(p.keyKind, ":"); {
-	case inline:
-		// cookie:, query: and authorization: sources (docs/http.md, Named
-		// identities) are not read by this integration yet.
-		return nil, bad(path+".key", "%s: sources are not read by the Go integration yet", kind)
-	case p.keyKind != "ip" && p.keyKind != "api-key" && p.keyKind != "user" && p.keyKind != "global" && p.keyKind != "header":
-		// No identities of the file's own yet: only the built-in ones.
-		return nil, bad(path+".key", "no identity is named \"%s\"", p.keyKind)
+	if err := keyOf(path, p, m["key"].(string), identities); err != nil {
+		return nil, err
 	}
 	switch cost := m["cost"].(type) {
 	case int64:
@@ -514,6 +528,56 @@ func policyOf(path string, m walked) (*policy, error) {
 	}
 	p.opts = fixedOptions(p)
 	return p, nil
+}
+
+// keyOf reads a policy's key (keys-name-identities): a built-in, an
+// identity of the file's (which wins over a built-in of its name), or one
+// source inline. The walker has checked it against the schema's pattern.
+func keyOf(path string, p *policy, key string, identities map[string]*namedIdentity) error {
+	if n, ok := identities[key]; ok {
+		p.keyKind, p.ident = "identity", n
+		return nil
+	}
+	kind, name, inline := strings.Cut(key, ":")
+	switch {
+	case !inline && (key == "ip" || key == "global" || key == "api-key" || key == "user"):
+		p.keyKind = key
+	case !inline:
+		return bad(path+".key", "no identity is named \"%s\"", key)
+	case kind == "header":
+		p.keyKind, p.keyHeader, p.keyTag = kind, name, "header:"+lowerASCII(name)+":"
+	case kind == "authorization":
+		p.keyKind, p.keySource, p.keyTag = kind, key, "authorization:"+lowerASCII(name)+":"
+	default: // cookie and query names are case-sensitive: as written
+		p.keyKind, p.keySource, p.keyTag = kind, key, key+":"
+	}
+	return nil
+}
+
+// identitiesOf reads identities (identity-names-not-reserved,
+// ip-source-last), in name order: one message for one document.
+func identitiesOf(v any) (map[string]*namedIdentity, error) {
+	m, _ := v.(map[string]any)
+	if len(m) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]*namedIdentity, len(m))
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		if name == "ip" || name == "global" {
+			return nil, bad("identities."+name, "ip and global are reserved")
+		}
+		n := &namedIdentity{tag: name + ":", hashed: name == "api-key"}
+		for j, x := range m[name].([]any) {
+			source := x.(string)
+			if j > 0 && n.sources[j-1] == "ip" {
+				return nil, bad(fmt.Sprintf("identities.%s[%d]", name, j), "a source after ip is never read")
+			}
+			n.hashed = n.hashed || strings.HasPrefix(source, "authorization:")
+			n.sources = append(n.sources, source)
+		}
+		out[name] = n
+	}
+	return out, nil
 }
 
 // fixedOptions are the policy's clause options that no request changes.

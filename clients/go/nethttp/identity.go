@@ -139,7 +139,9 @@ type identity struct {
 	c      *config
 	peer   string // the TCP peer, as http.Request.RemoteAddr writes it
 	header http.Header
-	user   string // the authenticated user, "" when none
+	// rawQuery is the request's query as sent (query: sources).
+	rawQuery string
+	user     string // the authenticated user, "" when none
 	// The client's address (ok false: unknown) and its subject, found once.
 	addr  netip.Addr
 	ok    bool
@@ -196,8 +198,26 @@ func (id *identity) apiKey() (subject, bool) {
 	return subject{tag: "api-key:" + hashID(v)}, true
 }
 
+// namedIdentity is one of the file's identities (docs/http.md, Named
+// identities): its sources, tried in order.
+type namedIdentity struct {
+	tag     string   // "<name>:"
+	sources []string // as written; ip only last
+	// hashed: the value is always hashed (api-key, or an authorization:
+	// source among its sources), whichever source gave it.
+	hashed bool
+}
+
+// value is a source's value as the subject writes it.
+func (n *namedIdentity) value(v string) string {
+	if n.hashed {
+		return hashID(v)
+	}
+	return keyValue(v)
+}
+
 // subject is the policy's subject: its key kind's, falling back to the
-// api-key subject (user), then the ip.
+// api-key subject (built-in user), then the ip.
 func (id *identity) subject(p *policy) subject {
 	switch p.keyKind {
 	case "api-key":
@@ -213,7 +233,24 @@ func (id *identity) subject(p *policy) subject {
 		}
 	case "header":
 		if v, ok := headerValue(id.header, p.keyHeader); ok {
-			return subject{tag: p.keyHeaderTag + keyValue(v)}
+			return subject{tag: p.keyTag + keyValue(v)}
+		}
+	case "cookie", "query":
+		if v, ok := sourceValue(p.keySource, id.header, id.rawQuery, id.user); ok {
+			return subject{tag: p.keyTag + keyValue(v)}
+		}
+	case "authorization":
+		if v, ok := sourceValue(p.keySource, id.header, id.rawQuery, id.user); ok {
+			return subject{tag: p.keyTag + hashID(v)}
+		}
+	case "identity":
+		for _, source := range p.ident.sources {
+			if source == "ip" {
+				break
+			}
+			if v, ok := sourceValue(source, id.header, id.rawQuery, id.user); ok {
+				return subject{tag: p.ident.tag + p.ident.value(v)}
+			}
 		}
 	case "global":
 		return subject{tag: "global"}

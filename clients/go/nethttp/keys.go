@@ -108,7 +108,11 @@ func subjectOf(c *config, p *policy, value string) (subject, error) {
 		return subject{tag: "api-key:" + hashID(value)}, nil
 	case "user":
 		return subject{tag: "user:" + keyValue(value)}, nil
-	default: // header
-		return subject{tag: p.keyHeaderTag + keyValue(value)}, nil
+	case "identity":
+		return subject{tag: p.ident.tag + p.ident.value(value)}, nil
+	case "authorization":
+		return subject{tag: p.keyTag + hashID(value)}, nil
+	default: // header, cookie, query
+		return subject{tag: p.keyTag + keyValue(value)}, nil
 	}
 }

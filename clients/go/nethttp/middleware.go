@@ -194,7 +194,7 @@ func (m *Middleware) Policies(names ...string) (func(http.Handler) http.Handler,
 // serve is one request: plan, costs, decide, respond; deny is the refusal
 // of a denial on this route.
 func (m *engine) serve(w http.ResponseWriter, r *http.Request, next http.Handler, policies []*policy, route string, deny *refusal) {
-	id := &identity{c: m.c, peer: r.RemoteAddr, header: r.Header, user: m.user(r)}
+	id := &identity{c: m.c, peer: r.RemoteAddr, header: r.Header, rawQuery: r.URL.RawQuery, user: m.user(r)}
 	checks := plan(m.c, policies, id)
 	if len(checks) == 0 {
 		next.ServeHTTP(w, r)

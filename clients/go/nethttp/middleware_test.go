@@ -109,6 +109,22 @@ func TestMiddlewareInGo(t *testing.T) {
 		}
 	})
 
+	t.Run("identities in a Config struct", func(t *testing.T) {
+		rdb.FlushAll(ctx)
+		mw, err := nethttp.New(rdb, nethttp.Config{
+			ExemptLoopback: nethttp.Ptr(false),
+			Identities:     map[string][]string{"client": {"header:X-Client", "query:client"}},
+			Policies:       []nethttp.Policy{{Name: "p", Algorithm: "fixed", Limit: 5, Window: "1m", Key: "client"}},
+		}, nethttp.Logger(quietLogger()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		get(t, mw.Handler(exampleapp.OK), "/?client=acme")
+		if n, _ := rdb.Exists(ctx, "rl:{client:acme}:p").Result(); n != 1 {
+			t.Fatal("the identity's query source is not the key")
+		}
+	})
+
 	t.Run("a YAML file, and policies attached in code", func(t *testing.T) {
 		rdb.FlushAll(ctx)
 		path := filepath.Join(t.TempDir(), "policies.yaml")

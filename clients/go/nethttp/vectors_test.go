@@ -397,6 +397,7 @@ func vectorKey(t *testing.T, input, expect json.RawMessage) {
 			Peer    *string `json:"peer"`
 			Headers []any   `json:"headers"`
 			User    any     `json:"user"`
+			Query   string  `json:"query"`
 		} `json:"request"`
 	}
 	decode(t, input, &in)
@@ -406,7 +407,7 @@ func vectorKey(t *testing.T, input, expect json.RawMessage) {
 	}
 	doc["policies"] = []any{in.Policy}
 	c := configOf(t, doc)
-	id := &identity{c: c, header: header(t, in.Request.Headers)}
+	id := &identity{c: c, header: header(t, in.Request.Headers), rawQuery: in.Request.Query}
 	if in.Request.Peer != nil {
 		id.peer = *in.Request.Peer
 	}
