@@ -39,6 +39,7 @@ var vectorFiles = map[string]func(t *testing.T, input, expect json.RawMessage){
 	"outcomes.json":      vectorOutcome,
 	"substitution.json":  vectorSubstitute,
 	"override-keys.json": vectorOverrideKey,
+	"algorithms.json":    vectorAlgorithm,
 }
 
 // vectorFunctions: each file's function, as the file names it.
@@ -47,7 +48,7 @@ var vectorFunctions = map[string]string{
 	"paths.json": "canonical_path", "routes.json": "route", "client-ip.json": "client_ip", "keys.json": "key",
 	"headers.json": "response_headers", "refusals.json": "refusal", "config-errors.json": "config_error",
 	"sources.json": "source", "outcomes.json": "outcome", "substitution.json": "substitute",
-	"override-keys.json": "override_key",
+	"override-keys.json": "override_key", "algorithms.json": "algorithm",
 }
 
 func vectorsDir() string {
