@@ -17,7 +17,9 @@
 # beside the project's venv, which has the frameworks), the Node.js apps'
 # packages (npm ci, bench/http/node/package-lock.json), the Go app
 # (bench/http/go/go.sum, built into .deps/bench-http/go-app) and the axum
-# app (bench/http/axum/Cargo.lock, built into target/release/); and py-spy
+# app (bench/http/axum/Cargo.lock, built into target/release/), the Spring
+# app (bench/http/java, with Bucket4j, built by Maven into
+# .deps/bench-http/java from .deps/m2); and py-spy
 # 0.4.3 (PyPI) for make bench-http-profile's Python rows.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -61,6 +63,18 @@ if [ ! -x "$out/go-app" ] || [ -n "$(find "$http/go" "$root/clients/go" -name '*
    [ "$http/go/go.sum" -nt "$out/go-app" ]; then
   echo "librl bench-http: building the Go app (bench/http/go)"
   (cd "$http/go" && go build -o "$out/go-app" .)
+fi
+# The Spring app (bench/http/java), one Maven reactor with the librl modules it runs from source
+# (the client package, librl-http, the Spring Boot starter), from .deps/m2 (Maven fetches what is
+# missing there: Bucket4j, the first time); into .deps/bench-http/java, with its classpath.
+java_sources=("$http/java" "$root/clients/java/pom.xml" "$root/clients/java/src/main" "$root/clients/java/integrations/pom.xml"
+  "$root/clients/java/integrations/http/pom.xml" "$root/clients/java/integrations/http/src/main"
+  "$root/clients/java/integrations/spring-boot/pom.xml" "$root/clients/java/integrations/spring-boot/src/main")
+if [ ! -f "$out/java/.built" ] || [ -n "$(find "${java_sources[@]}" -type f -newer "$out/java/.built" -print -quit)" ]; then
+  echo "librl bench-http: building the Spring app (bench/http/java)"
+  mvn -B -q --no-transfer-progress -Dstyle.color=never -Dmaven.repo.local="$root/.deps/m2" \
+    -f "$http/java/pom.xml" -DskipTests package
+  touch "$out/java/.built"
 fi
 # make bench-http-profile's Python sampler (a binary inside its PyPI wheel).
 pyspy_version=0.4.3
