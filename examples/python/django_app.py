@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 import django
+from conformance_resolvers import RESOLVERS
 from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
 from django.http import HttpRequest, HttpResponse
@@ -79,7 +80,7 @@ def make_app(config: Any, **options: Unpack[AppOptions]) -> WSGIHandler:
             LOGGING_CONFIG=None,
         )
         django.setup()
-    settings.LIBRL = {"config": config, **options}
+    settings.LIBRL = {"config": config, "resolvers": RESOLVERS, **options}
     return WSGIHandler()  # builds the middleware: a bad configuration fails here
 
 

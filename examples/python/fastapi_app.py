@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Optional, Tuple
 
+from conformance_resolvers import ASYNC_RESOLVERS
 from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse
 from starlette.authentication import AuthCredentials, AuthenticationBackend, SimpleUser
@@ -38,7 +39,8 @@ class ConformanceUser(AuthenticationBackend):
 
 def make_app(config: Any, **options: Unpack[AppOptions]) -> FastAPI:
     app = FastAPI()
-    app.state.librl = RateLimit(config, **options)
+    # The conformance resolvers, as coroutine functions: FastAPI awaits them.
+    app.state.librl = RateLimit(config, resolvers=ASYNC_RESOLVERS, **options)
     app.state.librl.install(app)
     # Added last, so it runs first: the user is known when librl checks.
     app.add_middleware(AuthenticationMiddleware, backend=ConformanceUser())

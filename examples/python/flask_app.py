@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from conformance_resolvers import RESOLVERS
 from flask import Flask, Response, g, request
 from werkzeug.routing import Rule
 
@@ -33,7 +34,7 @@ def make_app(config: Any, **options: Unpack[AppOptions]) -> Flask:
         # WSGI hands header values as Latin-1 text; the name is UTF-8.
         g.user = name.encode("latin-1").decode("utf-8", "replace") if name else None
 
-    RateLimit(app, config=config, **options)
+    RateLimit(app, config=config, resolvers=RESOLVERS, **options)
 
     def ok(path: str) -> Response:
         status = int(request.headers.get("X-Conformance-Status", "200"))

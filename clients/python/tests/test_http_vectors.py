@@ -64,8 +64,20 @@ def decision(reply: List[int]) -> Decision:
     return Decision(bool(allowed), count, retry_after, limit, remaining, reset_after, *lease)
 
 
-def config_with(policies: List[Any], **fields: Any) -> Config:
-    return parse({**fields, "policies": policies})
+def _unused(request: Any) -> Any:
+    raise AssertionError("a vector's resolver is never called")
+
+
+#: The resolvers config-errors.json has registered (its README).
+CONFORMANCE_RESOLVERS = {
+    "cost": {"conformance-cost": _unused},
+    "limit": {"conformance-limit": _unused},
+    "mode": {"conformance-mode": _unused},
+}
+
+
+def config_with(policies: List[Any], resolvers: Any = None, **fields: Any) -> Config:
+    return parse({**fields, "policies": policies}, resolvers)
 
 
 # -- one adapter per function ---------------------------------------------------
@@ -202,8 +214,13 @@ def refusal(given: Dict[str, Any]) -> Any:
     route: Dict[str, Any] = {"path": "/", "policies": [policy["name"]]}
     if "route_deny" in given:
         route["deny"] = given["route_deny"]
+    resolvers = {"cost": {given["resolver"]: _unused}} if "resolver" in given else None
     config = config_with(
-        [policy], deny=given["deny"], fail_deny=given.get("fail_deny", {}), routes=[route]
+        [policy],
+        resolvers,
+        deny=given["deny"],
+        fail_deny=given.get("fail_deny", {}),
+        routes=[route],
     )
     reply: Reply
     text = False
@@ -236,7 +253,7 @@ def refusal(given: Dict[str, Any]) -> Any:
 
 def config_error(given: Dict[str, Any]) -> Any:
     try:
-        parse(given["config"])
+        parse(given["config"], CONFORMANCE_RESOLVERS)
     except ConfigError as e:
         return str(e)
     return None

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Tuple, Union
 
 from . import _schema
+from ._resolvers import NONE, Resolver, Resolvers, ResolversSource, resolvers_of
 from ._routes import folded
 
 MAX_UNITS = 2**50
@@ -81,7 +82,8 @@ class Policy:
     key: str = "ip"
     #: The header of ``key: header:<Name>``, lower case.
     key_header: Optional[str] = None
-    #: An integer, or "body-bytes", or "header" (then ``cost_header``).
+    #: An integer, or "body-bytes", or "header" (then ``cost_header``), or
+    #: "code" (then ``cost_resolver``).
     cost: Union[int, str] = 1
     #: The cost header's name as the configuration writes it.
     cost_header: Optional[str] = None
@@ -95,6 +97,11 @@ class Policy:
     lease_ms: Optional[int] = None
     #: enforce or shadow: the policy's own mode, else the top-level one.
     mode: str = "enforce"
+    #: ``cost: code:<name>``: the name and the resolver.
+    cost_resolver: Optional[Tuple[str, Resolver]] = field(default=None, compare=False)
+    #: ``limit: code:<name>``: the name and the resolver, which gives each
+    #: request's limit and window (``limit`` and ``window_ms`` are 0 here).
+    limit_resolver: Optional[Tuple[str, Resolver]] = field(default=None, compare=False)
     #: The window as the clause sends it (``60000ms``), made once.
     window_arg: str = field(init=False, repr=False, compare=False)
 
@@ -194,6 +201,10 @@ class Config:
     legacy_reset: str = "seconds"
     api_key_header: str = "x-api-key"
     max_body_bytes: int = 8_388_608
+    #: ``mode: code:<name>``: the name and the resolver of each request's mode.
+    mode_resolver: Optional[Tuple[str, Resolver]] = field(default=None, compare=False)
+    #: Some request calls a resolver (a cost, limit or mode one).
+    resolving: bool = False
     #: The refusal of a denied request (a route's own ``deny`` aside).
     deny: Refusal = DENY
     #: The refusal of ``fail: closed``.
@@ -210,17 +221,21 @@ class Config:
     )
 
 
-def load(source: Union[Config, Mapping[str, Any], str, os.PathLike[str]]) -> Config:
+def load(
+    source: Union[Config, Mapping[str, Any], str, os.PathLike[str]],
+    resolvers: ResolversSource = None,
+) -> Config:
     """A Config from a Config (as is), a dict, or the path of a YAML or JSON
     file (``.json`` is read as JSON, anything else as YAML, which JSON also
     is), whose ``${VAR}`` references are replaced from the environment
-    first (a dict is used as given)."""
+    first (a dict is used as given); ``code:<name>`` values name
+    ``resolvers`` (docs/http.md, Resolvers)."""
     from ._substitution import substitute  # it raises this module's ConfigError
 
     if isinstance(source, Config):
         return source
     if isinstance(source, Mapping):
-        return parse(source)
+        return parse(source, resolvers)
     path = os.fspath(source)
     try:
         with open(path, encoding="utf-8") as f:
@@ -246,13 +261,14 @@ def load(source: Union[Config, Mapping[str, Any], str, os.PathLike[str]]) -> Con
             doc = yaml.safe_load(text)
         except (yaml.YAMLError, ValueError) as e:  # ValueError: an integer of 5000 digits
             raise ConfigError("(file)", f"{path} is not YAML: {e}") from None
-    return parse(doc)
+    return parse(doc, resolvers)
 
 
-def parse(doc: object) -> Config:
-    """The Config of a document (a dict as JSON or YAML gives it)."""
+def parse(doc: object, resolvers: ResolversSource = None) -> Config:
+    """The Config of a document (a dict as JSON or YAML gives it), whose
+    ``code:<name>`` values name ``resolvers``."""
     tree = _object(_schema.ROOT, doc, "")
-    return _build(tree, doc if isinstance(doc, Mapping) else {})
+    return _build(tree, doc if isinstance(doc, Mapping) else {}, resolvers_of(resolvers))
 
 
 # -- the walker: the schema's tree, field by field ------------------------------
@@ -456,16 +472,24 @@ def rate(text: str) -> Optional[Tuple[int, int]]:
 # -- the cross-field rules, and the Config --------------------------------------
 
 
-def _no_resolver(field: str, value: Any) -> None:
-    """Refuses a ``code:<name>`` value (docs/http.md, Resolvers in code) at
-    start-up, naming the field, until Python registers resolvers: taken as a
-    number or a mode it would fail on every request or count the wrong thing."""
+def _code(value: Any) -> Optional[str]:
+    """The name of a ``code:<name>`` value; None for another value."""
     if isinstance(value, str) and value.startswith("code:"):
-        raise ConfigError(field, f"resolvers ({value}) are not read by the Python integrations yet")
+        return value[len("code:") :]
+    return None
 
 
-def _build(tree: Mapping[str, Any], doc: Mapping[str, Any]) -> Config:
-    _no_resolver("mode", tree["mode"])
+def _registered(path: str, kind: str, name: str, resolvers: Resolvers) -> Tuple[str, Resolver]:
+    """The resolver ``code:<name>`` names (rule resolvers-registered)."""
+    found = resolvers.of(kind).get(name)
+    if found is None:
+        raise ConfigError(path, f'no {kind} resolver is registered as "{name}"')
+    return name, found
+
+
+def _build(tree: Mapping[str, Any], doc: Mapping[str, Any], resolvers: Resolvers = NONE) -> Config:
+    mode_name = _code(tree["mode"])
+    mode_resolver = None if mode_name is None else _registered("mode", "mode", mode_name, resolvers)
     if tree["fail"] == "local":
         raise ConfigError("fail", "local is the Rust integration's mode; use open or closed")
     identities = _identities(tree.get("identities", {}))
@@ -475,7 +499,7 @@ def _build(tree: Mapping[str, Any], doc: Mapping[str, Any]) -> Config:
         exempt += [ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128")]
     policies: Dict[str, Policy] = {}
     for i, raw in enumerate(tree["policies"]):
-        policy = _policy(f"policies[{i}]", raw, tree["mode"], identities)
+        policy = _policy(f"policies[{i}]", raw, tree["mode"], identities, resolvers)
         if policy.name in policies:
             raise ConfigError(
                 f"policies[{i}].name", f'"{policy.name}" is used by an earlier policy'
@@ -499,6 +523,9 @@ def _build(tree: Mapping[str, Any], doc: Mapping[str, Any]) -> Config:
         legacy_reset=tree["legacy_reset"],
         api_key_header=tree["api_key_header"].lower(),
         max_body_bytes=tree["max_body_bytes"],
+        mode_resolver=mode_resolver,
+        resolving=mode_resolver is not None
+        or any(p.cost_resolver or p.limit_resolver for p in policies.values()),
         deny=deny,
         fail_deny=_refusal("fail_deny", tree["fail_deny"], {}),
         source=doc,
@@ -541,19 +568,25 @@ def _source(text: str) -> Tuple[str, str]:
 
 
 def _policy(
-    path: str, raw: Mapping[str, Any], mode: str, identities: Mapping[str, Identity]
+    path: str,
+    raw: Mapping[str, Any],
+    mode: str,
+    identities: Mapping[str, Identity],
+    resolvers: Resolvers,
 ) -> Policy:
-    for name in ("limit", "cost", "mode"):
-        _no_resolver(f"{path}.{name}", raw.get(name))
     algorithm = raw["algorithm"]
+    limit_name = _code(raw.get("limit"))
     if algorithm == "concurrency":
-        limit, window_ms = _slots(path, raw), 0
+        slots = _slots(path, raw)
+        limit, window_ms = (0 if limit_name is not None else slots), 0
     elif "lease" in raw:
         raise ConfigError(f"{path}.lease", f"lease is for concurrency policies, not {algorithm}")
     elif "rate" in raw:
         if "limit" in raw or "window" in raw:
             raise ConfigError(f"{path}.rate", "give rate, or limit and window, not both")
         limit, window_ms = raw["rate"]
+    elif limit_name is not None:
+        limit, window_ms = 0, 0  # each request's, from the resolver
     else:
         for name in ("limit", "window"):
             if name not in raw:
@@ -563,6 +596,13 @@ def _policy(
         raise ConfigError(f"{path}.aligned", f"aligned is for fixed policies, not {algorithm}")
     if "burst" in raw and algorithm != "token":
         raise ConfigError(f"{path}.burst", f"burst is for token policies, not {algorithm}")
+    if limit_name is not None:
+        # Rule code-limit-alone: the resolver gives the limit and window.
+        for name in ("window", "rate", "burst", "overridable"):
+            if name in raw and raw[name] is not False:
+                raise ConfigError(
+                    f"{path}.{name}", f"a policy whose limit is code:{limit_name} has no {name}"
+                )
     key, colon, key_header = raw["key"].partition(":")
     identity = identities.get(key) if not colon else None
     if not colon and identity is None and key not in _BUILT_IN_KEYS:
@@ -577,6 +617,14 @@ def _policy(
     cost_header = None
     if isinstance(cost, str) and cost.startswith("header:"):
         cost, cost_header = "header", cost[len("header:") :]
+    cost_name = _code(cost)
+    cost_resolver = None
+    if cost_name is not None:
+        cost = "code"
+        cost_resolver = _registered(f"{path}.cost", "cost", cost_name, resolvers)
+    limit_resolver = None
+    if limit_name is not None:
+        limit_resolver = _registered(f"{path}.limit", "limit", limit_name, resolvers)
     return Policy(
         name=raw["name"],
         algorithm=algorithm,
@@ -589,12 +637,15 @@ def _policy(
         identity=identity,
         cost=cost,
         cost_header=cost_header,
+        cost_resolver=cost_resolver,
+        limit_resolver=limit_resolver,
         count=raw["count"],
         overridable=raw["overridable"],
         lease_ms=raw.get("lease"),
         # The top-level shadow puts every policy on trial (docs/http.md,
-        # Shadow mode); a policy's own mode only matters under enforce.
-        mode=mode if mode == "shadow" else raw.get("mode", mode),
+        # Shadow mode); a policy's own mode only matters under enforce (or
+        # a mode resolver's enforce).
+        mode=mode if mode == "shadow" else raw.get("mode", "enforce"),
     )
 
 

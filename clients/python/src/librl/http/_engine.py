@@ -8,7 +8,7 @@ exchanges; the framework adapters only move requests and responses."""
 from __future__ import annotations
 
 import logging
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from ._configuration import Config, Policy
 from ._decide import Call, Verdict, settlement
@@ -17,7 +17,7 @@ from ._headers import response_headers
 from ._hook import Hook, Outcome, event_of, report
 from ._identity import subject_of_value
 from ._keys import policy_keys
-from ._plan import Check, Plan, costs, named, plan
+from ._plan import Check, Plan, costs, named, plan, resolved
 from ._refusals import Reply, denied
 from ._request import Request
 
@@ -38,6 +38,10 @@ class Engine:
         """The request's checks (_plan.plan): a Plan, a refusal made before
         any check, or None when no policy applies."""
         return plan(self.config, request, names)
+
+    def resolved(self, planned: Plan, values: Sequence[Any]) -> Union[Plan, Reply, None]:
+        """A plan once its resolvers gave ``values`` (_plan.resolved)."""
+        return resolved(self.config, planned, values)
 
     def costs(self, planned: Plan, body_length: Optional[int]) -> Union[Plan, Reply]:
         """A plan that needed the body, once its length is known."""
@@ -60,8 +64,10 @@ class Engine:
         not); reports to the hook."""
         checks, replies = planned.checks, verdict.replies
         policies = [check.policy for check in checks]
-        worst, headers = response_headers(self.config, policies, replies, not verdict.admitted)
-        shadow = self.config.mode == "shadow"
+        worst, headers = response_headers(
+            self.config, policies, replies, not verdict.admitted, mode=planned.mode
+        )
+        shadow = planned.mode == "shadow"
         refused = not verdict.admitted and not shadow
         outcome: Outcome
         if refused:

@@ -20,6 +20,7 @@ from typing import (
     Optional,
     Sequence,
     Tuple,
+    TypedDict,
     TypeVar,
     Union,
 )
@@ -41,6 +42,7 @@ from ._hook import Hook
 from ._plan import Plan
 from ._refusals import Reply
 from ._request import Request
+from ._resolvers import Resolvers, ResolversSource, resolve, resolve_async, resolvers_of
 
 log = logging.getLogger("librl.http")
 
@@ -174,6 +176,16 @@ def _from_env(
     return url, cluster_nodes
 
 
+class GuardOptions(TypedDict, total=False):
+    """What the integrations hand their guard besides the configuration
+    and a client: where the Redis is, the decision hook, the resolvers."""
+
+    url: Optional[str]
+    cluster_nodes: Optional[str]
+    on_decision: Optional[Hook]
+    resolvers: ResolversSource
+
+
 class _Guarding(Generic[ClientT, LimiterT]):
     """What Guard and AsyncGuard share: the configuration, its engine and
     the limiter (over ``client``, else one made from ``url`` or
@@ -188,8 +200,11 @@ class _Guarding(Generic[ClientT, LimiterT]):
         url: Optional[str] = None,
         cluster_nodes: Optional[str] = None,
         on_decision: Optional[Hook] = None,
+        resolvers: ResolversSource = None,
     ) -> None:
-        self.config = load(config)
+        #: The resolvers in code (docs/http.md, Resolvers), for every reload too.
+        self.resolvers: Resolvers = resolvers_of(resolvers)
+        self.config = load(config, self.resolvers)
         self.engine = Engine(self.config, on_decision)
         if client is None:
             client = self._connect(*_from_env(url, cluster_nodes))
@@ -245,7 +260,7 @@ class _Guarding(Generic[ClientT, LimiterT]):
         they started with; one that does not validate raises the start-up
         error (ConfigError) and the old one stays. The client, its
         timeouts and the breaker stay (docs/http/python.md, Reload)."""
-        new = load(config)
+        new = load(config, self.resolvers)
         self.engine = Engine(new, self.engine.hook)
         self.config = new
         return new
@@ -304,6 +319,8 @@ class Guard(_Guarding[Client, Limiter]):
         past ``limit`` bytes."""
         engine = self.engine
         plan = engine.plan(request, names)
+        if isinstance(plan, Plan) and plan.resolving:
+            plan = engine.resolved(plan, resolve(plan.resolving, request.native))
         if plan is None:
             return Admission()
         if isinstance(plan, Plan) and plan.needs_body:
@@ -389,6 +406,8 @@ class AsyncGuard(_Guarding[AsyncClient, AsyncLimiter]):
         """Guard.admit, awaited."""
         engine = self.engine
         plan = engine.plan(request, names)
+        if isinstance(plan, Plan) and plan.resolving:
+            plan = engine.resolved(plan, await resolve_async(plan.resolving, request.native))
         if plan is None:
             return Admission()
         if isinstance(plan, Plan) and plan.needs_body:

@@ -18,12 +18,14 @@ def response_headers(
     replies: Sequence[Decision],
     denied: bool,
     now_ms: Optional[int] = None,
+    mode: Optional[str] = None,
 ) -> Tuple[int, List[Tuple[str, str]]]:
     """The most restrictive policy's index and the headers of a checked
     request, which an enforced group ``denied`` or not: Retry-After only on
     a refusal, which shadow mode never makes. ``now_ms``: the clock, Unix
-    milliseconds, for ``legacy_reset: unix`` (default: now)."""
-    refused = denied and config.mode != "shadow"
+    milliseconds, for ``legacy_reset: unix`` (default: now); ``mode``: the
+    request's (a mode resolver's), else the configuration's."""
+    refused = denied and (mode or config.mode) != "shadow"
     # A refusal names a policy that refused it: an enforced one.
     worst = most_restrictive(replies, policies if refused else None)
     if config.legacy_reset == "unix" and now_ms is None:

@@ -5,9 +5,10 @@ too large refuses the request here, before any Redis call."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from .._args import Clause, Concurrent, Fixed, Sliding, Token
 from ._configuration import MAX_UNITS, Config, Policy, Route, decimal
@@ -15,6 +16,7 @@ from ._identity import IpAddress, client_ip, is_exempt, subject
 from ._keys import limiter_key, override_key
 from ._refusals import Reply, bad_cost, too_large
 from ._request import Request
+from ._resolvers import FAILED, Resolving, cost_value, limit_value, mode_value
 from ._routes import select
 
 _DIGITS = re.compile(rb"[0-9]+")
@@ -123,6 +125,14 @@ class Plan:
     checks: List[Check] = field(default_factory=list)
     #: A policy counts after the response (`count: failed`/`succeeded`).
     settles: bool = False
+    #: The request's mode: enforce or shadow (a mode resolver's, else the
+    #: configuration's).
+    mode: str = "enforce"
+    #: The resolvers to call before the checks are made (``resolved``);
+    #: nothing is made per request for a configuration without them.
+    resolving: Sequence[Resolving] = ()
+    #: The costs the cost resolvers gave, by policy name (None: a 400).
+    resolved_costs: Optional[Dict[str, Optional[int]]] = None
 
 
 def plan(
@@ -140,9 +150,83 @@ def plan(
     if is_exempt(ip, config):
         return None
     applying = [(policy, subject(policy, request, ip, config)) for policy in policies]
-    planned = Plan(request, route, applying)
+    planned = Plan(request, route, applying, mode=config.mode)
+    if config.resolving:
+        planned.resolving = resolvers_to_call(config, policies)
+        if planned.resolving:
+            return planned
+    return sized(config, planned)
+
+
+def resolvers_to_call(config: Config, policies: Sequence[Policy]) -> List[Resolving]:
+    """The resolvers a request with these policies calls: the mode's,
+    then each policy's limit and cost ones, in check order."""
+    calls = []
+    if config.mode_resolver is not None:
+        calls.append(Resolving("mode", None, *config.mode_resolver))
+    for policy in policies:
+        if policy.limit_resolver is not None:
+            calls.append(Resolving("limit", policy.name, *policy.limit_resolver))
+        if policy.cost_resolver is not None:
+            calls.append(Resolving("cost", policy.name, *policy.cost_resolver))
+    return calls
+
+
+def resolved(config: Config, planned: Plan, values: Sequence[Any]) -> Union[Plan, Reply, None]:
+    """The plan once its resolvers gave ``values`` (docs/http.md,
+    Resolvers): None when the mode is off or no policy applies any more
+    (no check, no headers); a limit resolver's nothing drops its policy, a
+    limit replaces the policy's for this request."""
+    dropped = set()
+    limits: Dict[str, Tuple[int, int, Optional[int]]] = {}
+    costs: Dict[str, Optional[int]] = {}
+    for call, value in zip(planned.resolving, values):
+        if call.kind == "mode":
+            mode = mode_value(call.name, value)
+            if mode == "off":
+                return None
+            planned.mode = mode
+        elif call.kind == "limit":
+            assert call.policy is not None
+            given = limit_value(call.name, value)
+            if given is None:
+                dropped.add(call.policy)
+            else:
+                limits[call.policy] = given
+        else:
+            assert call.policy is not None
+            costs[call.policy] = None if value is FAILED else cost_value(value)
+    planned.resolving = ()
+    planned.resolved_costs = costs
+    if dropped or limits:
+        applying = []
+        for policy, who in planned.applying:
+            if policy.name in dropped:
+                continue
+            given = limits.get(policy.name)
+            if given is not None:
+                limit, window_ms, burst = given
+                policy = dataclasses.replace(
+                    policy,
+                    limit=limit,
+                    window_ms=window_ms if policy.algorithm != "concurrency" else 0,
+                    burst=burst,
+                    limit_resolver=None,
+                )
+            applying.append((policy, who))
+        if not applying:
+            return None
+        planned.applying = applying
+    return sized(config, planned)
+
+
+def sized(config: Config, planned: Plan) -> Union[Plan, Reply]:
+    """The plan's costs, once the body's size is known: from its
+    Content-Length, or ``needs_body`` when a body-bytes policy applies to
+    a body without one."""
     length = None
-    if any(p.cost == "body-bytes" for p, _ in applying):
+    if any(p.cost == "body-bytes" for p, _ in planned.applying):
+        request = planned.request
         declared = request.header("content-length")
         if declared is not None and _DIGITS.fullmatch(declared):
             length = decimal(declared)
@@ -202,6 +286,11 @@ def costs(config: Config, planned: Plan, body_length: Optional[int]) -> Union[Pl
             if header_cost is None:
                 return bad_cost(policy)
             cost = header_cost
+        elif policy.cost == "code":
+            resolved_cost = (planned.resolved_costs or {}).get(policy.name)
+            if resolved_cost is None:
+                return bad_cost(policy)
+            cost = resolved_cost
         else:
             cost = policy.cost  # type: ignore[assignment]
         checks.append(
@@ -212,7 +301,7 @@ def costs(config: Config, planned: Plan, body_length: Optional[int]) -> Union[Pl
                 override_key(config.prefix, who, policy) if policy.overridable else None,
                 cost,
                 # Under the top-level shadow the whole exchange is on trial.
-                policy.mode == "shadow" and config.mode == "enforce",
+                policy.mode == "shadow" and planned.mode == "enforce",
             )
         )
     planned.checks = checks

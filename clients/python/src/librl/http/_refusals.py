@@ -102,10 +102,13 @@ def _denial_problem(status: int, policy: Policy, reply: Decision, cost: int) -> 
 
 
 def bad_cost(policy: Policy) -> Reply:
-    """400: the cost header of ``policy`` is not an integer from 1 to 2^50."""
-    return problem(
-        400, f"{policy.cost_header} must be an integer from 1 to 2^50.", policy=policy.name
-    )
+    """400: the cost header of ``policy``, or its cost resolver, gave no
+    integer from 1 to 2^50."""
+    if policy.cost_resolver is not None:
+        detail = f'The cost "{policy.cost_resolver[0]}" must be an integer from 1 to 2^50.'
+    else:
+        detail = f"{policy.cost_header} must be an integer from 1 to 2^50."
+    return problem(400, detail, policy=policy.name)
 
 
 def too_large(max_body_bytes: int) -> Reply:

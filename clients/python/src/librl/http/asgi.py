@@ -11,17 +11,36 @@ AuthenticationMiddleware, which must then run before this one) or
 ``username``, ``identity``, ``display_name`` or ``id``, and an unauthenticated one
 (``is_authenticated`` false) is no user. Pass ``user=`` a function of the
 ASGI scope to look elsewhere. Per-route policies: librl.http.fastapi.
+
+Resolvers in code (``resolvers=``, docs/http/python.md, Resolvers) receive
+the ASGI scope, or what ``native`` makes of it (FastAPI's RateLimit: a
+Starlette Request); they may be coroutine functions.
 """
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optional, Sequence, Tuple
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Awaitable,
+    Callable,
+    Dict,
+    List,
+    MutableMapping,
+    Optional,
+    Sequence,
+    Tuple,
+)
 
 from ._guard import Admission, AsyncGuard, ConfigSource
-from ._hook import Hook
 from ._identity import user_name
 from ._refusals import Reply
 from ._request import Request, ScopeRequest
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._guard import GuardOptions
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -101,19 +120,19 @@ class RateLimitMiddleware:
         config: ConfigSource,
         client: Any = None,
         *,
-        url: Optional[str] = None,
-        cluster_nodes: Optional[str] = None,
-        on_decision: Optional[Hook] = None,
         user: UserResolver = scope_user,
         guard: Optional[AsyncGuard] = None,
+        native: Optional[Callable[[Scope], Any]] = None,
+        **options: Unpack[GuardOptions],
     ) -> None:
         self.app = app
         # ``guard``: one shared with others (FastAPI's RateLimit and its
         # dependencies), so that one reload reaches them all.
-        self.guard = guard or AsyncGuard(
-            config, client, url=url, cluster_nodes=cluster_nodes, on_decision=on_decision
-        )
+        # ``options``: url, cluster_nodes, on_decision, resolvers.
+        self.guard = guard or AsyncGuard(config, client, **options)
         self.user = user
+        #: What resolvers receive, made from the scope (None: the scope).
+        self.native = native
 
     def reload(self, config: ConfigSource) -> None:
         """Swaps the configuration (AsyncGuard.reload): requests in flight
@@ -124,8 +143,10 @@ class RateLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        user = self.user
-        await guarded(self.guard, self.app, scope, receive, send, lambda: user(scope), None)
+        user, native, guard = self.user, self.native, self.guard
+        # Made only for a configuration whose requests call resolvers.
+        made = native(scope) if native is not None and guard.engine.config.resolving else None
+        await guarded(guard, self.app, scope, receive, send, lambda: user(scope), None, made)
 
 
 async def guarded(
@@ -136,6 +157,7 @@ async def guarded(
     send: Send,
     user_of: Callable[[], Optional[str]],
     names: Optional[Sequence[str]],
+    native: Any = None,
 ) -> None:
     """One request through the guard: check, call the app with the headers
     added to its response, refund after it (before its last body chunk
@@ -158,7 +180,7 @@ async def guarded(
             if not message.get("more_body", False):
                 return size
 
-    admission = await guard.admit(request_of(scope, user_of), body_length, names)
+    admission = await guard.admit(request_of(scope, user_of, native), body_length, names)
     if admission.reply is not None:
         await send_reply(send, admission.reply)
         return

@@ -28,8 +28,10 @@ decorator; the middleware leaves such a view alone:
 ``LIBRL`` keys: ``config`` (a file path or a dict, required), ``url`` or
 ``cluster_nodes`` (else $REDIS_URL / $REDIS_CLUSTER_NODES), ``client`` (a
 redis.Redis or RedisCluster instead), ``on_decision`` (the decision hook:
-a callable or its dotted path) and ``user`` (a function of the request
-returning the user's name, or its dotted path). The default user is
+a callable or its dotted path), ``user`` (a function of the request
+returning the user's name, or its dotted path) and ``resolvers``
+(resolvers in code, called with the HttpRequest: ``{"cost": {"elements":
+fn}, "limit": {...}, "mode": {...}}``, each a callable or a dotted path). The default user is
 ``request.user`` when authenticated (``get_username()``), so the
 middleware goes after AuthenticationMiddleware.
 """
@@ -83,6 +85,19 @@ def _setting(options: Dict[str, Any], name: str) -> Any:
     return import_string(value) if isinstance(value, str) else value
 
 
+def _resolvers(value: Any) -> Any:
+    """LIBRL's ``resolvers``: the mapping, or its dotted path; each
+    resolver a callable or its dotted path."""
+    if isinstance(value, str):
+        value = import_string(value)
+    if not isinstance(value, dict):
+        return value
+    return {
+        kind: {name: import_string(fn) if isinstance(fn, str) else fn for name, fn in named.items()}
+        for kind, named in value.items()
+    }
+
+
 def reply_response(reply: Reply) -> HttpResponse:
     response = HttpResponse(reply.body, status=reply.status)
     for name, value in reply.headers:
@@ -108,6 +123,7 @@ class _Checker:
             url=options.get("url"),
             cluster_nodes=options.get("cluster_nodes"),
             on_decision=_setting(options, "on_decision"),
+            resolvers=_resolvers(options.get("resolvers")),
         )
         self.user: Callable[[Any], Optional[str]] = _setting(options, "user") or request_user
         #: The policy names already found in the configuration.

@@ -19,16 +19,20 @@ configuration's routes (or use no routes and only dependencies, with
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Optional, Union
 
 from fastapi import FastAPI, HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
 from ._guard import AsyncGuard, ConfigSource
-from ._hook import Hook
 from ._refusals import Reply
 from .asgi import RateLimitMiddleware, UserResolver, request_of, scope_user
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._guard import GuardOptions
 
 
 class Refused(Exception):
@@ -50,21 +54,20 @@ async def _refused(request: Request, exc: Exception) -> Response:
 
 
 class RateLimit:
-    """One configuration and Redis client for a FastAPI app."""
+    """One configuration and Redis client for a FastAPI app; ``resolvers``:
+    resolvers in code, called with the Starlette Request (coroutine
+    functions allowed; docs/http/python.md, Resolvers)."""
 
     def __init__(
         self,
         config: ConfigSource,
         client: Any = None,
         *,
-        url: Optional[str] = None,
-        cluster_nodes: Optional[str] = None,
-        on_decision: Optional[Hook] = None,
         user: UserResolver = scope_user,
+        **options: Unpack[GuardOptions],
     ) -> None:
-        self.guard = AsyncGuard(
-            config, client, url=url, cluster_nodes=cluster_nodes, on_decision=on_decision
-        )
+        # ``options``: url, cluster_nodes, on_decision, resolvers.
+        self.guard = AsyncGuard(config, client, **options)
         self.user = user
 
     def override_key(
@@ -81,7 +84,11 @@ class RateLimit:
         app.add_exception_handler(Refused, _refused)
         if middleware:
             app.add_middleware(
-                RateLimitMiddleware, config=self.guard.config, user=self.user, guard=self.guard
+                RateLimitMiddleware,
+                config=self.guard.config,
+                user=self.user,
+                guard=self.guard,
+                native=Request,  # resolvers receive a Starlette Request
             )
 
     def reload(self, config: ConfigSource) -> None:

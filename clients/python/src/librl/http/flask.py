@@ -15,20 +15,36 @@ The user of ``key: user`` is ``flask.g.user`` (a string, or an object with
 installed and authenticated; pass ``user=`` a function of no arguments
 (called in the request context) to look elsewhere. Application factories:
 ``limits = RateLimit(config=...)`` then ``limits.init_app(app)``.
+Resolvers in code (``resolvers=``) are called with ``flask.request``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, TypeVar, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Optional,
+    Tuple,
+    TypeVar,
+    Union,
+)
 
 import flask
 from flask import Flask, Response
 
 from . import _wsgi as wsgi
 from ._guard import Admission, ConfigSource, Guard
-from ._hook import Hook
 from ._identity import user_name
 from ._request import Request
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._guard import GuardOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 WSGIApp = Callable[[Dict[str, Any], Any], Iterable[bytes]]
@@ -76,14 +92,11 @@ class RateLimit:
         *,
         config: ConfigSource,
         client: Any = None,
-        url: Optional[str] = None,
-        cluster_nodes: Optional[str] = None,
-        on_decision: Optional[Hook] = None,
         user: Callable[[], Optional[str]] = flask_user,
+        **options: Unpack[GuardOptions],
     ) -> None:
-        self.guard = Guard(
-            config, client, url=url, cluster_nodes=cluster_nodes, on_decision=on_decision
-        )
+        # ``options``: url, cluster_nodes, on_decision, resolvers.
+        self.guard = Guard(config, client, **options)
         self.user = user
         if app is not None:
             self.init_app(app)
