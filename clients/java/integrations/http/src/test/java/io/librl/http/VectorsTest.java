@@ -34,6 +34,7 @@ class VectorsTest {
   /** Every file the directory holds, and the function each one names. */
   static final Map<String, String> FILES =
       Map.ofEntries(
+          Map.entry("algorithms.json", "algorithm"),
           Map.entry("client-ip.json", "client_ip"),
           Map.entry("config-errors.json", "config_error"),
           Map.entry("cost-headers.json", "cost_header"),
@@ -151,6 +152,8 @@ class VectorsTest {
 
   private static Object call(String function, Map<String, Object> input) {
     switch (function) {
+      case "algorithm":
+        return LocalLimiterTest.algorithm(input);
       case "client_ip":
         return clientIp(input);
       case "config_error":
