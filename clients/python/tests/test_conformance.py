@@ -60,6 +60,8 @@ CASE_FIELDS = {
 }
 REQUEST_FIELDS = {"method", "path", "headers", "body", "chunked", "disconnect_after_ms"}
 EXPECT_FIELDS = {"status", "headers", "absent", "content_type", "body", "body_text", "failed"}
+#: A queued request is answered when its turn comes: the time it took.
+EXPECT_FIELDS.add("elapsed_ms")
 #: A request of a parallel step: no repeat, maybe a delay.
 PARALLEL_FIELDS = {"request", "expect", "after_ms"}
 #: Each step kind, by the member that names it, and every member it may have.
@@ -319,14 +321,19 @@ def request_step(step: Dict[str, Any], port: int) -> List[str]:
     """One request of a step, sent and checked: what differs, [] when it
     matches."""
     expect = step.get("expect", {})
+    start = time.monotonic()
     try:
         got = send(port, step["request"])
     except NoResponse as e:
         return [] if expect.get("failed") else [f"no response: {e}"]
     if got is None:
         return []
+    # From sending the request to having read the whole response.
+    elapsed_ms = round((time.monotonic() - start) * 1000)
     status, headers, body = got
     problems = check_response(expect, status, headers, body)
+    if "elapsed_ms" in expect and not matches(expect["elapsed_ms"], elapsed_ms):
+        problems.append(f"took {elapsed_ms} ms, expected {expect['elapsed_ms']!r}")
     if problems:
         problems.append(f"response {status} {headers} {body[:300]!r}")
     return problems

@@ -102,11 +102,23 @@ class Policy:
     #: ``limit: code:<name>``: the name and the resolver, which gives each
     #: request's limit and window (``limit`` and ``window_ms`` are 0 here).
     limit_resolver: Optional[Tuple[str, Resolver]] = field(default=None, compare=False)
+    #: ``block``: once this policy denies a subject, it is locked out
+    #: that long (docs/http.md, Lockouts and queues).
+    block_ms: Optional[int] = None
+    #: ``queue`` (token only): a request over the rate waits up to that
+    #: long for its turn instead of being refused.
+    queue_ms: Optional[int] = None
     #: The window as the clause sends it (``60000ms``), made once.
     window_arg: str = field(init=False, repr=False, compare=False)
+    #: BLOCK's and RESERVE's durations as the clause sends them, or None.
+    block_arg: Optional[str] = field(init=False, repr=False, compare=False)
+    queue_arg: Optional[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "window_arg", f"{self.window_ms}ms")
+        block, queue = self.block_ms, self.queue_ms
+        object.__setattr__(self, "block_arg", None if block is None else f"{block}ms")
+        object.__setattr__(self, "queue_arg", None if queue is None else f"{queue}ms")
 
     @property
     def window_s(self) -> int:
@@ -205,6 +217,8 @@ class Config:
     mode_resolver: Optional[Tuple[str, Resolver]] = field(default=None, compare=False)
     #: Some request calls a resolver (a cost, limit or mode one).
     resolving: bool = False
+    #: Some policy has ``queue``: an admitted request may wait for its turn.
+    queues: bool = False
     #: The refusal of a denied request (a route's own ``deny`` aside).
     deny: Refusal = DENY
     #: The refusal of ``fail: closed``.
@@ -526,6 +540,7 @@ def _build(tree: Mapping[str, Any], doc: Mapping[str, Any], resolvers: Resolvers
         mode_resolver=mode_resolver,
         resolving=mode_resolver is not None
         or any(p.cost_resolver or p.limit_resolver for p in policies.values()),
+        queues=any(p.queue_ms is not None for p in policies.values()),
         deny=deny,
         fail_deny=_refusal("fail_deny", tree["fail_deny"], {}),
         source=doc,
@@ -596,6 +611,8 @@ def _policy(
         raise ConfigError(f"{path}.aligned", f"aligned is for fixed policies, not {algorithm}")
     if "burst" in raw and algorithm != "token":
         raise ConfigError(f"{path}.burst", f"burst is for token policies, not {algorithm}")
+    if "queue" in raw and algorithm != "token":
+        raise ConfigError(f"{path}.queue", f"queue is for token policies, not {algorithm}")
     if limit_name is not None:
         # Rule code-limit-alone: the resolver gives the limit and window.
         for name in ("window", "rate", "burst", "overridable"):
@@ -642,6 +659,8 @@ def _policy(
         count=raw["count"],
         overridable=raw["overridable"],
         lease_ms=raw.get("lease"),
+        block_ms=raw.get("block"),
+        queue_ms=raw.get("queue"),
         # The top-level shadow puts every policy on trial (docs/http.md,
         # Shadow mode); a policy's own mode only matters under enforce (or
         # a mode resolver's enforce).
@@ -653,7 +672,7 @@ def _slots(path: str, raw: Mapping[str, Any]) -> int:
     """A concurrency policy's limit (docs/http.md, Concurrency limits):
     slots held at once, each for at most ``lease``; it has no window, and
     holds every request it admits until its response is finished."""
-    for name in ("window", "rate"):
+    for name in ("window", "rate", "block"):
         if name in raw:
             raise ConfigError(
                 f"{path}.{name}", f"a concurrency policy has no {name}; give limit and lease"

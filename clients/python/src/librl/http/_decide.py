@@ -196,3 +196,14 @@ def settlement(
         if (count == "failed" and status < 400) or (count == "succeeded" and status >= 400):
             groups.setdefault(check.subject, []).append(check.clause(refund=True))
     return [(tuple(clauses), False) for clauses in groups.values()]
+
+
+def turn_ms(checks: Sequence[Check], replies: Sequence[Decision]) -> int:
+    """How long an admitted request waits for its turn (docs/http.md,
+    Lockouts and queues): the latest turn its enforced ``queue`` policies
+    booked with RESERVE (an admitted reply's retry_after), 0 for none."""
+    wait = 0
+    for check, reply in zip(checks, replies):
+        if check.policy.queue_ms is not None and not check.shadow and reply.allowed:
+            wait = max(wait, reply.retry_after_ms)
+    return wait

@@ -35,7 +35,7 @@ from .._async import AsyncLimiter
 from .._sync import Limiter
 from .._types import parse_all
 from ._configuration import Config, load
-from ._decide import Call, Exchange, Release, Step, Verdict
+from ._decide import Call, Exchange, Release, Step, Verdict, turn_ms
 from ._engine import Engine
 from ._fail import Breaker, BreakerOpen, reason
 from ._hook import Hook
@@ -272,6 +272,16 @@ class _Guarding(Generic[ClientT, LimiterT]):
             return Admission(refusal, headers, plan)
         return Admission(refusal, headers, plan, verdict, verdict.leases)
 
+    def _turn_s(self, plan: Plan, admission: Admission) -> float:
+        """The seconds an admitted request waits for the turn its queue
+        policies booked (docs/http.md, Lockouts and queues): the wait is
+        the application's (a sleep), never a WAIT holding the shared
+        connection; a shadow request waits for nothing."""
+        verdict = admission.verdict
+        if admission.reply is not None or verdict is None or plan.mode == "shadow":
+            return 0.0
+        return turn_ms(plan.checks, verdict.replies) / 1000
+
     def _failed(
         self, engine: Engine, plan: Plan, exchange: Exchange, error: Exception
     ) -> Admission:
@@ -341,7 +351,12 @@ class Guard(_Guarding[Client, Limiter]):
                 self._give_back(exchange.failure_refunds(), "a refund")
             return self._failed(engine, plan, exchange, e)
         breaker.answered()
-        return self._admission(engine, plan, exchange.verdict())
+        admission = self._admission(engine, plan, exchange.verdict())
+        if engine.config.queues:
+            wait = self._turn_s(plan, admission)
+            if wait > 0:
+                time.sleep(wait)  # this request's thread, not the connection
+        return admission
 
     def finish(self, admission: Admission, status: int) -> None:
         """After the handler: the `count: failed`/`succeeded` refunds."""
@@ -432,7 +447,12 @@ class AsyncGuard(_Guarding[AsyncClient, AsyncLimiter]):
                 await self._give_back(exchange.failure_refunds(), "a refund")
             return self._failed(engine, plan, exchange, e)
         breaker.answered()
-        return self._admission(engine, plan, exchange.verdict())
+        admission = self._admission(engine, plan, exchange.verdict())
+        if engine.config.queues:
+            wait = self._turn_s(plan, admission)
+            if wait > 0:
+                await asyncio.sleep(wait)
+        return admission
 
     async def finish(self, admission: Admission, status: int) -> None:
         """Guard.finish, awaited."""

@@ -58,6 +58,8 @@ class Check:
         p = self.policy
         algorithm = p.algorithm
         cost, back = (1, self.cost) if refund else (self.cost, None)
+        # A refund gives units back: it books no turn and starts no block.
+        block = p.block_arg if not refund else None
         if algorithm == "fixed":
             return Fixed(
                 self.key,
@@ -66,6 +68,7 @@ class Check:
                 aligned=p.aligned,
                 cost=cost,
                 refund=back,
+                block=block,
                 override=self.override_key,
             )
         if algorithm == "concurrency":
@@ -80,6 +83,8 @@ class Check:
                 burst=p.burst,
                 cost=cost,
                 refund=back,
+                reserve=p.queue_arg if not refund else None,
+                block=block,
                 override=self.override_key,
             )
         return Sliding(
@@ -89,6 +94,7 @@ class Check:
             approx=algorithm == "approx",
             cost=cost,
             refund=back,
+            block=block,
             override=self.override_key,
         )
 
