@@ -65,16 +65,60 @@ pub enum LegacyReset {
 pub enum DenyBody {
     /// RFC 9457 `application/problem+json`.
     Problem,
-    /// `text/plain`: the deny message.
+    /// The deny message, with `content_type` (default `text/plain`).
     Text,
+    /// `json`, sent as given, as `application/json`.
+    Json,
 }
 
-/// The response to a denied request.
+/// The response to a denied request (`deny`), or to one refused by
+/// `fail: closed` (`fail_deny`): docs/http.md, Refusals.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Deny {
     pub status: StatusCode,
     pub body: DenyBody,
     pub message: String,
+    /// The `text` body's Content-Type.
+    pub content_type: String,
+    /// The `json` body.
+    pub json: Option<Value>,
+    /// Extra headers sent on this refusal, in the configuration's order.
+    pub headers: Vec<(String, String)>,
+}
+
+/// A route's `deny`: each field it gives replaces the top-level one for
+/// that route's denials (its `headers` replace `deny.headers` whole).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RouteDeny {
+    pub status: Option<StatusCode>,
+    pub body: Option<DenyBody>,
+    pub message: Option<String>,
+    pub content_type: Option<String>,
+    pub json: Option<Value>,
+    pub headers: Option<Vec<(String, String)>>,
+}
+
+impl Deny {
+    /// This refusal with a route's fields over it.
+    pub fn merged(&self, route: &RouteDeny) -> Deny {
+        Deny {
+            status: route.status.unwrap_or(self.status),
+            body: route.body.unwrap_or(self.body),
+            message: route
+                .message
+                .clone()
+                .unwrap_or_else(|| self.message.clone()),
+            content_type: route
+                .content_type
+                .clone()
+                .unwrap_or_else(|| self.content_type.clone()),
+            json: route.json.clone().or_else(|| self.json.clone()),
+            headers: route
+                .headers
+                .clone()
+                .unwrap_or_else(|| self.headers.clone()),
+        }
+    }
 }
 
 /// Policies for the paths under `path` (whole segments, compared as
@@ -85,6 +129,8 @@ pub struct Route {
     pub path: String,
     pub methods: Option<Vec<Method>>,
     pub policies: Vec<String>,
+    /// This route's denials (None: `deny`'s).
+    pub deny: Option<RouteDeny>,
 }
 
 #[derive(Clone, Debug)]
@@ -111,6 +157,8 @@ pub struct Config {
     /// The most limiter keys the `local` fail mode holds.
     pub local_max_keys: usize,
     pub deny: Deny,
+    /// The refusal of `fail: closed`.
+    pub fail_deny: Deny,
     pub policies: Vec<Policy>,
     /// Empty: every policy applies to every request.
     pub routes: Vec<Route>,
@@ -151,6 +199,8 @@ const CROSS_FIELD: &[&str] = &[
     "aligned-only-on-fixed",
     "burst-only-on-token",
     "concurrency-has-lease",
+    "deny-headers-are-extra",
+    "deny-json-with-json-body",
     "exempt-are-networks",
     "fail-local-where-supported",
     "policy-names-unique",
@@ -173,6 +223,7 @@ impl Default for Config {
 }
 
 impl Default for Deny {
+    /// `deny`'s defaults (a 429 problem).
     fn default() -> Deny {
         Config::default().deny
     }
@@ -233,14 +284,8 @@ impl Config {
         doc.insert("api_key_header".into(), json!(self.api_key_header.as_str()));
         doc.insert("max_body_bytes".into(), json!(self.max_body_bytes));
         doc.insert("local_max_keys".into(), json!(self.local_max_keys as u64));
-        doc.insert(
-            "deny".into(),
-            json!({
-                "status": self.deny.status.as_u16(),
-                "body": self.deny.body.name(),
-                "message": self.deny.message,
-            }),
-        );
+        doc.insert("deny".into(), deny_document(&self.deny));
+        doc.insert("fail_deny".into(), deny_document(&self.fail_deny));
         let policies: Vec<Value> = self.policies.iter().map(policy_document).collect();
         doc.insert("policies".into(), Value::Array(policies));
         let routes: Vec<Value> = self.routes.iter().map(route_document).collect();
@@ -326,7 +371,8 @@ fn read_config(top: &WalkedObject) -> Result<Config> {
     let exempt = networks("exempt")?;
     let legacy_reset = text("legacy_reset")?;
     let api_key_header = text("api_key_header")?;
-    let deny = top.required("deny", top.object("deny")?)?;
+    let deny = read_deny(top.required("deny", top.object("deny")?)?)?;
+    let fail_deny = read_deny(top.required("fail_deny", top.object("fail_deny")?)?)?;
     let mut policies: Vec<Policy> = Vec::new();
     for item in top.list("policies")? {
         let walked = top.required("policies", item.as_object())?;
@@ -337,7 +383,7 @@ fn read_config(top: &WalkedObject) -> Result<Config> {
     let mut routes = Vec::new();
     for item in top.list("routes")? {
         let walked = top.required("routes", item.as_object())?;
-        routes.push(read_route(walked, &policies)?);
+        routes.push(read_route(walked, &policies, &deny)?);
     }
     Ok(Config {
         prefix: text("prefix")?.to_string(),
@@ -363,25 +409,149 @@ fn read_config(top: &WalkedObject) -> Result<Config> {
             top.required("local_max_keys", top.integer("local_max_keys")?)?,
         )
         .unwrap_or(usize::MAX),
-        deny: read_deny(deny)?,
+        deny,
+        fail_deny,
         policies,
         routes,
     })
 }
 
-fn read_deny(deny: &WalkedObject) -> Result<Deny> {
-    let status = deny.required("status", deny.integer("status")?)?;
-    let body = deny.required("body", deny.text("body")?)?;
-    Ok(Deny {
-        status: deny.required(
-            "status",
-            u16::try_from(status)
-                .ok()
-                .and_then(|s| StatusCode::from_u16(s).ok()),
-        )?,
-        body: deny.required("body", DenyBody::from_name(body))?,
-        message: deny.required("message", deny.text("message")?)?.to_string(),
+/// `deny` or `fail_deny` (the walker gave every default).
+fn read_deny(d: &WalkedObject) -> Result<Deny> {
+    let read = read_route_deny(d)?;
+    let deny = Deny {
+        status: d.required("status", read.status)?,
+        body: d.required("body", read.body)?,
+        message: d.required("message", read.message)?,
+        content_type: d.required("content_type", read.content_type)?,
+        json: read.json,
+        headers: read.headers.unwrap_or_default(),
+    };
+    json_with_json_body(d, deny.body, deny.json.is_some(), deny.json.is_some())?;
+    Ok(deny)
+}
+
+/// A refusal object's fields as given (a route's has no defaults), with
+/// deny-headers-are-extra.
+pub(crate) fn read_route_deny(d: &WalkedObject) -> Result<RouteDeny> {
+    let status = match d.integer("status")? {
+        Some(n) => Some(
+            d.required(
+                "status",
+                u16::try_from(n)
+                    .ok()
+                    .and_then(|s| StatusCode::from_u16(s).ok()),
+            )?,
+        ),
+        None => None,
+    };
+    let body = match d.text("body")? {
+        Some(body) => Some(d.required("body", DenyBody::from_name(body))?),
+        None => None,
+    };
+    let headers = match d.map("headers")? {
+        Some(entries) => {
+            let mut headers: Vec<(String, String)> = Vec::with_capacity(entries.len());
+            for (name, value) in entries {
+                let at = format!("{}.{name}", d.path("headers"));
+                // deny-headers-are-extra
+                if SET_BY_LIBRL.iter().any(|n| n.eq_ignore_ascii_case(name)) {
+                    return Err(ConfigError::new(
+                        at,
+                        "the integration sets this header itself",
+                    ));
+                }
+                if headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
+                    return Err(ConfigError::new(at, format!("\"{name}\" is given twice")));
+                }
+                let value = d.required("headers", value.as_text())?;
+                headers.push((name.clone(), value.to_string()));
+            }
+            Some(headers)
+        }
+        None => None,
+    };
+    Ok(RouteDeny {
+        status,
+        body,
+        message: d.text("message")?.map(String::from),
+        content_type: d.text("content_type")?.map(String::from),
+        json: d.json("json")?.cloned(),
+        headers,
     })
+}
+
+/// The headers a refusal carries that the integration writes itself.
+const SET_BY_LIBRL: &[&str] = &[
+    "RateLimit",
+    "RateLimit-Policy",
+    "RateLimit-Limit",
+    "RateLimit-Remaining",
+    "RateLimit-Reset",
+    "X-RateLimit-Limit",
+    "X-RateLimit-Remaining",
+    "X-RateLimit-Reset",
+    "Retry-After",
+    "Content-Type",
+    "Content-Length",
+];
+
+/// deny-json-with-json-body: `body: json` needs a `json` (`has_json`:
+/// given here or inherited); a `json` given here needs `body: json`.
+fn json_with_json_body(
+    d: &WalkedObject,
+    body: DenyBody,
+    has_json: bool,
+    gives_json: bool,
+) -> Result<()> {
+    match body {
+        DenyBody::Json if !has_json => Err(ConfigError::new(
+            d.path("json"),
+            "missing (body: json sends it)",
+        )),
+        DenyBody::Problem | DenyBody::Text if gives_json => Err(ConfigError::new(
+            d.path("json"),
+            "json is sent only with body: json",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A refusal as a document's object: every field of `deny`.
+fn deny_document(d: &Deny) -> Value {
+    route_deny_document(&RouteDeny {
+        status: Some(d.status),
+        body: Some(d.body),
+        message: Some(d.message.clone()),
+        content_type: Some(d.content_type.clone()),
+        json: d.json.clone(),
+        headers: (!d.headers.is_empty()).then(|| d.headers.clone()),
+    })
+}
+
+/// A route's refusal as a document's object: the fields it gives.
+fn route_deny_document(d: &RouteDeny) -> Value {
+    let mut doc = Map::new();
+    if let Some(status) = d.status {
+        doc.insert("status".into(), json!(status.as_u16()));
+    }
+    if let Some(body) = d.body {
+        doc.insert("body".into(), json!(body.name()));
+    }
+    if let Some(message) = &d.message {
+        doc.insert("message".into(), json!(message));
+    }
+    if let Some(content_type) = &d.content_type {
+        doc.insert("content_type".into(), json!(content_type));
+    }
+    if let Some(json) = &d.json {
+        doc.insert("json".into(), json.clone());
+    }
+    if let Some(headers) = &d.headers {
+        let map: Map<String, Value> = headers.iter().map(|(n, v)| (n.clone(), json!(v))).collect();
+        doc.insert("headers".into(), Value::Object(map));
+    }
+    Value::Object(doc)
 }
 
 /// A policy, with the cross-field rules within one policy, in the order
@@ -522,7 +692,7 @@ fn unique_name(earlier: &[Policy], policy: &Policy, walked: &WalkedObject) -> Re
     Ok(())
 }
 
-fn read_route(r: &WalkedObject, policies: &[Policy]) -> Result<Route> {
+fn read_route(r: &WalkedObject, policies: &[Policy], top: &Deny) -> Result<Route> {
     let path = r.required("path", r.text("path")?)?;
     let methods = if r.has("methods") {
         let mut methods = Vec::new();
@@ -548,10 +718,20 @@ fn read_route(r: &WalkedObject, policies: &[Policy]) -> Result<Route> {
         }
         names.push(name.to_string());
     }
+    let deny = match r.object("deny")? {
+        Some(d) => {
+            let read = read_route_deny(d)?;
+            let merged = top.merged(&read);
+            json_with_json_body(d, merged.body, merged.json.is_some(), read.json.is_some())?;
+            Some(read)
+        }
+        None => None,
+    };
     Ok(Route {
         path: path.to_string(),
         methods,
         policies: names,
+        deny,
     })
 }
 
@@ -608,6 +788,9 @@ fn route_document(r: &Route) -> Value {
         doc.insert("methods".into(), json!(methods));
     }
     doc.insert("policies".into(), json!(r.policies));
+    if let Some(deny) = &r.deny {
+        doc.insert("deny".into(), route_deny_document(deny));
+    }
     Value::Object(doc)
 }
 
@@ -647,7 +830,7 @@ names!(Mode { Enforce => "enforce", Shadow => "shadow" });
 names!(FailMode { Open => "open", Closed => "closed", Local => "local" });
 names!(HeaderMode { Both => "both", Ietf => "ietf", Legacy => "legacy", Draft6 => "draft6", None => "none" });
 names!(LegacyReset { Seconds => "seconds", Unix => "unix" });
-names!(DenyBody { Problem => "problem", Text => "text" });
+names!(DenyBody { Problem => "problem", Text => "text", Json => "json" });
 
 /// Serde support: a `Config` inside an application's own settings is read
 /// and checked exactly as a file is.
@@ -739,8 +922,6 @@ mod tests {
         // (conformance/pending.json lists their cases).
         const PENDING: &[&str] = &[
             "code-limit-alone",
-            "deny-headers-are-extra",
-            "deny-json-with-json-body",
             "identity-names-not-reserved",
             "ip-source-last",
             "keys-name-identities",
@@ -782,9 +963,6 @@ mod tests {
             assert_eq!(Mode::from_name(c).map(Mode::name), Some(*c));
         }
         for c in field("deny", "body") {
-            if *c == "json" {
-                continue; // refused at start-up until implemented (conformance/pending.json)
-            }
             assert_eq!(DenyBody::from_name(c).map(DenyBody::name), Some(*c));
         }
         for c in field("policy", "algorithm") {
@@ -829,6 +1007,7 @@ mod tests {
             path: "/".into(),
             methods: Some(vec![]),
             policies: vec![],
+            deny: None,
         };
         assert_eq!(
             bad(Config {
@@ -841,6 +1020,7 @@ mod tests {
             path: "/".into(),
             methods: Some(vec![Method::from_bytes(b"get").unwrap()]),
             policies: vec![],
+            deny: None,
         };
         assert!(bad(Config {
             routes: vec![lower],

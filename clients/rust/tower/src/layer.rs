@@ -140,7 +140,7 @@ where
     // went away).
     let leases = Leases::new(shared.clone(), std::mem::take(&mut decided.leases));
     let mut response = match &decided.refusal {
-        Some(reply) => respond(reply.clone(), grpc.as_ref()),
+        Some(reply) => respond((**reply).clone(), grpc.as_ref()),
         None => {
             let response = inner.call(req).await?;
             if let Some(settle) = shared.settle(&decided, response.status().as_u16()) {
@@ -226,15 +226,23 @@ fn respond<R>(reply: Reply, grpc: Option<&HeaderValue>) -> Response<ResponseBody
         headers.insert(CONTENT_TYPE, content_type.clone());
         headers.insert("grpc-status", HeaderValue::from(u16::from(reply.grpc_code)));
         headers.insert("grpc-message", refusals::grpc_message(&reply.detail));
+        extra_headers(headers, &reply);
         return response;
     }
     let mut response = Response::new(ResponseBody::new(
-        Either::Right(Full::new(reply.body)),
+        Either::Right(Full::new(reply.body.clone())),
         None,
     ));
     *response.status_mut() = reply.status;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, reply.content_type.clone());
+    extra_headers(headers, &reply);
     response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static(reply.content_type));
-    response
+}
+
+/// The refusal's configured headers (`deny.headers`), each line as given.
+fn extra_headers(headers: &mut http::HeaderMap, reply: &Reply) {
+    for (name, value) in reply.headers.iter() {
+        headers.append(name.clone(), value.clone());
+    }
 }

@@ -20,7 +20,7 @@ use crate::identity::Client;
 use crate::lease::Held;
 use crate::plan::{self, Check, Planned, Refusal, RequestFacts};
 use crate::policy::{Count, Policy};
-use crate::refusals::{self, Reply};
+use crate::refusals::{self, Refusing, Reply};
 use crate::routes::PolicySet;
 use crate::{headers, RateLimitLayer};
 
@@ -74,6 +74,9 @@ pub(crate) struct Shared {
     routes: Arc<PolicySet>,
     /// `exempt`, and the loopback networks with `exempt_loopback`.
     exempt: Vec<IpNet>,
+    /// `deny` and `fail_deny`, ready to send.
+    deny: Refusing,
+    fail_deny: Refusing,
     /// When fail-open last logged, so it logs at most every 10 s.
     warned: Mutex<Option<Instant>>,
 }
@@ -134,8 +137,14 @@ impl Builder {
     pub fn build(self) -> Result<RateLimiter, BuildError> {
         let validated = self.config.validated()?;
         let backend = Backend::new(&self.target, self.config.timeout).map_err(BuildError::Redis)?;
-        let routes = Arc::new(PolicySet::new(validated.policies, &self.config.routes));
+        let routes = Arc::new(PolicySet::new(
+            validated.policies,
+            &self.config.routes,
+            &self.config.deny,
+        ));
         let exempt = plan::exempt_networks(&self.config.exempt, self.config.exempt_loopback);
+        let deny = Refusing::new(&self.config.deny);
+        let fail_deny = Refusing::new(&self.config.fail_deny);
         Ok(RateLimiter {
             shared: Arc::new(Shared {
                 local: LocalLimiter::new(self.config.local_max_keys),
@@ -145,6 +154,8 @@ impl Builder {
                 user: self.user,
                 routes,
                 exempt,
+                deny,
+                fail_deny,
                 warned: Mutex::new(None),
             }),
         })
@@ -192,7 +203,7 @@ impl RateLimiter {
         whole_shadow(self.shared.config.mode, &mut policies);
         Ok(RateLimitLayer::new(
             self.shared.clone(),
-            Arc::new(PolicySet::new(policies, &[])),
+            Arc::new(PolicySet::new(policies, &[], &self.shared.config.deny)),
         ))
     }
 
@@ -229,8 +240,9 @@ pub(crate) struct Decided {
     pub outcome: Outcome,
     /// Decided in this process (the `local` fail mode).
     pub local: bool,
-    /// The response to send instead of calling the handler.
-    pub refusal: Option<Reply>,
+    /// The response to send instead of calling the handler (boxed: rare,
+    /// and kept small in every request's future).
+    pub refusal: Option<Box<Reply>>,
     /// The concurrency leases the request holds until its response is
     /// finished.
     pub leases: Vec<Held>,
@@ -260,6 +272,7 @@ impl Shared {
         let applying = plan::applying(selection.policies, &client, facts.headers);
         (!applying.is_empty()).then(|| Planned {
             route: selection.route.map(|(_, path)| path.to_string()),
+            deny: selection.deny.cloned(),
             applying,
         })
     }
@@ -278,6 +291,7 @@ impl Shared {
         body_len: Option<u64>,
     ) -> Result<Decided, Reply> {
         let route = planned.route.clone();
+        let deny = planned.deny.clone();
         let checks = planned
             .checks(&self.config.prefix, facts.headers, body_len)
             .map_err(|r: Refusal| refusals::refused(&r))?;
@@ -335,10 +349,13 @@ impl Shared {
         }
         let refusal = match outcome {
             Outcome::Denied => match worst {
-                Some(i) => Some(refusals::denied(&self.config.deny, &checks[i], &replies[i])),
-                None => Some(refusals::unavailable()),
+                Some(i) => {
+                    let deny = deny.as_deref().unwrap_or(&self.deny);
+                    Some(Box::new(refusals::denied(deny, &checks[i], &replies[i])))
+                }
+                None => Some(Box::new(refusals::unavailable(&self.fail_deny))),
             },
-            Outcome::FailClosed => Some(refusals::unavailable()),
+            Outcome::FailClosed => Some(Box::new(refusals::unavailable(&self.fail_deny))),
             Outcome::Allowed | Outcome::WouldDeny | Outcome::FailOpen => None,
         };
         Ok(Decided {

@@ -15,6 +15,7 @@ use librl_core::MAX_AMOUNT;
 use crate::identity::{header_lines, Client, Subject};
 use crate::keys::Keys;
 use crate::policy::{ValidCost, ValidPolicy};
+use crate::refusals::Refusing;
 
 /// What a request is, as the adapter saw it.
 pub struct RequestFacts<'a> {
@@ -32,6 +33,8 @@ pub struct RequestFacts<'a> {
 pub(crate) struct Planned {
     /// The matched route's path as configured.
     pub route: Option<String>,
+    /// The matched route's own refusal; None: the top-level `deny`.
+    pub deny: Option<Arc<Refusing>>,
     pub applying: Vec<(Arc<ValidPolicy>, Subject)>,
 }
 

@@ -1,10 +1,13 @@
 //! The bodies of the responses the middleware makes itself (docs/http.md,
 //! Refusals): RFC 9457 `application/problem+json` with `type`
-//! `about:blank`, or the deny message as `text/plain`; for a gRPC request
-//! (docs/http.md, gRPC), the same refusal as a gRPC status.
+//! `about:blank`, the deny message as text, or the configured JSON, with
+//! the refusal's extra headers; for a gRPC request (docs/http.md, gRPC),
+//! the same refusal as a gRPC status.
+
+use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, StatusCode};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use librl_client::Decision;
 use serde_json::{json, Map, Value};
 
@@ -15,6 +18,7 @@ use crate::policy::{window_text, ValidAlgorithm};
 
 pub const PROBLEM_JSON: &str = "application/problem+json";
 pub const TEXT_PLAIN: &str = "text/plain; charset=utf-8";
+pub const APPLICATION_JSON: &str = "application/json";
 pub const GRPC: &str = "application/grpc";
 
 /// gRPC status codes the refusals map to.
@@ -28,10 +32,92 @@ pub const INVALID_ARGUMENT: u8 = 3;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Reply {
     pub status: StatusCode,
-    pub content_type: &'static str,
+    pub content_type: HeaderValue,
     pub body: Bytes,
     pub grpc_code: u8,
     pub detail: String,
+    /// The refusal's extra headers (`deny.headers`), sent besides.
+    pub headers: Arc<[(HeaderName, HeaderValue)]>,
+}
+
+/// A `deny` or `fail_deny` (a route's merged over `deny`) made ready at
+/// start-up: what a refusal sends, but for the problem's words.
+#[derive(Clone, Debug)]
+pub(crate) struct Refusing {
+    status: StatusCode,
+    body: Prepared,
+    /// The `text` body, and gRPC's `grpc-message` for it.
+    message: String,
+    headers: Arc<[(HeaderName, HeaderValue)]>,
+}
+
+#[derive(Clone, Debug)]
+enum Prepared {
+    Problem,
+    Text(HeaderValue, Bytes),
+    Json(Bytes),
+}
+
+impl Refusing {
+    /// From a validated refusal: its content type and header values
+    /// passed the schema's patterns, so none is dropped.
+    pub(crate) fn new(deny: &Deny) -> Refusing {
+        let body = match deny.body {
+            DenyBody::Problem => Prepared::Problem,
+            DenyBody::Text => Prepared::Text(
+                HeaderValue::from_str(&deny.content_type)
+                    .unwrap_or(HeaderValue::from_static(TEXT_PLAIN)),
+                Bytes::from(deny.message.clone()),
+            ),
+            DenyBody::Json => Prepared::Json(Bytes::from(
+                deny.json.as_ref().unwrap_or(&Value::Null).to_string(),
+            )),
+        };
+        let headers = deny
+            .headers
+            .iter()
+            .filter_map(|(name, value)| {
+                Some((
+                    HeaderName::from_bytes(name.as_bytes()).ok()?,
+                    HeaderValue::from_str(value).ok()?,
+                ))
+            })
+            .collect();
+        Refusing {
+            status: deny.status,
+            body,
+            message: deny.message.clone(),
+            headers,
+        }
+    }
+
+    /// The configured body in place of a problem (`problem` when None),
+    /// with `detail` for gRPC's message when the body is JSON.
+    fn reply(&self, grpc_code: u8, problem: impl FnOnce() -> Reply) -> Reply {
+        let (content_type, body, detail) = match &self.body {
+            Prepared::Problem => {
+                let mut reply = problem();
+                reply.headers = self.headers.clone();
+                return reply;
+            }
+            Prepared::Text(content_type, body) => {
+                (content_type.clone(), body.clone(), self.message.clone())
+            }
+            Prepared::Json(body) => (
+                HeaderValue::from_static(APPLICATION_JSON),
+                body.clone(),
+                problem().detail,
+            ),
+        };
+        Reply {
+            status: self.status,
+            content_type,
+            body,
+            grpc_code,
+            detail,
+            headers: self.headers.clone(),
+        }
+    }
 }
 
 /// A gRPC request's Content-Type (`application/grpc`, `application/grpc+<format>`
@@ -73,26 +159,24 @@ fn problem(
     body.extend(extra);
     Reply {
         status,
-        content_type: PROBLEM_JSON,
+        content_type: HeaderValue::from_static(PROBLEM_JSON),
         body: Bytes::from(Value::Object(body).to_string()),
         grpc_code,
         detail: detail.to_owned(),
+        headers: Arc::new([]),
     }
 }
 
 /// The denial for the most restrictive denying check: `deny.status`, a
 /// problem body naming the policy (`retry_after` in ms, null when no wait
-/// helps), or the deny message as text.
-pub(crate) fn denied(deny: &Deny, check: &Check, reply: &Decision) -> Reply {
-    if deny.body == DenyBody::Text {
-        return Reply {
-            status: deny.status,
-            content_type: TEXT_PLAIN,
-            body: Bytes::from(deny.message.clone()),
-            grpc_code: RESOURCE_EXHAUSTED,
-            detail: deny.message.clone(),
-        };
-    }
+/// helps), the deny message as text, or the configured JSON.
+pub(crate) fn denied(deny: &Refusing, check: &Check, reply: &Decision) -> Reply {
+    deny.reply(RESOURCE_EXHAUSTED, || {
+        denial_problem(deny.status, check, reply)
+    })
+}
+
+fn denial_problem(status: StatusCode, check: &Check, reply: &Decision) -> Reply {
     let policy = &check.policy;
     let limit = shown_limit(check, reply);
     let per = window_text(policy.window);
@@ -118,7 +202,7 @@ pub(crate) fn denied(deny: &Deny, check: &Check, reply: &Decision) -> Reply {
     extra.insert("limit".into(), json!(limit));
     extra.insert("retry_after".into(), json!(retry_ms));
     problem(
-        deny.status,
+        status,
         RESOURCE_EXHAUSTED,
         "Too Many Requests",
         &detail,
@@ -126,15 +210,18 @@ pub(crate) fn denied(deny: &Deny, check: &Check, reply: &Decision) -> Reply {
     )
 }
 
-/// 503 when Redis cannot answer and the fail mode is closed.
-pub(crate) fn unavailable() -> Reply {
-    problem(
-        StatusCode::SERVICE_UNAVAILABLE,
-        UNAVAILABLE,
-        "Service Unavailable",
-        "The rate limiter is unavailable, and this service does not admit unlimited requests.",
-        Map::new(),
-    )
+/// `fail_deny` (503 problem by default) when Redis cannot answer and the
+/// fail mode is closed.
+pub(crate) fn unavailable(fail_deny: &Refusing) -> Reply {
+    fail_deny.reply(UNAVAILABLE, || {
+        problem(
+            fail_deny.status,
+            UNAVAILABLE,
+            "Service Unavailable",
+            "The rate limiter is unavailable, and this service does not admit unlimited requests.",
+            Map::new(),
+        )
+    })
 }
 
 /// 400 for a bad cost header, 413 for a body too large to measure.
@@ -169,6 +256,7 @@ mod tests {
     use std::time::Duration;
 
     fn denial(deny: &Deny) -> Reply {
+        let deny = &Refusing::new(deny);
         let check = Check::for_test(Policy::fixed("tonic", 2, Duration::from_secs(60)), 1);
         let reply = Decision {
             allowed: false,
@@ -204,7 +292,16 @@ mod tests {
             (t.grpc_code, t.detail.as_str()),
             (RESOURCE_EXHAUSTED, "slow down")
         );
-        assert_eq!(unavailable().grpc_code, UNAVAILABLE);
+        let fail_deny = Refusing::new(&crate::configuration::Config::default().fail_deny);
+        assert_eq!(unavailable(&fail_deny).grpc_code, UNAVAILABLE);
+        let json = Deny {
+            body: DenyBody::Json,
+            json: Some(json!({"code": "rate_limit:exceeded"})),
+            ..Deny::default()
+        };
+        let j = denial(&json);
+        assert_eq!(j.grpc_code, RESOURCE_EXHAUSTED);
+        assert!(j.detail.starts_with("Rate limit \"tonic\""), "{}", j.detail);
         let bad = refused(&Refusal::BadCost {
             policy: "p".into(),
             header: "X-Cost".into(),

@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use http::Method;
 
-use crate::configuration::Route;
+use crate::configuration::{Deny, Route};
 use crate::policy::ValidPolicy;
+use crate::refusals::Refusing;
 
 /// docs/http.md, The canonical path: an absolute-form target's scheme and
 /// authority dropped, the query and any fragment dropped, percent-escapes
@@ -107,6 +108,8 @@ struct Compiled {
     canonical: Vec<u8>,
     methods: Option<Vec<Method>>,
     policies: Vec<Arc<ValidPolicy>>,
+    /// The route's `deny` over the top-level one.
+    deny: Option<Arc<Refusing>>,
 }
 
 /// The policies a request gets, in check order, and the route (its index
@@ -114,12 +117,14 @@ struct Compiled {
 pub(crate) struct Selection<'s> {
     pub route: Option<(usize, &'s str)>,
     pub policies: &'s [Arc<ValidPolicy>],
+    /// The route's own refusal; None: the top-level `deny`.
+    pub deny: Option<&'s Arc<Refusing>>,
 }
 
 impl PolicySet {
     /// `routes` name policies by name; a name that is not in `policies`
     /// selects nothing (configurations are validated before this).
-    pub(crate) fn new(policies: Vec<ValidPolicy>, routes: &[Route]) -> PolicySet {
+    pub(crate) fn new(policies: Vec<ValidPolicy>, routes: &[Route], deny: &Deny) -> PolicySet {
         let policies: Vec<Arc<ValidPolicy>> = policies.into_iter().map(Arc::new).collect();
         let routes = routes
             .iter()
@@ -132,6 +137,10 @@ impl PolicySet {
                     .iter()
                     .filter_map(|name| policies.iter().find(|p| &p.name == name).cloned())
                     .collect(),
+                deny: r
+                    .deny
+                    .as_ref()
+                    .map(|d| Arc::new(Refusing::new(&deny.merged(d)))),
             })
             .collect();
         PolicySet { policies, routes }
@@ -144,6 +153,7 @@ impl PolicySet {
             return Some(Selection {
                 route: None,
                 policies: &self.policies,
+                deny: None,
             });
         }
         let path = canonical_path(path).to_ascii_lowercase();
@@ -161,6 +171,7 @@ impl PolicySet {
         best.map(|(i, route)| Selection {
             route: Some((i, &route.path)),
             policies: &route.policies,
+            deny: route.deny.as_ref(),
         })
     }
 }

@@ -19,7 +19,7 @@ use crate::hook::Outcome;
 use crate::identity::{client_ip, header_lines, parse_address, Client, Subject};
 use crate::keys::Keys;
 use crate::plan::{self, cost_header, Check, Planned, Refusal};
-use crate::refusals::{self, Reply};
+use crate::refusals::{self, Refusing, Reply};
 use crate::routes::{canonical_path, PolicySet};
 use crate::walker::{walk_field, Walked};
 
@@ -306,7 +306,7 @@ fn route(input: &Value) -> Result<Value, String> {
         .collect();
     let config = config(json!({"policies": policies, "routes": input["routes"]}))?;
     let valid = config.validated().map_err(|e| e.to_string())?;
-    let set = PolicySet::new(valid.policies, &config.routes);
+    let set = PolicySet::new(valid.policies, &config.routes, &config.deny);
     let method = input["method"].as_str().ok_or("method")?;
     let method = Method::from_bytes(method.as_bytes()).map_err(|e| e.to_string())?;
     Ok(match set.select(&method, &bytes(&input["path"])?) {
@@ -446,6 +446,9 @@ fn response_headers(input: &Value) -> Result<Value, String> {
 fn refusal(input: &Value) -> Result<Value, String> {
     let mut top = Map::new();
     top.insert("deny".into(), input["deny"].clone());
+    if let Some(fail_deny) = input.get("fail_deny") {
+        top.insert("fail_deny".into(), fail_deny.clone());
+    }
     if let Some(max) = input.get("max_body_bytes") {
         top.insert("max_body_bytes".into(), max.clone());
     }
@@ -454,12 +457,25 @@ fn refusal(input: &Value) -> Result<Value, String> {
         None => json!([]),
     };
     let config = config(with_policies(top, policies))?;
+    // Which body the refusal was configured to send: text is reported
+    // as text whatever its Content-Type.
+    let mut text_body = false;
     let reply_to: Reply = match input["kind"].as_str() {
         Some("denied") => {
             let mut check = checks(&config)?.remove(0);
             let cost = input["cost"].as_u64().ok_or("cost")?;
             check.cost = librl_core::units::Amount::new(cost).ok_or("cost")?;
-            refusals::denied(&config.deny, &check, &reply(&input["reply"])?)
+            let deny = match input.get("route_deny") {
+                Some(route) => {
+                    let route = crate::walker::walk_object_at("route_deny", route, "refusal")
+                        .and_then(|w| crate::configuration::read_route_deny(&w))
+                        .map_err(|e| e.to_string())?;
+                    config.deny.merged(&route)
+                }
+                None => config.deny.clone(),
+            };
+            text_body = deny.body == crate::configuration::DenyBody::Text;
+            refusals::denied(&Refusing::new(&deny), &check, &reply(&input["reply"])?)
         }
         Some("bad-cost") => {
             // Planned as a request is, with a cost header that is no integer.
@@ -468,6 +484,7 @@ fn refusal(input: &Value) -> Result<Value, String> {
             let headers = header_map(&json!([[header, "x"]]))?;
             let planned = Planned {
                 route: None,
+                deny: None,
                 applying: vec![(policy, Subject::Global)],
             };
             match planned.checks(&config.prefix, &headers, None) {
@@ -478,20 +495,49 @@ fn refusal(input: &Value) -> Result<Value, String> {
         Some("too-large") => refusals::refused(&Refusal::BodyTooLarge {
             max: config.max_body_bytes,
         }),
-        Some("unavailable") => refusals::unavailable(),
+        Some("unavailable") => {
+            text_body = config.fail_deny.body == crate::configuration::DenyBody::Text;
+            refusals::unavailable(&Refusing::new(&config.fail_deny))
+        }
         other => return Err(format!("unknown kind {other:?}")),
     };
     let body_text = String::from_utf8(reply_to.body.to_vec()).map_err(|e| e.to_string())?;
     let mut out = json!({
         "status": reply_to.status.as_u16(),
-        "content_type": reply_to.content_type,
     });
-    if reply_to.content_type == refusals::PROBLEM_JSON {
+    let content_type = reply_to.content_type.to_str().map_err(|e| e.to_string())?;
+    out["content_type"] = json!(content_type);
+    if !text_body {
         out["body"] = serde_json::from_str(&body_text).map_err(|e| e.to_string())?;
     } else {
         out["body_text"] = json!(body_text);
     }
+    if !reply_to.headers.is_empty() {
+        let headers: Map<String, Value> = reply_to
+            .headers
+            .iter()
+            .map(|(n, v)| {
+                (
+                    as_given(input, n.as_str()),
+                    json!(v.to_str().unwrap_or_default()),
+                )
+            })
+            .collect();
+        out["headers"] = Value::Object(headers);
+    }
     Ok(out)
+}
+
+/// A header name as the input's refusals write it (`HeaderName` is lower
+/// case; the vectors keep the configuration's case).
+fn as_given(input: &Value, name: &str) -> String {
+    ["deny", "fail_deny", "route_deny"]
+        .iter()
+        .filter_map(|r| input[*r]["headers"].as_object())
+        .flat_map(|headers| headers.keys())
+        .find(|given| given.eq_ignore_ascii_case(name))
+        .cloned()
+        .unwrap_or_else(|| name.to_string())
 }
 
 fn override_key_vector(input: &Value) -> Result<Value, String> {

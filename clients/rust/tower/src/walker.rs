@@ -383,6 +383,22 @@ impl WalkedObject {
         Ok(list.unwrap_or_default())
     }
 
+    /// A map's entries, in the document's order.
+    pub(crate) fn map(&self, name: &str) -> Result<Option<&[(String, Walked)]>> {
+        self.read(name, |v| match v {
+            Walked::Map(entries) => Some(entries.as_slice()),
+            _ => None,
+        })
+    }
+
+    /// A `json` field's value.
+    pub(crate) fn json(&self, name: &str) -> Result<Option<&Value>> {
+        self.read(name, |v| match v {
+            Walked::Json(value) => Some(value),
+            _ => None,
+        })
+    }
+
     pub(crate) fn object(&self, name: &str) -> Result<Option<&WalkedObject>> {
         self.read(name, Walked::as_object)
     }
