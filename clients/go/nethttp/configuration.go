@@ -314,6 +314,7 @@ type config struct {
 	ipv6Prefix     int
 	shadowPolicies bool // a policy of its own mode: shadow (under mode: enforce)
 	apiKeyHeader   string
+	modeResolver   func(*http.Request) Mode  // mode: code:<name>
 	identities     map[string]*namedIdentity // the file's, built-ins redefined included
 	maxBody        int64
 	deny           *refusal // a policy's refusal (a route's deny may replace it)
@@ -329,6 +330,7 @@ const (
 	costUnits costKind = iota
 	costBodyBytes
 	costHeader
+	costCode // a cost resolver's
 )
 
 type policy struct {
@@ -348,12 +350,19 @@ type policy struct {
 	// keyTag is an inline source's subject start: "header:<name in lower
 	// case>:", "cookie:<Name>:", "query:<Name>:", "authorization:<scheme
 	// in lower case>:".
-	keyTag      string
-	cost        costKind
-	costUnits   int64
-	costHeader  string // header:<Name>'s name as configured
-	count       string
-	overridable bool
+	keyTag     string
+	cost       costKind
+	costUnits  int64
+	costHeader string // header:<Name>'s name as configured
+	// A cost: code:<name> policy's resolver and name.
+	costResolver func(*http.Request) (int64, error)
+	costName     string
+	// A limit: code:<name> policy's resolver and name: its limit, window
+	// and burst come from the request (resolvedLimits).
+	limitResolver func(*http.Request) (Limit, bool)
+	limitName     string
+	count         string
+	overridable   bool
 	// shadow: the policy's own mode is shadow (under mode: enforce): its
 	// clauses go in RL.ALL calls of their own and it never refuses.
 	shadow bool
@@ -364,12 +373,9 @@ type policy struct {
 
 // parseConfig reads a document: the walker first (every field, with the
 // schema), then the rules that span fields.
-func parseConfig(doc any) (*config, error) {
+func parseConfig(doc any, rs Resolvers) (*config, error) {
 	top, err := walkDocument(doc)
 	if err != nil {
-		return nil, err
-	}
-	if err := noResolver("mode", top["mode"]); err != nil {
 		return nil, err
 	}
 	c := &config{
@@ -418,8 +424,14 @@ func parseConfig(doc any) (*config, error) {
 	if c.identities, err = identitiesOf(top["identities"]); err != nil {
 		return nil, err
 	}
+	// resolvers-registered
+	if mode := top["mode"].(string); strings.HasPrefix(mode, "code:") {
+		if c.modeResolver, _, err = resolverOf("mode", "mode", mode, rs.Mode); err != nil {
+			return nil, err
+		}
+	}
 	for i, v := range top["policies"].([]any) {
-		p, err := policyOf(fmt.Sprintf("policies[%d]", i), v.(walked), c.identities)
+		p, err := policyOf(fmt.Sprintf("policies[%d]", i), v.(walked), c.identities, rs)
 		if err != nil {
 			return nil, err
 		}
@@ -472,18 +484,18 @@ func parseNetwork(s string) (netip.Prefix, error) {
 // policyOf is a walked policy, with the rules that span its fields
 // (concurrency-has-lease, rate-or-limit-and-window, aligned-only-on-fixed,
 // burst-only-on-token).
-func policyOf(path string, m walked, identities map[string]*namedIdentity) (*policy, error) {
-	for _, field := range []string{"limit", "cost", "mode"} {
-		if err := noResolver(path+"."+field, m[field]); err != nil {
-			return nil, err
-		}
-	}
+func policyOf(path string, m walked, identities map[string]*namedIdentity, rs Resolvers) (*policy, error) {
 	p := &policy{name: m["name"].(string), algorithm: m["algorithm"].(string), count: m["count"].(string),
 		aligned: m["aligned"].(bool), overridable: m["overridable"].(bool), shadow: m["mode"] == "shadow"}
 	limit, hasLimit := m["limit"]
 	window, hasWindow := m["window"]
 	lease, hasLease := m["lease"]
-	if p.algorithm == "concurrency" {
+	code, hasCode := limit.(string)
+	if hasCode {
+		if err := codeLimitAlone(path, code, p, m); err != nil {
+			return nil, err
+		}
+	} else if p.algorithm == "concurrency" {
 		if err := concurrencyFields(path, m); err != nil {
 			return nil, err
 		}
@@ -516,12 +528,24 @@ func policyOf(path string, m walked, identities map[string]*namedIdentity) (*pol
 	if err := keyOf(path, p, m["key"].(string), identities); err != nil {
 		return nil, err
 	}
+	// resolvers-registered
+	var err error
+	if hasCode {
+		if p.limitResolver, p.limitName, err = resolverOf(path+".limit", "limit", code, rs.Limit); err != nil {
+			return nil, err
+		}
+	}
 	switch cost := m["cost"].(type) {
 	case int64:
 		p.cost, p.costUnits = costUnits, cost
 	case string:
 		if name, ok := strings.CutPrefix(cost, "header:"); ok {
 			p.cost, p.costHeader = costHeader, name
+		} else if strings.HasPrefix(cost, "code:") {
+			p.cost = costCode
+			if p.costResolver, p.costName, err = resolverOf(path+".cost", "cost", cost, rs.Cost); err != nil {
+				return nil, err
+			}
 		} else {
 			p.cost = costBodyBytes
 		}
@@ -578,6 +602,24 @@ func identitiesOf(v any) (map[string]*namedIdentity, error) {
 		out[name] = n
 	}
 	return out, nil
+}
+
+// codeLimitAlone is code-limit-alone: a policy whose limit is code:<name>
+// has no window, rate, burst or overridable (its resolver gives them),
+// and is not a concurrency policy (whose limit is its slots).
+func codeLimitAlone(path, code string, p *policy, m walked) error {
+	if p.algorithm == "concurrency" {
+		return bad(path+".limit", "a concurrency policy's limit is its slots, an integer, not %s", code)
+	}
+	for _, f := range []string{"window", "rate", "burst"} {
+		if _, ok := m[f]; ok {
+			return bad(path+"."+f, "a policy whose limit is %s has no %s", code, f)
+		}
+	}
+	if p.overridable {
+		return bad(path+".overridable", "a policy whose limit is %s has no overridable", code)
+	}
+	return nil
 }
 
 // fixedOptions are the policy's clause options that no request changes.
@@ -726,15 +768,4 @@ func jsonValue(v any) any {
 		return out
 	}
 	return v
-}
-
-// noResolver refuses a code:<name> value (docs/http.md, Resolvers in code)
-// at start-up, naming the field, until the Go integration registers
-// resolvers: read as a number or a mode it would panic or count the wrong
-// thing.
-func noResolver(field string, value any) error {
-	if s, ok := value.(string); ok && strings.HasPrefix(s, "code:") {
-		return bad(field, "resolvers (%s) are not read by the Go integration yet", s)
-	}
-	return nil
 }

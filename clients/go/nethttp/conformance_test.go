@@ -185,7 +185,8 @@ func TestConformance(t *testing.T) {
 				}
 			}
 			if c.StartupError != nil {
-				_, err := nethttp.New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), nethttp.Bytes(c.Config))
+				_, err := nethttp.New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), nethttp.Bytes(c.Config),
+					nethttp.Register(exampleapp.Resolvers))
 				if err == nil || !strings.Contains(err.Error(), *c.StartupError) {
 					t.Fatalf("start-up error %v, want one naming %q", err, *c.StartupError)
 				}
@@ -260,7 +261,7 @@ func runCase(t *testing.T, c conformanceCase, env *redisEnv) {
 			t.Fatalf("FLUSHALL: %v", err)
 		}
 	}
-	mw, err := nethttp.New(env.app, nethttp.Bytes(c.Config), nethttp.Logger(quietLogger()))
+	mw, err := nethttp.New(env.app, nethttp.Bytes(c.Config), nethttp.Logger(quietLogger()), nethttp.Register(exampleapp.Resolvers))
 	if err != nil {
 		t.Fatalf("start-up: %v", err)
 	}

@@ -39,6 +39,13 @@ func costs(c *config, r *http.Request, checks []check) *reply {
 			ch.cost = n
 		case costBodyBytes:
 			ch.cost = min(max(body, 1), maxUnits)
+		case costCode:
+			n, err := ch.p.costResolver(r)
+			if err != nil || n < 1 || n > maxUnits {
+				refusal := badResolvedCost(ch.p.costName, ch.p.name)
+				return &refusal
+			}
+			ch.cost = n
 		}
 	}
 	return nil

@@ -40,13 +40,7 @@ func (m *engine) decide(r *http.Request, route string, checks []check, deny *ref
 		m.breaker.after(err, probe)
 	}
 	if err != nil {
-		d := decided{outcome: m.failed(err)}
-		if d.outcome == FailClosed {
-			refusal := unavailable(m.c.failDeny)
-			d.refusal = &refusal
-		}
-		m.emit(r, route, d.outcome, checks, nil, err)
-		return d
+		return m.failure(r, route, checks, err)
 	}
 	d := decided{decisions: v.decisions, replied: pairs(checks, v.decisions), shadowLeases: v.shadowLeases}
 	d.outcome = outcomeOf(m.c, d.replied)
@@ -60,6 +54,18 @@ func (m *engine) decide(r *http.Request, route string, checks []check, deny *ref
 			"policy", checks[mostRestrictive(d.replied, false)].p.name)
 	}
 	m.emit(r, route, d.outcome, checks, d.decisions, nil)
+	return d
+}
+
+// failure is the fail mode's decision for a request Redis could not
+// decide, err saying why.
+func (m *engine) failure(r *http.Request, route string, checks []check, err error) decided {
+	d := decided{outcome: m.failed(err)}
+	if d.outcome == FailClosed {
+		refusal := unavailable(m.c.failDeny)
+		d.refusal = &refusal
+	}
+	m.emit(r, route, d.outcome, checks, nil, err)
 	return d
 }
 

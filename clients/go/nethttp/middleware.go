@@ -82,6 +82,7 @@ type shared struct {
 	// denyHeaders go on refusals by a policy.
 	denyHeaders http.Header
 	breaker     breaker
+	resolvers   Resolvers
 }
 
 // engine is one configuration at work: a request runs through the engine
@@ -89,6 +90,9 @@ type shared struct {
 type engine struct {
 	c *config
 	*shared
+	// shadowed: the same configuration under mode: shadow, for the
+	// requests a mode resolver puts in shadow mode.
+	shadowed *engine
 }
 
 // New validates the configuration (a *ConfigError naming the field on the
@@ -98,21 +102,34 @@ func New(client redis.UniversalClient, source Source, opts ...Option) (*Middlewa
 	if client == nil {
 		return nil, errors.New("librl: nethttp.New needs a go-redis client")
 	}
-	c, err := configure(source)
-	if err != nil {
-		return nil, err
-	}
 	m := &Middleware{shared: &shared{lim: librl.New(client), user: func(r *http.Request) string { return UserFromContext(r.Context()) },
 		log: slog.Default(), deadlines: honoursDeadlines(client), breaker: breaker{now: time.Now}}, attached: map[string]bool{}}
 	for _, o := range opts {
 		o(m)
 	}
-	m.cur.Store(&engine{c: c, shared: m.shared})
+	// After the options: the configuration names registered resolvers.
+	c, err := configure(source, m.resolvers)
+	if err != nil {
+		return nil, err
+	}
+	m.cur.Store(newEngine(c, m.shared))
 	return m, nil
 }
 
+// newEngine is a configuration at work, with its shadow twin when a mode
+// resolver may put a request in shadow mode.
+func newEngine(c *config, s *shared) *engine {
+	e := &engine{c: c, shared: s}
+	if c.modeResolver != nil {
+		shadow := *c
+		shadow.shadow = true
+		e.shadowed = &engine{c: &shadow, shared: s}
+	}
+	return e
+}
+
 // configure reads and validates a source.
-func configure(source Source) (*config, error) {
+func configure(source Source, rs Resolvers) (*config, error) {
 	if source == nil {
 		return nil, errors.New("librl: nethttp needs a configuration: nethttp.File, nethttp.Bytes or a nethttp.Config")
 	}
@@ -120,7 +137,7 @@ func configure(source Source) (*config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parseConfig(doc)
+	return parseConfig(doc, rs)
 }
 
 // Reload replaces the configuration (docs/http.md, Reload): requests that
@@ -129,7 +146,7 @@ func configure(source Source) (*config, error) {
 // policy Policies attached in code, is refused with the start-up error and
 // the current one stays.
 func (m *Middleware) Reload(source Source) error {
-	c, err := configure(source)
+	c, err := configure(source, m.resolvers)
 	if err != nil {
 		return err
 	}
@@ -140,7 +157,7 @@ func (m *Middleware) Reload(source Source) error {
 			return bad("policies", "no policy is named \"%s\", which Policies attached in code", n)
 		}
 	}
-	m.cur.Store(&engine{c: c, shared: m.shared})
+	m.cur.Store(newEngine(c, m.shared))
 	return nil
 }
 
@@ -194,8 +211,22 @@ func (m *Middleware) Policies(names ...string) (func(http.Handler) http.Handler,
 // serve is one request: plan, costs, decide, respond; deny is the refusal
 // of a denial on this route.
 func (m *engine) serve(w http.ResponseWriter, r *http.Request, next http.Handler, policies []*policy, route string, deny *refusal) {
+	if m.c.modeResolver != nil {
+		switch m.c.modeResolver(r) {
+		case ModeOff:
+			next.ServeHTTP(w, r)
+			return
+		case ModeShadow:
+			m = m.shadowed
+		}
+	}
 	id := &identity{c: m.c, peer: r.RemoteAddr, header: r.Header, rawQuery: r.URL.RawQuery, user: m.user(r)}
 	checks := plan(m.c, policies, id)
+	var err error
+	if checks, err = resolvedLimits(checks, r); err != nil {
+		m.respond(w, r, next, checks, m.failure(r, route, checks, err))
+		return
+	}
 	if len(checks) == 0 {
 		next.ServeHTTP(w, r)
 		return

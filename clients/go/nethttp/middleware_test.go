@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -122,6 +123,30 @@ func TestMiddlewareInGo(t *testing.T) {
 		get(t, mw.Handler(exampleapp.OK), "/?client=acme")
 		if n, _ := rdb.Exists(ctx, "rl:{client:acme}:p").Result(); n != 1 {
 			t.Fatal("the identity's query source is not the key")
+		}
+	})
+
+	t.Run("resolvers: a limit out of bounds gets the fail mode, an unregistered one is refused", func(t *testing.T) {
+		rdb.FlushAll(ctx)
+		doc := `{"fail": "closed", "exempt_loopback": false,
+			"policies": [{"name": "plan", "algorithm": "fixed", "limit": "code:plans"}]}`
+		rs := nethttp.Resolvers{Limit: map[string]func(*http.Request) (nethttp.Limit, bool){
+			"plans": func(*http.Request) (nethttp.Limit, bool) { return nethttp.Limit{Limit: 0, Window: time.Minute}, true },
+		}}
+		mw, err := nethttp.New(rdb, nethttp.Bytes([]byte(doc)), nethttp.Register(rs), nethttp.Logger(quietLogger()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp := get(t, mw.Handler(exampleapp.OK), "/"); resp.StatusCode != 503 {
+			t.Fatalf("status %d, want fail: closed's 503 for a limit of 0", resp.StatusCode)
+		}
+		if n, _ := rdb.DBSize(ctx).Result(); n != 0 {
+			t.Fatalf("%d keys written for a limit the resolver got wrong", n)
+		}
+		var ce *nethttp.ConfigError
+		bad := `{"mode": "code:switch", "policies": [{"name": "p", "algorithm": "fixed", "limit": 1, "window": "1s"}]}`
+		if err := mw.Reload(nethttp.Bytes([]byte(bad))); !errors.As(err, &ce) || ce.Field != "mode" {
+			t.Fatalf("%v, want the unregistered mode resolver refused", err)
 		}
 	})
 

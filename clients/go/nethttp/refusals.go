@@ -114,6 +114,13 @@ func badCost(header, policy string) reply {
 		member{"policy", policy})
 }
 
+// badResolvedCost is the 400 for a cost resolver's answer that is not an
+// integer from 1 to 2^50; resolver is its name in code:<name>.
+func badResolvedCost(resolver, policy string) reply {
+	return problem(http.StatusBadRequest, "Bad Request", "The cost \""+resolver+"\" must be an integer from 1 to 2^50.",
+		member{"policy", policy})
+}
+
 // tooLarge is the 413 for a body past max_body_bytes.
 func tooLarge(max int64) reply {
 	return problem(http.StatusRequestEntityTooLarge, "Content Too Large",

@@ -236,11 +236,20 @@ func normalNumbers(v any) any {
 // test on an error.
 func configOf(t *testing.T, doc map[string]any) *config {
 	t.Helper()
-	c, err := parseConfig(asRead(t, doc))
+	c, err := parseConfig(asRead(t, doc), vectorResolvers)
 	if err != nil {
 		t.Fatalf("the vector's configuration is refused: %v", err)
 	}
 	return c
+}
+
+// vectorResolvers are registered under the conformance test resolvers'
+// names (conformance/README.md), so that a vector naming one is read; the
+// vectors never call them.
+var vectorResolvers = Resolvers{
+	Cost:  map[string]func(*http.Request) (int64, error){"conformance-cost": nil},
+	Limit: map[string]func(*http.Request) (Limit, bool){"conformance-limit": nil},
+	Mode:  map[string]func(*http.Request) Mode{"conformance-mode": nil},
 }
 
 // header builds a request's header from [[name, value], ...], one line
@@ -509,7 +518,14 @@ func vectorRefusal(t *testing.T, input, expect json.RawMessage) {
 	if in.MaxBodyBytes != nil {
 		doc["max_body_bytes"] = in.MaxBodyBytes
 	}
-	c := configOf(t, doc)
+	rs := vectorResolvers
+	if in.Resolver != "" {
+		rs.Cost = map[string]func(*http.Request) (int64, error){in.Resolver: nil}
+	}
+	c, err := parseConfig(asRead(t, doc), rs)
+	if err != nil {
+		t.Fatalf("the vector's configuration is refused: %v", err)
+	}
 	p := c.policies[0]
 	deny := c.deny
 	if len(c.routes) > 0 {
@@ -523,10 +539,14 @@ func vectorRefusal(t *testing.T, input, expect json.RawMessage) {
 		cost, _ := wholeNumber(in.Cost)
 		r = denied(deny, checked{p: p, d: decision(t, in.Reply)}, cost)
 	case "bad-cost":
-		if p.cost != costHeader || p.costHeader != in.Header {
-			t.Fatalf("the vector's header %q is not its policy's cost header", in.Header)
+		switch {
+		case p.cost == costCode && p.costName == in.Resolver:
+			r = badResolvedCost(p.costName, p.name)
+		case p.cost == costHeader && p.costHeader == in.Header:
+			r = badCost(p.costHeader, p.name)
+		default:
+			t.Fatalf("the vector's header %q or resolver %q is not its policy's cost", in.Header, in.Resolver)
 		}
-		r = badCost(p.costHeader, p.name)
 	case "too-large":
 		r = tooLarge(c.maxBody)
 	case "unavailable":
@@ -558,7 +578,7 @@ func vectorConfigError(t *testing.T, input, expect json.RawMessage) {
 		Config any `json:"config"`
 	}
 	decode(t, input, &in)
-	_, err := parseConfig(asRead(t, in.Config))
+	_, err := parseConfig(asRead(t, in.Config), vectorResolvers)
 	got := fmt.Sprint(err)
 	if err == nil {
 		got = "no error"

@@ -46,11 +46,12 @@ func TestSchemaTreeSuitsTheWalker(t *testing.T) {
 	}
 }
 
-// A code:<name> value is refused naming its field, never read as a number or
-// a mode (a limit read as an integer panicked), until resolvers are read.
-func TestResolverValuesAreRefusedNamingTheField(t *testing.T) {
+// A code:<name> value naming no registered resolver is refused naming its
+// field, never read as a number or a mode (a limit read as an integer
+// panicked).
+func TestUnregisteredResolversAreRefusedNamingTheField(t *testing.T) {
 	for _, tc := range []struct{ doc, field string }{
-		{`{"policies":[{"name":"p","algorithm":"fixed","limit":"code:plan","window":"60s"}]}`, "policies[0].limit"},
+		{`{"policies":[{"name":"p","algorithm":"fixed","limit":"code:plan"}]}`, "policies[0].limit"},
 		{`{"policies":[{"name":"p","algorithm":"concurrency","limit":"code:plan","lease":"60s"}]}`, "policies[0].limit"},
 		{`{"policies":[{"name":"p","algorithm":"fixed","limit":5,"window":"60s","cost":"code:rows"}]}`, "policies[0].cost"},
 		{`{"mode":"code:switch","policies":[{"name":"p","algorithm":"fixed","limit":5,"window":"60s"}]}`, "mode"},
@@ -59,8 +60,8 @@ func TestResolverValuesAreRefusedNamingTheField(t *testing.T) {
 		if err := json.Unmarshal([]byte(tc.doc), &doc); err != nil {
 			t.Fatal(err)
 		}
-		_, err := parseConfig(doc)
-		if err == nil || !strings.Contains(err.Error(), tc.field+": resolvers") {
+		_, err := parseConfig(doc, Resolvers{})
+		if err == nil || !strings.Contains(err.Error(), tc.field+": ") {
 			t.Errorf("%s: got %v, want an error naming %s", tc.doc, err, tc.field)
 		}
 	}

@@ -70,7 +70,7 @@ func main() {
 		opts.ContextTimeoutEnabled = true
 		client = redis.NewClient(opts)
 	}
-	mw, err := nethttp.New(client, nethttp.File(policies))
+	mw, err := nethttp.New(client, nethttp.File(policies), nethttp.Register(exampleapp.Resolvers))
 	if err != nil {
 		log.Fatal(err)
 	}

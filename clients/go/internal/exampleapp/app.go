@@ -5,12 +5,14 @@
 // the delay of X-Conformance-Delay-Ms, or panicking with
 // X-Conformance-Fail: 1; a request with X-Conformance-User is
 // authenticated as that user, the net/http way: in the request's context.
+// It registers the conformance test resolvers (Resolvers).
 package exampleapp
 
 import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/librl/librl/clients/go/nethttp"
@@ -58,4 +60,41 @@ func Authenticate(next http.Handler) http.Handler {
 // Handler is the whole app: authentication, then the middleware, then OK.
 func Handler(mw *nethttp.Middleware) http.Handler {
 	return Authenticate(mw.Handler(OK))
+}
+
+// Resolvers are the test resolvers every example app registers
+// (conformance/README.md): conformance-cost reads X-Conformance-Cost (absent:
+// 1; any other text: an error, which the middleware answers 400),
+// conformance-limit reads X-Conformance-Limit, <limit>/<window ms> or
+// <limit>/<window ms>/<burst> (absent or not that: nothing), and
+// conformance-mode reads X-Conformance-Mode (absent: enforce).
+var Resolvers = nethttp.Resolvers{
+	Cost: map[string]func(*http.Request) (int64, error){"conformance-cost": func(r *http.Request) (int64, error) {
+		v, ok := r.Header["X-Conformance-Cost"]
+		if !ok {
+			return 1, nil
+		}
+		return strconv.ParseInt(strings.Join(v, ", "), 10, 64)
+	}},
+	Limit: map[string]func(*http.Request) (nethttp.Limit, bool){"conformance-limit": func(r *http.Request) (nethttp.Limit, bool) {
+		parts := strings.Split(r.Header.Get("X-Conformance-Limit"), "/")
+		if len(parts) < 2 || len(parts) > 3 {
+			return nethttp.Limit{}, false
+		}
+		var n [3]int64
+		for i, part := range parts {
+			v, err := strconv.ParseInt(part, 10, 64)
+			if err != nil {
+				return nethttp.Limit{}, false
+			}
+			n[i] = v
+		}
+		return nethttp.Limit{Limit: n[0], Window: time.Duration(n[1]) * time.Millisecond, Burst: n[2]}, true
+	}},
+	Mode: map[string]func(*http.Request) nethttp.Mode{"conformance-mode": func(r *http.Request) nethttp.Mode {
+		if v := r.Header.Get("X-Conformance-Mode"); v != "" {
+			return nethttp.Mode(v)
+		}
+		return nethttp.ModeEnforce
+	}},
 }
