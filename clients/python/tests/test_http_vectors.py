@@ -15,6 +15,7 @@ from librl import Decision
 from librl.http import Config, ConfigError, Engine, Request, parse
 from librl.http._configuration import read_field
 from librl.http._headers import response_headers
+from librl.http._hook import outcome
 from librl.http._identity import client_ip
 from librl.http._keys import limiter_key, override_key
 from librl.http._plan import cost_header, route_policies, subject_of
@@ -251,6 +252,12 @@ def refusal(given: Dict[str, Any]) -> Any:
     return out
 
 
+def outcome_of(given: Dict[str, Any]) -> Any:
+    config = config_with(given["policies"])
+    replies = [decision(r) for r in given["replies"]]
+    return {"outcome": outcome(given["mode"], config.policies, replies)}
+
+
 def config_error(given: Dict[str, Any]) -> Any:
     try:
         parse(given["config"], CONFORMANCE_RESOLVERS)
@@ -293,6 +300,7 @@ FILES: Dict[str, Tuple[str, Callable[[Dict[str, Any]], Any]]] = {
     "config-errors.json": ("config_error", config_error),
     "substitution.json": ("substitute", substitution),
     "override-keys.json": ("override_key", override_keys),
+    "outcomes.json": ("outcome", outcome_of),
     "algorithms.json": ("algorithm", algorithm),
 }
 

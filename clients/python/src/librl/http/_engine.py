@@ -14,7 +14,7 @@ from ._configuration import Config, Policy
 from ._decide import Call, Verdict, settlement
 from ._fail import FailMode, reason
 from ._headers import response_headers
-from ._hook import Hook, Outcome, event_of, report
+from ._hook import Hook, Outcome, event_of, outcome, report
 from ._identity import subject_of_value
 from ._keys import policy_keys
 from ._plan import Check, Plan, costs, named, plan, resolved
@@ -58,10 +58,10 @@ class Engine:
         return named(self.config, names)
 
     def decided(
-        self, planned: Plan, verdict: Verdict
+        self, planned: Plan, verdict: Verdict, local: bool = False
     ) -> Tuple[bool, List[Tuple[str, str]], Optional[Reply]]:
         """(pass the request on?, the rate-limit headers, the refusal if
-        not); reports to the hook."""
+        not); reports to the hook (``local``: decided in the process)."""
         checks, replies = planned.checks, verdict.replies
         policies = [check.policy for check in checks]
         worst, headers = response_headers(
@@ -69,14 +69,8 @@ class Engine:
         )
         shadow = planned.mode == "shadow"
         refused = not verdict.admitted and not shadow
-        outcome: Outcome
-        if refused:
-            outcome = "denied"
-        elif not verdict.admitted or verdict.shadow_denied:
-            outcome = "would_deny"
-        else:
-            outcome = "allowed"
-        if outcome == "would_deny":
+        result: Outcome = "denied" if refused else outcome(planned.mode, policies, replies)
+        if result == "would_deny":
             log.warning(
                 "librl shadow mode: %s %s would be denied by policy %r",
                 planned.request.method,
@@ -84,7 +78,7 @@ class Engine:
                 policies[worst].name,
             )
         if self.hook is not None:
-            report(self.hook, event_of(planned, outcome, replies))
+            report(self.hook, event_of(planned, result, replies, local=local))
         if not refused:
             return True, headers, None
         route = planned.route
@@ -101,9 +95,9 @@ class Engine:
         """Redis did not answer: None serves the request (fail open), else
         the 503; reports to the hook."""
         reply = self.fail.failed(error)
-        outcome: Outcome = "fail_closed" if reply is not None else "fail_open"
+        result: Outcome = "fail_closed" if reply is not None else "fail_open"
         if self.hook is not None:
-            report(self.hook, event_of(planned, outcome, None, reason(error)))
+            report(self.hook, event_of(planned, result, None, reason(error)))
         return reply
 
     def settlement(self, checks: List[Check], verdict: Verdict, status: int) -> List[Call]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, List, Literal, Optional, Sequence
 
 from .._types import Decision
+from ._configuration import Policy
 from ._plan import Plan
 
 log = logging.getLogger("librl.http")
@@ -42,7 +43,7 @@ class DecisionEvent:
     checks: List[CheckReport]
     #: Why Redis could not answer, when it could not.
     error: Optional[str] = None
-    #: Decided in the process: never, in Python (no `local` fail mode).
+    #: Decided in the process (the `local` fail mode).
     local: bool = False
 
 
@@ -55,9 +56,10 @@ def event_of(
     outcome: Outcome,
     replies: Optional[Sequence[Decision]],
     error: Optional[str] = None,
+    local: bool = False,
 ) -> DecisionEvent:
     """The event of a request's checks; ``replies`` one per check, or None
-    when Redis did not answer."""
+    when Redis did not answer; ``local``: decided in the process."""
     request, route = planned.request, planned.route
     return DecisionEvent(
         outcome=outcome,
@@ -69,7 +71,22 @@ def event_of(
             for i, c in enumerate(planned.checks)
         ],
         error=error,
+        local=local,
     )
+
+
+def outcome(mode: str, policies: Sequence[Policy], replies: Sequence[Decision]) -> Outcome:
+    """A checked request's outcome (docs/http.md, Shadow mode): ``denied``
+    when an enforced policy denied it, ``would_deny`` when only shadow
+    policies did (or any did, in a shadow request), else ``allowed``.
+    ``mode``: the request's, enforce or shadow."""
+    would = False
+    for policy, reply in zip(policies, replies):
+        if not reply.allowed:
+            if mode != "shadow" and policy.mode != "shadow":
+                return "denied"
+            would = True
+    return "would_deny" if would else "allowed"
 
 
 def report(hook: Optional[Hook], event: DecisionEvent) -> None:
