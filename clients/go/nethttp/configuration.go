@@ -129,6 +129,8 @@ type Policy struct {
 	Count       string // all | failed | succeeded
 	Overridable bool
 	Mode        string // "" (the top-level mode) | enforce | shadow
+	Block       string // a denial locks the subject out this long ("1h")
+	Queue       string // token only: a request waits for its turn up to this long ("2s")
 }
 
 // Route attaches policies to a path prefix (and methods).
@@ -232,6 +234,12 @@ func (c Config) document() (any, error) {
 			if p.Mode != "" {
 				m["mode"] = p.Mode
 			}
+			if p.Block != "" {
+				m["block"] = p.Block
+			}
+			if p.Queue != "" {
+				m["queue"] = p.Queue
+			}
 			list[i] = m
 		}
 		doc["policies"] = list
@@ -313,6 +321,7 @@ type config struct {
 	exempt         []netip.Prefix // exempt_loopback's networks included
 	ipv6Prefix     int
 	shadowPolicies bool // a policy of its own mode: shadow (under mode: enforce)
+	queues         bool // a policy has queue: a request may wait for its turn
 	apiKeyHeader   string
 	modeResolver   func(*http.Request) Mode  // mode: code:<name>
 	identities     map[string]*namedIdentity // the file's, built-ins redefined included
@@ -366,9 +375,13 @@ type policy struct {
 	// shadow: the policy's own mode is shadow (under mode: enforce): its
 	// clauses go in RL.ALL calls of their own and it never refuses.
 	shadow bool
+	// block: a denial locks the subject out that long; queue: a request
+	// over the rate waits for its turn up to that long (token only).
+	block, queue time.Duration
 	// opts are the clause options fixed by the configuration (ALIGNED,
-	// APPROX, BURST; COST for a fixed cost), built once for every request.
-	opts []librl.Option
+	// APPROX, BURST, BLOCK, RESERVE; COST for a fixed cost), built once
+	// for every request; refundOpts those of its refund (setOptions).
+	opts, refundOpts []librl.Option
 }
 
 // parseConfig reads a document: the walker first (every field, with the
@@ -445,6 +458,7 @@ func parseConfig(doc any, rs Resolvers) (*config, error) {
 		// check it; a policy's own shadow applies under mode: enforce.
 		p.shadow = p.shadow && !c.shadow
 		c.shadowPolicies = c.shadowPolicies || p.shadow
+		c.queues = c.queues || p.queue > 0
 	}
 	for i, v := range top["routes"].([]any) {
 		r, err := c.routeOf(fmt.Sprintf("routes[%d]", i), v.(walked))
@@ -525,6 +539,16 @@ func policyOf(path string, m walked, identities map[string]*namedIdentity, rs Re
 		}
 		p.burst = burst.(int64)
 	}
+	// queue-only-on-token
+	if queue, ok := m["queue"]; ok {
+		if p.algorithm != "token" {
+			return nil, bad(path+".queue", "queue is for token policies, not %s", p.algorithm)
+		}
+		p.queue = time.Duration(queue.(int64)) * time.Millisecond
+	}
+	if block, ok := m["block"]; ok {
+		p.block = time.Duration(block.(int64)) * time.Millisecond // concurrencyFields refused it on concurrency
+	}
 	if err := keyOf(path, p, m["key"].(string), identities); err != nil {
 		return nil, err
 	}
@@ -550,7 +574,7 @@ func policyOf(path string, m walked, identities map[string]*namedIdentity, rs Re
 			p.cost = costBodyBytes
 		}
 	}
-	p.opts = fixedOptions(p)
+	setOptions(p)
 	return p, nil
 }
 
@@ -622,27 +646,37 @@ func codeLimitAlone(path, code string, p *policy, m walked) error {
 	return nil
 }
 
-// fixedOptions are the policy's clause options that no request changes.
-func fixedOptions(p *policy) []librl.Option {
-	var opts []librl.Option
-	if p.cost == costUnits {
-		opts = append(opts, librl.Cost(p.costUnits))
-	}
+// setOptions builds the policy's clause options that no request changes:
+// opts for a check (COST when fixed, ALIGNED, APPROX, BURST, BLOCK,
+// RESERVE), refundOpts for its refund (neither COST nor RESERVE: REFUND
+// gives back what was booked, queued or not).
+func setOptions(p *policy) {
+	var shape []librl.Option
 	switch {
 	case p.aligned:
-		opts = append(opts, librl.Aligned())
+		shape = append(shape, librl.Aligned())
 	case p.algorithm == "approx":
-		opts = append(opts, librl.Approx())
+		shape = append(shape, librl.Approx())
 	case p.burst != 0:
-		opts = append(opts, librl.Burst(p.burst))
+		shape = append(shape, librl.Burst(p.burst))
 	}
-	return opts
+	if p.block > 0 {
+		shape = append(shape, librl.Block(p.block))
+	}
+	p.refundOpts = shape[:len(shape):len(shape)]
+	p.opts = append([]librl.Option(nil), shape...)
+	if p.cost == costUnits {
+		p.opts = append(p.opts, librl.Cost(p.costUnits))
+	}
+	if p.queue > 0 {
+		p.opts = append(p.opts, librl.Reserve(p.queue))
+	}
 }
 
 // concurrencyFields is concurrency-has-lease for a concurrency policy:
-// limit and lease, no window or rate, and count all.
+// limit and lease, no window, rate or block, and count all.
 func concurrencyFields(path string, m walked) error {
-	for _, f := range []string{"window", "rate"} {
+	for _, f := range []string{"window", "rate", "block"} {
 		if _, ok := m[f]; ok {
 			return bad(path+"."+f, "a concurrency policy has no %s; give limit and lease", f)
 		}

@@ -107,7 +107,7 @@ func clause(c check, refund bool) librl.Clause {
 	p := c.p
 	opts := p.opts
 	if refund {
-		opts = append(withoutCost(p), librl.Refund(c.cost))
+		opts = append(p.refundOpts[:len(p.refundOpts):len(p.refundOpts)], librl.Refund(c.cost))
 	} else if p.cost != costUnits {
 		opts = append(opts[:len(opts):len(opts)], librl.Cost(c.cost))
 	}
@@ -124,14 +124,6 @@ func clause(c check, refund bool) librl.Clause {
 	default:
 		return librl.Token(c.key, p.limit, p.window, opts...)
 	}
-}
-
-// withoutCost is a copy of the policy's fixed options without its COST.
-func withoutCost(p *policy) []librl.Option {
-	if p.cost == costUnits {
-		return append([]librl.Option(nil), p.opts[1:]...)
-	}
-	return append([]librl.Option(nil), p.opts...)
 }
 
 // groups are the checks' indexes by subject, in the order subjects first

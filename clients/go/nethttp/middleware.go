@@ -269,6 +269,12 @@ func (m *engine) respond(w http.ResponseWriter, r *http.Request, next http.Handl
 		if leases := held(checks, d); len(leases) > 0 {
 			defer m.release(leases)
 		}
+		// A queued request is served at its turn.
+		if m.c.queues {
+			if wait := turn(checks, d.decisions); wait > 0 && !m.await(r, wait, checks) {
+				return
+			}
+		}
 	}
 	if !served || !countsAfter(checks) {
 		next.ServeHTTP(w, r)

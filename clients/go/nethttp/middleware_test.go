@@ -1,6 +1,7 @@
 package nethttp_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -147,6 +148,36 @@ func TestMiddlewareInGo(t *testing.T) {
 		bad := `{"mode": "code:switch", "policies": [{"name": "p", "algorithm": "fixed", "limit": 1, "window": "1s"}]}`
 		if err := mw.Reload(nethttp.Bytes([]byte(bad))); !errors.As(err, &ce) || ce.Field != "mode" {
 			t.Fatalf("%v, want the unregistered mode resolver refused", err)
+		}
+	})
+
+	t.Run("a queued request whose client leaves gives its turn back", func(t *testing.T) {
+		rdb.FlushAll(ctx)
+		mw, err := nethttp.New(rdb, nethttp.Config{ExemptLoopback: nethttp.Ptr(false), Timeout: "2s",
+			Policies: []nethttp.Policy{{Name: "t", Algorithm: "token", Limit: 1, Window: "1s", Queue: "3s"}}},
+			nethttp.Logger(quietLogger()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := httptest.NewServer(mw.Handler(exampleapp.OK))
+		defer s.Close()
+		get(t, mw.Handler(exampleapp.OK), "/") // the token
+		gone, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(gone, "GET", s.URL+"/", nil)
+		if resp, err := s.Client().Do(req); err == nil {
+			resp.Body.Close()
+			t.Fatalf("status %d before its turn (about 1 s)", resp.StatusCode)
+		}
+		time.Sleep(100 * time.Millisecond) // the server sees the client go and refunds
+		start := time.Now()
+		if resp := get(t, mw.Handler(exampleapp.OK), "/"); resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		// Its turn is the next token (about 0.7 s away), not the one after
+		// the abandoned reservation (about 1.7 s).
+		if took := time.Since(start); took > 1300*time.Millisecond {
+			t.Fatalf("waited %v: the abandoned turn was not given back", took)
 		}
 	})
 

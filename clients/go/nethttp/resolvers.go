@@ -85,7 +85,7 @@ func resolvedLimits(checks []check, r *http.Request) ([]check, error) {
 		if p.algorithm == "token" {
 			own.burst = l.Burst
 		}
-		own.opts = fixedOptions(&own)
+		setOptions(&own)
 		ch.p = &own
 		out = append(out, ch)
 	}
