@@ -32,8 +32,6 @@ def error(doc: object) -> str:
 @pytest.mark.parametrize(
     ("doc", "message"),
     [
-        # Python lacks the local fail mode (a cross-field rule of its own).
-        ({"policies": [P], "fail": "local"}, "fail: local is the Rust integration's mode; use"),
         # A lone surrogate (JSON "\ud800") is no text: it could not be sent.
         ({"policies": [P], "deny": {"message": "\ud800"}}, "deny.message: must be 1 to 1024"),
         # Digits past what int() reads are out of bounds, not an exception.

@@ -213,6 +213,8 @@ class Config:
     legacy_reset: str = "seconds"
     api_key_header: str = "x-api-key"
     max_body_bytes: int = 8_388_608
+    #: The most limiter keys the `local` fail mode holds.
+    local_max_keys: int = 100_000
     #: ``mode: code:<name>``: the name and the resolver of each request's mode.
     mode_resolver: Optional[Tuple[str, Resolver]] = field(default=None, compare=False)
     #: Some request calls a resolver (a cost, limit or mode one).
@@ -504,8 +506,6 @@ def _registered(path: str, kind: str, name: str, resolvers: Resolvers) -> Tuple[
 def _build(tree: Mapping[str, Any], doc: Mapping[str, Any], resolvers: Resolvers = NONE) -> Config:
     mode_name = _code(tree["mode"])
     mode_resolver = None if mode_name is None else _registered("mode", "mode", mode_name, resolvers)
-    if tree["fail"] == "local":
-        raise ConfigError("fail", "local is the Rust integration's mode; use open or closed")
     identities = _identities(tree.get("identities", {}))
     trusted = _networks("trusted_proxies", tree["trusted_proxies"])
     exempt = _networks("exempt", tree["exempt"])
@@ -537,6 +537,7 @@ def _build(tree: Mapping[str, Any], doc: Mapping[str, Any], resolvers: Resolvers
         legacy_reset=tree["legacy_reset"],
         api_key_header=tree["api_key_header"].lower(),
         max_body_bytes=tree["max_body_bytes"],
+        local_max_keys=tree["local_max_keys"],
         mode_resolver=mode_resolver,
         resolving=mode_resolver is not None
         or any(p.cost_resolver or p.limit_resolver for p in policies.values()),

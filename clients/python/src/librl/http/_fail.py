@@ -1,8 +1,9 @@
 """The fail modes (docs/http.md, Fail modes): what a request gets when
 Redis cannot answer, or not within ``timeout``. ``open`` serves it (a
-warning at most every 10 seconds), ``closed`` refuses it with the 503;
-what Redis admitted before it failed is refunded only when the request
-is refused (_decide.Exchange.failure_refunds). The breaker spares
+warning at most every 10 seconds), ``closed`` refuses it with the 503,
+``local`` decides it in the process (``decide_locally``, on _local's
+limiter); what Redis admitted before it failed is refunded only when the
+request is refused (_decide.Exchange.failure_refunds). The breaker spares
 requests the wait on a Redis that is down or hangs."""
 
 from __future__ import annotations
@@ -11,11 +12,15 @@ import logging
 import math
 import threading
 import time
-from typing import Callable, Optional
+from typing import Callable, List, Optional, Sequence
 
 import redis.exceptions
 
+from .._types import Decision
 from ._configuration import FAIL_DENY, Refusal
+from ._decide import Release, Verdict
+from ._local import LocalLimiter
+from ._plan import Check
 from ._refusals import Reply, unavailable
 
 log = logging.getLogger("librl.http")
@@ -38,14 +43,20 @@ class FailMode:
         """Whether a request Redis could not decide is refused (closed)."""
         return self.mode == "closed"
 
+    @property
+    def local(self) -> bool:
+        """Whether a request Redis could not decide is decided in the process."""
+        return self.mode == "local"
+
     def failed(self, error: BaseException) -> Optional[Reply]:
-        """The request's answer: None serves it (open), else fail_deny's
-        refusal (the 503)."""
+        """The request's answer: None serves it (open; local: decided in the
+        process), else fail_deny's refusal (the 503)."""
         if not self.refuses:
             now = time.monotonic()
             if now - self._warned_at >= WARN_EVERY_S:
                 self._warned_at = now
-                log.warning("librl: rate limiting skipped (fail open): %s", reason(error))
+                how = "decided in the process (fail local)" if self.local else "skipped (fail open)"
+                log.warning("librl: rate limiting %s: %s", how, reason(error))
             return None
         if not isinstance(error, BreakerOpen):  # logged when it opened
             log.error("librl: request refused (fail closed): %s", reason(error))
@@ -137,3 +148,34 @@ class Breaker:
             self.failed()
         else:
             self.answered()
+
+
+def decide_locally(local: LocalLimiter, checks: Sequence[Check]) -> Verdict:
+    """The request's checks decided by the process's own limiters, as
+    librl-core decides them (docs/http.md, Fail modes: local): the
+    enforced policies in one all-or-nothing call (in the process one call
+    spans every subject, so a refused request is counted by none), the
+    shadow ones in another whatever it answered; slots a refused request
+    took are freed at once. Overrides, BLOCK and RESERVE are not read."""
+    enforced = [i for i, check in enumerate(checks) if not check.shadow]
+    shadow = [i for i, check in enumerate(checks) if check.shadow]
+    replies: List[Optional[Decision]] = [None] * len(checks)
+    admitted = True
+    for group in (enforced, shadow):
+        if group:
+            answer = local.check([checks[i].clause() for i in group])
+            for i, decision in zip(group, answer.decisions):
+                replies[i] = decision
+            if group is enforced:
+                admitted = answer.allowed
+    decided = [reply for reply in replies if reply is not None]
+    leases = []
+    for check, reply in zip(checks, decided):
+        if check.takes_slots and reply.allowed and reply.lease_id > 0:
+            held = Release(check.slots(override=False), reply.lease_id)
+            if admitted:
+                leases.append(held)
+            else:
+                local.release(held.clause, held.lease_id)
+    shadow_denied = any(not decided[i].allowed for i in shadow)
+    return Verdict(admitted, decided, leases, shadow_denied)

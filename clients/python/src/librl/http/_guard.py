@@ -37,8 +37,9 @@ from .._types import parse_all
 from ._configuration import Config, load
 from ._decide import Call, Exchange, Release, Step, Verdict, turn_ms
 from ._engine import Engine
-from ._fail import Breaker, BreakerOpen, reason
+from ._fail import Breaker, BreakerOpen, decide_locally, reason
 from ._hook import Hook
+from ._local import LocalLimiter
 from ._plan import Plan
 from ._refusals import Reply
 from ._request import Request
@@ -73,7 +74,7 @@ class Admission:
     call it and add ``headers`` to its response; then ``finish`` (before
     the response goes out), and ``release`` once it is finished."""
 
-    __slots__ = ("headers", "leases", "plan", "reply", "verdict")
+    __slots__ = ("headers", "leases", "local", "plan", "reply", "verdict")
 
     def __init__(
         self,
@@ -82,6 +83,7 @@ class Admission:
         plan: Optional[Plan] = None,
         verdict: Optional[Verdict] = None,
         leases: Optional[List[Release]] = None,
+        local: Optional[LocalLimiter] = None,
     ) -> None:
         self.reply = reply
         self.headers: List[Tuple[str, str]] = headers if headers is not None else []
@@ -89,6 +91,8 @@ class Admission:
         self.verdict = verdict
         #: The slots the request holds (docs/http.md, Concurrency limits).
         self.leases: List[Release] = leases if leases is not None else []
+        #: Decided in the process (fail: local): its limiter holds the slots.
+        self.local = local
 
     @property
     def holds_slots(self) -> bool:
@@ -108,6 +112,14 @@ class Admission:
         with _LEASES_LOCK:
             leases, self.leases = self.leases, []
         return leases
+
+
+def release_locally(admission: Admission) -> None:
+    """A request decided in the process gives its slots back there."""
+    local = admission.local
+    if local is not None:
+        for held in admission.take_leases():
+            local.release(held.clause, held.lease_id)
 
 
 def leases_of(clauses: Sequence[Any]) -> Tuple[bool, ...]:
@@ -212,6 +224,11 @@ class _Guarding(Generic[ClientT, LimiterT]):
         #: Spares requests the wait on a Redis that is down or hangs; it
         #: belongs to the guard, not to a configuration.
         self.breaker = Breaker()
+        #: fail: local's limiters (docs/http.md, Fail modes); its counts
+        #: outlive a reload that keeps local_max_keys.
+        self.local: Optional[LocalLimiter] = (
+            LocalLimiter(self.config.local_max_keys) if self.config.fail == "local" else None
+        )
         #: A standalone client takes each RL.ALL straight (_send): what the
         #: limiter adds to a call is for clusters (slots, TRYAGAIN).
         self._direct: Any = None if isinstance(client, _CLUSTERS) else client
@@ -261,6 +278,10 @@ class _Guarding(Generic[ClientT, LimiterT]):
         error (ConfigError) and the old one stays. The client, its
         timeouts and the breaker stay (docs/http/python.md, Reload)."""
         new = load(config, self.resolvers)
+        if new.fail == "local" and (
+            self.local is None or new.local_max_keys != self.config.local_max_keys
+        ):
+            self.local = LocalLimiter(new.local_max_keys)
         self.engine = Engine(new, self.engine.hook)
         self.config = new
         return new
@@ -286,7 +307,15 @@ class _Guarding(Generic[ClientT, LimiterT]):
         self, engine: Engine, plan: Plan, exchange: Exchange, error: Exception
     ) -> Admission:
         """Redis failed: fail open serves the request, which holds the slots
-        Redis gave (released when its response is finished)."""
+        Redis gave (released when its response is finished); fail local
+        decides it in the process (its own slots, released there; no
+        settlement after the response, which would refund in Redis)."""
+        local = self.local
+        if engine.fail.local and local is not None:
+            engine.fail.failed(error)  # the warning, at most every 10 s
+            verdict = decide_locally(local, plan.checks)
+            _, headers, refusal = engine.decided(plan, verdict, local=True)
+            return Admission(refusal, headers, plan, leases=verdict.leases, local=local)
         reply = engine.failed(plan, error)
         return Admission(reply=reply, plan=plan, leases=exchange.held() if reply is None else [])
 
@@ -347,9 +376,10 @@ class Guard(_Guarding[Client, Limiter]):
             self._run(exchange, time.monotonic() + engine.config.timeout_ms / 1000)
         except Exception as e:
             breaker.ended(e)
-            if engine.fail.refuses:
+            admission = self._failed(engine, plan, exchange, e)
+            if admission.reply is not None:  # refused: counted by no policy
                 self._give_back(exchange.failure_refunds(), "a refund")
-            return self._failed(engine, plan, exchange, e)
+            return admission
         breaker.answered()
         admission = self._admission(engine, plan, exchange.verdict())
         if engine.config.queues:
@@ -367,6 +397,9 @@ class Guard(_Guarding[Client, Limiter]):
         handler failed): the request's concurrency slots back, once; a
         release that fails is logged (the lease ends by itself)."""
         if admission.leases:
+            if admission.local is not None:
+                release_locally(admission)
+                return
             self._give_back(admission.take_leases(), "a release")
 
     def _run(self, exchange: Exchange, deadline: float) -> None:
@@ -443,9 +476,10 @@ class AsyncGuard(_Guarding[AsyncClient, AsyncLimiter]):
                 await asyncio.wait_for(self._run(exchange), engine.config.timeout_ms / 1000)
         except Exception as e:
             breaker.ended(e)
-            if engine.fail.refuses:
+            admission = self._failed(engine, plan, exchange, e)
+            if admission.reply is not None:  # refused: counted by no policy
                 await self._give_back(exchange.failure_refunds(), "a refund")
-            return self._failed(engine, plan, exchange, e)
+            return admission
         breaker.answered()
         admission = self._admission(engine, plan, exchange.verdict())
         if engine.config.queues:
@@ -461,6 +495,9 @@ class AsyncGuard(_Guarding[AsyncClient, AsyncLimiter]):
     async def release(self, admission: Admission) -> None:
         """Guard.release, awaited."""
         if admission.leases:
+            if admission.local is not None:
+                release_locally(admission)
+                return
             await self._give_back(admission.take_leases(), "a release")
 
     async def _run(self, exchange: Exchange) -> None:
