@@ -24,7 +24,8 @@ SERVE = ROOT / "scripts" / "serve-example"
 #: What each framework has beyond the contract's core (a case's `requires`);
 #: a framework not listed has none.
 CAPABILITIES: Dict[str, frozenset[str]] = {
-    rust: frozenset({"fail-local"}) for rust in ("axum", "hyper", "tonic")
+    name: frozenset({"fail-local"})
+    for name in ("axum", "hyper", "tonic", "fastapi", "django", "flask")
 }
 #: Every framework with an example: scripts/examples/NAME.sh.
 FRAMEWORKS = tuple(sorted(p.stem for p in (ROOT / "scripts" / "examples").glob("*.sh")))
