@@ -155,6 +155,13 @@ describe("the local limiter", () => {
     assert.ok(local.release(slots("c", 1, "60s"), id));
   });
 
+  it("saturates a reply's integers as the module does", () => {
+    // 2^50 tokens refilled at 1 per 3650 days: full again after ~2^88 ms.
+    const local = new LocalLimiter(10);
+    const d = local.check([clause("TOKEN", "k", 1, "3650d", ["BURST", String(2 ** 50)], 2 ** 50)], { nowMs: 0 }).decisions[0];
+    assert.deepEqual([d?.allowed, d?.count, d?.resetAfterMs], [true, 2 ** 50, Number(2n ** 63n - 1n)]);
+  });
+
   it("reads no override, block or reservation", () => {
     const local = new LocalLimiter(10);
     const t: Clause = { ...clause("TOKEN", "k", 1, "60s", ["RESERVE", "10s", "BLOCK", "1m"]), override: "okey" };

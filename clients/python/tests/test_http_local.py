@@ -195,6 +195,13 @@ def test_the_wall_clock_without_now() -> None:
     assert local.release(Concurrent("c", 1, 60), lease)
 
 
+def test_reply_integers_saturate_as_the_modules() -> None:
+    # 2^50 tokens refilled at 1 per 3650 days: full again after ~2^88 ms.
+    local = LocalLimiter(10)
+    d = local.check([Token("k", 1, "3650d", burst=2**50, cost=2**50)], now_ms=0).decisions[0]
+    assert (d.allowed, d.count, d.reset_after_ms) == (True, 2**50, 2**63 - 1)
+
+
 def test_overrides_block_and_reserve_are_not_read() -> None:
     local = LocalLimiter(10)
     token = Token("k", 1, 60, reserve="10s", block="1m", override="okey")

@@ -376,6 +376,12 @@ function ceilDiv(a: bigint, b: bigint): bigint {
   return (a + b - 1n) / b;
 }
 
+/** A reply's integer: saturating at 2^63 - 1 as the module's (a token bucket's reset can be longer). */
+function reply(v: bigint): number {
+  return Number(v < MAX_REPLY ? v : MAX_REPLY);
+}
+const MAX_REPLY = 2n ** 63n - 1n;
+
 /** TOKEN: the shortfall kept in 1/window ms tokens, so one ms refills exactly `rate` units: exact integers; waits round up, tokens down. */
 function token(rate: number, window: number, capacity: number, state: TokenState | undefined, now: number, cost: number): Outcome {
   const w = BigInt(window);
@@ -391,14 +397,14 @@ function token(rate: number, window: number, capacity: number, state: TokenState
   }
   const after = short + BigInt(cost) * w;
   if (after <= full) {
-    const count = Number(ceilDiv(after, w));
-    const reset = Number(ceilDiv(after, r));
+    const count = reply(ceilDiv(after, w));
+    const reset = reply(ceilDiv(after, r));
     const next: TokenState = { kind: "token", atMs: now, windowMs: window, missing: after };
     return admit([1, count, 0, capacity, Math.max(0, capacity - count), reset], next, now + reset);
   }
   const wait = ceilDiv(after - full, r);
-  const retry = cost > capacity ? -1 : Math.max(1, Number(wait));
-  return deny(Number(ceilDiv(short, w)), retry, capacity, Number(ceilDiv(short, r)));
+  const retry = cost > capacity ? -1 : Math.max(1, reply(wait));
+  return deny(reply(ceilDiv(short, w)), retry, capacity, reply(ceilDiv(short, r)));
 }
 
 /** From this ms a key that starts afresh gives ids of at least `nextId`. */

@@ -47,6 +47,8 @@ MAX_WINDOW_MS = 3650 * 24 * 60 * 60 * 1000
 MAX_LEASE_ID = (1 << 53) - 1
 #: Lease ids a key gives per millisecond before they run ahead of the clock.
 IDS_PER_MS = 1000
+#: The largest integer of a reply (i64).
+MAX_REPLY = (1 << 63) - 1
 
 #: A reply's six integers: allowed, count, retry_after, limit, remaining,
 #: reset_after.
@@ -214,7 +216,9 @@ def _now(now_ms: Optional[int]) -> int:
 
 
 def _decision(o: _Outcome, taken: bool) -> Decision:
-    allowed, count, retry_after, limit, remaining, reset_after = o.six
+    # The reply's integers saturate at 2^63 - 1, as the module's (a token
+    # bucket's reset_after can be longer: 2^50 tokens at 1 per 3650 days).
+    allowed, count, retry_after, limit, remaining, reset_after = (min(n, MAX_REPLY) for n in o.six)
     lease_id = o.lease_id if taken else 0
     return Decision(allowed == 1, count, retry_after, limit, remaining, reset_after, lease_id)
 
