@@ -16,6 +16,7 @@ use http::{HeaderName, Method, StatusCode};
 use ipnet::IpNet;
 use serde_json::{json, Map, Value};
 
+use crate::identity::Source;
 use crate::policy::{Algorithm, Cost, Count, KeyKind, Policy, ValidPolicy};
 use crate::walker::{walk_document, walk_object_at, Walked, WalkedObject};
 
@@ -152,6 +153,9 @@ pub struct Config {
     /// An IPv6 client's `ip` subject is its network of this many bits.
     pub ipv6_prefix: u8,
     pub api_key_header: HeaderName,
+    /// Named identities, each its sources in order (docs/http.md, Named
+    /// identities); `api-key` or `user` here redefines the built-in one.
+    pub identities: Vec<(String, Vec<Source>)>,
     /// The largest body a `body-bytes` policy accepts; larger: 413.
     pub max_body_bytes: u64,
     /// The most limiter keys the `local` fail mode holds.
@@ -203,6 +207,9 @@ const CROSS_FIELD: &[&str] = &[
     "deny-json-with-json-body",
     "exempt-are-networks",
     "fail-local-where-supported",
+    "identity-names-not-reserved",
+    "ip-source-last",
+    "keys-name-identities",
     "policy-names-unique",
     "rate-or-limit-and-window",
     "routes-name-defined-policies",
@@ -282,6 +289,17 @@ impl Config {
         doc.insert("exempt_loopback".into(), json!(self.exempt_loopback));
         doc.insert("ipv6_prefix".into(), json!(self.ipv6_prefix));
         doc.insert("api_key_header".into(), json!(self.api_key_header.as_str()));
+        if !self.identities.is_empty() {
+            let identities: Map<String, Value> = self
+                .identities
+                .iter()
+                .map(|(name, sources)| {
+                    let sources: Vec<String> = sources.iter().map(Source::to_config).collect();
+                    (name.clone(), json!(sources))
+                })
+                .collect();
+            doc.insert("identities".into(), Value::Object(identities));
+        }
         doc.insert("max_body_bytes".into(), json!(self.max_body_bytes));
         doc.insert("local_max_keys".into(), json!(self.local_max_keys as u64));
         doc.insert("deny".into(), deny_document(&self.deny));
@@ -301,7 +319,7 @@ impl Config {
 
     pub(crate) fn validated(&self) -> Result<Validated> {
         let read = Config::from_value(&self.to_value())?;
-        let mut policies = valid_policies(&read.policies, "policies")?;
+        let mut policies = valid_policies(&read.policies, "policies", &read.identities)?;
         whole_shadow(read.mode, &mut policies);
         Ok(Validated { policies })
     }
@@ -320,24 +338,85 @@ pub(crate) fn whole_shadow(mode: Mode, policies: &mut [ValidPolicy]) {
 
 /// Policies built in code for one layer, checked as a document's are,
 /// at `<list>[i]` (`layer[0].limit`).
-pub(crate) fn validate_policies(policies: &[Policy], list: &str) -> Result<Vec<ValidPolicy>> {
+pub(crate) fn validate_policies(
+    policies: &[Policy],
+    list: &str,
+    identities: &[(String, Vec<Source>)],
+) -> Result<Vec<ValidPolicy>> {
     let mut read = Vec::with_capacity(policies.len());
     for (i, policy) in policies.iter().enumerate() {
         let path = format!("{list}[{i}]");
         let walked = walk_object_at(&path, &policy_document(policy), "policy")?;
         let policy = read_policy(&walked)?;
         unique_name(&read, &policy, &walked)?;
+        key_names_identity(&policy, identities, &walked)?;
         read.push(policy);
     }
-    valid_policies(&read, list)
+    valid_policies(&read, list, identities)
 }
 
-fn valid_policies(policies: &[Policy], list: &str) -> Result<Vec<ValidPolicy>> {
+/// keys-name-identities: a key that is a name is `ip`, `global`,
+/// `api-key`, `user` or one of `identities`.
+fn key_names_identity(
+    policy: &Policy,
+    identities: &[(String, Vec<Source>)],
+    walked: &WalkedObject,
+) -> Result<()> {
+    match &policy.key {
+        KeyKind::Identity(name) if !identities.iter().any(|(n, _)| n == name) => {
+            Err(ConfigError::new(
+                walked.path("key"),
+                format!("no identity is named \"{name}\""),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `identities`: names not reserved (identity-names-not-reserved), each
+/// source read, `ip` only last (ip-source-last).
+fn read_identities(top: &WalkedObject) -> Result<Vec<(String, Vec<Source>)>> {
+    let mut identities = Vec::new();
+    for (name, sources) in top.map("identities")?.unwrap_or_default() {
+        let at = format!("{}.{name}", top.path("identities"));
+        if name == "ip" || name == "global" {
+            return Err(ConfigError::new(at, "ip and global are reserved"));
+        }
+        let Walked::List(items) = sources else {
+            return Err(top.out_of_step("identities"));
+        };
+        let mut read: Vec<Source> = Vec::with_capacity(items.len());
+        for (j, item) in items.iter().enumerate() {
+            let path = format!("{at}[{j}]");
+            if read.last() == Some(&Source::Ip) {
+                return Err(ConfigError::new(path, "a source after ip is never read"));
+            }
+            let source = item
+                .as_text()
+                .and_then(Source::from_config)
+                .ok_or_else(|| {
+                    ConfigError::new(
+                    &path,
+                    "must be user, ip, or header:, cookie:, query: or authorization: and a name",
+                )
+                })?;
+            read.push(source);
+        }
+        identities.push((name.clone(), read));
+    }
+    Ok(identities)
+}
+
+fn valid_policies(
+    policies: &[Policy],
+    list: &str,
+    identities: &[(String, Vec<Source>)],
+) -> Result<Vec<ValidPolicy>> {
     policies
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            ValidPolicy::new(p).ok_or_else(|| {
+            ValidPolicy::new(p, identities).ok_or_else(|| {
                 ConfigError::new(
                     format!("{list}[{i}]"),
                     "a number the walker accepted is out of the module's range (a bug in librl-tower)",
@@ -373,11 +452,13 @@ fn read_config(top: &WalkedObject) -> Result<Config> {
     let api_key_header = text("api_key_header")?;
     let deny = read_deny(top.required("deny", top.object("deny")?)?)?;
     let fail_deny = read_deny(top.required("fail_deny", top.object("fail_deny")?)?)?;
+    let identities = read_identities(top)?;
     let mut policies: Vec<Policy> = Vec::new();
     for item in top.list("policies")? {
         let walked = top.required("policies", item.as_object())?;
         let policy = read_policy(walked)?;
         unique_name(&policies, &policy, walked)?;
+        key_names_identity(&policy, &identities, walked)?;
         policies.push(policy);
     }
     let mut routes = Vec::new();
@@ -404,6 +485,7 @@ fn read_config(top: &WalkedObject) -> Result<Config> {
             "api_key_header",
             HeaderName::from_bytes(api_key_header.as_bytes()).ok(),
         )?,
+        identities,
         max_body_bytes: top.required("max_body_bytes", top.integer("max_body_bytes")?)?,
         local_max_keys: usize::try_from(
             top.required("local_max_keys", top.integer("local_max_keys")?)?,
@@ -922,9 +1004,6 @@ mod tests {
         // (conformance/pending.json lists their cases).
         const PENDING: &[&str] = &[
             "code-limit-alone",
-            "identity-names-not-reserved",
-            "ip-source-last",
-            "keys-name-identities",
             "queue-only-on-token",
             "resolvers-registered",
         ];
@@ -1029,7 +1108,9 @@ mod tests {
         .contains("routes[0].methods[0]"));
         let twice = vec![Policy::fixed("a", 1, s(1)), Policy::sliding("a", 2, s(1))];
         assert_eq!(
-            validate_policies(&twice, "layer").unwrap_err().to_string(),
+            validate_policies(&twice, "layer", &[])
+                .unwrap_err()
+                .to_string(),
             "librl: configuration: layer[1].name: \"a\" is used by an earlier policy"
         );
         let ok = with(Policy::token("t", 5, Duration::from_millis(1500)).burst(9));

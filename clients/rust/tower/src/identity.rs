@@ -5,13 +5,13 @@
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
 
-use http::header::AsHeaderName;
+use http::header::{AsHeaderName, AUTHORIZATION, COOKIE};
 use http::{HeaderMap, HeaderName};
 use ipnet::{IpNet, Ipv6Net};
 
 use crate::keys::{hashed, key_safe};
-use crate::policy::KeyKind;
 
 /// The identities a request carries, as the framework adapter found them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -24,8 +24,102 @@ pub struct Client {
     pub ipv6_prefix: u8,
     /// The API key's id ([`hashed`]), never the key itself.
     pub api_key: Option<String>,
-    /// The authenticated user, made key-safe.
+    /// The authenticated user as the framework gave it (not empty).
     pub user: Option<String>,
+}
+
+/// Where an identity's value is read from (docs/http.md, Named
+/// identities).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// That header, its lines joined by `, ` and trimmed.
+    Header(HeaderName),
+    /// That cookie of the `Cookie` header (the name as written).
+    Cookie(String),
+    /// That parameter of the raw query string, form-decoded.
+    Query(String),
+    /// The credentials of `Authorization: <Scheme> <credentials>`.
+    Authorization(String),
+    /// The framework's authenticated user.
+    User,
+    /// The request's `ip` subject; only last.
+    Ip,
+}
+
+impl Source {
+    /// The configuration's text: `header:X-Client-ID`, `cookie:sid`, `user`.
+    pub fn to_config(&self) -> String {
+        match self {
+            Source::Header(name) => format!("header:{name}"),
+            Source::Cookie(name) => format!("cookie:{name}"),
+            Source::Query(name) => format!("query:{name}"),
+            Source::Authorization(scheme) => format!("authorization:{scheme}"),
+            Source::User => "user".into(),
+            Source::Ip => "ip".into(),
+        }
+    }
+
+    /// Reads a text the walker has checked against the schema's pattern.
+    pub(crate) fn from_config(text: &str) -> Option<Source> {
+        match text {
+            "user" => return Some(Source::User),
+            "ip" => return Some(Source::Ip),
+            _ => {}
+        }
+        let (kind, name) = text.split_once(':')?;
+        if name.is_empty() {
+            return None;
+        }
+        Some(match kind {
+            "header" => Source::Header(HeaderName::from_bytes(name.as_bytes()).ok()?),
+            "cookie" => Source::Cookie(name.into()),
+            "query" => Source::Query(name.into()),
+            "authorization" => Source::Authorization(name.into()),
+            _ => return None,
+        })
+    }
+
+    /// This source's value in a request: None when absent or empty.
+    pub(crate) fn read(
+        &self,
+        headers: &HeaderMap,
+        query: Option<&str>,
+        user: Option<&str>,
+    ) -> Option<Vec<u8>> {
+        match self {
+            Source::Header(name) => header_value(headers, name),
+            Source::Cookie(name) => cookie_value(headers, name),
+            Source::Query(name) => query_value(query?, name),
+            Source::Authorization(scheme) => authorization_value(headers, scheme),
+            Source::User => user
+                .filter(|u| !u.is_empty())
+                .map(|u| u.as_bytes().to_vec()),
+            Source::Ip => None,
+        }
+    }
+}
+
+/// How a validated policy finds its subject: the configuration's `key`
+/// resolved once at start-up against `identities`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Keyed {
+    Ip,
+    Global,
+    /// The built-in `api-key`: the `api_key_header`, hashed.
+    ApiKey,
+    /// The built-in `user`: the user, else the API key, else the address.
+    User,
+    /// An inline `header:<Name>`.
+    Header(HeaderName),
+    /// A named identity, or an inline `cookie:`, `query:` or
+    /// `authorization:` source: `label` is the subject's first part
+    /// (`client`, `cookie:anon_id`, `authorization:bearer`), `hash` says
+    /// whether values are always hashed.
+    Sources {
+        label: Arc<str>,
+        sources: Arc<[Source]>,
+        hash: bool,
+    },
 }
 
 /// Whose counter a policy uses; its `Display` is the key's middle part.
@@ -39,6 +133,8 @@ pub enum Subject {
     User(String),
     /// A header's lower-case name and its value, made key-safe.
     Header(String, String),
+    /// A named identity's (or an inline source's) label and value.
+    Named(Arc<str>, String),
     Global,
     /// No peer address (the app was served without one): every such
     /// request shares one counter.
@@ -60,28 +156,46 @@ impl Client {
             ip: peer.map(|peer| client_ip(peer, headers, trusted)),
             ipv6_prefix,
             api_key: header_value(headers, api_key_header).map(|v| hashed(&v)),
-            user: user
-                .filter(|u| !u.is_empty())
-                .map(|u| key_safe(u.as_bytes())),
+            user: user.filter(|u| !u.is_empty()),
         }
     }
 
-    /// The subject of a policy keyed by `kind`, falling back as the
-    /// contract says: user, then API key, then address.
-    pub fn subject(&self, kind: &KeyKind, headers: &HeaderMap) -> Subject {
+    /// The subject of a policy keyed by `key`, falling back as the
+    /// contract says (the built-in `user`: user, then API key, then
+    /// address; every other: its sources, then the address). `query` is
+    /// the raw query string.
+    pub(crate) fn subject(&self, key: &Keyed, headers: &HeaderMap, query: Option<&str>) -> Subject {
         let ip = || {
             self.ip
                 .map_or(Subject::Unknown, |ip| ip_subject(ip, self.ipv6_prefix))
         };
         let api_key = || self.api_key.clone().map_or_else(ip, Subject::ApiKey);
-        match kind {
-            KeyKind::Ip => ip(),
-            KeyKind::ApiKey => api_key(),
-            KeyKind::User => self.user.clone().map_or_else(api_key, Subject::User),
-            KeyKind::Header(name) => header_value(headers, name).map_or_else(ip, |v| {
+        match key {
+            Keyed::Ip => ip(),
+            Keyed::ApiKey => api_key(),
+            Keyed::User => self
+                .user
+                .as_ref()
+                .map_or_else(api_key, |u| Subject::User(key_safe(u.as_bytes()))),
+            Keyed::Header(name) => header_value(headers, name).map_or_else(ip, |v| {
                 Subject::Header(name.as_str().to_string(), key_safe(&v))
             }),
-            KeyKind::Global => Subject::Global,
+            Keyed::Global => Subject::Global,
+            Keyed::Sources {
+                label,
+                sources,
+                hash,
+            } => {
+                let user = self.user.as_deref();
+                sources
+                    .iter()
+                    .take_while(|s| **s != Source::Ip)
+                    .find_map(|s| s.read(headers, query, user))
+                    .map_or_else(ip, |v| {
+                        let value = if *hash { hashed(&v) } else { key_safe(&v) };
+                        Subject::Named(label.clone(), value)
+                    })
+            }
         }
     }
 }
@@ -106,6 +220,7 @@ impl fmt::Display for Subject {
             Subject::ApiKey(id) => write!(f, "api-key:{id}"),
             Subject::User(name) => write!(f, "user:{name}"),
             Subject::Header(name, value) => write!(f, "header:{name}:{value}"),
+            Subject::Named(label, value) => write!(f, "{label}:{value}"),
             Subject::Global => f.write_str("global"),
             Subject::Unknown => f.write_str("ip:unknown"),
         }
@@ -128,6 +243,86 @@ pub(crate) fn header_lines<K: AsHeaderName>(headers: &HeaderMap, name: K) -> Opt
 /// [`header_lines`], where an empty value is no value.
 pub(crate) fn header_value<K: AsHeaderName>(headers: &HeaderMap, name: K) -> Option<Vec<u8>> {
     header_lines(headers, name).filter(|v| !v.is_empty())
+}
+
+/// A cookie's value (docs/http.md, Named identities): the `Cookie`
+/// lines joined by `; `, pairs split on `;` and trimmed, name and value
+/// split at the first `=` (a pair without one is skipped) and trimmed;
+/// the first pair of exactly that name; one surrounding pair of double
+/// quotes removed; never decoded. Empty: None.
+pub(crate) fn cookie_value(headers: &HeaderMap, name: &str) -> Option<Vec<u8>> {
+    let mut lines = headers.get_all(COOKIE).into_iter();
+    let mut joined = lines.next()?.as_bytes().to_vec();
+    for line in lines {
+        joined.extend_from_slice(b"; ");
+        joined.extend_from_slice(line.as_bytes());
+    }
+    let value = joined.split(|&b| b == b';').find_map(|pair| {
+        let eq = pair.iter().position(|&b| b == b'=')?;
+        let (n, v) = (pair.get(..eq)?, pair.get(eq + 1..)?);
+        (trim_ows(n) == name.as_bytes()).then(|| trim_ows(v))
+    })?;
+    let value = match value {
+        [b'"', inner @ .., b'"'] => inner,
+        v => v,
+    };
+    (!value.is_empty()).then(|| value.to_vec())
+}
+
+/// A query parameter's value (docs/http.md, Named identities): pairs of
+/// the raw query split on `&`, name and value at the first `=` (a pair
+/// without one is skipped), both form-decoded; the first pair whose name
+/// is exactly `name`. Empty: None.
+pub(crate) fn query_value(query: &str, name: &str) -> Option<Vec<u8>> {
+    let value = query.split('&').find_map(|pair| {
+        let (n, v) = pair.split_once('=')?;
+        (form_decode(n) == name.as_bytes()).then(|| form_decode(v))
+    })?;
+    (!value.is_empty()).then_some(value)
+}
+
+/// `application/x-www-form-urlencoded` decoding: `+` is a space, then
+/// each `%XX` once; a `%` without two hex digits stays.
+fn form_decode(text: &str) -> Vec<u8> {
+    let hex = |b: u8| {
+        char::from(b)
+            .to_digit(16)
+            .and_then(|d| u8::try_from(d).ok())
+    };
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        let escaped = match (b, bytes.get(i + 1), bytes.get(i + 2)) {
+            (b'%', Some(&h), Some(&l)) => hex(h).zip(hex(l)),
+            _ => None,
+        };
+        match (b, escaped) {
+            (_, Some((h, l))) => {
+                out.push((h << 4) | l);
+                i += 3;
+                continue;
+            }
+            (b'+', None) => out.push(b' '),
+            (b, None) => out.push(b),
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The credentials of an `Authorization` value whose first token (up to
+/// the first space) is `scheme`, ASCII case-insensitively: the rest,
+/// trimmed. None when absent, another scheme, or no credentials.
+pub(crate) fn authorization_value(headers: &HeaderMap, scheme: &str) -> Option<Vec<u8>> {
+    let value = header_lines(headers, AUTHORIZATION)?;
+    let space = value.iter().position(|&b| b == b' ')?;
+    let (first, rest) = value.split_at(space);
+    if !first.eq_ignore_ascii_case(scheme.as_bytes()) {
+        return None;
+    }
+    let credentials = trim_ows(rest);
+    (!credentials.is_empty()).then(|| credentials.to_vec())
 }
 
 /// Without spaces and tabs at either end.

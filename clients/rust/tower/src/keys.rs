@@ -6,8 +6,7 @@
 use sha2::{Digest, Sha256};
 
 use crate::configuration::{Config, ConfigError};
-use crate::identity::{ip_subject, parse_address, Subject};
-use crate::policy::KeyKind;
+use crate::identity::{ip_subject, parse_address, Keyed, Subject};
 
 /// A policy's limiter key and, when it is overridable, its override key.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,8 +38,10 @@ pub struct PolicyKeys {
 /// The keys the middleware uses for `policy` (a name in `config`) and a
 /// subject given by its raw value, as the request would carry it: an
 /// address for `ip` (an IPv6 one becomes its network), the API key itself
-/// for `api-key` (hashed here), the user or the header's value (made
-/// key-safe here), nothing for `global`. Managing a customer's plan is
+/// for `api-key` (hashed here), the user, the header's or a named
+/// identity's value (made key-safe here, or hashed where the identity
+/// always hashes: `api-key`, an `authorization:` source), nothing for
+/// `global`. Managing a customer's plan is
 /// one call: `RL.OVERRIDE SET <override_key> ...`.
 pub fn policy_keys(
     config: &Config,
@@ -54,16 +55,28 @@ pub fn policy_keys(
         .ok_or_else(|| ConfigError::new("policy", format!("no policy is named \"{policy}\"")))?;
     let value =
         || value.ok_or_else(|| ConfigError::new("value", "this policy's subject needs a value"));
-    let subject = match &p.key {
-        KeyKind::Ip => {
+    let keyed = p.key.keyed(&config.identities).ok_or_else(|| {
+        ConfigError::new(
+            "policy",
+            format!("the key of \"{policy}\" names no identity"),
+        )
+    })?;
+    let subject = match keyed {
+        Keyed::Ip => {
             let ip = parse_address(value()?)
                 .ok_or_else(|| ConfigError::new("value", "not an IP address"))?;
             ip_subject(ip, config.ipv6_prefix)
         }
-        KeyKind::ApiKey => Subject::ApiKey(hashed(value()?)),
-        KeyKind::User => Subject::User(key_safe(value()?)),
-        KeyKind::Header(name) => Subject::Header(name.as_str().to_string(), key_safe(value()?)),
-        KeyKind::Global => Subject::Global,
+        Keyed::ApiKey => Subject::ApiKey(hashed(value()?)),
+        Keyed::User => Subject::User(key_safe(value()?)),
+        Keyed::Header(name) => Subject::Header(name.as_str().to_string(), key_safe(value()?)),
+        Keyed::Global => Subject::Global,
+        // A named identity's or an inline source's value, whichever
+        // source would give it: hashed where the identity always hashes.
+        Keyed::Sources { label, hash, .. } => {
+            let value = value()?;
+            Subject::Named(label, if hash { hashed(value) } else { key_safe(value) })
+        }
     };
     let keys = Keys::new(&config.prefix, &subject, &p.name, true);
     Ok(PolicyKeys {

@@ -157,6 +157,7 @@ fn facts<B>(req: &Request<B>, peer: Option<IpAddr>) -> RequestFacts<'_> {
     RequestFacts {
         method: req.method(),
         path: req.uri().path(),
+        query: req.uri().query(),
         headers: req.headers(),
         extensions: req.extensions(),
         peer,

@@ -199,7 +199,7 @@ impl RateLimiter {
         policies: impl IntoIterator<Item = Policy>,
     ) -> Result<RateLimitLayer, ConfigError> {
         let policies: Vec<Policy> = policies.into_iter().collect();
-        let mut policies = validate_policies(&policies, "layer")?;
+        let mut policies = validate_policies(&policies, "layer", &self.shared.config.identities)?;
         whole_shadow(self.shared.config.mode, &mut policies);
         Ok(RateLimitLayer::new(
             self.shared.clone(),
@@ -269,7 +269,7 @@ impl Shared {
         if plan::is_exempt(&self.exempt, &client) {
             return None;
         }
-        let applying = plan::applying(selection.policies, &client, facts.headers);
+        let applying = plan::applying(selection.policies, &client, facts.headers, facts.query);
         (!applying.is_empty()).then(|| Planned {
             route: selection.route.map(|(_, path)| path.to_string()),
             deny: selection.deny.cloned(),

@@ -23,6 +23,8 @@ pub struct RequestFacts<'a> {
     /// The path as the framework hands it (raw or decoded: the canonical
     /// path is the same).
     pub path: &'a str,
+    /// The raw query string (after `?`), for `query:` sources.
+    pub query: Option<&'a str>,
     pub headers: &'a HeaderMap,
     pub extensions: &'a Extensions,
     /// The TCP peer.
@@ -64,10 +66,11 @@ pub(crate) fn applying(
     policies: &[Arc<ValidPolicy>],
     client: &Client,
     headers: &HeaderMap,
+    query: Option<&str>,
 ) -> Vec<(Arc<ValidPolicy>, Subject)> {
     policies
         .iter()
-        .map(|p| (p.clone(), client.subject(&p.key, headers)))
+        .map(|p| (p.clone(), client.subject(&p.key, headers, query)))
         .collect()
 }
 
@@ -164,7 +167,7 @@ impl Check {
     /// subject.
     pub(crate) fn for_test(policy: crate::policy::Policy, cost: u64) -> Check {
         Check {
-            policy: Arc::new(ValidPolicy::new(&policy).expect("a valid policy")),
+            policy: Arc::new(ValidPolicy::new(&policy, &[]).expect("a valid policy")),
             subject: Subject::Global,
             key: "k".into(),
             override_key: None,

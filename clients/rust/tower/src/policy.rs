@@ -9,7 +9,10 @@ use std::time::Duration;
 
 use http::HeaderName;
 
+use std::sync::Arc;
+
 use crate::configuration::Mode;
+use crate::identity::{Keyed, Source};
 use librl_core::units::{Amount, Window};
 
 /// Which RL.* command a policy calls.
@@ -42,6 +45,17 @@ pub enum KeyKind {
     User,
     /// This header's value; absent: the address.
     Header(HeaderName),
+    /// This cookie's value (the name as written); absent: the address.
+    Cookie(String),
+    /// This query parameter's value; absent: the address.
+    Query(String),
+    /// The credentials of `Authorization: <Scheme> ...`, hashed; absent:
+    /// the address.
+    Authorization(String),
+    /// An identity of the configuration's `identities` (docs/http.md,
+    /// Named identities); `api-key` and `user` are [`KeyKind::ApiKey`] and
+    /// [`KeyKind::User`], redefined there or not.
+    Identity(String),
     /// One counter for everyone.
     Global,
 }
@@ -216,7 +230,7 @@ impl Algorithm {
 
 impl KeyKind {
     /// The configuration's text: `ip`, `api-key`, `user`, `global`,
-    /// `header:<name>`.
+    /// `header:<name>`, `cookie:<name>`, an identity's name.
     pub fn to_config(&self) -> String {
         match self {
             KeyKind::Ip => "ip".into(),
@@ -224,21 +238,75 @@ impl KeyKind {
             KeyKind::User => "user".into(),
             KeyKind::Global => "global".into(),
             KeyKind::Header(name) => format!("header:{name}"),
+            KeyKind::Cookie(name) => format!("cookie:{name}"),
+            KeyKind::Query(name) => format!("query:{name}"),
+            KeyKind::Authorization(scheme) => format!("authorization:{scheme}"),
+            KeyKind::Identity(name) => name.clone(),
         }
     }
 
     /// Reads a text the walker has checked against the schema's pattern.
     pub(crate) fn from_config(text: &str) -> Option<KeyKind> {
-        match text {
-            "ip" => Some(KeyKind::Ip),
-            "api-key" => Some(KeyKind::ApiKey),
-            "user" => Some(KeyKind::User),
-            "global" => Some(KeyKind::Global),
-            _ => text
-                .strip_prefix("header:")
-                .and_then(|n| HeaderName::from_bytes(n.as_bytes()).ok())
-                .map(KeyKind::Header),
-        }
+        Some(match text {
+            "ip" => KeyKind::Ip,
+            "api-key" => KeyKind::ApiKey,
+            "user" => KeyKind::User,
+            "global" => KeyKind::Global,
+            _ => match Source::from_config(text) {
+                Some(Source::Header(name)) => KeyKind::Header(name),
+                Some(Source::Cookie(name)) => KeyKind::Cookie(name),
+                Some(Source::Query(name)) => KeyKind::Query(name),
+                Some(Source::Authorization(scheme)) => KeyKind::Authorization(scheme),
+                Some(Source::User | Source::Ip) => return None,
+                None if !text.contains(':') => KeyKind::Identity(text.into()),
+                None => return None,
+            },
+        })
+    }
+
+    /// How the subject is found, with `identities` (the configuration's,
+    /// in order) redefining `api-key` and `user`; None for an identity
+    /// name `identities` does not hold.
+    pub(crate) fn keyed(&self, identities: &[(String, Vec<Source>)]) -> Option<Keyed> {
+        let named = |name: &str| {
+            identities
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(n, sources)| Keyed::Sources {
+                    label: Arc::from(n.as_str()),
+                    hash: n == "api-key"
+                        || sources
+                            .iter()
+                            .any(|s| matches!(s, Source::Authorization(_))),
+                    sources: sources.clone().into(),
+                })
+        };
+        let inline = |label: String, source: Source, hash: bool| Keyed::Sources {
+            label: Arc::from(label),
+            sources: Arc::from([source]),
+            hash,
+        };
+        Some(match self {
+            KeyKind::Ip => Keyed::Ip,
+            KeyKind::Global => Keyed::Global,
+            KeyKind::ApiKey => named("api-key").unwrap_or(Keyed::ApiKey),
+            KeyKind::User => named("user").unwrap_or(Keyed::User),
+            KeyKind::Identity(name) => named(name)?,
+            KeyKind::Header(name) => Keyed::Header(name.clone()),
+            KeyKind::Cookie(name) => inline(
+                format!("cookie:{name}"),
+                Source::Cookie(name.clone()),
+                false,
+            ),
+            KeyKind::Query(name) => {
+                inline(format!("query:{name}"), Source::Query(name.clone()), false)
+            }
+            KeyKind::Authorization(scheme) => inline(
+                format!("authorization:{}", scheme.to_ascii_lowercase()),
+                Source::Authorization(scheme.clone()),
+                true,
+            ),
+        })
     }
 }
 
@@ -295,7 +363,7 @@ pub(crate) struct ValidPolicy {
     pub algorithm: ValidAlgorithm,
     pub limit: Amount,
     pub window: Window,
-    pub key: KeyKind,
+    pub key: Keyed,
     pub cost: ValidCost,
     pub count: Count,
     pub overridable: bool,
@@ -305,10 +373,11 @@ pub(crate) struct ValidPolicy {
 }
 
 impl ValidPolicy {
-    /// None when a number is out of the module's range or the cost header
-    /// is not a header name: what the walker refuses first, so only a
-    /// policy that skipped it gets None.
-    pub(crate) fn new(p: &Policy) -> Option<ValidPolicy> {
+    /// None when a number is out of the module's range, the cost header
+    /// is not a header name, or the key names no identity of `identities`:
+    /// what the reader refuses first, so only a policy that skipped it
+    /// gets None.
+    pub(crate) fn new(p: &Policy, identities: &[(String, Vec<Source>)]) -> Option<ValidPolicy> {
         let algorithm = match p.algorithm {
             Algorithm::Fixed { aligned } => ValidAlgorithm::Fixed { aligned },
             Algorithm::Sliding => ValidAlgorithm::Sliding,
@@ -334,7 +403,7 @@ impl ValidPolicy {
             algorithm,
             limit: Amount::new(p.limit)?,
             window: whole_ms.then(|| Window::new(window_ms)).flatten()?,
-            key: p.key.clone(),
+            key: p.key.keyed(identities)?,
             cost,
             count: p.count,
             overridable: p.overridable,

@@ -36,6 +36,7 @@ const FILES: &[(&str, &str)] = &[
     ("rates.json", "rate"),
     ("refusals.json", "refusal"),
     ("routes.json", "route"),
+    ("sources.json", "source"),
     ("substitution.json", "substitute"),
 ];
 
@@ -108,6 +109,7 @@ fn run(file: &str) {
         "rate" => rate,
         "refusal" => refusal,
         "route" => route,
+        "source" => source,
         "substitute" => substitute_vector,
         "override_key" => override_key_vector,
         other => panic!("{file}: unknown function {other:?}"),
@@ -163,6 +165,7 @@ files! {
     rates_json => "rates.json",
     refusals_json => "refusals.json",
     routes_json => "routes.json",
+    sources_json => "sources.json",
     override_keys_json => "override-keys.json",
     substitution_json => "substitution.json",
 }
@@ -350,7 +353,7 @@ fn key(input: &Value) -> Result<Value, String> {
         user,
         config.ipv6_prefix,
     );
-    let subject = client.subject(&policy.key, &headers);
+    let subject = client.subject(&policy.key, &headers, request["query"].as_str());
     let exempt = plan::is_exempt(
         &plan::exempt_networks(&config.exempt, config.exempt_loopback),
         &client,
@@ -538,6 +541,24 @@ fn as_given(input: &Value, name: &str) -> String {
         .find(|given| given.eq_ignore_ascii_case(name))
         .cloned()
         .unwrap_or_else(|| name.to_string())
+}
+
+/// One source's value in a request, read as the middleware reads it.
+fn source(input: &Value) -> Result<Value, String> {
+    let text = input["source"].as_str().ok_or("source")?;
+    let source = crate::identity::Source::from_config(text).ok_or("not a source")?;
+    let request = &input["request"];
+    let headers = header_map(&request["headers"])?;
+    let user = match &request["user"] {
+        Value::Null => None,
+        v => Some(String::from_utf8(bytes(v)?).map_err(|_| "a user is a string in Rust")?),
+    };
+    Ok(
+        match source.read(&headers, request["query"].as_str(), user.as_deref()) {
+            Some(value) => bytes_value(&value),
+            None => Value::Null,
+        },
+    )
 }
 
 fn override_key_vector(input: &Value) -> Result<Value, String> {
