@@ -82,7 +82,8 @@ func parseYAML(data []byte) (any, error) {
 type Config struct {
 	Prefix         *string  // default "rl:"
 	Mode           string   // enforce | shadow
-	Fail           string   // open | closed
+	Fail           string   // open | closed | local
+	LocalMaxKeys   int      // default 100000: the most keys fail: local holds
 	Timeout        string   // default "250ms"
 	Headers        string   // both | ietf | legacy | draft6 | none
 	LegacyReset    string   // seconds | unix: what X-RateLimit-Reset holds
@@ -156,6 +157,7 @@ func (c Config) document() (any, error) {
 	}
 	put("mode", c.Mode, c.Mode != "")
 	put("fail", c.Fail, c.Fail != "")
+	put("local_max_keys", c.LocalMaxKeys, c.LocalMaxKeys != 0)
 	put("timeout", c.Timeout, c.Timeout != "")
 	put("headers", c.Headers, c.Headers != "")
 	put("legacy_reset", c.LegacyReset, c.LegacyReset != "")
@@ -313,6 +315,8 @@ type config struct {
 	prefix         string
 	shadow         bool
 	failClosed     bool
+	failLocal      bool // decided in the process while Redis cannot answer
+	localMaxKeys   int
 	timeout        time.Duration
 	ietf, legacy   bool
 	draft6         bool
@@ -395,6 +399,8 @@ func parseConfig(doc any, rs Resolvers) (*config, error) {
 		prefix:       top["prefix"].(string),
 		shadow:       top["mode"] == "shadow",
 		failClosed:   top["fail"] == "closed",
+		failLocal:    top["fail"] == "local",
+		localMaxKeys: int(top["local_max_keys"].(int64)),
 		timeout:      time.Duration(top["timeout"].(int64)) * time.Millisecond,
 		ietf:         top["headers"] == "both" || top["headers"] == "ietf",
 		legacy:       top["headers"] == "both" || top["headers"] == "legacy",
@@ -410,10 +416,6 @@ func parseConfig(doc any, rs Resolvers) (*config, error) {
 	}
 	if c.failDeny, err = refusalOf("fail_deny", top["fail_deny"].(walked), nil); err != nil {
 		return nil, err
-	}
-	// fail-local-where-supported
-	if top["fail"] == "local" {
-		return nil, bad("fail", "local is the Rust integration's mode; use open or closed")
 	}
 	// trusted-proxies-are-networks
 	for i, v := range top["trusted_proxies"].([]any) {

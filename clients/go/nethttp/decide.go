@@ -28,6 +28,9 @@ type decided struct {
 	// shadowLeases: the leases shadow policies took, released when the
 	// response is finished whatever the outcome.
 	shadowLeases []check
+	// local: decided by the local limiter (fail: local), whose leases are
+	// its own and which refunds nothing.
+	local bool
 }
 
 // decide asks Redis, applies the fail mode and shadow mode, calls the hook
@@ -40,9 +43,18 @@ func (m *engine) decide(r *http.Request, route string, checks []check, deny *ref
 		m.breaker.after(err, probe)
 	}
 	if err != nil {
+		if m.local != nil {
+			return m.decideLocally(r, route, checks, deny, err)
+		}
 		return m.failure(r, route, checks, err)
 	}
-	d := decided{decisions: v.decisions, replied: pairs(checks, v.decisions), shadowLeases: v.shadowLeases}
+	return m.verdictOf(r, route, checks, deny, v, false)
+}
+
+// verdictOf is the outcome, refusal and hook call of the checks' decisions
+// (Redis's, or the local limiter's).
+func (m *engine) verdictOf(r *http.Request, route string, checks []check, deny *refusal, v verdict, local bool) decided {
+	d := decided{decisions: v.decisions, replied: pairs(checks, v.decisions), shadowLeases: v.shadowLeases, local: local}
 	d.outcome = outcomeOf(m.c, d.replied)
 	switch d.outcome {
 	case Denied:
@@ -53,7 +65,7 @@ func (m *engine) decide(r *http.Request, route string, checks []check, deny *ref
 		m.log.Warn("librl: shadow: the request would be refused", "method", r.Method, "path", r.URL.Path,
 			"policy", checks[mostRestrictive(d.replied, false)].p.name)
 	}
-	m.emit(r, route, d.outcome, checks, d.decisions, nil)
+	m.emit(r, route, d.outcome, checks, d.decisions, nil, local)
 	return d
 }
 
@@ -65,7 +77,7 @@ func (m *engine) failure(r *http.Request, route string, checks []check, err erro
 		refusal := unavailable(m.c.failDeny)
 		d.refusal = &refusal
 	}
-	m.emit(r, route, d.outcome, checks, nil, err)
+	m.emit(r, route, d.outcome, checks, nil, err, false)
 	return d
 }
 

@@ -133,3 +133,36 @@ func TestFailureInTheMiddleOfTheExchange(t *testing.T) {
 		}
 	}
 }
+
+// fail: local (docs/http.md, Fail modes) with Redis down: the hook sees
+// the local decisions, a concurrency policy's local slot is released when
+// the response is finished, and the limit holds in the process.
+func TestFailLocalDecidesInTheProcess(t *testing.T) {
+	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + fmt.Sprint(testserver.FreePort(t, false)), MaxRetries: -1})
+	t.Cleanup(func() { _ = down.Close() })
+	var events []nethttp.DecisionEvent
+	mw, err := nethttp.New(down, nethttp.Bytes([]byte(`{"fail": "local", "timeout": "100ms", "exempt_loopback": false,
+		"policies": [{"name": "p", "algorithm": "fixed", "limit": 3, "window": "60s"},
+		             {"name": "c", "algorithm": "concurrency", "limit": 1, "lease": "60s"}]}`)),
+		nethttp.Logger(quietLogger()), nethttp.OnDecision(func(e nethttp.DecisionEvent) { events = append(events, e) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := httptest.NewServer(mw.Handler(exampleapp.OK))
+	defer s.Close()
+	for i, want := range []int{200, 200, 200, 429} {
+		resp, err := s.Client().Get(s.URL + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		// The second and third get the one slot back from the one before.
+		if resp.StatusCode != want {
+			t.Fatalf("request %d: %d, want %d", i, resp.StatusCode, want)
+		}
+	}
+	if len(events) != 4 || !events[0].Local || events[0].Outcome != nethttp.Allowed || events[3].Outcome != nethttp.Denied ||
+		events[3].Checks[0].Decision == nil || events[3].Err != nil {
+		t.Fatalf("%+v", events)
+	}
+}

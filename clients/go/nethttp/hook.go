@@ -24,7 +24,7 @@ const (
 // DecisionEvent is the decision hook's argument, once per checked request.
 type DecisionEvent struct {
 	Outcome Outcome
-	Local   bool // decided in the process: never, in Go (no local fail mode)
+	Local   bool // decided in the process (fail: local, while Redis cannot answer)
 	Method  string
 	Path    string
 	Route   string // the matched route's path as configured, "" when none
@@ -58,11 +58,11 @@ func OnDecision(hook func(DecisionEvent)) Option { return func(m *Middleware) { 
 
 // emit calls the hook, if any; a hook that panics is logged and the
 // request goes on.
-func (m *engine) emit(r *http.Request, route string, outcome Outcome, checks []check, decisions []librl.Decision, err error) {
+func (m *engine) emit(r *http.Request, route string, outcome Outcome, checks []check, decisions []librl.Decision, err error, local bool) {
 	if m.hook == nil {
 		return
 	}
-	ev := DecisionEvent{Outcome: outcome, Method: r.Method, Path: r.URL.Path, Route: route, Err: err,
+	ev := DecisionEvent{Outcome: outcome, Local: local, Method: r.Method, Path: r.URL.Path, Route: route, Err: err,
 		Checks: make([]CheckReport, len(checks))}
 	for i, c := range checks {
 		ev.Checks[i] = CheckReport{Policy: c.p.name, Subject: c.s.tag, Key: c.key, Cost: c.cost}

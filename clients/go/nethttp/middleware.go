@@ -93,6 +93,9 @@ type engine struct {
 	// shadowed: the same configuration under mode: shadow, for the
 	// requests a mode resolver puts in shadow mode.
 	shadowed *engine
+	// local decides while Redis cannot (fail: local); nil otherwise. Its
+	// counts belong to this configuration: a reload starts afresh.
+	local *localLimiter
 }
 
 // New validates the configuration (a *ConfigError naming the field on the
@@ -120,10 +123,13 @@ func New(client redis.UniversalClient, source Source, opts ...Option) (*Middlewa
 // resolver may put a request in shadow mode.
 func newEngine(c *config, s *shared) *engine {
 	e := &engine{c: c, shared: s}
+	if c.failLocal {
+		e.local = newLocalLimiter(c.localMaxKeys)
+	}
 	if c.modeResolver != nil {
 		shadow := *c
 		shadow.shadow = true
-		e.shadowed = &engine{c: &shadow, shared: s}
+		e.shadowed = &engine{c: &shadow, shared: s, local: e.local}
 	}
 	return e
 }
@@ -243,8 +249,12 @@ func (m *engine) serve(w http.ResponseWriter, r *http.Request, next http.Handler
 // policy watches for its status.
 func (m *engine) respond(w http.ResponseWriter, r *http.Request, next http.Handler, checks []check, d decided) {
 	setHeaders(m.c, w.Header(), d.replied, d.outcome == Denied, time.Now)
+	release := m.release
+	if d.local {
+		release = m.releaseLocally
+	}
 	if len(d.shadowLeases) > 0 {
-		defer m.release(d.shadowLeases)
+		defer release(d.shadowLeases)
 	}
 	if d.refusal != nil {
 		if d.outcome == Denied {
@@ -267,7 +277,7 @@ func (m *engine) respond(w http.ResponseWriter, r *http.Request, next http.Handl
 		// limits). A denied request, or one mode: shadow would deny, holds
 		// none.
 		if leases := held(checks, d); len(leases) > 0 {
-			defer m.release(leases)
+			defer release(leases)
 		}
 		// A queued request is served at its turn.
 		if m.c.queues {
@@ -276,7 +286,9 @@ func (m *engine) respond(w http.ResponseWriter, r *http.Request, next http.Handl
 			}
 		}
 	}
-	if !served || !countsAfter(checks) {
+	// The local limiter refunds nothing: count: failed and succeeded
+	// policies decided there count every request.
+	if !served || !countsAfter(checks) || d.local {
 		next.ServeHTTP(w, r)
 		return
 	}

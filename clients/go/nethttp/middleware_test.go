@@ -217,8 +217,8 @@ func TestMiddlewareInGo(t *testing.T) {
 
 	t.Run("start-up errors", func(t *testing.T) {
 		var ce *nethttp.ConfigError
-		_, err := nethttp.New(rdb, nethttp.Config{Fail: "local", Policies: []nethttp.Policy{{Name: "p", Algorithm: "fixed", Limit: 1, Window: "1s"}}})
-		if !errors.As(err, &ce) || ce.Field != "fail" {
+		_, err := nethttp.New(rdb, nethttp.Config{Fail: "local", LocalMaxKeys: -1, Policies: []nethttp.Policy{{Name: "p", Algorithm: "fixed", Limit: 1, Window: "1s"}}})
+		if !errors.As(err, &ce) || ce.Field != "local_max_keys" {
 			t.Fatalf("%v", err)
 		}
 		_, err = nethttp.New(rdb, nethttp.Config{Policies: []nethttp.Policy{{Name: "p", Algorithm: "fixed", Limit: 1, Window: "1s", Cost: "lots"}}})
