@@ -8,9 +8,10 @@ behaviour, in every framework.
 
 This package holds what they share and imports no framework: a core
 without I/O whose modules are named after docs/http.md's sections
-(_configuration with the generated _schema, _request, _identity, _keys,
-_routes, _plan, _decide, _headers, _refusals, _fail, _hook; _engine ties
-them for one configuration), and the Redis exchanges over a blocking
+(_configuration with the generated _schema, _request, _identity,
+_sources, _keys, _routes, _resolvers, _plan, _decide, _headers,
+_refusals, _fail with _local, _hook; _engine ties them for one
+configuration), and the Redis exchanges over a blocking
 client (``Guard``) or an asyncio one (``AsyncGuard``). The adapters only
 move requests and responses.
 """
@@ -21,6 +22,7 @@ from ._guard import Admission, AsyncGuard, Guard, connect, connect_async
 from ._hook import CheckReport, DecisionEvent, Hook, Outcome
 from ._refusals import Reply
 from ._request import Request
+from ._resolvers import Resolver, Resolvers
 
 __all__ = [
     "Admission",
@@ -36,6 +38,8 @@ __all__ = [
     "Policy",
     "Reply",
     "Request",
+    "Resolver",
+    "Resolvers",
     "Route",
     "connect",
     "connect_async",
