@@ -6,7 +6,9 @@
  * served); `X-Conformance-Fail: 1` makes the handler fail as handlers fail
  * in each framework (Express: passes an error to next; Fastify: throws),
  * and `X-Conformance-User` authenticates the request as that user in each
- * framework's own idiom (`req.user`, `request.user`). The conformance runner serves it on free loopback
+ * framework's own idiom (`req.user`, `request.user`); the test resolvers
+ * `conformance-cost`, `conformance-limit` and `conformance-mode` are
+ * registered. The conformance runner serves it on free loopback
  * ports; scripts/examples/{express,fastify}.sh serve it on PORT.
  * In an application, the imports are `librl/express` and `librl/fastify`.
  */
@@ -16,7 +18,7 @@ import express from "express";
 import Fastify from "fastify";
 import { rateLimit } from "../src/express.js";
 import { librl } from "../src/fastify.js";
-import type { HttpLimiter, HttpLimiterOptions } from "../src/http/index.js";
+import type { HttpLimiter, HttpLimiterOptions, LimitGiven, RequestMode, Resolvers } from "../src/http/index.js";
 
 export type FrameworkName = "express" | "fastify";
 export const FRAMEWORKS: readonly FrameworkName[] = ["express", "fastify"];
@@ -38,6 +40,45 @@ function statusOf(value: unknown): number {
   return Number.isInteger(n) && n >= 200 && n <= 599 ? n : 200;
 }
 
+/** A request header as both frameworks give it (Node's `headers`). */
+function headerOf(request: unknown, name: string): string | undefined {
+  const value = (request as { headers: Record<string, string | string[] | undefined> }).headers[name];
+  return Array.isArray(value) ? value.join(", ") : value;
+}
+
+/**
+ * The test resolvers every example app registers (conformance/README.md,
+ * What the app behind the middleware does), given Express's `req` or
+ * Fastify's `request` (both have Node's `headers`).
+ */
+export const CONFORMANCE_RESOLVERS: Resolvers = {
+  cost: {
+    // A decimal integer whatever its size (the integration refuses what is not a cost); anything else as given.
+    "conformance-cost": (request) => {
+      const text = headerOf(request, "x-conformance-cost");
+      if (text === undefined) return 1;
+      return /^[0-9]+$/.test(text) ? Number(text) : text;
+    },
+  },
+  limit: {
+    // `<limit>/<window ms>` or `<limit>/<window ms>/<burst>`; absent: the policy does not apply.
+    "conformance-limit": (request): LimitGiven | undefined => {
+      const text = headerOf(request, "x-conformance-limit");
+      if (text === undefined) return undefined;
+      const [limit, windowMs, burst] = text.split("/").map(Number);
+      return { limit: limit as number, windowMs: windowMs as number, ...(burst === undefined ? {} : { burst }) };
+    },
+  },
+  mode: {
+    "conformance-mode": (request) => (headerOf(request, "x-conformance-mode") ?? "enforce") as RequestMode,
+  },
+};
+
+/** The app's options: the test resolvers unless others are given. */
+function withResolvers(options: HttpLimiterOptions): HttpLimiterOptions {
+  return options.resolvers === undefined ? { ...options, resolvers: CONFORMANCE_RESOLVERS } : options;
+}
+
 /** The handler's part common to both frameworks: the delay, then whether to fail. */
 async function handle(header: (name: string) => unknown): Promise<void> {
   const delay = Number(header("x-conformance-delay-ms"));
@@ -47,7 +88,7 @@ async function handle(header: (name: string) => unknown): Promise<void> {
 
 /** Express: an auth middleware sets req.user, then the limiter, then the catch-all handler. */
 export function expressApp(options: HttpLimiterOptions): express.Express & { librl: HttpLimiter } {
-  const limiter = rateLimit(options);
+  const limiter = rateLimit(withResolvers(options));
   const app = express();
   app.disable("x-powered-by");
   app.use((req, _res, next) => {
@@ -76,7 +117,7 @@ export async function fastifyApp(options: HttpLimiterOptions): Promise<ReturnTyp
   // Any body, of any type, is accepted (and ignored) by the catch-all app.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser("*", { parseAs: "buffer", bodyLimit: 64 * 1024 * 1024 }, (_req, body, done) => done(null, body));
-  await app.register(librl, options);
+  await app.register(librl, withResolvers(options));
   // Every method Node's parser reads (M-SEARCH, PROPFIND...), not only the ones Fastify routes by default.
   for (const method of METHODS) if (!app.supportedMethods.includes(method)) app.addHttpMethod(method, { hasBody: true });
   // A throw is Fastify's 500.

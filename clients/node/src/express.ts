@@ -7,6 +7,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { HttpLimiter, type HttpLimiterOptions, type RequestInfo, type Selection, type Verdict } from "./http/core.js";
 import { defaultUser, headerOf, onResponseDone, pathOf, readUpTo } from "./http/request.js";
+import { queryOf } from "./http/sources.js";
 import type { Refusal } from "./http/refusals.js";
 
 export { ConfigError, loadConfig, parseConfig, type Config } from "./http/configuration.js";
@@ -22,7 +23,7 @@ export interface ExpressRequest extends IncomingMessage {
 export type NextFunction = (err?: unknown) => void;
 export type Middleware = (req: ExpressRequest, res: ServerResponse, next: NextFunction) => void;
 
-export interface ExpressRateLimitOptions extends HttpLimiterOptions {
+export interface ExpressRateLimitOptions extends HttpLimiterOptions<ExpressRequest> {
   /**
    * The authenticated user for `key: user` policies. Default: `req.user`
    * (a string or number, or its `id`, else its `username`), where Passport
@@ -68,12 +69,27 @@ class ExpressFacts implements RequestInfo {
     return this.req.socket?.remoteAddress;
   }
 
+  /** What resolvers receive: Express's `req`. */
+  get request(): ExpressRequest {
+    return this.req;
+  }
+
   header(name: string): string | undefined {
     return headerOf(this.req, name);
   }
 
   get user(): string | undefined {
     return this.resolveUser(this.req);
+  }
+
+  /** Read only for a `query:` source. */
+  get query(): string | undefined {
+    return queryOf(this.req.originalUrl ?? this.req.url);
+  }
+
+  /** Node joins the Cookie header's lines with "; ". */
+  get cookie(): string | undefined {
+    return this.req.headers.cookie;
   }
 }
 

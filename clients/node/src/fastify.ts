@@ -10,6 +10,7 @@ import { Readable } from "node:stream";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { HttpLimiter, type HttpLimiterOptions, type RequestInfo, type Selection } from "./http/core.js";
 import { defaultUser, headerOf, onResponseDone, pathOf, readUpTo } from "./http/request.js";
+import { queryOf } from "./http/sources.js";
 
 export { ConfigError, loadConfig, parseConfig, type Config } from "./http/configuration.js";
 export type { DecisionEvent, Outcome, CheckReport, Logger } from "./http/hook.js";
@@ -47,7 +48,7 @@ export interface FastifyInstanceLike {
   hasDecorator?(name: string): boolean;
 }
 
-export interface FastifyRateLimitOptions extends HttpLimiterOptions {
+export interface FastifyRateLimitOptions extends HttpLimiterOptions<FastifyRequestLike> {
   /**
    * The authenticated user for `key: user` policies. Default:
    * `request.user` (a string or number, or its `id`, else its `username`),
@@ -76,7 +77,7 @@ type Done = (err: unknown, payload?: Payload) => void;
 /** What the limiter reads of a Fastify request (a class: no closures or accessors made per request). */
 class FastifyFacts implements RequestInfo {
   constructor(
-    private readonly request: FastifyRequestLike,
+    readonly request: FastifyRequestLike,
     readonly path: string,
     private readonly resolveUser: (request: FastifyRequestLike) => string | undefined,
   ) {}
@@ -95,6 +96,16 @@ class FastifyFacts implements RequestInfo {
 
   get user(): string | undefined {
     return this.resolveUser(this.request);
+  }
+
+  /** Read only for a `query:` source. */
+  get query(): string | undefined {
+    return queryOf(this.request.raw.url);
+  }
+
+  /** Node joins the Cookie header's lines with "; ". */
+  get cookie(): string | undefined {
+    return this.request.raw.headers.cookie;
   }
 }
 

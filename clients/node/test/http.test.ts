@@ -188,6 +188,75 @@ describe("HTTP integrations", { concurrency: 1 }, () => {
     assert.equal(await server.admin.call("EXISTS", "rl:{user:dave}:by-user"), 1);
   });
 
+  it("resolvers: async ones are awaited; a limit or mode resolver that fails or gives nonsense fails the request; a cost one that throws is a 400", async () => {
+    await flush();
+    const policies = [
+      { name: "plan", algorithm: "fixed", limit: "code:plan", key: "user" },
+      { name: "elements", algorithm: "fixed", limit: 100, window: "60s", cost: "code:rows" },
+    ];
+    const resolvers = {
+      limit: {
+        plan: async (req: { headers: Record<string, unknown> }) => {
+          const given = req.headers["x-plan"];
+          if (given === "boom") throw new Error("the plan store is down");
+          if (given === "nonsense") return { limit: 0, windowMs: 1000 };
+          return given === undefined ? undefined : { limit: Number(given), windowMs: 60_000 };
+        },
+      },
+      cost: {
+        rows: (req: { headers: Record<string, unknown> }) => {
+          if (req.headers["x-rows"] === "throw") throw new Error("unreadable body");
+          return Promise.resolve(BigInt((req.headers["x-rows"] as string | undefined) ?? "1"));
+        },
+      },
+    };
+    const app = express();
+    app.use(rateLimit({ client, config: { policies, routes: [{ path: "/plan", policies: ["plan"] }, { path: "/rows", policies: ["elements"] }] }, resolvers }));
+    app.use((_req, res) => void res.send("ok"));
+    app.use((err: Error, _req: unknown, res: express.Response, _next: unknown) => void res.status(500).send(err.message));
+    const { url, close } = await listen(app);
+    try {
+      assert.deepEqual(await statuses(`${url}/plan`, 2, { headers: { "X-Plan": "1" } }), [200, 429]);
+      // Nothing given: the policy does not apply.
+      const free = await fetch(`${url}/plan`);
+      assert.equal(free.status, 200);
+      assert.equal(free.headers.get("ratelimit-policy"), null);
+      for (const [plan, text] of [
+        ["boom", "the plan store is down"],
+        ["nonsense", 'librl: the limit resolver "plan" gave {"limit":0,"windowMs":1000}, not { limit, windowMs } as integers from 1'],
+      ]) {
+        const failed = await fetch(`${url}/plan`, { headers: { "X-Plan": plan as string } });
+        assert.equal(failed.status, 500);
+        assert.equal(await failed.text(), text);
+      }
+      const rows = await fetch(`${url}/rows`, { headers: { "X-Rows": "40" } });
+      assert.equal(rows.headers.get("x-ratelimit-remaining"), "60");
+      const thrown = await fetch(`${url}/rows`, { headers: { "X-Rows": "throw" } });
+      assert.equal(thrown.status, 400);
+      assert.equal(((await thrown.json()) as { detail: string }).detail, 'The cost "rows" must be an integer from 1 to 2^50.');
+    } finally {
+      await close();
+    }
+    // A mode resolver answering something else fails the request too.
+    const modal = express();
+    modal.use(rateLimit({ client, config: { mode: "code:m", policies: POLICIES }, resolvers: { mode: { m: () => "loud" as "off" } } }));
+    modal.use((_req, res) => void res.send("ok"));
+    modal.use((err: Error, _req: unknown, res: express.Response, _next: unknown) => void res.status(500).send(err.message));
+    const m = await listen(modal);
+    try {
+      const r = await fetch(m.url);
+      assert.equal(r.status, 500);
+      assert.equal(await r.text(), 'librl: the mode resolver "m" gave "loud", not enforce, shadow or off');
+    } finally {
+      await m.close();
+    }
+    // Registered by name, per field: a Config read without them is checked when the middleware is built.
+    const loaded = parseConfig({ policies }, resolvers);
+    assert.throws(() => rateLimit({ client, config: loaded }), /^ConfigError: librl: configuration: policies\[0\]\.limit: no limit resolver is registered as "plan"$/);
+    assert.throws(() => rateLimit({ client, config: { policies }, resolvers: { limit: { plan: "no" } } as never }), /resolvers\.limit\.plan must be a function/);
+    assert.throws(() => rateLimit({ client, config: { policies }, resolvers: { costs: {} } as never }), /resolvers\.costs: resolvers are cost, limit or mode/);
+  });
+
   it("the decision hook feeds a prom-client counter; a hook that throws is logged and ignored", async () => {
     await flush();
     const registry = new Registry();

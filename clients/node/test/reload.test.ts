@@ -119,17 +119,18 @@ describe("keys from code", () => {
 });
 
 describe("resolver values", () => {
-  // Taken as a number, a header or a mode, a code:<name> value would fail
-  // every request: it is refused at start-up, naming the field.
+  // A code:<name> value names a function the application registers: a name it did not register is refused at start-up, naming the field.
   const fixed = { name: "p", algorithm: "fixed", limit: 5, window: "60s" };
   const cases: Array<[unknown, string]> = [
-    [{ policies: [{ name: "p", algorithm: "fixed", limit: "code:plan", window: "60s" }] }, "policies[0].limit"],
-    [{ policies: [{ ...fixed, cost: "code:rows" }] }, "policies[0].cost"],
-    [{ mode: "code:switch", policies: [fixed] }, "mode"],
+    [{ policies: [{ name: "p", algorithm: "fixed", limit: "code:plan" }] }, 'policies[0].limit: no limit resolver is registered as "plan"'],
+    [{ policies: [{ ...fixed, cost: "code:rows" }] }, 'policies[0].cost: no cost resolver is registered as "rows"'],
+    [{ mode: "code:switch", policies: [fixed] }, 'mode: no mode resolver is registered as "switch"'],
   ];
-  for (const [doc, field] of cases) {
-    it(`${field}: code:<name> is refused naming the field`, () => {
-      assert.throws(() => parseConfig(doc), (err: unknown) => err instanceof ConfigError && err.message.startsWith(`librl: configuration: ${field}: resolvers`));
+  for (const [doc, message] of cases) {
+    it(`${message.slice(0, message.indexOf(":"))}: an unregistered code:<name> is refused naming the field`, () => {
+      assert.throws(() => parseConfig(doc), (err: unknown) => err instanceof ConfigError && err.message === `librl: configuration: ${message}`);
+      // Registered under another field's name is not registered.
+      assert.throws(() => parseConfig(doc, { cost: { plan: () => 1 }, limit: { rows: () => undefined, switch: () => undefined } }), ConfigError);
     });
   }
 });

@@ -11,12 +11,16 @@ import { readFileSync, readdirSync } from "node:fs";
 import path from "node:path";
 import { describe, it } from "node:test";
 import { parseDecision, type Decision } from "../src/reply.js";
-import { ConfigError, parseConfig, type Config, type Policy } from "../src/http/configuration.js";
+import { ConfigError, parseConfig, type Config, type Policy, type Source } from "../src/http/configuration.js";
+import { policyKeys } from "../src/http/core.js";
+import { outcomeOf } from "../src/http/hook.js";
+import { substitute } from "../src/http/substitute.js";
 import { rateLimitHeaders, mostRestrictive, type Checked } from "../src/http/headers.js";
 import { Exemptions, Identity, TrustedProxies, clientAddress, type RequestFacts } from "../src/http/identity.js";
 import { LocalLimiter } from "../src/http/local.js";
 import { costHeader, plan } from "../src/http/plan.js";
-import { badCost, denied, tooLarge, unavailable, type Refusal } from "../src/http/refusals.js";
+import { badCodeCost, badCost, denied, tooLarge, unavailable, type Refusal } from "../src/http/refusals.js";
+import { CONFORMANCE_RESOLVERS } from "../examples/app.js";
 import { Routes, canonicalPath } from "../src/http/routes.js";
 import { WalkError, walkField, type RateValue } from "../src/http/walker.js";
 
@@ -46,14 +50,29 @@ function latin1(value: Json): string {
   return bytes(value).toString("latin1");
 }
 
-/** The request facts of `[[name, value], ...]` header lines: each name's lines joined with ", ", as Node's headers are. */
-function facts(peer: Json, lines: Json, user: string | undefined): RequestFacts {
+/**
+ * The request facts of `[[name, value], ...]` header lines: each name's
+ * lines joined with ", ", as Node's headers are (Cookie's with "; ", as
+ * Node joins them), and the raw query string as Node hands a target over.
+ */
+function facts(peer: Json, lines: Json, user: string | undefined, query?: Json): RequestFacts {
   const headers = new Map<string, string[]>();
   for (const [name, value] of lines as [string, Json][]) {
     const key = name.toLowerCase();
     headers.set(key, [...(headers.get(key) ?? []), latin1(value)]);
   }
-  return { peer: peer === null ? undefined : (peer as string), header: (name) => headers.get(name)?.join(", "), user };
+  return {
+    peer: peer === null ? undefined : (peer as string),
+    header: (name) => headers.get(name)?.join(", "),
+    user,
+    query: query === undefined || query === null ? undefined : latin1(query),
+    cookie: headers.get("cookie")?.join("; "),
+  };
+}
+
+/** A vector's user: a string, bytes (`{"hex"}`: their UTF-8 text), or null. */
+function userOf(value: Json): string | undefined {
+  return value === null ? undefined : bytes(value).toString("utf8");
 }
 
 /** A configuration document with these policies (a whole policy is a policy of the document). */
@@ -79,10 +98,12 @@ function walked<T>(read: () => T, shape: (value: T) => Json): Json {
   }
 }
 
-function refusalJson(r: Refusal): Json {
+/** A refusal as the vectors write it; `text`: the body is `deny.message` (whatever its Content-Type), compared as text. */
+function refusalJson(r: Refusal, text = false): Json {
   const out: { [key: string]: Json } = { status: r.status, content_type: r.contentType };
-  if (r.contentType === "application/problem+json") out["body"] = JSON.parse(r.body) as Json;
+  if (!text) out["body"] = JSON.parse(r.body) as Json;
   else out["body_text"] = r.body;
+  if (Object.keys(r.headers).length > 0) out["headers"] = { ...r.headers };
   return out;
 }
 
@@ -142,8 +163,11 @@ const FUNCTIONS: Readonly<Record<string, (input: Input) => Json>> = {
   key: (input) => {
     const c = config(given(input, "config") as Input, [given(input, "policy")]);
     const request = given(input, "request") as Input;
-    const user = given(request, "user") === null ? undefined : bytes(given(request, "user")).toString("utf8");
-    const identity = new Identity(facts(given(request, "peer"), given(request, "headers"), user), c, new TrustedProxies(c.trustedProxies));
+    const identity = new Identity(
+      facts(given(request, "peer"), given(request, "headers"), userOf(given(request, "user")), request["query"]),
+      c,
+      new TrustedProxies(c.trustedProxies),
+    );
     const policy = [...c.policies.values()];
     const [planned] = plan(policy, identity, c.prefix);
     assert.ok(planned !== undefined);
@@ -172,27 +196,80 @@ const FUNCTIONS: Readonly<Record<string, (input: Input) => Json>> = {
   },
 
   refusal: (input) => {
-    const deny = parseConfig({ deny: given(input, "deny"), policies: [] }).deny;
+    // The matched route's deny, read as the configuration reads it (merged over `deny`).
+    const routeDeny = input["route_deny"];
+    const c = parseConfig({
+      deny: given(input, "deny"),
+      ...(input["fail_deny"] === undefined ? {} : { fail_deny: input["fail_deny"] }),
+      policies: [],
+      ...(routeDeny === undefined ? {} : { routes: [{ path: "/", policies: [], deny: routeDeny }] }),
+    });
+    const deny = c.routes?.[0]?.deny ?? c.deny;
     switch (given(input, "kind")) {
       case "denied": {
         const [policy] = policiesOf([given(input, "policy")]);
         const [decision] = decisions([given(input, "reply")]);
-        return refusalJson(denied(deny, { policy: policy as Policy, decision: decision as Checked["decision"] }, given(input, "cost") as number, {}));
+        return refusalJson(denied(deny, { policy: policy as Policy, decision: decision as Checked["decision"] }, given(input, "cost") as number, {}), deny.body === "text");
       }
-      case "bad-cost":
-        return refusalJson(badCost(given(input, "header") as string, (policiesOf([given(input, "policy")])[0] as Policy).name));
+      case "bad-cost": {
+        const resolver = input["resolver"];
+        if (resolver === undefined) return refusalJson(badCost(given(input, "header") as string, (policiesOf([given(input, "policy")])[0] as Policy).name));
+        const registered = { cost: { [resolver as string]: () => 1 } };
+        const [policy] = parseConfig({ policies: [given(input, "policy")] }, registered).policies.values() as Iterable<Policy>;
+        assert.ok(policy !== undefined && policy.cost.kind === "code");
+        return refusalJson(badCodeCost(policy.cost.name, policy.name));
+      }
       case "too-large":
         return refusalJson(tooLarge(given(input, "max_body_bytes") as number));
       case "unavailable":
-        return refusalJson(unavailable());
+        return refusalJson(unavailable(c.failDeny), c.failDeny.body === "text");
       default:
         throw new Error(`unknown refusal kind ${JSON.stringify(given(input, "kind"))}`);
     }
   },
 
+  source: (input) => {
+    const request = given(input, "request") as Input;
+    const c = parseConfig({ identities: { s: [given(input, "source")] }, policies: [{ name: "p", algorithm: "fixed", limit: 1, window: "1s", key: "s" }] });
+    const key = (c.policies.get("p") as Policy).key;
+    assert.ok(key.kind === "identity");
+    const identity = new Identity(facts("203.0.113.7", given(request, "headers"), userOf(given(request, "user")), given(request, "query")), c, new TrustedProxies([]));
+    const value = identity.read(key.sources[0] as Source);
+    return value === undefined ? null : { hex: Buffer.from(value, "latin1").toString("hex") };
+  },
+
+  override_key: (input): Json => {
+    const c = parseConfig(given(input, "config"));
+    const value = given(input, "value");
+    try {
+      const keys = policyKeys(c, given(input, "policy") as string, value === null ? null : bytes(value));
+      return { key: keys.key, override_key: keys.overrideKey };
+    } catch (err) {
+      if (err instanceof ConfigError) return { error: true };
+      throw err;
+    }
+  },
+
+  substitute: (input): Json => {
+    try {
+      return { text: substitute(given(input, "text") as string, given(input, "env") as Record<string, string>) };
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      // Only an unset variable's message is pinned.
+      return err.problem === "not set" ? { error: err.message } : { error: true };
+    }
+  },
+
+  outcome: (input) => {
+    const policies = policiesOf(given(input, "policies") as Json[]);
+    const replies = decisions(given(input, "replies"));
+    const checked: Checked[] = policies.map((policy, i) => ({ policy, decision: replies[i] as Checked["decision"] }));
+    return { outcome: outcomeOf(given(input, "mode") === "shadow", checked) };
+  },
+
   config_error: (input) => {
     try {
-      parseConfig(given(input, "config"));
+      parseConfig(given(input, "config"), CONFORMANCE_RESOLVERS);
     } catch (err) {
       if (err instanceof ConfigError) return err.message;
       throw err;
@@ -210,10 +287,14 @@ const FILES = [
   "durations.json",
   "headers.json",
   "keys.json",
+  "outcomes.json",
+  "override-keys.json",
   "paths.json",
   "rates.json",
   "refusals.json",
   "routes.json",
+  "sources.json",
+  "substitution.json",
 ];
 
 interface VectorFile {
@@ -231,6 +312,7 @@ function lowerCaseNames(v: { most_restrictive: Json; headers: Json; absent: Json
 /** Expected bytes compare as bytes, header names without case; everything else exactly. */
 function expected(file: VectorFile, expect: Json): Json {
   if (file.function === "canonical_path") return { hex: bytes(expect).toString("hex") };
+  if (file.function === "source") return expect === null ? null : { hex: bytes(expect).toString("hex") };
   if (file.function === "response_headers") return lowerCaseNames(expect as { most_restrictive: Json; headers: Json; absent: Json });
   return expect;
 }

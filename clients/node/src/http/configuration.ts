@@ -28,19 +28,36 @@ export class ConfigError extends Error {
 
 export type AlgorithmName = "fixed" | "sliding" | "approx" | "token" | "concurrency";
 
-/** Whose counter a policy uses. */
-export type KeyKind =
-  | { kind: "ip" }
-  | { kind: "api-key" }
-  | { kind: "user" }
-  | { kind: "header"; header: string; tagKind: string }
-  | { kind: "global" };
+/** Where an identity's value is read (docs/http.md, Named identities); header names and schemes in lower case. */
+export type Source =
+  | { readonly kind: "header"; readonly name: string }
+  | { readonly kind: "cookie"; readonly name: string }
+  | { readonly kind: "query"; readonly name: string }
+  | { readonly kind: "authorization"; readonly scheme: string }
+  | { readonly kind: "user" }
+  | { readonly kind: "ip" };
 
-/** What one request costs against a policy; `header` is the name in lower case, `name` as configured. */
+/**
+ * Whose counter a policy uses: `ip`, the built-in `api-key` and `user`,
+ * `global`, a named identity (`identities`, the built-ins redefined
+ * included), or one source inline (`cookie:anon_id`). `hashed`: the value
+ * is always its SHA-256 prefix (api-key, and an identity with an
+ * authorization: source).
+ */
+export type KeyKind =
+  | { readonly kind: "ip" }
+  | { readonly kind: "api-key" }
+  | { readonly kind: "user" }
+  | { readonly kind: "global" }
+  | { readonly kind: "identity"; readonly name: string; readonly sources: readonly Source[]; readonly hashed: boolean }
+  | { readonly kind: "source"; readonly source: Source; readonly tagKind: string; readonly hashed: boolean };
+
+/** What one request costs against a policy; `header` is the name in lower case, `name` as configured; `code`: a cost resolver's name. */
 export type CostSpec =
   | { kind: "units"; units: number }
   | { kind: "body-bytes" }
-  | { kind: "header"; header: string; name: string };
+  | { kind: "header"; header: string; name: string }
+  | { kind: "code"; name: string };
 
 export type CountMode = "all" | "failed" | "succeeded";
 
@@ -48,8 +65,10 @@ export type CountMode = "all" | "failed" | "succeeded";
 export interface Policy {
   readonly name: string;
   readonly algorithm: AlgorithmName;
-  /** The limit (token: the rate per window). */
+  /** The limit (token: the rate per window); 0 for a `limit: code:<name>` policy until its resolver gives one. */
   readonly limit: number;
+  /** `limit: code:<name>`: the limit resolver giving each request's limit and window (docs/http.md, Resolvers). */
+  readonly limitResolver: string | undefined;
   /** The window; for a concurrency policy, its lease (the longest a request holds its slots). */
   readonly windowMs: number;
   readonly aligned: boolean;
@@ -60,6 +79,10 @@ export interface Policy {
   readonly overridable: boolean;
   /** A shadow policy is checked and counted but never refuses (docs/http.md, Shadow mode); the top-level shadow makes every policy one. */
   readonly shadow: boolean;
+  /** `block`: once this policy denies a subject, it is locked out this long (docs/http.md, Lockouts and queues). */
+  readonly blockMs: number | undefined;
+  /** `queue` (token): a request over the rate waits for its turn up to this long. */
+  readonly queueMs: number | undefined;
 }
 
 export interface Route {
@@ -67,6 +90,22 @@ export interface Route {
   /** Upper-case methods; undefined: every method. */
   readonly methods: readonly string[] | undefined;
   readonly policies: readonly Policy[];
+  /** This route's refusal: `deny` with the fields the route's `deny` gives replaced; undefined: `deny`'s. */
+  readonly deny: Deny | undefined;
+}
+
+/** A refusal's shape (docs/http.md, Refusals): `deny`, a route's `deny` merged over it, or `fail_deny`. */
+export interface Deny {
+  readonly status: number;
+  readonly body: "problem" | "text" | "json";
+  /** The `text` body. */
+  readonly message: string;
+  /** The `text` body's Content-Type. */
+  readonly contentType: string;
+  /** The `json` body, serialized once at start-up. */
+  readonly json: string | undefined;
+  /** The extra headers sent on this refusal; undefined: none. */
+  readonly headers: Readonly<Record<string, string>> | undefined;
 }
 
 export type HeadersMode = "both" | "ietf" | "legacy" | "draft6" | "none";
@@ -74,7 +113,10 @@ export type HeadersMode = "both" | "ietf" | "legacy" | "draft6" | "none";
 /** The whole configuration, checked, with every default filled in. */
 export interface Config {
   readonly prefix: string;
+  /** `enforce` or `shadow`; with a mode resolver, `enforce` (each policy's own mode) until it says otherwise. */
   readonly mode: "enforce" | "shadow";
+  /** `mode: code:<name>`: the mode resolver giving each request's mode. */
+  readonly modeResolver: string | undefined;
   readonly fail: "open" | "closed";
   readonly timeoutMs: number;
   readonly headers: HeadersMode;
@@ -88,7 +130,9 @@ export interface Config {
   readonly ipv6Prefix: number;
   /** Lower-case header name. */
   readonly apiKeyHeader: string;
-  readonly deny: { readonly status: number; readonly body: "problem" | "text"; readonly message: string };
+  readonly deny: Deny;
+  /** The refusal of `fail: closed`. */
+  readonly failDeny: Deny;
   /** The most bytes read to measure a body without Content-Length (`body-bytes` costs); more is 413. */
   readonly maxBodyBytes: number;
   readonly policies: ReadonlyMap<string, Policy>;
@@ -152,51 +196,112 @@ function headerName(value: string): string {
   return value.slice("header:".length);
 }
 
-/**
- * A policy's key. Named identities and inline cookie:, query: and
- * authorization: sources are refused at start-up until Node.js reads them,
- * rather than silently keyed by the client address.
- */
-function keyKind(field: string, key: string): KeyKind {
-  if (key === "ip" || key === "api-key" || key === "user" || key === "global") return { kind: key };
-  if (!key.includes(":")) throw new ConfigError(field, `no identity is named "${key}"`);
-  if (!key.startsWith("header:")) {
-    throw new ConfigError(field, `${key.slice(0, key.indexOf(":"))}: sources are not read by the Node.js integrations yet`);
+/** One source as the walker has checked it: `user`, `ip`, or `<kind>:<Name>`. */
+function sourceOf(text: string): Source {
+  if (text === "user" || text === "ip") return { kind: text };
+  const colon = text.indexOf(":");
+  const name = text.slice(colon + 1);
+  switch (text.slice(0, colon)) {
+    case "header":
+      return { kind: "header", name: name.toLowerCase() };
+    case "cookie":
+      return { kind: "cookie", name };
+    case "query":
+      return { kind: "query", name };
+    default:
+      return { kind: "authorization", scheme: name.toLowerCase() };
   }
-  const header = headerName(key).toLowerCase();
-  return { kind: "header", header, tagKind: `header:${header}` };
+}
+
+/**
+ * The named identities (identity-names-not-reserved, ip-source-last):
+ * each name to its key; `api-key` is always hashed, and so is any
+ * identity with an authorization: source.
+ */
+function identitiesOf(given: unknown): Map<string, KeyKind> {
+  const out = new Map<string, KeyKind>();
+  for (const [name, list] of Object.entries((given ?? {}) as Record<string, string[]>)) {
+    if (name === "ip" || name === "global") throw new ConfigError(`identities.${name}`, "ip and global are reserved");
+    const ip = list.indexOf("ip");
+    if (ip >= 0 && ip < list.length - 1) throw new ConfigError(`identities.${name}[${ip + 1}]`, "a source after ip is never read");
+    const sources = list.map(sourceOf);
+    out.set(name, { kind: "identity", name, sources, hashed: name === "api-key" || sources.some((s) => s.kind === "authorization") });
+  }
+  return out;
+}
+
+/**
+ * A policy's key (keys-name-identities): `ip`, `global`, an identity's
+ * name (the built-in `api-key` and `user` unless redefined), or one
+ * source inline, which keeps its kind and name in the subject.
+ */
+function keyKind(field: string, key: string, identities: ReadonlyMap<string, KeyKind>): KeyKind {
+  if (key === "ip" || key === "global") return { kind: key };
+  if (key.includes(":")) {
+    const source = sourceOf(key);
+    const name = source.kind === "authorization" ? source.scheme : (source as { name: string }).name;
+    return { kind: "source", source, tagKind: `${source.kind}:${name}`, hashed: source.kind === "authorization" };
+  }
+  const named = identities.get(key);
+  if (named !== undefined) return named;
+  if (key === "api-key" || key === "user") return { kind: key };
+  throw new ConfigError(field, `no identity is named "${key}"`);
 }
 
 function costSpec(cost: number | string): CostSpec {
   if (typeof cost === "number") return { kind: "units", units: cost };
   if (cost === "body-bytes") return { kind: "body-bytes" };
+  if (cost.startsWith("code:")) return { kind: "code", name: cost.slice("code:".length) };
   return { kind: "header", header: headerName(cost).toLowerCase(), name: headerName(cost) };
+}
+
+/** The names of the resolvers the application registered, per field (docs/http.md, Resolvers). */
+export interface ResolverNames {
+  readonly cost?: Readonly<Record<string, unknown>> | undefined;
+  readonly limit?: Readonly<Record<string, unknown>> | undefined;
+  readonly mode?: Readonly<Record<string, unknown>> | undefined;
+}
+
+/** `code:<name>` -> the name, checked registered (resolvers-registered); undefined for any other value. */
+function resolverName(field: string, value: unknown, kind: keyof ResolverNames, registered: ResolverNames): string | undefined {
+  if (typeof value !== "string" || !value.startsWith("code:")) return undefined;
+  const name = value.slice("code:".length);
+  const table = registered[kind];
+  if (table === undefined || !Object.prototype.hasOwnProperty.call(table, name) || typeof table[name] !== "function") {
+    throw new ConfigError(field, `no ${kind} resolver is registered as "${name}"`);
+  }
+  return name;
+}
+
+/** Every `code:<name>` of a configuration read without these resolvers (a Config built elsewhere), checked against them. */
+export function checkResolvers(config: Config, registered: ResolverNames): void {
+  if (config.modeResolver !== undefined) resolverName("mode", `code:${config.modeResolver}`, "mode", registered);
+  [...config.policies.values()].forEach((p, i) => {
+    if (p.limitResolver !== undefined) resolverName(`policies[${i}].limit`, `code:${p.limitResolver}`, "limit", registered);
+    if (p.cost.kind === "code") resolverName(`policies[${i}].cost`, `code:${p.cost.name}`, "cost", registered);
+  });
 }
 
 /**
  * A walked policy, with the rules that span its fields, in the order
  * conformance/README.md lists them (rate-or-limit-and-window,
- * aligned-only-on-fixed, burst-only-on-token, concurrency-has-lease).
+ * code-limit-alone, aligned-only-on-fixed, burst-only-on-token,
+ * queue-only-on-token, concurrency-has-lease, resolvers-registered).
  */
-/**
- * Refuses a `code:<name>` value (docs/http.md, Resolvers in code) at
- * start-up, naming the field, until Node.js registers resolvers: taken as a
- * number, a header or a mode it would fail every request or count the wrong
- * thing.
- */
-function noResolver(field: string, value: unknown): void {
-  if (typeof value === "string" && value.startsWith("code:")) {
-    throw new ConfigError(field, `resolvers (${value}) are not read by the Node.js integrations yet`);
-  }
-}
-
-function policyOf(where: string, p: Walked, topMode: Config["mode"]): Policy {
-  for (const field of ["limit", "cost", "mode"]) noResolver(`${where}.${field}`, p[field]);
+function policyOf(where: string, p: Walked, topMode: Config["mode"], identities: ReadonlyMap<string, KeyKind>, registered: ResolverNames): Policy {
   const algorithm = p["algorithm"] as AlgorithmName;
   const concurrency = algorithm === "concurrency";
   const rate = p["rate"] as RateValue | undefined;
-  const limit = p["limit"] as number | undefined;
-  const windowMs = p["window"] as number | undefined;
+  const codeLimit = typeof p["limit"] === "string" ? (p["limit"] as string) : undefined;
+  if (codeLimit !== undefined) {
+    // code-limit-alone: the resolver gives the limit, window and burst.
+    for (const field of ["window", "rate", "burst"]) {
+      if (p[field] !== undefined) throw new ConfigError(`${where}.${field}`, `a policy whose limit is ${codeLimit} has no ${field}`);
+    }
+    if (p["overridable"] === true) throw new ConfigError(`${where}.overridable`, `a policy whose limit is ${codeLimit} has no overridable`);
+  }
+  const limit = codeLimit === undefined ? (p["limit"] as number | undefined) : 0;
+  const windowMs = codeLimit === undefined ? (p["window"] as number | undefined) : 0;
   const leaseMs = p["lease"] as number | undefined;
   if (!concurrency) {
     if (rate !== undefined && (limit !== undefined || windowMs !== undefined)) {
@@ -207,8 +312,9 @@ function policyOf(where: string, p: Walked, topMode: Config["mode"]): Policy {
   }
   if (p["aligned"] === true && algorithm !== "fixed") throw new ConfigError(`${where}.aligned`, `aligned is for fixed policies, not ${algorithm}`);
   if (p["burst"] !== undefined && algorithm !== "token") throw new ConfigError(`${where}.burst`, `burst is for token policies, not ${algorithm}`);
+  if (p["queue"] !== undefined && algorithm !== "token") throw new ConfigError(`${where}.queue`, `queue is for token policies, not ${algorithm}`);
   if (concurrency) {
-    for (const field of ["window", "rate"]) {
+    for (const field of ["window", "rate", "block"]) {
       if (p[field] !== undefined) throw new ConfigError(`${where}.${field}`, `a concurrency policy has no ${field}; give limit and lease`);
     }
     if (limit === undefined) throw new ConfigError(`${where}.limit`, "missing (a concurrency policy gives limit and lease)");
@@ -219,19 +325,76 @@ function policyOf(where: string, p: Walked, topMode: Config["mode"]): Policy {
   } else if (leaseMs !== undefined) {
     throw new ConfigError(`${where}.lease`, `lease is for concurrency policies, not ${algorithm}`);
   }
+  const limitResolver = resolverName(`${where}.limit`, codeLimit, "limit", registered);
+  resolverName(`${where}.cost`, p["cost"], "cost", registered);
   return {
     name: p["name"] as string,
     algorithm,
     limit: rate?.count ?? (limit as number),
+    limitResolver,
     windowMs: concurrency ? (leaseMs as number) : (rate?.windowMs ?? (windowMs as number)),
     aligned: p["aligned"] as boolean,
     burst: p["burst"] as number | undefined,
-    key: keyKind(`${where}.key`, p["key"] as string),
+    key: keyKind(`${where}.key`, p["key"] as string, identities),
     cost: costSpec(p["cost"] as number | string),
     count: p["count"] as CountMode,
     overridable: p["overridable"] as boolean,
     shadow: topMode === "shadow" || p["mode"] === "shadow",
+    blockMs: p["block"] as number | undefined,
+    queueMs: p["queue"] as number | undefined,
   };
+}
+
+/** The headers the integration sets itself, which a refusal's `headers` may not name (lower case). */
+const OWN_HEADERS = new Set([
+  "ratelimit",
+  "ratelimit-policy",
+  "ratelimit-limit",
+  "ratelimit-remaining",
+  "ratelimit-reset",
+  "x-ratelimit-limit",
+  "x-ratelimit-remaining",
+  "x-ratelimit-reset",
+  "retry-after",
+  "content-type",
+  "content-length",
+]);
+
+/** A refusal's extra headers (deny-headers-are-extra): none the integration sets, no name twice. */
+function extraHeaders(where: string, given: unknown): Readonly<Record<string, string>> | undefined {
+  if (given === undefined) return undefined;
+  const seen = new Set<string>();
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(given as Record<string, string>)) {
+    const lower = name.toLowerCase();
+    if (OWN_HEADERS.has(lower)) throw new ConfigError(`${where}.headers.${name}`, "the integration sets this header itself");
+    if (seen.has(lower)) throw new ConfigError(`${where}.headers.${name}`, `"${name}" is given twice`);
+    seen.add(lower);
+    headers[name] = value;
+  }
+  return seen.size === 0 ? undefined : Object.freeze(headers);
+}
+
+/**
+ * A walked refusal (`deny`, `fail_deny`, `routes[i].deny`); `base` is
+ * `deny` for a route's, whose fields it replaces (its `headers` whole).
+ * A json body needs its json (a route's may take `deny`'s), and json is
+ * given only with a json body (deny-json-with-json-body).
+ */
+function denyOf(where: string, d: Walked, base?: Deny): Deny {
+  const body = (d["body"] ?? base?.body) as Deny["body"];
+  const json = d["json"] === undefined ? base?.json : JSON.stringify(d["json"]);
+  if (body === "json" && json === undefined) throw new ConfigError(`${where}.json`, "missing (body: json sends it)");
+  if (body !== "json" && d["json"] !== undefined) throw new ConfigError(`${where}.json`, "json is sent only with body: json");
+  const headers = d["headers"] === undefined ? base?.headers : extraHeaders(where, d["headers"]);
+  return Object.freeze({
+    status: (d["status"] ?? base?.status) as number,
+    body,
+    message: (d["message"] ?? base?.message) as string,
+    contentType: (d["content_type"] ?? base?.contentType) as string,
+    json,
+    headers,
+  });
 }
 
 /** Policy names -> policies, checking each name exists (`where` is the list's path). */
@@ -249,38 +412,39 @@ export function resolvePolicies(where: string, names: unknown, policies: Readonl
  * object): the walker first (every field, with the schema), then the
  * rules that span fields.
  */
-export function parseConfig(raw: unknown): Config {
+export function parseConfig(raw: unknown, registered: ResolverNames = {}): Config {
   let doc: Walked;
   try {
     doc = walkDocument(raw);
   } catch (err) {
     throw err instanceof WalkError ? new ConfigError(err.path, err.problem) : err;
   }
-  noResolver("mode", doc["mode"]);
+  const modeResolver = resolverName("mode", doc["mode"], "mode", registered);
+  // With a mode resolver, each policy has its own mode (enforce by default) until a request is shadow or off.
+  const mode = (modeResolver === undefined ? doc["mode"] : "enforce") as Config["mode"];
   if (doc["fail"] === "local") throw new ConfigError("fail", "local is the Rust integration's mode; use open or closed");
-  const identities = doc["identities"];
-  if (identities !== undefined && identities !== null && Object.keys(identities as object).length > 0) {
-    // Refused rather than keyed by the client address behind the user's back.
-    throw new ConfigError("identities", "named identities are not read by the Node.js integrations yet");
-  }
+  const identities = identitiesOf(doc["identities"]);
   const trustedProxies = (doc["trusted_proxies"] as unknown[]).map((p, i) => parseNetwork(`trusted_proxies[${i}]`, p));
   const exempt = (doc["exempt"] as unknown[]).map((p, i) => parseNetwork(`exempt[${i}]`, p));
   if (doc["exempt_loopback"] === true) exempt.push(parseNetwork("exempt_loopback", "127.0.0.0/8"), parseNetwork("exempt_loopback", "::1/128"));
   const policies = new Map<string, Policy>();
   (doc["policies"] as Walked[]).forEach((p, i) => {
-    const policy = policyOf(`policies[${i}]`, p, doc["mode"] as Config["mode"]);
+    const policy = policyOf(`policies[${i}]`, p, mode, identities, registered);
     if (policies.has(policy.name)) throw new ConfigError(`policies[${i}].name`, `"${policy.name}" is used by an earlier policy`);
     policies.set(policy.name, policy);
   });
+  const deny = denyOf("deny", doc["deny"] as Walked);
+  const failDeny = denyOf("fail_deny", doc["fail_deny"] as Walked);
   const routes = (doc["routes"] as Walked[]).map((r, i) => ({
     path: r["path"] as string,
     methods: r["methods"] as string[] | undefined,
     policies: resolvePolicies(`routes[${i}].policies`, r["policies"], policies),
+    deny: r["deny"] === undefined ? undefined : denyOf(`routes[${i}].deny`, r["deny"] as Walked, deny),
   }));
-  const deny = doc["deny"] as Walked;
   return {
     prefix: doc["prefix"] as string,
-    mode: doc["mode"] as Config["mode"],
+    mode,
+    modeResolver,
     fail: doc["fail"] as Config["fail"],
     timeoutMs: doc["timeout"] as number,
     headers: doc["headers"] as HeadersMode,
@@ -290,7 +454,8 @@ export function parseConfig(raw: unknown): Config {
     exemptLoopback: doc["exempt_loopback"] as boolean,
     ipv6Prefix: doc["ipv6_prefix"] as number,
     apiKeyHeader: (doc["api_key_header"] as string).toLowerCase(),
-    deny: { status: deny["status"] as number, body: deny["body"] as Config["deny"]["body"], message: deny["message"] as string },
+    deny,
+    failDeny,
     maxBodyBytes: doc["max_body_bytes"] as number,
     policies,
     routes: routes.length === 0 ? undefined : routes,
@@ -301,6 +466,8 @@ export function parseConfig(raw: unknown): Config {
 export type YamlParser = (text: string) => unknown;
 
 export interface LoadOptions {
+  /** The resolvers the application registers (docs/http.md, Resolvers): a `code:<name>` naming none fails. */
+  resolvers?: ResolverNames;
   /** Parses YAML; default: the optional peer dependency `yaml`, when installed. */
   parseYaml?: YamlParser;
 }
@@ -357,7 +524,7 @@ export function loadConfig(file: string, options: LoadOptions = {}): Config {
       throw new ConfigError("(file)", `${file} is not YAML: ${(err as Error).message}`);
     }
   }
-  return parseConfig(doc);
+  return parseConfig(doc, options.resolvers);
 }
 
 /** A configuration given as a checked Config, a document object, or a file path. */
@@ -367,5 +534,5 @@ export type ConfigSource = Config | Record<string, unknown> | string;
 export function toConfig(source: ConfigSource, options: LoadOptions = {}): Config {
   if (typeof source === "string") return loadConfig(source, options);
   if (isObject(source) && source["policies"] instanceof Map) return source as unknown as Config;
-  return parseConfig(source);
+  return parseConfig(source, options.resolvers);
 }

@@ -8,13 +8,14 @@
  */
 import { Limiter, type LimiterOptions, type RedisLikeClient } from "../limiter.js";
 import type { Decision } from "../reply.js";
-import { resolvePolicies, toConfig, type Config, type ConfigSource, type LoadOptions, type Policy } from "./configuration.js";
+import { checkResolvers, resolvePolicies, toConfig, type Config, type ConfigSource, type LoadOptions, type Policy } from "./configuration.js";
 import { bySubject, decide, decideOne, decideShadow, leasesOf, refund, release, type Answered, type DirectAll, type Failed, type Held } from "./decide.js";
 import { FailMode } from "./fail-modes.js";
 import { mostRestrictive, rateLimitHeaders, type Checked } from "./headers.js";
-import { callHook, type DecisionEvent, type DecisionHook, type Logger, type Outcome } from "./hook.js";
-import { Exemptions, Identity, TrustedProxies, subjectOf, type RequestFacts, type SubjectValues } from "./identity.js";
+import { callHook, outcomeOf, type DecisionEvent, type DecisionHook, type Logger, type Outcome } from "./hook.js";
+import { Exemptions, Identity, TrustedProxies, subjectOf, subjectOfValue, type RequestFacts, type SubjectValues } from "./identity.js";
 import { keyBase, limiterKey, overrideKey } from "./keys.js";
+import { MAX_UNITS, MAX_WINDOW_MS } from "./durations.js";
 import { costs, costsOf, plan, type Check, type MeasureBody, type Planned } from "./plan.js";
 import { denied, unavailable, type Refusal } from "./refusals.js";
 import { Routes, type Selection } from "./routes.js";
@@ -23,7 +24,7 @@ export type { CheckReport, DecisionEvent, Logger, Outcome } from "./hook.js";
 export type { MeasureBody } from "./plan.js";
 export type { Selection } from "./routes.js";
 
-export interface HttpLimiterOptions {
+export interface HttpLimiterOptions<Req = unknown> {
   /** An ioredis Redis or Cluster, or a node-redis client or cluster (connected, or connecting). */
   client: RedisLikeClient;
   /** The configuration: a file path (YAML or JSON), a document object, or a loaded Config. */
@@ -36,11 +37,37 @@ export interface HttpLimiterOptions {
   logger?: Logger;
   /** Options of the underlying Limiter (a keyPrefix of the client is not applied: `prefix` is). */
   limiterOptions?: Omit<LimiterOptions, "keyPrefix">;
+  /** The resolvers the configuration's `code:<name>` values name (docs/http.md, Resolvers). */
+  resolvers?: Resolvers<Req>;
+}
+
+/** A limit resolver's answer: the subject's limit and window (ms), and a token policy's burst. */
+export interface LimitGiven {
+  readonly limit: number;
+  readonly windowMs: number;
+  readonly burst?: number | undefined;
+}
+
+/** A request's mode from a mode resolver: `off` checks nothing and sends no headers. */
+export type RequestMode = "enforce" | "shadow" | "off";
+
+/**
+ * Resolvers by name, each given the framework's request (Express's `req`,
+ * Fastify's `request`) and free to return a promise: a cost (an integer
+ * from 1 to 2^50, else the request is answered 400), a limit (nothing:
+ * the policy does not apply to the request), a mode.
+ */
+export interface Resolvers<Req = unknown> {
+  cost?: Readonly<Record<string, (request: Req) => unknown>>;
+  limit?: Readonly<Record<string, (request: Req) => LimitGiven | null | undefined | Promise<LimitGiven | null | undefined>>>;
+  mode?: Readonly<Record<string, (request: Req) => RequestMode | Promise<RequestMode>>>;
 }
 
 /** A request as the adapters describe it. */
 export interface RequestInfo extends RequestFacts {
   readonly method: string;
+  /** The framework's request, as resolvers receive it. */
+  readonly request?: unknown;
   /** The path as received (raw, or decoded by the framework), without the query string. */
   readonly path: string;
 }
@@ -72,7 +99,7 @@ const PASS_UNCHECKED: Verdict = Object.freeze({ pass: true, headers: Object.free
 
 /** A policy the short way can check: a rate limit whose cost needs no body read. */
 function isShort(p: Policy): boolean {
-  return p.algorithm !== "concurrency" && p.cost.kind !== "body-bytes";
+  return p.algorithm !== "concurrency" && p.cost.kind !== "body-bytes" && p.cost.kind !== "code" && p.limitResolver === undefined;
 }
 
 /** Whether every check has the first one's subject (then one RL.ALL decides them all). */
@@ -92,13 +119,27 @@ class State {
   readonly mixed: boolean;
   /** The adapters' own selections (a route's, a `.policies()` middleware's), resolved once per configuration. */
   readonly own = new WeakMap<object, Selection>();
+  /** The whole configuration is on trial (`mode: shadow`). */
+  readonly shadow: boolean;
+  /** Some policy's limit, or cost, is a resolver's (then requests take the long way). */
+  readonly limitResolvers: boolean;
+  readonly costResolvers: boolean;
+  /** The mode resolver, when `mode: code:<name>`. */
+  readonly modeResolver: ((request: unknown) => RequestMode | Promise<RequestMode>) | undefined;
 
   constructor(
     readonly config: Config,
     limiter: Limiter,
     logger: Logger,
+    readonly resolvers: Resolvers,
   ) {
+    // A Config built elsewhere (loadConfig without these resolvers) is checked against them here.
+    checkResolvers(config, resolvers);
     const policies = [...config.policies.values()];
+    this.modeResolver = config.modeResolver === undefined ? undefined : resolvers.mode?.[config.modeResolver];
+    this.shadow = config.mode === "shadow";
+    this.limitResolvers = policies.some((p) => p.limitResolver !== undefined);
+    this.costResolvers = policies.some((p) => p.cost.kind === "code");
     this.routes = new Routes(config.routes, policies);
     this.trusted = new TrustedProxies(config.trustedProxies);
     this.fail = new FailMode(config.fail, limiter, config.timeoutMs, logger);
@@ -107,31 +148,88 @@ class State {
   }
 }
 
+/** A subject named from code: the raw value for the policy's key (a string is its UTF-8 bytes; null for `global`), or values by kind. */
+export type SubjectOf = SubjectValues | string | Uint8Array | null;
+
+/**
+ * The key and override key the middleware uses for `policy` and a subject
+ * named from code (docs/http.md, Keys from code), with every rule a
+ * request's key follows (prefix, IPv6 network, hashing). A policy the
+ * configuration lacks throws a ConfigError; a subject that does not fit
+ * the policy's key, a TypeError.
+ */
+export function policyKeys(config: Config, policy: string, subject: SubjectOf): { key: string; overrideKey: string } {
+  const [p] = resolvePolicies("policy", [policy], config.policies) as [Policy];
+  const s =
+    subject === null || typeof subject === "string" || subject instanceof Uint8Array
+      ? subjectOfValue(p.key, subject, config.ipv6Prefix)
+      : subjectOf(p.key, subject, config.ipv6Prefix);
+  const base = keyBase(config.prefix, s.tag);
+  return { key: limiterKey(base, policy), overrideKey: overrideKey(base, policy) };
+}
+
+/** The resolvers option, checked: an object of objects of functions. */
+function resolversOf(given: unknown): Resolvers {
+  if (given === undefined) return {};
+  if (given === null || typeof given !== "object") throw new TypeError("librl: resolvers must be { cost?, limit?, mode? }, each an object of functions");
+  for (const [kind, table] of Object.entries(given)) {
+    if (kind !== "cost" && kind !== "limit" && kind !== "mode") throw new TypeError(`librl: resolvers.${kind}: resolvers are cost, limit or mode`);
+    if (table === undefined) continue;
+    if (table === null || typeof table !== "object") throw new TypeError(`librl: resolvers.${kind} must be an object of functions`);
+    for (const [name, fn] of Object.entries(table as object)) {
+      if (typeof fn !== "function") throw new TypeError(`librl: resolvers.${kind}.${name} must be a function`);
+    }
+  }
+  return given as Resolvers;
+}
+
+/** A `limit: code:<name>` policy with the limit, window (a concurrency policy keeps its lease) and burst its resolver gave. */
+function resolvedPolicy(policy: Policy, name: string, given: LimitGiven): Policy {
+  const whole = (v: unknown, max: number) => typeof v === "number" && Number.isInteger(v) && v >= 1 && v <= max;
+  const g = given as Partial<LimitGiven>;
+  const burstOk = g.burst === undefined || (policy.algorithm === "token" && whole(g.burst, MAX_UNITS));
+  if (typeof given !== "object" || !whole(g.limit, MAX_UNITS) || !whole(g.windowMs, MAX_WINDOW_MS) || !burstOk) {
+    throw new TypeError(
+      `librl: the limit resolver "${name}" gave ${JSON.stringify(given)}, not { limit, windowMs${policy.algorithm === "token" ? ", burst?" : ""} } as integers from 1`,
+    );
+  }
+  return {
+    ...policy,
+    limit: given.limit,
+    windowMs: policy.algorithm === "concurrency" ? policy.windowMs : given.windowMs,
+    burst: given.burst,
+  };
+}
+
 export class HttpLimiter {
   readonly limiter: Limiter;
   readonly #onDecision: DecisionHook | undefined;
   readonly #logger: Logger;
-  readonly #parseYaml: LoadOptions;
+  /** How configurations are read: the YAML parser, and the resolvers' names. */
+  readonly #load: LoadOptions;
+  readonly #resolvers: Resolvers;
   #state: State;
   /** The policy names the adapters resolved (routes' own, `.policies()`), checked again by reload(). */
   readonly #named = new Map<object, { readonly names: readonly string[]; readonly where: string }>();
   /** The Limiter's short way for RL.ALL, when its options allow it. */
   readonly #direct: DirectAll | undefined;
 
-  constructor(options: HttpLimiterOptions) {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each adapter types the request its resolvers get
+  constructor(options: HttpLimiterOptions<any>) {
     if (options === null || typeof options !== "object") throw new TypeError("librl: give { client, config }");
     if (options.client === undefined) throw new TypeError("librl: the `client` option is missing (an ioredis or node-redis client)");
     if (options.config === undefined) throw new TypeError("librl: the `config` option is missing (a file path or a configuration object)");
     if (options.onDecision !== undefined && typeof options.onDecision !== "function") {
       throw new TypeError("librl: onDecision must be a function");
     }
-    this.#parseYaml = options.parseYaml === undefined ? {} : { parseYaml: options.parseYaml };
-    const config = toConfig(options.config, this.#parseYaml);
+    this.#resolvers = resolversOf(options.resolvers);
+    this.#load = { resolvers: this.#resolvers, ...(options.parseYaml === undefined ? {} : { parseYaml: options.parseYaml }) };
+    const config = toConfig(options.config, this.#load);
     this.limiter = new Limiter(options.client, { ...options.limiterOptions, keyPrefix: "" });
     this.#onDecision = options.onDecision;
     this.#logger = options.logger ?? console;
     this.#direct = this.limiter.directAll;
-    this.#state = new State(config, this.limiter, this.#logger);
+    this.#state = new State(config, this.limiter, this.#logger, this.#resolvers);
   }
 
   /** The configuration in use (the latest reload()'s). */
@@ -147,34 +245,30 @@ export class HttpLimiter {
    * Requests in flight finish on the configuration they started with.
    */
   reload(source: ConfigSource): Config {
-    const config = toConfig(source, this.#parseYaml);
+    const config = toConfig(source, this.#load);
     for (const { names, where } of this.#named.values()) resolvePolicies(where, names, config.policies);
-    this.#state = new State(config, this.limiter, this.#logger);
+    this.#state = new State(config, this.limiter, this.#logger, this.#resolvers);
     return config;
   }
 
   /**
    * The limiter key the middleware uses for `policy` and a subject named
-   * from code (`{ user: "alice" }`, `{ apiKey }`, `{ ip }`, `{ header }`):
-   * `<prefix>{<subject>}:<policy>` (docs/http.md, Keys).
+   * from code: the raw value for the policy's key (`"alice"` for a `user`
+   * policy, an address for `ip`, the API key, a cookie's value; null for
+   * `global`), or the values by kind (`{ user: "alice" }`, `{ apiKey }`,
+   * `{ ip }`, `{ header }`): `<prefix>{<subject>}:<policy>` (docs/http.md, Keys).
    */
-  key(policy: string, subject: SubjectValues = {}): string {
-    return limiterKey(this.#base(policy, subject), policy);
+  key(policy: string, subject: SubjectOf = {}): string {
+    return policyKeys(this.config, policy, subject).key;
   }
 
   /**
    * The override key for `policy` and a subject named from code: managing
    * a customer's plan is one call, `limiter.overrideSet(core.overrideKey("search",
-   * { user: "alice" }), 500, "1m")`.
+   * "alice"), 500, "1m")`.
    */
-  overrideKey(policy: string, subject: SubjectValues = {}): string {
-    return overrideKey(this.#base(policy, subject), policy);
-  }
-
-  #base(policy: string, subject: SubjectValues): string {
-    const config = this.config;
-    const [p] = resolvePolicies("policy", [policy], config.policies) as [Policy];
-    return keyBase(config.prefix, subjectOf(p.key, subject, config.ipv6Prefix).tag);
+  overrideKey(policy: string, subject: SubjectOf = {}): string {
+    return policyKeys(this.config, policy, subject).overrideKey;
   }
 
   /** Named policies, checked now (a missing name throws, naming it). */
@@ -224,22 +318,67 @@ export class HttpLimiter {
     // An exempt client's request is not checked at all (docs/http.md, Exemptions).
     if (st.exempt.has(identity)) return Promise.resolve(PASS_UNCHECKED);
     const planned = plan(policies, identity, config.prefix);
+    if (st.modeResolver !== undefined) return this.#checkMode(st, req, selection, planned, measureBody, st.modeResolver);
     const direct = this.#direct;
-    if (direct === undefined || !policies.every(isShort) || st.mixed) return this.#checkAll(st, req, selection, planned, measureBody);
+    const shadow = st.shadow;
+    if (direct === undefined || !policies.every(isShort) || st.mixed) return this.#checkAll(st, req, selection, planned, measureBody, shadow);
     const checks = costsOf(planned, req, 0);
     if (!Array.isArray(checks)) return Promise.resolve({ pass: false, refusal: checks });
-    if (!oneSubject(checks)) return this.#decided(st, req, selection, checks, decide(this.limiter, checks, config.timeoutMs, this.#logger));
-    return this.#decided(st, req, selection, checks, decideOne(direct, checks, config.timeoutMs));
+    if (!oneSubject(checks)) return this.#decided(st, req, selection, checks, shadow, decide(this.limiter, checks, config.timeoutMs, this.#logger));
+    return this.#decided(st, req, selection, checks, shadow, decideOne(direct, checks, config.timeoutMs));
   }
 
-  /** The long way: bodies measured, several subjects, concurrency leases, shadow policies, a cluster. */
-  async #checkAll(st: State, req: RequestInfo, selection: Selection, planned: readonly Planned[], measureBody: MeasureBody): Promise<Verdict> {
-    const config = st.config;
-    const checks = await costs(planned, (name) => req.header(name), config.maxBodyBytes, measureBody);
-    if (!Array.isArray(checks)) return { pass: false, refusal: checks };
-    if (!st.mixed || !checks.some((c) => c.policy.shadow)) {
-      return this.#decided(st, req, selection, checks, decide(this.limiter, checks, config.timeoutMs, this.#logger));
+  /** `mode: code:<name>`: the request's mode first (off: unchecked, no headers, no hook call). */
+  async #checkMode(
+    st: State,
+    req: RequestInfo,
+    selection: Selection,
+    planned: readonly Planned[],
+    measureBody: MeasureBody,
+    resolver: (request: unknown) => RequestMode | Promise<RequestMode>,
+  ): Promise<Verdict> {
+    const mode = await resolver(req.request);
+    if (mode === "off") return PASS_UNCHECKED;
+    if (mode !== "enforce" && mode !== "shadow") {
+      throw new TypeError(`librl: the mode resolver "${st.config.modeResolver}" gave ${JSON.stringify(mode)}, not enforce, shadow or off`);
     }
+    return this.#checkAll(st, req, selection, planned, measureBody, mode === "shadow");
+  }
+
+  /**
+   * Each `limit: code:<name>` policy with the limit its resolver gives for
+   * this request; a policy it gives nothing for does not apply. A resolver
+   * that fails, or gives what is not a limit, fails the request (the
+   * framework's error): counting by a limit nobody gave would be a guess.
+   */
+  async #resolveLimits(st: State, req: RequestInfo, planned: readonly Planned[]): Promise<Planned[]> {
+    const out: Planned[] = [];
+    for (const p of planned) {
+      const name = p.policy.limitResolver;
+      if (name === undefined) {
+        out.push(p);
+        continue;
+      }
+      const given = await (st.resolvers.limit?.[name] as NonNullable<Resolvers["limit"]>[string])(req.request);
+      if (given === undefined || given === null) continue;
+      out.push({ ...p, policy: resolvedPolicy(p.policy, name, given) });
+    }
+    return out;
+  }
+
+  /** The long way: bodies measured, several subjects, concurrency leases, shadow policies, resolvers, a cluster. */
+  async #checkAll(st: State, req: RequestInfo, selection: Selection, given: readonly Planned[], measureBody: MeasureBody, shadowRequest: boolean): Promise<Verdict> {
+    const config = st.config;
+    const planned = st.limitResolvers ? await this.#resolveLimits(st, req, given) : given;
+    if (planned.length === 0) return PASS_UNCHECKED;
+    const resolveCost = st.costResolvers ? (name: string) => (st.resolvers.cost?.[name] as (request: unknown) => unknown)(req.request) : undefined;
+    const checks = await costs(planned, (name) => req.header(name), config.maxBodyBytes, measureBody, resolveCost);
+    if (!Array.isArray(checks)) return { pass: false, refusal: checks };
+    if (shadowRequest || !st.mixed || !checks.some((c) => c.policy.shadow)) {
+      return this.#decided(st, req, selection, checks, shadowRequest, decide(this.limiter, checks, config.timeoutMs, this.#logger));
+    }
+
+
     // Shadow policies beside enforced ones: the enforced groups first, then the shadow ones whatever those answered.
     const enforced = checks.filter((c) => !c.policy.shadow);
     const shadow = checks.filter((c) => c.policy.shadow);
@@ -253,57 +392,49 @@ export class HttpLimiter {
       shadowDecisions = await decideShadow(this.limiter, shadow, config.timeoutMs);
     } catch (err) {
       // Redis failed after the enforced groups: as a failure in the middle of the exchange.
+      const error = err instanceof Error ? err : new Error(String(err));
       const admitted = result.admitted ? bySubject(enforced).map((group) => ({ checks: group, decisions: group.map((c) => result.decisions[enforced.indexOf(c)] as Decision) })) : [];
-      return this.#failed(st, req, selection, checks, { answered: false, error: err instanceof Error ? err : new Error(String(err)), admitted });
+      return this.#failed(st, req, selection, checks, { answered: false, error, admitted });
     }
     let e = 0;
     let s = 0;
     const decisions = checks.map((c) => (c.policy.shadow ? shadowDecisions[s++] : result.decisions[e++]) as Decision);
-    return this.#respond(st, req, selection, checks, result.admitted, decisions);
+    return this.#respond(st, req, selection, checks, false, result.admitted, decisions);
   }
 
-  #decided(st: State, req: RequestInfo, selection: Selection, checks: readonly Check[], exchange: Promise<Answered | Failed>): Promise<Verdict> {
-    return exchange.then((result) =>
-      result.answered ? this.#respond(st, req, selection, checks, result.admitted, result.decisions) : this.#failed(st, req, selection, checks, result),
-    );
+  #decided(st: State, req: RequestInfo, selection: Selection, checks: readonly Check[], shadow: boolean, exchange: Promise<Answered | Failed>): Promise<Verdict> {
+    return exchange.then((result) => {
+      return result.answered ? this.#respond(st, req, selection, checks, shadow, result.admitted, result.decisions) : this.#failed(st, req, selection, checks, result);
+    });
   }
 
   /** Redis did not answer: the fail mode's verdict. */
   async #failed(st: State, req: RequestInfo, selection: Selection, checks: readonly Check[], result: Failed): Promise<Verdict> {
     const outcome = await st.fail.apply(result);
     this.#emit(req, selection, outcome, checks, undefined, result.error);
-    if (outcome === "fail_closed") return { pass: false, refusal: unavailable() };
+    if (outcome === "fail_closed") return { pass: false, refusal: unavailable(st.config.failDeny) };
     // fail: open after some groups were admitted: their leases are held while the request runs.
     const held = result.admitted.flatMap((t) => leasesOf(t.checks, t.decisions));
     return held.length === 0 ? PASS_UNCHECKED : { pass: true, headers: {}, after: undefined, release: this.#releaser(st.config, held) };
   }
 
   /** The verdict on an answered exchange: admitted, denied, or (shadow) would deny. */
-  #respond(st: State, req: RequestInfo, selection: Selection, checks: readonly Check[], admitted: boolean, decisions: readonly Decision[]): Verdict {
+  #respond(st: State, req: RequestInfo, selection: Selection, checks: readonly Check[], shadow: boolean, admitted: boolean, decisions: readonly Decision[]): Verdict {
     const config = st.config;
     const checked: Checked[] = checks.map((c, i) => ({ policy: c.policy, decision: decisions[i] as Decision }));
-    if (admitted) {
-      // Admitted with a denial: a shadow policy's, which refuses nothing.
-      const wouldDeny = checked.findIndex((c) => !c.decision.allowed);
-      if (wouldDeny < 0) this.#emit(req, selection, "allowed", checks, decisions, undefined);
-      else {
-        this.#logger.warn(`librl: shadow policy: ${req.method} ${req.path} would be refused by policy "${(checks[wouldDeny] as Check).policy.name}"`);
-        this.#emit(req, selection, "would_deny", checks, decisions, undefined);
+    const outcome = outcomeOf(shadow, checked);
+    if (outcome !== "denied") {
+      if (outcome === "would_deny") {
+        const worst = mostRestrictive(checked) as number;
+        const what = admitted ? "shadow policy" : "shadow mode";
+        this.#logger.warn(`librl: ${what}: ${req.method} ${req.path} would be refused by policy "${(checks[worst] as Check).policy.name}"`);
       }
+      this.#emit(req, selection, outcome, checks, decisions, undefined);
+      const headers = rateLimitHeaders(config.headers, checked, false, config.legacyReset);
+      // Not admitted (a shadow request Redis denied): the exchange gave back what the admitted groups took.
+      if (!admitted) return { pass: true, headers, after: undefined, release: undefined };
       const held = leasesOf(checks, decisions);
-      return {
-        pass: true,
-        headers: rateLimitHeaders(config.headers, checked, false, config.legacyReset),
-        after: this.#after(config, checks),
-        release: held.length === 0 ? undefined : this.#releaser(config, held),
-      };
-    }
-    if (config.mode === "shadow") {
-      const worst = mostRestrictive(checked) as number;
-      this.#logger.warn(`librl: shadow mode: ${req.method} ${req.path} would be refused by policy "${(checks[worst] as Check).policy.name}"`);
-      this.#emit(req, selection, "would_deny", checks, decisions, undefined);
-      // The exchange gave back what the admitted groups took: nothing is held.
-      return { pass: true, headers: rateLimitHeaders(config.headers, checked, false, config.legacyReset), after: undefined, release: undefined };
+      return { pass: true, headers, after: this.#after(config, checks), release: held.length === 0 ? undefined : this.#releaser(config, held) };
     }
     const worst = mostRestrictive(checked, true) as number;
     this.#emit(req, selection, "denied", checks, decisions, undefined);
@@ -314,7 +445,7 @@ export class HttpLimiter {
     );
     if (shadowHeld.length > 0) void this.#releaser(config, shadowHeld)();
     const headers = rateLimitHeaders(config.headers, checked, true, config.legacyReset);
-    return { pass: false, refusal: denied(config.deny, checked[worst] as Checked, (checks[worst] as Check).cost, headers) };
+    return { pass: false, refusal: denied(selection.deny ?? config.deny, checked[worst] as Checked, (checks[worst] as Check).cost, headers) };
   }
 
   /** `count: failed` refunds below 400, `count: succeeded` from 400 (docs/http.md, Counting after the response). */

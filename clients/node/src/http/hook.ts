@@ -4,6 +4,7 @@
  * errors are logged and never fail the request.
  */
 import type { Decision } from "../reply.js";
+import type { Checked } from "./headers.js";
 
 /** One checked policy, as the decision hook sees it. */
 export interface CheckReport {
@@ -39,6 +40,21 @@ export interface DecisionEvent {
   readonly checks: readonly CheckReport[];
   /** Why Redis could not answer (fail_open, fail_closed). */
   readonly error: Error | undefined;
+}
+
+/**
+ * The outcome of an answered check (docs/http.md, Shadow mode): `denied`
+ * when an enforced policy denies in an enforced request, `would_deny`
+ * when only shadow policies (or a shadow request) deny, else `allowed`.
+ */
+export function outcomeOf(shadowRequest: boolean, checked: readonly Checked[]): "allowed" | "denied" | "would_deny" {
+  let outcome: "allowed" | "would_deny" = "allowed";
+  for (const c of checked) {
+    if (c.decision.allowed) continue;
+    if (!shadowRequest && !c.policy.shadow) return "denied";
+    outcome = "would_deny";
+  }
+  return outcome;
 }
 
 export type DecisionHook = (event: DecisionEvent) => void;

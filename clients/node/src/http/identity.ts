@@ -5,8 +5,9 @@
  * everyone. Addresses are read with `node:net`; a zone index is dropped.
  */
 import { BlockList, SocketAddress, isIP } from "node:net";
-import type { Config, KeyKind, TrustedNetwork } from "./configuration.js";
+import type { Config, KeyKind, Source, TrustedNetwork } from "./configuration.js";
 import { apiKeyId, headerKeyValue, userKeyValue } from "./keys.js";
+import { authorizationValue, cookieValue, queryValue } from "./sources.js";
 
 /** What the adapters read from a request, framework-free. */
 export interface RequestFacts {
@@ -19,11 +20,15 @@ export interface RequestFacts {
   header(name: string): string | undefined;
   /** The authenticated user, as the user resolver found it. */
   readonly user: string | undefined;
+  /** The raw query string (after the `?`, up to any `#`), for `query:` sources; absent: none. */
+  readonly query?: string | undefined;
+  /** The Cookie header, its lines joined with "; ", for `cookie:` sources; absent: `header("cookie")`. */
+  readonly cookie?: string | undefined;
 }
 
 /** One subject: the part inside the key's braces (`ip:203.0.113.9`). */
 export interface Subject {
-  /** `ip`, `api-key`, `user`, `header:<name>` or `global`. */
+  /** `ip`, `api-key`, `user`, `global`, an identity's name, or an inline source's kind and name (`cookie:anon_id`). */
   readonly kind: string;
   readonly value: string;
   /** The hash tag: `<kind>:<value>`, or `global`. */
@@ -290,16 +295,47 @@ export class Identity {
         }
         return this.apiKey() ?? this.ip();
       }
-      case "header": {
-        const raw = headerValue(this.facts, key.header);
-        if (raw === undefined) return this.ip();
-        const value = headerKeyValue(raw);
-        return { kind: key.tagKind, value, tag: `${key.tagKind}:${value}` };
+      case "source": {
+        const raw = this.read(key.source);
+        return raw === undefined ? this.ip() : named(key.tagKind, raw, key.hashed);
+      }
+      case "identity": {
+        // The first source with a value; `ip` (last, if given) and none: the ip subject.
+        for (const source of key.sources) {
+          const raw = this.read(source);
+          if (raw !== undefined) return named(key.name, raw, key.hashed);
+        }
+        return this.ip();
       }
       case "global":
         return GLOBAL;
     }
   }
+
+  /** A source's value as bytes (Latin-1 text), undefined when absent or empty; `ip` has none here (it is the fallback). */
+  read(source: Source): string | undefined {
+    const facts = this.facts;
+    switch (source.kind) {
+      case "header":
+        return headerValue(facts, source.name);
+      case "cookie":
+        return cookieValue("cookie" in facts ? facts.cookie : facts.header("cookie"), source.name);
+      case "query":
+        return queryValue(facts.query, source.name);
+      case "authorization":
+        return authorizationValue(facts.header("authorization"), source.scheme);
+      case "user":
+        return facts.user === undefined || facts.user === "" ? undefined : Buffer.from(facts.user, "utf8").toString("latin1");
+      case "ip":
+        return undefined;
+    }
+  }
+}
+
+/** `<kind>:<value>`, the value (bytes as Latin-1 text) verbatim when key-safe, else hashed; always hashed when `hashed`. */
+function named(kind: string, raw: string, hashed: boolean): Subject {
+  const value = hashed ? apiKeyId(raw) : headerKeyValue(raw);
+  return { kind, value, tag: `${kind}:${value}` };
 }
 
 /** A subject named from code (keys and override keys for a customer's plan): each value raw, as a request would present it. */
@@ -309,8 +345,12 @@ export interface SubjectValues {
   /** The API key itself (hashed as the middleware hashes it). */
   readonly apiKey?: string;
   readonly user?: string;
-  /** The value of a `header:<Name>` policy's header. */
-  readonly header?: string;
+  /**
+   * The value of a `header:<Name>` policy's header, or of any identity or
+   * inline source (`cookie:`, `query:`, `authorization:`'s credentials):
+   * a string is its UTF-8 bytes.
+   */
+  readonly header?: string | Uint8Array;
 }
 
 /**
@@ -345,10 +385,42 @@ export function subjectOf(key: KeyKind, values: SubjectValues, ipv6Prefix: numbe
       }
       return apiKey() ?? ip();
     }
-    case "header": {
-      if (values.header === undefined || values.header === "") return ip();
-      const value = headerKeyValue(values.header);
-      return { kind: key.tagKind, value, tag: `${key.tagKind}:${value}` };
+    case "source":
+    case "identity": {
+      const raw = values.header === undefined ? "" : bytesText(values.header);
+      if (raw === "") return ip();
+      return named(key.kind === "source" ? key.tagKind : key.name, raw, key.hashed);
+    }
+  }
+}
+
+/** A value given from code as bytes in Latin-1 text: a string is its UTF-8 bytes. */
+function bytesText(value: string | Uint8Array): string {
+  return Buffer.from(typeof value === "string" ? Buffer.from(value, "utf8") : value).toString("latin1");
+}
+
+/**
+ * The subject of a policy's key for one raw value, the way
+ * `override_key("search", "alice")` names it (docs/http.md, Keys from
+ * code): an address for `ip`, the API key for `api-key`, the user's name
+ * for `user`, the value of an identity or inline source; null for
+ * `global`. A string is its UTF-8 bytes.
+ */
+export function subjectOfValue(key: KeyKind, value: string | Uint8Array | null, ipv6Prefix: number): Subject {
+  switch (key.kind) {
+    case "global":
+      return subjectOf(key, {}, ipv6Prefix);
+    case "ip":
+      return subjectOf(key, value === null ? {} : { ip: typeof value === "string" ? value : Buffer.from(value).toString("latin1") }, ipv6Prefix);
+    case "api-key":
+    case "user":
+    case "source":
+    case "identity": {
+      if (value === null || value.length === 0) throw new TypeError(`librl: give the subject's value (a ${key.kind} policy's key)`);
+      const raw = bytesText(value);
+      if (key.kind === "api-key") return named("api-key", raw, true);
+      if (key.kind === "user") return named("user", raw, false);
+      return named(key.kind === "source" ? key.tagKind : key.name, raw, key.hashed);
     }
   }
 }

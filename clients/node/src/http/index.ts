@@ -2,7 +2,17 @@
  * librl/http: the framework-free HTTP rate limiter the Express and Fastify
  * adapters share (docs/http.md), for adapting another framework.
  */
-export { HttpLimiter, type HttpLimiterOptions, type RequestInfo, type Verdict } from "./core.js";
+export {
+  HttpLimiter,
+  policyKeys,
+  type HttpLimiterOptions,
+  type LimitGiven,
+  type RequestInfo,
+  type RequestMode,
+  type Resolvers,
+  type SubjectOf,
+  type Verdict,
+} from "./core.js";
 export type { CheckReport, DecisionEvent, DecisionHook, Logger, Outcome } from "./hook.js";
 export type { MeasureBody } from "./plan.js";
 export { canonicalPath, type Selection } from "./routes.js";
@@ -15,10 +25,12 @@ export {
   type Config,
   type ConfigSource,
   type CostSpec,
+  type Deny,
   type KeyKind,
   type LoadOptions,
   type Policy,
   type Route,
+  type Source,
   type TrustedNetwork,
   type YamlParser,
 } from "./configuration.js";

@@ -7,7 +7,7 @@ import type { Policy } from "./configuration.js";
 import { MAX_UNITS } from "./durations.js";
 import { trimOws, type Identity, type Subject } from "./identity.js";
 import { keyBase, limiterKey, overrideKey } from "./keys.js";
-import { badCost, tooLarge, type Refusal } from "./refusals.js";
+import { badCost, badCodeCost, tooLarge, type Refusal } from "./refusals.js";
 
 /** A policy that applies to a request, with its subject and keys. */
 export interface Planned {
@@ -55,6 +55,15 @@ export function costHeader(value: string | undefined): number | null {
   return cost >= 1 && cost <= MAX_UNITS ? cost : null;
 }
 
+/** A cost resolver's answer (docs/http.md, Resolvers): an integer (a number or a bigint) from 1 to 2^50; null: anything else (400). */
+export function codeCost(value: unknown): number | null {
+  if (typeof value === "bigint") return value >= 1n && value <= BigInt(MAX_UNITS) ? Number(value) : null;
+  return typeof value === "number" && Number.isInteger(value) && value >= 1 && value <= MAX_UNITS ? value : null;
+}
+
+/** Calls the request's cost resolver of that name; it may return a promise. */
+export type ResolveCost = (name: string) => unknown;
+
 /** Reads the body of a request without Content-Length, up to `max` bytes: its length, or undefined past max. */
 export type MeasureBody = (max: number) => Promise<number | undefined>;
 
@@ -70,6 +79,7 @@ export async function costs(
   header: (name: string) => string | undefined,
   maxBodyBytes: number,
   measureBody: MeasureBody,
+  resolveCost?: ResolveCost,
 ): Promise<Check[] | Refusal> {
   let bodyCost = 0;
   if (planned.some((p) => p.policy.cost.kind === "body-bytes")) {
@@ -78,7 +88,23 @@ export async function costs(
     if (length === undefined || length > maxBodyBytes) return tooLarge(maxBodyBytes);
     bodyCost = Math.min(Math.max(length, 1), MAX_UNITS);
   }
-  return costsOf(planned, { header }, bodyCost);
+  // Cost resolvers, in check order; an error is a bad cost (400), as any other answer that is not one.
+  let fromCode: (number | null)[] | undefined;
+  if (resolveCost !== undefined && planned.some((p) => p.policy.cost.kind === "code")) {
+    fromCode = [];
+    for (const p of planned) {
+      const spec = p.policy.cost;
+      if (spec.kind !== "code") fromCode.push(null);
+      else {
+        try {
+          fromCode.push(codeCost(await resolveCost(spec.name)));
+        } catch {
+          fromCode.push(null);
+        }
+      }
+    }
+  }
+  return costsOf(planned, { header }, bodyCost, fromCode);
 }
 
 /**
@@ -90,14 +116,20 @@ export function costsOf(
   planned: readonly Planned[],
   facts: { header(name: string): string | undefined },
   bodyCost: number,
+  fromCode?: readonly (number | null)[],
 ): Check[] | Refusal {
   const checks: Check[] = [];
-  for (const p of planned) {
+  for (let i = 0; i < planned.length; i++) {
+    const p = planned[i] as Planned;
     const spec = p.policy.cost;
     let cost: number;
     if (spec.kind === "units") cost = spec.units;
     else if (spec.kind === "body-bytes") cost = bodyCost;
-    else {
+    else if (spec.kind === "code") {
+      const resolved = fromCode?.[i] ?? null;
+      if (resolved === null) return badCodeCost(spec.name, p.policy.name);
+      cost = resolved;
+    } else {
       const fromHeader = costHeader(facts.header(spec.header));
       if (fromHeader === null) return badCost(spec.name, p.policy.name);
       cost = fromHeader;

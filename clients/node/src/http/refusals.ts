@@ -4,7 +4,7 @@
  * `detail` exactly as the contract writes it.
  */
 import type { Decision } from "../reply.js";
-import type { Config, Policy } from "./configuration.js";
+import type { Deny, Policy } from "./configuration.js";
 import { retryAfterSecs, shownLimit, type Checked } from "./headers.js";
 
 /** A response the limiter answers itself, instead of the handler. */
@@ -16,7 +16,7 @@ export interface Refusal {
 }
 
 export const PROBLEM_TYPE = "application/problem+json";
-export const TEXT_TYPE = "text/plain; charset=utf-8";
+export const JSON_TYPE = "application/json";
 
 /** An RFC 9457 problem response; `extra` members go after the standard ones. */
 export function problem(status: number, title: string, detail: string, extra: Record<string, unknown> = {}): Refusal {
@@ -43,9 +43,29 @@ export function deniedDetail(policy: Policy, limit: number, decision: Decision, 
     : `Rate limit ${what} exceeded; retry in ${retryAfterSecs(decision)} s.`;
 }
 
-/** The refusal for the most restrictive denial (`deny`'s status and body), with the rate-limit headers. */
-export function denied(deny: Config["deny"], c: Checked, cost: number, headers: Readonly<Record<string, string>>): Refusal {
-  if (deny.body === "text") return { status: deny.status, headers, contentType: TEXT_TYPE, body: deny.message };
+/** The rate-limit headers, then the refusal's own extra ones (`deny.headers`). */
+function withExtra(headers: Readonly<Record<string, string>>, deny: Deny): Readonly<Record<string, string>> {
+  return deny.headers === undefined ? headers : { ...headers, ...deny.headers };
+}
+
+/**
+ * A `text` or `json` refusal (`deny.body`), or undefined for a problem
+ * body, which the caller writes.
+ */
+function asGiven(deny: Deny, headers: Readonly<Record<string, string>>): Refusal | undefined {
+  if (deny.body === "text") return { status: deny.status, headers: withExtra(headers, deny), contentType: deny.contentType, body: deny.message };
+  if (deny.body === "json") return { status: deny.status, headers: withExtra(headers, deny), contentType: JSON_TYPE, body: deny.json as string };
+  return undefined;
+}
+
+/**
+ * The refusal for the most restrictive denial (`deny`'s status and body:
+ * the configuration's, or the matched route's), with the rate-limit
+ * headers and `deny.headers`.
+ */
+export function denied(deny: Deny, c: Checked, cost: number, headers: Readonly<Record<string, string>>): Refusal {
+  const given = asGiven(deny, headers);
+  if (given !== undefined) return given;
   const { policy, decision } = c;
   // The title names the refusal, whatever status it is sent with. Written
   // out rather than through JSON.stringify of an object (half the time of a
@@ -56,7 +76,7 @@ export function denied(deny: Config["deny"], c: Checked, cost: number, headers: 
   const body =
     `{"type":"about:blank","title":"Too Many Requests","status":${deny.status},"detail":${detail},` +
     `"policy":${policyJson(policy)},"limit":${limit},"retry_after":${retry}}`;
-  return { status: deny.status, headers, contentType: PROBLEM_TYPE, body };
+  return { status: deny.status, headers: withExtra(headers, deny), contentType: PROBLEM_TYPE, body };
 }
 
 const POLICY_JSON = new WeakMap<Policy, string>();
@@ -71,14 +91,22 @@ function policyJson(policy: Policy): string {
   return json;
 }
 
-/** 503: Redis cannot answer and `fail: closed`. */
-export function unavailable(): Refusal {
-  return problem(503, "Service Unavailable", "The rate limiter is unavailable, and this service does not admit unlimited requests.");
+/** 503 (`fail_deny`): Redis cannot answer and `fail: closed`; no rate-limit headers. */
+export function unavailable(failDeny: Deny): Refusal {
+  const given = asGiven(failDeny, {});
+  if (given !== undefined) return given;
+  const refusal = problem(failDeny.status, "Service Unavailable", "The rate limiter is unavailable, and this service does not admit unlimited requests.");
+  return failDeny.headers === undefined ? refusal : { ...refusal, headers: failDeny.headers };
 }
 
 /** 400: a cost header that is not an integer from 1 to 2^50 (`header` as configured). */
 export function badCost(header: string, policy: string): Refusal {
   return problem(400, "Bad Request", `${header} must be an integer from 1 to 2^50.`, { policy });
+}
+
+/** 400: a cost resolver gave something other than an integer from 1 to 2^50 (`resolver`: the name in `code:<name>`). */
+export function badCodeCost(resolver: string, policy: string): Refusal {
+  return problem(400, "Bad Request", `The cost "${resolver}" must be an integer from 1 to 2^50.`, { policy });
 }
 
 /** 413: a body larger than `max_body_bytes`, declared or read. */

@@ -8,7 +8,7 @@
  * request's URL (Latin-1). A route's path from the configuration is a
  * Unicode string, taken as its UTF-8 bytes.
  */
-import type { Policy, Route } from "./configuration.js";
+import type { Deny, Policy, Route } from "./configuration.js";
 
 /** A hex digit's value, or -1. */
 function hexDigit(c: number): number {
@@ -128,6 +128,8 @@ function covers(prefix: string, path: string): boolean {
 export interface Selection {
   readonly policies: readonly Policy[];
   readonly route: string | undefined;
+  /** The route's own refusal (its `deny` over the configuration's); absent: the configuration's `deny`. */
+  readonly deny?: Deny | undefined;
 }
 
 interface Compiled {
@@ -153,7 +155,7 @@ export class Routes {
       .map((r) => ({
         match: routeMatchPath(utf8Bytes(r.path)),
         methods: r.methods === undefined ? undefined : new Set(r.methods),
-        selection: Object.freeze({ policies: r.policies, route: r.path }),
+        selection: Object.freeze({ policies: r.policies, route: r.path, deny: r.deny }),
       }))
       .sort((a, b) => b.match.length - a.match.length);
   }
