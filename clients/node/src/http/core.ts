@@ -10,6 +10,7 @@ import { Limiter, type LimiterOptions, type RedisLikeClient } from "../limiter.j
 import type { Decision } from "../reply.js";
 import { checkResolvers, resolvePolicies, toConfig, type Config, type ConfigSource, type LoadOptions, type Policy } from "./configuration.js";
 import { bySubject, decide, decideOne, decideShadow, leasesOf, refund, release, type Answered, type DirectAll, type Failed, type Held } from "./decide.js";
+import { Breaker, BreakerOpen } from "./breaker.js";
 import { FailMode } from "./fail-modes.js";
 import { mostRestrictive, rateLimitHeaders, type Checked } from "./headers.js";
 import { callHook, outcomeOf, type DecisionEvent, type DecisionHook, type Logger, type Outcome } from "./hook.js";
@@ -94,6 +95,9 @@ export type Verdict =
       readonly release: (() => Promise<void>) | undefined;
     }
   | { readonly pass: false; readonly refusal: Refusal };
+
+/** What a request finds while the breaker is open: a failure, with nothing Redis admitted. */
+const BREAKER_OPEN: Failed = Object.freeze({ answered: false, error: new BreakerOpen(), admitted: [] });
 
 const PASS_UNCHECKED: Verdict = Object.freeze({ pass: true, headers: Object.freeze({}), after: undefined, release: undefined });
 
@@ -213,6 +217,8 @@ export class HttpLimiter {
   readonly #named = new Map<object, { readonly names: readonly string[]; readonly where: string }>();
   /** The Limiter's short way for RL.ALL, when its options allow it. */
   readonly #direct: DirectAll | undefined;
+  /** Spares requests the timeout while Redis is failing (docs/http.md, Fail modes); kept across reloads. */
+  readonly #breaker = new Breaker();
 
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each adapter types the request its resolvers get
   constructor(options: HttpLimiterOptions<any>) {
@@ -324,6 +330,7 @@ export class HttpLimiter {
     if (direct === undefined || !policies.every(isShort) || st.mixed) return this.#checkAll(st, req, selection, planned, measureBody, shadow);
     const checks = costsOf(planned, req, 0);
     if (!Array.isArray(checks)) return Promise.resolve({ pass: false, refusal: checks });
+    if (!this.#breaker.asks()) return this.#failed(st, req, selection, checks, BREAKER_OPEN);
     if (!oneSubject(checks)) return this.#decided(st, req, selection, checks, shadow, decide(this.limiter, checks, config.timeoutMs, this.#logger));
     return this.#decided(st, req, selection, checks, shadow, decideOne(direct, checks, config.timeoutMs));
   }
@@ -374,6 +381,7 @@ export class HttpLimiter {
     const resolveCost = st.costResolvers ? (name: string) => (st.resolvers.cost?.[name] as (request: unknown) => unknown)(req.request) : undefined;
     const checks = await costs(planned, (name) => req.header(name), config.maxBodyBytes, measureBody, resolveCost);
     if (!Array.isArray(checks)) return { pass: false, refusal: checks };
+    if (!this.#breaker.asks()) return this.#failed(st, req, selection, checks, BREAKER_OPEN);
     if (shadowRequest || !st.mixed || !checks.some((c) => c.policy.shadow)) {
       return this.#decided(st, req, selection, checks, shadowRequest, decide(this.limiter, checks, config.timeoutMs, this.#logger));
     }
@@ -386,16 +394,21 @@ export class HttpLimiter {
       enforced.length === 0
         ? { answered: true, admitted: true, decisions: [] }
         : await decide(this.limiter, enforced, config.timeoutMs, this.#logger);
-    if (!result.answered) return this.#failed(st, req, selection, checks, result);
+    if (!result.answered) {
+      this.#breaker.ended(result.error);
+      return this.#failed(st, req, selection, checks, result);
+    }
     let shadowDecisions: Decision[];
     try {
       shadowDecisions = await decideShadow(this.limiter, shadow, config.timeoutMs);
     } catch (err) {
       // Redis failed after the enforced groups: as a failure in the middle of the exchange.
       const error = err instanceof Error ? err : new Error(String(err));
+      this.#breaker.ended(error);
       const admitted = result.admitted ? bySubject(enforced).map((group) => ({ checks: group, decisions: group.map((c) => result.decisions[enforced.indexOf(c)] as Decision) })) : [];
       return this.#failed(st, req, selection, checks, { answered: false, error, admitted });
     }
+    this.#breaker.ended(undefined);
     let e = 0;
     let s = 0;
     const decisions = checks.map((c) => (c.policy.shadow ? shadowDecisions[s++] : result.decisions[e++]) as Decision);
@@ -404,6 +417,7 @@ export class HttpLimiter {
 
   #decided(st: State, req: RequestInfo, selection: Selection, checks: readonly Check[], shadow: boolean, exchange: Promise<Answered | Failed>): Promise<Verdict> {
     return exchange.then((result) => {
+      this.#breaker.ended(result.answered ? undefined : result.error);
       return result.answered ? this.#respond(st, req, selection, checks, shadow, result.admitted, result.decisions) : this.#failed(st, req, selection, checks, result);
     });
   }
