@@ -6,10 +6,11 @@
  * `count: failed|succeeded` after the response. The Express and Fastify
  * adapters only read requests and write responses.
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import { Limiter, type LimiterOptions, type RedisLikeClient } from "../limiter.js";
 import type { Decision } from "../reply.js";
 import { checkResolvers, resolvePolicies, toConfig, type Config, type ConfigSource, type LoadOptions, type Policy } from "./configuration.js";
-import { bySubject, decide, decideOne, decideShadow, leasesOf, refund, release, type Answered, type DirectAll, type Failed, type Held } from "./decide.js";
+import { bySubject, decide, decideOne, decideShadow, leasesOf, refund, release, turnMs, type Answered, type DirectAll, type Failed, type Held } from "./decide.js";
 import { Breaker, BreakerOpen } from "./breaker.js";
 import { FailMode } from "./fail-modes.js";
 import { mostRestrictive, rateLimitHeaders, type Checked } from "./headers.js";
@@ -103,7 +104,14 @@ const PASS_UNCHECKED: Verdict = Object.freeze({ pass: true, headers: Object.free
 
 /** A policy the short way can check: a rate limit whose cost needs no body read. */
 function isShort(p: Policy): boolean {
-  return p.algorithm !== "concurrency" && p.cost.kind !== "body-bytes" && p.cost.kind !== "code" && p.limitResolver === undefined;
+  return (
+    p.algorithm !== "concurrency" &&
+    p.cost.kind !== "body-bytes" &&
+    p.cost.kind !== "code" &&
+    p.limitResolver === undefined &&
+    p.blockMs === undefined &&
+    p.queueMs === undefined
+  );
 }
 
 /** Whether every check has the first one's subject (then one RL.ALL decides them all). */
@@ -128,6 +136,8 @@ class State {
   /** Some policy's limit, or cost, is a resolver's (then requests take the long way). */
   readonly limitResolvers: boolean;
   readonly costResolvers: boolean;
+  /** Some policy has `queue`: an admitted request may wait for its turn. */
+  readonly queues: boolean;
   /** The mode resolver, when `mode: code:<name>`. */
   readonly modeResolver: ((request: unknown) => RequestMode | Promise<RequestMode>) | undefined;
 
@@ -144,6 +154,7 @@ class State {
     this.shadow = config.mode === "shadow";
     this.limitResolvers = policies.some((p) => p.limitResolver !== undefined);
     this.costResolvers = policies.some((p) => p.cost.kind === "code");
+    this.queues = policies.some((p) => p.queueMs !== undefined);
     this.routes = new Routes(config.routes, policies);
     this.trusted = new TrustedProxies(config.trustedProxies);
     this.fail = new FailMode(config.fail, limiter, config.timeoutMs, logger);
@@ -433,7 +444,15 @@ export class HttpLimiter {
   }
 
   /** The verdict on an answered exchange: admitted, denied, or (shadow) would deny. */
-  #respond(st: State, req: RequestInfo, selection: Selection, checks: readonly Check[], shadow: boolean, admitted: boolean, decisions: readonly Decision[]): Verdict {
+  #respond(
+    st: State,
+    req: RequestInfo,
+    selection: Selection,
+    checks: readonly Check[],
+    shadow: boolean,
+    admitted: boolean,
+    decisions: readonly Decision[],
+  ): Verdict | Promise<Verdict> {
     const config = st.config;
     const checked: Checked[] = checks.map((c, i) => ({ policy: c.policy, decision: decisions[i] as Decision }));
     const outcome = outcomeOf(shadow, checked);
@@ -448,7 +467,10 @@ export class HttpLimiter {
       // Not admitted (a shadow request Redis denied): the exchange gave back what the admitted groups took.
       if (!admitted) return { pass: true, headers, after: undefined, release: undefined };
       const held = leasesOf(checks, decisions);
-      return { pass: true, headers, after: this.#after(config, checks), release: held.length === 0 ? undefined : this.#releaser(config, held) };
+      const verdict: Verdict = { pass: true, headers, after: this.#after(config, checks), release: held.length === 0 ? undefined : this.#releaser(config, held) };
+      // A queued request is served when the turn its queue policies booked comes; a shadow request waits for nothing.
+      const wait = st.queues && !shadow ? turnMs(checks, decisions) : 0;
+      return wait > 0 ? sleep(wait).then(() => verdict) : verdict;
     }
     const worst = mostRestrictive(checked, true) as number;
     this.#emit(req, selection, "denied", checks, decisions, undefined);

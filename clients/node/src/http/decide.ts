@@ -56,6 +56,40 @@ function argsHead(p: Policy): readonly string[] {
   return head;
 }
 
+const ARGS_CONSUME = new WeakMap<Policy, readonly string[]>();
+
+/**
+ * What a consuming clause adds after its COST (docs/http.md, Lockouts and
+ * queues): `BLOCK <block>` and a token policy's `RESERVE <queue>`; a
+ * refund carries neither (it books no turn and starts no block).
+ */
+function argsConsume(p: Policy): readonly string[] {
+  let tail = ARGS_CONSUME.get(p);
+  if (tail === undefined) {
+    const args: string[] = [];
+    if (p.blockMs !== undefined) args.push("BLOCK", `${p.blockMs}ms`);
+    if (p.queueMs !== undefined && p.algorithm === "token") args.push("RESERVE", `${p.queueMs}ms`);
+    tail = args;
+    ARGS_CONSUME.set(p, tail);
+  }
+  return tail;
+}
+
+/**
+ * How long an admitted request waits for its turn: the latest turn its
+ * enforced `queue` policies booked with RESERVE (an admitted reply's
+ * retry_after), 0 for none. The wait is the application's (a timer),
+ * never a WAIT holding the shared connection.
+ */
+export function turnMs(checks: readonly Check[], decisions: readonly Decision[]): number {
+  let wait = 0;
+  checks.forEach((c, i) => {
+    const d = decisions[i];
+    if (c.policy.queueMs !== undefined && !c.policy.shadow && d !== undefined && d.allowed) wait = Math.max(wait, d.retryAfterMs);
+  });
+  return wait;
+}
+
 const ALGORITHM = { fixed: "FIXED", sliding: "SLIDING", approx: "SLIDING", token: "TOKEN", concurrency: "CONCURRENT" } as const;
 
 /**
@@ -66,7 +100,7 @@ export function clause(c: Check, as: "COST" | "REFUND"): Clause {
   return {
     algorithm: ALGORITHM[c.policy.algorithm],
     key: c.key,
-    args: [...argsHead(c.policy), as, String(c.cost)],
+    args: as === "COST" ? [...argsHead(c.policy), as, String(c.cost), ...argsConsume(c.policy)] : [...argsHead(c.policy), as, String(c.cost)],
     override: c.okey,
     refund: as === "REFUND",
   };
