@@ -113,7 +113,9 @@ FRAMEWORKS = [
               "ulule/limiter v3.11.2 (its Redis store, stdlib middleware)", "legacy",
               "ulule/limiter sends X-RateLimit-* only (its Reset is a Unix time)"),
     Framework("spring", "Java", java_app, "Bucket4j 8.19.0 (its Lettuce proxy manager, a servlet filter per route)",
-              "legacy", "Spring MVC on Tomcat; Bucket4j's filter writes X-RateLimit-* from its consumption probe"),
+              "legacy", "Spring MVC on Tomcat; Bucket4j's filter writes X-RateLimit-* from its consumption probe; "
+              "its compare-and-swap is retried while other requests change the same bucket (/open: one "
+              "client address), which shows in its Redis commands per request"),
 ]
 # Frameworks whose app is not written yet: listed in the table as not measured.
 LATER = []

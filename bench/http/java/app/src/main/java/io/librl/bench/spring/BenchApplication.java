@@ -3,8 +3,12 @@ package io.librl.bench.spring;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.Set;
+import org.apache.catalina.Service;
+import org.apache.catalina.connector.Connector;
 import org.springframework.boot.SpringApplication;
 import org.springframework.boot.autoconfigure.SpringBootApplication;
+import org.springframework.boot.tomcat.TomcatWebServer;
+import org.springframework.boot.web.server.context.WebServerApplicationContext;
 import org.springframework.context.ConfigurableApplicationContext;
 
 /**
@@ -21,9 +25,14 @@ import org.springframework.context.ConfigurableApplicationContext;
  * </ul>
  *
  * <p>Env: PORT, REDIS_URL, LIBRL_POLICIES (the policies file the driver writes), BENCH_WARMUP
- * (requests per route before PORT opens, default 5,000; 0: none). The limits are that file's:
+ * (at most this many requests per route before PORT opens, default 20,000; 0: none). The limits are that file's:
  * /open 1,000,000,000 a minute per client address (never refuses), /half 1 per 10 s per X-Client
  * header (the load sends a fresh subject and a spent one in turn).
+ *
+ * <p>The JIT needs more requests than the driver's warm-up run sends, so the app first serves its
+ * own warm-up on a port of its own, then opens PORT on a second connector of the same Tomcat,
+ * made as Spring Boot makes its first, and closes the first: one application context throughout,
+ * so the code compiled during the warm-up is the code that serves the measured requests.
  */
 @SpringBootApplication
 public class BenchApplication {
@@ -34,15 +43,17 @@ public class BenchApplication {
       System.err.println("usage: BenchApplication none|librl|peer|floor");
       System.exit(2);
     }
-    int warmup = Integer.parseInt(env("BENCH_WARMUP", "5000"));
+    int warmup = Integer.parseInt(env("BENCH_WARMUP", "20000"));
+    String port = env("PORT", "8080");
+    ConfigurableApplicationContext context = start(args[0], warmup > 0 ? "0" : port);
     if (warmup > 0) {
-      // The JIT compiles the request path while the same app serves a warm-up on a port of its
-      // own; the compiled code outlives that context, so the app the driver measures starts warm.
-      try (ConfigurableApplicationContext first = start(args[0], "0")) {
-        WarmUp.run(Integer.parseInt(first.getEnvironment().getRequiredProperty("local.server.port")), warmup);
-      }
+      Service service =
+          ((TomcatWebServer) ((WebServerApplicationContext) context).getWebServer()).getTomcat().getService();
+      Connector first = service.findConnectors()[0];
+      WarmUp.run(first.getLocalPort(), warmup);
+      service.addConnector(context.getBean(BenchTomcat.class).connector(Integer.parseInt(port)));
+      service.removeConnector(first);
     }
-    start(args[0], env("PORT", "8080"));
   }
 
   private static ConfigurableApplicationContext start(String variant, String port) {
