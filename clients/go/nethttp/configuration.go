@@ -1,6 +1,7 @@
 package nethttp
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -70,9 +71,109 @@ func (b bytesSource) document() (any, error) {
 }
 
 func parseYAML(data []byte) (any, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil || root.Kind == 0 {
+		return nil, err
+	}
 	var doc any
-	err := yaml.Unmarshal(data, &doc)
-	return doc, err
+	if err := root.Decode(&doc); err != nil {
+		return nil, err
+	}
+	keepJSONOrder(&root, doc)
+	return doc, nil
+}
+
+// keepJSONOrder replaces each refusal's json object or list in doc (deny,
+// fail_deny, a route's deny) with its JSON text in the order the file
+// writes it: a json body is sent as given, and a Go map has no order.
+func keepJSONOrder(root *yaml.Node, doc any) {
+	top, ok := doc.(map[string]any)
+	if !ok || len(root.Content) != 1 {
+		return
+	}
+	refusal := func(node *yaml.Node, value any) {
+		m, ok := value.(map[string]any)
+		if n := mappingValue(node, "json"); ok && n != nil && (n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode) {
+			if text, err := nodeJSON(n); err == nil {
+				m["json"] = json.RawMessage(text)
+			}
+		}
+	}
+	body := root.Content[0]
+	for _, name := range []string{"deny", "fail_deny"} {
+		refusal(mappingValue(body, name), top[name])
+	}
+	routes, _ := top["routes"].([]any)
+	if n := mappingValue(body, "routes"); n != nil && n.Kind == yaml.SequenceNode && len(n.Content) == len(routes) {
+		for i, r := range n.Content {
+			if m, ok := routes[i].(map[string]any); ok {
+				refusal(mappingValue(r, "deny"), m["deny"])
+			}
+		}
+	}
+}
+
+// mappingValue is a YAML mapping's value under a key, nil when none.
+func mappingValue(n *yaml.Node, key string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Kind == yaml.ScalarNode && n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// nodeJSON is a YAML value as JSON text, mappings in the order written.
+func nodeJSON(n *yaml.Node) ([]byte, error) {
+	switch n.Kind {
+	case yaml.AliasNode:
+		return nodeJSON(n.Alias)
+	case yaml.MappingNode, yaml.SequenceNode:
+		open, end, step := byte('['), byte(']'), 1
+		if n.Kind == yaml.MappingNode {
+			open, end, step = '{', '}', 2
+		}
+		text := []byte{open}
+		for i := 0; i+step-1 < len(n.Content); i += step {
+			if i > 0 {
+				text = append(text, ',')
+			}
+			if step == 2 {
+				var k any
+				if err := n.Content[i].Decode(&k); err != nil {
+					return nil, err
+				}
+				name, _ := jsonText(fmt.Sprint(k))
+				text = append(append(text, name...), ':')
+			}
+			v, err := nodeJSON(n.Content[i+step-1])
+			if err != nil {
+				return nil, err
+			}
+			text = append(text, v...)
+		}
+		return append(text, end), nil
+	}
+	var v any
+	if err := n.Decode(&v); err != nil {
+		return nil, err
+	}
+	return jsonText(jsonValue(v))
+}
+
+// jsonText is v as JSON, without encoding/json's escaping of <, > and &
+// (a body is sent as given, not for embedding in HTML).
+func jsonText(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // Config is the configuration as Go data, field for field the document of
@@ -111,7 +212,7 @@ type Deny struct {
 	Body        string            // problem | text | json
 	Message     string            // the text body
 	ContentType string            // the text body's Content-Type
-	JSON        any               // the json body, sent as json.Marshal writes it
+	JSON        any               // the json body as encoding/json writes it (a json.RawMessage: that text)
 	Headers     map[string]string // extra headers on this refusal
 }
 
@@ -745,7 +846,7 @@ func refusalOf(path string, m walked, base *refusal) (*refusal, error) {
 		if r.body != "json" {
 			return nil, bad(path+".json", "json is sent only with body: json")
 		}
-		data, err := json.Marshal(jsonValue(v))
+		data, err := jsonText(jsonValue(v))
 		if err != nil {
 			return nil, bad(path+".json", "must be a JSON value other than null")
 		}

@@ -66,3 +66,36 @@ func TestUnregisteredResolversAreRefusedNamingTheField(t *testing.T) {
 		}
 	}
 }
+
+// A json body is sent as the file gives it: objects' members in the order
+// written (a Go map has none), from JSON and YAML alike, in deny, fail_deny
+// and a route's deny.
+func TestDenyJSONKeepsTheFilesOrder(t *testing.T) {
+	for _, tc := range []struct{ doc, deny, failDeny, route string }{
+		{`{"deny": {"body": "json", "json": {"status": 429, "code": "rate_limit:exceeded"}},
+		   "fail_deny": {"body": "json", "json": [{"z": 1, "a": null}, "x"]},
+		   "policies": [{"name": "p", "algorithm": "fixed", "limit": 1, "window": "1s"}],
+		   "routes": [{"path": "/", "policies": ["p"], "deny": {"json": {"b": 1.0, "a": {"d": true, "c": "é<&>"}}}}]}`,
+			`{"status":429,"code":"rate_limit:exceeded"}`, `[{"z":1,"a":null},"x"]`, `{"b":1,"a":{"d":true,"c":"é<&>"}}`},
+		{"deny: {body: json, json: {status: 429, code: x}}\nfail_deny: {body: json, json: slow}\n" +
+			"policies: [{name: p, algorithm: fixed, limit: 1, window: 1s}]\n" +
+			"routes: [{path: /, policies: [p], deny: {json: {z: [2, 1], a: {y: 1, b: 2}}}}]\n",
+			`{"status":429,"code":"x"}`, `"slow"`, `{"z":[2,1],"a":{"y":1,"b":2}}`},
+	} {
+		doc, err := Bytes([]byte(tc.doc)).document()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := parseConfig(doc, Resolvers{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, got := range []struct{ got, want string }{
+			{string(c.deny.json), tc.deny}, {string(c.failDeny.json), tc.failDeny}, {string(c.routes[0].deny.json), tc.route},
+		} {
+			if got.got != got.want {
+				t.Errorf("%s, want %s", got.got, got.want)
+			}
+		}
+	}
+}
