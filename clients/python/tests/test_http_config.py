@@ -165,3 +165,52 @@ def test_unregistered_resolvers_are_refused_naming_the_field(
         ConfigError, match=re.escape(f"librl: configuration: {field}: no {kind} resolver is")
     ):
         parse(doc)
+
+
+ROUTE = {"path": "/", "policies": ["p"]}
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        # A route's json beside the body it inherits from deny.
+        (
+            {"policies": [P], "deny": {"body": "text"}, "routes": [{**ROUTE, "deny": {"json": 1}}]},
+            "routes[0].deny.json: json is sent only with body: json",
+        ),
+        # A route's body: json takes deny's json, and has none here.
+        (
+            {"policies": [P], "routes": [{**ROUTE, "deny": {"body": "json"}}]},
+            "routes[0].deny.json: missing (body: json sends it)",
+        ),
+        ({"policies": [P], "fail_deny": {"body": "json"}}, "fail_deny.json: missing"),
+        (
+            {"policies": [P], "routes": [{**ROUTE, "deny": {"headers": {"a": "1", "A": "2"}}}]},
+            'routes[0].deny.headers.A: "A" is given twice',
+        ),
+        (
+            {"policies": [P], "fail_deny": {"headers": {"Content-Length": "1"}}},
+            "fail_deny.headers.Content-Length: the integration sets this header itself",
+        ),
+    ],
+)
+def test_refusal_rules_name_the_refusal_and_field(doc: Dict[str, Any], message: str) -> None:
+    assert message in error(doc)
+
+
+def test_a_route_deny_replaces_the_fields_it_gives_at_start_up() -> None:
+    config = parse(
+        {
+            "policies": [P],
+            "deny": {"body": "json", "json": {"e": 1}, "headers": {"X-A": "1"}},
+            "routes": [{**ROUTE, "deny": {"status": 418, "headers": {"X-B": "2"}}}],
+        }
+    )
+    shape = config.routes[0].deny
+    assert shape is not None
+    assert (shape.status, shape.body, shape.payload, shape.headers) == (
+        418,
+        "json",
+        b'{"e":1}',
+        (("X-B", "2"),),
+    )
