@@ -69,7 +69,13 @@ class Engine:
         )
         shadow = planned.mode == "shadow"
         refused = not verdict.admitted and not shadow
-        result: Outcome = "denied" if refused else outcome(planned.mode, policies, replies)
+        result: Outcome
+        if refused:
+            result = "denied"
+        elif verdict.admitted and not verdict.shadow_denied:
+            result = "allowed"  # nothing denied: outcome() would say so too
+        else:
+            result = outcome(planned.mode, policies, replies)
         if result == "would_deny":
             log.warning(
                 "librl shadow mode: %s %s would be denied by policy %r",
