@@ -28,8 +28,8 @@ const PENDING = (
 ).cases;
 /** Pending for every framework here: this runner need not read it yet. */
 const pendingEverywhere = (c: { name: string }): boolean => FRAMEWORKS.every((f) => (PENDING[f] ?? []).includes(c.name));
-/** What this runner can do beyond the base contract (the Rust-only `fail-local` is not among them). */
-const CAPABILITIES = new Set<string>([]);
+/** What this runner can do beyond the base contract: the `local` fail mode. */
+const CAPABILITIES = new Set<string>(["fail-local"]);
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
@@ -544,7 +544,7 @@ describe("conformance", { concurrency: true }, () => {
             : LEFT_TO_THE_BLACK_BOX.has(c.redis ?? "standalone")
               ? `redis: ${c.redis}: run by the black-box runner (conformance/tests/test_blackbox.py)`
               : missing.length > 0
-              ? `requires ${missing.join(", ")} (the Rust integration only)`
+              ? `requires ${missing.join(", ")} (not this runner's)`
               : false;
           it(`${c.name} [${framework}, ${clientName}, ${c.redis ?? "standalone"}]`, { skip }, () => runCase(c, framework, backends));
         }

@@ -337,6 +337,40 @@ describe("HTTP integrations", { concurrency: 1 }, () => {
     assert.match(warnings[0] as string, /Redis did not answer .*fail: open/);
   });
 
+  it("fail: local decides in the process while Redis is down: the hook says local, a concurrency slot is freed when the response ends", async () => {
+    const events: DecisionEvent[] = [];
+    const down = new Redis({ host: "127.0.0.1", port: await freePort(), retryStrategy: () => 50 });
+    down.on("error", () => {});
+    const policies = [
+      { name: "two", algorithm: "fixed", limit: 2, window: "60s" },
+      { name: "slot", algorithm: "concurrency", limit: 1, lease: "60s" },
+    ];
+    const app = express();
+    app.use(rateLimit({ client: down, config: { fail: "local", timeout: "50ms", policies }, onDecision: (e) => events.push(e), logger: { warn: () => {} } }));
+    app.use((_req, res) => void res.send("ok"));
+    const { url, close } = await listen(app);
+    try {
+      // The slot is free again after each response, so only the fixed limit of 2 refuses.
+      assert.deepEqual(await statuses(url, 3), [200, 200, 429]);
+      const refused = await fetch(url);
+      assert.equal(refused.status, 429);
+      assert.equal(((await refused.json()) as { policy: string }).policy, "two");
+      assert.equal(refused.headers.get("x-ratelimit-remaining"), "0");
+    } finally {
+      await close();
+      down.disconnect();
+    }
+    assert.deepEqual(
+      events.map((e) => [e.outcome, e.local, e.error !== undefined]),
+      [
+        ["allowed", true, true],
+        ["allowed", true, true],
+        ["denied", true, true],
+        ["denied", true, true],
+      ],
+    );
+  });
+
   it("Express: a chunked body measured for body-bytes stays readable as req.body", async () => {
     await flush();
     const app = express();

@@ -117,7 +117,9 @@ export interface Config {
   readonly mode: "enforce" | "shadow";
   /** `mode: code:<name>`: the mode resolver giving each request's mode. */
   readonly modeResolver: string | undefined;
-  readonly fail: "open" | "closed";
+  readonly fail: "open" | "closed" | "local";
+  /** The most limiter keys the `local` fail mode holds. */
+  readonly localMaxKeys: number;
   readonly timeoutMs: number;
   readonly headers: HeadersMode;
   /** What X-RateLimit-Reset holds: seconds from now, or the Unix time of the reset. */
@@ -422,7 +424,6 @@ export function parseConfig(raw: unknown, registered: ResolverNames = {}): Confi
   const modeResolver = resolverName("mode", doc["mode"], "mode", registered);
   // With a mode resolver, each policy has its own mode (enforce by default) until a request is shadow or off.
   const mode = (modeResolver === undefined ? doc["mode"] : "enforce") as Config["mode"];
-  if (doc["fail"] === "local") throw new ConfigError("fail", "local is the Rust integration's mode; use open or closed");
   const identities = identitiesOf(doc["identities"]);
   const trustedProxies = (doc["trusted_proxies"] as unknown[]).map((p, i) => parseNetwork(`trusted_proxies[${i}]`, p));
   const exempt = (doc["exempt"] as unknown[]).map((p, i) => parseNetwork(`exempt[${i}]`, p));
@@ -446,6 +447,7 @@ export function parseConfig(raw: unknown, registered: ResolverNames = {}): Confi
     mode,
     modeResolver,
     fail: doc["fail"] as Config["fail"],
+    localMaxKeys: doc["local_max_keys"] as number,
     timeoutMs: doc["timeout"] as number,
     headers: doc["headers"] as HeadersMode,
     legacyReset: doc["legacy_reset"] as Config["legacyReset"],

@@ -10,9 +10,10 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Limiter, type LimiterOptions, type RedisLikeClient } from "../limiter.js";
 import type { Decision } from "../reply.js";
 import { checkResolvers, resolvePolicies, toConfig, type Config, type ConfigSource, type LoadOptions, type Policy } from "./configuration.js";
-import { bySubject, decide, decideOne, decideShadow, leasesOf, refund, release, turnMs, type Answered, type DirectAll, type Failed, type Held } from "./decide.js";
+import { bySubject, clause, decide, decideOne, decideShadow, leasesOf, refund, release, turnMs, type Answered, type DirectAll, type Failed, type Held } from "./decide.js";
 import { Breaker, BreakerOpen } from "./breaker.js";
 import { FailMode } from "./fail-modes.js";
+import { LocalLimiter } from "./local.js";
 import { mostRestrictive, rateLimitHeaders, type Checked } from "./headers.js";
 import { callHook, outcomeOf, type DecisionEvent, type DecisionHook, type Logger, type Outcome } from "./hook.js";
 import { Exemptions, Identity, TrustedProxies, subjectOf, subjectOfValue, type RequestFacts, type SubjectValues } from "./identity.js";
@@ -138,6 +139,8 @@ class State {
   readonly costResolvers: boolean;
   /** Some policy has `queue`: an admitted request may wait for its turn. */
   readonly queues: boolean;
+  /** `fail: local`: the in-process limiters, per configuration (a reload starts afresh). */
+  readonly local: LocalLimiter | undefined;
   /** The mode resolver, when `mode: code:<name>`. */
   readonly modeResolver: ((request: unknown) => RequestMode | Promise<RequestMode>) | undefined;
 
@@ -155,6 +158,7 @@ class State {
     this.limitResolvers = policies.some((p) => p.limitResolver !== undefined);
     this.costResolvers = policies.some((p) => p.cost.kind === "code");
     this.queues = policies.some((p) => p.queueMs !== undefined);
+    this.local = config.fail === "local" ? new LocalLimiter(config.localMaxKeys) : undefined;
     this.routes = new Routes(config.routes, policies);
     this.trusted = new TrustedProxies(config.trustedProxies);
     this.fail = new FailMode(config.fail, limiter, config.timeoutMs, logger);
@@ -213,6 +217,18 @@ function resolvedPolicy(policy: Policy, name: string, given: LimitGiven): Policy
     limit: given.limit,
     windowMs: policy.algorithm === "concurrency" ? policy.windowMs : given.windowMs,
     burst: given.burst,
+  };
+}
+
+/** Frees leases the local limiter gave, on the first call only. */
+function localReleaser(local: LocalLimiter, held: readonly Held[]): () => Promise<void> {
+  let done = false;
+  return () => {
+    if (!done) {
+      done = true;
+      for (const { check, id } of held) local.release(clause(check, "COST"), id);
+    }
+    return Promise.resolve();
   };
 }
 
@@ -341,7 +357,7 @@ export class HttpLimiter {
     if (direct === undefined || !policies.every(isShort) || st.mixed) return this.#checkAll(st, req, selection, planned, measureBody, shadow);
     const checks = costsOf(planned, req, 0);
     if (!Array.isArray(checks)) return Promise.resolve({ pass: false, refusal: checks });
-    if (!this.#breaker.asks()) return this.#failed(st, req, selection, checks, BREAKER_OPEN);
+    if (!this.#breaker.asks()) return this.#failed(st, req, selection, checks, BREAKER_OPEN, shadow);
     if (!oneSubject(checks)) return this.#decided(st, req, selection, checks, shadow, decide(this.limiter, checks, config.timeoutMs, this.#logger));
     return this.#decided(st, req, selection, checks, shadow, decideOne(direct, checks, config.timeoutMs));
   }
@@ -392,7 +408,7 @@ export class HttpLimiter {
     const resolveCost = st.costResolvers ? (name: string) => (st.resolvers.cost?.[name] as (request: unknown) => unknown)(req.request) : undefined;
     const checks = await costs(planned, (name) => req.header(name), config.maxBodyBytes, measureBody, resolveCost);
     if (!Array.isArray(checks)) return { pass: false, refusal: checks };
-    if (!this.#breaker.asks()) return this.#failed(st, req, selection, checks, BREAKER_OPEN);
+    if (!this.#breaker.asks()) return this.#failed(st, req, selection, checks, BREAKER_OPEN, shadowRequest);
     if (shadowRequest || !st.mixed || !checks.some((c) => c.policy.shadow)) {
       return this.#decided(st, req, selection, checks, shadowRequest, decide(this.limiter, checks, config.timeoutMs, this.#logger));
     }
@@ -407,7 +423,7 @@ export class HttpLimiter {
         : await decide(this.limiter, enforced, config.timeoutMs, this.#logger);
     if (!result.answered) {
       this.#breaker.ended(result.error);
-      return this.#failed(st, req, selection, checks, result);
+      return this.#failed(st, req, selection, checks, result, false);
     }
     let shadowDecisions: Decision[];
     try {
@@ -417,7 +433,7 @@ export class HttpLimiter {
       const error = err instanceof Error ? err : new Error(String(err));
       this.#breaker.ended(error);
       const admitted = result.admitted ? bySubject(enforced).map((group) => ({ checks: group, decisions: group.map((c) => result.decisions[enforced.indexOf(c)] as Decision) })) : [];
-      return this.#failed(st, req, selection, checks, { answered: false, error, admitted });
+      return this.#failed(st, req, selection, checks, { answered: false, error, admitted }, false);
     }
     this.#breaker.ended(undefined);
     let e = 0;
@@ -429,18 +445,54 @@ export class HttpLimiter {
   #decided(st: State, req: RequestInfo, selection: Selection, checks: readonly Check[], shadow: boolean, exchange: Promise<Answered | Failed>): Promise<Verdict> {
     return exchange.then((result) => {
       this.#breaker.ended(result.answered ? undefined : result.error);
-      return result.answered ? this.#respond(st, req, selection, checks, shadow, result.admitted, result.decisions) : this.#failed(st, req, selection, checks, result);
+      return result.answered
+        ? this.#respond(st, req, selection, checks, shadow, result.admitted, result.decisions)
+        : this.#failed(st, req, selection, checks, result, shadow);
     });
   }
 
   /** Redis did not answer: the fail mode's verdict. */
-  async #failed(st: State, req: RequestInfo, selection: Selection, checks: readonly Check[], result: Failed): Promise<Verdict> {
+  async #failed(st: State, req: RequestInfo, selection: Selection, checks: readonly Check[], result: Failed, shadow: boolean): Promise<Verdict> {
+    if (st.local !== undefined) return this.#decideLocally(st, st.local, req, selection, checks, result, shadow);
     const outcome = await st.fail.apply(result);
     this.#emit(req, selection, outcome, checks, undefined, result.error);
     if (outcome === "fail_closed") return { pass: false, refusal: unavailable(st.config.failDeny) };
     // fail: open after some groups were admitted: their leases are held while the request runs.
     const held = result.admitted.flatMap((t) => leasesOf(t.checks, t.decisions));
     return held.length === 0 ? PASS_UNCHECKED : { pass: true, headers: {}, after: undefined, release: this.#releaser(st.config, held) };
+  }
+
+  /**
+   * `fail: local` (docs/http.md, Fail modes): the checks decided in the
+   * process by librl-core's algorithms (local.ts), shadow policies apart
+   * from enforced ones as in Redis; then answered as Redis's replies are
+   * (headers, refusal, hook with `local: true`). Refused, what Redis had
+   * admitted before it failed is given back. No `count` refunds (the
+   * local limiter takes none) and no queue turns (RESERVE is not booked
+   * in the process).
+   */
+  async #decideLocally(
+    st: State,
+    local: LocalLimiter,
+    req: RequestInfo,
+    selection: Selection,
+    checks: readonly Check[],
+    failed: Failed,
+    shadow: boolean,
+  ): Promise<Verdict> {
+    const apart = !shadow && st.mixed;
+    const enforced = apart ? checks.filter((c) => !c.policy.shadow) : checks;
+    const all = local.check(enforced.map((c) => clause(c, "COST")));
+    let decisions = all.decisions;
+    if (apart && enforced.length < checks.length) {
+      const shadowAll = local.check(checks.filter((c) => c.policy.shadow).map((c) => clause(c, "COST")));
+      let e = 0;
+      let s = 0;
+      decisions = checks.map((c) => (c.policy.shadow ? shadowAll.decisions[s++] : all.decisions[e++]) as Decision);
+    }
+    const checked: Checked[] = checks.map((c, i) => ({ policy: c.policy, decision: decisions[i] as Decision }));
+    await st.fail.local(failed, outcomeOf(shadow, checked) === "denied");
+    return this.#respond(st, req, selection, checks, shadow, all.allowed, decisions, { limiter: local, error: failed.error });
   }
 
   /** The verdict on an answered exchange: admitted, denied, or (shadow) would deny. */
@@ -452,6 +504,7 @@ export class HttpLimiter {
     shadow: boolean,
     admitted: boolean,
     decisions: readonly Decision[],
+    local?: { readonly limiter: LocalLimiter; readonly error: Error },
   ): Verdict | Promise<Verdict> {
     const config = st.config;
     const checked: Checked[] = checks.map((c, i) => ({ policy: c.policy, decision: decisions[i] as Decision }));
@@ -462,24 +515,28 @@ export class HttpLimiter {
         const what = admitted ? "shadow policy" : "shadow mode";
         this.#logger.warn(`librl: ${what}: ${req.method} ${req.path} would be refused by policy "${(checks[worst] as Check).policy.name}"`);
       }
-      this.#emit(req, selection, outcome, checks, decisions, undefined);
+      this.#emit(req, selection, outcome, checks, decisions, local?.error, local !== undefined);
       const headers = rateLimitHeaders(config.headers, checked, false, config.legacyReset);
       // Not admitted (a shadow request Redis denied): the exchange gave back what the admitted groups took.
       if (!admitted) return { pass: true, headers, after: undefined, release: undefined };
       const held = leasesOf(checks, decisions);
+      if (local !== undefined) {
+        const release = held.length === 0 ? undefined : localReleaser(local.limiter, held);
+        return { pass: true, headers, after: undefined, release };
+      }
       const verdict: Verdict = { pass: true, headers, after: this.#after(config, checks), release: held.length === 0 ? undefined : this.#releaser(config, held) };
       // A queued request is served when the turn its queue policies booked comes; a shadow request waits for nothing.
       const wait = st.queues && !shadow ? turnMs(checks, decisions) : 0;
       return wait > 0 ? sleep(wait).then(() => verdict) : verdict;
     }
     const worst = mostRestrictive(checked, true) as number;
-    this.#emit(req, selection, "denied", checks, decisions, undefined);
+    this.#emit(req, selection, "denied", checks, decisions, local?.error, local !== undefined);
     // A shadow concurrency policy's lease is not refunded, but the request it was taken for is not served.
     const shadowHeld = leasesOf(
       checks.filter((c) => c.policy.shadow),
       decisions.filter((_, i) => (checks[i] as Check).policy.shadow),
     );
-    if (shadowHeld.length > 0) void this.#releaser(config, shadowHeld)();
+    if (shadowHeld.length > 0) void (local === undefined ? this.#releaser(config, shadowHeld) : localReleaser(local.limiter, shadowHeld))();
     const headers = rateLimitHeaders(config.headers, checked, true, config.legacyReset);
     return { pass: false, refusal: denied(selection.deny ?? config.deny, checked[worst] as Checked, (checks[worst] as Check).cost, headers) };
   }
@@ -507,12 +564,13 @@ export class HttpLimiter {
     checks: readonly Check[],
     decisions: readonly Decision[] | undefined,
     error: Error | undefined,
+    local = false,
   ): void {
     const hook = this.#onDecision;
     if (hook === undefined) return;
     const event: DecisionEvent = {
       outcome,
-      local: false,
+      local,
       method: req.method,
       path: req.path,
       route: selection.route,

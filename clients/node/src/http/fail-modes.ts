@@ -18,13 +18,13 @@ export class FailMode {
   #lastWarning = -Infinity;
 
   constructor(
-    readonly mode: "open" | "closed",
+    readonly mode: "open" | "closed" | "local",
     private readonly limiter: Limiter,
     private readonly timeoutMs: number,
     private readonly logger: Logger,
   ) {}
 
-  /** Applies the mode to a failed exchange: the hook's outcome, once any refund is done. */
+  /** Applies `open` or `closed` to a failed exchange: the hook's outcome, once any refund is done. */
   async apply(failed: Failed): Promise<"fail_open" | "fail_closed"> {
     const closed = this.mode === "closed";
     this.#warn(
@@ -34,6 +34,16 @@ export class FailMode {
     // Before the 503 is sent, bounded by its own timeout; a failure is logged.
     if (failed.admitted.length > 0) await giveBack(this.limiter, failed.admitted, this.timeoutMs, this.logger, "a request refused by fail: closed");
     return "fail_closed";
+  }
+
+  /**
+   * `local`: warns (at most once every 10 s), and gives back what Redis
+   * admitted before it failed when the local decision refuses the request
+   * (a refused request is counted by no policy).
+   */
+  async local(failed: Failed, refused: boolean): Promise<void> {
+    this.#warn(`librl: Redis did not answer (${failed.error.message}); deciding requests in the process (fail: local)`);
+    if (refused && failed.admitted.length > 0) await giveBack(this.limiter, failed.admitted, this.timeoutMs, this.logger, "a request refused by fail: local");
   }
 
   #warn(message: string): void {

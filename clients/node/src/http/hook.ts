@@ -29,8 +29,8 @@ export type Outcome = "allowed" | "denied" | "would_deny" | "fail_open" | "fail_
 /** The decision hook's argument, once per checked request. */
 export interface DecisionEvent {
   readonly outcome: Outcome;
-  /** Whether the decision was made in the process (the Rust-only `local` fail mode): always false here. */
-  readonly local: false;
+  /** Whether the decision was made in the process (`fail: local` while Redis could not answer). */
+  readonly local: boolean;
   readonly method: string;
   /** The request's path as received, without the query string. */
   readonly path: string;
@@ -38,7 +38,7 @@ export interface DecisionEvent {
   readonly route: string | undefined;
   /** One per checked policy, in check order. */
   readonly checks: readonly CheckReport[];
-  /** Why Redis could not answer (fail_open, fail_closed). */
+  /** Why Redis could not answer (fail_open, fail_closed, and a local decision). */
   readonly error: Error | undefined;
 }
 

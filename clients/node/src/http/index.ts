@@ -37,3 +37,4 @@ export {
 export { type RequestFacts, type Subject, type SubjectValues } from "./identity.js";
 export { apiKeyId } from "./keys.js";
 export type { Refusal } from "./refusals.js";
+export { LocalLimiter } from "./local.js";
