@@ -24,7 +24,10 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Extension, Router};
-use librl_tower::{AuthUser, Cost, KeyKind, Policy, RateLimiter, RedisTarget};
+use librl_tower::{
+    AuthUser, Builder, Cost, KeyKind, Policy, RateLimiter, RedisTarget, RequestMode, RequestParts,
+    ResolvedLimit,
+};
 
 /// `REDIS_CLUSTER_NODES` (comma-separated `host:port`), else `REDIS_URL`,
 /// else a local server.
@@ -69,9 +72,50 @@ pub fn listen_address() -> String {
 pub fn policy_file_limiter() -> Result<RateLimiter, Box<dyn std::error::Error>> {
     let path = env_var("LIBRL_POLICIES").ok_or("LIBRL_POLICIES: set it to a configuration file")?;
     let config = librl_tower::Config::from_file(path)?;
-    Ok(RateLimiter::builder(config)
+    Ok(conformance_resolvers(RateLimiter::builder(config))
         .redis(redis_from(env_var))
         .build()?)
+}
+
+/// The test resolvers every example app registers (conformance/README.md,
+/// What the app behind the middleware does), each reading a header:
+/// `conformance-cost` (`X-Conformance-Cost`, absent 1), `conformance-limit`
+/// (`X-Conformance-Limit: <limit>/<window ms>[/<burst>]`, absent: nothing)
+/// and `conformance-mode` (`X-Conformance-Mode`, absent `enforce`).
+pub fn conformance_resolvers(builder: Builder) -> Builder {
+    fn header<'r>(req: &'r RequestParts<'_>, name: &str) -> Option<&'r str> {
+        req.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+    builder
+        .cost_resolver("conformance-cost", |req| {
+            match header(req, "x-conformance-cost") {
+                None => Some(1),
+                // Not a u64 (`-1`, `five`, 2^64): no cost, answered 400.
+                Some(text) => text.parse().ok(),
+            }
+        })
+        .limit_resolver("conformance-limit", |req| {
+            let text = header(req, "x-conformance-limit")?;
+            let numbers: Vec<u64> = text
+                .split('/')
+                .map(str::parse)
+                .collect::<Result<_, _>>()
+                .ok()?;
+            match numbers[..] {
+                [limit, ms] => Some(ResolvedLimit::new(limit, Duration::from_millis(ms))),
+                [limit, ms, burst] => {
+                    Some(ResolvedLimit::new(limit, Duration::from_millis(ms)).burst(burst))
+                }
+                _ => None,
+            }
+        })
+        .mode_resolver("conformance-mode", |req| {
+            match header(req, "x-conformance-mode") {
+                Some("shadow") => RequestMode::Shadow,
+                Some("off") => RequestMode::Off,
+                _ => RequestMode::Enforce,
+            }
+        })
 }
 
 /// Every path and method answers `ok` (status from `X-Conformance-Status`,

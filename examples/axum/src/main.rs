@@ -10,7 +10,9 @@
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
-use librl_axum_example::{demo_app, env_var, listen_address, policy_file_app, redis_from};
+use librl_axum_example::{
+    conformance_resolvers, demo_app, env_var, listen_address, policy_file_app, redis_from,
+};
 use librl_tower::{Config, RateLimiter};
 
 /// A configuration that does not start is said in the contract's words on
@@ -37,7 +39,9 @@ async fn serve() -> Result<(), Box<dyn std::error::Error>> {
         Some(path) => Config::from_file(path)?,
         None => Config::default(),
     };
-    let limiter = RateLimiter::builder(config).redis(redis.clone()).build()?;
+    let limiter = conformance_resolvers(RateLimiter::builder(config))
+        .redis(redis.clone())
+        .build()?;
     let app = match &policies {
         Some(_) => policy_file_app(&limiter),
         None => demo_app(&limiter),

@@ -18,6 +18,7 @@ use serde_json::{json, Map, Value};
 
 use crate::identity::Source;
 use crate::policy::{Algorithm, Cost, Count, KeyKind, Policy, ValidPolicy};
+use crate::resolvers::Resolvers;
 use crate::walker::{walk_document, walk_object_at, Walked, WalkedObject};
 
 /// `enforce`, or `shadow`: check and record, never refuse.
@@ -139,6 +140,9 @@ pub struct Config {
     /// Put before every key the middleware writes.
     pub prefix: String,
     pub mode: Mode,
+    /// `mode: code:<name>`: the mode resolver of this name gives each
+    /// request's mode (`mode` is then unused).
+    pub mode_resolver: Option<String>,
     pub fail: FailMode,
     /// The Redis budget of one request's check.
     pub timeout: Duration,
@@ -202,6 +206,7 @@ type Result<T> = std::result::Result<T, ConfigError>;
 const CROSS_FIELD: &[&str] = &[
     "aligned-only-on-fixed",
     "burst-only-on-token",
+    "code-limit-alone",
     "concurrency-has-lease",
     "deny-headers-are-extra",
     "deny-json-with-json-body",
@@ -212,6 +217,7 @@ const CROSS_FIELD: &[&str] = &[
     "keys-name-identities",
     "policy-names-unique",
     "rate-or-limit-and-window",
+    "resolvers-registered",
     "routes-name-defined-policies",
     "trusted-proxies-are-networks",
 ];
@@ -277,7 +283,11 @@ impl Config {
     pub fn to_value(&self) -> Value {
         let mut doc = Map::new();
         doc.insert("prefix".into(), json!(self.prefix));
-        doc.insert("mode".into(), json!(self.mode.name()));
+        let mode = match &self.mode_resolver {
+            Some(name) => format!("code:{name}"),
+            None => self.mode.name().to_string(),
+        };
+        doc.insert("mode".into(), json!(mode));
         doc.insert("fail".into(), json!(self.fail.name()));
         doc.insert("timeout".into(), duration_text(self.timeout));
         doc.insert("headers".into(), json!(self.headers.name()));
@@ -312,14 +322,24 @@ impl Config {
     }
 
     /// Every check of docs/http.md, Start-up validation, with the messages
-    /// a document gets.
+    /// a document gets, with no resolver registered (the builder's
+    /// `build` checks `code:<name>` against the ones it was given).
     pub fn validate(&self) -> Result<()> {
-        self.validated().map(|_| ())
+        self.validated(&Resolvers::default()).map(|_| ())
     }
 
-    pub(crate) fn validated(&self) -> Result<Validated> {
+    pub(crate) fn validated(&self, resolvers: &Resolvers) -> Result<Validated> {
         let read = Config::from_value(&self.to_value())?;
-        let mut policies = valid_policies(&read.policies, "policies", &read.identities)?;
+        // resolvers-registered
+        if let Some(name) = &read.mode_resolver {
+            if !resolvers.mode.contains_key(name) {
+                return Err(ConfigError::new(
+                    "mode",
+                    format!("no mode resolver is registered as \"{name}\""),
+                ));
+            }
+        }
+        let mut policies = valid_policies(&read.policies, "policies", &read.identities, resolvers)?;
         whole_shadow(read.mode, &mut policies);
         Ok(Validated { policies })
     }
@@ -342,6 +362,7 @@ pub(crate) fn validate_policies(
     policies: &[Policy],
     list: &str,
     identities: &[(String, Vec<Source>)],
+    resolvers: &Resolvers,
 ) -> Result<Vec<ValidPolicy>> {
     let mut read = Vec::with_capacity(policies.len());
     for (i, policy) in policies.iter().enumerate() {
@@ -352,7 +373,7 @@ pub(crate) fn validate_policies(
         key_names_identity(&policy, identities, &walked)?;
         read.push(policy);
     }
-    valid_policies(&read, list, identities)
+    valid_policies(&read, list, identities, resolvers)
 }
 
 /// keys-name-identities: a key that is a name is `ip`, `global`,
@@ -411,12 +432,30 @@ fn valid_policies(
     policies: &[Policy],
     list: &str,
     identities: &[(String, Vec<Source>)],
+    resolvers: &Resolvers,
 ) -> Result<Vec<ValidPolicy>> {
     policies
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            ValidPolicy::new(p, identities).ok_or_else(|| {
+            // resolvers-registered
+            let unregistered = |field: &str, kind: &str, name: &str| {
+                ConfigError::new(
+                    format!("{list}[{i}].{field}"),
+                    format!("no {kind} resolver is registered as \"{name}\""),
+                )
+            };
+            if let Cost::Code(name) = &p.cost {
+                if !resolvers.cost.contains_key(name) {
+                    return Err(unregistered("cost", "cost", name));
+                }
+            }
+            if let Some(name) = &p.limit_resolver {
+                if !resolvers.limit.contains_key(name) {
+                    return Err(unregistered("limit", "limit", name));
+                }
+            }
+            ValidPolicy::new(p, identities, resolvers).ok_or_else(|| {
                 ConfigError::new(
                     format!("{list}[{i}]"),
                     "a number the walker accepted is out of the module's range (a bug in librl-tower)",
@@ -429,6 +468,12 @@ fn valid_policies(
 fn read_config(top: &WalkedObject) -> Result<Config> {
     let text = |name: &str| -> Result<&str> { top.required(name, top.text(name)?) };
     let mode = text("mode")?;
+    let mode_resolver = mode.strip_prefix("code:").map(String::from);
+    let mode = if mode_resolver.is_some() {
+        "enforce"
+    } else {
+        mode
+    };
     let fail = text("fail")?;
     let headers = text("headers")?;
     // trusted-proxies-are-networks, exempt-are-networks: the pattern only
@@ -469,6 +514,7 @@ fn read_config(top: &WalkedObject) -> Result<Config> {
     Ok(Config {
         prefix: text("prefix")?.to_string(),
         mode: top.required("mode", Mode::from_name(mode))?,
+        mode_resolver,
         fail: top.required("fail", FailMode::from_name(fail))?,
         timeout: Duration::from_millis(top.required("timeout", top.ms("timeout")?)?),
         headers: top.required("headers", HeaderMode::from_name(headers))?,
@@ -643,8 +689,15 @@ fn read_policy(p: &WalkedObject) -> Result<Policy> {
     let algorithm = p.required("algorithm", p.text("algorithm")?)?;
     let mut algorithm = p.required("algorithm", Algorithm::from_name(algorithm))?;
     let concurrency = algorithm == Algorithm::Concurrency;
+    let limit_resolver = match p.value("limit") {
+        Some(Walked::Text(text)) => Some(code_limit_alone(p, text, concurrency)?),
+        _ => None,
+    };
     let rate_limit = if concurrency {
         None
+    } else if limit_resolver.is_some() {
+        // Each request's own, from the resolver; these are never sent.
+        Some((1, 1000))
     } else {
         Some(rate_limit_and_window(p)?)
     };
@@ -700,10 +753,13 @@ fn read_policy(p: &WalkedObject) -> Result<Policy> {
     let cost = match p.value("cost") {
         Some(Walked::Integer(n)) => Cost::Units(*n),
         Some(Walked::Text(text)) if text == "body-bytes" => Cost::BodyBytes,
-        Some(Walked::Text(text)) => Cost::Header(
-            p.required("cost", text.strip_prefix("header:"))?
-                .to_string(),
-        ),
+        Some(Walked::Text(text)) => match text.strip_prefix("code:") {
+            Some(name) => Cost::Code(name.to_string()),
+            None => Cost::Header(
+                p.required("cost", text.strip_prefix("header:"))?
+                    .to_string(),
+            ),
+        },
         _ => return Err(p.out_of_step("cost")),
     };
     Ok(Policy {
@@ -719,7 +775,34 @@ fn read_policy(p: &WalkedObject) -> Result<Policy> {
             Some(mode) => Some(p.required("mode", Mode::from_name(mode))?),
             None => None,
         },
+        limit_resolver,
     })
+}
+
+/// code-limit-alone: `limit: code:<name>` without window, rate, burst or
+/// overridable (the first given, in that order); its resolver's name.
+fn code_limit_alone(p: &WalkedObject, text: &str, concurrency: bool) -> Result<String> {
+    let name = p.required("limit", text.strip_prefix("code:"))?;
+    if concurrency {
+        return Err(ConfigError::new(
+            p.path("limit"),
+            "a concurrency policy's limit is an integer (its slots), not code:<name>",
+        ));
+    }
+    let given = |field: &str| match field {
+        "overridable" => p.boolean(field).ok().flatten() == Some(true),
+        _ => p.has(field),
+    };
+    if let Some(field) = ["window", "rate", "burst", "overridable"]
+        .into_iter()
+        .find(|f| given(f))
+    {
+        return Err(ConfigError::new(
+            p.path(field),
+            format!("a policy whose limit is {text} has no {field}"),
+        ));
+    }
+    Ok(name.to_string())
 }
 
 /// rate-or-limit-and-window: a rate policy's units and window in ms.
@@ -829,20 +912,27 @@ fn policy_document(p: &Policy) -> Value {
     let mut doc = Map::new();
     doc.insert("name".into(), json!(p.name));
     doc.insert("algorithm".into(), json!(p.algorithm.name()));
-    doc.insert("limit".into(), json!(p.limit));
     let period = match p.algorithm {
         Algorithm::Concurrency => "lease",
         _ => "window",
     };
-    doc.insert(period.into(), duration_text(p.window));
+    match &p.limit_resolver {
+        Some(name) => {
+            doc.insert("limit".into(), json!(format!("code:{name}")));
+        }
+        None => {
+            doc.insert("limit".into(), json!(p.limit));
+            doc.insert(period.into(), duration_text(p.window));
+        }
+    }
     match p.algorithm {
         Algorithm::Fixed { aligned } => {
             doc.insert("aligned".into(), json!(aligned));
         }
-        Algorithm::Token { burst: Some(b) } => {
+        Algorithm::Token { burst: Some(b) } if p.limit_resolver.is_none() => {
             doc.insert("burst".into(), json!(b));
         }
-        Algorithm::Token { burst: None }
+        Algorithm::Token { .. }
         | Algorithm::Sliding
         | Algorithm::Approx
         | Algorithm::Concurrency => {}
@@ -852,10 +942,13 @@ fn policy_document(p: &Policy) -> Value {
         Cost::Units(n) => json!(n),
         Cost::BodyBytes => json!("body-bytes"),
         Cost::Header(name) => json!(format!("header:{name}")),
+        Cost::Code(name) => json!(format!("code:{name}")),
     };
     doc.insert("cost".into(), cost);
     doc.insert("count".into(), json!(p.count.name()));
-    doc.insert("overridable".into(), json!(p.overridable));
+    if p.limit_resolver.is_none() || p.overridable {
+        doc.insert("overridable".into(), json!(p.overridable));
+    }
     if let Some(mode) = p.mode {
         doc.insert("mode".into(), json!(mode.name()));
     }
@@ -1002,11 +1095,7 @@ mod tests {
     fn every_cross_field_rule_of_the_schema_is_checked() {
         // Rules that landed as data before this reader checks them
         // (conformance/pending.json lists their cases).
-        const PENDING: &[&str] = &[
-            "code-limit-alone",
-            "queue-only-on-token",
-            "resolvers-registered",
-        ];
+        const PENDING: &[&str] = &["queue-only-on-token"];
         let mut rules: Vec<&str> = crate::schema::RULES
             .iter()
             .map(|(name, _)| *name)
@@ -1108,13 +1197,13 @@ mod tests {
         .contains("routes[0].methods[0]"));
         let twice = vec![Policy::fixed("a", 1, s(1)), Policy::sliding("a", 2, s(1))];
         assert_eq!(
-            validate_policies(&twice, "layer", &[])
+            validate_policies(&twice, "layer", &[], &Resolvers::default())
                 .unwrap_err()
                 .to_string(),
             "librl: configuration: layer[1].name: \"a\" is used by an earlier policy"
         );
         let ok = with(Policy::token("t", 5, Duration::from_millis(1500)).burst(9));
-        let valid = ok.validated().unwrap();
+        let valid = ok.validated(&Resolvers::default()).unwrap();
         assert_eq!(valid.policies[0].window.ms(), 1500);
     }
 

@@ -164,7 +164,7 @@ pub(crate) fn write(
 fn policy_item(check: &Check, reply: &Decision) -> String {
     let unit = match check.policy.cost {
         ValidCost::BodyBytes => ";qu=\"content-bytes\"",
-        ValidCost::Units(_) | ValidCost::Header { .. } => "",
+        ValidCost::Units(_) | ValidCost::Header { .. } | ValidCost::Code(_) => "",
     };
     let window = match check.policy.window_secs() {
         Some(secs) => format!(";w={secs}"),

@@ -156,6 +156,7 @@ where
 fn facts<B>(req: &Request<B>, peer: Option<IpAddr>) -> RequestFacts<'_> {
     RequestFacts {
         method: req.method(),
+        uri: req.uri(),
         path: req.uri().path(),
         query: req.uri().query(),
         headers: req.headers(),

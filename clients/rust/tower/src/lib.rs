@@ -56,6 +56,7 @@ mod limiter;
 mod plan;
 mod policy;
 mod refusals;
+mod resolvers;
 mod routes;
 mod substitution;
 // RULES (the cross-field rules' names) is read by a test only.
@@ -66,14 +67,18 @@ mod vectors;
 mod walker;
 
 pub use configuration::{
-    Config, ConfigError, Deny, DenyBody, FailMode, HeaderMode, LegacyReset, Mode, Route,
+    Config, ConfigError, Deny, DenyBody, FailMode, HeaderMode, LegacyReset, Mode, Route, RouteDeny,
 };
 pub use decide::RedisTarget;
 pub use durations::{parse_duration, parse_rate};
 pub use hook::{CheckReport, DecisionEvent, DecisionHook, Outcome};
+pub use identity::Source;
 pub use keys::{hashed, policy_keys, PolicyKeys};
 pub use layer::{PeerAddr, RateLimit, RateLimitLayer, RequestBody};
 pub use lease::ResponseBody;
 pub use librl_client::{Decision, RetryAfter};
 pub use limiter::{AuthUser, BuildError, Builder, RateLimiter};
 pub use policy::{Algorithm, Cost, Count, KeyKind, Policy};
+pub use resolvers::{
+    CostResolver, LimitResolver, ModeResolver, RequestMode, RequestParts, ResolvedLimit,
+};

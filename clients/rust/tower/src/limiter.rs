@@ -12,7 +12,7 @@ use http::{Extensions, HeaderMap};
 use ipnet::IpNet;
 use librl_client::{Concurrent, Decision, LeaseId};
 
-use crate::configuration::{validate_policies, whole_shadow, Config, ConfigError, FailMode};
+use crate::configuration::{validate_policies, whole_shadow, Config, ConfigError, FailMode, Mode};
 use crate::decide::{Admitted, Backend, Failure, RedisTarget};
 use crate::fail::LocalLimiter;
 use crate::hook::{self, CheckReport, DecisionEvent, DecisionHook, Outcome};
@@ -21,6 +21,7 @@ use crate::lease::Held;
 use crate::plan::{self, Check, Planned, Refusal, RequestFacts};
 use crate::policy::{Count, Policy};
 use crate::refusals::{self, Refusing, Reply};
+use crate::resolvers::{ModeResolver, RequestMode, RequestParts, ResolvedLimit, Resolvers};
 use crate::routes::PolicySet;
 use crate::{headers, RateLimitLayer};
 
@@ -77,6 +78,10 @@ pub(crate) struct Shared {
     /// `deny` and `fail_deny`, ready to send.
     deny: Refusing,
     fail_deny: Refusing,
+    /// `mode: code:<name>`'s resolver.
+    mode_resolver: Option<Arc<ModeResolver>>,
+    /// Every resolver registered (for layers built in code).
+    resolvers: Resolvers,
     /// When fail-open last logged, so it logs at most every 10 s.
     warned: Mutex<Option<Instant>>,
 }
@@ -87,6 +92,7 @@ pub struct Builder {
     target: RedisTarget,
     hook: Option<Box<dyn DecisionHook>>,
     user: Option<Box<UserResolver>>,
+    resolvers: Resolvers,
 }
 
 impl Builder {
@@ -132,10 +138,46 @@ impl Builder {
         self
     }
 
-    /// Checks the whole configuration (start-up validation) and the Redis
-    /// location; connects on the first request, so Redis may be down.
+    /// Registers the cost resolver `cost: code:<name>` names
+    /// (docs/http.md, Resolvers): the request's cost, 1 to 2^50; anything
+    /// else (None, 0, more) is answered 400 before any check.
+    pub fn cost_resolver(
+        mut self,
+        name: &str,
+        resolver: impl Fn(&RequestParts<'_>) -> Option<u64> + Send + Sync + 'static,
+    ) -> Builder {
+        self.resolvers.cost.insert(name.into(), Arc::new(resolver));
+        self
+    }
+
+    /// Registers the limit resolver `limit: code:<name>` names: the
+    /// subject's limit and window (and a token policy's burst); None: the
+    /// policy does not apply to this request.
+    pub fn limit_resolver(
+        mut self,
+        name: &str,
+        resolver: impl Fn(&RequestParts<'_>) -> Option<ResolvedLimit> + Send + Sync + 'static,
+    ) -> Builder {
+        self.resolvers.limit.insert(name.into(), Arc::new(resolver));
+        self
+    }
+
+    /// Registers the mode resolver `mode: code:<name>` names: each
+    /// request's mode (`Off`: not checked, no headers, no hook call).
+    pub fn mode_resolver(
+        mut self,
+        name: &str,
+        resolver: impl Fn(&RequestParts<'_>) -> RequestMode + Send + Sync + 'static,
+    ) -> Builder {
+        self.resolvers.mode.insert(name.into(), Arc::new(resolver));
+        self
+    }
+
+    /// Checks the whole configuration (start-up validation, `code:<name>`
+    /// against the resolvers registered) and the Redis location; connects
+    /// on the first request, so Redis may be down.
     pub fn build(self) -> Result<RateLimiter, BuildError> {
-        let validated = self.config.validated()?;
+        let validated = self.config.validated(&self.resolvers)?;
         let backend = Backend::new(&self.target, self.config.timeout).map_err(BuildError::Redis)?;
         let routes = Arc::new(PolicySet::new(
             validated.policies,
@@ -144,6 +186,11 @@ impl Builder {
         ));
         let exempt = plan::exempt_networks(&self.config.exempt, self.config.exempt_loopback);
         let deny = Refusing::new(&self.config.deny);
+        let mode_resolver = self
+            .config
+            .mode_resolver
+            .as_ref()
+            .and_then(|name| self.resolvers.mode.get(name).cloned());
         let fail_deny = Refusing::new(&self.config.fail_deny);
         Ok(RateLimiter {
             shared: Arc::new(Shared {
@@ -156,6 +203,8 @@ impl Builder {
                 exempt,
                 deny,
                 fail_deny,
+                mode_resolver,
+                resolvers: self.resolvers,
                 warned: Mutex::new(None),
             }),
         })
@@ -169,6 +218,7 @@ impl RateLimiter {
             target: RedisTarget::Url("redis://127.0.0.1:6379".into()),
             hook: None,
             user: None,
+            resolvers: Resolvers::default(),
         }
     }
 
@@ -199,7 +249,13 @@ impl RateLimiter {
         policies: impl IntoIterator<Item = Policy>,
     ) -> Result<RateLimitLayer, ConfigError> {
         let policies: Vec<Policy> = policies.into_iter().collect();
-        let mut policies = validate_policies(&policies, "layer", &self.shared.config.identities)?;
+        let shared = &self.shared;
+        let mut policies = validate_policies(
+            &policies,
+            "layer",
+            &shared.config.identities,
+            &shared.resolvers,
+        )?;
         whole_shadow(self.shared.config.mode, &mut policies);
         Ok(RateLimitLayer::new(
             self.shared.clone(),
@@ -252,6 +308,14 @@ impl Shared {
     /// The applying policies, or None when the request is not checked (no
     /// route, every policy exempt).
     pub(crate) fn plan(&self, set: &PolicySet, facts: &RequestFacts<'_>) -> Option<Planned> {
+        let mode = match &self.mode_resolver {
+            None => self.config.mode,
+            Some(resolve) => match resolve(&facts.parts()) {
+                RequestMode::Off => return None,
+                RequestMode::Enforce => Mode::Enforce,
+                RequestMode::Shadow => Mode::Shadow,
+            },
+        };
         let selection = set.select(facts.method, facts.path.as_bytes())?;
         let c = &self.config;
         let user = match &self.user {
@@ -273,6 +337,7 @@ impl Shared {
         (!applying.is_empty()).then(|| Planned {
             route: selection.route.map(|(_, path)| path.to_string()),
             deny: selection.deny.cloned(),
+            mode,
             applying,
         })
     }
@@ -292,8 +357,9 @@ impl Shared {
     ) -> Result<Decided, Reply> {
         let route = planned.route.clone();
         let deny = planned.deny.clone();
+        let mode = planned.mode;
         let checks = planned
-            .checks(&self.config.prefix, facts.headers, body_len)
+            .checks(&self.config.prefix, &facts.parts(), body_len)
             .map_err(|r: Refusal| refusals::refused(&r))?;
         let (outcome, replies, local, error, leases) = match self.backend.check(&checks).await {
             Ok(v) => {
@@ -305,14 +371,14 @@ impl Shared {
                 } else {
                     Held::redis_shadow(&checks, &v.replies)
                 };
-                let outcome = match Outcome::of(v.admitted, self.config.mode) {
+                let outcome = match Outcome::of(v.admitted, mode) {
                     Outcome::Allowed if v.shadow_denied => Outcome::WouldDeny,
                     outcome => outcome,
                 };
                 (outcome, v.replies, false, None, leases)
             }
             // Boxed: rare, and kept out of every request's future.
-            Err(failure) => Box::pin(self.fail(&checks, failure)).await,
+            Err(failure) => Box::pin(self.fail(&checks, failure, mode)).await,
         };
         let worst = headers::most_restrictive(&checks, &replies, outcome == Outcome::Denied);
         if outcome == Outcome::WouldDeny {
@@ -435,6 +501,7 @@ impl Shared {
         &self,
         checks: &[Check],
         failure: Failure,
+        mode: Mode,
     ) -> (Outcome, Vec<Decision>, bool, Option<String>, Vec<Held>) {
         let Failure { error, admitted } = failure;
         match self.config.fail {
@@ -473,7 +540,7 @@ impl Shared {
                     .iter()
                     .zip(&replies)
                     .any(|(c, r)| c.policy.shadow && !r.allowed);
-                let outcome = match Outcome::of(served, self.config.mode) {
+                let outcome = match Outcome::of(served, mode) {
                     Outcome::Allowed if shadow_denied => Outcome::WouldDeny,
                     outcome => outcome,
                 };

@@ -7,19 +7,22 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use http::{Extensions, HeaderMap, Method};
+use http::{Extensions, HeaderMap, Method, Uri};
 use ipnet::IpNet;
-use librl_core::units::Amount;
+use librl_core::units::{Amount, Window};
 use librl_core::MAX_AMOUNT;
 
+use crate::configuration::Mode;
 use crate::identity::{header_lines, Client, Subject};
 use crate::keys::Keys;
-use crate::policy::{ValidCost, ValidPolicy};
+use crate::policy::{ValidAlgorithm, ValidCost, ValidPolicy};
 use crate::refusals::Refusing;
+use crate::resolvers::{RequestParts, ResolvedLimit};
 
 /// What a request is, as the adapter saw it.
 pub struct RequestFacts<'a> {
     pub method: &'a Method,
+    pub uri: &'a Uri,
     /// The path as the framework hands it (raw or decoded: the canonical
     /// path is the same).
     pub path: &'a str,
@@ -37,6 +40,8 @@ pub(crate) struct Planned {
     pub route: Option<String>,
     /// The matched route's own refusal; None: the top-level `deny`.
     pub deny: Option<Arc<Refusing>>,
+    /// This request's mode (the mode resolver's, else `mode`).
+    pub mode: Mode,
     pub applying: Vec<(Arc<ValidPolicy>, Subject)>,
 }
 
@@ -56,6 +61,8 @@ pub(crate) enum Refusal {
     /// The policy's cost header is not an integer from 1 to 2^50; `header`
     /// is its name as configured.
     BadCost { policy: String, header: String },
+    /// The policy's cost resolver gave no integer from 1 to 2^50.
+    BadResolvedCost { policy: String, resolver: String },
     /// The body is larger than `max_body_bytes`.
     BodyTooLarge { max: u64 },
 }
@@ -94,6 +101,18 @@ pub(crate) fn is_exempt(networks: &[IpNet], client: &Client) -> bool {
         .is_some_and(|ip| networks.iter().any(|net| net.contains(&ip)))
 }
 
+impl RequestFacts<'_> {
+    /// What a resolver sees.
+    pub(crate) fn parts(&self) -> RequestParts<'_> {
+        RequestParts {
+            method: self.method,
+            uri: self.uri,
+            headers: self.headers,
+            extensions: self.extensions,
+        }
+    }
+}
+
 impl Planned {
     /// The body's size is needed (a `body-bytes` policy applies).
     pub(crate) fn needs_body_len(&self) -> bool {
@@ -103,15 +122,23 @@ impl Planned {
     }
 
     /// The checks, keyed `<prefix>{<subject>}:<policy>`; `body_len` is the
-    /// body's size when [`Planned::needs_body_len`] asked for it.
+    /// body's size when [`Planned::needs_body_len`] asked for it. A policy
+    /// whose limit resolver gives nothing is not checked.
     pub(crate) fn checks(
         self,
         prefix: &str,
-        headers: &HeaderMap,
+        parts: &RequestParts<'_>,
         body_len: Option<u64>,
     ) -> Result<Vec<Check>, Refusal> {
+        let headers = parts.headers;
         self.applying
             .into_iter()
+            .filter_map(|(policy, subject)| match &policy.limit_resolver {
+                None => Some((policy, subject)),
+                Some(resolver) => {
+                    resolved(&policy, (resolver.resolve)(parts)).map(|p| (Arc::new(p), subject))
+                }
+            })
             .map(|(policy, subject)| {
                 let cost = match &policy.cost {
                     ValidCost::Units(n) => *n,
@@ -124,6 +151,12 @@ impl Planned {
                             }
                         })?
                     }
+                    ValidCost::Code(resolver) => (resolver.resolve)(parts)
+                        .and_then(Amount::new)
+                        .ok_or_else(|| Refusal::BadResolvedCost {
+                            policy: policy.name.clone(),
+                            resolver: resolver.name.to_string(),
+                        })?,
                 };
                 let keys = Keys::new(prefix, &subject, &policy.name, policy.overridable);
                 Ok(Check {
@@ -136,6 +169,35 @@ impl Planned {
             })
             .collect()
     }
+}
+
+/// A policy with the limit, window and burst its resolver gave this
+/// request; None when it gave nothing (the policy does not apply) or
+/// numbers the module would refuse (logged: a bug in the resolver).
+fn resolved(policy: &ValidPolicy, limit: Option<ResolvedLimit>) -> Option<ValidPolicy> {
+    let limit = limit?;
+    let window = u64::try_from(limit.window.as_millis())
+        .ok()
+        .filter(|_| limit.window.subsec_nanos().is_multiple_of(1_000_000))
+        .and_then(Window::new);
+    let burst = limit.burst.map(Amount::new);
+    let (Some(amount), Some(window), None | Some(Some(_))) =
+        (Amount::new(limit.limit), window, burst)
+    else {
+        tracing::error!(
+            "librl: the limit resolver {:?} of policy {:?} gave {limit:?}, which the module refuses; the policy is not checked",
+            policy.limit_resolver,
+            policy.name
+        );
+        return None;
+    };
+    let mut p = policy.clone();
+    p.limit = amount;
+    p.window = window;
+    if let ValidAlgorithm::Token { burst: b } = &mut p.algorithm {
+        *b = burst.flatten();
+    }
+    Some(p)
 }
 
 /// A body's size as a cost: at least 1, at most 2^50 (`max_body_bytes`
@@ -167,7 +229,9 @@ impl Check {
     /// subject.
     pub(crate) fn for_test(policy: crate::policy::Policy, cost: u64) -> Check {
         Check {
-            policy: Arc::new(ValidPolicy::new(&policy, &[]).expect("a valid policy")),
+            policy: Arc::new(
+                ValidPolicy::new(&policy, &[], &Default::default()).expect("a valid policy"),
+            ),
             subject: Subject::Global,
             key: "k".into(),
             override_key: None,

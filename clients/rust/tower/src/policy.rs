@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use crate::configuration::Mode;
 use crate::identity::{Keyed, Source};
+use crate::resolvers::{CostResolver, LimitResolver, Named, Resolvers};
 use librl_core::units::{Amount, Window};
 
 /// Which RL.* command a policy calls.
@@ -70,6 +71,9 @@ pub enum Cost {
     /// The integer in the request header of this name (as the 400's detail
     /// writes it: `X-Batch-Size`), 1 when absent.
     Header(String),
+    /// What the cost resolver registered under this name gives
+    /// (docs/http.md, Resolvers).
+    Code(String),
 }
 
 /// Which requests stay counted once the response is known.
@@ -102,6 +106,10 @@ pub struct Policy {
     /// `Some(Shadow)`: checked and counted, never refusing (docs/http.md,
     /// Shadow mode); None: the configuration's `mode`.
     pub mode: Option<Mode>,
+    /// `limit: code:<name>`: the limit resolver of this name gives each
+    /// request's limit and window (`limit`, `window` and burst are then
+    /// unused).
+    pub limit_resolver: Option<String>,
 }
 
 impl Policy {
@@ -146,7 +154,16 @@ impl Policy {
             count: Count::All,
             overridable: false,
             mode: None,
+            limit_resolver: None,
         }
+    }
+
+    /// `limit: code:<name>`: the limit resolver registered as `resolver`
+    /// gives each request's limit and window (docs/http.md, Resolvers).
+    pub fn resolved(name: &str, algorithm: Algorithm, resolver: &str) -> Policy {
+        let mut policy = Policy::new(name, algorithm, 1, Duration::from_secs(1));
+        policy.limit_resolver = Some(resolver.to_string());
+        policy
     }
 
     /// Checked and counted beside the enforced policies, never refusing
@@ -354,6 +371,8 @@ pub(crate) enum ValidCost {
         name: HeaderName,
         configured: String,
     },
+    /// A cost resolver.
+    Code(Named<CostResolver>),
 }
 
 /// A policy whose every number is one the module accepts.
@@ -370,6 +389,8 @@ pub(crate) struct ValidPolicy {
     /// Its own `mode: shadow` (what the top-level `mode: shadow` does to
     /// every policy is the limiter's).
     pub shadow: bool,
+    /// `limit: code:<name>`: each request's limit, window and burst.
+    pub limit_resolver: Option<Named<LimitResolver>>,
 }
 
 impl ValidPolicy {
@@ -377,7 +398,12 @@ impl ValidPolicy {
     /// is not a header name, or the key names no identity of `identities`:
     /// what the reader refuses first, so only a policy that skipped it
     /// gets None.
-    pub(crate) fn new(p: &Policy, identities: &[(String, Vec<Source>)]) -> Option<ValidPolicy> {
+    /// A resolver the policy names that `resolvers` lacks is None too.
+    pub(crate) fn new(
+        p: &Policy,
+        identities: &[(String, Vec<Source>)],
+        resolvers: &Resolvers,
+    ) -> Option<ValidPolicy> {
         let algorithm = match p.algorithm {
             Algorithm::Fixed { aligned } => ValidAlgorithm::Fixed { aligned },
             Algorithm::Sliding => ValidAlgorithm::Sliding,
@@ -397,6 +423,11 @@ impl ValidPolicy {
                 name: HeaderName::from_bytes(configured.as_bytes()).ok()?,
                 configured: configured.clone(),
             },
+            Cost::Code(name) => ValidCost::Code(Resolvers::named(&resolvers.cost, name)?),
+        };
+        let limit_resolver = match &p.limit_resolver {
+            Some(name) => Some(Resolvers::named(&resolvers.limit, name)?),
+            None => None,
         };
         Some(ValidPolicy {
             name: p.name.clone(),
@@ -408,6 +439,7 @@ impl ValidPolicy {
             count: p.count,
             overridable: p.overridable,
             shadow: p.mode == Some(Mode::Shadow),
+            limit_resolver,
         })
     }
 

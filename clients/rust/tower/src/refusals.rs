@@ -224,19 +224,24 @@ pub(crate) fn unavailable(fail_deny: &Refusing) -> Reply {
     })
 }
 
-/// 400 for a bad cost header, 413 for a body too large to measure.
+/// 400 for a bad cost (header or resolver), 413 for a body too large to
+/// measure.
 pub(crate) fn refused(refusal: &Refusal) -> Reply {
+    let bad_cost = |policy: &str, what: String| {
+        let mut extra = Map::new();
+        extra.insert("policy".into(), json!(policy));
+        problem(
+            StatusCode::BAD_REQUEST,
+            INVALID_ARGUMENT,
+            "Bad Request",
+            &format!("{what} must be an integer from 1 to 2^50."),
+            extra,
+        )
+    };
     match refusal {
-        Refusal::BadCost { policy, header } => {
-            let mut extra = Map::new();
-            extra.insert("policy".into(), json!(policy));
-            problem(
-                StatusCode::BAD_REQUEST,
-                INVALID_ARGUMENT,
-                "Bad Request",
-                &format!("{header} must be an integer from 1 to 2^50."),
-                extra,
-            )
+        Refusal::BadCost { policy, header } => bad_cost(policy, header.clone()),
+        Refusal::BadResolvedCost { policy, resolver } => {
+            bad_cost(policy, format!("The cost \"{resolver}\""))
         }
         Refusal::BodyTooLarge { max } => problem(
             StatusCode::PAYLOAD_TOO_LARGE,

@@ -235,7 +235,9 @@ fn config(doc: Value) -> Result<Config, String> {
 
 /// The document's policies, validated, as checks (cost 1, keyed `k`).
 fn checks(config: &Config) -> Result<Vec<Check>, String> {
-    let valid = config.validated().map_err(|e| e.to_string())?;
+    let valid = config
+        .validated(&crate::resolvers::Resolvers::default())
+        .map_err(|e| e.to_string())?;
     Ok(valid
         .policies
         .into_iter()
@@ -308,7 +310,9 @@ fn route(input: &Value) -> Result<Value, String> {
         .map(|n| json!({"name": n, "algorithm": "fixed", "limit": 1, "window": "1s"}))
         .collect();
     let config = config(json!({"policies": policies, "routes": input["routes"]}))?;
-    let valid = config.validated().map_err(|e| e.to_string())?;
+    let valid = config
+        .validated(&crate::resolvers::Resolvers::default())
+        .map_err(|e| e.to_string())?;
     let set = PolicySet::new(valid.policies, &config.routes, &config.deny);
     let method = input["method"].as_str().ok_or("method")?;
     let method = Method::from_bytes(method.as_bytes()).map_err(|e| e.to_string())?;
@@ -481,17 +485,34 @@ fn refusal(input: &Value) -> Result<Value, String> {
             refusals::denied(&Refusing::new(&deny), &check, &reply(&input["reply"])?)
         }
         Some("bad-cost") => {
-            // Planned as a request is, with a cost header that is no integer.
-            let policy = checks(&config)?.remove(0).policy;
-            let header = input["header"].as_str().ok_or("header")?;
-            let headers = header_map(&json!([[header, "x"]]))?;
+            // Planned as a request is, with a cost header that is no
+            // integer, or a cost resolver that gives none.
+            let mut resolvers = crate::resolvers::Resolvers::default();
+            if let Some(name) = input["resolver"].as_str() {
+                let none: Arc<crate::resolvers::CostResolver> = Arc::new(|_| None);
+                resolvers.cost.insert(name.into(), none);
+            }
+            let valid = config.validated(&resolvers).map_err(|e| e.to_string())?;
+            let policy = Arc::new(valid.policies.into_iter().next().ok_or("policy")?);
+            let headers = match input["header"].as_str() {
+                Some(header) => header_map(&json!([[header, "x"]]))?,
+                None => HeaderMap::new(),
+            };
             let planned = Planned {
                 route: None,
                 deny: None,
+                mode: config.mode,
                 applying: vec![(policy, Subject::Global)],
             };
-            match planned.checks(&config.prefix, &headers, None) {
-                Err(refusal @ Refusal::BadCost { .. }) => refusals::refused(&refusal),
+            let (uri, extensions) = (http::Uri::from_static("/"), http::Extensions::new());
+            let parts = crate::resolvers::RequestParts {
+                method: &Method::GET,
+                uri: &uri,
+                headers: &headers,
+                extensions: &extensions,
+            };
+            match planned.checks(&config.prefix, &parts, None) {
+                Err(refusal) => refusals::refused(&refusal),
                 other => return Err(format!("planned as {other:?}")),
             }
         }
@@ -592,7 +613,10 @@ fn substitute_vector(input: &Value) -> Result<Value, String> {
 }
 
 fn config_error(input: &Value) -> Result<Value, String> {
-    let read = Config::from_value(&input["config"]).and_then(|c| c.validated().map(|_| c));
+    let read = Config::from_value(&input["config"]).and_then(|c| {
+        c.validated(&crate::resolvers::Resolvers::default())
+            .map(|_| c)
+    });
     Ok(match read {
         Ok(_) => json!("accepted"),
         Err(e) => json!(e.to_string()),

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use common::{free_port, Cluster, Redis};
 use http::{HeaderMap, HeaderValue, Method};
-use librl_axum_example::policy_file_app;
+use librl_axum_example::{conformance_resolvers, policy_file_app};
 use librl_tower::{Config, RateLimiter, RedisTarget};
 use serde_json::{json, Value};
 
@@ -218,7 +218,11 @@ async fn run_case(case: &Value, servers: &Servers) -> Result<(), String> {
     let config = Config::from_value(&case["config"]);
     if let Some(expected) = case["startup_error"].as_str() {
         // Start-up: reading the document, or building the limiter, fails.
-        let built = config.map(|c| RateLimiter::builder(c).build().map(|_| ()));
+        let built = config.map(|c| {
+            conformance_resolvers(RateLimiter::builder(c))
+                .build()
+                .map(|_| ())
+        });
         let message = match built {
             Err(e) => e.to_string(),
             Ok(Err(e)) => e.to_string(),
@@ -243,7 +247,7 @@ async fn run_case(case: &Value, servers: &Servers) -> Result<(), String> {
             command(node, &["FLUSHALL".into()]).await?;
         }
     }
-    let limiter = RateLimiter::builder(config)
+    let limiter = conformance_resolvers(RateLimiter::builder(config))
         .redis(target)
         .build()
         .map_err(|e| e.to_string())?;
