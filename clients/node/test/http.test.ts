@@ -565,6 +565,33 @@ describe("HTTP integrations", { concurrency: 1 }, () => {
     }
   });
 
+  it("Redis failing mid-exchange under fail: local: served, the admitted subject stays counted; refused locally, it is refunded", async () => {
+    // As above: the API key's RL.ALL answers WRONGTYPE after the IP's was admitted; the process decides by-key (1 per minute).
+    const policies = [
+      { name: "by-ip", algorithm: "fixed", limit: 5, window: "60s" },
+      { name: "by-key", algorithm: "fixed", limit: 1, window: "60s", key: "api-key" },
+    ];
+    const keyOfKey = `rl:{api-key:${createHash("sha256").update("secret").digest("hex").slice(0, 32)}}:by-key`;
+    for (const framework of FRAMEWORKS) {
+      await flush();
+      await server.admin.call("SET", keyOfKey, "not a limiter");
+      const app = await startApp(framework, { client, config: { exempt_loopback: false, fail: "local", policies }, logger: { warn: () => {} } });
+      const counted = async () => ((await server.admin.call("RL.FIXED", "rl:{ip:127.0.0.1}:by-ip", 5, "60s", "PEEK")) as number[])[1];
+      try {
+        const first = await fetch(`http://127.0.0.1:${app.port}/`, { headers: { "X-Api-Key": "secret" } });
+        await first.arrayBuffer();
+        assert.equal(first.status, 200, framework);
+        assert.equal(await counted(), 2, `${framework}: the served request stays counted by Redis`);
+        const second = await fetch(`http://127.0.0.1:${app.port}/`, { headers: { "X-Api-Key": "secret" } });
+        assert.equal(second.status, 429, framework);
+        assert.equal(((await second.json()) as { policy: string }).policy, "by-key", framework);
+        assert.equal(await counted(), 2, `${framework}: the locally refused request is refunded in Redis`);
+      } finally {
+        await app.close();
+      }
+    }
+  });
+
   it("a concurrency policy holds its slot while a streamed response runs, and frees it when the stream ends", async () => {
     await flush();
     const config = { exempt_loopback: false, policies: [{ name: "slots", algorithm: "concurrency", limit: 1, lease: "10s" }] };
