@@ -4,8 +4,9 @@
  * keeps what Redis admitted counted (a request that is served stays
  * counted; its leases are released when its response is finished);
  * `closed` gives back what Redis admitted (refunds, releases), then
- * refuses it with a 503 (a request that is refused is counted by no policy). `local` is the
- * Rust integration's only.
+ * refuses it with a 503 (a request that is refused is counted by no policy);
+ * `local` decides in the process (core.ts with local.ts) and gives back
+ * what Redis admitted when it refuses. Each warns at most once every 10 s.
  */
 import type { Limiter } from "../limiter.js";
 import { giveBack, type Failed } from "./decide.js";
