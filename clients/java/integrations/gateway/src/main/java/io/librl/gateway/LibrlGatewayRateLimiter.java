@@ -213,10 +213,14 @@ public class LibrlGatewayRateLimiter extends AbstractRateLimiter<LibrlGatewayRat
               1000,
               false,
               capacity,
-              new Policy.Key(Policy.KeyKind.GLOBAL, null),
+              new Policy.Key(Policy.KeyKind.GLOBAL),
               new Policy.Cost(Policy.CostKind.UNITS, tokens, null),
               Policy.Count.ALL,
-              false);
+              false,
+              null,
+              null,
+              null,
+              null);
       return new Route(List.of(p), tokens);
     }
 

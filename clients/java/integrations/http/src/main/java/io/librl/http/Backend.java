@@ -35,7 +35,10 @@ final class Backend {
     this.timeout = timeout;
   }
 
-  /** The checks' verdict: admitted or not, and every check's reply in order. */
+  /**
+   * The checks' verdict: whether every enforced group admitted the request, and every check's
+   * reply in order (a shadow check's never refuses: docs/http.md, Shadow mode).
+   */
   record Verdict(boolean admitted, List<Decision> replies) {}
 
   /**
@@ -48,11 +51,22 @@ final class Backend {
     final transient List<List<Integer>> admitted;
     /** Each check's reply so far (null where none came): the leases the admitted groups took. */
     final transient List<Decision> replies;
+    /** The shadow groups Redis admitted: never refunded, their leases released all the same. */
+    final transient List<List<Integer>> shadowAdmitted;
 
     Failure(Throwable cause, List<List<Integer>> admitted, List<Decision> replies) {
+      this(cause, admitted, replies, List.of());
+    }
+
+    Failure(
+        Throwable cause,
+        List<List<Integer>> admitted,
+        List<Decision> replies,
+        List<List<Integer>> shadowAdmitted) {
       super(describe(cause), cause, false, false);
       this.admitted = admitted;
       this.replies = replies;
+      this.shadowAdmitted = shadowAdmitted;
     }
   }
 
@@ -71,7 +85,9 @@ final class Backend {
   /**
    * One {@code RL.ALL} per subject, in the order subjects first appear. After a denial the later
    * subjects are peeked (every check gets a reply) and the earlier, admitted ones refunded, so a
-   * refused request is counted by no policy. Completes exceptionally with a {@link Failure}.
+   * refused request is counted by no policy. Shadow checks follow in groups of their own, sent
+   * whatever the enforced ones answered, never peeked nor refunded. Completes exceptionally with
+   * a {@link Failure}.
    */
   CompletableFuture<Verdict> check(List<Plan.Check> checks) {
     Exchange exchange = new Exchange(checks, this);
@@ -82,7 +98,8 @@ final class Backend {
             (verdict, error) -> {
               if (error != null) {
                 exchange.abandon();
-                throw new Failure(error, exchange.admittedSnapshot(), exchange.repliesSnapshot());
+                throw new Failure(
+                    error, exchange.admittedSnapshot(), exchange.repliesSnapshot(), exchange.shadowSnapshot());
               }
               return verdict;
             });
@@ -231,8 +248,16 @@ final class Backend {
 
   /** Indices of the checks per subject, in the order subjects first appear (one slot each). */
   static List<List<Integer>> bySubject(List<Plan.Check> checks) {
+    return bySubject(checks, null);
+  }
+
+  /** The same among the checks whose {@code shadow} is as given (null: all of them). */
+  static List<List<Integer>> bySubject(List<Plan.Check> checks, Boolean shadow) {
     List<List<Integer>> groups = new ArrayList<>();
     for (int i = 0; i < checks.size(); i++) {
+      if (shadow != null && checks.get(i).shadow() != shadow) {
+        continue;
+      }
       List<Integer> found = null;
       for (List<Integer> g : groups) {
         if (checks.get(g.get(0)).subject().equals(checks.get(i).subject())) {
@@ -253,17 +278,36 @@ final class Backend {
   private static final class Exchange {
     private final List<Plan.Check> checks;
     private final Backend backend;
+    /** The enforced groups, then the shadow ones. */
     private final List<List<Integer>> groups;
+    private final int enforcedGroups;
     private final Decision[] replies;
     private final List<List<Integer>> admittedGroups = new ArrayList<>();
+    private final List<List<Integer>> shadowAdmitted = new ArrayList<>();
     private boolean admitted = true;
+    private boolean refunded;
     private boolean abandoned;
 
     Exchange(List<Plan.Check> checks, Backend backend) {
       this.checks = checks;
       this.backend = backend;
-      this.groups = bySubject(checks);
+      boolean anyShadow = false;
+      for (Plan.Check c : checks) {
+        anyShadow |= c.shadow();
+      }
+      if (anyShadow) {
+        this.groups = new ArrayList<>(bySubject(checks, false));
+        this.enforcedGroups = groups.size();
+        groups.addAll(bySubject(checks, true));
+      } else {
+        this.groups = bySubject(checks);
+        this.enforcedGroups = groups.size();
+      }
       this.replies = new Decision[checks.size()];
+    }
+
+    synchronized List<List<Integer>> shadowSnapshot() {
+      return List.copyOf(shadowAdmitted);
     }
 
     synchronized void abandon() {
@@ -280,16 +324,19 @@ final class Backend {
 
     CompletableFuture<Verdict> group(AsyncLimiter limiter, int g) {
       boolean peek;
+      boolean shadow = g >= enforcedGroups;
       synchronized (this) {
         if (abandoned) {
           return CompletableFuture.failedFuture(new TimeoutException("the exchange's timeout"));
         }
-        if (g == groups.size()) {
-          return admitted
-              ? CompletableFuture.completedFuture(new Verdict(true, Arrays.asList(replies.clone())))
-              : refundAdmitted(limiter);
+        if (g == enforcedGroups && !admitted && !refunded) {
+          refunded = true;
+          return refundAdmitted(limiter).thenCompose(v -> group(limiter, g));
         }
-        peek = !admitted;
+        if (g == groups.size()) {
+          return CompletableFuture.completedFuture(new Verdict(admitted, Arrays.asList(replies.clone())));
+        }
+        peek = !admitted && !shadow;
       }
       List<Integer> members = groups.get(g);
       List<Clause<?>> clauses = new ArrayList<>();
@@ -306,7 +353,11 @@ final class Backend {
                     replies[members.get(k)] = reply.decisions().get(k);
                   }
                   late = abandoned;
-                  if (admitted && reply.allowed() && !late) {
+                  if (shadow) {
+                    if (reply.allowed() && !late) {
+                      shadowAdmitted.add(members);
+                    }
+                  } else if (admitted && reply.allowed() && !late) {
                     admittedGroups.add(members);
                   } else {
                     admitted = false;
@@ -325,14 +376,14 @@ final class Backend {
      * Each group leaves the list as its refund is sent: were the timeout to stop the exchange
      * here, the fail mode refunds only the groups not yet refunded (never one twice).
      */
-    private CompletableFuture<Verdict> refundAdmitted(AsyncLimiter limiter) {
+    private CompletableFuture<Void> refundAdmitted(AsyncLimiter limiter) {
       List<Integer> members;
       synchronized (this) {
         if (abandoned) {
           return CompletableFuture.failedFuture(new TimeoutException("the exchange's timeout"));
         }
         if (admittedGroups.isEmpty()) {
-          return CompletableFuture.completedFuture(new Verdict(false, Arrays.asList(replies.clone())));
+          return CompletableFuture.completedFuture(null);
         }
         members = admittedGroups.remove(0);
       }

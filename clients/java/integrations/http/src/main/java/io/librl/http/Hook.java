@@ -33,6 +33,29 @@ public final class Hook {
       }
       return mode == Config.Mode.SHADOW ? WOULD_DENY : DENIED;
     }
+
+    /**
+     * The outcome of checks and their replies (docs/http.md, Shadow mode): denied when an
+     * enforced check denied ({@code would_deny} in a shadow request), would_deny when only shadow
+     * checks did, else allowed.
+     */
+    static Outcome of(List<Plan.Check> checks, List<Decision> replies, Config.Mode mode) {
+      boolean enforcedDenied = false;
+      boolean shadowDenied = false;
+      for (int i = 0; i < replies.size(); i++) {
+        if (!replies.get(i).allowed()) {
+          if (checks.get(i).shadow()) {
+            shadowDenied = true;
+          } else {
+            enforcedDenied = true;
+          }
+        }
+      }
+      if (enforcedDenied) {
+        return of(false, mode);
+      }
+      return shadowDenied ? WOULD_DENY : ALLOWED;
+    }
   }
 
   /**

@@ -3,7 +3,6 @@ package io.librl.http;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Locale;
 
 /**
  * Who sent a request (docs/http.md, Identity): its address (proxy headers believed only from
@@ -14,29 +13,71 @@ public final class Identity {
   private Identity() {}
 
   /**
-   * The identities a request carries.
-   *
-   * @param ip the client's address after the trusted-proxy rules; null when there is no peer
-   * @param apiKey the API key's id ({@link Keys#hashed}), never the key itself; null without one
-   * @param user the authenticated user, made key-safe; null without one
+   * What a request says of who sent it, read once per request; a policy's subject is taken from it
+   * by {@link #subject}.
    */
-  public record Client(IpAddress ip, String apiKey, String user) {
+  public static final class Client {
+    private final Config config;
+    private final IpAddress ip;
+    private final String apiKey;
+    private final String user;
+    private final byte[] query;
+
+    private Client(Config config, IpAddress ip, String apiKey, String user, byte[] query) {
+      this.config = config;
+      this.ip = ip;
+      this.apiKey = apiKey;
+      this.user = user;
+      this.query = query;
+    }
 
     /**
      * {@code peer} is the TCP peer as the server reports it (a zone index allowed), {@code user}
      * what the framework authenticated (a string: its UTF-8 bytes make the key).
      */
+    public static Client of(String peer, RequestHeaders headers, Config config, String user) {
+      return of(peer, headers, null, config, user);
+    }
+
+    /** The same, with the raw query string's bytes (after the {@code ?}), or null. */
     public static Client of(
-        String peer, RequestHeaders headers, Config config, String user) {
+        String peer, RequestHeaders headers, byte[] query, Config config, String user) {
       IpAddress p = peer == null ? null : IpAddress.parse(peer);
       byte[] key = headers.value(config.apiKeyHeader());
       return new Client(
+          config,
           p == null ? null : clientIp(p, headers, config.trustedProxies()),
           key == null ? null : Keys.hashed(key),
-          user == null || user.isEmpty() ? null : Keys.keySafe(user.getBytes(StandardCharsets.UTF_8)));
+          user == null || user.isEmpty() ? null : user,
+          query);
     }
 
-    /** The subject of a policy, falling back as the contract says: user, API key, address. */
+    /** The client's full address (trusted proxies applied), or null without a peer. */
+    public IpAddress ip() {
+      return ip;
+    }
+
+    /**
+     * Whether no policy limits this client (docs/http.md, Exemptions): its full address is in
+     * {@code exempt}; a request without an address never is.
+     */
+    public boolean exempt() {
+      if (ip == null) {
+        return false;
+      }
+      for (IpAddress.Network net : config.exempt()) {
+        if (net.contains(ip)) {
+          return true;
+        }
+      }
+      return false;
+    }
+
+    /**
+     * The subject of a policy, falling back as the contract says: the built-in {@code user} is
+     * the user, then the API key, then the address; a named identity its first source with a
+     * value, then the address.
+     */
     public Subject subject(Policy.Key key, RequestHeaders headers) {
       switch (key.kind()) {
         case IP:
@@ -45,17 +86,24 @@ public final class Identity {
           return apiKey != null ? new Subject(Subject.Kind.API_KEY, apiKey) : ipSubject();
         case USER:
           if (user != null) {
-            return new Subject(Subject.Kind.USER, user);
+            return new Subject(Subject.Kind.USER, Keys.keySafe(user.getBytes(StandardCharsets.UTF_8)));
           }
           return apiKey != null ? new Subject(Subject.Kind.API_KEY, apiKey) : ipSubject();
-        case HEADER:
+        case IDENTITY:
           {
-            byte[] v = headers.value(key.header());
-            if (v == null) {
-              return ipSubject();
+            Config.NamedIdentity named = config.identities().get(key.identity());
+            for (Source source : named.sources()) {
+              byte[] v = source.read(headers, query, user);
+              if (v != null) {
+                return named(named, v);
+              }
             }
-            return new Subject(
-                Subject.Kind.HEADER, key.header().toLowerCase(Locale.ROOT) + ":" + Keys.keySafe(v));
+            return ipSubject();
+          }
+        case SOURCE:
+          {
+            byte[] v = key.source().read(headers, query, user);
+            return v == null ? ipSubject() : inline(key.source(), v);
           }
         case GLOBAL:
         default:
@@ -64,35 +112,74 @@ public final class Identity {
     }
 
     private Subject ipSubject() {
-      return ip == null ? new Subject(Subject.Kind.UNKNOWN, null) : new Subject(Subject.Kind.IP, ip.toString());
+      return ip == null
+          ? new Subject(Subject.Kind.UNKNOWN, null)
+          : new Subject(Subject.Kind.IP, ip.subjectText(config.ipv6Prefix()));
+    }
+  }
+
+  /** A named identity's subject for a value: {@code <identity>:<value>}, hashed as it says. */
+  static Subject named(Config.NamedIdentity identity, byte[] value) {
+    return new Subject(
+        Subject.Kind.NAMED,
+        identity.name() + ":" + (identity.hashed() ? Keys.hashed(value) : Keys.keySafe(value)));
+  }
+
+  /** An inline source's subject: its kind and name, then the value ({@code authorization:} hashed). */
+  static Subject inline(Source source, byte[] value) {
+    String text =
+        source.kind() == Source.Kind.AUTHORIZATION ? Keys.hashed(value) : Keys.keySafe(value);
+    return new Subject(Subject.Kind.NAMED, source.inlinePrefix() + text);
+  }
+
+  /**
+   * The subject a policy's key gives a raw value named from code (docs/http.md, Keys from code):
+   * an address (its IPv6 network), an API key, a user name, a header's, cookie's or query
+   * parameter's value, a named identity's value; ignored for {@code global}. Null when the value
+   * cannot be that subject (an {@code ip} value that is no address, a missing value).
+   */
+  static Subject ofValue(Config config, Policy.Key key, byte[] value) {
+    if (key.kind() == Policy.KeyKind.GLOBAL) {
+      return new Subject(Subject.Kind.GLOBAL, null);
+    }
+    if (value == null) {
+      return null;
+    }
+    switch (key.kind()) {
+      case IP:
+        {
+          IpAddress ip = IpAddress.parse(value);
+          return ip == null ? null : new Subject(Subject.Kind.IP, ip.subjectText(config.ipv6Prefix()));
+        }
+      case API_KEY:
+        return new Subject(Subject.Kind.API_KEY, Keys.hashed(value));
+      case USER:
+        return new Subject(Subject.Kind.USER, Keys.keySafe(value));
+      case IDENTITY:
+        return named(config.identities().get(key.identity()), value);
+      case SOURCE:
+      default:
+        return inline(key.source(), value);
     }
   }
 
   /**
    * Whose counter a policy uses; its {@code toString} is the key's middle part ({@code
    * ip:203.0.113.7}, {@code api-key:2bb8...}, {@code user:alice}, {@code header:x-tenant:acme},
-   * {@code global}, {@code key:alice}, {@code ip:unknown}).
+   * {@code client:acme}, {@code global}, {@code key:alice}, {@code ip:unknown}).
    */
   public record Subject(Kind kind, String value) {
     public enum Kind {
       IP,
       API_KEY,
       USER,
-      HEADER,
+      /** A named identity or an inline source: the value is the whole text ({@code client:acme}). */
+      NAMED,
       GLOBAL,
       /** A key a framework resolved itself: Spring Cloud Gateway's {@code KeyResolver}. */
       KEY,
       /** No peer address: every such request shares one counter. */
       UNKNOWN
-    }
-
-    /** Whether this is an {@code ip} subject with a loopback address. */
-    public boolean isLoopback() {
-      if (kind != Kind.IP) {
-        return false;
-      }
-      IpAddress ip = IpAddress.parse(value);
-      return ip != null && ip.isLoopback();
     }
 
     @Override
@@ -104,8 +191,8 @@ public final class Identity {
           return "api-key:" + value;
         case USER:
           return "user:" + value;
-        case HEADER:
-          return "header:" + value;
+        case NAMED:
+          return value;
         case GLOBAL:
           return "global";
         case KEY:

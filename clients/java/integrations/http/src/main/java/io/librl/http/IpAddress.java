@@ -229,6 +229,25 @@ public final class IpAddress {
     return text.substring(start, end);
   }
 
+  /**
+   * The address as an {@code ip} subject writes it (docs/http.md, IPv6 networks): an IPv4
+   * address as itself, an IPv6 one as its network of {@code v6Prefix} bits ({@code
+   * 2001:db8:1::/56}), itself at 128.
+   */
+  public String subjectText(int v6Prefix) {
+    if (isV4() || v6Prefix >= 128) {
+      return toString();
+    }
+    byte[] net = new byte[16];
+    int full = v6Prefix / 8;
+    System.arraycopy(bytes, 0, net, 0, full);
+    int rest = v6Prefix % 8;
+    if (rest != 0) {
+      net[full] = (byte) (bytes[full] & (0xff << (8 - rest)));
+    }
+    return new IpAddress(net) + "/" + v6Prefix;
+  }
+
   @Override
   public String toString() {
     if (isV4()) {

@@ -5,7 +5,7 @@ import java.util.List;
 
 /**
  * Which checks a request needs (docs/http.md, One decision per request, step 1): the route's
- * policies, the loopback-exempt ones dropped, each one's subject and keys (docs/http.md, Keys) and
+ * policies, each one's subject and keys (docs/http.md, Keys) and
  * its cost (docs/http.md, Cost). A request refused before any check (a bad cost header, a body too
  * large) is a {@link Refusal}.
  */
@@ -24,8 +24,21 @@ public final class Plan {
    * @param headers the request's headers as bytes
    * @param peer the TCP peer's address as the server reports it, or null
    * @param user the authenticated user, or null
+   * @param query the raw query string (after the {@code ?}, undecoded), or null
+   * @param original the framework's own request ({@code HttpServletRequest}, {@code
+   *     ServerWebExchange}), for resolvers; null where there is none
    */
-  public record Request(String method, String path, RequestHeaders headers, String peer, String user) {
+  public record Request(
+      String method, String path, RequestHeaders headers, String peer, String user, String query, Object original) {
+    public Request(String method, String path, RequestHeaders headers, String peer, String user) {
+      this(method, path, headers, peer, user, null, null);
+    }
+
+    /** The query string's bytes (as the client sent them: Latin-1 text), or null. */
+    public byte[] queryBytes() {
+      return query == null ? null : RequestHeaders.latin1(query);
+    }
+
     /** The path's bytes. */
     public byte[] pathBytes() {
       return RequestHeaders.latin1(path);
@@ -40,10 +53,15 @@ public final class Plan {
    *
    * @param route the matched route's path as configured, or null
    * @param applying the policies, in check order
+   * @param deny the matched route's own refusal, or null: the top-level {@code deny}
    */
-  public record Planned(String route, List<Applying> applying) {
+  public record Planned(String route, List<Applying> applying, Config.Deny deny) {
     public Planned {
       applying = List.copyOf(applying);
+    }
+
+    public Planned(String route, List<Applying> applying) {
+      this(route, applying, null);
     }
 
     /** Whether the body's size is needed (a {@code body-bytes} policy applies). */
@@ -52,14 +70,31 @@ public final class Plan {
     }
   }
 
-  /** One policy checked for one request. */
-  public record Check(Policy policy, Identity.Subject subject, String key, String overrideKey, long cost) {}
+  /**
+   * One policy checked for one request. {@code policy} holds the limit and window checked (a
+   * limit resolver's, for {@code limit: code:<name>}); {@code shadow}: counted, never refusing
+   * (docs/http.md, Shadow mode).
+   */
+  public record Check(
+      Policy policy, Identity.Subject subject, String key, String overrideKey, long cost, boolean shadow) {
+    public Check(Policy policy, Identity.Subject subject, String key, String overrideKey, long cost) {
+      this(policy, subject, key, overrideKey, cost, false);
+    }
+  }
 
   /** A request refused before any policy is checked. */
   public sealed interface Refusal permits BadCost, TooLarge {}
 
-  /** The policy's cost header is not an integer from 1 to 2^50; {@code header} as configured. */
-  public record BadCost(String policy, String header) implements Refusal {}
+  /**
+   * The policy's cost is not an integer from 1 to 2^50: its cost header ({@code header} as
+   * configured) or its cost resolver ({@code resolver}, the name in {@code code:<name>}) said
+   * otherwise.
+   */
+  public record BadCost(String policy, String header, String resolver) implements Refusal {
+    public BadCost(String policy, String header) {
+      this(policy, header, null);
+    }
+  }
 
   /** The body is larger than {@code max_body_bytes}. */
   public record TooLarge(long max) implements Refusal {}
@@ -79,31 +114,32 @@ public final class Plan {
     }
   }
 
-  /**
-   * The policies that apply to this client, each with its subject, in check order: those whose
-   * subject is a loopback address are dropped when {@code exemptLoopback} is on.
-   */
+  /** The policies that apply to this client, each with its subject, in check order. */
   public static List<Applying> applying(
-      List<Policy> policies, Identity.Client client, RequestHeaders headers, boolean exemptLoopback) {
-    List<Applying> out = new ArrayList<>();
+      List<Policy> policies, Identity.Client client, RequestHeaders headers) {
+    List<Applying> out = new ArrayList<>(policies.size());
     for (Policy p : policies) {
-      Identity.Subject subject = client.subject(p.key(), headers);
-      if (!(exemptLoopback && subject.isLoopback())) {
-        out.add(new Applying(p, subject));
-      }
+      out.add(new Applying(p, client.subject(p.key(), headers)));
     }
     return out;
   }
 
   /**
    * The checks, keyed {@code <prefix>{<subject>}:<policy>}; {@code bodyLength} is the body's size
-   * when {@link Planned#needsBodyLength} asked for it (else -1).
+   * when {@link Planned#needsBodyLength} asked for it (else -1). A policy whose limit resolver
+   * gives nothing is left out; a policy whose own mode is shadow is a shadow check, unless the
+   * request's {@code mode} is shadow already.
    *
-   * @throws RefusedException for a bad cost header
+   * @throws RefusedException for a bad cost header or resolver's cost
    */
   public static List<Check> checks(
-      Planned planned, String prefix, RequestHeaders headers, long bodyLength) {
-    List<Check> out = new ArrayList<>();
+      Planned planned,
+      String prefix,
+      Request request,
+      long bodyLength,
+      Config.Mode mode,
+      Resolvers resolvers) {
+    List<Check> out = new ArrayList<>(planned.applying().size());
     for (Applying a : planned.applying()) {
       Policy policy = a.policy();
       long cost;
@@ -115,15 +151,30 @@ public final class Plan {
           // At least 1; max_body_bytes already bounds it below 2^50.
           cost = Math.max(1, Math.min(bodyLength, MAX_COST));
           break;
+        case CODE:
+          cost = resolvers.cost(policy.cost().resolver(), request);
+          if (cost < 0) {
+            throw new RefusedException(new BadCost(policy.name(), null, policy.cost().resolver()));
+          }
+          break;
         case HEADER:
         default:
-          cost = costHeader(headers.joined(policy.cost().header()));
+          cost = costHeader(request.headers().joined(policy.cost().header()));
           if (cost < 0) {
             throw new RefusedException(new BadCost(policy.name(), policy.cost().header()));
           }
       }
+      if (policy.limitResolver() != null) {
+        policy = resolvers.limit(policy, request);
+        if (policy == null) {
+          continue;
+        }
+      }
       Keys keys = Keys.of(prefix, a.subject(), policy.name(), policy.overridable());
-      out.add(new Check(policy, a.subject(), keys.key(), keys.overrideKey(), cost));
+      // A shadow request checks every policy exactly as enforce would (its outcome never
+      // refuses); in an enforced one, a shadow policy has RL.ALLs of its own.
+      boolean shadow = mode != Config.Mode.SHADOW && policy.mode() == Config.Mode.SHADOW;
+      out.add(new Check(policy, a.subject(), keys.key(), keys.overrideKey(), cost, shadow));
     }
     return out;
   }

@@ -21,6 +21,12 @@ import java.util.Objects;
  * @param cost what one request costs
  * @param count which requests stay counted once the response is known
  * @param overridable the check sends {@code OVERRIDE <its override key>}
+ * @param mode its own mode ({@code enforce} or {@code shadow}); null: the request's
+ * @param blockMs once it denies a subject, the lockout in milliseconds (the module's {@code
+ *     BLOCK}); null: none
+ * @param queueMs a token policy's longest wait for a turn ({@code RESERVE}); null: none
+ * @param limitResolver the name in {@code limit: code:<name>}: the limit and window come from
+ *     that resolver per request (limit and window are then unused); null: the configured ones
  */
 public record Policy(
     String name,
@@ -32,7 +38,11 @@ public record Policy(
     Key key,
     Cost cost,
     Count count,
-    boolean overridable) {
+    boolean overridable,
+    Config.Mode mode,
+    Long blockMs,
+    Long queueMs,
+    String limitResolver) {
 
   public Policy {
     Objects.requireNonNull(name, "name");
@@ -74,56 +84,88 @@ public record Policy(
   /** Whose counter a policy uses (docs/http.md, Identity). */
   public enum KeyKind {
     IP,
+    /** The built-in {@code api-key} (the {@code api_key_header}). */
     API_KEY,
+    /** The built-in {@code user} (the user, then the API key, then the address). */
     USER,
-    HEADER,
-    GLOBAL
+    GLOBAL,
+    /** A named identity of {@code identities} (docs/http.md, Named identities). */
+    IDENTITY,
+    /** One source inline: {@code header:}, {@code cookie:}, {@code query:}, {@code authorization:}. */
+    SOURCE
   }
 
   /**
    * A policy's {@code key}.
    *
-   * @param kind ip, api-key, user, header or global
-   * @param header the header's name as configured, for {@code header:<Name>}; else null
+   * @param kind ip, api-key, user, global, a named identity or one source inline
+   * @param identity for {@code IDENTITY}, the identity's name; else null
+   * @param source for {@code SOURCE}, the source; else null
    */
-  public record Key(KeyKind kind, String header) {
-    /** Reads a text the walker has checked against the schema's pattern. */
-    static Key fromConfig(String text) {
+  public record Key(KeyKind kind, String identity, Source source) {
+    /** A built-in key: ip, api-key, user or global. */
+    public Key(KeyKind kind) {
+      this(kind, null, null);
+    }
+
+    /**
+     * Reads a text the walker has checked against the schema's pattern; {@code api-key} and
+     * {@code user} are named identities when {@code identities} redefines them.
+     */
+    static Key fromConfig(String text, java.util.Set<String> identities) {
+      if (text.indexOf(':') >= 0) {
+        return new Key(KeyKind.SOURCE, null, Source.parse(text));
+      }
+      if (identities.contains(text)) {
+        return new Key(KeyKind.IDENTITY, text, null);
+      }
       switch (text) {
         case "ip":
-          return new Key(KeyKind.IP, null);
+          return new Key(KeyKind.IP);
         case "api-key":
-          return new Key(KeyKind.API_KEY, null);
+          return new Key(KeyKind.API_KEY);
         case "user":
-          return new Key(KeyKind.USER, null);
-        case "global":
-          return new Key(KeyKind.GLOBAL, null);
+          return new Key(KeyKind.USER);
         default:
-          return new Key(KeyKind.HEADER, text.substring("header:".length()));
+          return new Key(KeyKind.GLOBAL);
       }
     }
 
     /** The configuration's text. */
     public String configText() {
-      return kind == KeyKind.HEADER ? "header:" + header : kind.name().toLowerCase(Locale.ROOT).replace('_', '-');
+      switch (kind) {
+        case IDENTITY:
+          return identity;
+        case SOURCE:
+          return source.kind().name().toLowerCase(Locale.ROOT) + ":" + source.name();
+        default:
+          return kind.name().toLowerCase(Locale.ROOT).replace('_', '-');
+      }
     }
   }
 
-  /** What a request costs: an integer, the body's bytes, or a header's integer. */
+  /** What a request costs: an integer, the body's bytes, a header's integer, or a resolver's. */
   public enum CostKind {
     UNITS,
     BODY_BYTES,
-    HEADER
+    HEADER,
+    /** {@code code:<name>}: a cost resolver (docs/http.md, Resolvers). */
+    CODE
   }
 
   /**
    * A policy's {@code cost}.
    *
-   * @param kind units, body-bytes or header
+   * @param kind units, body-bytes, header or code
    * @param units for {@code UNITS}, every request's cost
    * @param header for {@code HEADER}, the header's name as configured (the 400's detail)
+   * @param resolver for {@code CODE}, the resolver's name
    */
-  public record Cost(CostKind kind, long units, String header) {}
+  public record Cost(CostKind kind, long units, String header, String resolver) {
+    public Cost(CostKind kind, long units, String header) {
+      this(kind, units, header, null);
+    }
+  }
 
   /** Which requests stay counted once the response is known. */
   public enum Count {

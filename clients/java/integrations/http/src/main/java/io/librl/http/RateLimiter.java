@@ -32,14 +32,17 @@ public final class RateLimiter implements AutoCloseable {
   private final RedisConnection connection;
   private final Backend backend;
   private final Hook.DecisionHook hook;
+  private final Resolvers resolvers;
   private final Routes routes;
   private Instant warned;
 
-  private RateLimiter(Config config, RedisConnection connection, Hook.DecisionHook hook) {
+  private RateLimiter(
+      Config config, RedisConnection connection, Hook.DecisionHook hook, Resolvers resolvers) {
     this.config = config;
     this.connection = connection;
     this.backend = new Backend(connection, config.timeout());
     this.hook = hook;
+    this.resolvers = resolvers;
     this.routes = new Routes(config.policies(), config.routes());
   }
 
@@ -52,9 +55,28 @@ public final class RateLimiter implements AutoCloseable {
     private final Config config;
     private RedisConnection connection;
     private Hook.DecisionHook hook;
+    private final Resolvers.Registry resolvers = new Resolvers.Registry();
 
     private Builder(Config config) {
       this.config = config;
+    }
+
+    /** Registers the cost resolver the file names as {@code cost: code:<name>}. */
+    public Builder costResolver(String name, Resolvers.CostResolver resolver) {
+      resolvers.costs.put(Objects.requireNonNull(name, "name"), Objects.requireNonNull(resolver, "resolver"));
+      return this;
+    }
+
+    /** Registers the limit resolver the file names as {@code limit: code:<name>}. */
+    public Builder limitResolver(String name, Resolvers.LimitResolver resolver) {
+      resolvers.limits.put(Objects.requireNonNull(name, "name"), Objects.requireNonNull(resolver, "resolver"));
+      return this;
+    }
+
+    /** Registers the mode resolver the file names as {@code mode: code:<name>}. */
+    public Builder modeResolver(String name, Resolvers.ModeResolver resolver) {
+      resolvers.modes.put(Objects.requireNonNull(name, "name"), Objects.requireNonNull(resolver, "resolver"));
+      return this;
     }
 
     /** A standalone server's URL. */
@@ -83,16 +105,20 @@ public final class RateLimiter implements AutoCloseable {
 
     /**
      * The limiter. Redis is connected in the background now (so the first request does not wait
-     * for it) and again on demand; a Redis that is down does not stop the start.
+     * for it) and again on demand; a Redis that is down does not stop the start. A resolver the
+     * configuration names and no one registered is a {@link ConfigException} naming its field.
      */
     public RateLimiter build() {
+      Resolvers registered = resolvers.build();
+      registered.check(config);
       RateLimiter limiter =
           new RateLimiter(
               config,
               connection != null
                   ? connection
                   : RedisConnection.url("redis://127.0.0.1:6379", config.timeout()),
-              hook);
+              hook,
+              registered);
       limiter.connection.limiter();
       return limiter;
     }
@@ -145,18 +171,51 @@ public final class RateLimiter implements AutoCloseable {
 
   /**
    * The applying policies with their subjects, or null when the request is not checked (no route,
-   * every policy exempt).
+   * an exempt client: docs/http.md, Exemptions).
    */
   public Plan.Planned plan(Routes routes, Plan.Request request) {
     Routes.Selection selection = routes.select(request.method(), request.pathBytes());
-    if (selection == null) {
+    if (selection == null || selection.policies().isEmpty()) {
       return null;
     }
     Identity.Client client =
-        Identity.Client.of(request.peer(), request.headers(), config, request.user());
-    List<Plan.Applying> applying =
-        Plan.applying(selection.policies(), client, request.headers(), config.exemptLoopback());
-    return applying.isEmpty() ? null : new Plan.Planned(selection.path(), applying);
+        Identity.Client.of(
+            request.peer(), request.headers(), request.queryBytes(), config, request.user());
+    if (client.exempt()) {
+      return null;
+    }
+    return new Plan.Planned(
+        selection.path(),
+        Plan.applying(selection.policies(), client, request.headers()),
+        selection.deny());
+  }
+
+  /**
+   * The limiter key and override key the middleware uses for {@code policy} and a subject's raw
+   * value (docs/http.md, Keys from code): an address, an API key, a user name, a header's,
+   * cookie's or query parameter's value (its UTF-8 bytes), ignored for a {@code global} policy.
+   * The override key is given whether or not the policy is {@code overridable}: {@code
+   * RL.OVERRIDE SET <it> 1000 1m} gives that subject its own plan.
+   *
+   * @throws IllegalArgumentException for a policy the configuration does not have, or a value
+   *     that cannot be its subject (an {@code ip} value that is no address)
+   */
+  public Keys keys(String policy, String value) {
+    return keys(policy, value == null ? null : value.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+  }
+
+  /** {@link #keys(String, String)} for a value given as bytes. */
+  public Keys keys(String policy, byte[] value) {
+    Policy p = config.policy(policy);
+    if (p == null) {
+      throw new IllegalArgumentException("no policy is named \"" + policy + "\"");
+    }
+    Identity.Subject subject = Identity.ofValue(config, p.key(), value);
+    if (subject == null) {
+      throw new IllegalArgumentException(
+          "policy \"" + policy + "\" is keyed by " + p.key().configText() + ", which this value cannot be");
+    }
+    return Keys.of(config.prefix(), subject, p.name(), true);
   }
 
   /** The 413 a planned request gets when its body is larger than {@code max_body_bytes}. */
@@ -170,15 +229,25 @@ public final class RateLimiter implements AutoCloseable {
    * else -1. Never completes exceptionally for Redis's sake: the fail mode decides.
    */
   public CompletableFuture<Decided> decide(Plan.Planned planned, Plan.Request request, long bodyLength) {
+    Config.Mode mode = resolvers.mode(config, request);
+    if (mode == Config.Mode.OFF) {
+      return CompletableFuture.completedFuture(Decided.UNCHECKED);
+    }
     List<Plan.Check> checks;
     try {
-      checks = Plan.checks(planned, config.prefix(), request.headers(), bodyLength);
+      checks = Plan.checks(planned, config.prefix(), request, bodyLength, mode, resolvers);
     } catch (Plan.RefusedException e) {
       return CompletableFuture.completedFuture(
           new Decided(
               List.of(), List.of(), null, Refusals.refused(e.refusal()), Map.of(), Leases.NONE));
     }
-    return exchange(new Asked(planned.route(), request.method(), request.path()), checks);
+    if (checks.isEmpty()) {
+      return CompletableFuture.completedFuture(Decided.UNCHECKED);
+    }
+    return exchange(
+        new Asked(planned.route(), request.method(), request.path(), mode,
+            planned.deny() == null ? config.deny() : planned.deny()),
+        checks);
   }
 
   /**
@@ -187,11 +256,14 @@ public final class RateLimiter implements AutoCloseable {
    * what the hook and the logs name.
    */
   public CompletableFuture<Decided> decide(String route, List<Plan.Check> checks) {
-    return exchange(new Asked(route, null, null), List.copyOf(checks));
+    return exchange(new Asked(route, null, null, config.mode(), config.deny()), List.copyOf(checks));
   }
 
-  /** What the hook and the logs say about the request: its route, method and path, or nulls. */
-  private record Asked(String route, String method, String path) {}
+  /**
+   * What the hook and the logs say about the request (its route, method and path, or nulls), its
+   * mode, and the refusal a denial gets (the route's {@code deny}, or the top-level one).
+   */
+  private record Asked(String route, String method, String path, Config.Mode mode, Config.Deny deny) {}
 
   private CompletableFuture<Decided> exchange(Asked asked, List<Plan.Check> checks) {
     return backend
@@ -201,7 +273,10 @@ public final class RateLimiter implements AutoCloseable {
               if (error == null) {
                 return CompletableFuture.completedFuture(
                     respond(asked, checks, verdict.replies(),
-                        Hook.Outcome.of(verdict.admitted(), config.mode()), null));
+                        verdict.admitted()
+                            ? Hook.Outcome.of(checks, verdict.replies(), asked.mode())
+                            : Hook.Outcome.of(false, asked.mode()),
+                        null));
               }
               // The stage before wraps the Failure (and its admitted groups) in a CompletionException.
               Throwable cause =
@@ -228,11 +303,19 @@ public final class RateLimiter implements AutoCloseable {
       for (List<Integer> members : failure.admitted) {
         leases.addAll(Backend.held(checks, members, failure.replies));
       }
+      for (List<Integer> members : failure.shadowAdmitted) {
+        leases.addAll(Backend.held(checks, members, failure.replies));
+      }
       backend.release(leases);
       return CompletableFuture.completedFuture(
           respond(asked, checks, List.of(), Hook.Outcome.FAIL_OPEN, error));
     }
     LOG.log(System.Logger.Level.ERROR, "librl: request refused (fail closed): " + error);
+    List<Leases.Held> shadowLeases = new ArrayList<>();
+    for (List<Integer> members : failure.shadowAdmitted) {
+      shadowLeases.addAll(Backend.held(checks, members, failure.replies));
+    }
+    backend.release(shadowLeases);
     return backend
         .refundGroups(checks, failure.admitted, failure.replies)
         .thenApply(v -> respond(asked, checks, List.of(), Hook.Outcome.FAIL_CLOSED, error));
@@ -244,11 +327,12 @@ public final class RateLimiter implements AutoCloseable {
       List<Decision> replies,
       Hook.Outcome outcome,
       String error) {
-    int worst = ResponseHeaders.mostRestrictive(replies);
+    boolean refused = outcome == Hook.Outcome.DENIED;
+    int worst = ResponseHeaders.mostRestrictive(checks, replies, refused);
     if (outcome == Hook.Outcome.WOULD_DENY && worst >= 0) {
       LOG.log(
           System.Logger.Level.WARNING,
-          "librl: shadow mode: policy \"" + checks.get(worst).policy().name() + "\" would deny "
+          "librl: shadow: policy \"" + checks.get(worst).policy().name() + "\" would deny "
               + (asked.method() == null ? "route " + asked.route() : asked.method() + " " + asked.path()));
     }
     if (hook != null) {
@@ -266,32 +350,51 @@ public final class RateLimiter implements AutoCloseable {
               outcome, false, asked.method(), asked.path(), asked.route(), reports, error));
     }
     Refusals.Reply refusal = null;
-    if (outcome == Hook.Outcome.DENIED) {
+    if (refused) {
       refusal =
           worst >= 0
-              ? Refusals.denied(config.deny(), checks.get(worst), replies.get(worst))
-              : Refusals.unavailable();
+              ? Refusals.denied(asked.deny(), checks.get(worst), replies.get(worst))
+              : Refusals.unavailable(config.failDeny());
     } else if (outcome == Hook.Outcome.FAIL_CLOSED) {
-      refusal = Refusals.unavailable();
+      refusal = Refusals.unavailable(config.failDeny());
     }
     Map<String, String> headers =
         replies.size() == checks.size() && !replies.isEmpty()
-            ? ResponseHeaders.of(config.headers(), checks, replies, outcome)
+            ? ResponseHeaders.of(
+                config.headers(), config.legacyReset(),
+                config.legacyReset() == Config.LegacyReset.UNIX ? System.currentTimeMillis() : 0,
+                checks, replies, outcome)
             : Map.of();
     Leases leases = Leases.NONE;
-    if (outcome == Hook.Outcome.ALLOWED) {
-      List<Leases.Held> held = Backend.held(checks, allIndices(checks.size()), replies);
-      leases = held.isEmpty() ? Leases.NONE : new Leases(held);
+    if (outcome == Hook.Outcome.ALLOWED || outcome == Hook.Outcome.WOULD_DENY || refused) {
+      // What the request holds: every admitted check's lease when the enforced groups admitted
+      // it, else only the shadow ones' (the enforced ones were given back after the denial).
+      List<Integer> holding = new ArrayList<>();
+      boolean enforcedAdmitted = !refused && enforcedAllowed(checks, replies);
+      for (int i = 0; i < checks.size(); i++) {
+        if (checks.get(i).shadow() || enforcedAdmitted) {
+          holding.add(i);
+        }
+      }
+      List<Leases.Held> held = Backend.held(checks, holding, replies);
+      if (refused) {
+        // Refused now: its response is finished, and what a shadow group took goes at once.
+        backend.release(held);
+      } else {
+        leases = held.isEmpty() ? Leases.NONE : new Leases(held);
+      }
     }
     return new Decided(checks, replies, outcome, refusal, headers, leases);
   }
 
-  private static List<Integer> allIndices(int n) {
-    List<Integer> out = new ArrayList<>(n);
-    for (int i = 0; i < n; i++) {
-      out.add(i);
+  /** Whether every enforced check's reply admitted the request. */
+  private static boolean enforcedAllowed(List<Plan.Check> checks, List<Decision> replies) {
+    for (int i = 0; i < checks.size() && i < replies.size(); i++) {
+      if (!checks.get(i).shadow() && (replies.get(i) == null || !replies.get(i).allowed())) {
+        return false;
+      }
     }
-    return out;
+    return true;
   }
 
   /**
@@ -309,14 +412,17 @@ public final class RateLimiter implements AutoCloseable {
    * response goes out, so the client's next request sees it. A failed refund is logged.
    */
   public CompletableFuture<Void> settle(Decided decided, int status) {
-    if (decided.outcome() != Hook.Outcome.ALLOWED) {
+    if (!decided.settles()) {
       return CompletableFuture.completedFuture(null);
     }
     List<Plan.Check> refund = new ArrayList<>();
-    for (Plan.Check c : decided.checks()) {
+    for (int i = 0; i < decided.checks().size(); i++) {
+      Plan.Check c = decided.checks().get(i);
       Policy.Count count = c.policy().count();
-      if ((count == Policy.Count.FAILED && status < 400)
-          || (count == Policy.Count.SUCCEEDED && status >= 400)) {
+      // A check whose own reply denied (a shadow policy's) counted nothing to give back.
+      if (((count == Policy.Count.FAILED && status < 400)
+              || (count == Policy.Count.SUCCEEDED && status >= 400))
+          && decided.replies().get(i).allowed()) {
         refund.add(c);
       }
     }
@@ -358,6 +464,13 @@ public final class RateLimiter implements AutoCloseable {
       Map<String, String> headers,
       Leases leases) {
 
+    /**
+     * A request nothing checked (a mode resolver said off, every limit resolver gave nothing): no
+     * headers, no hook call, nothing to settle or release.
+     */
+    public static final Decided UNCHECKED =
+        new Decided(List.of(), List.of(), null, null, Map.of(), Leases.NONE);
+
     /** Whether the request holds slots that {@link #release} gives back once it is finished. */
     public boolean holdsSlots() {
       return !leases.isEmpty();
@@ -365,7 +478,8 @@ public final class RateLimiter implements AutoCloseable {
 
     /** Whether {@link #settle} may refund something once the status is known. */
     public boolean settles() {
-      return outcome == Hook.Outcome.ALLOWED
+      return (outcome == Hook.Outcome.ALLOWED
+              || (outcome == Hook.Outcome.WOULD_DENY && enforcedAllowed(checks, replies)))
           && checks.stream().anyMatch(c -> c.policy().count() != Policy.Count.ALL);
     }
   }

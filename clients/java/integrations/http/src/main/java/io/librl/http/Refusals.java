@@ -7,20 +7,25 @@ import java.util.Map;
 
 /**
  * The bodies of the responses the integration makes itself (docs/http.md, Refusals): RFC 9457
- * {@code application/problem+json} with {@code type} {@code about:blank}, or the deny message as
- * {@code text/plain}.
+ * {@code application/problem+json} with {@code type} {@code about:blank}, or, as {@code deny} and
+ * {@code fail_deny} say, the message as text or the configured JSON, with their extra headers.
  */
 public final class Refusals {
   private Refusals() {}
 
   public static final String PROBLEM_JSON = "application/problem+json";
   public static final String TEXT_PLAIN = "text/plain; charset=utf-8";
+  public static final String JSON = "application/json";
 
   /**
-   * A response the integration makes: status, Content-Type and body, and the body's {@code detail}
-   * (or the deny message).
+   * A response the integration makes: status, Content-Type and body, the body's {@code detail}
+   * (or the deny message), and the refusal's extra headers ({@code deny.headers}).
    */
-  public record Reply(int status, String contentType, byte[] body, String detail) {}
+  public record Reply(int status, String contentType, byte[] body, String detail, Map<String, String> headers) {
+    public Reply(int status, String contentType, byte[] body, String detail) {
+      this(status, contentType, body, detail, Map.of());
+    }
+  }
 
   private static Reply problem(int status, String title, String detail, Map<String, Object> extra) {
     Map<String, Object> body = new LinkedHashMap<>();
@@ -33,14 +38,36 @@ public final class Refusals {
   }
 
   /**
+   * The refusal {@code deny} configures: the message as text, its JSON, or else the problem body
+   * {@code problem} builds; with its status and extra headers.
+   */
+  private static Reply configured(Config.Deny deny, java.util.function.Supplier<Reply> problem) {
+    Reply out;
+    switch (deny.body()) {
+      case TEXT:
+        out = new Reply(
+            deny.status(), deny.contentType(), deny.message().getBytes(StandardCharsets.UTF_8), deny.message());
+        break;
+      case JSON:
+        out = new Reply(deny.status(), JSON, deny.json().getBytes(StandardCharsets.UTF_8), null);
+        break;
+      case PROBLEM:
+      default:
+        out = problem.get();
+    }
+    return new Reply(out.status(), out.contentType(), out.body(), out.detail(), deny.headers());
+  }
+
+  /**
    * The denial for the most restrictive denying check: {@code deny.status}, a problem body naming
-   * the policy ({@code retry_after} in ms, null when no wait helps), or the deny message as text.
+   * the policy ({@code retry_after} in ms, null when no wait helps), or the body {@code deny}
+   * configures, with its extra headers.
    */
   public static Reply denied(Config.Deny deny, Plan.Check check, Decision reply) {
-    if (deny.body() == Config.DenyBody.TEXT) {
-      return new Reply(
-          deny.status(), TEXT_PLAIN, deny.message().getBytes(StandardCharsets.UTF_8), deny.message());
-    }
+    return configured(deny, () -> deniedProblem(deny, check, reply));
+  }
+
+  private static Reply deniedProblem(Config.Deny deny, Plan.Check check, Decision reply) {
     Policy policy = check.policy();
     long limit = ResponseHeaders.shownLimit(policy, reply);
     long secs = ResponseHeaders.retryAfterSecs(reply);
@@ -67,13 +94,16 @@ public final class Refusals {
     return problem(deny.status(), "Too Many Requests", detail, extra);
   }
 
-  /** 503 when Redis cannot answer and the fail mode is closed. */
-  public static Reply unavailable() {
-    return problem(
-        503,
-        "Service Unavailable",
-        "The rate limiter is unavailable, and this service does not admit unlimited requests.",
-        Map.of());
+  /** The refusal of {@code fail: closed} when Redis cannot answer: {@code fail_deny}'s. */
+  public static Reply unavailable(Config.Deny failDeny) {
+    return configured(
+        failDeny,
+        () ->
+            problem(
+                failDeny.status(),
+                "Service Unavailable",
+                "The rate limiter is unavailable, and this service does not admit unlimited requests.",
+                Map.of()));
   }
 
   /** 400 for a bad cost header, 413 for a body too large to measure. */
@@ -81,7 +111,11 @@ public final class Refusals {
     if (refusal instanceof Plan.BadCost bad) {
       Map<String, Object> extra = new LinkedHashMap<>();
       extra.put("policy", bad.policy());
-      return problem(400, "Bad Request", bad.header() + " must be an integer from 1 to 2^50.", extra);
+      String detail =
+          bad.resolver() != null
+              ? "The cost \"" + bad.resolver() + "\" must be an integer from 1 to 2^50."
+              : bad.header() + " must be an integer from 1 to 2^50.";
+      return problem(400, "Bad Request", detail, extra);
     }
     Plan.TooLarge large = (Plan.TooLarge) refusal;
     return problem(

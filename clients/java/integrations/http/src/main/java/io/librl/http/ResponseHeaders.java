@@ -20,10 +20,21 @@ public final class ResponseHeaders {
    * reset, then the first in check order.
    */
   public static int mostRestrictive(List<Decision> replies) {
+    return mostRestrictive(null, replies, false);
+  }
+
+  /**
+   * The same among checks of which some may be shadow (docs/http.md, Headers): for a refused
+   * request, among the enforced checks' denials only, so that the refusal names a policy that
+   * refused it; for a served one, among every denial (a shadow policy's would-be refusal).
+   */
+  public static int mostRestrictive(List<Plan.Check> checks, List<Decision> replies, boolean refused) {
     int denied = -1;
     for (int i = 0; i < replies.size(); i++) {
       Decision r = replies.get(i);
-      if (!r.allowed() && (denied < 0 || waitOf(r) > waitOf(replies.get(denied)))) {
+      if (!r.allowed()
+          && !(refused && checks != null && checks.get(i).shadow())
+          && (denied < 0 || waitOf(r) > waitOf(replies.get(denied)))) {
         denied = i;
       }
     }
@@ -76,20 +87,38 @@ public final class ResponseHeaders {
   }
 
   /**
-   * The headers {@code mode} asks for, for the checks and their replies (same order), in order;
-   * {@code Retry-After} when the request is denied (whatever the mode; never in shadow mode, whose
-   * denials pass).
+   * The headers {@code mode} asks for, for the checks and their replies (same order), in order,
+   * {@code X-RateLimit-Reset} in seconds; {@code Retry-After} when the request is denied.
    */
   public static Map<String, String> of(
       Config.HeaderMode mode, List<Plan.Check> checks, List<Decision> replies, Hook.Outcome outcome) {
+    return of(mode, Config.LegacyReset.SECONDS, 0, checks, replies, outcome);
+  }
+
+  /**
+   * The headers {@code mode} asks for, for the checks and their replies (same order), in order;
+   * {@code X-RateLimit-Reset} as {@code legacy} says ({@code nowMs}: the Unix clock, for {@code
+   * unix}); {@code Retry-After} when the request is denied (never from a shadow policy, nor in
+   * shadow mode, whose denials pass).
+   */
+  public static Map<String, String> of(
+      Config.HeaderMode mode,
+      Config.LegacyReset legacy,
+      long nowMs,
+      List<Plan.Check> checks,
+      List<Decision> replies,
+      Hook.Outcome outcome) {
     Map<String, String> out = new LinkedHashMap<>();
-    int worst = mostRestrictive(replies);
+    boolean refused = outcome == Hook.Outcome.DENIED;
+    int worst = mostRestrictive(checks, replies, refused);
     if (worst < 0 || worst >= checks.size()) {
       return out;
     }
     Plan.Check check = checks.get(worst);
     Decision reply = replies.get(worst);
-    long reset = ceilSecs(reply.resetAfter().toMillis());
+    long resetMs = reply.resetAfter().toMillis();
+    long reset = ceilSecs(resetMs);
+    String limit = Long.toString(shownLimit(check.policy(), reply));
     if (mode == Config.HeaderMode.BOTH || mode == Config.HeaderMode.IETF) {
       List<String> items = new ArrayList<>();
       for (int i = 0; i < checks.size() && i < replies.size(); i++) {
@@ -101,11 +130,21 @@ public final class ResponseHeaders {
           "\"" + check.policy().name() + "\";r=" + reply.remaining() + ";t=" + reset);
     }
     if (mode == Config.HeaderMode.BOTH || mode == Config.HeaderMode.LEGACY) {
-      out.put("X-RateLimit-Limit", Long.toString(shownLimit(check.policy(), reply)));
+      out.put("X-RateLimit-Limit", limit);
       out.put("X-RateLimit-Remaining", Long.toString(reply.remaining()));
-      out.put("X-RateLimit-Reset", Long.toString(reset));
+      out.put(
+          "X-RateLimit-Reset",
+          Long.toString(legacy == Config.LegacyReset.UNIX ? ceilSecs(nowMs + resetMs) : reset));
     }
-    if (outcome == Hook.Outcome.DENIED) {
+    if (mode == Config.HeaderMode.DRAFT6) {
+      out.put("RateLimit-Limit", limit);
+      out.put("RateLimit-Remaining", Long.toString(reply.remaining()));
+      out.put("RateLimit-Reset", Long.toString(reset));
+      out.put(
+          "RateLimit-Policy",
+          check.policy().holdsSlots() ? limit : limit + ";w=" + check.policy().windowSecs());
+    }
+    if (refused && !check.shadow()) {
       long secs = retryAfterSecs(reply);
       if (secs >= 0) {
         out.put("Retry-After", Long.toString(secs));

@@ -16,7 +16,8 @@ public final class Routes {
   /** Empty: every policy applies to every request. */
   private final List<Compiled> routes;
 
-  private record Compiled(int index, String path, byte[] canonical, List<String> methods, List<Policy> policies) {}
+  private record Compiled(
+      int index, String path, byte[] canonical, List<String> methods, List<Policy> policies, Config.Deny deny) {}
 
   /**
    * The policies a request gets, in check order, and the route that chose them.
@@ -24,8 +25,13 @@ public final class Routes {
    * @param route the route's index in the configuration, or -1 without routes
    * @param path the route's path as configured, or null
    * @param policies the policies to check, in order
+   * @param deny the route's own refusal, or null: the top-level {@code deny}
    */
-  public record Selection(int route, String path, List<Policy> policies) {}
+  public record Selection(int route, String path, List<Policy> policies, Config.Deny deny) {
+    public Selection(int route, String path, List<Policy> policies) {
+      this(route, path, policies, null);
+    }
+  }
 
   /** {@code routes} name policies by name; the configuration was validated before this. */
   public Routes(List<Policy> policies, List<Config.Route> routes) {
@@ -48,7 +54,8 @@ public final class Routes {
               r.path(),
               lowerAscii(canonicalPath(r.path().getBytes(StandardCharsets.UTF_8))),
               r.methods(),
-              List.copyOf(selected)));
+              List.copyOf(selected),
+              r.deny()));
     }
     this.routes = List.copyOf(compiled);
   }
@@ -72,7 +79,9 @@ public final class Routes {
         best = route;
       }
     }
-    return best == null ? null : new Selection(best.index(), best.path(), best.policies());
+    return best == null
+        ? null
+        : new Selection(best.index(), best.path(), best.policies(), best.deny());
   }
 
   /**
@@ -206,7 +215,7 @@ public final class Routes {
     return out;
   }
 
-  private static int indexOf(byte[] bytes, byte b, int from) {
+  static int indexOf(byte[] bytes, byte b, int from) {
     for (int i = from; i < bytes.length; i++) {
       if (bytes[i] == b) {
         return i;

@@ -162,6 +162,33 @@ final class Walker {
           }
           return out;
         }
+      case MAP:
+        {
+          if (!(value instanceof Map<?, ?> map)) {
+            throw new ConfigException(path, "must be an object");
+          }
+          if (field.items() == null) {
+            throw new ConfigException(path, "the generated schema gives this map no values");
+          }
+          Map<String, Object> out = new LinkedHashMap<>();
+          for (Map.Entry<?, ?> e : map.entrySet()) {
+            String name = String.valueOf(e.getKey());
+            String at = path + "." + name;
+            if (field.keyPattern() != null
+                && !PATTERNS.computeIfAbsent(field.keyPattern(), Pattern::compile).matcher(name).find()) {
+              throw new ConfigException(
+                  at, "must be " + (field.keyExpected() == null ? "a name" : field.keyExpected()));
+            }
+            out.put(name, walk(at, e.getValue(), field.items()));
+          }
+          return out;
+        }
+      case JSON:
+        if (value == null) {
+          throw new ConfigException(
+              path, "must be " + (field.expected() == null ? "a JSON value" : field.expected()));
+        }
+        return value;
       case OBJECT:
         if (field.object() == null) {
           throw new ConfigException(path, "the generated schema names no object here");
@@ -341,6 +368,18 @@ final class Walker {
 
     WalkedObject object(String name) {
       return read(name, WalkedObject.class, true);
+    }
+
+    /** An object field that may be absent (a route's {@code deny}). */
+    WalkedObject optionalObject(String name) {
+      return read(name, WalkedObject.class, false);
+    }
+
+    /** A map field ({@code identities}, {@code deny.headers}): names in order to walked values. */
+    @SuppressWarnings("unchecked")
+    Map<String, Object> map(String name) {
+      Map<String, Object> map = read(name, Map.class, false);
+      return map == null ? Map.of() : map;
     }
   }
 }

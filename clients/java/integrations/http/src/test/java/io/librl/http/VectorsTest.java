@@ -41,10 +41,14 @@ class VectorsTest {
           Map.entry("durations.json", "duration"),
           Map.entry("headers.json", "response_headers"),
           Map.entry("keys.json", "key"),
+          Map.entry("outcomes.json", "outcome"),
+          Map.entry("override-keys.json", "override_key"),
           Map.entry("paths.json", "canonical_path"),
           Map.entry("rates.json", "rate"),
           Map.entry("refusals.json", "refusal"),
-          Map.entry("routes.json", "route"));
+          Map.entry("routes.json", "route"),
+          Map.entry("sources.json", "source"),
+          Map.entry("substitution.json", "substitute"));
 
   static Path dir() {
     return TestSupport.root().resolve("conformance/vectors");
@@ -174,6 +178,14 @@ class VectorsTest {
         return refusal(input);
       case "route":
         return route(input);
+      case "outcome":
+        return outcome(input);
+      case "override_key":
+        return overrideKey(input);
+      case "source":
+        return source(input);
+      case "substitute":
+        return substitute(input);
       default:
         throw new AssertionError("unknown function " + function);
     }
@@ -267,13 +279,95 @@ class VectorsTest {
     return m;
   }
 
-  /** The document's policies as checks (cost 1, keyed {@code k}, the global subject). */
+  /**
+   * The document's policies as checks (cost 1, keyed {@code k}, the global subject), planned as
+   * a request of the document's mode is.
+   */
   static List<Plan.Check> checks(Config config) {
+    Plan.Planned planned =
+        new Plan.Planned(
+            null,
+            config.policies().stream()
+                .map(p -> new Plan.Applying(p, new Identity.Subject(Identity.Subject.Kind.GLOBAL, null)))
+                .toList());
     List<Plan.Check> out = new ArrayList<>();
-    for (Policy p : config.policies()) {
-      out.add(new Plan.Check(p, new Identity.Subject(Identity.Subject.Kind.GLOBAL, null), "k", null, 1));
+    for (Plan.Check c : Plan.checks(planned, "", request(List.of(), null), -1, config.mode(), Resolvers.NONE)) {
+      out.add(new Plan.Check(c.policy(), c.subject(), "k", null, 1, c.shadow()));
     }
     return out;
+  }
+
+  /** A request of these headers and raw query string, nothing else. */
+  static Plan.Request request(Object headers, String query) {
+    return new Plan.Request("GET", "/", headers(headers), null, null, query, null);
+  }
+
+  /** The conformance resolvers (conformance/README.md), registered as the example app does. */
+  static Resolvers conformanceResolvers() {
+    Resolvers.Registry r = new Resolvers.Registry();
+    r.costs.put("conformance-cost", req -> null);
+    r.limits.put("conformance-limit", req -> null);
+    r.modes.put("conformance-mode", req -> Config.Mode.ENFORCE);
+    return r.build();
+  }
+
+  @SuppressWarnings("unchecked")
+  private static Object outcome(Map<String, Object> input) {
+    Config config = Config.read(doc("mode", input.get("mode"), "policies", input.get("policies")));
+    List<Decision> replies = new ArrayList<>();
+    for (Object r : (List<?>) input.get("replies")) {
+      replies.add(reply(r));
+    }
+    List<Plan.Check> checks = checks(config);
+    boolean enforcedDenied = false;
+    for (int i = 0; i < checks.size(); i++) {
+      enforcedDenied |= !checks.get(i).shadow() && !replies.get(i).allowed();
+    }
+    Hook.Outcome outcome =
+        enforcedDenied ? Hook.Outcome.of(false, config.mode()) : Hook.Outcome.of(checks, replies, config.mode());
+    return Map.of("outcome", outcome.label());
+  }
+
+  private static Object overrideKey(Map<String, Object> input) {
+    Config config = Config.read(input.get("config"));
+    RateLimiter limiter = RateLimiter.builder(config).redisUrl("redis://127.0.0.1:1").build();
+    try (limiter) {
+      Object value = input.get("value");
+      Keys keys = limiter.keys((String) input.get("policy"), value == null ? null : bytes(value));
+      return Map.of("key", keys.key(), "override_key", keys.overrideKey());
+    } catch (IllegalArgumentException e) {
+      return Map.of("error", true);
+    }
+  }
+
+  @SuppressWarnings("unchecked")
+  private static Object source(Map<String, Object> input) {
+    Map<String, Object> request = (Map<String, Object>) input.get("request");
+    byte[] query = request.get("query") == null ? null : bytes(request.get("query"));
+    byte[] v = Source.parse((String) input.get("source")).read(headers(request.get("headers")), query, user(request));
+    return v == null ? null : bytesValue(v);
+  }
+
+  @SuppressWarnings("unchecked")
+  private static Object substitute(Map<String, Object> input) {
+    Map<String, Object> env = (Map<String, Object>) input.get("env");
+    try {
+      return Map.of("text", Substitution.apply((String) input.get("text"), name -> (String) env.get(name)));
+    } catch (ConfigException e) {
+      return e.getMessage().endsWith(": not set") ? Map.of("error", e.getMessage()) : Map.of("error", true);
+    }
+  }
+
+  /** The request's user: a string, or bytes that must be UTF-8 (a Java user is a string). */
+  private static String user(Map<String, Object> request) {
+    if (request.get("user") == null) {
+      return null;
+    }
+    Object text = bytesValue(bytes(request.get("user")));
+    if (!(text instanceof String s)) {
+      throw new AssertionError("a user is a string in Java");
+    }
+    return s;
   }
 
   private static Object duration(Map<String, Object> input) {
@@ -339,18 +433,11 @@ class VectorsTest {
     Policy policy = config.policies().get(0);
     Map<String, Object> request = (Map<String, Object>) input.get("request");
     RequestHeaders headers = headers(request.get("headers"));
-    String user = null;
-    if (request.get("user") != null) {
-      byte[] b = bytes(request.get("user"));
-      Object text = bytesValue(b);
-      if (!(text instanceof String s)) {
-        throw new AssertionError("a user is a string in Java");
-      }
-      user = s;
-    }
-    Identity.Client client = Identity.Client.of((String) request.get("peer"), headers, config, user);
+    byte[] query = request.get("query") == null ? null : bytes(request.get("query"));
+    Identity.Client client =
+        Identity.Client.of((String) request.get("peer"), headers, query, config, user(request));
     Identity.Subject subject = client.subject(policy.key(), headers);
-    boolean exempt = Plan.applying(List.of(policy), client, headers, config.exemptLoopback()).isEmpty();
+    boolean exempt = client.exempt();
     Keys keys = Keys.of(config.prefix(), subject, policy.name(), policy.overridable());
     Map<String, Object> out = new LinkedHashMap<>();
     out.put("subject", subject.toString());
@@ -379,16 +466,26 @@ class VectorsTest {
   private static Object responseHeaders(Map<String, Object> input) {
     Config config =
         Config.read(
-            doc("headers", input.get("headers"), "mode", input.get("mode"), "policies", input.get("policies")));
+            doc(
+                "headers", input.get("headers"),
+                "mode", input.get("mode"),
+                "legacy_reset", input.get("legacy_reset"),
+                "policies", input.get("policies")));
     List<Decision> replies = new ArrayList<>();
     for (Object r : (List<?>) input.get("replies")) {
       replies.add(reply(r));
     }
     boolean denied = (Boolean) input.get("denied");
-    Hook.Outcome outcome = Hook.Outcome.of(!denied, config.mode());
-    Map<String, String> sent = ResponseHeaders.of(config.headers(), checks(config), replies, outcome);
+    List<Plan.Check> checks = checks(config);
+    Hook.Outcome outcome =
+        denied ? Hook.Outcome.of(false, config.mode()) : Hook.Outcome.of(checks, replies, config.mode());
+    long now = input.get("now_ms") == null ? 0 : ((Number) input.get("now_ms")).longValue();
+    Map<String, String> sent =
+        ResponseHeaders.of(config.headers(), config.legacyReset(), now, checks, replies, outcome);
     List<String> all =
-        List.of("RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After");
+        List.of(
+            "RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset",
+            "Retry-After", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset");
     Map<String, Object> headers = new LinkedHashMap<>();
     List<Object> absent = new ArrayList<>();
     for (String name : all) {
@@ -400,17 +497,28 @@ class VectorsTest {
     }
     assertEquals(sent.size(), headers.size(), "a header outside the six: " + sent);
     Map<String, Object> out = new LinkedHashMap<>();
-    int worst = ResponseHeaders.mostRestrictive(replies);
+    int worst = ResponseHeaders.mostRestrictive(checks, replies, outcome == Hook.Outcome.DENIED);
     out.put("most_restrictive", worst < 0 ? null : (long) worst);
     out.put("headers", headers);
+    // The six the vectors list as absent; the draft-6 names, when not sent, go unlisted.
+    absent.removeAll(List.of("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"));
     out.put("absent", absent);
     return out;
   }
 
   private static Object refusal(Map<String, Object> input) {
-    Map<String, Object> top = doc("deny", input.get("deny"), "max_body_bytes", input.get("max_body_bytes"));
+    Map<String, Object> top =
+        doc(
+            "deny", input.get("deny"),
+            "fail_deny", input.get("fail_deny"),
+            "max_body_bytes", input.get("max_body_bytes"));
     top.put("policies", input.get("policy") == null ? List.of() : List.of(input.get("policy")));
+    if (input.get("route_deny") != null && input.get("policy") != null) {
+      String name = (String) ((Map<?, ?>) input.get("policy")).get("name");
+      top.put("routes", List.of(doc("path", "/", "policies", List.of(name), "deny", input.get("route_deny"))));
+    }
     Config config = Config.read(top);
+    Config.Deny deny = config.routes().isEmpty() ? config.deny() : config.routes().get(0).deny();
     Refusals.Reply reply;
     switch ((String) input.get("kind")) {
       case "denied":
@@ -418,7 +526,7 @@ class VectorsTest {
           Plan.Check c = checks(config).get(0);
           Plan.Check check =
               new Plan.Check(c.policy(), c.subject(), c.key(), null, ((Number) input.get("cost")).longValue());
-          reply = Refusals.denied(config.deny(), check, reply(input.get("reply")));
+          reply = Refusals.denied(deny, check, reply(input.get("reply")));
           break;
         }
       case "bad-cost":
@@ -429,9 +537,17 @@ class VectorsTest {
                   null,
                   List.of(new Plan.Applying(config.policies().get(0), new Identity.Subject(Identity.Subject.Kind.GLOBAL, null))));
           String header = (String) input.get("header");
+          Resolvers.Registry resolvers = new Resolvers.Registry();
+          resolvers.costs.put(String.valueOf(input.get("resolver")), req -> 0L);
           try {
-            Plan.checks(planned, config.prefix(), headers(List.of(List.of(header, "x"))), -1);
-            throw new AssertionError("a bad cost header was planned");
+            Plan.checks(
+                planned,
+                config.prefix(),
+                request(header == null ? List.of() : List.of(List.of(header, "x")), null),
+                -1,
+                config.mode(),
+                resolvers.build());
+            throw new AssertionError("a bad cost was planned");
           } catch (Plan.RefusedException e) {
             reply = Refusals.refused(e.refusal());
           }
@@ -441,7 +557,7 @@ class VectorsTest {
         reply = Refusals.refused(new Plan.TooLarge(config.maxBodyBytes()));
         break;
       case "unavailable":
-        reply = Refusals.unavailable();
+        reply = Refusals.unavailable(config.failDeny());
         break;
       default:
         throw new AssertionError("unknown kind " + input.get("kind"));
@@ -450,17 +566,22 @@ class VectorsTest {
     out.put("status", (long) reply.status());
     out.put("content_type", reply.contentType());
     String body = new String(reply.body(), StandardCharsets.UTF_8);
-    if (reply.contentType().equals(Refusals.PROBLEM_JSON)) {
+    // A text body's reply carries its message as detail; a JSON one none; a problem its detail.
+    boolean text = !reply.contentType().equals(Refusals.PROBLEM_JSON) && reply.detail() != null;
+    if (!text) {
       out.put("body", Documents.read(body));
     } else {
       out.put("body_text", body);
+    }
+    if (!reply.headers().isEmpty()) {
+      out.put("headers", reply.headers());
     }
     return out;
   }
 
   private static Object configError(Map<String, Object> input) {
     try {
-      Config.read(input.get("config"));
+      conformanceResolvers().check(Config.read(input.get("config")));
       return "accepted";
     } catch (ConfigException e) {
       return e.getMessage();
