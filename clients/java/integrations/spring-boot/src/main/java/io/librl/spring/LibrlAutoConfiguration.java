@@ -6,12 +6,14 @@ import io.librl.http.ConfigException;
 import io.librl.http.Hook;
 import io.librl.http.RateLimiter;
 import io.librl.http.RedisConnection;
+import io.librl.http.Resolvers;
 import jakarta.servlet.DispatcherType;
 import java.io.IOException;
 import java.io.InputStream;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.List;
+import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
@@ -38,7 +40,9 @@ import reactor.core.publisher.Mono;
  * LibrlWebFilter} for WebFlux. A bad policy file stops the start with the contract's message
  * ({@code librl: configuration: <path>: ...}). Beans the application declares are used: a {@link
  * Hook.DecisionHook}, a {@link ServletUserResolver} or {@link ReactiveUserResolver}, an {@link
- * AsyncLimiter} (its own Redis client), or a whole {@link RateLimiter}.
+ * AsyncLimiter} (its own Redis client), the {@link Resolvers.CostResolver}, {@link
+ * Resolvers.LimitResolver} and {@link Resolvers.ModeResolver} beans the file names as {@code
+ * code:<bean name>}, or a whole {@link RateLimiter}.
  */
 @AutoConfiguration
 @EnableConfigurationProperties(LibrlProperties.class)
@@ -52,9 +56,14 @@ public class LibrlAutoConfiguration {
       ResourceLoader resources,
       Environment environment,
       ObjectProvider<Hook.DecisionHook> hook,
-      ObjectProvider<AsyncLimiter> redis) {
+      ObjectProvider<AsyncLimiter> redis,
+      ListableBeanFactory beans) {
     Config config = load(resource(resources, properties.getPolicies()), properties.getPolicies());
     RateLimiter.Builder builder = RateLimiter.builder(config).hook(hook.getIfAvailable());
+    // Resolvers are beans, registered under their bean names (docs/http/java.md, Resolvers).
+    beans.getBeansOfType(Resolvers.CostResolver.class).forEach(builder::costResolver);
+    beans.getBeansOfType(Resolvers.LimitResolver.class).forEach(builder::limitResolver);
+    beans.getBeansOfType(Resolvers.ModeResolver.class).forEach(builder::modeResolver);
     AsyncLimiter own = redis.getIfAvailable();
     List<String> nodes = properties.getRedisClusterNodes();
     if (nodes.isEmpty()) {

@@ -84,7 +84,9 @@ public class LibrlServletFilter extends OncePerRequestFilter implements SmartIni
               return lines;
             },
             request.getRemoteAddr(),
-            users.user(request));
+            users.user(request),
+            request.getQueryString(),
+            request);
     Plan.Planned planned = limiter.plan(routesFor(request), facts);
     if (planned == null) {
       chain.doFilter(request, response);
@@ -209,6 +211,7 @@ public class LibrlServletFilter extends OncePerRequestFilter implements SmartIni
       throws IOException {
     response.setStatus(reply.status());
     headers.forEach(response::setHeader);
+    reply.headers().forEach(response::setHeader);
     response.setContentType(reply.contentType());
     response.setContentLength(reply.body().length);
     response.getOutputStream().write(reply.body());

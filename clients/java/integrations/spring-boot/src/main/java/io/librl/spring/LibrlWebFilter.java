@@ -101,7 +101,9 @@ public class LibrlWebFilter implements WebFilter, Ordered, SmartInitializingSing
               return lines;
             },
             peer,
-            user);
+            user,
+            request.getURI().getRawQuery(),
+            exchange);
     Plan.Planned planned = limiter.plan(routes, facts);
     if (planned == null) {
       return chain.filter(exchange);
@@ -197,6 +199,7 @@ public class LibrlWebFilter implements WebFilter, Ordered, SmartInitializingSing
   private static Mono<Void> send(ServerHttpResponse response, Refusals.Reply reply, Map<String, String> headers) {
     response.setStatusCode(HttpStatusCode.valueOf(reply.status()));
     headers.forEach(response.getHeaders()::set);
+    reply.headers().forEach(response.getHeaders()::set);
     response.getHeaders().set(HttpHeaders.CONTENT_TYPE, reply.contentType());
     response.getHeaders().setContentLength(reply.body().length);
     return response.writeWith(Mono.just(response.bufferFactory().wrap(reply.body())));
