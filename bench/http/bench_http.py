@@ -4,7 +4,7 @@ the floor (the same RL.ALL from a bare handler) and the peer its users
 would otherwise pick, in the same interleaved rounds (bench/README.md,
 "make bench-http").
 
-For every framework, four apps (bench/http/{axum,python,node,go}: none,
+For every framework, four apps (bench/http/{axum,python,node,go,java}: none,
 floor, librl, peer) are started once, each one process pinned to one core,
 against one redis-server with the module; then, round after round in a
 rotating order, wrk sends each app each load for a few seconds from the
@@ -405,7 +405,7 @@ def report(meta, frameworks, summary, headers_sent, runs, warnings):
     w("## Targets")
     w("")
     w(f"Throughput librl ÷ peer ≥ {TARGET_RPS_VS_PEER}× (same headers sent); the middleware's own CPU "
-      "(librl − floor) ≤ 15 µs per request in Rust, Node.js and Go, ≤ 60 µs in Python; p99 no worse than the "
+      "(librl − floor) ≤ 15 µs per request in Rust, Node.js, Go and Java, ≤ 60 µs in Python; p99 no worse than the "
       "peer's (≤ 1.00×). Judged on each load.")
     w("")
     w("| framework | load | librl ÷ peer req/s | middleware µs | p99 ÷ peer |")
