@@ -368,23 +368,56 @@ impl Check {
     /// The policy as an `RL.ALL` clause: algorithm, key, limit, window and
     /// options.
     pub fn clause(&self) -> Clause {
+        self.clause_with(true)
+    }
+
+    /// The clause, with the policy's `BLOCK` and `RESERVE` when `booking`
+    /// (a refund gives units back and books nothing).
+    fn clause_with(&self, booking: bool) -> Clause {
         let p = &self.policy;
+        let (block_ms, queue_ms) = match booking {
+            true => (p.block_ms, p.queue_ms),
+            false => (None, None),
+        };
         let key = self.key.as_str();
         let (limit, window, cost) = (p.limit.get(), p.window.ms(), self.cost.get());
         let window = Duration::from_millis(window);
+        let ms = Duration::from_millis;
         let clause: Clause = match p.algorithm {
             ValidAlgorithm::Fixed { aligned } => {
-                let fixed = Fixed::new(key, limit, window).cost(cost);
-                (if aligned { fixed.aligned() } else { fixed }).into()
-            }
-            ValidAlgorithm::Sliding => Sliding::new(key, limit, window).cost(cost).into(),
-            ValidAlgorithm::Approx => Sliding::new(key, limit, window).approx().cost(cost).into(),
-            ValidAlgorithm::Token { burst } => {
-                let token = Token::new(key, limit, window).cost(cost);
-                match burst {
-                    Some(capacity) => token.burst(capacity.get()).into(),
-                    None => token.into(),
+                let mut fixed = Fixed::new(key, limit, window).cost(cost);
+                if aligned {
+                    fixed = fixed.aligned();
                 }
+                if let Some(block) = block_ms {
+                    fixed = fixed.block(ms(block));
+                }
+                fixed.into()
+            }
+            ValidAlgorithm::Sliding | ValidAlgorithm::Approx => {
+                let mut sliding = Sliding::new(key, limit, window).cost(cost);
+                if p.algorithm == ValidAlgorithm::Approx {
+                    sliding = sliding.approx();
+                }
+                if let Some(block) = block_ms {
+                    sliding = sliding.block(ms(block));
+                }
+                sliding.into()
+            }
+            ValidAlgorithm::Token { burst } => {
+                let mut token = Token::new(key, limit, window).cost(cost);
+                if let Some(capacity) = burst {
+                    token = token.burst(capacity.get());
+                }
+                if let Some(block) = block_ms {
+                    token = token.block(ms(block));
+                }
+                // The turn is booked, never awaited in Redis (docs/http.md,
+                // Lockouts and queues): the layer sleeps until it comes.
+                if let Some(queue) = queue_ms {
+                    token = token.reserve(ms(queue));
+                }
+                token.into()
             }
             ValidAlgorithm::Concurrency => self.concurrent().into(),
         };
@@ -402,7 +435,7 @@ impl Check {
 
 /// The check's clause with `REFUND cost` instead of `COST cost`.
 fn refund(check: &Check) -> Clause {
-    match check.clause() {
+    match check.clause_with(false) {
         Clause::Fixed(c) => c.refund(check.cost.get()).into(),
         Clause::Sliding(c) => c.refund(check.cost.get()).into(),
         Clause::Token(c) => c.refund(check.cost.get()).into(),

@@ -142,6 +142,11 @@ where
     let mut response = match &decided.refusal {
         Some(reply) => respond((**reply).clone(), grpc.as_ref()),
         None => {
+            if let Some(turn) = decided.wait {
+                // A queued request is served at its turn; boxed, so the
+                // timer stays out of every request's future.
+                Box::pin(tokio::time::sleep(turn)).await;
+            }
             let response = inner.call(req).await?;
             if let Some(settle) = shared.settle(&decided, response.status().as_u16()) {
                 Box::pin(settle).await;

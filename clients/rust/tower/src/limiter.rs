@@ -302,6 +302,8 @@ pub(crate) struct Decided {
     /// The concurrency leases the request holds until its response is
     /// finished.
     pub leases: Vec<Held>,
+    /// A queued request's turn: how long to wait before serving it.
+    pub wait: Option<Duration>,
 }
 
 impl Shared {
@@ -424,6 +426,10 @@ impl Shared {
             Outcome::FailClosed => Some(Box::new(refusals::unavailable(&self.fail_deny))),
             Outcome::Allowed | Outcome::WouldDeny | Outcome::FailOpen => None,
         };
+        let wait = match refusal {
+            None => queued_turn(&checks, &replies),
+            Some(_) => None,
+        };
         Ok(Decided {
             checks,
             replies,
@@ -431,6 +437,7 @@ impl Shared {
             local,
             refusal,
             leases,
+            wait,
         })
     }
 
@@ -577,6 +584,18 @@ impl Shared {
             tracing::warn!("librl: rate limiting skipped (fail open): {e}");
         }
     }
+}
+
+/// The latest turn a `queue` policy booked for an admitted request
+/// (docs/http.md, Lockouts and queues); None when none must wait.
+fn queued_turn(checks: &[Check], replies: &[Decision]) -> Option<Duration> {
+    checks
+        .iter()
+        .zip(replies)
+        .filter(|(c, r)| c.policy.queue_ms.is_some() && r.allowed)
+        .filter_map(|(_, r)| r.retry_after.duration())
+        .max()
+        .filter(|d| !d.is_zero())
 }
 
 /// Now, in ms since the Unix epoch (`legacy_reset: unix`).

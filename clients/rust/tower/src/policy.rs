@@ -110,6 +110,12 @@ pub struct Policy {
     /// request's limit and window (`limit`, `window` and burst are then
     /// unused).
     pub limit_resolver: Option<String>,
+    /// Once this policy denies a subject, the subject is locked out this
+    /// long (the module's `BLOCK`; docs/http.md, Lockouts and queues).
+    pub block: Option<Duration>,
+    /// Token policies: a request over the rate is given its turn up to
+    /// this far ahead (`RESERVE`) and served when it comes.
+    pub queue: Option<Duration>,
 }
 
 impl Policy {
@@ -155,6 +161,8 @@ impl Policy {
             overridable: false,
             mode: None,
             limit_resolver: None,
+            block: None,
+            queue: None,
         }
     }
 
@@ -391,6 +399,10 @@ pub(crate) struct ValidPolicy {
     pub shadow: bool,
     /// `limit: code:<name>`: each request's limit, window and burst.
     pub limit_resolver: Option<Named<LimitResolver>>,
+    /// `block`, in ms.
+    pub block_ms: Option<u64>,
+    /// `queue`, in ms (token policies).
+    pub queue_ms: Option<u64>,
 }
 
 impl ValidPolicy {
@@ -440,6 +452,8 @@ impl ValidPolicy {
             overridable: p.overridable,
             shadow: p.mode == Some(Mode::Shadow),
             limit_resolver,
+            block_ms: ms_of(p.block)?,
+            queue_ms: ms_of(p.queue)?,
         })
     }
 
@@ -454,6 +468,18 @@ impl ValidPolicy {
 
     pub(crate) fn is_concurrency(&self) -> bool {
         self.algorithm == ValidAlgorithm::Concurrency
+    }
+}
+
+/// A duration of whole milliseconds, as the walker reads one; Some(None)
+/// when absent, None when the module could not take it.
+fn ms_of(d: Option<Duration>) -> Option<Option<u64>> {
+    match d {
+        None => Some(None),
+        Some(d) if d.subsec_nanos().is_multiple_of(1_000_000) => {
+            u64::try_from(d.as_millis()).ok().map(Some)
+        }
+        Some(_) => None,
     }
 }
 

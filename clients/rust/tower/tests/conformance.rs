@@ -185,6 +185,7 @@ fn strict(case: &Value) -> Result<(), String> {
                 "body",
                 "body_text",
                 "failed",
+                "elapsed_ms",
             ],
         )
     }
@@ -369,7 +370,14 @@ async fn request_step(step: Value, addr: String) -> Result<(), String> {
                 Ok((status, ..)) => Err(format!("status {status}, expected a failed handler")),
             };
         }
+        let sent = Instant::now();
         let (status, headers, body) = send(&addr, request).await?;
+        let elapsed = sent.elapsed().as_millis();
+        if let Some(want) = step["expect"].get("elapsed_ms") {
+            if !matches(want, &json!(elapsed)) {
+                return Err(format!("request {n}: {elapsed} ms, expected {want}"));
+            }
+        }
         expect_response(&step["expect"], status, &headers, &body).map_err(|why| {
             format!("request {n}: {why} (status {status}, headers {headers:?}, body {body:?})")
         })?;
