@@ -240,21 +240,25 @@ func allCall(clauses []Clause, peek bool) (call, error) {
 			return call{}, err
 		}
 		k.argv = words
-		k.parts = append(k.parts, part{c: c, o: o})
-		k.keys = append(k.keys, clauseKeys(c.key, o)...)
-		var spec *leaseSpec
-		if c.algorithm == "CONCURRENT" {
-			spec, leases = specOf(c, o), true
+		// parts serve a call naming several keys: kept only then.
+		if len(clauses) > 1 || o.has(optOverride) {
+			k.parts = append(k.parts, part{c: c, o: o})
 		}
-		k.leases = append(k.leases, spec)
+		k.keys = append(k.keys, clauseKeys(c.key, o)...)
+		// leases: nil unless a clause takes one.
+		if c.algorithm == "CONCURRENT" {
+			if !leases {
+				k.leases = make([]*leaseSpec, i, len(clauses))
+			}
+			k.leases, leases = append(k.leases, specOf(c, o)), true
+		} else if leases {
+			k.leases = append(k.leases, nil)
+		}
 		refund = refund || o.has(optRefund)
 		writes = writes || !reads(o)
 		if o.has(optWait) && o.wait > k.wait {
 			k.wait = o.wait
 		}
-	}
-	if !leases {
-		k.leases = nil
 	}
 	if len(k.keys) < 2 {
 		k.parts = nil

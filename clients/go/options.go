@@ -176,7 +176,8 @@ func durationArg(where, name string, d time.Duration, zeroOK bool) (string, erro
 	if d%time.Millisecond != 0 {
 		return "", argErr(where, "%s must be a whole number of milliseconds, got %v", name, d)
 	}
-	return strconv.FormatInt(int64(d/time.Millisecond), 10) + "ms", nil
+	var b [24]byte // one allocation: the string
+	return string(append(strconv.AppendInt(b[:0], int64(d/time.Millisecond), 10), "ms"...)), nil
 }
 
 func intArg(n int64) string { return strconv.FormatInt(n, 10) }

@@ -95,6 +95,29 @@ func ints(what string, reply any, n int) ([]int64, error) {
 	return out, nil
 }
 
+// limiterInts is ints for a limiter's reply (six or seven integers),
+// into an array: reading a reply allocates nothing.
+func limiterInts(what string, reply any, n int) ([7]int64, error) {
+	arr, ok := reply.([]any)
+	if !ok || len(arr) < n {
+		return [7]int64{}, replyError(what, reply)
+	}
+	return intsIn(what, arr, n)
+}
+
+// intsIn reads the first n (at most seven) integers of arr.
+func intsIn(what string, arr []any, n int) ([7]int64, error) {
+	var out [7]int64
+	for i := range n {
+		x, ok := arr[i].(int64)
+		if !ok {
+			return out, replyError(what, arr)
+		}
+		out[i] = x
+	}
+	return out, nil
+}
+
 func decisionFrom(reply any) (Decision, error) {
 	return limiterDecision(reply, false)
 }
@@ -106,7 +129,7 @@ func limiterDecision(reply any, lease bool) (Decision, error) {
 	if lease {
 		n = 7
 	}
-	v, err := ints("limiter", reply, n)
+	v, err := limiterInts("limiter", reply, n)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -131,7 +154,7 @@ func allDecisionFrom(reply any, leases []*leaseSpec) (AllDecision, error) {
 	if !ok || len(arr) < 3 {
 		return AllDecision{}, replyError("RL.ALL", reply)
 	}
-	head, err := ints("RL.ALL", arr[:2], 2)
+	head, err := intsIn("RL.ALL", arr[:2], 2)
 	if err != nil {
 		return AllDecision{}, err
 	}

@@ -245,7 +245,12 @@ func holdsLeases(checks []check) bool {
 func (m *engine) inline(checks []check) (verdict, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), m.c.timeout)
 	defer cancel()
-	l := &ledger{}
+	// One group has nothing admitted before a denial to refund: no
+	// ledger to keep.
+	var l *ledger
+	if len(checks) > 1 {
+		l = &ledger{}
+	}
 	v, err := m.runGroups(ctx, checks, l)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -253,7 +258,7 @@ func (m *engine) inline(checks []check) (verdict, error) {
 		}
 		return verdict{}, err
 	}
-	if !v.admitted {
+	if !v.admitted && l != nil {
 		// A denial refunds the groups admitted before it (several
 		// subjects only); the refunds go on past the timeout if they must.
 		m.refundWithin(l.take())
@@ -328,17 +333,19 @@ func (m *engine) detached(checks []check) (verdict, error) {
 
 // runGroups sends one RL.ALL per subject; after a denial the later groups
 // are peeked. Each admitted group goes to the ledger as soon as Redis
-// admits it.
+// admits it; l is nil when no one will ever refund them.
 func (m *engine) runGroups(ctx context.Context, checks []check, l *ledger) (verdict, error) {
 	v := verdict{admitted: true}
 	gs := groups(checks)
 	if len(gs) > 1 {
 		v.decisions = make([]librl.Decision, len(checks))
 	}
+	// A group's clauses on the stack: All keeps none of them.
+	var room [4]librl.Clause
 	for _, g := range gs {
-		clauses := make([]librl.Clause, len(g))
-		for j, i := range g {
-			clauses[j] = clause(checks[i], false)
+		clauses := room[:0]
+		for _, i := range g {
+			clauses = append(clauses, clause(checks[i], false))
 		}
 		shadow := checks[g[0]].p.shadow
 		var a librl.AllDecision
@@ -369,6 +376,9 @@ func (m *engine) runGroups(ctx context.Context, checks []check, l *ledger) (verd
 				}
 			}
 		} else if v.admitted && a.Allowed {
+			if l == nil {
+				continue
+			}
 			members := make([]check, len(g))
 			for j, i := range g {
 				members[j] = checks[i]
