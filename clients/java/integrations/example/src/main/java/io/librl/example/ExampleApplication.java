@@ -1,5 +1,6 @@
 package io.librl.example;
 
+import io.librl.http.RateLimiter;
 import java.util.HashMap;
 import java.util.Map;
 import org.springframework.boot.SpringApplication;
@@ -11,7 +12,7 @@ import org.springframework.boot.autoconfigure.SpringBootApplication;
  * Spring Security authenticating {@code X-Conformance-User}. Its environment: {@code
  * LIBRL_POLICIES} (the policy file), {@code PORT}, {@code HOST} (default 127.0.0.1), {@code
  * REDIS_URL} or {@code REDIS_CLUSTER_NODES}, and {@code LIBRL_WEB=reactive} for the same app on
- * WebFlux ({@code scripts/serve-example java-webflux}).
+ * WebFlux ({@code scripts/serve-example java-webflux}). {@code SIGHUP} reloads the policy file.
  */
 @SpringBootApplication
 public class ExampleApplication {
@@ -32,7 +33,10 @@ public class ExampleApplication {
     }
     SpringApplication app = new SpringApplication(ExampleApplication.class);
     app.setDefaultProperties(props);
-    app.run(args);
+    RateLimiter limiter = app.run(args).getBean(RateLimiter.class);
+    if (policies != null) {
+      Reloads.onHangup(limiter, policies);
+    }
   }
 
   private static String env(String name, String fallback) {

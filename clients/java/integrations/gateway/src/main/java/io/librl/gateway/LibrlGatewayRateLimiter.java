@@ -191,6 +191,14 @@ public class LibrlGatewayRateLimiter extends AbstractRateLimiter<LibrlGatewayRat
                 "policy \"" + p.name() + "\" is a concurrency policy, which the gateway's rate limiter"
                     + " cannot release; limit it with the starter's WebFilter");
           }
+          if (p.queueMs() != null || p.limitResolver() != null) {
+            // Its answer is allowed or not, at once: it can neither wait for a queued turn nor
+            // hand a limit resolver the request it never sees.
+            throw new ConfigException(
+                where + ".policies[" + i + "]",
+                "policy \"" + p.name() + "\" has a queue or a code limit, which the gateway's rate"
+                    + " limiter cannot serve; limit it with the starter's WebFilter");
+          }
           if (p.cost().kind() != Policy.CostKind.UNITS) {
             // The gateway's RateLimiter sees a route and a key, never the request.
             throw new ConfigException(

@@ -79,6 +79,9 @@ final class Backend {
     if (e instanceof TimeoutException) {
       return "redis gave no answer within " + e.getMessage();
     }
+    if (e instanceof Breaker.Open) {
+      return e.getMessage();
+    }
     return "redis: " + e;
   }
 
@@ -341,7 +344,7 @@ final class Backend {
       List<Integer> members = groups.get(g);
       List<Clause<?>> clauses = new ArrayList<>();
       for (int i : members) {
-        clauses.add(clause(checks.get(i), false));
+        clauses.add(clause(checks.get(i), false, peek));
       }
       CompletionStage<AllDecision> sent = peek ? limiter.peekAll(clauses) : limiter.all(clauses);
       return sent.toCompletableFuture()
@@ -403,9 +406,17 @@ final class Backend {
 
   /**
    * The check as an {@code RL.ALL} clause: algorithm, key, limit, window (a concurrency policy:
-   * its lease), options.
+   * its lease), options; a refund's clause gives back its cost.
    */
   static Clause<?> clause(Plan.Check check, boolean refund) {
+    return clause(check, refund, false);
+  }
+
+  /**
+   * The same, with the policy's {@code block} (never on a refund) and {@code queue} (a token
+   * policy's {@code RESERVE}, neither on a refund nor in a peeked group, which books nothing).
+   */
+  static Clause<?> clause(Plan.Check check, boolean refund, boolean peek) {
     Policy p = check.policy();
     Duration window = Duration.ofMillis(p.windowMs());
     switch (p.algorithm()) {
@@ -425,13 +436,20 @@ final class Backend {
       default:
         {
           Token t = Token.of(check.key(), p.limit(), window);
-          return options(p.burst() == null ? t : t.burst(p.burst()), check, refund);
+          t = p.burst() == null ? t : t.burst(p.burst());
+          if (p.queueMs() != null && !refund && !peek) {
+            t = t.reserve(Duration.ofMillis(p.queueMs()));
+          }
+          return options(t, check, refund);
         }
     }
   }
 
   private static <C extends Clause<C>> C options(C clause, Plan.Check check, boolean refund) {
     C c = refund ? clause.refund(check.cost()) : check.cost() == 1 ? clause : clause.cost(check.cost());
+    if (!refund && check.policy().blockMs() != null) {
+      c = c.block(Duration.ofMillis(check.policy().blockMs()));
+    }
     return check.overrideKey() == null ? c : c.override(check.overrideKey());
   }
 }

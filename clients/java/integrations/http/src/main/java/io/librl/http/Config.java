@@ -34,6 +34,7 @@ import java.util.Objects;
  * @param apiKeyHeader the header carrying the API key
  * @param identities the named identities of {@code identities}, by name, in the file's order
  * @param maxBodyBytes the largest body a {@code body-bytes} policy accepts; larger: 413
+ * @param localMaxKeys the most limiter keys the {@code local} fail mode holds
  * @param deny the response to a denied request
  * @param failDeny the response to a request refused by {@code fail: closed}
  * @param policies the named limits
@@ -53,6 +54,7 @@ public record Config(
     String apiKeyHeader,
     Map<String, NamedIdentity> identities,
     long maxBodyBytes,
+    long localMaxKeys,
     Deny deny,
     Deny failDeny,
     List<Policy> policies,
@@ -80,7 +82,9 @@ public record Config(
     /** Pass the request unlimited, and log a warning (at most every 10 s). */
     OPEN,
     /** Refuse it with {@code fail_deny} (503 with a problem body). */
-    CLOSED
+    CLOSED,
+    /** Decide it in the process with librl-core's algorithms ({@link LocalLimiter}). */
+    LOCAL
   }
 
   /** Which rate-limit headers responses carry. */

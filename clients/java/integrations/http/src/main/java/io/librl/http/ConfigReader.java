@@ -55,12 +55,8 @@ final class ConfigReader {
   static Config read(WalkedObject top) {
     String modeText = top.requiredText("mode");
     String modeResolver = modeText.startsWith("code:") ? modeText.substring("code:".length()) : null;
+    // fail-local-where-supported: Java has the local fail mode (LocalLimiter).
     String fail = top.requiredText("fail");
-    // fail-local-where-supported: the local fail mode is the Rust integration's.
-    if (fail.equals("local")) {
-      throw new ConfigException(
-          top.path("fail"), "local is the Rust integration's mode; use open or closed");
-    }
     // trusted-proxies-are-networks: the pattern only bounds characters.
     List<IpAddress.Network> proxies = networks(top, "trusted_proxies");
     // exempt-are-networks
@@ -101,6 +97,7 @@ final class ConfigReader {
         top.requiredText("api_key_header"),
         identities,
         top.requiredInteger("max_body_bytes"),
+        top.requiredInteger("local_max_keys"),
         deny,
         refusal(top.object("fail_deny"), null),
         policies,

@@ -73,7 +73,7 @@ public final class Hook {
    * Everything the hook learns about one checked request.
    *
    * @param outcome what happened
-   * @param local decided in this process (always false here: Java has no local fail mode)
+   * @param local decided in this process (the {@code local} fail mode), not by Redis
    * @param method the request's method; null where the framework gives none (Spring Cloud Gateway's
    *     rate limiter)
    * @param path the request's path as the framework handed it; null likewise

@@ -11,8 +11,15 @@ import java.util.concurrent.atomic.AtomicBoolean;
 public final class Leases {
   static final Leases NONE = new Leases(List.of());
 
-  /** One lease: the check that took it and its id (the clause's reply's seventh integer). */
-  record Held(Plan.Check check, long leaseId) {}
+  /**
+   * One lease: the check that took it and its id (the clause's reply's seventh integer), and the
+   * local limiter that holds it when the {@code local} fail mode took it (else null: Redis).
+   */
+  record Held(Plan.Check check, long leaseId, LocalLimiter local) {
+    Held(Plan.Check check, long leaseId) {
+      this(check, leaseId, null);
+    }
+  }
 
   private final List<Held> held;
   private final AtomicBoolean taken = new AtomicBoolean();

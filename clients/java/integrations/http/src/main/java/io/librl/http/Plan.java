@@ -54,14 +54,16 @@ public final class Plan {
    * @param route the matched route's path as configured, or null
    * @param applying the policies, in check order
    * @param deny the matched route's own refusal, or null: the top-level {@code deny}
+   * @param config the configuration it was planned with (its checks are made with it, whatever a
+   *     reload swapped in meanwhile); null: the one in force
    */
-  public record Planned(String route, List<Applying> applying, Config.Deny deny) {
+  public record Planned(String route, List<Applying> applying, Config.Deny deny, Config config) {
     public Planned {
       applying = List.copyOf(applying);
     }
 
     public Planned(String route, List<Applying> applying) {
-      this(route, applying, null);
+      this(route, applying, null, null);
     }
 
     /** Whether the body's size is needed (a {@code body-bytes} policy applies). */

@@ -2,6 +2,7 @@ package io.librl.http;
 
 import io.librl.Decision;
 import java.time.Duration;
+import java.nio.file.Path;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
@@ -28,22 +29,48 @@ import java.util.concurrent.CompletionException;
 public final class RateLimiter implements AutoCloseable {
   private static final System.Logger LOG = System.getLogger("io.librl.http");
 
-  private final Config config;
   private final RedisConnection connection;
-  private final Backend backend;
   private final Hook.DecisionHook hook;
   private final Resolvers resolvers;
-  private final Routes routes;
+  private final Breaker breaker = new Breaker(() -> System.nanoTime() / 1_000_000);
+  /** The configuration in force, swapped whole by {@link #reload}. */
+  private volatile State state;
+  /** The {@code local} fail mode's limiter, made when a configuration first asks for it. */
+  private volatile LocalLimiter local;
   private Instant warned;
+
+  /** A configuration with what is built from it: its routes, and its Redis exchange's timeout. */
+  private record State(Config config, Routes routes, Backend backend) {}
 
   private RateLimiter(
       Config config, RedisConnection connection, Hook.DecisionHook hook, Resolvers resolvers) {
-    this.config = config;
     this.connection = connection;
-    this.backend = new Backend(connection, config.timeout());
     this.hook = hook;
     this.resolvers = resolvers;
-    this.routes = new Routes(config.policies(), config.routes());
+    this.state = state(config);
+    this.local = config.fail() == Config.FailMode.LOCAL ? new LocalLimiter(config.localMaxKeys()) : null;
+  }
+
+  private State state(Config config) {
+    return new State(config, new Routes(config.policies(), config.routes()), new Backend(connection, config.timeout()));
+  }
+
+  /**
+   * Swaps the configuration while requests are served (docs/http.md, Reload): requests that
+   * arrive from now on use {@code config}; requests in flight finish on the one they started
+   * with. A configuration naming a resolver nobody registered is refused with the start-up error
+   * and the old one stays. Read the new file with {@link Config#load(Path)}, whose errors are the
+   * start-up ones too. The Redis connection is kept ({@code timeout} applies from now on);
+   * routes a framework built from names ({@code @RateLimited}) keep their policies.
+   *
+   * @throws ConfigException when {@code config} is refused
+   */
+  public void reload(Config config) {
+    resolvers.check(Objects.requireNonNull(config, "config"));
+    if (config.fail() == Config.FailMode.LOCAL && local == null) {
+      local = new LocalLimiter(config.localMaxKeys());
+    }
+    state = state(config);
   }
 
   public static Builder builder(Config config) {
@@ -124,8 +151,9 @@ public final class RateLimiter implements AutoCloseable {
     }
   }
 
+  /** The configuration in force. */
   public Config config() {
-    return config;
+    return state.config();
   }
 
   /**
@@ -148,7 +176,7 @@ public final class RateLimiter implements AutoCloseable {
 
   /** The configuration's own routes. */
   public Routes routes() {
-    return routes;
+    return state.routes();
   }
 
   /**
@@ -159,7 +187,7 @@ public final class RateLimiter implements AutoCloseable {
   public Routes named(List<String> names, String where) {
     List<Policy> policies = new ArrayList<>();
     for (int i = 0; i < names.size(); i++) {
-      Policy p = config.policy(names.get(i));
+      Policy p = state.config().policy(names.get(i));
       if (p == null) {
         throw new ConfigException(
             where + "[" + i + "]", "no policy is named \"" + names.get(i) + "\"");
@@ -174,6 +202,7 @@ public final class RateLimiter implements AutoCloseable {
    * an exempt client: docs/http.md, Exemptions).
    */
   public Plan.Planned plan(Routes routes, Plan.Request request) {
+    Config config = state.config();
     Routes.Selection selection = routes.select(request.method(), request.pathBytes());
     if (selection == null || selection.policies().isEmpty()) {
       return null;
@@ -187,7 +216,8 @@ public final class RateLimiter implements AutoCloseable {
     return new Plan.Planned(
         selection.path(),
         Plan.applying(selection.policies(), client, request.headers()),
-        selection.deny());
+        selection.deny(),
+        config);
   }
 
   /**
@@ -206,6 +236,7 @@ public final class RateLimiter implements AutoCloseable {
 
   /** {@link #keys(String, String)} for a value given as bytes. */
   public Keys keys(String policy, byte[] value) {
+    Config config = state.config();
     Policy p = config.policy(policy);
     if (p == null) {
       throw new IllegalArgumentException("no policy is named \"" + policy + "\"");
@@ -220,7 +251,7 @@ public final class RateLimiter implements AutoCloseable {
 
   /** The 413 a planned request gets when its body is larger than {@code max_body_bytes}. */
   public Refusals.Reply tooLarge() {
-    return Refusals.refused(new Plan.TooLarge(config.maxBodyBytes()));
+    return Refusals.refused(new Plan.TooLarge(state.config().maxBodyBytes()));
   }
 
   /**
@@ -229,6 +260,13 @@ public final class RateLimiter implements AutoCloseable {
    * else -1. Never completes exceptionally for Redis's sake: the fail mode decides.
    */
   public CompletableFuture<Decided> decide(Plan.Planned planned, Plan.Request request, long bodyLength) {
+    State current = state;
+    // A request planned before a reload finishes on the configuration it was planned with.
+    State st =
+        planned.config() == null || planned.config() == current.config()
+            ? current
+            : new State(planned.config(), current.routes(), new Backend(connection, planned.config().timeout()));
+    Config config = st.config();
     Config.Mode mode = resolvers.mode(config, request);
     if (mode == Config.Mode.OFF) {
       return CompletableFuture.completedFuture(Decided.UNCHECKED);
@@ -239,14 +277,14 @@ public final class RateLimiter implements AutoCloseable {
     } catch (Plan.RefusedException e) {
       return CompletableFuture.completedFuture(
           new Decided(
-              List.of(), List.of(), null, Refusals.refused(e.refusal()), Map.of(), Leases.NONE));
+              List.of(), List.of(), null, Refusals.refused(e.refusal()), Map.of(), Leases.NONE, 0));
     }
     if (checks.isEmpty()) {
       return CompletableFuture.completedFuture(Decided.UNCHECKED);
     }
     return exchange(
         new Asked(planned.route(), request.method(), request.path(), mode,
-            planned.deny() == null ? config.deny() : planned.deny()),
+            planned.deny() == null ? config.deny() : planned.deny(), st),
         checks);
   }
 
@@ -256,20 +294,27 @@ public final class RateLimiter implements AutoCloseable {
    * what the hook and the logs name.
    */
   public CompletableFuture<Decided> decide(String route, List<Plan.Check> checks) {
-    return exchange(new Asked(route, null, null, config.mode(), config.deny()), List.copyOf(checks));
+    State st = state;
+    return exchange(
+        new Asked(route, null, null, st.config().mode(), st.config().deny(), st), List.copyOf(checks));
   }
 
   /**
    * What the hook and the logs say about the request (its route, method and path, or nulls), its
    * mode, and the refusal a denial gets (the route's {@code deny}, or the top-level one).
    */
-  private record Asked(String route, String method, String path, Config.Mode mode, Config.Deny deny) {}
+  private record Asked(
+      String route, String method, String path, Config.Mode mode, Config.Deny deny, State state) {}
 
   private CompletableFuture<Decided> exchange(Asked asked, List<Plan.Check> checks) {
-    return backend
+    if (!breaker.asks()) {
+      return fail(asked, checks, new Backend.Failure(new Breaker.Open(), List.of(), List.of()));
+    }
+    return asked.state().backend()
         .check(checks)
         .handle(
             (verdict, error) -> {
+              breaker.ended(error);
               if (error == null) {
                 return CompletableFuture.completedFuture(
                     respond(asked, checks, verdict.replies(),
@@ -296,29 +341,85 @@ public final class RateLimiter implements AutoCloseable {
    */
   private CompletableFuture<Decided> fail(Asked asked, List<Plan.Check> checks, Backend.Failure failure) {
     String error = failure.getMessage();
+    Config config = asked.state().config();
+    Backend backend = asked.state().backend();
+    if (config.fail() == Config.FailMode.LOCAL && local != null) {
+      return local(asked, checks, failure, error);
+    }
     if (config.fail() == Config.FailMode.OPEN) {
       warnOpen(error);
       // Served unchecked, it holds no slots: the leases admitted groups took go at once.
-      List<Leases.Held> leases = new ArrayList<>();
-      for (List<Integer> members : failure.admitted) {
-        leases.addAll(Backend.held(checks, members, failure.replies));
-      }
-      for (List<Integer> members : failure.shadowAdmitted) {
-        leases.addAll(Backend.held(checks, members, failure.replies));
-      }
-      backend.release(leases);
+      backend.release(takenBefore(checks, failure, true));
       return CompletableFuture.completedFuture(
           respond(asked, checks, List.of(), Hook.Outcome.FAIL_OPEN, error));
     }
     LOG.log(System.Logger.Level.ERROR, "librl: request refused (fail closed): " + error);
-    List<Leases.Held> shadowLeases = new ArrayList<>();
-    for (List<Integer> members : failure.shadowAdmitted) {
-      shadowLeases.addAll(Backend.held(checks, members, failure.replies));
-    }
-    backend.release(shadowLeases);
+    backend.release(takenBefore(checks, failure, false));
     return backend
         .refundGroups(checks, failure.admitted, failure.replies)
         .thenApply(v -> respond(asked, checks, List.of(), Hook.Outcome.FAIL_CLOSED, error));
+  }
+
+  /**
+   * The leases Redis took before it failed: the shadow groups' (never refunded, released all the
+   * same), and with {@code enforced} the admitted enforced groups' (a refusal's refund gives
+   * those back itself).
+   */
+  private static List<Leases.Held> takenBefore(
+      List<Plan.Check> checks, Backend.Failure failure, boolean enforced) {
+    List<Leases.Held> out = new ArrayList<>();
+    for (List<Integer> members : failure.shadowAdmitted) {
+      out.addAll(Backend.held(checks, members, failure.replies));
+    }
+    if (enforced) {
+      for (List<Integer> members : failure.admitted) {
+        out.addAll(Backend.held(checks, members, failure.replies));
+      }
+    }
+    return out;
+  }
+
+  /**
+   * The {@code local} fail mode (docs/http.md, Fail modes): the enforced checks decided in the
+   * process all-or-nothing, the shadow ones apart, as Redis would. What Redis admitted before it
+   * failed stays counted when the request is served, and is refunded when it is refused; the
+   * leases Redis took go at once (the request's slots are the local ones now).
+   */
+  private CompletableFuture<Decided> local(
+      Asked asked, List<Plan.Check> checks, Backend.Failure failure, String error) {
+    Backend backend = asked.state().backend();
+    Decision[] replies = new Decision[checks.size()];
+    boolean admitted = true;
+    for (boolean shadow : new boolean[] {false, true}) {
+      List<Integer> indices = new ArrayList<>();
+      List<Plan.Check> part = new ArrayList<>();
+      for (int i = 0; i < checks.size(); i++) {
+        if (checks.get(i).shadow() == shadow) {
+          indices.add(i);
+          part.add(checks.get(i));
+        }
+      }
+      if (part.isEmpty()) {
+        continue;
+      }
+      io.librl.AllDecision all = local.check(LocalLimiter.clauses(part), false);
+      for (int k = 0; k < indices.size(); k++) {
+        replies[indices.get(k)] = all.decisions().get(k);
+      }
+      admitted &= shadow || all.allowed();
+    }
+    List<Decision> decided = java.util.Arrays.asList(replies);
+    Hook.Outcome outcome =
+        admitted ? Hook.Outcome.of(checks, decided, asked.mode()) : Hook.Outcome.of(false, asked.mode());
+    // Redis's leases go now: served, the request's slots are the local ones; refused, the
+    // refund below releases the admitted groups' own.
+    backend.release(takenBefore(checks, failure, outcome != Hook.Outcome.DENIED));
+    if (outcome != Hook.Outcome.DENIED) {
+      return CompletableFuture.completedFuture(respond(asked, checks, decided, outcome, error, true));
+    }
+    return backend
+        .refundGroups(checks, failure.admitted, failure.replies)
+        .thenApply(v -> respond(asked, checks, decided, outcome, error, true));
   }
 
   private Decided respond(
@@ -327,6 +428,19 @@ public final class RateLimiter implements AutoCloseable {
       List<Decision> replies,
       Hook.Outcome outcome,
       String error) {
+    return respond(asked, checks, replies, outcome, error, false);
+  }
+
+  /** {@code decidedLocally}: by the {@code local} fail mode, whose leases it holds. */
+  private Decided respond(
+      Asked asked,
+      List<Plan.Check> checks,
+      List<Decision> replies,
+      Hook.Outcome outcome,
+      String error,
+      boolean decidedLocally) {
+    Config config = asked.state().config();
+    Backend backend = asked.state().backend();
     boolean refused = outcome == Hook.Outcome.DENIED;
     int worst = ResponseHeaders.mostRestrictive(checks, replies, refused);
     if (outcome == Hook.Outcome.WOULD_DENY && worst >= 0) {
@@ -347,7 +461,7 @@ public final class RateLimiter implements AutoCloseable {
       Hook.call(
           hook,
           new Hook.DecisionEvent(
-              outcome, false, asked.method(), asked.path(), asked.route(), reports, error));
+              outcome, decidedLocally, asked.method(), asked.path(), asked.route(), reports, error));
     }
     Refusals.Reply refusal = null;
     if (refused) {
@@ -377,14 +491,39 @@ public final class RateLimiter implements AutoCloseable {
         }
       }
       List<Leases.Held> held = Backend.held(checks, holding, replies);
+      if (decidedLocally) {
+        List<Leases.Held> own = new ArrayList<>(held.size());
+        for (Leases.Held h : held) {
+          own.add(new Leases.Held(h.check(), h.leaseId(), local));
+        }
+        held = own;
+      }
       if (refused) {
         // Refused now: its response is finished, and what a shadow group took goes at once.
-        backend.release(held);
+        release(backend, held);
       } else {
         leases = held.isEmpty() ? Leases.NONE : new Leases(held);
       }
     }
-    return new Decided(checks, replies, outcome, refusal, headers, leases);
+    return new Decided(checks, replies, outcome, refusal, headers, leases, queuedMs(checks, replies, refusal));
+  }
+
+  /**
+   * How long a served request waits for its turn (docs/http.md, Lockouts and queues): the latest
+   * turn its {@code queue} policies booked with {@code RESERVE}; 0 without one.
+   */
+  private static long queuedMs(List<Plan.Check> checks, List<Decision> replies, Refusals.Reply refusal) {
+    long wait = 0;
+    if (refusal != null || replies.size() != checks.size()) {
+      return 0;
+    }
+    for (int i = 0; i < checks.size(); i++) {
+      Decision d = replies.get(i);
+      if (checks.get(i).policy().queueMs() != null && d.allowed()) {
+        wait = Math.max(wait, d.retryAfter().toMillis());
+      }
+    }
+    return wait;
   }
 
   /** Whether every enforced check's reply admitted the request. */
@@ -404,7 +543,20 @@ public final class RateLimiter implements AutoCloseable {
    * and the lease ends by itself (docs/http.md, Concurrency limits).
    */
   public CompletableFuture<Void> release(Decided decided) {
-    return backend.release(decided.leases().take());
+    return release(state.backend(), decided.leases().take());
+  }
+
+  /** Releases leases where they were taken: in Redis, or in the local fail mode's limiter. */
+  private static CompletableFuture<Void> release(Backend backend, List<Leases.Held> leases) {
+    List<Leases.Held> inRedis = new ArrayList<>(leases.size());
+    for (Leases.Held h : leases) {
+      if (h.local() == null) {
+        inRedis.add(h);
+      } else {
+        h.local().release(LocalLimiter.Clause.of(h.check()), h.leaseId());
+      }
+    }
+    return backend.release(inRedis);
   }
 
   /**
@@ -429,7 +581,7 @@ public final class RateLimiter implements AutoCloseable {
     if (refund.isEmpty()) {
       return CompletableFuture.completedFuture(null);
     }
-    return backend.refund(refund);
+    return state.backend().refund(refund);
   }
 
   private synchronized void warnOpen(String error) {
@@ -455,6 +607,8 @@ public final class RateLimiter implements AutoCloseable {
    * @param refusal the response to send instead of calling the handler, or null
    * @param headers the rate-limit headers for the response (refusal or handler's), in order
    * @param leases the slots an admitted request holds until {@link #release}
+   * @param waitMs how long the adapter waits before serving it: its {@code queue} turn (a sleep
+   *     of the request's thread, or an asynchronous delay), never a wait on Redis; 0: none
    */
   public record Decided(
       List<Plan.Check> checks,
@@ -462,14 +616,15 @@ public final class RateLimiter implements AutoCloseable {
       Hook.Outcome outcome,
       Refusals.Reply refusal,
       Map<String, String> headers,
-      Leases leases) {
+      Leases leases,
+      long waitMs) {
 
     /**
      * A request nothing checked (a mode resolver said off, every limit resolver gave nothing): no
      * headers, no hook call, nothing to settle or release.
      */
     public static final Decided UNCHECKED =
-        new Decided(List.of(), List.of(), null, null, Map.of(), Leases.NONE);
+        new Decided(List.of(), List.of(), null, null, Map.of(), Leases.NONE, 0);
 
     /** Whether the request holds slots that {@link #release} gives back once it is finished. */
     public boolean holdsSlots() {

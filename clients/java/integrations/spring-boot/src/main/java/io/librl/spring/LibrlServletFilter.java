@@ -117,6 +117,16 @@ public class LibrlServletFilter extends OncePerRequestFilter implements SmartIni
       return;
     }
     decided.headers().forEach(response::setHeader);
+    if (decided.waitMs() > 0) {
+      // Its queue turn (docs/http.md, Lockouts and queues): this request's thread waits, never
+      // the shared Redis connection.
+      try {
+        Thread.sleep(decided.waitMs());
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new IOException("librl: interrupted while waiting for the request's turn", e);
+      }
+    }
     if (!decided.holdsSlots()) {
       serve(request, response, chain, decided);
       return;

@@ -6,6 +6,7 @@ import io.librl.http.Refusals;
 import io.librl.http.RequestHeaders;
 import io.librl.http.Routes;
 import java.net.InetSocketAddress;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -156,13 +157,18 @@ public class LibrlWebFilter implements WebFilter, Ordered, SmartInitializingSing
                 return send(response, decided.refusal(), decided.headers());
               }
               decided.headers().forEach(response.getHeaders()::set);
+              // Its queue turn (docs/http.md, Lockouts and queues): an asynchronous delay.
+              Mono<Void> served =
+                  decided.waitMs() > 0
+                      ? Mono.delay(Duration.ofMillis(decided.waitMs()))
+                          .then(Mono.defer(() -> serve(exchange, chain, decided)))
+                      : serve(exchange, chain, decided);
               if (decided.holdsSlots()) {
                 // Concurrency slots are held until the response is finished (docs/http.md,
                 // Concurrency limits): written, failed, or cancelled by a client gone first.
-                return serve(exchange, chain, decided)
-                    .doFinally(signal -> limiter.release(decided));
+                return served.doFinally(signal -> limiter.release(decided));
               }
-              return serve(exchange, chain, decided);
+              return served;
             });
   }
 
