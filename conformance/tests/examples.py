@@ -25,7 +25,19 @@ SERVE = ROOT / "scripts" / "serve-example"
 #: a framework not listed has none.
 CAPABILITIES: Dict[str, frozenset[str]] = {
     name: frozenset({"fail-local"})
-    for name in ("axum", "hyper", "tonic", "fastapi", "django", "flask", "express", "fastify", "go")
+    for name in (
+        "axum",
+        "hyper",
+        "tonic",
+        "fastapi",
+        "django",
+        "flask",
+        "express",
+        "fastify",
+        "go",
+        "java",
+        "java-webflux",
+    )
 }
 #: Every framework with an example: scripts/examples/NAME.sh.
 FRAMEWORKS = tuple(sorted(p.stem for p in (ROOT / "scripts" / "examples").glob("*.sh")))
