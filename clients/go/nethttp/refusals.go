@@ -69,42 +69,85 @@ func problem(status int, title, detail string, extra ...member) reply {
 	return reply{status: status, contentType: problemJSON, body: append(body, '}')}
 }
 
-// windowText is the window as the details write it: whole seconds with s,
-// else milliseconds with ms (60s, 1500ms).
-func windowText(window int64) string {
-	if window%1000 == 0 {
-		return strconv.FormatInt(window/1000, 10) + "s"
-	}
-	return strconv.FormatInt(window, 10) + "ms"
-}
-
 // denied is the refusal by the most restrictive check: the deny's status
 // with a problem body naming the policy (retry_after in ms, null when no
-// wait helps), or its text or JSON body.
+// wait helps), or its text or JSON body. The body is what problem writes
+// for these members, appended into one buffer: the refusal path of a
+// limit under attack allocates little.
 func denied(deny *refusal, x checked, cost int64) reply {
 	if r, ok := deny.configured(); ok {
 		return r
 	}
 	limit := quota(x)
-	what := fmt.Sprintf(`"%s" (%d per %s)`, x.p.name, limit, windowText(x.p.window.Milliseconds()))
-	var retry any
-	detail := fmt.Sprintf("This request costs %d, more than rate limit %s ever admits at once.", cost, what)
-	if r := ms(x.d.RetryAfter); r >= 0 {
-		retry = r
-		detail = fmt.Sprintf("Rate limit %s exceeded; retry in %d s.", what, retryAfterSecs(x.d))
+	retry := ms(x.d.RetryAfter)
+	concurrency := x.p.algorithm == "concurrency"
+	b := make([]byte, 0, 256+3*len(x.p.name))
+	b = append(b, `{"type":"about:blank","title":"Too Many Requests","status":`...)
+	b = strconv.AppendInt(b, int64(deny.status), 10)
+	b = append(b, `,"detail":"`...)
+	switch {
+	case concurrency && retry >= 0:
+		b = appendWhat(append(b, "Concurrency limit "...), x.p, limit)
+		b = strconv.AppendInt(append(b, " reached; retry in "...), retryAfterSecs(x.d), 10)
+		b = append(b, ` s."`...)
+	case concurrency:
+		b = strconv.AppendInt(append(b, "This request costs "...), cost, 10)
+		b = appendWhat(append(b, ", more than concurrency limit "...), x.p, limit)
+		b = append(b, ` ever admits."`...)
+	case retry >= 0:
+		b = appendWhat(append(b, "Rate limit "...), x.p, limit)
+		b = strconv.AppendInt(append(b, " exceeded; retry in "...), retryAfterSecs(x.d), 10)
+		b = append(b, ` s."`...)
+	default:
+		b = strconv.AppendInt(append(b, "This request costs "...), cost, 10)
+		b = appendWhat(append(b, ", more than rate limit "...), x.p, limit)
+		b = append(b, ` ever admits at once."`...)
 	}
-	if x.p.algorithm == "concurrency" {
-		what = fmt.Sprintf(`"%s" (%d at once)`, x.p.name, limit)
-		detail = fmt.Sprintf("This request costs %d, more than concurrency limit %s ever admits.", cost, what)
-		if retry != nil {
-			detail = fmt.Sprintf("Concurrency limit %s reached; retry in %d s.", what, retryAfterSecs(x.d))
-		}
+	b = appendJSONString(append(b, `,"policy":`...), x.p.name)
+	b = strconv.AppendInt(append(b, `,"limit":`...), limit, 10)
+	b = append(b, `,"retry_after":`...)
+	if retry >= 0 {
+		b = strconv.AppendInt(b, retry, 10)
+	} else {
+		b = append(b, "null"...)
 	}
 	// The title names the refusal, whatever status it is sent with.
-	r := problem(deny.status, "Too Many Requests", detail,
-		member{"policy", x.p.name}, member{"limit", limit}, member{"retry_after", retry})
-	r.headers = deny.headers
-	return r
+	return reply{status: deny.status, contentType: problemJSON, body: append(b, '}'), headers: deny.headers}
+}
+
+// appendWhat appends the details' name of the policy, inside a JSON
+// string: \"api\" (100 per 60s), or \"uploads\" (2 at once).
+func appendWhat(b []byte, p *policy, limit int64) []byte {
+	b = append(appendJSONContent(append(b, `\"`...), p.name), `\" (`...)
+	b = strconv.AppendInt(b, limit, 10)
+	if p.algorithm == "concurrency" {
+		return append(b, " at once)"...)
+	}
+	w := p.window.Milliseconds()
+	if w%1000 == 0 {
+		b = strconv.AppendInt(append(b, " per "...), w/1000, 10)
+		return append(b, "s)"...)
+	}
+	b = strconv.AppendInt(append(b, " per "...), w, 10)
+	return append(b, "ms)"...)
+}
+
+// appendJSONString appends s as encoding/json writes it.
+func appendJSONString(b []byte, s string) []byte {
+	return append(appendJSONContent(append(b, '"'), s), '"')
+}
+
+// appendJSONContent appends s as encoding/json writes it, without the
+// quotes; a string of characters it never escapes (every policy name) is
+// copied as it is.
+func appendJSONContent(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string: never an error
+			return append(b, q[1:len(q)-1]...)
+		}
+	}
+	return append(b, s...)
 }
 
 // badCost is the 400 for a cost header that is not an integer from 1 to
