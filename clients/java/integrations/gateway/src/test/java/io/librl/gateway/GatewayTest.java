@@ -37,7 +37,12 @@ import reactor.core.publisher.Mono;
  * burst-capacity}), one naming a policy of the file; the key from a {@code KeyResolver}.
  */
 class GatewayTest {
-  private static final HttpClient CLIENT = HttpClient.newHttpClient();
+  /**
+   * HTTP/1.1 without an h2c upgrade attempt, and a deadline per request: a request to the gateway
+   * once hung a whole build (a loaded machine; the upgrade is the suspect), where it should fail.
+   */
+  private static final HttpClient CLIENT =
+      HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
   private static ConfigurableApplicationContext app;
   private static int port;
   private static Path policies;
@@ -86,7 +91,10 @@ class GatewayTest {
 
   private static HttpResponse<String> get(String path, String user) throws IOException, InterruptedException {
     return CLIENT.send(
-        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path)).header("X-User", user).build(),
+        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
+            .header("X-User", user)
+            .timeout(java.time.Duration.ofSeconds(30))
+            .build(),
         HttpResponse.BodyHandlers.ofString());
   }
 
