@@ -55,6 +55,8 @@ pub struct Backend {
 pub enum Unavailable {
     Redis(redis::RedisError),
     Timeout(Duration),
+    /// Redis failed lately: the breaker is open (docs/http.md, Fail modes).
+    BreakerOpen,
 }
 
 impl fmt::Display for Unavailable {
@@ -62,6 +64,9 @@ impl fmt::Display for Unavailable {
         match self {
             Unavailable::Redis(e) => write!(f, "redis: {e}"),
             Unavailable::Timeout(t) => write!(f, "redis gave no answer within {t:?}"),
+            Unavailable::BreakerOpen => {
+                f.write_str("redis failed lately; not asked until the back-off ends")
+            }
         }
     }
 }

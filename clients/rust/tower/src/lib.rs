@@ -42,6 +42,7 @@
 //! or insert [`PeerAddr`] (hyper, tonic): the peer address is how a client
 //! without credentials is told apart.
 
+mod breaker;
 mod configuration;
 mod decide;
 mod durations;

@@ -12,8 +12,9 @@ use http::{Extensions, HeaderMap};
 use ipnet::IpNet;
 use librl_client::{Concurrent, Decision, LeaseId};
 
+use crate::breaker::{Breaker, Pass};
 use crate::configuration::{validate_policies, whole_shadow, Config, ConfigError, FailMode, Mode};
-use crate::decide::{Admitted, Backend, Failure, RedisTarget};
+use crate::decide::{Admitted, Backend, Failure, RedisTarget, Unavailable};
 use crate::fail::LocalLimiter;
 use crate::hook::{self, CheckReport, DecisionEvent, DecisionHook, Outcome};
 use crate::identity::Client;
@@ -82,6 +83,8 @@ pub(crate) struct Shared {
     mode_resolver: Option<Arc<ModeResolver>>,
     /// Every resolver registered (for layers built in code).
     resolvers: Resolvers,
+    /// Applies the fail mode at once while Redis is failing.
+    breaker: Breaker,
     /// When fail-open last logged, so it logs at most every 10 s.
     warned: Mutex<Option<Instant>>,
 }
@@ -186,6 +189,7 @@ impl Builder {
         ));
         let exempt = plan::exempt_networks(&self.config.exempt, self.config.exempt_loopback);
         let deny = Refusing::new(&self.config.deny);
+        let breaker = Breaker::new(self.config.timeout);
         let mode_resolver = self
             .config
             .mode_resolver
@@ -205,6 +209,7 @@ impl Builder {
                 fail_deny,
                 mode_resolver,
                 resolvers: self.resolvers,
+                breaker,
                 warned: Mutex::new(None),
             }),
         })
@@ -363,7 +368,18 @@ impl Shared {
         let checks = planned
             .checks(&self.config.prefix, &facts.parts(), body_len)
             .map_err(|r: Refusal| refusals::refused(&r))?;
-        let (outcome, replies, local, error, leases) = match self.backend.check(&checks).await {
+        let checked = match self.breaker.pass() {
+            Pass::Check => {
+                let checked = self.backend.check(&checks).await;
+                self.breaker.record(checked.is_ok());
+                checked
+            }
+            Pass::Skip => Err(Failure {
+                error: Unavailable::BreakerOpen,
+                admitted: Vec::new(),
+            }),
+        };
+        let (outcome, replies, local, error, leases) = match checked {
             Ok(v) => {
                 // A request refused took no lease of an enforced policy
                 // (RL.ALL admitted nothing, and other subjects' leases
@@ -577,7 +593,7 @@ impl Shared {
         (served, replies)
     }
 
-    fn warn_open(&self, e: &crate::decide::Unavailable) {
+    fn warn_open(&self, e: &Unavailable) {
         let mut warned = self.warned.lock().unwrap_or_else(|p| p.into_inner());
         if warned.is_none_or(|at| at.elapsed() >= Duration::from_secs(10)) {
             *warned = Some(Instant::now());
