@@ -100,9 +100,28 @@ def _resolvers(value: Any) -> Any:
 
 def reply_response(reply: Reply) -> HttpResponse:
     response = HttpResponse(reply.body, status=reply.status)
-    for name, value in reply.headers:
-        response[name] = value
+    set_headers(response, reply.headers)
     return response
+
+
+def set_headers(response: Any, headers: List[Tuple[str, str]]) -> None:
+    """``response[name] = value`` for each header, as Django stores it:
+    its ResponseHeaders keep ``(name, value)`` under the lower-case name,
+    after a check that costs more than the rest of a request's header
+    work; a header it would pass unchanged (ASCII, on one line: the
+    rate-limit headers always) is stored directly, any other goes
+    through ``response[name]``, which encodes or refuses it."""
+    store = getattr(response.headers, "_store", None)
+    if type(store) is not dict:  # not the ResponseHeaders this was written for
+        for name, value in headers:
+            response[name] = value
+        return
+    for name, value in headers:
+        line = name + value
+        if line.isascii() and "\n" not in line and "\r" not in line:
+            store[name.lower()] = (name, value)
+        else:
+            response[name] = value
 
 
 class _Checker:
@@ -152,8 +171,7 @@ class _Checker:
         client went away)."""
         if admission.reply is not None:
             return
-        for name, value in admission.headers:
-            response[name] = value
+        set_headers(response, admission.headers)
         if admission.settles:
             self.guard.finish(admission, response.status_code)
         if admission.holds_slots:
