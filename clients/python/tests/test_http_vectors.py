@@ -14,12 +14,19 @@ import pytest
 from librl import Decision
 from librl.http import Config, ConfigError, Engine, Request, parse
 from librl.http._configuration import read_field
-from librl.http._headers import response_headers
+from librl.http._headers import response_headers, retry_after_s, shown_limit
 from librl.http._hook import outcome
 from librl.http._identity import client_ip
 from librl.http._keys import limiter_key, override_key
 from librl.http._plan import cost_header, route_policies, subject_of
-from librl.http._refusals import Reply, bad_cost, denied, too_large, unavailable
+from librl.http._refusals import (
+    Reply,
+    _denial_problem_of,
+    bad_cost,
+    denied,
+    too_large,
+    unavailable,
+)
 from librl.http._request import header_value
 from librl.http._routes import canonical_path
 from librl.http._sources import source_value
@@ -207,6 +214,32 @@ def headers(given: Dict[str, Any]) -> Any:
         "headers": values,
         "absent": [name for name in six if name not in values],
     }
+
+
+def test_a_denials_body_is_the_problem_its_fields_make_byte_for_byte() -> None:
+    """A denial with a wait is made from a template cut around its numbers
+    (made once per policy and limit); its bytes are those of the problem
+    built field by field, key order and separators included."""
+    document = json.loads((VECTORS / "refusals.json").read_text())
+    made = 0
+    for vector in document["vectors"]:
+        given = vector["input"]
+        if given["kind"] != "denied" or "route_deny" in given or "body" not in vector["expect"]:
+            continue
+        policy = given.get("policy", ANY_POLICY)
+        config = config_with([policy], None, deny=given["deny"], routes=[])
+        if config.deny.body in ("text", "json"):
+            continue  # the configuration's own body
+        found, reply = config.policies[0], decision(given["reply"])
+        limit, retry_s = shown_limit(found, reply), retry_after_s(reply)
+        for _ in range(2):  # the template's first use makes it, the second reuses it
+            body = denied(config, found, reply, given["cost"]).body
+            status = config.deny.status
+            assert (
+                body == _denial_problem_of(status, found, reply, given["cost"], limit, retry_s).body
+            )
+        made += 1
+    assert made > 0
 
 
 def refusal(given: Dict[str, Any]) -> Any:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .._types import Decision
 from ._configuration import FAIL_DENY, Config, Policy, Refusal
@@ -80,13 +80,62 @@ def denied(
 def _denial_problem(status: int, policy: Policy, reply: Decision, cost: int) -> Reply:
     limit = shown_limit(policy, reply)
     retry_s = retry_after_s(reply)
+    if retry_s is not None:
+        # The common denial: the body around its two numbers is made once.
+        key = (status, policy.name, policy.algorithm, policy.window_ms, limit)
+        template = _TEMPLATES.get(key)
+        if template is None:
+            template = _denial_template(status, policy, limit)
+            if len(_TEMPLATES) >= _TEMPLATES_SIZE:
+                _TEMPLATES.clear()  # limits from resolvers: start again rather than grow
+            _TEMPLATES[key] = template
+        head, middle = template
+        body = f"{head}{retry_s}{middle}{reply.retry_after_ms}}}".encode()
+        return Reply(status, [("Content-Type", PROBLEM_JSON)], body)
+    return _denial_problem_of(status, policy, reply, cost, limit, retry_s)
+
+
+#: A denial's problem body before and after its Retry-After seconds, by
+#: what the rest of it says (status, policy, window, limit shown).
+_TEMPLATES: Dict[Tuple[int, str, str, int, int], Tuple[str, str]] = {}
+_TEMPLATES_SIZE = 1024
+
+
+def _denial_template(status: int, policy: Policy, limit: int) -> Tuple[str, str]:
+    """The body _denial_problem_of makes for a denial with a wait, cut
+    where its two numbers go: the seconds in ``detail`` and the
+    milliseconds of ``retry_after``, the body's last member (JSON escapes
+    each character alone, so the pieces are the whole body's)."""
+    named, verb, _ = _named(policy, limit)
+    head = _COMPACT.encode(
+        {
+            "type": "about:blank",
+            "title": "Too Many Requests",
+            "status": status,
+            "detail": f"{named[0].upper()}{named[1:]} {verb}; retry in ",
+        }
+    )
+    tail = _COMPACT.encode(
+        {"detail": " s.", "policy": policy.name, "limit": limit, "retry_after": 0}
+    )
+    # head ends with the detail's closing quote and }; tail starts {"detail":" and ends with 0}.
+    return head[:-2], tail[len('{"detail":"') : -2]
+
+
+def _named(policy: Policy, limit: int) -> Tuple[str, str, str]:
+    """How a denial's detail names its policy, its verb, and the end of
+    the detail of a request that no wait helps."""
     if policy.algorithm == "concurrency":
         # Slots held at once: no window (docs/http.md, Concurrency limits).
-        named = f'concurrency limit "{policy.name}" ({limit} at once)'
-        verb, ever = "reached", "ever admits."
-    else:
-        named = f'rate limit "{policy.name}" ({limit} per {_window(policy.window_ms)})'
-        verb, ever = "exceeded", "ever admits at once."
+        return f'concurrency limit "{policy.name}" ({limit} at once)', "reached", "ever admits."
+    named = f'rate limit "{policy.name}" ({limit} per {_window(policy.window_ms)})'
+    return named, "exceeded", "ever admits at once."
+
+
+def _denial_problem_of(
+    status: int, policy: Policy, reply: Decision, cost: int, limit: int, retry_s: Optional[int]
+) -> Reply:
+    named, verb, ever = _named(policy, limit)
     if retry_s is not None:
         detail = f"{named[0].upper()}{named[1:]} {verb}; retry in {retry_s} s."
     else:
