@@ -113,9 +113,18 @@ class Policy:
     #: BLOCK's and RESERVE's durations as the clause sends them, or None.
     block_arg: Optional[str] = field(init=False, repr=False, compare=False)
     queue_arg: Optional[str] = field(init=False, repr=False, compare=False)
+    #: The policy's item of RateLimit-Policy before and after its limit
+    #: (docs/http.md, Headers), made once.
+    item_head: str = field(init=False, repr=False, compare=False)
+    item_tail: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "window_arg", f"{self.window_ms}ms")
+        object.__setattr__(self, "item_head", f'"{self.name}";q=')
+        # A concurrency policy has no window: slots held at once.
+        window = "" if self.algorithm == "concurrency" else f";w={self.window_s}"
+        unit = ';qu="content-bytes"' if self.cost == "body-bytes" else ""
+        object.__setattr__(self, "item_tail", f"{window}{unit}")
         block, queue = self.block_ms, self.queue_ms
         object.__setattr__(self, "block_arg", None if block is None else f"{block}ms")
         object.__setattr__(self, "queue_arg", None if queue is None else f"{queue}ms")

@@ -59,10 +59,16 @@ class Exchange:
     def __init__(self, checks: Sequence[Check]) -> None:
         self._checks = checks
         first = checks[0].subject if checks else ""
-        if all(check.subject == first and not check.shadow for check in checks):
+        #: A shadow check: a denial may be a would-be refusal.
+        self._shadows = False
+        if len(checks) == 1 and not checks[0].shadow:
+            self._groups = [[0]]  # one policy: the commonest case
+            self._enforced = 1
+        elif all(check.subject == first and not check.shadow for check in checks):
             self._groups = [list(range(len(checks)))]  # one subject: the common case
             self._enforced = 1
         else:
+            self._shadows = any(check.shadow for check in checks)
             self._groups = _by_subject(checks, False)
             self._enforced = len(self._groups)
             # Shadow policies: RL.ALLs of their own, after the enforced ones.
@@ -116,7 +122,7 @@ class Exchange:
     @property
     def shadow_denied(self) -> bool:
         """A shadow policy's group was denied (a would-be refusal)."""
-        return any(
+        return self._shadows and any(
             reply is not None and not reply.allowed and check.shadow
             for check, reply in zip(self._checks, self._replies)
         )

@@ -57,13 +57,13 @@ def rate_limit_headers(
     reply, policy = replies[worst], policies[worst]
     reset = ceil_s(reply.reset_after_ms)
     if style in ("both", "ietf"):
-        items = []
-        for p, r in zip(policies, replies):
-            # A concurrency policy has no window: slots held at once.
-            window = "" if p.algorithm == "concurrency" else f";w={p.window_s}"
-            unit = ';qu="content-bytes"' if p.cost == "body-bytes" else ""
-            items.append(f'"{p.name}";q={shown_limit(p, r)}{window}{unit}')
-        out.append(("RateLimit-Policy", ", ".join(items)))
+        if len(policies) == 1:
+            item = f"{policy.item_head}{shown_limit(policy, reply)}{policy.item_tail}"
+        else:
+            item = ", ".join(
+                f"{p.item_head}{shown_limit(p, r)}{p.item_tail}" for p, r in zip(policies, replies)
+            )
+        out.append(("RateLimit-Policy", item))
         out.append(("RateLimit", f'"{policy.name}";r={reply.remaining};t={reset}'))
     if style in ("both", "legacy"):
         if unix_now_ms is not None:
