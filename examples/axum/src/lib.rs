@@ -68,13 +68,37 @@ pub fn listen_address() -> String {
 }
 
 /// The limiter of the configuration file `LIBRL_POLICIES` on the Redis
-/// of [`redis_from`], as `scripts/serve-example hyper` and `tonic` serve it.
+/// of [`redis_from`], reloaded on SIGHUP ([`reload_on_sighup`]), as
+/// `scripts/serve-example hyper` and `tonic` serve it.
 pub fn policy_file_limiter() -> Result<RateLimiter, Box<dyn std::error::Error>> {
     let path = env_var("LIBRL_POLICIES").ok_or("LIBRL_POLICIES: set it to a configuration file")?;
-    let config = librl_tower::Config::from_file(path)?;
-    Ok(conformance_resolvers(RateLimiter::builder(config))
+    let config = librl_tower::Config::from_file(&path)?;
+    let limiter = conformance_resolvers(RateLimiter::builder(config))
         .redis(redis_from(env_var))
-        .build()?)
+        .build()?;
+    reload_on_sighup(limiter.clone(), path)?;
+    Ok(limiter)
+}
+
+/// On each SIGHUP, re-reads the configuration file at `path` and reloads
+/// the limiter with it (docs/http.md, Reload), printing one line on
+/// stderr: `librl: configuration reloaded`, or the start-up error (the
+/// configuration in force stays).
+pub fn reload_on_sighup(limiter: RateLimiter, path: String) -> std::io::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hangups = signal(SignalKind::hangup())?;
+    tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            let reloaded = librl_tower::Config::from_file(&path)
+                .map_err(librl_tower::BuildError::from)
+                .and_then(|config| limiter.reload(config));
+            match reloaded {
+                Ok(()) => eprintln!("librl: configuration reloaded"),
+                Err(e) => eprintln!("{e}"),
+            }
+        }
+    });
+    Ok(())
 }
 
 /// The test resolvers every example app registers (conformance/README.md,

@@ -4,6 +4,7 @@
 //! - `LIBRL_POLICIES`: a configuration file (YAML or JSON, docs/http.md);
 //!   every path and method answers `ok` behind its routes. Without it, the
 //!   demo routes with their policies in code (`demo_app`).
+//!   On SIGHUP it re-reads the file and reloads (docs/http.md, Reload).
 //! - `REDIS_URL` (default `redis://127.0.0.1:6379`) or
 //!   `REDIS_CLUSTER_NODES` (comma-separated `host:port`).
 
@@ -12,6 +13,7 @@ use std::process::ExitCode;
 
 use librl_axum_example::{
     conformance_resolvers, demo_app, env_var, listen_address, policy_file_app, redis_from,
+    reload_on_sighup,
 };
 use librl_tower::{Config, RateLimiter};
 
@@ -43,7 +45,10 @@ async fn serve() -> Result<(), Box<dyn std::error::Error>> {
         .redis(redis.clone())
         .build()?;
     let app = match &policies {
-        Some(_) => policy_file_app(&limiter),
+        Some(path) => {
+            reload_on_sighup(limiter.clone(), path.clone())?;
+            policy_file_app(&limiter)
+        }
         None => demo_app(&limiter),
     };
     let listener = tokio::net::TcpListener::bind(listen_address()).await?;

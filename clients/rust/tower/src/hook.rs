@@ -33,6 +33,16 @@ impl Outcome {
         }
     }
 
+    /// [`Outcome::of`], with the shadow policies' part: a request served
+    /// while a shadow policy denied is `WouldDeny` (docs/http.md, Shadow
+    /// mode).
+    pub(crate) fn decided(admitted: bool, shadow_denied: bool, mode: Mode) -> Outcome {
+        match Outcome::of(admitted, mode) {
+            Outcome::Allowed if shadow_denied => Outcome::WouldDeny,
+            outcome => outcome,
+        }
+    }
+
     /// `allowed`, `denied`, `would_deny`, `fail_open`, `fail_closed`: the
     /// contract's names, ready for a metric label.
     pub fn as_str(self) -> &'static str {

@@ -22,7 +22,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::lease::{Leases, ResponseBody};
-use crate::limiter::Shared;
+use crate::limiter::{Live, Shared};
 use crate::plan::{Refusal, RequestFacts};
 use crate::refusals::{self, Reply};
 use crate::routes::PolicySet;
@@ -36,13 +36,41 @@ pub struct PeerAddr(pub SocketAddr);
 /// from code) against every request of the service it wraps.
 #[derive(Clone)]
 pub struct RateLimitLayer {
-    shared: Arc<Shared>,
-    set: Arc<PolicySet>,
+    policies: Policies,
+}
+
+/// Which policies a layer checks: a set fixed when it was built, or the
+/// configuration's routes as they are when each request starts.
+#[derive(Clone)]
+enum Policies {
+    Fixed(Arc<Shared>, Arc<PolicySet>),
+    Live(Arc<Live>),
+}
+
+impl Policies {
+    fn now(&self) -> (Arc<Shared>, Arc<PolicySet>) {
+        match self {
+            Policies::Fixed(shared, set) => (shared.clone(), set.clone()),
+            Policies::Live(live) => {
+                let shared = live.current();
+                let set = shared.routes.clone();
+                (shared, set)
+            }
+        }
+    }
 }
 
 impl RateLimitLayer {
     pub(crate) fn new(shared: Arc<Shared>, set: Arc<PolicySet>) -> RateLimitLayer {
-        RateLimitLayer { shared, set }
+        RateLimitLayer {
+            policies: Policies::Fixed(shared, set),
+        }
+    }
+
+    pub(crate) fn live(live: Arc<Live>) -> RateLimitLayer {
+        RateLimitLayer {
+            policies: Policies::Live(live),
+        }
     }
 }
 
@@ -52,8 +80,7 @@ impl<S> Layer<S> for RateLimitLayer {
     fn layer(&self, inner: S) -> RateLimit<S> {
         RateLimit {
             inner,
-            shared: self.shared.clone(),
-            set: self.set.clone(),
+            policies: self.policies.clone(),
         }
     }
 }
@@ -61,8 +88,7 @@ impl<S> Layer<S> for RateLimitLayer {
 #[derive(Clone)]
 pub struct RateLimit<S> {
     inner: S,
-    shared: Arc<Shared>,
-    set: Arc<PolicySet>,
+    policies: Policies,
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -94,7 +120,7 @@ where
         // The service polled ready goes into the future; a clone stays.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        let (shared, set) = (self.shared.clone(), self.set.clone());
+        let (shared, set) = self.policies.now();
         Box::pin(handle(shared, set, req, inner))
     }
 }

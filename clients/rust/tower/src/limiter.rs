@@ -5,7 +5,7 @@
 //! `count: failed` / `succeeded` once the status is known. The tower
 //! adapter (`layer.rs`) only moves requests and responses.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use http::{Extensions, HeaderMap};
@@ -60,20 +60,79 @@ impl From<ConfigError> for BuildError {
 }
 
 /// The configuration and the Redis connection every layer shares. Cheap
-/// to clone.
+/// to clone; [`RateLimiter::reload`] swaps the configuration for every
+/// clone and every `config_layer`.
 #[derive(Clone)]
 pub struct RateLimiter {
-    pub(crate) shared: Arc<Shared>,
+    live: Arc<Live>,
+}
+
+/// The current configuration's state, and what a reload keeps.
+pub(crate) struct Live {
+    current: RwLock<Arc<Shared>>,
+    parts: Parts,
+}
+
+/// What the builder was given besides the configuration.
+struct Parts {
+    target: RedisTarget,
+    hook: Option<Arc<dyn DecisionHook>>,
+    user: Option<Arc<UserResolver>>,
+    resolvers: Resolvers,
+}
+
+impl Live {
+    /// The configuration requests start on now (a request in flight keeps
+    /// the one it started on).
+    pub(crate) fn current(&self) -> Arc<Shared> {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+impl Parts {
+    /// A configuration's state, validated (start-up validation), on a new
+    /// connection to the same Redis.
+    fn shared(&self, config: Config) -> Result<Shared, BuildError> {
+        let validated = config.validated(&self.resolvers)?;
+        let backend = Backend::new(&self.target, config.timeout).map_err(BuildError::Redis)?;
+        let routes = Arc::new(PolicySet::new(
+            validated.policies,
+            &config.routes,
+            &config.deny,
+        ));
+        let mode_resolver = config
+            .mode_resolver
+            .as_ref()
+            .and_then(|name| self.resolvers.mode.get(name).cloned());
+        Ok(Shared {
+            local: LocalLimiter::new(config.local_max_keys),
+            exempt: plan::exempt_networks(&config.exempt, config.exempt_loopback),
+            deny: Refusing::new(&config.deny),
+            fail_deny: Refusing::new(&config.fail_deny),
+            breaker: Breaker::new(config.timeout),
+            config,
+            backend,
+            hook: self.hook.clone(),
+            user: self.user.clone(),
+            routes,
+            mode_resolver,
+            resolvers: self.resolvers.clone(),
+            warned: Mutex::new(None),
+        })
+    }
 }
 
 pub(crate) struct Shared {
     pub(crate) config: Config,
     backend: Backend,
     local: LocalLimiter,
-    hook: Option<Box<dyn DecisionHook>>,
-    user: Option<Box<UserResolver>>,
+    hook: Option<Arc<dyn DecisionHook>>,
+    user: Option<Arc<UserResolver>>,
     /// The configuration's own policies and routes.
-    routes: Arc<PolicySet>,
+    pub(crate) routes: Arc<PolicySet>,
     /// `exempt`, and the loopback networks with `exempt_loopback`.
     exempt: Vec<IpNet>,
     /// `deny` and `fail_deny`, ready to send.
@@ -180,37 +239,17 @@ impl Builder {
     /// against the resolvers registered) and the Redis location; connects
     /// on the first request, so Redis may be down.
     pub fn build(self) -> Result<RateLimiter, BuildError> {
-        let validated = self.config.validated(&self.resolvers)?;
-        let backend = Backend::new(&self.target, self.config.timeout).map_err(BuildError::Redis)?;
-        let routes = Arc::new(PolicySet::new(
-            validated.policies,
-            &self.config.routes,
-            &self.config.deny,
-        ));
-        let exempt = plan::exempt_networks(&self.config.exempt, self.config.exempt_loopback);
-        let deny = Refusing::new(&self.config.deny);
-        let breaker = Breaker::new(self.config.timeout);
-        let mode_resolver = self
-            .config
-            .mode_resolver
-            .as_ref()
-            .and_then(|name| self.resolvers.mode.get(name).cloned());
-        let fail_deny = Refusing::new(&self.config.fail_deny);
+        let parts = Parts {
+            target: self.target,
+            hook: self.hook.map(Arc::from),
+            user: self.user.map(Arc::from),
+            resolvers: self.resolvers,
+        };
+        let shared = parts.shared(self.config)?;
         Ok(RateLimiter {
-            shared: Arc::new(Shared {
-                local: LocalLimiter::new(self.config.local_max_keys),
-                config: self.config,
-                backend,
-                hook: self.hook,
-                user: self.user,
-                routes,
-                exempt,
-                deny,
-                fail_deny,
-                mode_resolver,
-                resolvers: self.resolvers,
-                breaker,
-                warned: Mutex::new(None),
+            live: Arc::new(Live {
+                current: RwLock::new(Arc::new(shared)),
+                parts,
             }),
         })
     }
@@ -232,13 +271,29 @@ impl RateLimiter {
         RateLimiter::builder(config).redis(target).build()
     }
 
-    pub fn config(&self) -> &Config {
-        &self.shared.config
+    /// The configuration requests start on now.
+    pub fn config(&self) -> Config {
+        self.live.current().config.clone()
     }
 
-    /// A layer applying the configuration's policies by its `routes`.
+    /// Swaps the configuration (docs/http.md, Reload): requests that
+    /// start from now on use `config` (its routes in every
+    /// `config_layer`), requests in flight finish on the old one. One
+    /// that does not validate is refused with the start-up error, and the
+    /// old one stays. The hook, user resolver, resolvers and Redis
+    /// location are the builder's; the connection, the breaker and the
+    /// `local` fail mode's counts start afresh. Layers built from code
+    /// (`layer`, `named_layer`) keep the configuration they were built on.
+    pub fn reload(&self, config: Config) -> Result<(), BuildError> {
+        let shared = Arc::new(self.live.parts.shared(config)?);
+        *self.live.current.write().unwrap_or_else(|p| p.into_inner()) = shared;
+        Ok(())
+    }
+
+    /// A layer applying the configuration's policies by its `routes`,
+    /// following [`RateLimiter::reload`].
     pub fn config_layer(&self) -> RateLimitLayer {
-        RateLimitLayer::new(self.shared.clone(), self.shared.routes.clone())
+        RateLimitLayer::live(self.live.clone())
     }
 
     /// A layer for one route (axum's `route_layer`) checking `policies`
@@ -254,18 +309,16 @@ impl RateLimiter {
         policies: impl IntoIterator<Item = Policy>,
     ) -> Result<RateLimitLayer, ConfigError> {
         let policies: Vec<Policy> = policies.into_iter().collect();
-        let shared = &self.shared;
+        let shared = self.live.current();
         let mut policies = validate_policies(
             &policies,
             "layer",
             &shared.config.identities,
             &shared.resolvers,
         )?;
-        whole_shadow(self.shared.config.mode, &mut policies);
-        Ok(RateLimitLayer::new(
-            self.shared.clone(),
-            Arc::new(PolicySet::new(policies, &[], &self.shared.config.deny)),
-        ))
+        whole_shadow(shared.config.mode, &mut policies);
+        let set = Arc::new(PolicySet::new(policies, &[], &shared.config.deny));
+        Ok(RateLimitLayer::new(shared, set))
     }
 
     /// A layer for one route checking the configuration's policies of
@@ -275,9 +328,9 @@ impl RateLimiter {
         names: impl IntoIterator<Item = &'n str>,
     ) -> Result<RateLimitLayer, ConfigError> {
         let mut policies = Vec::new();
+        let shared = self.live.current();
         for (i, name) in names.into_iter().enumerate() {
-            let policy = self
-                .shared
+            let policy = shared
                 .config
                 .policies
                 .iter()
@@ -389,10 +442,7 @@ impl Shared {
                 } else {
                     Held::redis_shadow(&checks, &v.replies)
                 };
-                let outcome = match Outcome::of(v.admitted, mode) {
-                    Outcome::Allowed if v.shadow_denied => Outcome::WouldDeny,
-                    outcome => outcome,
-                };
+                let outcome = Outcome::decided(v.admitted, v.shadow_denied, mode);
                 (outcome, v.replies, false, None, leases)
             }
             // Boxed: rare, and kept out of every request's future.
@@ -563,10 +613,7 @@ impl Shared {
                     .iter()
                     .zip(&replies)
                     .any(|(c, r)| c.policy.shadow && !r.allowed);
-                let outcome = match Outcome::of(served, mode) {
-                    Outcome::Allowed if shadow_denied => Outcome::WouldDeny,
-                    outcome => outcome,
-                };
+                let outcome = Outcome::decided(served, shadow_denied, mode);
                 (outcome, replies, true, Some(error.to_string()), leases)
             }
         }

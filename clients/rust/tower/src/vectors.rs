@@ -25,12 +25,14 @@ use crate::walker::{walk_field, Walked};
 
 /// Every file the directory holds, and the function each one names.
 const FILES: &[(&str, &str)] = &[
+    ("algorithms.json", "algorithm"),
     ("client-ip.json", "client_ip"),
     ("config-errors.json", "config_error"),
     ("cost-headers.json", "cost_header"),
     ("durations.json", "duration"),
     ("headers.json", "response_headers"),
     ("keys.json", "key"),
+    ("outcomes.json", "outcome"),
     ("override-keys.json", "override_key"),
     ("paths.json", "canonical_path"),
     ("rates.json", "rate"),
@@ -99,6 +101,8 @@ fn run(file: &str) {
     let expected = FILES.iter().find(|(f, _)| *f == file).map(|(_, f)| *f);
     assert_eq!(Some(function), expected, "{file}: function");
     let call: fn(&Value) -> Result<Value, String> = match function {
+        "algorithm" => algorithm,
+        "outcome" => outcome,
         "client_ip" => client_ip_vector,
         "config_error" => config_error,
         "cost_header" => cost_header_vector,
@@ -155,6 +159,8 @@ macro_rules! files {
 }
 
 files! {
+    algorithms_json => "algorithms.json",
+    outcomes_json => "outcomes.json",
     client_ip_json => "client-ip.json",
     config_errors_json => "config-errors.json",
     cost_headers_json => "cost-headers.json",
@@ -371,6 +377,11 @@ fn key(input: &Value) -> Result<Value, String> {
     }))
 }
 
+/// A list of [`reply`]s.
+fn replies(v: &Value) -> Result<Vec<Decision>, String> {
+    v.as_array().ok_or("replies")?.iter().map(reply).collect()
+}
+
 /// `[allowed, count, retry_after, limit, remaining, reset_after]`.
 fn reply(v: &Value) -> Result<Decision, String> {
     let n = |i: usize| v[i].as_i64().ok_or_else(|| format!("reply {v}"));
@@ -401,12 +412,7 @@ fn response_headers(input: &Value) -> Result<Value, String> {
     let config = config(doc)?;
     let now_ms = input["now_ms"].as_u64().unwrap_or(0);
     let checks = checks(&config)?;
-    let replies: Vec<Decision> = input["replies"]
-        .as_array()
-        .ok_or("replies")?
-        .iter()
-        .map(reply)
-        .collect::<Result<_, _>>()?;
+    let replies = replies(&input["replies"])?;
     let denied = input["denied"].as_bool().ok_or("denied")?;
     let mut map = HeaderMap::new();
     let outcome = Outcome::of(!denied, config.mode);
@@ -562,6 +568,60 @@ fn as_given(input: &Value, name: &str) -> String {
         .find(|given| given.eq_ignore_ascii_case(name))
         .cloned()
         .unwrap_or_else(|| name.to_string())
+}
+
+/// The decision hook's outcome for a request's replies (the enforced
+/// policies admitted when all of them allowed, as RL.ALL answers).
+fn outcome(input: &Value) -> Result<Value, String> {
+    let config = config(json!({"mode": input["mode"], "policies": input["policies"]}))?;
+    let checks = checks(&config)?;
+    let replies = replies(&input["replies"])?;
+    let pairs = || checks.iter().zip(&replies);
+    let admitted = pairs().all(|(c, r)| c.policy.shadow || r.allowed);
+    let shadow_denied = pairs().any(|(c, r)| c.policy.shadow && !r.allowed);
+    let outcome = Outcome::decided(admitted, shadow_denied, config.mode);
+    Ok(json!({"outcome": outcome.as_str()}))
+}
+
+/// The `local` fail mode's replies to a sequence of calls on one key
+/// (librl-core's algorithms, as the module decides).
+fn algorithm(input: &Value) -> Result<Value, String> {
+    let mut policy = json!({
+        "name": "p",
+        "algorithm": input["algorithm"],
+        "limit": input["limit"],
+        "window": format!("{}ms", input["window_ms"].as_u64().ok_or("window_ms")?),
+    });
+    for field in ["aligned", "burst"] {
+        if let Some(v) = input.get(field) {
+            policy[field] = v.clone();
+        }
+    }
+    let config = config(json!({"policies": [policy]}))?;
+    let check = checks(&config)?.remove(0);
+    let local = crate::fail::LocalLimiter::new(16);
+    let mut out = Vec::new();
+    for call in input["calls"].as_array().ok_or("calls")? {
+        let now = call[0].as_u64().ok_or("now_ms")?;
+        let cost = call[1].as_u64().ok_or("cost")?;
+        let mut c = check.clone();
+        c.cost = librl_core::units::Amount::new(cost).ok_or("cost")?;
+        let (_, replies) = local.check_at(&[c], now);
+        let r = replies.first().ok_or("no reply")?;
+        let retry = match r.retry_after {
+            RetryAfter::Never => -1,
+            RetryAfter::Ms(ms) => i64::try_from(ms).unwrap_or(i64::MAX),
+        };
+        out.push(json!([
+            i32::from(r.allowed),
+            r.count,
+            retry,
+            r.limit,
+            r.remaining,
+            r.reset_after_ms
+        ]));
+    }
+    Ok(Value::Array(out))
 }
 
 /// One source's value in a request, read as the middleware reads it.
