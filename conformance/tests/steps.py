@@ -88,6 +88,13 @@ def send(port: int, request: Dict[str, Any], timeout: float = 10.0) -> Optional[
         conn.close()
 
 
+def media_type(value: str) -> str:
+    """A Content-Type as media types compare (RFC 9110, 8.3.1): case and the
+    spaces around `;` do not count, so a servlet container's
+    `text/plain;charset=utf-8` is the `text/plain; charset=utf-8` sent."""
+    return re.sub(r"\s*;\s*", ";", value.strip()).lower()
+
+
 def matches(expected: Any, actual: Any) -> bool:
     """A value of a case against what came back: exact, or a matcher
     ({"range": [lo, hi]}, {"re": ...} in full, {"any": true})."""
@@ -135,7 +142,7 @@ def check_response(expect: Dict[str, Any], got: Response) -> List[str]:
             )
     if "content_type" in expect:
         actual = got.headers.get("content-type", "")
-        if not actual.startswith(expect["content_type"]):
+        if not media_type(actual).startswith(media_type(expect["content_type"])):
             problems.append(f"content-type {actual!r}, expected {expect['content_type']!r}...")
     if "body" in expect:
         try:
