@@ -1412,7 +1412,7 @@ pub static RULES: &[(&str, &str)] = &[
     ("concurrency-has-lease", "a concurrency policy has limit and lease, no window, rate or block, and count all; lease only on a concurrency policy"),
     ("trusted-proxies-are-networks", "each trusted proxy is an IP address or a CIDR network (the pattern only bounds its characters)"),
     ("exempt-are-networks", "each exempt entry is an IP address or a CIDR network (the pattern only bounds its characters)"),
-    ("fail-local-where-supported", "fail: local only in an integration that has the local fail mode (Rust)"),
+    ("fail-local-where-supported", "fail: local only in an integration that has the local fail mode (every one has it: Rust, Python, Node.js, Go, Java)"),
     ("code-limit-alone", "a policy whose limit is code:<name> has no window, rate or burst and is not overridable (its resolver gives them)"),
     ("identity-names-not-reserved", "no identity is named ip or global"),
     ("ip-source-last", "ip is the last of an identity's sources (a source after it is never read)"),

@@ -494,7 +494,7 @@ RULES: Mapping[str, str] = {
         "each exempt entry is an IP address or a CIDR network (the pattern only bounds its characters)"  # noqa: E501
     ),
     "fail-local-where-supported": (
-        "fail: local only in an integration that has the local fail mode (Rust)"
+        "fail: local only in an integration that has the local fail mode (every one has it: Rust, Python, Node.js, Go, Java)"  # noqa: E501
     ),
     "code-limit-alone": (
         "a policy whose limit is code:<name> has no window, rate or burst and is not overridable (its resolver gives them)"  # noqa: E501
