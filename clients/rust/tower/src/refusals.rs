@@ -323,6 +323,22 @@ mod tests {
     }
 
     #[test]
+    fn a_json_body_is_sent_in_the_order_the_file_writes_it() {
+        let config = crate::configuration::Config::from_yaml(
+            "deny: {body: json, json: {status: 429, code: \"rate_limit:exceeded\", a: [2, 1]}}\n\
+             policies: [{name: p, algorithm: fixed, limit: 1, window: 1s}]\n",
+        );
+        let deny = match config {
+            Ok(c) => c.deny,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(
+            denial(&deny).body.as_ref(),
+            br#"{"status":429,"code":"rate_limit:exceeded","a":[2,1]}"#
+        );
+    }
+
+    #[test]
     fn grpc_message_is_percent_encoded() {
         assert_eq!(
             grpc_message("Rate limit \"a\" exceeded; 100% ~"),
