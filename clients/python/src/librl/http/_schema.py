@@ -145,8 +145,8 @@ OBJECTS: Mapping[str, Tuple[Field, ...]] = {
                 items=Field(
                     name="",
                     kind="string",
-                    pattern="^(user|ip|(header|cookie|query|authorization):[!#$%&'*+.^_`|~0-9A-Za-z-]+)\\Z",
-                    expected="user, ip, or header:, cookie:, query: or authorization: and a name",
+                    pattern="^(user|ip|(header|cookie|query|authorization):[!#$%&'*+.^_`|~0-9A-Za-z-]+|attribute:[A-Za-z_][A-Za-z0-9_]{0,63})\\Z",
+                    expected="user, ip, or header:, cookie:, query:, authorization: or attribute: and a name",  # noqa: E501
                 ),
             ),
             key_pattern="^[A-Za-z0-9._-]{1,64}\\Z",
@@ -353,8 +353,8 @@ OBJECTS: Mapping[str, Tuple[Field, ...]] = {
             name="key",
             kind="string",
             default='"ip"',
-            pattern="^(ip|global|[A-Za-z0-9._-]{1,64}|(header|cookie|query|authorization):[!#$%&'*+.^_`|~0-9A-Za-z-]+)\\Z",
-            expected="ip, global, an identity's name, or header:, cookie:, query: or authorization: and a name",  # noqa: E501
+            pattern="^(ip|global|[A-Za-z0-9._-]{1,64}|(header|cookie|query|authorization):[!#$%&'*+.^_`|~0-9A-Za-z-]+|attribute:[A-Za-z_][A-Za-z0-9_]{0,63})\\Z",
+            expected="ip, global, an identity's name, or header:, cookie:, query:, authorization: or attribute: and a name",  # noqa: E501
         ),
         Field(
             name="cost",
