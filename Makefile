@@ -106,7 +106,9 @@ BLACKBOX_EXAMPLES ?= axum,flask,express,go
 # machine CI runs on): most of their time is spent waiting on servers and
 # short windows, not computing. A lane runs its suites one after another:
 # the black-box runner's Express example runs from clients/node/build,
-# which the Node suite rebuilds, so the two share a lane. Each lane's
+# which the Node suite rebuilds, so the two share a lane; Java's suite sits
+# in the first lane so that the two lanes take about as long (the
+# black-box runner is the longest suite). Each lane's
 # output is printed whole when it ends (--output-sync), each suite's with
 # its duration; every suite runs even after one fails (--keep-going), so
 # one run shows every failure. TEST_JOBS=1 runs the lanes one after the
@@ -121,12 +123,12 @@ test: deps build lint-code
 	@LIBRL_EXAMPLE_PROFILE=dev LIBRL_EXAMPLE_PREBUILT=1 \
 	  $(MAKE) --no-print-directory -j$(TEST_JOBS) --keep-going --output-sync=target test-lane-1 test-lane-2
 
-## (part of test) the module's, Go's and the Docker context's suites, in turn
+## (part of test) the module's, Go's, Java's and the Docker context's suites, in turn
 test-lane-1:
-	@$(MAKE) --no-print-directory --keep-going test-rust test-go test-docker
-## (part of test) Java's, the black-box runner's, Python's and Node's suites, in turn
+	@$(MAKE) --no-print-directory --keep-going test-rust test-go test-java test-docker
+## (part of test) the black-box runner's, Python's and Node's suites, in turn
 test-lane-2:
-	@$(MAKE) --no-print-directory --keep-going test-java test-conformance test-python test-node
+	@$(MAKE) --no-print-directory --keep-going test-conformance test-python test-node
 
 # One suite: its commands, then one line with its name and duration.
 suite = @start=$$(date +%s); $(1) && echo "make test: $@ passed in $$(( $$(date +%s) - start )) s" \

@@ -13,7 +13,9 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 export PYTHONPATH="$root/clients/python/src:$here${PYTHONPATH:+:$PYTHONPATH}"
-if ! "$venv/bin/python" "$here/serve.py" --check "$name" 2>/dev/null; then
+# make test installs them first (make deps) and says so with
+# LIBRL_EXAMPLE_PREBUILT=1: the check would start Python twice per case.
+if [ "${LIBRL_EXAMPLE_PREBUILT:-}" != 1 ] && ! "$venv/bin/python" "$here/serve.py" --check "$name" 2>/dev/null; then
   echo "serve-example $name: installing the pinned packages into .deps/venv" >&2
   "$venv/bin/pip" install -q --disable-pip-version-check -r "$root/scripts/requirements-dev.txt"
 fi
