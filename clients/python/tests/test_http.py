@@ -218,6 +218,68 @@ def test_django_without_settings_is_improperly_configured() -> None:
         WSGIHandler()
 
 
+def rows_of(request: Any) -> int:
+    """A cost resolver found in this module by the name the file gives
+    (LIBRL["resolvers"] names the module)."""
+    return int(request.headers.get("X-Rows", "1"))
+
+
+def switched(request: Any) -> str:
+    """A mode resolver found in this module, as rows_of is."""
+    return "off" if request.headers.get("X-Off") else "enforce"
+
+
+BY_MODULE: Dict[str, Any] = {
+    "mode": "code:switched",
+    "policies": [
+        {
+            "name": "rows-by-module",
+            "algorithm": "fixed",
+            "limit": 5,
+            "window": "60s",
+            "key": "global",
+            "cost": "code:rows_of",
+        },
+    ],
+}
+
+
+def test_django_resolvers_found_in_a_module_by_name(url: str) -> None:
+    django_app.make_app(CONFIG, url=url)
+    settings.LIBRL = {"config": BY_MODULE, "url": url, "resolvers": __name__}
+    with serving("django", WSGIHandler()) as running:
+        status, headers, _ = get(running.port, "/", {"X-Rows": "3"})
+        assert (status, headers["ratelimit-policy"]) == (200, '"rows-by-module";q=5;w=60')
+        assert headers["ratelimit"] == '"rows-by-module";r=2;t=60'
+        status, headers, _ = get(running.port, "/", {"X-Rows": "3", "X-Off": "1"})
+        assert (status, "ratelimit" in headers) == (200, False)  # off: not counted
+        assert get(running.port, "/", {"X-Rows": "3"})[0] == 429
+        assert get(running.port, "/", {"X-Rows": "2"})[0] == 200
+
+
+def test_django_a_resolver_the_module_lacks_fails_at_start_up() -> None:
+    django_app.make_app(CONFIG)
+    config = {**BY_MODULE, "policies": [{**BY_MODULE["policies"][0], "cost": "code:nope"}]}
+    settings.LIBRL = {"config": config, "url": "redis://127.0.0.1:1", "resolvers": __name__}
+    with pytest.raises(
+        ConfigError,
+        match=rf'policies\[0\]\.cost: no cost resolver is registered as "nope" '
+        rf"\(the module {__name__} has no function nope\)",
+    ):
+        WSGIHandler()
+    # The mode's name is looked up as the costs' are.
+    settings.LIBRL = {
+        "config": {**BY_MODULE, "mode": "code:BY_MODULE"},  # not a function
+        "url": "redis://127.0.0.1:1",
+        "resolvers": __name__,
+    }
+    with pytest.raises(ConfigError, match=r'mode: no mode resolver is registered as "BY_MODULE"'):
+        WSGIHandler()
+    settings.LIBRL = {"config": CONFIG, "resolvers": "no_such_module.views"}
+    with pytest.raises(ImproperlyConfigured, match=r"'no_such_module\.views' is neither a module"):
+        WSGIHandler()
+
+
 def test_flask_decorator_and_g_user(url: str) -> None:
     app = flask.Flask(__name__)
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import types
 from typing import Any, Dict, Optional
 
 import pytest
 
-from librl.http import Engine, Request, parse
+from librl.http import ConfigError, Engine, Request, parse
 from librl.http._plan import Plan
 from librl.http._refusals import Reply
 from librl.http._resolvers import resolve, resolve_async, resolvers_of
@@ -131,3 +132,18 @@ def test_a_configuration_without_resolvers_calls_none() -> None:
     assert isinstance(plan, Plan)
     assert not plan.resolving
     assert plan.checks
+
+
+def test_a_module_gives_its_functions_by_the_names_the_file_gives() -> None:
+    views = types.ModuleType("views")
+    views.elements = lambda request: 6  # type: ignore[attr-defined]
+    views.LIMIT = 10  # type: ignore[attr-defined]
+    found = resolvers_of(views)
+    assert (found.module, dict(found.of("cost"))) == ("views", {"elements": views.elements})
+    e = engine({**FIXED, "cost": "code:elements"}, views)
+    plan = planned(e)
+    assert isinstance(plan, Plan)
+    assert plan.checks[0].cost == 6
+    for name in ("LIMIT", "missing", "__init__"):
+        with pytest.raises(ConfigError, match=f"the module views has no function {name}"):
+            engine({**FIXED, "cost": f"code:{name}"}, views)

@@ -508,7 +508,9 @@ def _registered(path: str, kind: str, name: str, resolvers: Resolvers) -> Tuple[
     """The resolver ``code:<name>`` names (rule resolvers-registered)."""
     found = resolvers.of(kind).get(name)
     if found is None:
-        raise ConfigError(path, f'no {kind} resolver is registered as "{name}"')
+        module = resolvers.module
+        where = f" (the module {module} has no function {name})" if module else ""
+        raise ConfigError(path, f'no {kind} resolver is registered as "{name}"{where}')
     return name, found
 
 

@@ -9,6 +9,9 @@ window, and its mode. Registered as a mapping of the three kinds::
         "mode": {"switch": lambda request: "shadow"},           # enforce, shadow or off
     }
 
+or as a module, whose attribute ``<name>`` is the resolver ``code:<name>``
+of every kind (Django's ``LIBRL["resolvers"] = "views"``).
+
 A resolver may be a coroutine function under ASGI (FastAPI, Starlette);
 under WSGI (Django, Flask) it is called on the request's thread."""
 
@@ -18,7 +21,19 @@ import datetime
 import inspect
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from types import ModuleType
+from typing import (
+    Any,
+    Callable,
+    Iterator,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 log = logging.getLogger("librl.http")
 
@@ -37,14 +52,37 @@ class Resolvers:
     cost: Mapping[str, Resolver] = field(default_factory=dict)
     limit: Mapping[str, Resolver] = field(default_factory=dict)
     mode: Mapping[str, Resolver] = field(default_factory=dict)
+    #: The module the resolvers are found in, by name (None: a mapping).
+    module: Optional[str] = None
 
     def of(self, kind: str) -> Mapping[str, Resolver]:
         found: Mapping[str, Resolver] = getattr(self, kind)
         return found
 
 
-#: What the integrations take: Resolvers, or a dict of the three kinds.
-ResolversSource = Union[Resolvers, Mapping[str, Mapping[str, Resolver]], None]
+class _Functions(Mapping[str, Resolver]):
+    """A module's callable attributes by name: each ``code:<name>`` of the
+    file is looked up when the configuration is loaded (and reloaded)."""
+
+    def __init__(self, module: ModuleType) -> None:
+        self._module = module
+
+    def __getitem__(self, name: str) -> Resolver:
+        found = getattr(self._module, name, None)
+        if name.startswith("__") or not callable(found):
+            raise KeyError(name)
+        return found  # type: ignore[no-any-return]
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name in vars(self._module) if name in self)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+#: What the integrations take: Resolvers, a dict of the three kinds, or a
+#: module whose functions are found by the names the file gives.
+ResolversSource = Union[Resolvers, Mapping[str, Mapping[str, Resolver]], ModuleType, None]
 
 NONE = Resolvers()
 
@@ -56,6 +94,9 @@ def resolvers_of(source: ResolversSource) -> Resolvers:
         return NONE
     if isinstance(source, Resolvers):
         return source
+    if isinstance(source, ModuleType):
+        functions = _Functions(source)
+        return Resolvers(functions, functions, functions, source.__name__)
     unknown = set(source) - set(KINDS)
     if unknown:
         raise TypeError(
@@ -65,7 +106,8 @@ def resolvers_of(source: ResolversSource) -> Resolvers:
         for name, resolver in named.items():
             if not callable(resolver):
                 raise TypeError(f"librl: resolvers: the {kind} resolver {name!r} is not callable")
-    return Resolvers(**{kind: dict(named) for kind, named in source.items()})
+    cost, limit, mode = (dict(source.get(kind, {})) for kind in KINDS)
+    return Resolvers(cost, limit, mode)
 
 
 class Resolving(NamedTuple):

@@ -31,7 +31,9 @@ redis.Redis or RedisCluster instead), ``on_decision`` (the decision hook:
 a callable or its dotted path), ``user`` (a function of the request
 returning the user's name, or its dotted path) and ``resolvers``
 (resolvers in code, called with the HttpRequest: ``{"cost": {"elements":
-fn}, "limit": {...}, "mode": {...}}``, each a callable or a dotted path). The default user is
+fn}, "limit": {...}, "mode": {...}}``, each a callable or a dotted path;
+or a module's dotted path, ``"views"``, whose function ``elements`` is
+``code:elements``). The default user is
 ``request.user`` when authenticated (``get_username()``), so the
 middleware goes after AuthenticationMiddleware.
 """
@@ -39,6 +41,7 @@ middleware goes after AuthenticationMiddleware.
 from __future__ import annotations
 
 import functools
+import importlib
 import io
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar, Union
 
@@ -86,16 +89,35 @@ def _setting(options: Dict[str, Any], name: str) -> Any:
 
 
 def _resolvers(value: Any) -> Any:
-    """LIBRL's ``resolvers``: the mapping, or its dotted path; each
-    resolver a callable or its dotted path."""
+    """LIBRL's ``resolvers``: the mapping, or its dotted path, each
+    resolver a callable or its dotted path; or a module, or its dotted
+    path, whose function ``<name>`` is the resolver ``code:<name>``."""
     if isinstance(value, str):
-        value = import_string(value)
+        value = _module_or_object(value)
     if not isinstance(value, dict):
         return value
     return {
         kind: {name: import_string(fn) if isinstance(fn, str) else fn for name, fn in named.items()}
         for kind, named in value.items()
     }
+
+
+def _module_or_object(path: str) -> Any:
+    """The module ``path`` names, else the object its last part names in
+    the module before it (``views`` or ``views.RESOLVERS``)."""
+    try:
+        return importlib.import_module(path)
+    except ModuleNotFoundError as e:
+        missing = e.name or ""
+        if path != missing and not path.startswith(missing + "."):
+            raise  # the module exists, and an import inside it failed
+    try:
+        return import_string(path)
+    except ImportError as e:
+        raise ImproperlyConfigured(
+            f"librl: settings.LIBRL['resolvers']: {path!r} is neither a module nor a dotted path "
+            f"to a mapping of resolvers ({e})"
+        ) from None
 
 
 def reply_response(reply: Reply) -> HttpResponse:
