@@ -3,7 +3,9 @@ in one file: every path and method answers ``ok`` (status from
 X-Conformance-Status, after X-Conformance-Delay-Ms; X-Conformance-Fail
 raises), behind librl's middleware configured by
 ``settings.LIBRL``; X-Conformance-User authenticates a user the way an
-authentication middleware does (``request.user``). Served by waitress.
+authentication middleware does (``request.user``), and
+X-Conformance-Attribute: NAME=VALUE sets ``request.NAME`` as such a
+middleware would. Served by waitress.
 
     LIBRL_POLICIES=policies.yaml PORT=8080 python serve.py django
 """
@@ -50,6 +52,10 @@ def authentication(get_response: Callable[[Any], Any]) -> Callable[[Any], Any]:
             # WSGI hands header values as Latin-1 text; the name is UTF-8.
             name = name.encode("latin-1").decode("utf-8", "replace")
         request.user = ConformanceUser(name) if name else Anonymous()
+        given = request.headers.get("X-Conformance-Attribute")
+        if given:
+            attribute, _, value = given.encode("latin-1").decode("utf-8", "replace").partition("=")
+            setattr(request, attribute, value)
         return get_response(request)
 
     return middleware

@@ -2,7 +2,9 @@
 every path and method answers ``ok`` (status from X-Conformance-Status,
 after X-Conformance-Delay-Ms; X-Conformance-Fail raises), behind librl's
 middleware; X-Conformance-User authenticates a user the
-Starlette way (AuthenticationMiddleware puts it in scope["user"]).
+Starlette way (AuthenticationMiddleware puts it in scope["user"]), and
+X-Conformance-Attribute: NAME=VALUE sets ``request.state.NAME``, as an
+application's own middleware would.
 
     LIBRL_POLICIES=policies.yaml PORT=8080 python serve.py fastapi
 """
@@ -19,7 +21,7 @@ from starlette.authentication import AuthCredentials, AuthenticationBackend, Sim
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from librl.http.fastapi import RateLimit
 
@@ -37,13 +39,32 @@ class ConformanceUser(AuthenticationBackend):
         return (AuthCredentials(["authenticated"]), SimpleUser(name)) if name else None
 
 
+class ConformanceAttribute:
+    """Sets ``request.state.NAME`` to VALUE from X-Conformance-Attribute:
+    NAME=VALUE, before librl's middleware runs."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            given = Request(scope).headers.get("x-conformance-attribute")
+            if given:
+                # Starlette hands header values as Latin-1 text; the value is UTF-8.
+                name, _, value = given.encode("latin-1").decode("utf-8", "replace").partition("=")
+                setattr(Request(scope).state, name, value)
+        await self.app(scope, receive, send)
+
+
 def make_app(config: Any, **options: Unpack[AppOptions]) -> FastAPI:
     app = FastAPI()
     # The conformance resolvers, as coroutine functions: FastAPI awaits them.
     app.state.librl = RateLimit(config, resolvers=ASYNC_RESOLVERS, **options)
     app.state.librl.install(app)
-    # Added last, so it runs first: the user is known when librl checks.
+    # Added last, so they run first: the user and the attribute are known
+    # when librl checks.
     app.add_middleware(AuthenticationMiddleware, backend=ConformanceUser())
+    app.add_middleware(ConformanceAttribute)
 
     # An ASGI app as the endpoint: Starlette then serves every method with
     # it (M-SEARCH, PROPFIND...), where a function endpoint gets GET only.

@@ -2,7 +2,8 @@
 every path and method answers ``ok`` (status from X-Conformance-Status,
 after X-Conformance-Delay-Ms; X-Conformance-Fail raises), behind librl's
 extension; X-Conformance-User authenticates a user the way
-a Flask login hook does (``flask.g.user``). Served by waitress.
+a Flask login hook does (``flask.g.user``), and X-Conformance-Attribute:
+NAME=VALUE sets ``flask.g.NAME`` as the hook would. Served by waitress.
 
     LIBRL_POLICIES=policies.yaml PORT=8080 python serve.py flask
 """
@@ -33,6 +34,10 @@ def make_app(config: Any, **options: Unpack[AppOptions]) -> Flask:
         name = request.headers.get("X-Conformance-User")
         # WSGI hands header values as Latin-1 text; the name is UTF-8.
         g.user = name.encode("latin-1").decode("utf-8", "replace") if name else None
+        given = request.headers.get("X-Conformance-Attribute")
+        if given:
+            attribute, _, value = given.encode("latin-1").decode("utf-8", "replace").partition("=")
+            setattr(g, attribute, value)
 
     RateLimit(app, config=config, resolvers=RESOLVERS, **options)
 

@@ -18,6 +18,7 @@ import django_app
 import flask
 import metrics
 import pytest
+import redis
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.handlers.wsgi import WSGIHandler
@@ -25,6 +26,7 @@ from django.http import HttpResponse
 from django.urls import path as django_path
 from fastapi import Depends, FastAPI
 from prometheus_client import REGISTRY
+from starlette.requests import Request as StarletteRequest
 
 from http_servers import serving
 from librl.http import ConfigError, DecisionEvent, load
@@ -278,6 +280,100 @@ def test_django_a_resolver_the_module_lacks_fails_at_start_up() -> None:
     settings.LIBRL = {"config": CONFIG, "resolvers": "no_such_module.views"}
     with pytest.raises(ImproperlyConfigured, match=r"'no_such_module\.views' is neither a module"):
         WSGIHandler()
+
+
+BY_PROJECT: Dict[str, Any] = {
+    "exempt_loopback": False,
+    "identities": {"user": ["attribute:project"]},
+    "policies": [
+        {"name": "by-project", "algorithm": "fixed", "limit": 1, "window": "60s", "key": "user"}
+    ],
+}
+
+
+def project_from_header(request: Any) -> Any:
+    """What an application's authentication leaves on the request: a
+    project id as an int (a boolean stands for a value of another type)."""
+    given = request.headers.get("X-Project")
+    return True if given == "true" else int(given) if given else None
+
+
+def by_project(view: Any) -> Any:
+    """A Django authentication decorator leaving the project on the request."""
+
+    @functools.wraps(view)
+    def authenticated(request: Any) -> Any:
+        request.project = project_from_header(request)
+        return view(request)
+
+    return authenticated
+
+
+@by_project
+@check("by-project")
+def project_view(request: Any) -> HttpResponse:
+    return HttpResponse("ok")
+
+
+urlpatterns.append(django_path("project", project_view))
+
+
+def project_app(framework: str, url: str) -> Any:
+    """``/project`` checked by BY_PROJECT after the application's own code
+    set the attribute, in each framework's idiom."""
+    if framework == "fastapi":
+        limits = FastAPIRateLimit(BY_PROJECT, url=url)
+        app = FastAPI()
+        limits.install(app, middleware=False)
+
+        async def authenticate(request: StarletteRequest) -> None:
+            request.state.project = project_from_header(request)
+
+        depends = [Depends(authenticate), Depends(limits.policies("by-project"))]
+
+        async def project() -> str:
+            return "ok"
+
+        app.get("/project", dependencies=depends)(project)
+        return app
+    if framework == "flask":
+        flask_app = flask.Flask(__name__)
+
+        @flask_app.before_request
+        def login() -> None:
+            flask.g.project = project_from_header(flask.request)
+
+        extension = FlaskRateLimit(flask_app, config=BY_PROJECT, url=url)
+
+        @flask_app.get("/project")
+        @extension.policies("by-project")
+        def project_in_flask() -> str:
+            return "ok"
+
+        return flask_app
+    django_app.make_app(CONFIG, url=url)
+    settings.ROOT_URLCONF = __name__
+    settings.LIBRL = {"config": BY_PROJECT, "url": url}
+    return WSGIHandler()
+
+
+@pytest.mark.parametrize("framework", ["fastapi", "django", "flask"])
+def test_an_integer_attribute_keys_by_its_decimal_text(framework: str, url: str) -> None:
+    saved = settings.ROOT_URLCONF if settings.configured else None
+    try:
+        with serving(framework, project_app(framework, url)) as running:
+            assert get(running.port, "/project", {"X-Project": "42"})[0] == 200
+            assert get(running.port, "/project", {"X-Project": "42"})[0] == 429
+            assert get(running.port, "/project", {"X-Project": "43"})[0] == 200
+            # A boolean is no value: the request's address is the subject.
+            assert get(running.port, "/project", {"X-Project": "true"})[0] == 200
+            client = redis.Redis.from_url(url)
+            keys = ["rl:{user:42}:by-project", "rl:{user:43}:by-project"]
+            assert client.exists(*keys, "rl:{ip:127.0.0.1}:by-project") == 3
+            assert client.dbsize() == 3
+    finally:
+        if saved is not None:
+            settings.ROOT_URLCONF = saved
 
 
 def test_flask_decorator_and_g_user(url: str) -> None:

@@ -54,16 +54,18 @@ def request(
     user: Any = None,
     latin1: bool = False,
     query: Optional[str] = None,
+    attributes: Optional[Dict[str, Any]] = None,
 ) -> Request:
     """A request with these header lines: bytes, as an ASGI server gives
-    them, or (``latin1``) Latin-1 text, as a WSGI server does."""
+    them, or (``latin1``) Latin-1 text, as a WSGI server does; and the
+    attributes the application's code left on it."""
     lines: Dict[str, List[Any]] = {}
     for name, value in headers:
         raw = as_bytes(value)
         lines.setdefault(name.lower(), []).append(raw.decode("latin-1") if latin1 else raw)
     name = as_bytes(user).decode() if user is not None else None
     raw_query = query.encode() if query is not None else None
-    return Request("GET", "/", lines, peer, name, query=raw_query)
+    return Request("GET", "/", lines, peer, name, query=raw_query, attributes=attributes)
 
 
 def decision(reply: List[int]) -> Decision:
@@ -156,7 +158,14 @@ def key(given: Dict[str, Any]) -> Any:
     asked = given["request"]
     answers = []
     for latin1 in (False, True):
-        req = request(asked["headers"], asked["peer"], asked["user"], latin1, asked.get("query"))
+        req = request(
+            asked["headers"],
+            asked["peer"],
+            asked["user"],
+            latin1,
+            asked.get("query"),
+            asked.get("attributes"),
+        )
         ip = client_ip(req.peer, req, config.trusted_proxies)
         who, exempt = subject_of(config, req, policy, ip)
         answers.append(
@@ -178,7 +187,14 @@ def source(given: Dict[str, Any]) -> Any:
         source_value(
             kind,
             name.lower() if kind == "header" else name,
-            request(asked["headers"], None, asked["user"], latin1, asked["query"]),
+            request(
+                asked["headers"],
+                None,
+                asked["user"],
+                latin1,
+                asked["query"],
+                asked.get("attributes"),
+            ),
         )
         for latin1 in (False, True)
     }

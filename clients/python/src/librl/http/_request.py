@@ -33,9 +33,14 @@ class Request:
     it (``user_of``: the resolver, called the first time the user is
     needed, at most once); ``native`` is the framework's own request,
     which resolvers in code receive; ``query`` is the raw query string
-    (after the ``?``), None without one."""
+    (after the ``?``), None without one; ``attribute_of(native, name)``
+    reads a value the application left on the request (docs/http.md,
+    Request attributes), where the adapter's framework keeps them, and
+    ``attributes`` holds them instead when there is no framework."""
 
     __slots__ = (
+        "_attribute_of",
+        "_attributes",
         "_headers",
         "_query",
         "_user",
@@ -59,6 +64,8 @@ class Request:
         user_of: Optional[Callable[[], Optional[str]]] = None,
         native: Any = None,
         query: Optional[bytes] = None,
+        attribute_of: Optional[Callable[[Any, str], Any]] = None,
+        attributes: Optional[Mapping[str, Any]] = None,
     ) -> None:
         self.method = method
         self.path = path
@@ -69,6 +76,8 @@ class Request:
         self.raw_path = raw_path
         self.native = native
         self._query = query
+        self._attribute_of = attribute_of
+        self._attributes = attributes
 
     @property
     def query(self) -> Optional[bytes]:
@@ -87,6 +96,15 @@ class Request:
             self._user_of = None
             self._user = user_of()
         return self._user
+
+    def attribute(self, name: str) -> Any:
+        """The request attribute ``name`` as the application left it (any
+        type; None when absent)."""
+        attribute_of = self._attribute_of
+        if attribute_of is not None:
+            return attribute_of(self.native, name)
+        attributes = self._attributes
+        return None if attributes is None else attributes.get(name)
 
     def header(self, name: str) -> Optional[bytes]:
         """The value of the header ``name`` (lower case): header_value of
@@ -116,9 +134,11 @@ class Request:
 
 class ScopeRequest(Request):
     """An ASGI request: its header lines are grouped by name the first time
-    one is read (ASGI gives them as a list of pairs)."""
+    one is read (ASGI gives them as a list of pairs); its attributes are
+    Starlette's ``request.state``, the scope's ``state`` dict, read when a
+    source asks (the app's code may set one after the request was made)."""
 
-    __slots__ = ("_pairs",)
+    __slots__ = ("_pairs", "_scope")
 
     def __init__(
         self,
@@ -130,11 +150,17 @@ class ScopeRequest(Request):
         user_of: Optional[Callable[[], Optional[str]]],
         native: Any,
         query: Optional[bytes] = None,
+        scope: Optional[Mapping[str, Any]] = None,
     ) -> None:
         super().__init__(
             method, path, {}, peer, None, raw_path, user_of=user_of, native=native, query=query
         )
         self._pairs: Optional[Iterable[Sequence[bytes]]] = pairs
+        self._scope = scope
+
+    def attribute(self, name: str) -> Any:
+        state = self._scope.get("state") if self._scope is not None else None
+        return state.get(name) if isinstance(state, dict) else None
 
     @property
     def headers(self) -> Mapping[str, Sequence[Line]]:

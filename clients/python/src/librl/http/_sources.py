@@ -1,12 +1,13 @@
 """Identity sources (docs/http.md, Named identities): where a subject's
 value is read from a request: a header, a cookie, a query parameter, the
-credentials of an Authorization scheme, or the framework's user. Each
-reader gives the value's bytes as received (a query parameter's decoded
-once), or None when there is none or it is empty."""
+credentials of an Authorization scheme, the framework's user, or a value
+the application's code left on the request (an attribute). Each reader
+gives the value's bytes as received (a query parameter's decoded once; an
+attribute's text as UTF-8), or None when there is none or it is empty."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 from urllib.parse import unquote_to_bytes
 
 from ._request import Request
@@ -28,9 +29,27 @@ def source_value(kind: str, name: str, request: Request) -> Optional[bytes]:
     elif kind == "user":
         user = request.user
         value = user.encode() if user else None
+    elif kind == "attribute":
+        value = attribute_value(request.attribute(name))
     else:
         raise ValueError(f"librl: no identity source {kind!r}")
     return value or None
+
+
+def attribute_value(value: Any) -> Optional[bytes]:
+    """A request attribute as a source's value (docs/http.md, Request
+    attributes): a string's UTF-8 bytes, trimmed of spaces and tabs; an
+    integer's decimal text (a boolean is no integer here); anything else
+    is no value."""
+    if isinstance(value, str):
+        # A lone surrogate has no UTF-8 form: surrogatepass keeps it apart.
+        return value.encode("utf-8", "surrogatepass").strip(_SPACE) or None
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return str(value).encode()
+        except ValueError:  # past Python's int-to-text digit limit
+            return None
+    return None
 
 
 def cookie(request: Request, name: bytes) -> Optional[bytes]:

@@ -42,6 +42,7 @@ class EnvironRequest(Request):
         route_path: bytes,
         user_of: Optional[Callable[[], Optional[str]]],
         native: Any,
+        attribute_of: Optional[Callable[[Any, str], Any]],
     ) -> None:
         super().__init__(
             environ.get("REQUEST_METHOD", "GET"),
@@ -52,6 +53,7 @@ class EnvironRequest(Request):
             decoded_path(route_path),
             user_of=user_of,
             native=native,
+            attribute_of=attribute_of,
         )
         self._environ = environ
 
@@ -89,11 +91,13 @@ def request_of(
     route_path: bytes,
     user_of: Optional[Callable[[], Optional[str]]],
     native: Any = None,
+    attribute_of: Optional[Callable[[Any, str], Any]] = None,
 ) -> Request:
     """``path`` is the framework's path (for the decision hook);
     ``route_path`` the once-decoded path as bytes, for the routes;
-    ``user_of`` finds the user, when a policy needs it."""
-    return EnvironRequest(environ, path, route_path, user_of, native)
+    ``user_of`` finds the user, when a policy needs it; ``attribute_of``
+    reads a request attribute where the framework keeps them."""
+    return EnvironRequest(environ, path, route_path, user_of, native, attribute_of)
 
 
 def add_headers(headers: List[Tuple[str, str]], extra: List[Tuple[str, str]]) -> None:

@@ -68,7 +68,8 @@ def request_of(
     that were sent, and the raw path (``raw_path``, when the server gives
     it; else ``path``, which the server decoded once); ``user_of`` finds
     the user when a policy needs it; ``native`` is what resolvers in code
-    receive (the ASGI scope, unless a framework has its own request)."""
+    receive (the ASGI scope, unless a framework has its own request). Its
+    attributes are the scope's ``state`` (Starlette's ``request.state``)."""
     client = scope.get("client")
     return ScopeRequest(
         scope.get("method", "GET"),
@@ -79,6 +80,7 @@ def request_of(
         user_of,
         scope if native is None else native,
         scope.get("query_string"),
+        scope,
     )
 
 

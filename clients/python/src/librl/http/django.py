@@ -308,6 +308,12 @@ def request_of(request: Any, user_of: Callable[[], Optional[str]]) -> Request:
     WSGI environ), and ``path_info``, which Django decoded as UTF-8
     (re-escaping bytes that are not), as UTF-8 bytes; ``user_of`` finds
     the user when a policy needs it (reading ``request.user`` may cost a
-    session lookup)."""
+    session lookup); its attributes are the HttpRequest's own."""
     path = request.path_info
-    return wsgi.request_of(request.META, path, path.encode(), user_of, request)
+    return wsgi.request_of(request.META, path, path.encode(), user_of, request, request_attribute)
+
+
+def request_attribute(request: Any, name: str) -> Any:
+    """A request attribute (docs/http.md, Request attributes): one the
+    application's code set on the HttpRequest (``request.project``)."""
+    return getattr(request, name, None)

@@ -191,8 +191,14 @@ def request_of(request: flask.Request, user_of: Callable[[], Optional[str]]) -> 
     """The request as the contract reads it: the WSGI environ's headers,
     and its ``PATH_INFO`` (the server's once-decoded path, Latin-1 text
     per PEP 3333) back as the bytes it stands for; ``user_of`` is called
-    in the request context when a policy needs the user."""
+    in the request context when a policy needs the user; its attributes
+    are ``flask.g``'s."""
     environ = request.environ
-    return wsgi.request_of(
-        environ, request.path, environ.get("PATH_INFO", "/").encode("latin-1"), user_of, request
-    )
+    path = environ.get("PATH_INFO", "/").encode("latin-1")
+    return wsgi.request_of(environ, request.path, path, user_of, request, g_attribute)
+
+
+def g_attribute(request: Any, name: str) -> Any:
+    """A request attribute (docs/http.md, Request attributes): what the
+    application's code set on ``flask.g`` for this request."""
+    return flask.g.get(name)
