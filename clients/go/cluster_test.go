@@ -28,6 +28,7 @@ func TestClusterRoutesStraightToTheOwner(t *testing.T) {
 					t.Fatalf("%+v %v", d, err)
 				}
 			}
+			plain := l
 			round := func(i int) {
 				t.Helper()
 				user := fmt.Sprintf("user%d", i)
@@ -72,12 +73,25 @@ func TestClusterRoutesStraightToTheOwner(t *testing.T) {
 			if s["rl.concurrent"] != 5*n {
 				t.Errorf("rl.concurrent: %d calls, want %d (%v)", s["rl.concurrent"], 5*n, s)
 			}
+			// The same through the auto-pipeliner: straight to the owner too.
+			var err error
+			if l, err = plain.WithAutoPipelining(); err != nil {
+				t.Fatal(err)
+			}
+			c.ResetStats()
+			for i := range n {
+				round(n + i)
+			}
+			if s := c.Stats(); s["moved"] != 0 || s["ask"] != 0 || s["getkeys"] != 0 || s["rl.all"] != n {
+				t.Fatalf("steady state, auto-pipelined: %v", s)
+			}
+			l = plain
 			deleted, err := l.OverrideDel(ctx, "{user1}:o", "{user2}:o", "{user3}:o")
 			if err != nil || deleted != 3 {
 				t.Fatalf("%d %v", deleted, err)
 			}
 			entries, err := l.OverrideScan(ctx)
-			if err != nil || len(entries) != n+1-3 {
+			if err != nil || len(entries) != 2*n+1-3 {
 				t.Fatalf("scan: %d entries, %v", len(entries), err)
 			}
 			if _, _, err := l.OverrideList(ctx, 0); err == nil {

@@ -53,6 +53,9 @@ type Limiter struct {
 	tryAgain time.Duration
 	// moving: the slots that answered TRYAGAIN lately (cluster only).
 	moving *movingSlots
+	// pipe: the client's auto-pipeliner, when the calls ride it
+	// (WithAutoPipelining).
+	pipe *redis.AutoPipeliner
 }
 
 // New wraps a *redis.Client, a *redis.ClusterClient, or any
@@ -254,6 +257,9 @@ func (l *Limiter) sendOnce(ctx context.Context, client redis.UniversalClient, k 
 		// instead of COMMAND's first-key position (none for RL.ALL and
 		// RL.OVERRIDE).
 		cmd.SetFirstKeyPos(k.keyPos)
+		if l.pipe != nil && client == l.client {
+			return l.pipelined(ctx, cmd)
+		}
 		return client.Process(ctx, cmd)
 	})
 	if err != nil {

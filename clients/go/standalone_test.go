@@ -32,6 +32,23 @@ func TestStandalone(t *testing.T) {
 					c.run(t, librl.New(rdb), rdb)
 				})
 			}
+			// The calls through the auto-pipeliner behave the same; its
+			// batching is the client's, not the server's: one flavor.
+			if f.Name != "redis7" {
+				return
+			}
+			for _, c := range append(standaloneChecks, concurrentChecks...) {
+				t.Run(c.name+"/auto-pipelined", func(t *testing.T) {
+					if err := rdb.FlushAll(ctx).Err(); err != nil {
+						t.Fatal(err)
+					}
+					l, err := librl.New(rdb).WithAutoPipelining()
+					if err != nil {
+						t.Fatal(err)
+					}
+					c.run(t, l, rdb)
+				})
+			}
 		})
 	}
 }

@@ -3,9 +3,11 @@
 // argument:
 //
 //	none   no limiter
-//	librl  librl's middleware (clients/go/nethttp) on the policies file
+//	librl  librl's middleware (clients/go/nethttp) on the policies file,
+//	       its checks through go-redis's auto-pipeliner (nethttp.AutoPipelining)
 //	peer   ulule/limiter v3 with its Redis store, the stdlib middleware
 //	floor  a bare handler sending the same RL.ALL through the same client
+//	       path librl takes (the client's auto-pipeliner)
 //
 // Env: PORT, REDIS_URL, LIBRL_POLICIES (bench/http/policies.json). The
 // limits are that file's: /open 1,000,000,000 a minute per client address
@@ -65,11 +67,23 @@ func peer(client *redis.Client) http.Handler {
 }
 
 // floor answers after one RL.ALL with librl's own key and arguments, read
-// from the request as simply as possible: what the middleware adds on top
-// is the difference.
-func floor(client *redis.Client) http.Handler {
+// from the request as simply as possible, sent as librl sends it (through
+// the client's auto-pipeliner, waiting at most the policy file's
+// timeout): what the middleware adds on top is the difference.
+func floor(client *redis.Client) (http.Handler, error) {
+	ap, err := client.AsyncAutoPipeline()
+	if err != nil {
+		return nil, err
+	}
 	check := func(w http.ResponseWriter, r *http.Request, key string, limit int64, window string) {
-		reply, err := client.Do(r.Context(), "RL.ALL", "FIXED", key, limit, window, "COST", 1).Slice()
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second) // policies.json's timeout
+		defer cancel()
+		cmd := redis.NewCmd(ctx, "RL.ALL", "FIXED", key, limit, window, "COST", 1)
+		err := ap.Submit(ctx, cmd).WaitContext(ctx)
+		var reply []any
+		if err == nil {
+			reply, err = cmd.Slice()
+		}
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
@@ -87,7 +101,7 @@ func floor(client *redis.Client) http.Handler {
 	half := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		check(w, r, "rl:{header:x-client:"+r.Header.Get("X-Client")+"}:half", halfLimit, "10000ms")
 	})
-	return routes(open, half)
+	return routes(open, half), nil
 }
 
 // app is one variant's handler.
@@ -96,7 +110,7 @@ func app(variant string, client *redis.Client) (http.Handler, error) {
 	case "none":
 		return routes(ok, ok), nil
 	case "librl":
-		mw, err := nethttp.New(client, nethttp.File(os.Getenv("LIBRL_POLICIES")))
+		mw, err := nethttp.New(client, nethttp.File(os.Getenv("LIBRL_POLICIES")), nethttp.AutoPipelining())
 		if err != nil {
 			return nil, err
 		}
@@ -104,7 +118,7 @@ func app(variant string, client *redis.Client) (http.Handler, error) {
 	case "peer":
 		return peer(client), nil
 	case "floor":
-		return floor(client), nil
+		return floor(client)
 	}
 	return nil, fmt.Errorf("unknown variant %q", variant)
 }

@@ -26,7 +26,9 @@ import (
 )
 
 // The conformance suite (conformance/README.md): every case over real
-// HTTP, standalone and on a real 3-primary cluster.
+// HTTP, standalone and on a real 3-primary cluster; the standalone and
+// hang cases again with the checks through go-redis's auto-pipeliner
+// (nethttp.AutoPipelining).
 
 type conformanceCase struct {
 	Name         string            `json:"name"`
@@ -158,16 +160,20 @@ func TestConformance(t *testing.T) {
 	}
 	// Every case runs where it says; the standalone ones on the cluster too.
 	type run struct {
-		name  string
-		c     conformanceCase
-		redis string
+		name      string
+		c         conformanceCase
+		redis     string
+		pipelined bool
 	}
 	var runs []run
 	for _, c := range cases {
-		runs = append(runs, run{c.Name, c, c.Redis})
+		runs = append(runs, run{c.Name, c, c.Redis, false})
 		if (c.Redis == "" || c.Redis == "standalone") && c.StartupError == nil {
-			runs = append(runs, run{c.Name + "/on-a-cluster", c, "cluster"})
+			runs = append(runs, run{c.Name + "/on-a-cluster", c, "cluster", false})
 			need["cluster"] = true
+		}
+		if (c.Redis == "" || c.Redis == "standalone" || c.Redis == "hang") && c.StartupError == nil {
+			runs = append(runs, run{c.Name + "/auto-pipelined", c, c.Redis, true})
 		}
 	}
 	if need["cluster"] && cluster == nil {
@@ -205,7 +211,7 @@ func TestConformance(t *testing.T) {
 			default:
 				t.Fatalf("unknown redis %q", r.redis)
 			}
-			runCase(t, c, env)
+			runCase(t, c, env, r.pipelined)
 		})
 	}
 }
@@ -254,14 +260,18 @@ func downEnv(t *testing.T) *redisEnv {
 	return &redisEnv{app: app}
 }
 
-func runCase(t *testing.T, c conformanceCase, env *redisEnv) {
+func runCase(t *testing.T, c conformanceCase, env *redisEnv, pipelined bool) {
 	ctx := context.Background()
 	for _, p := range env.primaries {
 		if err := p.FlushAll(ctx).Err(); err != nil {
 			t.Fatalf("FLUSHALL: %v", err)
 		}
 	}
-	mw, err := nethttp.New(env.app, nethttp.Bytes(c.Config), nethttp.Logger(quietLogger()), nethttp.Register(exampleapp.Resolvers))
+	opts := []nethttp.Option{nethttp.Logger(quietLogger()), nethttp.Register(exampleapp.Resolvers)}
+	if pipelined {
+		opts = append(opts, nethttp.AutoPipelining())
+	}
+	mw, err := nethttp.New(env.app, nethttp.Bytes(c.Config), opts...)
 	if err != nil {
 		t.Fatalf("start-up: %v", err)
 	}

@@ -282,3 +282,15 @@ func TestRefundWriterPassesFlushAndHijack(t *testing.T) {
 		t.Fatalf("count %v (%v): both successes should have been refunded", got, err)
 	}
 }
+
+// AutoPipelining needs a client with an auto-pipeliner: a Ring is refused
+// at start-up.
+func TestAutoPipeliningRefusesARing(t *testing.T) {
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
+	t.Cleanup(func() { _ = ring.Close() })
+	_, err := nethttp.New(ring, nethttp.Bytes([]byte(`{"policies": [{"name": "p", "limit": 1, "window": "1s"}]}`)),
+		nethttp.AutoPipelining())
+	if !errors.Is(err, redis.ErrRingAutoPipelineUnsupported) || !strings.Contains(err.Error(), "nethttp.AutoPipelining") {
+		t.Fatalf("got %v, want go-redis's ErrRingAutoPipelineUnsupported, naming the option", err)
+	}
+}
