@@ -31,6 +31,33 @@ func UserFromContext(ctx context.Context) string {
 	return s
 }
 
+// attributeKey is where WithAttribute keeps a request attribute: one key
+// per name, so that attributes set by different middlewares stack.
+type attributeKey struct{ name string }
+
+// WithAttribute returns a context carrying the request attribute name with
+// value, for the attribute:<name> source (docs/http.md, Request
+// attributes): an authentication or routing middleware in front of
+// librl's records what it decided (a project, a tenant, a plan) with
+// r = r.WithContext(nethttp.WithAttribute(r.Context(), "project", id)).
+// The value is read trimmed of spaces and tabs; an empty one is no value.
+// A name the configuration can name is 1 to 64 of A-Z a-z 0-9 _, not
+// starting with a digit.
+func WithAttribute(ctx context.Context, name, value string) context.Context {
+	return context.WithValue(ctx, attributeKey{name}, value)
+}
+
+// attributeValue is the attribute WithAttribute stored under name,
+// trimmed; false when there is none or it is empty.
+func attributeValue(ctx context.Context, name string) (string, bool) {
+	if ctx == nil {
+		return "", false
+	}
+	v, _ := ctx.Value(attributeKey{name}).(string)
+	v = trimOWS(v)
+	return v, v != ""
+}
+
 // headerValue reads a header as docs/http.md's Identity says every header
 // is read: all its lines joined by ", " (as HTTP combines a field's
 // lines), trimmed of spaces and tabs; false when that leaves nothing.
@@ -142,6 +169,9 @@ type identity struct {
 	// rawQuery is the request's query as sent (query: sources).
 	rawQuery string
 	user     string // the authenticated user, "" when none
+	// ctx is the request's context, where WithAttribute keeps the
+	// attributes (attribute: sources).
+	ctx context.Context
 	// The client's address (ok false: unknown) and its subject, found once.
 	addr  netip.Addr
 	ok    bool
@@ -235,12 +265,12 @@ func (id *identity) subject(p *policy) subject {
 		if v, ok := headerValue(id.header, p.keyHeader); ok {
 			return subject{tag: p.keyTag + keyValue(v)}
 		}
-	case "cookie", "query":
-		if v, ok := sourceValue(p.keySource, id.header, id.rawQuery, id.user); ok {
+	case "cookie", "query", "attribute":
+		if v, ok := id.source(p.keySource); ok {
 			return subject{tag: p.keyTag + keyValue(v)}
 		}
 	case "authorization":
-		if v, ok := sourceValue(p.keySource, id.header, id.rawQuery, id.user); ok {
+		if v, ok := id.source(p.keySource); ok {
 			return subject{tag: p.keyTag + hashID(v)}
 		}
 	case "identity":
@@ -248,7 +278,7 @@ func (id *identity) subject(p *policy) subject {
 			if source == "ip" {
 				break
 			}
-			if v, ok := sourceValue(source, id.header, id.rawQuery, id.user); ok {
+			if v, ok := id.source(source); ok {
 				return subject{tag: p.ident.tag + p.ident.value(v)}
 			}
 		}
@@ -256,4 +286,9 @@ func (id *identity) subject(p *policy) subject {
 		return subject{tag: "global"}
 	}
 	return id.clientIP()
+}
+
+// source reads one of the request's sources.
+func (id *identity) source(source string) (string, bool) {
+	return sourceValue(id.ctx, source, id.header, id.rawQuery, id.user)
 }

@@ -245,7 +245,7 @@ func (m *engine) serve(w http.ResponseWriter, r *http.Request, next http.Handler
 			m = m.shadowed
 		}
 	}
-	id := &identity{c: m.c, peer: r.RemoteAddr, header: r.Header, rawQuery: r.URL.RawQuery, user: m.user(r)}
+	id := &identity{c: m.c, peer: r.RemoteAddr, header: r.Header, rawQuery: r.URL.RawQuery, user: m.user(r), ctx: r.Context()}
 	checks := plan(m.c, policies, id)
 	var err error
 	if checks, err = resolvedLimits(checks, r); err != nil {

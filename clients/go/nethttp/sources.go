@@ -1,13 +1,15 @@
 package nethttp
 
 import (
+	"context"
 	"net/http"
 	"strings"
 )
 
 // Sources (docs/http.md, Named identities): where a subject's value is
 // read from a request: a header, a cookie, a query parameter, the
-// credentials of an Authorization scheme, or the user. Each reader gives
+// credentials of an Authorization scheme, the user, or a request
+// attribute (WithAttribute). Each reader gives
 // the value's bytes as received (a query parameter's once decoded), and
 // false when there is none or it is empty.
 
@@ -89,8 +91,9 @@ func authorizationValue(h http.Header, scheme string) (string, bool) {
 }
 
 // sourceValue reads one source (header:<Name>, cookie:<Name>,
-// query:<Name>, authorization:<Scheme>, user) from a request's parts.
-func sourceValue(source string, h http.Header, rawQuery, user string) (string, bool) {
+// query:<Name>, authorization:<Scheme>, user, attribute:<name>) from a
+// request's parts; ctx is the request's context.
+func sourceValue(ctx context.Context, source string, h http.Header, rawQuery, user string) (string, bool) {
 	kind, name, _ := strings.Cut(source, ":")
 	switch kind {
 	case "header":
@@ -103,6 +106,8 @@ func sourceValue(source string, h http.Header, rawQuery, user string) (string, b
 		return authorizationValue(h, name)
 	case "user":
 		return user, user != ""
+	case "attribute":
+		return attributeValue(ctx, name)
 	}
 	return "", false
 }

@@ -1,6 +1,7 @@
 package nethttp
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -404,10 +405,11 @@ func vectorKey(t *testing.T, input, expect json.RawMessage) {
 		Config  map[string]any `json:"config"`
 		Policy  map[string]any `json:"policy"`
 		Request struct {
-			Peer    *string `json:"peer"`
-			Headers []any   `json:"headers"`
-			User    any     `json:"user"`
-			Query   string  `json:"query"`
+			Peer       *string        `json:"peer"`
+			Headers    []any          `json:"headers"`
+			User       any            `json:"user"`
+			Query      string         `json:"query"`
+			Attributes map[string]any `json:"attributes"`
 		} `json:"request"`
 	}
 	decode(t, input, &in)
@@ -417,7 +419,8 @@ func vectorKey(t *testing.T, input, expect json.RawMessage) {
 	}
 	doc["policies"] = []any{in.Policy}
 	c := configOf(t, doc)
-	id := &identity{c: c, header: header(t, in.Request.Headers), rawQuery: in.Request.Query}
+	id := &identity{c: c, header: header(t, in.Request.Headers), rawQuery: in.Request.Query,
+		ctx: attributes(t, in.Request.Attributes)}
 	if in.Request.Peer != nil {
 		id.peer = *in.Request.Peer
 	}
@@ -586,13 +589,24 @@ func vectorConfigError(t *testing.T, input, expect json.RawMessage) {
 	same(t, got, expect)
 }
 
+// attributes is a context with a vector request's attributes, as an
+// application's middleware leaves them (WithAttribute); Go's are strings.
+func attributes(t *testing.T, attrs map[string]any) context.Context {
+	ctx := context.Background()
+	for name, v := range attrs {
+		ctx = WithAttribute(ctx, name, vectorBytes(t, v))
+	}
+	return ctx
+}
+
 func vectorSource(t *testing.T, input, expect json.RawMessage) {
 	var in struct {
 		Source  string `json:"source"`
 		Request struct {
-			Headers []any   `json:"headers"`
-			Query   *string `json:"query"`
-			User    any     `json:"user"`
+			Headers    []any          `json:"headers"`
+			Query      *string        `json:"query"`
+			User       any            `json:"user"`
+			Attributes map[string]any `json:"attributes"`
 		} `json:"request"`
 	}
 	decode(t, input, &in)
@@ -603,7 +617,7 @@ func vectorSource(t *testing.T, input, expect json.RawMessage) {
 	if in.Request.User != nil {
 		user = vectorBytes(t, in.Request.User)
 	}
-	v, ok := sourceValue(in.Source, header(t, in.Request.Headers), query, user)
+	v, ok := sourceValue(attributes(t, in.Request.Attributes), in.Source, header(t, in.Request.Headers), query, user)
 	var want any
 	decode(t, expect, &want)
 	switch {

@@ -4,7 +4,9 @@
 // with the status of the X-Conformance-Status header when present, after
 // the delay of X-Conformance-Delay-Ms, or panicking with
 // X-Conformance-Fail: 1; a request with X-Conformance-User is
-// authenticated as that user, the net/http way: in the request's context.
+// authenticated as that user, and one with X-Conformance-Attribute:
+// NAME=VALUE has the request attribute NAME, the net/http way: in the
+// request's context.
 // It registers the conformance test resolvers (Resolvers).
 package exampleapp
 
@@ -47,11 +49,16 @@ var OK = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 
 // Authenticate stands for an application's authentication middleware: it
 // puts the X-Conformance-User header's user in the request's context,
-// where nethttp's default user resolver finds it.
+// where nethttp's default user resolver finds it, and the attribute
+// X-Conformance-Attribute names (NAME=VALUE, split at the first "="),
+// where the attribute:<name> source finds it.
 func Authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if user := r.Header.Get("X-Conformance-User"); user != "" {
 			r = r.WithContext(nethttp.WithUser(r.Context(), user))
+		}
+		if name, value, ok := strings.Cut(r.Header.Get("X-Conformance-Attribute"), "="); ok {
+			r = r.WithContext(nethttp.WithAttribute(r.Context(), name, value))
 		}
 		next.ServeHTTP(w, r)
 	})
