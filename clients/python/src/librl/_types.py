@@ -184,14 +184,20 @@ def parse_all(reply: Any, leases: Tuple[bool, ...] = ()) -> AllDecision:
         allowed, retry, *clauses = _array(reply)
         if leases and len(clauses) < len(leases):
             raise ValueError
-        return AllDecision(
-            bool(allowed),
-            int(retry),
-            tuple(
+        if not leases and len(clauses) == 1:  # one clause: the commonest call
+            decisions: Tuple[Decision, ...] = (parse_decision(clauses[0], "RL.ALL"),)
+        else:
+            decisions = tuple(
                 parse_decision(clause, "RL.ALL", i < len(leases) and leases[i])
                 for i, clause in enumerate(clauses[: len(leases)] if leases else clauses)
-            ),
+            )
+        # As parse_decision makes a Decision: without the frozen
+        # dataclass's per-field object.__setattr__.
+        decision: AllDecision = _new(AllDecision)
+        decision.__dict__.update(
+            allowed=bool(allowed), retry_after_ms=int(retry), decisions=decisions
         )
+        return decision
     except (TypeError, ValueError):
         raise _unexpected("RL.ALL", reply) from None
 

@@ -156,7 +156,10 @@ class Exchange:
         return pending + [release for group in groups for release in self._leases(group)]
 
     def _call(self, group: List[int], peek: bool) -> Call:
-        return tuple(self._checks[i].clause() for i in group), peek
+        checks = self._checks
+        if len(group) == 1:  # one policy: the commonest case, without a generator
+            return (checks[group[0]].clause(),), peek
+        return tuple(checks[i].clause() for i in group), peek
 
     def _give_back(self, group: List[int]) -> List[Step]:
         refunds = tuple(

@@ -40,7 +40,7 @@ from ._engine import Engine
 from ._fail import Breaker, BreakerOpen, decide_locally, reason
 from ._hook import Hook
 from ._local import LocalLimiter
-from ._plan import Plan
+from ._plan import Check, Plan
 from ._refusals import Reply
 from ._request import Request
 from ._resolvers import Resolvers, ResolversSource, resolve, resolve_async, resolvers_of
@@ -74,7 +74,7 @@ class Admission:
     call it and add ``headers`` to its response; then ``finish`` (before
     the response goes out), and ``release`` once it is finished."""
 
-    __slots__ = ("headers", "leases", "local", "plan", "reply", "verdict")
+    __slots__ = ("checks", "headers", "leases", "local", "reply", "settling", "verdict")
 
     def __init__(
         self,
@@ -87,7 +87,13 @@ class Admission:
     ) -> None:
         self.reply = reply
         self.headers: List[Tuple[str, str]] = headers if headers is not None else []
-        self.plan = plan
+        # What finish() needs of the plan, not the plan: its request holds
+        # the framework's request, which often holds the admission (Flask's
+        # environ, Django's HttpRequest), a cycle only the garbage
+        # collector would free, with every object of the request in it.
+        self.checks: List[Check] = plan.checks if plan is not None else []
+        #: A policy counts after the response (`count: failed`/`succeeded`).
+        self.settling = plan is not None and plan.settles
         self.verdict = verdict
         #: The slots the request holds (docs/http.md, Concurrency limits).
         self.leases: List[Release] = leases if leases is not None else []
@@ -102,8 +108,7 @@ class Admission:
     def settles(self) -> bool:
         """Whether ``finish`` may send anything: a policy counts after the
         response (docs/http.md, Counting after the response)."""
-        plan = self.plan
-        return self.verdict is not None and plan is not None and plan.settles
+        return self.settling and self.verdict is not None
 
     def take_leases(self) -> List[Release]:
         """The slots to release, once: every later call gets none, so a
@@ -321,10 +326,10 @@ class _Guarding(Generic[ClientT, LimiterT]):
 
     def _settlement(self, admission: Admission, status: int) -> List[Call]:
         """The refunds to send after the handler answered ``status``."""
-        plan, verdict = admission.plan, admission.verdict
-        if plan is None or verdict is None or not plan.settles:
+        verdict = admission.verdict
+        if verdict is None or not admission.settling:
             return []
-        return self.engine.settlement(plan.checks, verdict, status)
+        return self.engine.settlement(admission.checks, verdict, status)
 
     def _timeout_s(self) -> float:
         return self.config.timeout_ms / 1000

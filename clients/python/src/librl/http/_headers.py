@@ -101,6 +101,8 @@ def most_restrictive(
     — with ``enforced_of`` (a refused request's policies), among the
     enforced policies' only; else the smallest share of its limit left,
     then the later reset, then the first."""
+    if len(replies) == 1:
+        return 0  # one policy: the commonest case, whatever it answered
     denied = [
         i
         for i, r in enumerate(replies)

@@ -104,8 +104,10 @@ def add_headers(headers: List[Tuple[str, str]], extra: List[Tuple[str, str]]) ->
     """The rate-limit headers into a WSGI response's header list, each
     replacing any the application set under the same name."""
     names = {name.lower() for name, _ in extra}
-    if any(name.lower() in names for name, _ in headers):
-        headers[:] = [(name, value) for name, value in headers if name.lower() not in names]
+    for name, _ in headers:  # a loop, not any(): no generator per response
+        if name.lower() in names:
+            headers[:] = [(name, value) for name, value in headers if name.lower() not in names]
+            break
     headers.extend(extra)
 
 

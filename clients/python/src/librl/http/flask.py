@@ -31,6 +31,7 @@ from typing import (
     Tuple,
     TypeVar,
     Union,
+    cast,
 )
 
 import flask
@@ -115,7 +116,15 @@ class RateLimit:
         self.guard.reload(config)
 
     def init_app(self, app: Flask) -> None:
-        app.before_request(self._before)
+        views, admit = app.view_functions, self._admit
+
+        def before() -> Optional[Response]:
+            # A plain function of no arguments: Flask asks each
+            # before_request function whether it is a coroutine function on
+            # every request, which costs least for one.
+            return admit(views)
+
+        app.before_request(before)
         app.wsgi_app = self._wrapping(app.wsgi_app)  # type: ignore[method-assign,assignment]
         app.extensions["librl"] = self
 
@@ -166,10 +175,13 @@ class RateLimit:
 
         return mark
 
-    def _before(self) -> Optional[Response]:
-        request = flask.request
-        view = flask.current_app.view_functions.get(request.endpoint or "")
-        names = getattr(view, "librl_policies", None)
+    def _admit(self, views: Dict[str, Any]) -> Optional[Response]:
+        """The check before the view (``views``: the app's view functions,
+        whose marks name their own policies)."""
+        # The request itself, out of its proxy: each attribute read through
+        # flask.request looks the request context up again.
+        request: flask.Request = cast(Any, flask.request)._get_current_object()
+        names = getattr(views.get(request.endpoint or ""), "librl_policies", None)
 
         def body_length(limit: int) -> Optional[int]:
             data = request.stream.read(limit + 1)
@@ -181,9 +193,9 @@ class RateLimit:
         # For the response's start, and the release, after Flask's request
         # context has ended.
         request.environ[_ENVIRON_KEY] = admission
-        if admission.reply is None:
-            return None
         reply = admission.reply
+        if reply is None:
+            return None
         return Response(reply.body, status=reply.status, headers=reply.headers)
 
 
