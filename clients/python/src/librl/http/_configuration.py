@@ -230,6 +230,8 @@ class Config:
     resolving: bool = False
     #: Some policy has ``queue``: an admitted request may wait for its turn.
     queues: bool = False
+    #: Some policy costs ``body-bytes``: a request's size may be needed.
+    body_costs: bool = False
     #: The refusal of a denied request (a route's own ``deny`` aside).
     deny: Refusal = DENY
     #: The refusal of ``fail: closed``.
@@ -553,6 +555,7 @@ def _build(tree: Mapping[str, Any], doc: Mapping[str, Any], resolvers: Resolvers
         resolving=mode_resolver is not None
         or any(p.cost_resolver or p.limit_resolver for p in policies.values()),
         queues=any(p.queue_ms is not None for p in policies.values()),
+        body_costs=any(p.cost == "body-bytes" for p in policies.values()),
         deny=deny,
         fail_deny=_refusal("fail_deny", tree["fail_deny"], {}),
         source=doc,

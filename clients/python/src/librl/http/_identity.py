@@ -29,7 +29,7 @@ def client_ip(
     written by the client and prove nothing); without X-Forwarded-For, the
     trusted peer's X-Real-IP."""
     address = parse_ip(peer) if peer else None
-    if address is None or not _trusted(address, trusted):
+    if address is None or not trusted or not _trusted(address, trusted):
         return address
     forwarded = request.header("x-forwarded-for") or b""
     # Empty elements are skipped, as RFC 9110 reads a list.

@@ -231,7 +231,7 @@ def sized(config: Config, planned: Plan) -> Union[Plan, Reply]:
     Content-Length, or ``needs_body`` when a body-bytes policy applies to
     a body without one."""
     length = None
-    if any(p.cost == "body-bytes" for p, _ in planned.applying):
+    if config.body_costs and any(p.cost == "body-bytes" for p, _ in planned.applying):
         request = planned.request
         declared = request.header("content-length")
         if declared is not None and _DIGITS.fullmatch(declared):
