@@ -47,6 +47,38 @@ func TestArgvFollowsTheGrammar(t *testing.T) {
 	}
 }
 
+// A prepared clause sends what the clause would, its limit, window and
+// options rendered once; For adds a call's own options after them, and an
+// option given in both is refused before sending.
+func TestPreparedClauseSendsTheSameWords(t *testing.T) {
+	tpl, err := Token("", 5, 1500*time.Millisecond, Burst(10), Block(time.Minute)).Prepare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := allCall([]Clause{tpl.For("{a}:t", Cost(2), Override("{a}:o")), tpl.For("{a}:u")}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []any{"RL.ALL", "TOKEN", "{a}:t", "5", "1500ms", "BURST", "10", "BLOCK", "60000ms", "COST", "2", "OVERRIDE", "{a}:o",
+		"TOKEN", "{a}:u", "5", "1500ms", "BURST", "10", "BLOCK", "60000ms"}
+	if !reflect.DeepEqual(a.argv, want) || !reflect.DeepEqual(a.keys, []string{"{a}:t", "{a}:o", "{a}:u"}) || len(a.parts) != 2 {
+		t.Fatalf("%v", a)
+	}
+	var arg *ArgError
+	if _, err := allCall([]Clause{tpl.For("k", Burst(3))}, false); !errors.As(err, &arg) || arg.Where != "All clause 0 (TOKEN k)" {
+		t.Fatalf("Burst in both: %v", err)
+	}
+	if _, err := Fixed("", 0, time.Second).Prepare(); err != nil {
+		t.Fatalf("a limit of 0 is the server's to refuse: %v", err)
+	}
+	if _, err := Fixed("", 1, time.Microsecond).Prepare(); !errors.As(err, &arg) {
+		t.Fatalf("a sub-millisecond window: %v", err)
+	}
+	if _, err := (Clause{}).Prepare(); !errors.As(err, &arg) {
+		t.Fatalf("the zero Clause: %v", err)
+	}
+}
+
 func TestDenialCacheAgesAndNeverOutlivesTheDenial(t *testing.T) {
 	c := NewDenialCache(2, time.Hour)
 	t0 := time.Now()

@@ -12,7 +12,49 @@ type Clause struct {
 	key       string
 	limit     int64
 	window    time.Duration // CONCURRENT: the lease
-	opts      []Option
+	opts      []Option      // a prepared clause: For's options only
+	pre       *prepared     // set by Prepare
+}
+
+// prepared is what Prepare checked and rendered once: the options and
+// the words after the key (limit, window, options).
+type prepared struct {
+	o     options
+	words []any
+}
+
+// Prepare checks the clause and renders its limit, window and options
+// once, for a clause sent again and again with other keys (For): a
+// server's policy, checked on every request. It returns the error All
+// would return for the clause.
+func (c Clause) Prepare() (Clause, error) {
+	if c.algorithm == "" {
+		return Clause{}, argErr("Prepare", "the zero Clause: build clauses with Fixed, Sliding, Token or Concurrent")
+	}
+	where := "Prepare (" + c.algorithm + ")"
+	var base options // a clause prepared again keeps what it had
+	if c.pre != nil {
+		base = c.pre.o
+	}
+	o, err := collectOnto(where, c.allowed(), base, c.opts)
+	if err != nil {
+		return Clause{}, err
+	}
+	words, err := render(where, c, o, nil)
+	if err != nil {
+		return Clause{}, err
+	}
+	c.opts, c.pre = nil, &prepared{o: o, words: words[1:]} // words[0] is the key
+	return c, nil
+}
+
+// For is the clause for key with more options (a call's own Cost,
+// Refund or Override): a prepared clause renders only those. An option
+// the prepared clause has already is given twice, an error when sent.
+func (c Clause) For(key string, opts ...Option) Clause {
+	c.key = key
+	c.opts = append(c.opts[:len(c.opts):len(c.opts)], opts...)
+	return c
 }
 
 // Fixed is an RL.ALL clause for a fixed window of limit units per window
@@ -100,11 +142,30 @@ const (
 // clauseWords appends key, limit, window and the options, in the
 // grammar's order, and returns what the clause means.
 func clauseWords(where string, c Clause, allowed optionBit, words []any) ([]any, options, error) {
+	if c.pre != nil {
+		return c.pre.clauseWords(where, c, allowed, words)
+	}
 	o, err := collect(where, allowed, c.opts)
 	if err != nil {
 		return nil, o, err
 	}
 	words, err = render(where, c, o, words)
+	return words, o, err
+}
+
+// clauseWords is a prepared clause's: its key and prepared words, then
+// For's options.
+func (p *prepared) clauseWords(where string, c Clause, allowed optionBit, words []any) ([]any, options, error) {
+	o, err := collectOnto(where, allowed, p.o, c.opts)
+	if err != nil {
+		return nil, o, err
+	}
+	extra, err := collect(where, allowed, c.opts)
+	if err != nil {
+		return nil, o, err
+	}
+	words = append(append(words, c.key), p.words...)
+	words, err = renderOptions(where, extra, words)
 	return words, o, err
 }
 
@@ -118,7 +179,11 @@ func render(where string, c Clause, o options, words []any) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	words = append(words, c.key, intArg(c.limit), window)
+	return renderOptions(where, o, append(words, c.key, intArg(c.limit), window))
+}
+
+// renderOptions appends the collected options, in the grammar's order.
+func renderOptions(where string, o options, words []any) ([]any, error) {
 	if o.has(optAligned) {
 		words = append(words, "ALIGNED")
 	}

@@ -139,7 +139,12 @@ func Count(n int64) Option { return func(o *options) { o.mark(optCount); o.count
 // collect applies opts, and refuses any option that `where` does not take
 // or that is given twice.
 func collect(where string, allowed optionBit, opts []Option) (options, error) {
-	var o options
+	return collectOnto(where, allowed, options{}, opts)
+}
+
+// collectOnto is collect onto options already collected (a prepared
+// clause's): an option given in both is given twice.
+func collectOnto(where string, allowed optionBit, o options, opts []Option) (options, error) {
 	for _, opt := range opts {
 		if opt == nil {
 			return o, argErr(where, "an option is nil")

@@ -487,6 +487,11 @@ type policy struct {
 	// APPROX, BURST, BLOCK, RESERVE; COST for a fixed cost), built once
 	// for every request; refundOpts those of its refund (setOptions).
 	opts, refundOpts []librl.Option
+	// prepared is the clause with opts, its words rendered once; ready
+	// says it is (a limit: code: policy's is prepared when its resolver
+	// gives the limit)
+	prepared librl.Clause
+	ready    bool
 }
 
 // parseConfig reads a document: the walker first (every field, with the
@@ -774,6 +779,9 @@ func setOptions(p *policy) {
 	if p.queue > 0 {
 		p.opts = append(p.opts, librl.Reserve(p.queue))
 	}
+	var err error
+	p.prepared, err = clauseOf(p, "", p.opts).Prepare()
+	p.ready = err == nil
 }
 
 // concurrencyFields is concurrency-has-lease for a concurrency policy:

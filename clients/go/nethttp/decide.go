@@ -117,6 +117,18 @@ func pairs(checks []check, decisions []librl.Decision) []checked {
 // start-up; a request adds its cost (unless fixed) and override key.
 func clause(c check, refund bool) librl.Clause {
 	p := c.p
+	if !refund && p.ready {
+		// Prepared at start-up: only the request's own options are added.
+		switch {
+		case p.cost != costUnits && c.okey != "":
+			return p.prepared.For(c.key, librl.Cost(c.cost), librl.Override(c.okey))
+		case p.cost != costUnits:
+			return p.prepared.For(c.key, librl.Cost(c.cost))
+		case c.okey != "":
+			return p.prepared.For(c.key, librl.Override(c.okey))
+		}
+		return p.prepared.For(c.key)
+	}
 	opts := p.opts
 	if refund {
 		opts = append(p.refundOpts[:len(p.refundOpts):len(p.refundOpts)], librl.Refund(c.cost))
@@ -126,15 +138,20 @@ func clause(c check, refund bool) librl.Clause {
 	if c.okey != "" {
 		opts = append(opts[:len(opts):len(opts)], librl.Override(c.okey))
 	}
+	return clauseOf(p, c.key, opts)
+}
+
+// clauseOf is the policy's clause for key with opts.
+func clauseOf(p *policy, key string, opts []librl.Option) librl.Clause {
 	switch p.algorithm {
 	case "fixed":
-		return librl.Fixed(c.key, p.limit, p.window, opts...)
+		return librl.Fixed(key, p.limit, p.window, opts...)
 	case "sliding", "approx":
-		return librl.Sliding(c.key, p.limit, p.window, opts...)
+		return librl.Sliding(key, p.limit, p.window, opts...)
 	case "concurrency":
-		return librl.Concurrent(c.key, p.limit, p.lease, opts...)
+		return librl.Concurrent(key, p.limit, p.lease, opts...)
 	default:
-		return librl.Token(c.key, p.limit, p.window, opts...)
+		return librl.Token(key, p.limit, p.window, opts...)
 	}
 }
 
