@@ -2,10 +2,12 @@
 // bench-http"): the routes /open and /half served one of four ways:
 //   node app.mjs express|fastify none|librl|peer|floor
 //   none   no limiter
-//   librl  librl's Express middleware or Fastify plugin (clients/node/dist)
+//   librl  librl's Express middleware or Fastify plugin (clients/node/dist),
+//          given the URL: its own connection (docs/http/node.md, Redis clients)
 //   peer   express-rate-limit 8 with rate-limit-redis, or @fastify/rate-limit
 //          with its Redis store
 //   floor  a bare handler sending the same RL.ALL through the same client
+//          (librl's own connection, made from the same URL)
 // Env: PORT, REDIS_URL, LIBRL_POLICIES (the policies file the driver
 // writes), LIBRL_DIST (librl's build, default clients/node/dist). The limits are that file's: /open 1,000,000,000 a minute per
 // client address (never refuses), /half 1 per 10 s per X-Client header.
@@ -19,19 +21,24 @@ import { Redis } from "ioredis";
 const dist = process.env.LIBRL_DIST ?? new URL("../../../clients/node/dist", import.meta.url).pathname;
 const { rateLimit: librlExpress } = await import(`${dist}/express.js`);
 const { librl: librlFastify } = await import(`${dist}/fastify.js`);
+const { RespConnection } = await import(`${dist}/resp.js`);
 
 const OPEN = { limit: 1_000_000_000, windowMs: 60_000, window: "60000ms" };
 const HALF = { limit: 1, windowMs: 10_000, window: "10000ms" };
 
 const [framework, variant] = process.argv.slice(2);
-const client = new Redis(process.env.REDIS_URL);
-client.on("error", (err) => console.error(`redis: ${err.message}`));
+const url = process.env.REDIS_URL;
+// The peer's client (ioredis, as @fastify/rate-limit and rate-limit-redis take it).
+const client = variant === "peer" ? new Redis(url) : undefined;
+client?.on("error", (err) => console.error(`redis: ${err.message}`));
+// The floor's: the connection librl makes from the URL.
+const floorConnection = variant === "floor" ? new RespConnection(url) : undefined;
 const config = process.env.LIBRL_POLICIES;
 const port = Number(process.env.PORT);
 
 /** The floor's check: librl's RL.ALL for this key, and whether it admitted. */
 async function floorCheck(key, limits) {
-  const reply = await client.call("RL.ALL", "FIXED", key, String(limits.limit), limits.window, "COST", "1");
+  const reply = await floorConnection.send(["RL.ALL", "FIXED", key, String(limits.limit), limits.window, "COST", "1"]);
   return reply[0] === 1;
 }
 const openKey = (address) => `rl:{ip:${address}}:open`;
@@ -42,7 +49,7 @@ function expressApp() {
   app.disable("x-powered-by");
   const ok = (_req, res) => res.type("text/plain").send("ok");
   if (variant === "librl") {
-    app.use(librlExpress({ client, config }));
+    app.use(librlExpress({ url, config }));
   } else if (variant === "peer") {
     const store = (prefix) => new RedisStore({ sendCommand: (...args) => client.call(...args), prefix });
     const peer = (limits, name, extra) =>
@@ -73,7 +80,7 @@ async function fastifyApp() {
   let open = {};
   let half = {};
   if (variant === "librl") {
-    await app.register(librlFastify, { client, config });
+    await app.register(librlFastify, { url, config });
   } else if (variant === "peer") {
     await app.register(fastifyRateLimit, { global: false, redis: client, nameSpace: "frl:" });
     open = { config: { rateLimit: { max: OPEN.limit, timeWindow: OPEN.windowMs } } };

@@ -148,6 +148,8 @@ export async function startApp(
         new Promise<void>((resolve) => {
           server.closeAllConnections();
           server.close(() => resolve());
+          // The connection the middleware made from `url` (Fastify's plugin closes its own with the instance).
+          app.librl.close();
         }),
     };
   }

@@ -142,6 +142,11 @@ async function librlFastify(fastify: FastifyInstanceLike, options: FastifyRateLi
   };
 
   fastify.decorate("librl", core);
+  // The connection the plugin made from `url` ends with the instance.
+  fastify.addHook("onClose", ((_instance: unknown, done: () => void) => {
+    core.close();
+    done();
+  }) as Hook);
   // A route naming a missing policy fails when it is added, not at its first request.
   fastify.addHook("onRoute", ((route: { url?: string; method?: unknown; config?: unknown }) => {
     routePolicies(route.config, `route ${String(route.method)} ${route.url ?? ""}`);

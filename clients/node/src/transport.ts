@@ -13,10 +13,11 @@
  *   (`exec` and `addCommand`), whose commands resolve only at exec.
  */
 
+import { RespConnection } from "./resp.js";
 import { keySlot } from "./slot.js";
 
 /** The client kinds a Limiter knows. */
-export type ClientKind = "ioredis" | "ioredis-cluster" | "node-redis" | "node-redis-cluster";
+export type ClientKind = "ioredis" | "ioredis-cluster" | "node-redis" | "node-redis-cluster" | "librl";
 
 export interface Transport {
   readonly kind: ClientKind;
@@ -244,8 +245,21 @@ function nodeRedisTransport(client: Obj): Transport {
   };
 }
 
+/** The HTTP integrations' own connection (resp.ts): standalone, one connection. */
+function respTransport(conn: RespConnection): Transport {
+  const send = (argv: readonly string[]): Promise<unknown> => conn.send(argv);
+  return {
+    kind: "librl",
+    isCluster: false,
+    keyPrefix: "",
+    send,
+    sendWithWait: (argv, _keys, wait) => Promise.all([send(argv), send(waitArgv(wait))]),
+  };
+}
+
 /** Tells the client apart (see the module comment) and wraps it. */
 export function transportFor(client: unknown, ioredisCommand?: IoredisCommandClass): Transport {
+  if (client instanceof RespConnection) return respTransport(client);
   if (!isObject(client) || typeof client["sendCommand"] !== "function") {
     throw new TypeError(
       "librl: new Limiter(client) needs an ioredis Redis or Cluster, or a node-redis client or cluster (an object with sendCommand)",

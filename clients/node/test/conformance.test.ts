@@ -313,12 +313,25 @@ function startClusterInTurn(): Promise<TestCluster> {
   return started;
 }
 
+/** The clients under test, and `url`: the integration's own connection made from a URL (standalone only). */
+type RunnerClient = ClientName | "url";
+const RUNNER_CLIENTS: readonly RunnerClient[] = [...CLIENT_NAMES, "url"];
+
 class Backends {
   standalone!: Server;
   cluster: TestCluster | undefined;
   #clients = new Map<string, { client: RedisLikeClient; close: () => Promise<void> }>();
+  #downPort: number | undefined;
 
-  constructor(readonly clientName: ClientName) {}
+  constructor(readonly clientName: RunnerClient) {}
+
+  /** What the app is given to reach Redis: a client, or (`url`) the URL its integration connects to itself. */
+  async redis(kind: "standalone" | "cluster" | "down"): Promise<{ client: RedisLikeClient } | { url: string }> {
+    if (this.clientName !== "url") return { client: await this.client(kind) };
+    if (kind === "cluster") throw new Error("the integration's own connection is standalone only");
+    const port = kind === "down" ? (this.#downPort ??= await freePort()) : this.standalone.port;
+    return { url: `redis://127.0.0.1:${port}` };
+  }
 
   async start(needCluster: boolean): Promise<void> {
     this.standalone = await startServer(REDIS_SERVER, `conformance-${this.clientName}`);
@@ -431,7 +444,7 @@ async function runCase(c: Case, framework: FrameworkName, backends: Backends): P
   }
   // Warnings (fail-open, shadow, failed refunds) are shown only with a failing step.
   const warnings: string[] = [];
-  const options = { client: await backends.client(kind), config: c.config, logger: { warn: (m: string) => warnings.push(m) } };
+  const options = { ...(await backends.redis(kind)), config: c.config, logger: { warn: (m: string) => warnings.push(m) } };
   if (c.startup_error !== undefined) {
     await assert.rejects(
       async () => (await startApp(framework, options)).close(),
@@ -510,7 +523,7 @@ async function warmUp(framework: FrameworkName, backends: Backends): Promise<voi
     prefix: "warm-up:",
     policies: [{ name: "w", algorithm: "fixed", limit: 1000, window: "1s" }],
   };
-  const app = await startApp(framework, { client: await backends.client("standalone"), config });
+  const app = await startApp(framework, { ...(await backends.redis("standalone")), config });
   try {
     for (let i = 0; i < 30; i++) await send(app.port, { path: "/" });
   } finally {
@@ -529,11 +542,11 @@ describe("conformance", { concurrency: true }, () => {
     assert.deepEqual(wrong, []);
   });
   for (const framework of FRAMEWORKS) {
-    for (const clientName of CLIENT_NAMES) {
+    for (const clientName of RUNNER_CLIENTS) {
       describe(`${framework} + ${clientName}`, { concurrency: 1 }, () => {
         const backends = new Backends(clientName);
         before(async () => {
-          await backends.start(needCluster);
+          await backends.start(needCluster && clientName !== "url");
           await warmUp(framework, backends);
         });
         after(() => backends.stop());
@@ -545,6 +558,8 @@ describe("conformance", { concurrency: true }, () => {
               ? `redis: ${c.redis}: run by the black-box runner (conformance/tests/test_blackbox.py)`
               : missing.length > 0
               ? `requires ${missing.join(", ")} (not this runner's)`
+              : clientName === "url" && c.redis === "cluster"
+              ? "a cluster takes a client: the integration's own connection is standalone only"
               : false;
           it(`${c.name} [${framework}, ${clientName}, ${c.redis ?? "standalone"}]`, { skip }, () => runCase(c, framework, backends));
         }

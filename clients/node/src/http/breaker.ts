@@ -13,7 +13,7 @@ export const BACKOFF_MAX_MS = 30_000;
 /** Error replies that say the server cannot serve now, not that the call was wrong. */
 const UNAVAILABLE_REPLY = /^(LOADING|BUSY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN)\b/;
 
-/** The error classes ioredis and node-redis give a Redis error reply. */
+/** The error classes ioredis, node-redis and the integrations' own connection (resp.ts) give a Redis error reply. */
 const REPLY_ERRORS = new Set(["ReplyError", "ErrorReply", "SimpleError", "BlobError"]);
 
 /**

@@ -8,6 +8,7 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { Limiter, type LimiterOptions, type RedisLikeClient } from "../limiter.js";
+import { RespConnection } from "../resp.js";
 import type { Decision } from "../reply.js";
 import { checkResolvers, resolvePolicies, toConfig, type Config, type ConfigSource, type LoadOptions, type Policy } from "./configuration.js";
 import { bySubject, clause, decide, decideOne, decideShadow, leasesOf, refund, release, turnMs, type Answered, type DirectAll, type Failed, type Held } from "./decide.js";
@@ -28,8 +29,14 @@ export type { MeasureBody } from "./plan.js";
 export type { Selection } from "./routes.js";
 
 export interface HttpLimiterOptions<Req = unknown> {
-  /** An ioredis Redis or Cluster, or a node-redis client or cluster (connected, or connecting). */
-  client: RedisLikeClient;
+  /** An ioredis Redis or Cluster, or a node-redis client or cluster (connected, or connecting); or give `url`. */
+  client?: RedisLikeClient;
+  /**
+   * A standalone server's `redis://` or `rediss://` URL, instead of
+   * `client`: the integration makes its own connection (docs/http/node.md,
+   * Redis clients) and closes it on close().
+   */
+  url?: string;
   /** The configuration: a file path (YAML or JSON), a document object, or a loaded Config. */
   config: ConfigSource;
   /** Parses a YAML configuration file (default: the `yaml` package, when installed). */
@@ -246,11 +253,17 @@ export class HttpLimiter {
   readonly #direct: DirectAll | undefined;
   /** Spares requests the timeout while Redis is failing (docs/http.md, Fail modes); kept across reloads. */
   readonly #breaker = new Breaker();
+  /** The connection made from `url`, which close() ends. */
+  readonly #own: RespConnection | undefined;
 
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each adapter types the request its resolvers get
   constructor(options: HttpLimiterOptions<any>) {
     if (options === null || typeof options !== "object") throw new TypeError("librl: give { client, config }");
-    if (options.client === undefined) throw new TypeError("librl: the `client` option is missing (an ioredis or node-redis client)");
+    if (options.client === undefined && options.url === undefined) {
+      throw new TypeError("librl: give the `client` option (an ioredis or node-redis client) or `url` (redis://host:port)");
+    }
+    if (options.client !== undefined && options.url !== undefined) throw new TypeError("librl: give `client` or `url`, not both");
+    if (options.url !== undefined && typeof options.url !== "string") throw new TypeError("librl: the `url` option must be a string (redis://host:port/db)");
     if (options.config === undefined) throw new TypeError("librl: the `config` option is missing (a file path or a configuration object)");
     if (options.onDecision !== undefined && typeof options.onDecision !== "function") {
       throw new TypeError("librl: onDecision must be a function");
@@ -258,11 +271,23 @@ export class HttpLimiter {
     this.#resolvers = resolversOf(options.resolvers);
     this.#load = { resolvers: this.#resolvers, ...(options.parseYaml === undefined ? {} : { parseYaml: options.parseYaml }) };
     const config = toConfig(options.config, this.#load);
-    this.limiter = new Limiter(options.client, { ...options.limiterOptions, keyPrefix: "" });
+    // Made once the configuration is known good (its timeout bounds the connect).
+    this.#own = options.url === undefined ? undefined : new RespConnection(options.url, { connectTimeoutMs: Math.max(config.timeoutMs, 1000) });
+    try {
+      this.limiter = new Limiter((this.#own ?? options.client) as RedisLikeClient, { ...options.limiterOptions, keyPrefix: "" });
+    } catch (err) {
+      this.#own?.close();
+      throw err;
+    }
     this.#onDecision = options.onDecision;
     this.#logger = options.logger ?? console;
     this.#direct = this.limiter.directAll;
     this.#state = new State(config, this.limiter, this.#logger, this.#resolvers);
+  }
+
+  /** Closes the connection made from `url` (a `client` of the application's is its to close). */
+  close(): void {
+    this.#own?.close();
   }
 
   /** The configuration in use (the latest reload()'s). */

@@ -1,0 +1,159 @@
+/**
+ * The integrations' own connection (src/resp.ts) against real servers:
+ * the URL, the replies RL.ALL and the server's own commands give, a reply
+ * split across reads, AUTH and SELECT, a dropped connection and its
+ * reconnection, a server that is not there, close().
+ */
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { ReplyError, RespConnection, encodeCommand, parseRedisUrl } from "../src/resp.js";
+import { HttpLimiter } from "../src/http/index.js";
+import { REDIS_SERVER, freePort, sleep, startServer, type Server } from "./helpers.js";
+
+/** Retries `f` until it resolves, for at most `ms`. */
+async function eventually<T>(f: () => Promise<T>, ms = 5000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    try {
+      return await f();
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await sleep(20);
+    }
+  }
+}
+
+describe("parseRedisUrl", () => {
+  it("reads host, port, TLS, user, password and database, with redis-cli's defaults", () => {
+    assert.deepEqual(parseRedisUrl("redis://127.0.0.1"), { host: "127.0.0.1", port: 6379, tls: false, username: undefined, password: undefined, db: 0 });
+    assert.deepEqual(parseRedisUrl("rediss://al%40ice:p%3Ass@cache.internal:6380/3"), {
+      host: "cache.internal",
+      port: 6380,
+      tls: true,
+      username: "al@ice",
+      password: "p:ss",
+      db: 3,
+    });
+    assert.deepEqual(parseRedisUrl("redis://:secret@[::1]:7000/"), { host: "::1", port: 7000, tls: false, username: undefined, password: "secret", db: 0 });
+  });
+
+  it("refuses what is not a redis:// URL, naming the option", () => {
+    assert.throws(() => parseRedisUrl("127.0.0.1:6379"), /url: "127.0.0.1:6379" is not a URL|the scheme must be/);
+    assert.throws(() => parseRedisUrl("http://127.0.0.1:6379"), /url: .*the scheme must be redis:\/\/ or rediss:\/\//);
+    assert.throws(() => parseRedisUrl("redis://127.0.0.1/x"), /url: .*the path must be a database number/);
+    assert.throws(() => parseRedisUrl("not a url"), /url: "not a url" is not a URL/);
+  });
+
+  it("encodes a command as RESP, its arguments' lengths in UTF-8 bytes", () => {
+    assert.equal(encodeCommand(["SET", "k", "é"]), "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2\r\né\r\n");
+  });
+});
+
+describe("RespConnection", () => {
+  let server: Server;
+  before(async () => {
+    server = await startServer(REDIS_SERVER, "resp");
+    // The admin connection stays authenticated as the default user.
+    await server.admin.call("CONFIG", "SET", "requirepass", "s3cret");
+  });
+  after(() => server.stop());
+  const url = (auth = "s3cret", db = "") => `redis://:${auth}@127.0.0.1:${server.port}${db}`;
+
+  it("answers each command in order: integers, strings, nil, arrays, RL.ALL's reply; an error reply rejects and the connection goes on", async () => {
+    const conn = new RespConnection(url());
+    try {
+      // Sent while it connects: queued, then written after AUTH.
+      const replies = await Promise.all([
+        conn.send(["SET", "resp:a", "é"]),
+        conn.send(["GET", "resp:a"]),
+        conn.send(["GET", "resp:missing"]),
+        conn.send(["INCRBY", "resp:n", "-5"]),
+        conn.send(["RL.ALL", "FIXED", "resp:{s}:p", "10", "60000ms", "COST", "3"]),
+        conn.send(["MGET", "resp:a", "resp:missing"]),
+      ]);
+      assert.deepEqual(replies.slice(0, 4), ["OK", "é", null, -5]);
+      assert.deepEqual(replies[4], [1, 0, [1, 3, 0, 10, 7, 60000]]);
+      assert.deepEqual(replies[5], ["é", null]);
+      await assert.rejects(conn.send(["RL.FIXED", "resp:x", "0", "1s"]), (err: Error) => err instanceof ReplyError && /^ERR /.test(err.message));
+      await assert.rejects(conn.send(["INCR", "resp:a"]), ReplyError);
+      assert.equal(await conn.send(["PING"]), "PONG");
+      assert.equal(conn.ready, true);
+    } finally {
+      conn.close();
+    }
+  });
+
+  it("reads replies split across many reads, and many commands of one turn in one write", async () => {
+    const conn = new RespConnection(url());
+    try {
+      const big = "x".repeat(3 * 1024 * 1024);
+      await conn.send(["SET", "resp:big", big]);
+      const sent = [];
+      for (let i = 0; i < 2000; i++) sent.push(conn.send(i % 500 === 0 ? ["GET", "resp:big"] : ["INCR", "resp:count"]));
+      const replies = await Promise.all(sent);
+      let count = 0;
+      replies.forEach((reply, i) => {
+        if (i % 500 === 0) assert.equal(reply, big);
+        else assert.equal(reply, ++count);
+      });
+    } finally {
+      conn.close();
+    }
+  });
+
+  it("selects the URL's database", async () => {
+    const conn = new RespConnection(url("s3cret", "/2"));
+    try {
+      await conn.send(["SET", "resp:db", "two"]);
+      assert.equal(await server.admin.call("GET", "resp:db"), null);
+      await server.admin.call("SELECT", "2");
+      assert.equal(await server.admin.call("GET", "resp:db"), "two");
+      await server.admin.call("SELECT", "0");
+    } finally {
+      conn.close();
+    }
+  });
+
+  it("a refused AUTH fails the connect: what was queued rejects naming AUTH", async () => {
+    const conn = new RespConnection(url("wrong"));
+    try {
+      await assert.rejects(conn.send(["PING"]), /AUTH failed: WRONGPASS|AUTH failed: ERR/);
+    } finally {
+      conn.close();
+    }
+  });
+
+  it("a dropped connection rejects what was in flight, refuses at once while down, and comes back", async () => {
+    const conn = new RespConnection(url());
+    try {
+      assert.equal(await conn.send(["CLIENT", "SETNAME", "resp-drop"]), "OK");
+      // A call the server holds, then the connection killed under it.
+      const held = assert.rejects(conn.send(["BLPOP", "resp:never", "5"]), /librl: Redis 127\.0\.0\.1:[0-9]+: /);
+      await server.admin.call("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes");
+      await held;
+      await assert.rejects(conn.send(["PING"]), /the connection is down/);
+      assert.equal(await eventually(() => conn.send(["PING"])), "PONG");
+    } finally {
+      conn.close();
+    }
+  });
+
+  it("a server that is not there: commands reject; close() ends it for good", async () => {
+    const conn = new RespConnection(`redis://127.0.0.1:${await freePort()}`);
+    await assert.rejects(conn.send(["PING"]), /ECONNREFUSED/);
+    await assert.rejects(conn.send(["PING"]), /ECONNREFUSED|the connection is down/);
+    conn.close();
+    await assert.rejects(conn.send(["PING"]), /the connection was closed/);
+  });
+});
+
+describe("HttpLimiter's url option", () => {
+  const config = { policies: [{ name: "p", algorithm: "fixed", limit: 1, window: "1s" }] };
+
+  it("takes a client or a url, not both, and refuses a bad url at start-up", () => {
+    assert.throws(() => new HttpLimiter({ config } as never), /give the `client` option .* or `url`/);
+    assert.throws(() => new HttpLimiter({ config, url: "redis://127.0.0.1:1", client: {} as never }), /give `client` or `url`, not both/);
+    assert.throws(() => new HttpLimiter({ config, url: 6379 as never }), /the `url` option must be a string/);
+    assert.throws(() => new HttpLimiter({ config, url: "http://127.0.0.1:6379" }), /url: .*the scheme must be redis:\/\//);
+  });
+});
