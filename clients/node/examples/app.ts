@@ -35,6 +35,13 @@ function userOf(value: unknown): string | undefined {
   return typeof value === "string" && value !== "" ? Buffer.from(value, "latin1").toString("utf8") : undefined;
 }
 
+/** X-Conformance-Attribute's `NAME=VALUE`, split at the first `=` (the value's bytes UTF-8, as the user's name). */
+function attributeOf(value: unknown): [string, string] | undefined {
+  if (typeof value !== "string") return undefined;
+  const eq = value.indexOf("=");
+  return eq < 0 ? undefined : [value.slice(0, eq), Buffer.from(value.slice(eq + 1), "latin1").toString("utf8")];
+}
+
 function statusOf(value: unknown): number {
   const n = Number(value);
   return Number.isInteger(n) && n >= 200 && n <= 599 ? n : 200;
@@ -94,6 +101,8 @@ export function expressApp(options: HttpLimiterOptions): express.Express & { lib
   app.use((req, _res, next) => {
     const user = userOf(req.header("x-conformance-user"));
     if (user !== undefined) (req as { user?: unknown }).user = { id: user };
+    const attribute = attributeOf(req.header("x-conformance-attribute"));
+    if (attribute !== undefined) (req as unknown as Record<string, unknown>)[attribute[0]] = attribute[1];
     next();
   });
   app.use(limiter);
@@ -113,6 +122,8 @@ export async function fastifyApp(options: HttpLimiterOptions): Promise<ReturnTyp
   app.addHook("onRequest", async (request) => {
     const user = userOf(request.headers["x-conformance-user"]);
     if (user !== undefined) (request as unknown as { user: unknown }).user = { id: user };
+    const attribute = attributeOf(request.headers["x-conformance-attribute"]);
+    if (attribute !== undefined) (request as unknown as Record<string, unknown>)[attribute[0]] = attribute[1];
   });
   // Any body, of any type, is accepted (and ignored) by the catch-all app.
   app.removeAllContentTypeParsers();

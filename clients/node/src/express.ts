@@ -91,6 +91,11 @@ class ExpressFacts implements RequestInfo {
   get cookie(): string | undefined {
     return this.req.headers.cookie;
   }
+
+  /** What the application's code left on the request: `req[name]`. */
+  attribute(name: string): unknown {
+    return (this.req as unknown as Record<string, unknown>)[name];
+  }
 }
 
 function send(res: ServerResponse, refusal: Refusal): void {

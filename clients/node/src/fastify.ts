@@ -107,6 +107,11 @@ class FastifyFacts implements RequestInfo {
   get cookie(): string | undefined {
     return this.request.raw.headers.cookie;
   }
+
+  /** What the application's code left on the request: `request[name]` (declared with decorateRequest). */
+  attribute(name: string): unknown {
+    return (this.request as unknown as Record<string, unknown>)[name];
+  }
 }
 
 /** A Readable that Fastify's body parsers accept in place of the request. */

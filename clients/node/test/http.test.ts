@@ -188,6 +188,55 @@ describe("HTTP integrations", { concurrency: 1 }, () => {
     assert.equal(await server.admin.call("EXISTS", "rl:{user:dave}:by-user"), 1);
   });
 
+  it("attribute: a string, an integer or a bigint the application set keys the policy; anything else is no value (the ip)", async () => {
+    await flush();
+    const config = { exempt_loopback: false, policies: [{ name: "p", algorithm: "fixed", limit: 1, window: "60s", key: "attribute:project" }] };
+    // What the application's code sets, by the X-Project header's name.
+    const values: Record<string, unknown> = {
+      text: " acme\t",
+      integer: 42,
+      large: 1e21,
+      bigint: 12n,
+      fraction: 1.5,
+      flag: true,
+      object: { id: "x" },
+      empty: "  ",
+      none: null,
+    };
+    const expressApp = express();
+    expressApp.use((req, _res, next) => {
+      (req as unknown as Record<string, unknown>)["project"] = values[req.headers["x-project"] as string];
+      next();
+    });
+    expressApp.use(rateLimit({ client, config }));
+    expressApp.use((_req, res) => void res.send("ok"));
+    const fastifyApp = Fastify();
+    fastifyApp.decorateRequest("project", null);
+    fastifyApp.addHook("onRequest", async (request) => {
+      (request as unknown as Record<string, unknown>)["project"] = values[request.headers["x-project"] as string];
+    });
+    await fastifyApp.register(librl, { client, config });
+    fastifyApp.get("/", async () => "ok");
+    await fastifyApp.listen({ port: 0, host: "127.0.0.1" });
+    const byExpress = await listen(expressApp);
+    const urls = { express: byExpress.url, fastify: `http://127.0.0.1:${(fastifyApp.server.address() as AddressInfo).port}` };
+    try {
+      for (const [framework, url] of Object.entries(urls)) {
+        await flush();
+        for (const name of Object.keys(values)) await statuses(url, 1, { headers: { "X-Project": name } });
+        const keys = ((await server.admin.call("KEYS", "*")) as string[]).sort();
+        assert.deepEqual(
+          keys,
+          ["rl:{attribute:project:1000000000000000000000}:p", "rl:{attribute:project:12}:p", "rl:{attribute:project:42}:p", "rl:{attribute:project:acme}:p", "rl:{ip:127.0.0.1}:p"],
+          framework,
+        );
+      }
+    } finally {
+      await byExpress.close();
+      await fastifyApp.close();
+    }
+  });
+
   it("resolvers: async ones are awaited; a limit or mode resolver that fails or gives nonsense fails the request; a cost one that throws is a 400", async () => {
     await flush();
     const policies = [

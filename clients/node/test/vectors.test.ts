@@ -55,7 +55,7 @@ function latin1(value: Json): string {
  * lines joined with ", ", as Node's headers are (Cookie's with "; ", as
  * Node joins them), and the raw query string as Node hands a target over.
  */
-function facts(peer: Json, lines: Json, user: string | undefined, query?: Json): RequestFacts {
+function facts(peer: Json, lines: Json, user: string | undefined, query?: Json, attributes?: Json): RequestFacts {
   const headers = new Map<string, string[]>();
   for (const [name, value] of lines as [string, Json][]) {
     const key = name.toLowerCase();
@@ -67,6 +67,8 @@ function facts(peer: Json, lines: Json, user: string | undefined, query?: Json):
     user,
     query: query === undefined || query === null ? undefined : latin1(query),
     cookie: headers.get("cookie")?.join("; "),
+    // A vector's request attributes: what the application's code set, by name.
+    attribute: (name) => (attributes as Record<string, Json> | undefined | null)?.[name],
   };
 }
 
@@ -164,7 +166,7 @@ const FUNCTIONS: Readonly<Record<string, (input: Input) => Json>> = {
     const c = config(given(input, "config") as Input, [given(input, "policy")]);
     const request = given(input, "request") as Input;
     const identity = new Identity(
-      facts(given(request, "peer"), given(request, "headers"), userOf(given(request, "user")), request["query"]),
+      facts(given(request, "peer"), given(request, "headers"), userOf(given(request, "user")), request["query"], request["attributes"]),
       c,
       new TrustedProxies(c.trustedProxies),
     );
@@ -233,7 +235,11 @@ const FUNCTIONS: Readonly<Record<string, (input: Input) => Json>> = {
     const c = parseConfig({ identities: { s: [given(input, "source")] }, policies: [{ name: "p", algorithm: "fixed", limit: 1, window: "1s", key: "s" }] });
     const key = (c.policies.get("p") as Policy).key;
     assert.ok(key.kind === "identity");
-    const identity = new Identity(facts("203.0.113.7", given(request, "headers"), userOf(given(request, "user")), given(request, "query")), c, new TrustedProxies([]));
+    const identity = new Identity(
+      facts("203.0.113.7", given(request, "headers"), userOf(given(request, "user")), given(request, "query"), request["attributes"]),
+      c,
+      new TrustedProxies([]),
+    );
     const value = identity.read(key.sources[0] as Source);
     return value === undefined ? null : { hex: Buffer.from(value, "latin1").toString("hex") };
   },

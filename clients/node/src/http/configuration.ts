@@ -34,6 +34,8 @@ export type Source =
   | { readonly kind: "cookie"; readonly name: string }
   | { readonly kind: "query"; readonly name: string }
   | { readonly kind: "authorization"; readonly scheme: string }
+  /** A request attribute (docs/http.md, Request attributes), its name case-sensitive. */
+  | { readonly kind: "attribute"; readonly name: string }
   | { readonly kind: "user" }
   | { readonly kind: "ip" };
 
@@ -210,6 +212,8 @@ function sourceOf(text: string): Source {
       return { kind: "cookie", name };
     case "query":
       return { kind: "query", name };
+    case "attribute":
+      return { kind: "attribute", name };
     default:
       return { kind: "authorization", scheme: name.toLowerCase() };
   }

@@ -24,6 +24,8 @@ export interface RequestFacts {
   readonly query?: string | undefined;
   /** The Cookie header, its lines joined with "; ", for `cookie:` sources; absent: `header("cookie")`. */
   readonly cookie?: string | undefined;
+  /** A request attribute the application's code set (Express `req[name]`, Fastify `request[name]`), for `attribute:` sources. */
+  attribute?(name: string): unknown;
 }
 
 /** One subject: the part inside the key's braces (`ip:203.0.113.9`). */
@@ -324,12 +326,31 @@ export class Identity {
         return queryValue(facts.query, source.name);
       case "authorization":
         return authorizationValue(facts.header("authorization"), source.scheme);
+      case "attribute":
+        return attributeValue(facts.attribute?.(source.name));
       case "user":
         return facts.user === undefined || facts.user === "" ? undefined : Buffer.from(facts.user, "utf8").toString("latin1");
       case "ip":
         return undefined;
     }
   }
+}
+
+/**
+ * A request attribute's value as bytes in Latin-1 text (docs/http.md,
+ * Request attributes): a string is its UTF-8 bytes, trimmed of spaces and
+ * tabs; an integer (a number or a bigint) its decimal text; empty, absent,
+ * null or any other type is no value.
+ */
+export function attributeValue(value: unknown): string | undefined {
+  if (typeof value === "string") {
+    const trimmed = trimOws(value);
+    return trimmed === "" ? undefined : Buffer.from(trimmed, "utf8").toString("latin1");
+  }
+  if (typeof value === "bigint") return value.toString();
+  // BigInt: the decimal digits of a large one too (String(1e21) is "1e+21").
+  if (typeof value === "number" && Number.isInteger(value)) return BigInt(value).toString();
+  return undefined;
 }
 
 /** `<kind>:<value>`, the value (bytes as Latin-1 text) verbatim when key-safe, else hashed; always hashed when `hashed`. */
