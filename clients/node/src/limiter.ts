@@ -240,6 +240,17 @@ export class Limiter {
     const transport = this.#transport;
     return (argv, keys) => transport.send(argv, keys, false);
   }
+  /**
+   * The short way's RESP-encoded variant, where the connection takes a
+   * command already encoded (the integrations' own, made from a URL): the
+   * caller encodes RL.ALL from parts made once per policy. Undefined
+   * where directAll is, and for the client libraries. Internal.
+   * @internal
+   */
+  get directEncoded(): ((command: string) => Promise<unknown>) | undefined {
+    return this.directAll === undefined ? undefined : this.#transport.sendEncoded;
+  }
+
 
   /** RL.FIXED: a fixed window of `limit` units per `window`. */
   fixed(key: string, limit: number, window: Duration, options?: FixedOptions): Promise<Decision> {

@@ -75,10 +75,15 @@ const INCOMPLETE = Symbol("incomplete");
 
 const CR = 13;
 
-/** A command's RESP encoding (strings are sent as UTF-8, as both client libraries send them). */
+/** One argument's RESP encoding (a string is sent as UTF-8, as both client libraries send it). */
+export function bulk(arg: string): string {
+  return `$${Buffer.byteLength(arg)}\r\n${arg}\r\n`;
+}
+
+/** A command's RESP encoding. */
 export function encodeCommand(argv: readonly string[]): string {
   let out = `*${argv.length}\r\n`;
-  for (const arg of argv) out += `$${Buffer.byteLength(arg)}\r\n${arg}\r\n`;
+  for (const arg of argv) out += bulk(arg);
   return out;
 }
 

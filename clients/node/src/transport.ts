@@ -35,6 +35,8 @@ export interface Transport {
    * both replies, the command's first. One round trip.
    */
   sendWithWait(argv: readonly string[], keys: readonly string[], wait: readonly [number, number]): Promise<[unknown, unknown]>;
+  /** Sends one command already RESP-encoded: only the integrations' own connection (resp.ts) takes one. */
+  readonly sendEncoded?: ((command: string) => Promise<unknown>) | undefined;
 }
 
 function waitArgv(wait: readonly [number, number]): string[] {
@@ -254,6 +256,7 @@ function respTransport(conn: RespConnection): Transport {
     keyPrefix: "",
     send,
     sendWithWait: (argv, _keys, wait) => Promise.all([send(argv), send(waitArgv(wait))]),
+    sendEncoded: (command) => conn.sendEncoded(command),
   };
 }
 

@@ -7,7 +7,9 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { ReplyError, RespConnection, encodeCommand, parseRedisUrl } from "../src/resp.js";
-import { HttpLimiter } from "../src/http/index.js";
+import { HttpLimiter, parseConfig, type Policy } from "../src/http/index.js";
+import { clause, encodeAll } from "../src/http/decide.js";
+import type { Check } from "../src/http/plan.js";
 import { REDIS_SERVER, freePort, sleep, startServer, type Server } from "./helpers.js";
 
 /** Retries `f` until it resolves, for at most `ms`. */
@@ -46,6 +48,32 @@ describe("parseRedisUrl", () => {
 
   it("encodes a command as RESP, its arguments' lengths in UTF-8 bytes", () => {
     assert.equal(encodeCommand(["SET", "k", "é"]), "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2\r\né\r\n");
+  });
+});
+
+describe("RL.ALL encoded from parts made once per policy", () => {
+  it("is the argv the client libraries are sent, byte for byte", () => {
+    const config = parseConfig({
+      policies: [
+        { name: "f", algorithm: "fixed", limit: 10, window: "1m", aligned: true, overridable: true },
+        { name: "t", algorithm: "token", limit: 5, window: "1s", burst: 20 },
+        { name: "a", algorithm: "approx", limit: 7, window: "10s", cost: "header:X-Cost" },
+      ],
+    });
+    const policy = (name: string) => config.policies.get(name) as Policy;
+    const subject = { kind: "ip", value: "203.0.113.7", tag: "ip:203.0.113.7" };
+    const checks: Check[] = [
+      { policy: policy("f"), subject, key: "rl:{ip:203.0.113.7}:f", okey: "rl:{ip:203.0.113.7}:override:f", cost: 1 },
+      { policy: policy("t"), subject, key: "rl:{ip:203.0.113.7}:t", okey: undefined, cost: 1 },
+      { policy: policy("a"), subject, key: "préfixe:{ip:203.0.113.7}:a", okey: undefined, cost: 1125899906842624 },
+    ];
+    const argv = ["RL.ALL"];
+    for (const c of checks) {
+      const made = clause(c, "COST");
+      argv.push(made.algorithm, made.key, ...made.args, ...(made.override === undefined ? [] : ["OVERRIDE", made.override]));
+    }
+    assert.equal(encodeAll(checks), encodeCommand(argv));
+    assert.equal(encodeAll(checks.slice(1, 2)), encodeCommand(["RL.ALL", "TOKEN", "rl:{ip:203.0.113.7}:t", "5", "1000ms", "BURST", "20", "COST", "1"]));
   });
 });
 

@@ -11,7 +11,22 @@ import { Limiter, type LimiterOptions, type RedisLikeClient } from "../limiter.j
 import { RespConnection } from "../resp.js";
 import type { Decision } from "../reply.js";
 import { checkResolvers, resolvePolicies, toConfig, type Config, type ConfigSource, type LoadOptions, type Policy } from "./configuration.js";
-import { bySubject, clause, decide, decideOne, decideShadow, leasesOf, refund, release, turnMs, type Answered, type DirectAll, type Failed, type Held } from "./decide.js";
+import {
+  bySubject,
+  clause,
+  decide,
+  decideOne,
+  decideShadow,
+  leasesOf,
+  refund,
+  release,
+  turnMs,
+  type Answered,
+  type DirectAll,
+  type EncodedAll,
+  type Failed,
+  type Held,
+} from "./decide.js";
 import { Breaker, BreakerOpen } from "./breaker.js";
 import { FailMode } from "./fail-modes.js";
 import { LocalLimiter } from "./local.js";
@@ -251,6 +266,8 @@ export class HttpLimiter {
   readonly #named = new Map<object, { readonly names: readonly string[]; readonly where: string }>();
   /** The Limiter's short way for RL.ALL, when its options allow it. */
   readonly #direct: DirectAll | undefined;
+  /** Its RESP-encoded variant, on the integration's own connection. */
+  readonly #encoded: EncodedAll | undefined;
   /** Spares requests the timeout while Redis is failing (docs/http.md, Fail modes); kept across reloads. */
   readonly #breaker = new Breaker();
   /** The connection made from `url`, which close() ends. */
@@ -282,6 +299,7 @@ export class HttpLimiter {
     this.#onDecision = options.onDecision;
     this.#logger = options.logger ?? console;
     this.#direct = this.limiter.directAll;
+    this.#encoded = this.limiter.directEncoded;
     this.#state = new State(config, this.limiter, this.#logger, this.#resolvers);
   }
 
@@ -384,7 +402,7 @@ export class HttpLimiter {
     if (!Array.isArray(checks)) return Promise.resolve({ pass: false, refusal: checks });
     if (!this.#breaker.asks()) return this.#failed(st, req, selection, checks, BREAKER_OPEN, shadow);
     if (!oneSubject(checks)) return this.#decided(st, req, selection, checks, shadow, decide(this.limiter, checks, config.timeoutMs, this.#logger));
-    return this.#decided(st, req, selection, checks, shadow, decideOne(direct, checks, config.timeoutMs));
+    return this.#decided(st, req, selection, checks, shadow, decideOne(direct, checks, config.timeoutMs, this.#encoded));
   }
 
   /** `mode: code:<name>`: the request's mode first (off: unchecked, no headers, no hook call). */

@@ -11,6 +11,7 @@
 import { Concurrent, type Clause } from "../args.js";
 import type { Limiter } from "../limiter.js";
 import { parseAllDecision, type Decision } from "../reply.js";
+import { bulk } from "../resp.js";
 import type { Policy } from "./configuration.js";
 import type { Logger } from "./hook.js";
 import type { Check } from "./plan.js";
@@ -238,13 +239,65 @@ export async function refund(limiter: Limiter, checks: readonly Check[], timeout
 /** Sends a prebuilt RL.ALL argv (Limiter.directAll) and resolves to its raw reply. */
 export type DirectAll = (argv: readonly string[], keys: readonly string[]) => Promise<unknown>;
 
+/** Sends a RESP-encoded RL.ALL (Limiter.directEncoded: the integration's own connection). */
+export type EncodedAll = (command: string) => Promise<unknown>;
+
+/** A policy's clause, RESP-encoded around its key and cost: the algorithm; the head and COST; how many arguments the head and COST are. */
+interface EncodedClause {
+  readonly algorithm: string;
+  readonly head: string;
+  readonly count: number;
+}
+
+const ENCODED = new WeakMap<Policy, EncodedClause>();
+const COST_ONE = bulk("1");
+const OVERRIDE = bulk("OVERRIDE");
+
+function encodedClause(p: Policy): EncodedClause {
+  let e = ENCODED.get(p);
+  if (e === undefined) {
+    const head = [...argsHead(p), "COST"];
+    e = { algorithm: bulk(ALGORITHM[p.algorithm]), head: head.map(bulk).join(""), count: head.length };
+    ENCODED.set(p, e);
+  }
+  return e;
+}
+
+/** The checks' RL.ALL as RESP: the parts made once per policy, the request's keys and costs encoded here. */
+export function encodeAll(checks: readonly Check[]): string {
+  let args = 1;
+  let body = "";
+  for (const c of checks) {
+    const e = encodedClause(c.policy);
+    body += e.algorithm + bulk(c.key) + e.head + (c.cost === 1 ? COST_ONE : bulk(String(c.cost)));
+    args += 3 + e.count;
+    if (c.okey !== undefined) {
+      body += OVERRIDE + bulk(c.okey);
+      args += 2;
+    }
+  }
+  return `*${args}\r\n$6\r\nRL.ALL\r\n${body}`;
+}
+
 /**
  * The exchange of checks that share one subject (one RL.ALL, atomic: a
  * denial leaves nothing to give back), sent the short way: the argv built
  * from each policy's clause head, made once, and the request's keys and
- * costs. Rate policies only (a concurrency lease takes decide()'s way).
+ * costs (encoded straight to RESP where the connection takes it). Rate
+ * policies only (a concurrency lease takes decide()'s way).
  */
-export function decideOne(direct: DirectAll, checks: readonly Check[], timeoutMs: number): Promise<Answered | Failed> {
+export function decideOne(direct: DirectAll, checks: readonly Check[], timeoutMs: number, encoded?: EncodedAll): Promise<Answered | Failed> {
+  return within(timeoutMs, encoded === undefined ? sendArgv(direct, checks) : encoded(encodeAll(checks))).then(
+    (reply): Answered => {
+      const all = parseAllDecision(reply, checks.length);
+      return { answered: true, admitted: all.allowed, decisions: all.decisions };
+    },
+    (err: unknown): Failed => ({ answered: false, error: err instanceof Error ? err : new Error(String(err)), admitted: [] }),
+  );
+}
+
+/** The checks' RL.ALL as an argv, sent through a client library. */
+function sendArgv(direct: DirectAll, checks: readonly Check[]): Promise<unknown> {
   const argv = ["RL.ALL"];
   const keys: string[] = [];
   for (const c of checks) {
@@ -255,13 +308,7 @@ export function decideOne(direct: DirectAll, checks: readonly Check[], timeoutMs
       keys.push(c.okey);
     }
   }
-  return within(timeoutMs, direct(argv, keys)).then(
-    (reply): Answered => {
-      const all = parseAllDecision(reply, checks.length);
-      return { answered: true, admitted: all.allowed, decisions: all.decisions };
-    },
-    (err: unknown): Failed => ({ answered: false, error: err instanceof Error ? err : new Error(String(err)), admitted: [] }),
-  );
+  return direct(argv, keys);
 }
 
 /**
