@@ -2,6 +2,7 @@ package io.librl;
 
 import io.lettuce.core.RedisCommandExecutionException;
 import io.lettuce.core.RedisCommandTimeoutException;
+import io.lettuce.core.TimeoutOptions;
 import io.lettuce.core.api.StatefulConnection;
 import io.lettuce.core.api.StatefulRedisConnection;
 import io.lettuce.core.codec.StringCodec;
@@ -12,6 +13,7 @@ import io.lettuce.core.protocol.ProtocolKeyword;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -36,6 +38,12 @@ abstract class LettuceTransport<C extends StatefulConnection<String, String>> im
 
   final C shared;
   private final Duration timeout;
+  /**
+   * Whether Lettuce itself fails each command at the connection's timeout (its {@code
+   * TimeoutOptions}, on by default), on a timing wheel: then a call that the server answers at
+   * once needs no timer of this package's as well.
+   */
+  private final boolean lettuceTimesOut;
   private final Supplier<CompletableFuture<C>> open;
   private final ConcurrentLinkedDeque<C> idle = new ConcurrentLinkedDeque<>();
   private volatile boolean closed;
@@ -44,6 +52,8 @@ abstract class LettuceTransport<C extends StatefulConnection<String, String>> im
     this.shared = shared;
     this.timeout = shared.getTimeout();
     this.open = open;
+    TimeoutOptions options = shared.getOptions().getTimeoutOptions();
+    this.lettuceTimesOut = options.isTimeoutCommands() && options.isApplyConnectionTimeout();
   }
 
   /**
@@ -98,6 +108,9 @@ abstract class LettuceTransport<C extends StatefulConnection<String, String>> im
     } catch (RuntimeException e) {
       return CompletableFuture.failedFuture(e); // a closed connection, say
     }
+    if (commands.size() == 1) {
+      return commands.get(0).handle((r, e) -> Collections.singletonList(e == null ? r : unwrap(e)));
+    }
     CompletableFuture<?>[] all = commands.toArray(CompletableFuture<?>[]::new);
     return CompletableFuture.allOf(all)
         .handle(
@@ -130,7 +143,8 @@ abstract class LettuceTransport<C extends StatefulConnection<String, String>> im
   @Override
   public CompletableFuture<Object> send(Call call) {
     if (!call.holds()) {
-      return first(call, bounded(exchange(shared, call, List::of), call, Duration.ZERO));
+      CompletableFuture<List<Object>> out = exchange(shared, call, List::of);
+      return first(call, lettuceTimesOut ? out : bounded(out, call, Duration.ZERO));
     }
     return onDedicated(call, Duration.ZERO, List::of).thenApply(out -> out.get(0)).thenCompose(
         reply -> reply instanceof Throwable t
