@@ -73,16 +73,17 @@ final class Engine implements AsyncLimiter {
   }
 
   private CompletionStage<AllDecision> all(List<? extends Clause<?>> clauses, boolean peek) {
-    CompletableFuture<AllDecision> once =
-        checked(() -> Calls.all(clauses, peek))
-            .thenCompose(
-                k -> {
-                  boolean[] leased = new boolean[clauses.size()];
-                  for (int i = 0; i < leased.length; i++) {
-                    leased[i] = clauses.get(i) instanceof Concurrent;
-                  }
-                  return decision(k, reply -> Replies.all(reply, leased));
-                });
+    Call k;
+    try {
+      k = Calls.all(clauses, peek);
+    } catch (LibrlArgumentException e) {
+      return failed(e);
+    }
+    boolean[] leased = new boolean[clauses.size()];
+    for (int i = 0; i < leased.length; i++) {
+      leased[i] = clauses.get(i) instanceof Concurrent;
+    }
+    CompletableFuture<AllDecision> once = decision(k, reply -> Replies.all(reply, leased));
     if (!transport.cluster()) {
       return once;
     }
