@@ -15,6 +15,8 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 
@@ -27,8 +29,24 @@ import java.util.concurrent.TimeoutException;
 final class Backend {
   private static final System.Logger LOG = System.getLogger("io.librl.http");
 
+  /** Every exchange's timeout, on one daemon thread; a cancelled one leaves its queue at once. */
+  private static final ScheduledThreadPoolExecutor TIMER = timer();
+
   private final RedisConnection connection;
   private final Duration timeout;
+
+  private static ScheduledThreadPoolExecutor timer() {
+    ScheduledThreadPoolExecutor t =
+        new ScheduledThreadPoolExecutor(
+            1,
+            r -> {
+              Thread thread = new Thread(r, "librl-timeout");
+              thread.setDaemon(true);
+              return thread;
+            });
+    t.setRemoveOnCancelPolicy(true);
+    return t;
+  }
 
   Backend(RedisConnection connection, Duration timeout) {
     this.connection = connection;
@@ -228,24 +246,36 @@ final class Backend {
     return CompletableFuture.allOf(released).thenCompose(v -> refunded);
   }
 
+  /**
+   * {@code run} bounded by the timeout: when it passes first, {@code onTimeout} runs and the
+   * result fails with a {@link TimeoutException}. The timer is cancelled (and leaves the timer
+   * thread's queue) as soon as {@code run} completes, so the timer thread wakes only for an
+   * exchange that did time out.
+   */
   private <T> CompletableFuture<T> within(CompletableFuture<T> run, Runnable onTimeout) {
+    if (run.isDone()) {
+      return run;
+    }
     CompletableFuture<T> bounded = new CompletableFuture<>();
+    ScheduledFuture<?> timer =
+        TIMER.schedule(
+            () -> {
+              if (!bounded.isDone()) {
+                onTimeout.run();
+                bounded.completeExceptionally(new TimeoutException(timeout.toMillis() + " ms"));
+              }
+            },
+            timeout.toNanos(),
+            TimeUnit.NANOSECONDS);
     run.whenComplete(
         (v, e) -> {
+          timer.cancel(false);
           if (e != null) {
             bounded.completeExceptionally(e);
           } else {
             bounded.complete(v);
           }
         });
-    CompletableFuture.delayedExecutor(timeout.toNanos(), TimeUnit.NANOSECONDS)
-        .execute(
-            () -> {
-              if (!bounded.isDone()) {
-                onTimeout.run();
-                bounded.completeExceptionally(new TimeoutException(timeout.toMillis() + " ms"));
-              }
-            });
     return bounded;
   }
 

@@ -32,11 +32,14 @@ public final class RedisConnection implements AutoCloseable {
   private Object client;
   private LettuceLimiter made;
   private CompletableFuture<AsyncLimiter> connecting;
+  /** The limiter once there is one, read without the lock by every request. */
+  private volatile CompletableFuture<AsyncLimiter> ready;
 
   private RedisConnection(AsyncLimiter given, Supplier<Object> clientFactory, Duration timeout) {
     this.given = given;
     this.clientFactory = clientFactory;
     this.timeout = timeout;
+    this.ready = given != null ? CompletableFuture.completedFuture(given) : null;
     this.connector =
         given != null
             ? null
@@ -95,12 +98,14 @@ public final class RedisConnection implements AutoCloseable {
   }
 
   /** The limiter, connecting first if needed; fails with the connection's error. */
-  public synchronized CompletableFuture<AsyncLimiter> limiter() {
-    if (given != null) {
-      return CompletableFuture.completedFuture(given);
-    }
-    if (made != null) {
-      return CompletableFuture.completedFuture(made.async());
+  public CompletableFuture<AsyncLimiter> limiter() {
+    CompletableFuture<AsyncLimiter> r = ready;
+    return r != null ? r : connecting();
+  }
+
+  private synchronized CompletableFuture<AsyncLimiter> connecting() {
+    if (ready != null) {
+      return ready;
     }
     if (connecting == null) {
       CompletableFuture<AsyncLimiter> attempt =
@@ -132,6 +137,7 @@ public final class RedisConnection implements AutoCloseable {
             : LettuceLimiter.create((RedisClient) c);
     synchronized (this) {
       made = limiter;
+      ready = CompletableFuture.completedFuture(limiter.async());
     }
     return limiter.async();
   }
@@ -144,6 +150,7 @@ public final class RedisConnection implements AutoCloseable {
   /** Closes what this class made (never the application's limiter). */
   @Override
   public synchronized void close() {
+    ready = null;
     if (made != null) {
       made.close();
       made = null;
