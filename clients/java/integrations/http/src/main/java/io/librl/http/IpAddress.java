@@ -10,9 +10,16 @@ import java.util.Arrays;
  */
 public final class IpAddress {
   private final byte[] bytes;
+  /** The canonical text when it was known as the address was read (an IPv4 one), else null. */
+  private final String text;
 
   private IpAddress(byte[] bytes) {
+    this(bytes, null);
+  }
+
+  private IpAddress(byte[] bytes, String text) {
     this.bytes = bytes;
+    this.text = text;
   }
 
   /** 4 bytes (IPv4) or 16 (IPv6). */
@@ -45,6 +52,12 @@ public final class IpAddress {
    */
   public static IpAddress parse(String raw) {
     String text = trimOws(raw);
+    // A plain IPv4 address (what a socket reports) read without its text being written again: a
+    // dotted quad v4 accepts is canonical already.
+    if (text.indexOf(':') < 0) {
+      byte[] v4 = v4(text);
+      return v4 == null ? null : new IpAddress(v4, text);
+    }
     byte[] ip;
     if (text.startsWith("[")) {
       int close = text.indexOf(']');
@@ -56,16 +69,14 @@ public final class IpAddress {
         return null;
       }
       ip = v6WithZone(text.substring(1, close));
-    } else if (text.chars().filter(c -> c == ':').count() == 1) {
+    } else if (text.indexOf(':') == text.lastIndexOf(':')) {
       int colon = text.indexOf(':');
       if (!port(text.substring(colon + 1))) {
         return null;
       }
       ip = v4(text.substring(0, colon));
-    } else if (text.contains(":")) {
-      ip = v6WithZone(text);
     } else {
-      ip = v4(text);
+      ip = v6WithZone(text);
     }
     return ip == null ? null : canonical(ip);
   }
@@ -119,19 +130,21 @@ public final class IpAddress {
 
   /** Dotted decimal, four octets of 1 to 3 digits, no leading zero, each at most 255. */
   static byte[] v4(String text) {
-    String[] parts = text.split("\\.", -1);
-    if (parts.length != 4) {
-      return null;
-    }
     byte[] out = new byte[4];
-    for (int i = 0; i < 4; i++) {
-      String p = parts[i];
-      if (p.isEmpty() || p.length() > 3 || (p.length() > 1 && p.charAt(0) == '0')) {
+    int octet = 0;
+    int start = 0;
+    int n = text.length();
+    for (int i = 0; i <= n; i++) {
+      if (i < n && text.charAt(i) != '.') {
+        continue;
+      }
+      int len = i - start;
+      if (octet == 4 || len == 0 || len > 3 || (len > 1 && text.charAt(start) == '0')) {
         return null;
       }
       int v = 0;
-      for (int j = 0; j < p.length(); j++) {
-        char c = p.charAt(j);
+      for (int j = start; j < i; j++) {
+        char c = text.charAt(j);
         if (c < '0' || c > '9') {
           return null;
         }
@@ -140,9 +153,10 @@ public final class IpAddress {
       if (v > 255) {
         return null;
       }
-      out[i] = (byte) v;
+      out[octet++] = (byte) v;
+      start = i + 1;
     }
-    return out;
+    return octet == 4 ? out : null;
   }
 
   /** RFC 4291's text forms: 8 groups of 1 to 4 hex digits, one {@code ::}, an IPv4 tail. */
@@ -250,6 +264,9 @@ public final class IpAddress {
 
   @Override
   public String toString() {
+    if (text != null) {
+      return text;
+    }
     if (isV4()) {
       return (bytes[0] & 0xff) + "." + (bytes[1] & 0xff) + "." + (bytes[2] & 0xff) + "."
           + (bytes[3] & 0xff);

@@ -16,8 +16,10 @@ public record Keys(String key, String overrideKey) {
 
   /** One subject's keys share the hash tag, so they share a slot. */
   public static Keys of(String prefix, Identity.Subject subject, String policy, boolean overridable) {
-    String base = prefix + "{" + subject + "}";
-    return new Keys(base + ":" + policy, overridable ? base + ":override:" + policy : null);
+    String text = subject.toString();
+    return new Keys(
+        prefix + "{" + text + "}:" + policy,
+        overridable ? prefix + "{" + text + "}:override:" + policy : null);
   }
 
   /**

@@ -68,7 +68,7 @@ public final class Routes {
     if (routes.isEmpty()) {
       return new Selection(-1, null, all);
     }
-    byte[] canonical = lowerAscii(canonicalPath(path));
+    byte[] canonical = isCanonicalLower(path) ? path : lowerAscii(canonicalPath(path));
     Compiled best = null;
     for (Compiled route : routes) {
       boolean methodOk = route.methods() == null || route.methods().contains(method);
@@ -187,6 +187,37 @@ public final class Routes {
       }
     }
     return Arrays.copyOf(out, n);
+  }
+
+  /**
+   * Whether the path is its own canonical form in lower case already (most requests' paths: {@code
+   * /api/items}), which then needs no copy: a {@code /}, then segments of bytes other than {@code %
+   * ; ? #} and upper-case letters, none empty, {@code .} or {@code ..}, no trailing slash.
+   */
+  static boolean isCanonicalLower(byte[] path) {
+    if (path.length == 0 || path[0] != '/') {
+      return false;
+    }
+    if (path.length == 1) {
+      return true;
+    }
+    int start = 1;
+    for (int i = 1; i <= path.length; i++) {
+      byte b = i < path.length ? path[i] : (byte) '/';
+      if (b == '%' || b == ';' || b == '?' || b == '#' || (b >= 'A' && b <= 'Z')) {
+        return false;
+      }
+      if (b != '/') {
+        continue;
+      }
+      int len = i - start;
+      if (len == 0
+          || (path[start] == '.' && (len == 1 || (len == 2 && path[start + 1] == '.')))) {
+        return false;
+      }
+      start = i + 1;
+    }
+    return true;
   }
 
   /** {@code /upload} covers {@code /upload} and {@code /upload/x}, never {@code /uploads}. */
