@@ -22,13 +22,16 @@ public final class Identity {
     private final String apiKey;
     private final String user;
     private final byte[] query;
+    private final RequestAttributes attributes;
 
-    private Client(Config config, IpAddress ip, String apiKey, String user, byte[] query) {
+    private Client(
+        Config config, IpAddress ip, String apiKey, String user, byte[] query, RequestAttributes attributes) {
       this.config = config;
       this.ip = ip;
       this.apiKey = apiKey;
       this.user = user;
       this.query = query;
+      this.attributes = attributes;
     }
 
     /**
@@ -42,6 +45,17 @@ public final class Identity {
     /** The same, with the raw query string's bytes (after the {@code ?}), or null. */
     public static Client of(
         String peer, RequestHeaders headers, byte[] query, Config config, String user) {
+      return of(peer, headers, query, config, user, RequestAttributes.NONE);
+    }
+
+    /** The same, with the request's attributes (docs/http.md, Request attributes). */
+    public static Client of(
+        String peer,
+        RequestHeaders headers,
+        byte[] query,
+        Config config,
+        String user,
+        RequestAttributes attributes) {
       IpAddress p = peer == null ? null : IpAddress.parse(peer);
       byte[] key = headers.value(config.apiKeyHeader());
       return new Client(
@@ -49,7 +63,8 @@ public final class Identity {
           p == null ? null : clientIp(p, headers, config.trustedProxies()),
           key == null ? null : Keys.hashed(key),
           user == null || user.isEmpty() ? null : user,
-          query);
+          query,
+          attributes == null ? RequestAttributes.NONE : attributes);
     }
 
     /** The client's full address (trusted proxies applied), or null without a peer. */
@@ -93,7 +108,7 @@ public final class Identity {
           {
             Config.NamedIdentity named = config.identities().get(key.identity());
             for (Source source : named.sources()) {
-              byte[] v = source.read(headers, query, user);
+              byte[] v = source.read(headers, query, user, attributes);
               if (v != null) {
                 return named(named, v);
               }
@@ -102,7 +117,7 @@ public final class Identity {
           }
         case SOURCE:
           {
-            byte[] v = key.source().read(headers, query, user);
+            byte[] v = key.source().read(headers, query, user, attributes);
             return v == null ? ipSubject() : inline(key.source(), v);
           }
         case GLOBAL:

@@ -27,11 +27,30 @@ public final class Plan {
    * @param query the raw query string (after the {@code ?}, undecoded), or null
    * @param original the framework's own request ({@code HttpServletRequest}, {@code
    *     ServerWebExchange}), for resolvers; null where there is none
+   * @param attributes what the application's code left on the request, for {@code
+   *     attribute:<name>} sources (docs/http.md, Request attributes); null: none
    */
   public record Request(
-      String method, String path, RequestHeaders headers, String peer, String user, String query, Object original) {
+      String method,
+      String path,
+      RequestHeaders headers,
+      String peer,
+      String user,
+      String query,
+      Object original,
+      RequestAttributes attributes) {
+    public Request {
+      attributes = attributes == null ? RequestAttributes.NONE : attributes;
+    }
+
     public Request(String method, String path, RequestHeaders headers, String peer, String user) {
-      this(method, path, headers, peer, user, null, null);
+      this(method, path, headers, peer, user, null, null, null);
+    }
+
+    /** A request without attributes. */
+    public Request(
+        String method, String path, RequestHeaders headers, String peer, String user, String query, Object original) {
+      this(method, path, headers, peer, user, query, original, null);
     }
 
     /** The query string's bytes (as the client sent them: Latin-1 text), or null. */

@@ -91,7 +91,10 @@ public record Policy(
     GLOBAL,
     /** A named identity of {@code identities} (docs/http.md, Named identities). */
     IDENTITY,
-    /** One source inline: {@code header:}, {@code cookie:}, {@code query:}, {@code authorization:}. */
+    /**
+     * One source inline: {@code header:}, {@code cookie:}, {@code query:}, {@code authorization:},
+     * {@code attribute:}.
+     */
     SOURCE
   }
 

@@ -209,7 +209,8 @@ public final class RateLimiter implements AutoCloseable {
     }
     Identity.Client client =
         Identity.Client.of(
-            request.peer(), request.headers(), request.queryBytes(), config, request.user());
+            request.peer(), request.headers(), request.queryBytes(), config, request.user(),
+            request.attributes());
     if (client.exempt()) {
       return null;
     }

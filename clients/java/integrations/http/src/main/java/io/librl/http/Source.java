@@ -12,8 +12,8 @@ import java.util.Locale;
  * is tried.
  *
  * @param kind which part of the request holds the value
- * @param name the header's, cookie's or query parameter's name, or the Authorization scheme, as
- *     written; null for {@code user} and {@code ip}
+ * @param name the header's, cookie's, query parameter's or request attribute's name, or the
+ *     Authorization scheme, as written; null for {@code user} and {@code ip}
  */
 public record Source(Kind kind, String name) {
 
@@ -23,6 +23,8 @@ public record Source(Kind kind, String name) {
     COOKIE,
     QUERY,
     AUTHORIZATION,
+    /** What the application's code left on the request (docs/http.md, Request attributes). */
+    ATTRIBUTE,
     USER,
     IP
   }
@@ -42,7 +44,8 @@ public record Source(Kind kind, String name) {
 
   /**
    * The subject text an inline source gives a value: {@code header:<name lower>:}, {@code
-   * cookie:<Name>:}, {@code query:<Name>:}, {@code authorization:<scheme lower>:}.
+   * cookie:<Name>:}, {@code query:<Name>:}, {@code authorization:<scheme lower>:}, {@code
+   * attribute:<name>:}.
    */
   String inlinePrefix() {
     switch (kind) {
@@ -57,9 +60,15 @@ public record Source(Kind kind, String name) {
   /**
    * The request's value from this source, or null. {@code query} is the raw query string's bytes
    * (after the {@code ?}, up to any {@code #}), or null; {@code user} the framework's user, or
-   * null. {@code ip} has no value here: the caller falls back to the client's address.
+   * null. {@code ip} has no value here: the caller falls back to the client's address. A request
+   * read this way carries no attributes.
    */
   public byte[] read(RequestHeaders headers, byte[] query, String user) {
+    return read(headers, query, user, RequestAttributes.NONE);
+  }
+
+  /** The same, with the request's attributes for an {@code attribute:<name>} source. */
+  public byte[] read(RequestHeaders headers, byte[] query, String user, RequestAttributes attributes) {
     byte[] v;
     switch (kind) {
       case HEADER:
@@ -73,6 +82,8 @@ public record Source(Kind kind, String name) {
       case AUTHORIZATION:
         v = authorization(headers.value("Authorization"), name);
         break;
+      case ATTRIBUTE:
+        return RequestAttributes.value(attributes.get(name));
       case USER:
         v = user == null ? null : user.getBytes(StandardCharsets.UTF_8);
         break;

@@ -344,7 +344,9 @@ class VectorsTest {
   private static Object source(Map<String, Object> input) {
     Map<String, Object> request = (Map<String, Object>) input.get("request");
     byte[] query = request.get("query") == null ? null : bytes(request.get("query"));
-    byte[] v = Source.parse((String) input.get("source")).read(headers(request.get("headers")), query, user(request));
+    byte[] v =
+        Source.parse((String) input.get("source"))
+            .read(headers(request.get("headers")), query, user(request), attributes(request));
     return v == null ? null : bytesValue(v);
   }
 
@@ -356,6 +358,13 @@ class VectorsTest {
     } catch (ConfigException e) {
       return e.getMessage().endsWith(": not set") ? Map.of("error", e.getMessage()) : Map.of("error", true);
     }
+  }
+
+  /** The request's attributes (docs/http.md, Request attributes), as the vector gives them. */
+  @SuppressWarnings("unchecked")
+  private static RequestAttributes attributes(Map<String, Object> request) {
+    Map<String, Object> attributes = (Map<String, Object>) request.get("attributes");
+    return attributes == null ? RequestAttributes.NONE : attributes::get;
   }
 
   /** The request's user: a string, or bytes that must be UTF-8 (a Java user is a string). */
@@ -435,7 +444,7 @@ class VectorsTest {
     RequestHeaders headers = headers(request.get("headers"));
     byte[] query = request.get("query") == null ? null : bytes(request.get("query"));
     Identity.Client client =
-        Identity.Client.of((String) request.get("peer"), headers, query, config, user(request));
+        Identity.Client.of((String) request.get("peer"), headers, query, config, user(request), attributes(request));
     Identity.Subject subject = client.subject(policy.key(), headers);
     boolean exempt = client.exempt();
     Keys keys = Keys.of(config.prefix(), subject, policy.name(), policy.overridable());

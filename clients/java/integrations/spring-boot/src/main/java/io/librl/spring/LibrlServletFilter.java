@@ -86,7 +86,8 @@ public class LibrlServletFilter extends OncePerRequestFilter implements SmartIni
             request.getRemoteAddr(),
             users.user(request),
             request.getQueryString(),
-            request);
+            request,
+            original::getAttribute);
     Plan.Planned planned = limiter.plan(routesFor(request), facts);
     if (planned == null) {
       chain.doFilter(request, response);

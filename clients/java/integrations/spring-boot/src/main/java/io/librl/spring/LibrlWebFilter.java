@@ -104,7 +104,8 @@ public class LibrlWebFilter implements WebFilter, Ordered, SmartInitializingSing
             peer,
             user,
             request.getURI().getRawQuery(),
-            exchange);
+            exchange,
+            exchange.getAttributes()::get);
     Plan.Planned planned = limiter.plan(routes, facts);
     if (planned == null) {
       return chain.filter(exchange);
