@@ -156,6 +156,10 @@ func clauseWords(where string, c Clause, allowed optionBit, words []any) ([]any,
 // clauseWords is a prepared clause's: its key and prepared words, then
 // For's options.
 func (p *prepared) clauseWords(where string, c Clause, allowed optionBit, words []any) ([]any, options, error) {
+	words = append(append(words, c.key), p.words...)
+	if len(c.opts) == 0 {
+		return words, p.o, nil // checked by Prepare
+	}
 	o, err := collectOnto(where, allowed, p.o, c.opts)
 	if err != nil {
 		return nil, o, err
@@ -164,7 +168,6 @@ func (p *prepared) clauseWords(where string, c Clause, allowed optionBit, words 
 	if err != nil {
 		return nil, o, err
 	}
-	words = append(append(words, c.key), p.words...)
 	words, err = renderOptions(where, extra, words)
 	return words, o, err
 }
