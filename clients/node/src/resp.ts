@@ -18,7 +18,7 @@
  * try up to 1 s; meanwhile commands reject at once, so the caller's fail
  * mode applies without waiting.
  */
-import { connect as netConnect, type Socket } from "node:net";
+import { connect as netConnect, isIP, type Socket } from "node:net";
 import { connect as tlsConnect } from "node:tls";
 
 /** An error reply from the server (`-ERR ...`): its message is the server's. */
@@ -163,7 +163,8 @@ export class RespConnection {
 
   #connect(): void {
     const { host, port, tls } = this.address;
-    const socket = tls ? tlsConnect({ host, port, servername: host }) : netConnect({ host, port });
+    // SNI names a host, never an address (Node refuses an IP as servername).
+    const socket = tls ? tlsConnect({ host, port, ...(isIP(host) === 0 ? { servername: host } : {}) }) : netConnect({ host, port });
     this.#socket = socket;
     this.#state = "connecting";
     socket.setNoDelay(true);
