@@ -25,8 +25,8 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Extension, Router};
 use librl_tower::{
-    AuthUser, Builder, Cost, KeyKind, Policy, RateLimiter, RedisTarget, RequestMode, RequestParts,
-    ResolvedLimit,
+    Attributes, AuthUser, Builder, Cost, KeyKind, Policy, RateLimiter, RedisTarget, RequestMode,
+    RequestParts, ResolvedLimit,
 };
 
 /// `REDIS_CLUSTER_NODES` (comma-separated `host:port`), else `REDIS_URL`,
@@ -143,15 +143,18 @@ pub fn conformance_resolvers(builder: Builder) -> Builder {
 }
 
 /// Every path and method answers `ok` (status from `X-Conformance-Status`,
-/// user from `X-Conformance-User`, after `X-Conformance-Delay-Ms`; a
+/// user from `X-Conformance-User`, a request attribute from
+/// `X-Conformance-Attribute`, after `X-Conformance-Delay-Ms`; a
 /// handler that panics on `X-Conformance-Fail: 1`), behind the
 /// configuration's routes.
 pub fn policy_file_app(limiter: &RateLimiter) -> Router {
     Router::new()
         .fallback(ok)
         .layer(limiter.config_layer())
-        // Outside the limiter, so it runs first and the limiter sees the user.
+        // Outside the limiter, so they run first and the limiter sees the
+        // user and the attribute.
         .layer(middleware::from_fn(conformance_user_layer))
+        .layer(middleware::from_fn(conformance_attribute_layer))
         // Outermost: a panic unwinds through the limiter (which releases the
         // request's leases) and is answered 500, as a panic-catching layer
         // such as tower-http's CatchPanic does.
@@ -194,6 +197,17 @@ pub fn conformance_user(headers: &HeaderMap) -> Option<AuthUser> {
     header_user(headers, "x-conformance-user", "")
 }
 
+/// The request attribute of `X-Conformance-Attribute: NAME=VALUE` (split
+/// at the first `=`; the bytes are UTF-8), standing in for what an
+/// application's own layer decides (docs/http.md, Request attributes).
+pub fn conformance_attributes(headers: &HeaderMap) -> Option<Attributes> {
+    let text = std::str::from_utf8(headers.get("x-conformance-attribute")?.as_bytes()).ok()?;
+    let (name, value) = text.split_once('=')?;
+    let mut attributes = Attributes::new();
+    attributes.insert(name, value);
+    Some(attributes)
+}
+
 async fn panic_as_500(req: Request, next: Next) -> Response {
     match AssertUnwindSafe(next.run(req)).catch_unwind().await {
         Ok(response) => response,
@@ -210,6 +224,16 @@ async fn panic_as_500(req: Request, next: Next) -> Response {
 async fn conformance_user_layer(req: Request, next: Next) -> Response {
     let user = conformance_user(req.headers());
     with_user(req, user, next).await
+}
+
+/// Stands in for the application's own layer: `X-Conformance-Attribute:
+/// NAME=VALUE` leaves the attribute where the limiter looks
+/// ([`Attributes`]).
+async fn conformance_attribute_layer(mut req: Request, next: Next) -> Response {
+    if let Some(attributes) = conformance_attributes(req.headers()) {
+        req.extensions_mut().insert(attributes);
+    }
+    next.run(req).await
 }
 
 /// - `GET /hello`: 5 per second per IP (aligned), 30 per minute per user.

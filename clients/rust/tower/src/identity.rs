@@ -1,7 +1,7 @@
 //! Who sent a request (docs/http.md, Identity): its address (proxy
 //! headers believed only from trusted proxies), its API key, its user, a
-//! header's value; and the subject a policy counts, whose text is the
-//! middle of the policy's keys.
+//! header's value, an attribute the application left on it; and the
+//! subject a policy counts, whose text is the middle of the policy's keys.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -28,6 +28,46 @@ pub struct Client {
     pub user: Option<String>,
 }
 
+/// Values the application's own code leaves on a request for
+/// `attribute:<name>` sources (docs/http.md, Request attributes): insert
+/// it into the request's extensions in a layer that runs before the
+/// limiter's.
+///
+/// ```
+/// # let mut req = http::Request::new(());
+/// let mut attributes = librl_tower::Attributes::new();
+/// attributes.insert("project", "1:42");
+/// req.extensions_mut().insert(attributes);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Attributes {
+    // A request carries a handful: a list beats a map's hashing.
+    values: Vec<(String, String)>,
+}
+
+impl Attributes {
+    pub fn new() -> Attributes {
+        Attributes::default()
+    }
+
+    /// Sets `name` (case-sensitive) to `value`, replacing an earlier value.
+    pub fn insert(&mut self, name: impl Into<String>, value: impl Into<String>) {
+        let (name, value) = (name.into(), value.into());
+        match self.values.iter_mut().find(|(n, _)| *n == name) {
+            Some(slot) => slot.1 = value,
+            None => self.values.push((name, value)),
+        }
+    }
+
+    /// The value of `name`, as inserted.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.values
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
 /// Where an identity's value is read from (docs/http.md, Named
 /// identities).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,6 +80,8 @@ pub enum Source {
     Query(String),
     /// The credentials of `Authorization: <Scheme> <credentials>`.
     Authorization(String),
+    /// That request attribute ([`Attributes`]; the name as written).
+    Attribute(String),
     /// The framework's authenticated user.
     User,
     /// The request's `ip` subject; only last.
@@ -54,6 +96,7 @@ impl Source {
             Source::Cookie(name) => format!("cookie:{name}"),
             Source::Query(name) => format!("query:{name}"),
             Source::Authorization(scheme) => format!("authorization:{scheme}"),
+            Source::Attribute(name) => format!("attribute:{name}"),
             Source::User => "user".into(),
             Source::Ip => "ip".into(),
         }
@@ -75,28 +118,44 @@ impl Source {
             "cookie" => Source::Cookie(name.into()),
             "query" => Source::Query(name.into()),
             "authorization" => Source::Authorization(name.into()),
+            "attribute" => Source::Attribute(name.into()),
             _ => return None,
         })
     }
 
     /// This source's value in a request: None when absent or empty.
-    pub(crate) fn read(
-        &self,
-        headers: &HeaderMap,
-        query: Option<&str>,
-        user: Option<&str>,
-    ) -> Option<Vec<u8>> {
+    pub(crate) fn read(&self, request: &Sourced<'_>) -> Option<Vec<u8>> {
+        let Sourced {
+            headers,
+            query,
+            user,
+            attributes,
+        } = *request;
         match self {
             Source::Header(name) => header_value(headers, name),
             Source::Cookie(name) => cookie_value(headers, name),
             Source::Query(name) => query_value(query?, name),
             Source::Authorization(scheme) => authorization_value(headers, scheme),
+            Source::Attribute(name) => {
+                let value = trim_ows(attributes?.get(name)?.as_bytes());
+                (!value.is_empty()).then(|| value.to_vec())
+            }
             Source::User => user
                 .filter(|u| !u.is_empty())
                 .map(|u| u.as_bytes().to_vec()),
             Source::Ip => None,
         }
     }
+}
+
+/// What a request's sources read: its headers, raw query string,
+/// authenticated user and [`Attributes`].
+#[derive(Clone, Copy)]
+pub(crate) struct Sourced<'a> {
+    pub headers: &'a HeaderMap,
+    pub query: Option<&'a str>,
+    pub user: Option<&'a str>,
+    pub attributes: Option<&'a Attributes>,
 }
 
 /// How a validated policy finds its subject: the configuration's `key`
@@ -111,9 +170,10 @@ pub(crate) enum Keyed {
     User,
     /// An inline `header:<Name>`.
     Header(HeaderName),
-    /// A named identity, or an inline `cookie:`, `query:` or
-    /// `authorization:` source: `label` is the subject's first part
-    /// (`client`, `cookie:anon_id`, `authorization:bearer`), `hash` says
+    /// A named identity, or an inline `cookie:`, `query:`,
+    /// `authorization:` or `attribute:` source: `label` is the subject's
+    /// first part (`client`, `cookie:anon_id`, `authorization:bearer`,
+    /// `attribute:project`), `hash` says
     /// whether values are always hashed.
     Sources {
         label: Arc<str>,
@@ -164,7 +224,13 @@ impl Client {
     /// contract says (the built-in `user`: user, then API key, then
     /// address; every other: its sources, then the address). `query` is
     /// the raw query string.
-    pub(crate) fn subject(&self, key: &Keyed, headers: &HeaderMap, query: Option<&str>) -> Subject {
+    pub(crate) fn subject(
+        &self,
+        key: &Keyed,
+        headers: &HeaderMap,
+        query: Option<&str>,
+        attributes: Option<&Attributes>,
+    ) -> Subject {
         let ip = || {
             self.ip
                 .map_or(Subject::Unknown, |ip| ip_subject(ip, self.ipv6_prefix))
@@ -186,11 +252,16 @@ impl Client {
                 sources,
                 hash,
             } => {
-                let user = self.user.as_deref();
+                let request = Sourced {
+                    headers,
+                    query,
+                    user: self.user.as_deref(),
+                    attributes,
+                };
                 sources
                     .iter()
                     .take_while(|s| **s != Source::Ip)
-                    .find_map(|s| s.read(headers, query, user))
+                    .find_map(|s| s.read(&request))
                     .map_or_else(ip, |v| {
                         let value = if *hash { hashed(&v) } else { key_safe(&v) };
                         Subject::Named(label.clone(), value)

@@ -73,7 +73,7 @@ pub use configuration::{
 pub use decide::RedisTarget;
 pub use durations::{parse_duration, parse_rate};
 pub use hook::{CheckReport, DecisionEvent, DecisionHook, Outcome};
-pub use identity::Source;
+pub use identity::{Attributes, Source};
 pub use keys::{hashed, policy_keys, PolicyKeys};
 pub use layer::{PeerAddr, RateLimit, RateLimitLayer, RequestBody};
 pub use lease::ResponseBody;

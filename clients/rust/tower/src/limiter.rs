@@ -393,7 +393,7 @@ impl Shared {
         if plan::is_exempt(&self.exempt, &client) {
             return None;
         }
-        let applying = plan::applying(selection.policies, &client, facts.headers, facts.query);
+        let applying = plan::applying(selection.policies, &client, facts);
         (!applying.is_empty()).then(|| Planned {
             route: selection.route.map(|(_, path)| path.to_string()),
             deny: selection.deny.cloned(),

@@ -13,7 +13,7 @@ use librl_core::units::{Amount, Window};
 use librl_core::MAX_AMOUNT;
 
 use crate::configuration::Mode;
-use crate::identity::{header_lines, Client, Subject};
+use crate::identity::{header_lines, Attributes, Client, Subject};
 use crate::keys::Keys;
 use crate::policy::{ValidAlgorithm, ValidCost, ValidPolicy};
 use crate::refusals::Refusing;
@@ -72,12 +72,15 @@ pub(crate) enum Refusal {
 pub(crate) fn applying(
     policies: &[Arc<ValidPolicy>],
     client: &Client,
-    headers: &HeaderMap,
-    query: Option<&str>,
+    facts: &RequestFacts<'_>,
 ) -> Vec<(Arc<ValidPolicy>, Subject)> {
+    let attributes = facts.extensions.get::<Attributes>();
     policies
         .iter()
-        .map(|p| (p.clone(), client.subject(&p.key, headers, query)))
+        .map(|p| {
+            let subject = client.subject(&p.key, facts.headers, facts.query, attributes);
+            (p.clone(), subject)
+        })
         .collect()
 }
 

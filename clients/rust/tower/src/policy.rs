@@ -53,6 +53,9 @@ pub enum KeyKind {
     /// The credentials of `Authorization: <Scheme> ...`, hashed; absent:
     /// the address.
     Authorization(String),
+    /// This request attribute ([`Attributes`](crate::Attributes); the
+    /// name as written, case-sensitive); absent: the address.
+    Attribute(String),
     /// An identity of the configuration's `identities` (docs/http.md,
     /// Named identities); `api-key` and `user` are [`KeyKind::ApiKey`] and
     /// [`KeyKind::User`], redefined there or not.
@@ -266,6 +269,7 @@ impl KeyKind {
             KeyKind::Cookie(name) => format!("cookie:{name}"),
             KeyKind::Query(name) => format!("query:{name}"),
             KeyKind::Authorization(scheme) => format!("authorization:{scheme}"),
+            KeyKind::Attribute(name) => format!("attribute:{name}"),
             KeyKind::Identity(name) => name.clone(),
         }
     }
@@ -282,6 +286,7 @@ impl KeyKind {
                 Some(Source::Cookie(name)) => KeyKind::Cookie(name),
                 Some(Source::Query(name)) => KeyKind::Query(name),
                 Some(Source::Authorization(scheme)) => KeyKind::Authorization(scheme),
+                Some(Source::Attribute(name)) => KeyKind::Attribute(name),
                 Some(Source::User | Source::Ip) => return None,
                 None if !text.contains(':') => KeyKind::Identity(text.into()),
                 None => return None,
@@ -330,6 +335,11 @@ impl KeyKind {
                 format!("authorization:{}", scheme.to_ascii_lowercase()),
                 Source::Authorization(scheme.clone()),
                 true,
+            ),
+            KeyKind::Attribute(name) => inline(
+                format!("attribute:{name}"),
+                Source::Attribute(name.clone()),
+                false,
             ),
         })
     }

@@ -363,7 +363,13 @@ fn key(input: &Value) -> Result<Value, String> {
         user,
         config.ipv6_prefix,
     );
-    let subject = client.subject(&policy.key, &headers, request["query"].as_str());
+    let attributes = attributes(&request["attributes"])?;
+    let subject = client.subject(
+        &policy.key,
+        &headers,
+        request["query"].as_str(),
+        attributes.as_ref(),
+    );
     let exempt = plan::is_exempt(
         &plan::exempt_networks(&config.exempt, config.exempt_loopback),
         &client,
@@ -634,12 +640,33 @@ fn source(input: &Value) -> Result<Value, String> {
         Value::Null => None,
         v => Some(String::from_utf8(bytes(v)?).map_err(|_| "a user is a string in Rust")?),
     };
-    Ok(
-        match source.read(&headers, request["query"].as_str(), user.as_deref()) {
-            Some(value) => bytes_value(&value),
-            None => Value::Null,
-        },
-    )
+    let attributes = attributes(&request["attributes"])?;
+    let request = crate::identity::Sourced {
+        headers: &headers,
+        query: request["query"].as_str(),
+        user: user.as_deref(),
+        attributes: attributes.as_ref(),
+    };
+    Ok(match source.read(&request) {
+        Some(value) => bytes_value(&value),
+        None => Value::Null,
+    })
+}
+
+/// A request's `attributes` (absent: the request carries none), each
+/// value a string, as [`Attributes`](crate::Attributes) holds them.
+fn attributes(v: &Value) -> Result<Option<crate::Attributes>, String> {
+    let Some(map) = v.as_object() else {
+        return Ok(None);
+    };
+    let mut attributes = crate::Attributes::new();
+    for (name, value) in map {
+        attributes.insert(
+            name,
+            value.as_str().ok_or("an attribute is a string in Rust")?,
+        );
+    }
+    Ok(Some(attributes))
 }
 
 fn override_key_vector(input: &Value) -> Result<Value, String> {

@@ -473,7 +473,7 @@ mod tests {
         );
         assert_eq!(
             bad(serde_json::json!({"c": ["cookie:"]})),
-            "librl: configuration: identities.c[0]: must be user, ip, or header:, cookie:, query: or authorization: and a name"
+            "librl: configuration: identities.c[0]: must be user, ip, or header:, cookie:, query:, authorization: or attribute: and a name"
         );
         assert_eq!(
             bad(serde_json::json!([])),

@@ -20,7 +20,8 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use librl_axum_example::{
-    conformance_answer, conformance_user, listen_address, policy_file_limiter,
+    conformance_answer, conformance_attributes, conformance_user, listen_address,
+    policy_file_limiter,
 };
 use librl_tower::{PeerAddr, RequestBody};
 use tower_layer::Layer;
@@ -52,6 +53,9 @@ async fn serve() -> Result<(), Box<dyn std::error::Error>> {
             req.extensions_mut().insert(PeerAddr(peer));
             if let Some(user) = conformance_user(req.headers()) {
                 req.extensions_mut().insert(user);
+            }
+            if let Some(attributes) = conformance_attributes(req.headers()) {
+                req.extensions_mut().insert(attributes);
             }
             app.clone().call(req)
         });

@@ -11,7 +11,8 @@ use std::process::ExitCode;
 
 use axum::http::HeaderMap;
 use librl_axum_example::{
-    conformance_answer, conformance_user, listen_address, policy_file_limiter,
+    conformance_answer, conformance_attributes, conformance_user, listen_address,
+    policy_file_limiter,
 };
 use librl_tower::PeerAddr;
 use tonic::service::{InterceptorLayer, Routes};
@@ -45,8 +46,12 @@ async fn serve() -> Result<(), Box<dyn std::error::Error>> {
                 if let Some(peer) = req.remote_addr() {
                     req.extensions_mut().insert(PeerAddr(peer));
                 }
-                if let Some(user) = conformance_user(&req.metadata().clone().into_headers()) {
+                let headers = req.metadata().clone().into_headers();
+                if let Some(user) = conformance_user(&headers) {
                     req.extensions_mut().insert(user);
+                }
+                if let Some(attributes) = conformance_attributes(&headers) {
+                    req.extensions_mut().insert(attributes);
                 }
                 Ok(req)
             },
