@@ -8,7 +8,9 @@
 //!   process), the fixed window of `bench/lua/fixed_window.lua` in the
 //!   style of application-kit, with the same headers as librl's;
 //! - `floor`: a bare handler sending the same RL.ALL through the same
-//!   client (a redis-rs `ConnectionManager`, as librl-tower's).
+//!   client path as librl-tower's: a redis-rs `MultiplexedConnection` made
+//!   by `librl_tower::pipelined_connection` (the checks of one scheduler
+//!   turn in one write).
 //!
 //! Env: PORT, REDIS_URL. The limits are the policies file's: /open
 //! 1,000,000,000 a minute per client address (never refuses), /half 1 per
@@ -24,7 +26,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use librl_tower::{Config, RateLimiter};
-use redis::aio::ConnectionManager;
+use redis::aio::{ConnectionManager, MultiplexedConnection};
 
 /// One route's limit: its name in keys and headers, the limit and the window.
 struct Limit {
@@ -125,7 +127,7 @@ async fn peer(State(p): State<Arc<Peer>>, req: Request, next: Next) -> Response 
 }
 
 /// librl's RL.ALL for this request's key, and nothing else.
-async fn floor(State(redis): State<ConnectionManager>, req: Request, next: Next) -> Response {
+async fn floor(State(redis): State<MultiplexedConnection>, req: Request, next: Next) -> Response {
     let limit = limit_of(&req);
     let key = format!("rl:{{{}}}:{}", subject(limit, &req), limit.name);
     let mut conn = redis.clone();
@@ -163,7 +165,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             routes().layer(middleware::from_fn_with_state(state, peer))
         }
         "floor" => {
-            let redis = ConnectionManager::new(redis::Client::open(url)?).await?;
+            let redis = librl_tower::pipelined_connection(&redis::Client::open(url)?).await?;
             routes().layer(middleware::from_fn_with_state(redis, floor))
         }
         other => return Err(format!("unknown variant {other:?}: none|librl|peer|floor").into()),

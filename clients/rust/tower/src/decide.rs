@@ -10,16 +10,21 @@
 use std::fmt;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use librl_client::{
-    All, AsyncLimiter, Clause, Command, Concurrent, Decision, Fixed, LeaseId, Sliding, Token,
+    All, AllDecision, AsyncLimiter, Clause, Command, Concurrent, Decision, Fixed, LeaseId, Sliding,
+    Token,
 };
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use librl_core::units::Amount;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use tokio::sync::OnceCell;
 
+use crate::connection::Standalone;
+use crate::identity::Subject;
 use crate::plan::Check;
-use crate::policy::ValidAlgorithm;
+use crate::policy::{ValidAlgorithm, ValidPolicy};
 
 /// Where librl is loaded.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,14 +36,10 @@ pub enum RedisTarget {
 }
 
 enum Connection {
-    Standalone {
-        client: redis::Client,
-        // Sent on directly: a standalone server never answers TRYAGAIN or
-        // MOVED, and the middleware uses neither a denial cache nor WAIT,
-        // so `AsyncLimiter`'s machinery would only add to every request's
-        // future.
-        manager: OnceCell<ConnectionManager>,
-    },
+    // Sent on directly: a standalone server never answers TRYAGAIN or
+    // MOVED, and the middleware uses neither a denial cache nor WAIT, so
+    // `AsyncLimiter`'s machinery would only add to every request's future.
+    Standalone(Standalone),
     Cluster {
         client: Box<ClusterClient>,
         limiter: OnceCell<AsyncLimiter<ClusterConnection>>,
@@ -103,10 +104,9 @@ impl Backend {
     /// Parses the URL or node URLs; connects on the first request.
     pub fn new(target: &RedisTarget, timeout: Duration) -> redis::RedisResult<Backend> {
         let connection = match target {
-            RedisTarget::Url(url) => Connection::Standalone {
-                client: redis::Client::open(url.as_str())?,
-                manager: OnceCell::new(),
-            },
+            RedisTarget::Url(url) => {
+                Connection::Standalone(Standalone::new(redis::Client::open(url.as_str())?, timeout))
+            }
             RedisTarget::Cluster(nodes) => Connection::Cluster {
                 client: Box::new(
                     ClusterClient::builder(nodes.clone())
@@ -157,9 +157,7 @@ impl Backend {
         let mut replies: Vec<Option<Decision>> = vec![None; checks.len()];
         let mut admitted = true;
         for members in by_subject(checks, |c| !c.policy.shadow) {
-            let all: All = members.iter().map(|&i| checks[i].clause()).collect();
-            let all = if admitted { all } else { all.peek() };
-            let reply = self.run(&all).await?;
+            let reply = self.all(checks, &members, !admitted).await?;
             for (&i, d) in members.iter().zip(&reply.decisions) {
                 replies[i] = Some(*d);
             }
@@ -191,8 +189,7 @@ impl Backend {
         // never given back, refusing nothing.
         let mut shadow_denied = false;
         for members in by_subject(checks, |c| c.policy.shadow) {
-            let all: All = members.iter().map(|&i| checks[i].clause()).collect();
-            let reply = self.run(&all).await?;
+            let reply = self.all(checks, &members, false).await?;
             for (&i, d) in members.iter().zip(&reply.decisions) {
                 replies[i] = Some(*d);
             }
@@ -290,20 +287,42 @@ impl Backend {
             .map_err(Unavailable::Redis)
     }
 
+    /// One `RL.ALL` of these checks (with `PEEK` when `peek`): to a
+    /// standalone server from the policies' premade words when they all
+    /// have them, else through librl-client's builder.
+    async fn all(
+        &self,
+        checks: &[Check],
+        members: &[usize],
+        peek: bool,
+    ) -> redis::RedisResult<AllDecision> {
+        if let Connection::Standalone(standalone) = &self.connection {
+            if let Some(cmd) = premade_all(checks, members, peek) {
+                let (generation, mut connection) = standalone.get().await?;
+                let reply = cmd.query_async(&mut connection).await;
+                if let Err(e) = &reply {
+                    standalone.failed(generation, e);
+                }
+                return reply;
+            }
+        }
+        let all: All = members
+            .iter()
+            .filter_map(|&i| checks.get(i))
+            .map(Check::clause)
+            .collect();
+        self.run(&if peek { all.peek() } else { all }).await
+    }
+
     async fn run<Q: Command>(&self, command: &Q) -> redis::RedisResult<Q::Output> {
         match &self.connection {
-            Connection::Standalone { client, manager } => {
-                let manager = match manager.get() {
-                    Some(manager) => manager,
-                    // Connecting is rare and its future is large: boxed, so
-                    // that every request's future does not carry its size
-                    // (a request's future is allocated and moved whole).
-                    None => {
-                        Box::pin(manager.get_or_try_init(|| self.connect_standalone(client)))
-                            .await?
-                    }
-                };
-                command.query_async(&mut manager.clone()).await
+            Connection::Standalone(standalone) => {
+                let (generation, mut connection) = standalone.get().await?;
+                let reply = command.query_async(&mut connection).await;
+                if let Err(e) = &reply {
+                    standalone.failed(generation, e);
+                }
+                reply
             }
             Connection::Cluster { client, limiter } => {
                 let limiter = match limiter.get() {
@@ -323,19 +342,78 @@ impl Backend {
             }
         }
     }
+}
 
-    async fn connect_standalone(
-        &self,
-        client: &redis::Client,
-    ) -> redis::RedisResult<ConnectionManager> {
-        // One attempt per reconnection: a request that finds Redis gone
-        // fails at once; the next one tries again.
-        let config = ConnectionManagerConfig::new()
-            .set_number_of_retries(0)
-            .set_connection_timeout(Some(self.timeout))
-            .set_response_timeout(Some(self.timeout));
-        ConnectionManager::new_with_config(client.clone(), config).await
+/// A policy's clause words that are the same for every request
+/// ([`Premade`](crate::policy::Premade)): its name, then (after the key)
+/// the words up to the override key and those after it, at cost 1.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ClauseWords {
+    name: Vec<u8>,
+    before_okey: Vec<Vec<u8>>,
+    after_okey: Vec<Vec<u8>>,
+}
+
+/// The words [`Check::clause`] writes for `policy` around any key and
+/// override key, found by building its clause once with stand-ins for
+/// them; None for a concurrency policy (built per request).
+pub(crate) fn premade_words(policy: &ValidPolicy) -> Option<ClauseWords> {
+    const KEY: &str = "\0key";
+    const OKEY: &str = "\0okey";
+    if policy.is_concurrency() {
+        return None;
     }
+    let check = Check {
+        policy: Arc::new(policy.clone()),
+        subject: Subject::Global,
+        key: KEY.into(),
+        override_key: policy.overridable.then(|| OKEY.into()),
+        cost: Amount::ONE,
+    };
+    let argv = All::new().clause(check.clause()).prepare().ok()?.argv();
+    let (name, key, words) = match argv.as_slice() {
+        [_, name, key, words @ ..] => (name, key, words),
+        _ => return None,
+    };
+    if key != KEY.as_bytes() {
+        return None;
+    }
+    let (before, after) = match words.iter().position(|w| w == OKEY.as_bytes()) {
+        Some(i) => (words.get(..i)?, words.get(i + 1..)?),
+        None => (words, &[][..]),
+    };
+    Some(ClauseWords {
+        name: name.clone(),
+        before_okey: before.to_vec(),
+        after_okey: after.to_vec(),
+    })
+}
+
+/// The `RL.ALL` of these checks from their policies' premade words; None
+/// when one has none, or costs other than 1.
+fn premade_all(checks: &[Check], members: &[usize], peek: bool) -> Option<redis::Cmd> {
+    let mut cmd = redis::cmd("RL.ALL");
+    for &i in members {
+        let check = checks.get(i)?;
+        let words = check.policy.premade.words.as_ref()?;
+        if check.cost != Amount::ONE || check.override_key.is_some() != check.policy.overridable {
+            return None;
+        }
+        cmd.arg(&words.name[..]).arg(check.key.as_str());
+        for word in &words.before_okey {
+            cmd.arg(&word[..]);
+        }
+        if let Some(okey) = &check.override_key {
+            cmd.arg(okey.as_str());
+        }
+        for word in &words.after_okey {
+            cmd.arg(&word[..]);
+        }
+    }
+    if peek {
+        cmd.arg("PEEK");
+    }
+    Some(cmd)
 }
 
 /// Indices of the checks `wanted` keeps, per subject, in the order
@@ -469,6 +547,53 @@ mod tests {
             override_key: okey.map(String::from),
             ..Check::for_test(policy, cost)
         }
+    }
+
+    /// The premade path sends exactly what librl-client's builder sends.
+    #[test]
+    fn premade_all_is_the_builders_all() {
+        let secs = Duration::from_secs;
+        let policies = [
+            Policy::fixed("a", 10, secs(60)).aligned(),
+            Policy {
+                block: Some(secs(30)),
+                ..Policy::approx("b", 5, Duration::from_millis(1500))
+            },
+            Policy {
+                queue: Some(Duration::from_millis(500)),
+                ..Policy::token("c", 100, secs(1)).burst(200).overridable()
+            },
+            Policy::sliding("d", 7, secs(3600)).overridable(),
+        ];
+        for policy in policies {
+            let name = policy.name.clone();
+            let okey = policy.overridable.then_some("o");
+            let checks = [check(policy.clone(), 1, okey), {
+                let mut c = check(policy, 1, okey);
+                c.key = "k2".into();
+                c
+            }];
+            for peek in [false, true] {
+                let built: All = checks.iter().map(Check::clause).collect();
+                let built = if peek { built.peek() } else { built };
+                let premade = premade_all(&checks, &[0, 1], peek).expect("premade words");
+                let words = |cmd: &redis::Cmd| -> Vec<Vec<u8>> {
+                    cmd.args_iter()
+                        .filter_map(|a| match a {
+                            redis::Arg::Simple(w) => Some(w.to_vec()),
+                            _ => None,
+                        })
+                        .collect()
+                };
+                assert_eq!(
+                    words(&premade),
+                    built.prepare().unwrap().argv(),
+                    "policy {name}, peek {peek}"
+                );
+            }
+        }
+        let costly = check(Policy::fixed("e", 10, secs(60)), 3, None);
+        assert!(premade_all(&[costly], &[0], false).is_none());
     }
 
     #[test]

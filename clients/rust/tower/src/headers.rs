@@ -4,13 +4,14 @@
 
 use std::cmp::Ordering;
 
+use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use librl_client::{Decision, RetryAfter};
 
 use crate::configuration::{HeaderMode, LegacyReset};
 use crate::hook::Outcome;
 use crate::plan::Check;
-use crate::policy::{ValidAlgorithm, ValidCost};
+use crate::policy::{ValidAlgorithm, ValidCost, ValidPolicy};
 
 pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
@@ -109,25 +110,23 @@ pub(crate) fn write(
     let (Some(check), Some(reply)) = (checks.get(worst), replies.get(worst)) else {
         return;
     };
-    let mut set = |name: HeaderName, value: String| {
-        // Policy names are checked tokens and the rest are integers, so
-        // every value is a valid header value.
-        if let Ok(value) = HeaderValue::from_str(&value) {
-            headers.insert(name, value);
-        }
-    };
+    // Room for the five headers at once, instead of growing the map.
+    headers.reserve(5);
     let reset = ceil_secs(reply.reset_after_ms);
+    let limit = shown_limit(check, reply);
+    // The policy's own limit: the values made with the policy serve.
+    let own = limit == check.policy.limit.get();
     if matches!(mode, HeaderMode::Both | HeaderMode::Ietf) {
-        let items: Vec<String> = checks
-            .iter()
-            .zip(replies)
-            .map(|(c, r)| policy_item(c, r))
-            .collect();
-        set(RATELIMIT_POLICY, items.join(", "));
-        set(
-            RATELIMIT,
-            format!("\"{}\";r={};t={reset}", check.policy.name, reply.remaining),
-        );
+        let items = match (checks, &check.policy.premade.policy_item) {
+            ([_], Some(item)) if own => Some(item.clone()),
+            _ => joined_items(checks, replies),
+        };
+        if let Some(items) = items {
+            headers.insert(RATELIMIT_POLICY, items);
+        }
+        if let Some(now) = ratelimit(&check.policy.name, reply.remaining, reset) {
+            headers.insert(RATELIMIT, now);
+        }
     }
     // Integers straight into header values: no string in between.
     if matches!(mode, HeaderMode::Both | HeaderMode::Legacy) {
@@ -135,7 +134,11 @@ pub(crate) fn write(
             LegacyReset::Seconds => reset,
             LegacyReset::Unix => ceil_secs(now_ms.saturating_add(reply.reset_after_ms)),
         };
-        headers.insert(X_RATELIMIT_LIMIT, shown_limit(check, reply).into());
+        let limit = match &check.policy.premade.limit {
+            Some(value) if own => value.clone(),
+            _ => limit.into(),
+        };
+        headers.insert(X_RATELIMIT_LIMIT, limit);
         headers.insert(X_RATELIMIT_REMAINING, reply.remaining.into());
         headers.insert(X_RATELIMIT_RESET, legacy.into());
     }
@@ -159,20 +162,65 @@ pub(crate) fn write(
     }
 }
 
+/// Every check's `RateLimit-Policy` item, joined by `, `.
+fn joined_items(checks: &[Check], replies: &[Decision]) -> Option<HeaderValue> {
+    let items: Vec<HeaderValue> = checks
+        .iter()
+        .zip(replies)
+        .filter_map(|(c, r)| policy_item(&c.policy, shown_limit(c, r)))
+        .collect();
+    let mut joined = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            joined.extend_from_slice(b", ");
+        }
+        joined.extend_from_slice(item.as_bytes());
+    }
+    HeaderValue::from_maybe_shared(Bytes::from(joined)).ok()
+}
+
 /// `"name";q=<limit>;w=<window s>`, with `qu="content-bytes"` when the
-/// policy counts body bytes; a concurrency policy has no window, so no `w`.
-fn policy_item(check: &Check, reply: &Decision) -> String {
-    let unit = match check.policy.cost {
+/// policy counts body bytes; a concurrency policy has no window, so no
+/// `w`. Policy names are checked tokens, so the value is always valid.
+pub(crate) fn policy_item(policy: &ValidPolicy, limit: u64) -> Option<HeaderValue> {
+    let unit = match policy.cost {
         ValidCost::BodyBytes => ";qu=\"content-bytes\"",
         ValidCost::Units(_) | ValidCost::Header { .. } | ValidCost::Code(_) => "",
     };
-    let window = match check.policy.window_secs() {
+    let window = match policy.window_secs() {
         Some(secs) => format!(";w={secs}"),
         None => String::new(),
     };
-    format!(
-        "\"{}\";q={}{window}{unit}",
-        check.policy.name,
-        shown_limit(check, reply),
-    )
+    let item = format!("\"{}\";q={limit}{window}{unit}", policy.name);
+    HeaderValue::from_maybe_shared(Bytes::from(item)).ok()
+}
+
+/// `RateLimit`'s `"name";r=<remaining>;t=<reset s>`, written into one
+/// buffer that becomes the value (no string formatted, nothing copied).
+fn ratelimit(name: &str, remaining: u64, reset: u64) -> Option<HeaderValue> {
+    let mut value = Vec::with_capacity(name.len() + 48);
+    value.push(b'"');
+    value.extend_from_slice(name.as_bytes());
+    value.extend_from_slice(b"\";r=");
+    decimal(&mut value, remaining);
+    value.extend_from_slice(b";t=");
+    decimal(&mut value, reset);
+    HeaderValue::from_maybe_shared(Bytes::from(value)).ok()
+}
+
+/// `n` in decimal, appended.
+fn decimal(out: &mut Vec<u8>, n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut n = n;
+    loop {
+        i -= 1;
+        // n % 10 < 10: the cast keeps it.
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
 }

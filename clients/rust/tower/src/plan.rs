@@ -200,7 +200,7 @@ fn resolved(policy: &ValidPolicy, limit: Option<ResolvedLimit>) -> Option<ValidP
     if let ValidAlgorithm::Token { burst: b } = &mut p.algorithm {
         *b = burst.flatten();
     }
-    Some(p)
+    Some(p.premade())
 }
 
 /// A body's size as a cost: at least 1, at most 2^50 (`max_body_bytes`

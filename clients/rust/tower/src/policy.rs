@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use http::HeaderName;
+use http::{HeaderName, HeaderValue};
 
 use std::sync::Arc;
 
@@ -413,6 +413,35 @@ pub(crate) struct ValidPolicy {
     pub block_ms: Option<u64>,
     /// `queue`, in ms (token policies).
     pub queue_ms: Option<u64>,
+    /// What its checks send and show, made once for these numbers.
+    pub premade: Premade,
+}
+
+/// A policy's clause and headers as far as they are the same for every
+/// request: made when the policy is validated (or given a resolved
+/// limit), so a request only adds its key, its override key and the
+/// numbers of its reply.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Premade {
+    /// Its `RateLimit-Policy` item, showing the policy's own limit.
+    pub policy_item: Option<HeaderValue>,
+    /// The policy's own limit, as `X-RateLimit-Limit` shows it.
+    pub limit: Option<HeaderValue>,
+    /// Its `RL.ALL` clause's words after the key at cost 1: those before
+    /// the override key (ending in `OVERRIDE` when it is overridable),
+    /// and those after it. None: built per request.
+    pub words: Option<crate::decide::ClauseWords>,
+}
+
+impl Premade {
+    fn of(policy: &ValidPolicy) -> Premade {
+        let limit = policy.limit.get();
+        Premade {
+            policy_item: crate::headers::policy_item(policy, limit),
+            limit: Some(HeaderValue::from(limit)),
+            words: crate::decide::premade_words(policy),
+        }
+    }
 }
 
 impl ValidPolicy {
@@ -451,20 +480,31 @@ impl ValidPolicy {
             Some(name) => Some(Resolvers::named(&resolvers.limit, name)?),
             None => None,
         };
-        Some(ValidPolicy {
-            name: p.name.clone(),
-            algorithm,
-            limit: Amount::new(p.limit)?,
-            window: whole_ms.then(|| Window::new(window_ms)).flatten()?,
-            key: p.key.keyed(identities)?,
-            cost,
-            count: p.count,
-            overridable: p.overridable,
-            shadow: p.mode == Some(Mode::Shadow),
-            limit_resolver,
-            block_ms: ms_of(p.block)?,
-            queue_ms: ms_of(p.queue)?,
-        })
+        Some(
+            ValidPolicy {
+                name: p.name.clone(),
+                algorithm,
+                limit: Amount::new(p.limit)?,
+                window: whole_ms.then(|| Window::new(window_ms)).flatten()?,
+                key: p.key.keyed(identities)?,
+                cost,
+                count: p.count,
+                overridable: p.overridable,
+                shadow: p.mode == Some(Mode::Shadow),
+                limit_resolver,
+                block_ms: ms_of(p.block)?,
+                queue_ms: ms_of(p.queue)?,
+                premade: Premade::default(),
+            }
+            .premade(),
+        )
+    }
+
+    /// This policy with its [`Premade`] made for its numbers: after
+    /// [`ValidPolicy::new`], and after a resolver changed them.
+    pub(crate) fn premade(mut self) -> ValidPolicy {
+        self.premade = Premade::of(&self);
+        self
     }
 
     /// The window in whole seconds, rounded up, as the headers give it;
