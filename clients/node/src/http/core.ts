@@ -15,7 +15,9 @@ import {
   bySubject,
   clause,
   decide,
-  decideOne,
+  answeredOf,
+  failedOf,
+  sendOne,
   decideShadow,
   leasesOf,
   refund,
@@ -402,7 +404,11 @@ export class HttpLimiter {
     if (!Array.isArray(checks)) return Promise.resolve({ pass: false, refusal: checks });
     if (!this.#breaker.asks()) return this.#failed(st, req, selection, checks, BREAKER_OPEN, shadow);
     if (!oneSubject(checks)) return this.#decided(st, req, selection, checks, shadow, decide(this.limiter, checks, config.timeoutMs, this.#logger));
-    return this.#decided(st, req, selection, checks, shadow, decideOne(direct, checks, config.timeoutMs, this.#encoded));
+    // One continuation reads the reply and answers.
+    return sendOne(direct, checks, config.timeoutMs, this.#encoded).then(
+      (reply) => this.#settle(st, req, selection, checks, shadow, answeredOf(reply, checks.length)),
+      (err: unknown) => this.#settle(st, req, selection, checks, shadow, failedOf(err)),
+    );
   }
 
   /** `mode: code:<name>`: the request's mode first (off: unchecked, no headers, no hook call). */
@@ -486,12 +492,13 @@ export class HttpLimiter {
   }
 
   #decided(st: State, req: RequestInfo, selection: Selection, checks: readonly Check[], shadow: boolean, exchange: Promise<Answered | Failed>): Promise<Verdict> {
-    return exchange.then((result) => {
-      this.#breaker.ended(result.answered ? undefined : result.error);
-      return result.answered
-        ? this.#respond(st, req, selection, checks, shadow, result.admitted, result.decisions)
-        : this.#failed(st, req, selection, checks, result, shadow);
-    });
+    return exchange.then((result) => this.#settle(st, req, selection, checks, shadow, result));
+  }
+
+  /** The breaker told how the exchange went, then the verdict on it. */
+  #settle(st: State, req: RequestInfo, selection: Selection, checks: readonly Check[], shadow: boolean, result: Answered | Failed): Verdict | Promise<Verdict> {
+    this.#breaker.ended(result.answered ? undefined : result.error);
+    return result.answered ? this.#respond(st, req, selection, checks, shadow, result.admitted, result.decisions) : this.#failed(st, req, selection, checks, result, shadow);
   }
 
   /** Redis did not answer: the fail mode's verdict. */
