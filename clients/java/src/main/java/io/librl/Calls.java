@@ -11,6 +11,9 @@ import java.util.Objects;
 final class Calls {
   private Calls() {}
 
+  /** What a clause's refusal names until {@link #all} says which clause it is. */
+  private static final String CLAUSE = "all clause";
+
   /** {@code RL.FIXED}, {@code RL.SLIDING}, {@code RL.TOKEN} or {@code RL.CONCURRENT} alone. */
   static Call single(Clause<?> clause) {
     Objects.requireNonNull(clause, "clause");
@@ -48,14 +51,18 @@ final class Calls {
     int i = 0;
     for (Clause<?> c : clauses) {
       Objects.requireNonNull(c, "clause");
-      String where = "all clause " + i + " (" + c.algorithm() + " " + c.key + ")";
-      if (c.common.peek()) {
-        throw new LibrlArgumentException(
-            where, "peek applies to a whole RL.ALL call: use peekAll instead of a peeking clause");
+      try {
+        if (c.common.peek()) {
+          throw new LibrlArgumentException(
+              CLAUSE, "peek applies to a whole RL.ALL call: use peekAll instead of a peeking clause");
+        }
+        c.allWords(CLAUSE);
+        words.add(c.algorithm());
+        c.words(CLAUSE, words);
+      } catch (LibrlArgumentException e) {
+        // Named only when refused: the name is text made from the clause's place and key.
+        throw e.at("all clause " + i + " (" + c.algorithm() + " " + c.key + ")");
       }
-      c.allWords(where);
-      words.add(c.algorithm());
-      c.words(where, words);
       leases |= c instanceof Concurrent;
       keys.addAll(c.keys());
       refund |= c.common.refund() != null;

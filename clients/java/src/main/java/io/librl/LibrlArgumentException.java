@@ -10,10 +10,17 @@ public final class LibrlArgumentException extends IllegalArgumentException {
   private static final long serialVersionUID = 1L;
 
   private final String where;
+  private final String detail;
 
   LibrlArgumentException(String where, String message) {
     super("librl: " + where + ": " + message);
     this.where = where;
+    this.detail = message;
+  }
+
+  /** The same refusal, naming {@code where} instead (a clause's place in its call, say). */
+  LibrlArgumentException at(String where) {
+    return new LibrlArgumentException(where, detail);
   }
 
   /** The call or clause refused: {@code fixed}, {@code all clause 2 (FIXED user42:min)}... */
