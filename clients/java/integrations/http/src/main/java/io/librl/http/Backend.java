@@ -8,6 +8,8 @@ import io.librl.Decision;
 import io.librl.Fixed;
 import io.librl.Sliding;
 import io.librl.Token;
+import io.netty.util.HashedWheelTimer;
+import io.netty.util.Timeout;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -15,8 +17,6 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
-import java.util.concurrent.ScheduledFuture;
-import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 
@@ -29,24 +29,23 @@ import java.util.concurrent.TimeoutException;
 final class Backend {
   private static final System.Logger LOG = System.getLogger("io.librl.http");
 
-  /** Every exchange's timeout, on one daemon thread; a cancelled one leaves its queue at once. */
-  private static final ScheduledThreadPoolExecutor TIMER = timer();
+  /**
+   * Every exchange's timeout, on one daemon thread: a timing wheel (as Lettuce times its commands)
+   * of 10 ms ticks, where scheduling and cancelling a timeout take no lock; its thread wakes once a
+   * tick, however many requests are in flight.
+   */
+  private static final HashedWheelTimer TIMER =
+      new HashedWheelTimer(
+          r -> {
+            Thread thread = new Thread(r, "librl-timeout");
+            thread.setDaemon(true);
+            return thread;
+          },
+          10,
+          TimeUnit.MILLISECONDS);
 
   private final RedisConnection connection;
   private final Duration timeout;
-
-  private static ScheduledThreadPoolExecutor timer() {
-    ScheduledThreadPoolExecutor t =
-        new ScheduledThreadPoolExecutor(
-            1,
-            r -> {
-              Thread thread = new Thread(r, "librl-timeout");
-              thread.setDaemon(true);
-              return thread;
-            });
-    t.setRemoveOnCancelPolicy(true);
-    return t;
-  }
 
   Backend(RedisConnection connection, Duration timeout) {
     this.connection = connection;
@@ -248,18 +247,17 @@ final class Backend {
 
   /**
    * {@code run} bounded by the timeout: when it passes first, {@code onTimeout} runs and the
-   * result fails with a {@link TimeoutException}. The timer is cancelled (and leaves the timer
-   * thread's queue) as soon as {@code run} completes, so the timer thread wakes only for an
-   * exchange that did time out.
+   * result fails with a {@link TimeoutException}, within a tick (10 ms) of it. The timer is
+   * cancelled as soon as {@code run} completes.
    */
   private <T> CompletableFuture<T> within(CompletableFuture<T> run, Runnable onTimeout) {
     if (run.isDone()) {
       return run;
     }
     CompletableFuture<T> bounded = new CompletableFuture<>();
-    ScheduledFuture<?> timer =
-        TIMER.schedule(
-            () -> {
+    Timeout timer =
+        TIMER.newTimeout(
+            t -> {
               if (!bounded.isDone()) {
                 onTimeout.run();
                 bounded.completeExceptionally(new TimeoutException(timeout.toMillis() + " ms"));
@@ -269,7 +267,7 @@ final class Backend {
             TimeUnit.NANOSECONDS);
     run.whenComplete(
         (v, e) -> {
-          timer.cancel(false);
+          timer.cancel();
           if (e != null) {
             bounded.completeExceptionally(e);
           } else {
@@ -279,6 +277,9 @@ final class Backend {
     return bounded;
   }
 
+  /** One check's groups: most requests are checked against one policy. */
+  private static final List<List<Integer>> ONE_GROUP = List.of(List.of(0));
+
   /** Indices of the checks per subject, in the order subjects first appear (one slot each). */
   static List<List<Integer>> bySubject(List<Plan.Check> checks) {
     return bySubject(checks, null);
@@ -286,6 +287,9 @@ final class Backend {
 
   /** The same among the checks whose {@code shadow} is as given (null: all of them). */
   static List<List<Integer>> bySubject(List<Plan.Check> checks, Boolean shadow) {
+    if (checks.size() == 1 && (shadow == null || checks.get(0).shadow() == shadow)) {
+      return ONE_GROUP;
+    }
     List<List<Integer>> groups = new ArrayList<>();
     for (int i = 0; i < checks.size(); i++) {
       if (shadow != null && checks.get(i).shadow() != shadow) {
