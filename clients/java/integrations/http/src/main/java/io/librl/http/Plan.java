@@ -87,7 +87,12 @@ public final class Plan {
 
     /** Whether the body's size is needed (a {@code body-bytes} policy applies). */
     public boolean needsBodyLength() {
-      return applying.stream().anyMatch(a -> a.policy().cost().kind() == Policy.CostKind.BODY_BYTES);
+      for (Applying a : applying) {
+        if (a.policy().cost().kind() == Policy.CostKind.BODY_BYTES) {
+          return true;
+        }
+      }
+      return false;
     }
   }
 

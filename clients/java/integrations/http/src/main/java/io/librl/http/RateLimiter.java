@@ -481,7 +481,8 @@ public final class RateLimiter implements AutoCloseable {
                 checks, replies, outcome)
             : Map.of();
     Leases leases = Leases.NONE;
-    if (outcome == Hook.Outcome.ALLOWED || outcome == Hook.Outcome.WOULD_DENY || refused) {
+    if ((outcome == Hook.Outcome.ALLOWED || outcome == Hook.Outcome.WOULD_DENY || refused)
+        && anyHoldsSlots(checks)) {
       // What the request holds: every admitted check's lease when the enforced groups admitted
       // it, else only the shadow ones' (the enforced ones were given back after the denial).
       List<Integer> holding = new ArrayList<>();
@@ -525,6 +526,16 @@ public final class RateLimiter implements AutoCloseable {
       }
     }
     return wait;
+  }
+
+  /** Whether a check takes slots (a concurrency policy's lease); most requests have none. */
+  private static boolean anyHoldsSlots(List<Plan.Check> checks) {
+    for (Plan.Check c : checks) {
+      if (c.policy().holdsSlots()) {
+        return true;
+      }
+    }
+    return false;
   }
 
   /** Whether every enforced check's reply admitted the request. */
@@ -634,9 +645,16 @@ public final class RateLimiter implements AutoCloseable {
 
     /** Whether {@link #settle} may refund something once the status is known. */
     public boolean settles() {
-      return (outcome == Hook.Outcome.ALLOWED
-              || (outcome == Hook.Outcome.WOULD_DENY && enforcedAllowed(checks, replies)))
-          && checks.stream().anyMatch(c -> c.policy().count() != Policy.Count.ALL);
+      if (outcome != Hook.Outcome.ALLOWED
+          && !(outcome == Hook.Outcome.WOULD_DENY && enforcedAllowed(checks, replies))) {
+        return false;
+      }
+      for (Plan.Check c : checks) {
+        if (c.policy().count() != Policy.Count.ALL) {
+          return true;
+        }
+      }
+      return false;
     }
   }
 }

@@ -44,6 +44,9 @@ public interface RequestHeaders {
     if (lines.isEmpty()) {
       return null;
     }
+    if (lines.size() == 1) {
+      return trimOws(lines.get(0));
+    }
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     for (int i = 0; i < lines.size(); i++) {
       if (i > 0) {
@@ -61,7 +64,7 @@ public interface RequestHeaders {
     return v == null || v.length == 0 ? null : v;
   }
 
-  /** Without spaces and tabs at either end. */
+  /** Without spaces and tabs at either end: the same array when it has none there. */
   static byte[] trimOws(byte[] bytes) {
     int start = 0;
     int end = bytes.length;
@@ -71,6 +74,6 @@ public interface RequestHeaders {
     while (end > start && (bytes[end - 1] == ' ' || bytes[end - 1] == '\t')) {
       end--;
     }
-    return java.util.Arrays.copyOfRange(bytes, start, end);
+    return start == 0 && end == bytes.length ? bytes : java.util.Arrays.copyOfRange(bytes, start, end);
   }
 }

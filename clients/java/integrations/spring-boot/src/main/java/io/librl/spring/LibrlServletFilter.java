@@ -19,7 +19,7 @@ import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.util.ArrayList;
-import java.util.Collections;
+import java.util.Enumeration;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ExecutionException;
@@ -76,13 +76,7 @@ public class LibrlServletFilter extends OncePerRequestFilter implements SmartIni
         new Plan.Request(
             request.getMethod(),
             request.getRequestURI(),
-            name -> {
-              List<byte[]> lines = new ArrayList<>();
-              for (String v : Collections.list(original.getHeaders(name))) {
-                lines.add(RequestHeaders.latin1(v));
-              }
-              return lines;
-            },
+            name -> lines(original.getHeaders(name)),
             request.getRemoteAddr(),
             users.user(request),
             request.getQueryString(),
@@ -165,6 +159,23 @@ public class LibrlServletFilter extends OncePerRequestFilter implements SmartIni
       await(limiter.settle(decided, held.getStatus()));
       held.copyBodyToResponse();
     }
+  }
+
+  /** A header's lines as bytes; most headers have one line, or none. */
+  private static List<byte[]> lines(Enumeration<String> values) {
+    if (values == null || !values.hasMoreElements()) {
+      return List.of();
+    }
+    byte[] first = RequestHeaders.latin1(values.nextElement());
+    if (!values.hasMoreElements()) {
+      return List.of(first);
+    }
+    List<byte[]> lines = new ArrayList<>();
+    lines.add(first);
+    while (values.hasMoreElements()) {
+      lines.add(RequestHeaders.latin1(values.nextElement()));
+    }
+    return lines;
   }
 
   /** Releases an asynchronous response's slots when it completes, fails or times out. */
