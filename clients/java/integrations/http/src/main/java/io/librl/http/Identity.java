@@ -17,21 +17,46 @@ public final class Identity {
    * by {@link #subject}.
    */
   public static final class Client {
+    /** Not yet read: a string no hash can be the same object as. */
+    private static final String UNREAD = new String("unread");
+
     private final Config config;
     private final IpAddress ip;
-    private final String apiKey;
+    private final RequestHeaders headers;
     private final String user;
     private final byte[] query;
     private final RequestAttributes attributes;
+    /**
+     * The API key's hash, read when a policy first asks for it (most never do): {@link #UNREAD}
+     * until then, null when there is none. One field, so a client read from two threads at worst
+     * reads the header twice.
+     */
+    private String apiKey = UNREAD;
 
     private Client(
-        Config config, IpAddress ip, String apiKey, String user, byte[] query, RequestAttributes attributes) {
+        Config config,
+        IpAddress ip,
+        RequestHeaders headers,
+        String user,
+        byte[] query,
+        RequestAttributes attributes) {
       this.config = config;
       this.ip = ip;
-      this.apiKey = apiKey;
+      this.headers = headers;
       this.user = user;
       this.query = query;
       this.attributes = attributes;
+    }
+
+    /** The hashed {@code api_key_header} value, or null. */
+    private String apiKey() {
+      String k = apiKey;
+      if (k == UNREAD) {
+        byte[] key = headers.value(config.apiKeyHeader());
+        k = key == null ? null : Keys.hashed(key);
+        apiKey = k;
+      }
+      return k;
     }
 
     /**
@@ -57,11 +82,10 @@ public final class Identity {
         String user,
         RequestAttributes attributes) {
       IpAddress p = peer == null ? null : IpAddress.parse(peer);
-      byte[] key = headers.value(config.apiKeyHeader());
       return new Client(
           config,
           p == null ? null : clientIp(p, headers, config.trustedProxies()),
-          key == null ? null : Keys.hashed(key),
+          headers,
           user == null || user.isEmpty() ? null : user,
           query,
           attributes == null ? RequestAttributes.NONE : attributes);
@@ -98,12 +122,12 @@ public final class Identity {
         case IP:
           return ipSubject();
         case API_KEY:
-          return apiKey != null ? new Subject(Subject.Kind.API_KEY, apiKey) : ipSubject();
+          return apiKey() != null ? new Subject(Subject.Kind.API_KEY, apiKey()) : ipSubject();
         case USER:
           if (user != null) {
             return new Subject(Subject.Kind.USER, Keys.keySafe(user.getBytes(StandardCharsets.UTF_8)));
           }
-          return apiKey != null ? new Subject(Subject.Kind.API_KEY, apiKey) : ipSubject();
+          return apiKey() != null ? new Subject(Subject.Kind.API_KEY, apiKey()) : ipSubject();
         case IDENTITY:
           {
             Config.NamedIdentity named = config.identities().get(key.identity());
