@@ -209,7 +209,7 @@ fn ratelimit(name: &str, remaining: u64, reset: u64) -> Option<HeaderValue> {
 }
 
 /// `n` in decimal, appended.
-fn decimal(out: &mut Vec<u8>, n: u64) {
+pub(crate) fn decimal(out: &mut Vec<u8>, n: u64) {
     let mut digits = [0u8; 20];
     let mut i = digits.len();
     let mut n = n;

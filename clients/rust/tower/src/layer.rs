@@ -165,8 +165,10 @@ where
     // the body is dropped (the handler failed, panicked, or the client
     // went away).
     let leases = Leases::new(shared.clone(), std::mem::take(&mut decided.leases));
-    let mut response = match &decided.refusal {
-        Some(reply) => respond((**reply).clone(), grpc.as_ref()),
+    // The refusal moves into the response (the headers read only the
+    // checks and replies).
+    let mut response = match decided.refusal.take() {
+        Some(reply) => respond(*reply, grpc.as_ref()),
         None => {
             if let Some(turn) = decided.wait {
                 // A queued request is served at its turn; boxed, so the

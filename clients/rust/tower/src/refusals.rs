@@ -12,7 +12,7 @@ use librl_client::Decision;
 use serde_json::{json, Map, Value};
 
 use crate::configuration::{Deny, DenyBody};
-use crate::headers::{retry_after_secs, shown_limit};
+use crate::headers::{decimal, retry_after_secs, shown_limit};
 use crate::plan::{Check, Refusal};
 use crate::policy::{window_text, ValidAlgorithm};
 
@@ -197,17 +197,38 @@ fn denial_problem(status: StatusCode, check: &Check, reply: &Decision) -> Reply 
         ),
     };
     let retry_ms = reply.retry_after.duration().map(|d| d.as_millis());
-    let mut extra = Map::new();
-    extra.insert("policy".into(), json!(policy.name));
-    extra.insert("limit".into(), json!(limit));
-    extra.insert("retry_after".into(), json!(retry_ms));
-    problem(
+    // Written straight into the body (what `problem` makes of these
+    // members, in its order): a refused request builds no JSON value.
+    let mut body = Vec::with_capacity(128 + detail.len() + name.len());
+    body.extend_from_slice(br#"{"type":"about:blank","title":"Too Many Requests","status":"#);
+    decimal(&mut body, u64::from(status.as_u16()));
+    body.extend_from_slice(br#","detail":"#);
+    json_string(&mut body, &detail);
+    body.extend_from_slice(br#","policy":"#);
+    json_string(&mut body, name);
+    body.extend_from_slice(br#","limit":"#);
+    decimal(&mut body, limit);
+    body.extend_from_slice(br#","retry_after":"#);
+    match retry_ms.map(u64::try_from) {
+        Some(Ok(ms)) => decimal(&mut body, ms),
+        Some(Err(_)) => decimal(&mut body, u64::MAX),
+        None => body.extend_from_slice(b"null"),
+    }
+    body.push(b'}');
+    Reply {
         status,
-        RESOURCE_EXHAUSTED,
-        "Too Many Requests",
-        &detail,
-        extra,
-    )
+        content_type: HeaderValue::from_static(PROBLEM_JSON),
+        body: Bytes::from(body),
+        grpc_code: RESOURCE_EXHAUSTED,
+        detail,
+        headers: Arc::new([]),
+    }
+}
+
+/// `text` as a JSON string, escaped as serde_json escapes it.
+fn json_string(out: &mut Vec<u8>, text: &str) {
+    // Writing into a Vec cannot fail, and a str always serializes.
+    let _ = serde_json::to_writer(&mut *out, text);
 }
 
 /// `fail_deny` (503 problem by default) when Redis cannot answer and the
@@ -273,6 +294,40 @@ mod tests {
             lease: None,
         };
         denied(deny, &check, &reply)
+    }
+
+    /// The denial's body written by hand is the problem `problem` builds
+    /// from the same members.
+    #[test]
+    fn denial_body_is_the_problem_json() {
+        let check = Check::for_test(Policy::fixed("a.b-c_d", 7, Duration::from_secs(90)), 1);
+        for retry_after in [RetryAfter::Ms(1_500), RetryAfter::Never] {
+            let reply = Decision {
+                allowed: false,
+                count: 7,
+                retry_after,
+                limit: 7,
+                remaining: 0,
+                reset_after_ms: 1_500,
+                lease: None,
+            };
+            let made = denial_problem(StatusCode::TOO_MANY_REQUESTS, &check, &reply);
+            let mut extra = Map::new();
+            extra.insert("policy".into(), json!("a.b-c_d"));
+            extra.insert("limit".into(), json!(7));
+            extra.insert(
+                "retry_after".into(),
+                json!(reply.retry_after.duration().map(|d| d.as_millis())),
+            );
+            let built = problem(
+                StatusCode::TOO_MANY_REQUESTS,
+                RESOURCE_EXHAUSTED,
+                "Too Many Requests",
+                &made.detail,
+                extra,
+            );
+            assert_eq!(made, built);
+        }
     }
 
     #[test]
