@@ -5,6 +5,10 @@
  * reconnection, a server that is not there, close().
  */
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { ReplyError, RespConnection, encodeCommand, parseRedisUrl } from "../src/resp.js";
 import { HttpLimiter, parseConfig, type Policy } from "../src/http/index.js";
@@ -172,6 +176,51 @@ describe("RespConnection", () => {
     await assert.rejects(conn.send(["PING"]), /ECONNREFUSED|the connection is down/);
     conn.close();
     await assert.rejects(conn.send(["PING"]), /the connection was closed/);
+  });
+});
+
+describe("RespConnection over TLS (rediss://)", () => {
+  // A self-signed certificate for localhost, made by openssl; a server without TLS support skips.
+  const dir = mkdtempSync(path.join(tmpdir(), "librl-tls-"));
+  const cert = path.join(dir, "cert.pem");
+  const key = path.join(dir, "key.pem");
+  let made = true;
+  try {
+    execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"], {
+      stdio: "ignore",
+    });
+  } catch {
+    made = false;
+  }
+  let server: Server | undefined;
+  let tlsPort = 0;
+  before(async () => {
+    if (!made) return;
+    tlsPort = await freePort();
+    try {
+      server = await startServer(REDIS_SERVER, "resp-tls", ["--tls-port", String(tlsPort), "--tls-cert-file", cert, "--tls-key-file", key, "--tls-auth-clients", "no"]);
+    } catch {
+      server = undefined;
+    }
+  });
+  after(async () => {
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("verifies the server's certificate: an untrusted one, or one for another name, rejects naming why; a trusted one answers", async (t) => {
+    if (server === undefined) return t.skip("needs openssl and a redis-server built with TLS");
+    const untrusted = new RespConnection(`rediss://localhost:${tlsPort}`);
+    await assert.rejects(untrusted.send(["PING"]), /librl: Redis localhost:[0-9]+: self-signed certificate/);
+    untrusted.close();
+    // Trusted as Node trusts a certificate authority of the system's: NODE_EXTRA_CA_CERTS, read at start-up (another process).
+    const script = `const { RespConnection } = require(${JSON.stringify(path.resolve(__dirname, "..", "src", "resp.js"))});
+      const run = async (url) => { const c = new RespConnection(url); try { return String(await c.send(["PING"])); } catch (e) { return e.message; } finally { c.close(); } };
+      (async () => console.log(JSON.stringify([await run("rediss://localhost:${tlsPort}"), await run("rediss://127.0.0.1:${tlsPort}")])))();`;
+    const out = execFileSync(process.execPath, ["-e", script], { env: { ...process.env, NODE_EXTRA_CA_CERTS: cert }, encoding: "utf8" });
+    const [byName, byAddress] = JSON.parse(out) as [string, string];
+    assert.equal(byName, "PONG");
+    assert.match(byAddress, /IP: 127\.0\.0\.1 is not in the cert's list/);
   });
 });
 
