@@ -22,7 +22,9 @@ import java.util.function.Supplier;
  * makes over Lettuce from a URL or a cluster's nodes. A made one connects on first use (so the
  * application starts while Redis is down), one attempt at a time, and a failed attempt is made
  * again by the next request; Lettuce reconnects a lost connection by itself, refusing calls at
- * once meanwhile rather than queueing them.
+ * once meanwhile rather than queueing them. Each request's exchange is bounded by the
+ * configuration's timeout ({@code Backend}); Lettuce times each command out at the connection's
+ * own (its URI's) on its timing wheel, so the client package adds no timer per call.
  */
 public final class RedisConnection implements AutoCloseable {
   private final Supplier<Object> clientFactory;
@@ -68,7 +70,7 @@ public final class RedisConnection implements AutoCloseable {
                   .autoReconnect(true)
                   .disconnectedBehavior(ClientOptions.DisconnectedBehavior.REJECT_COMMANDS)
                   .socketOptions(SocketOptions.builder().connectTimeout(timeout).build())
-                  .timeoutOptions(TimeoutOptions.enabled(timeout))
+                  .timeoutOptions(TimeoutOptions.enabled())
                   .build());
           return c;
         },
@@ -90,7 +92,7 @@ public final class RedisConnection implements AutoCloseable {
                   .autoReconnect(true)
                   .disconnectedBehavior(ClientOptions.DisconnectedBehavior.REJECT_COMMANDS)
                   .socketOptions(SocketOptions.builder().connectTimeout(timeout).build())
-                  .timeoutOptions(TimeoutOptions.enabled(timeout))
+                  .timeoutOptions(TimeoutOptions.enabled())
                   .build());
           return c;
         },
