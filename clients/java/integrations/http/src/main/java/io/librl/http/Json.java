@@ -52,7 +52,8 @@ final class Json {
     }
   }
 
-  private static void string(StringBuilder out, String s) {
+  /** {@code s} as a JSON string, quoted. */
+  static void string(StringBuilder out, String s) {
     out.append('"');
     for (int i = 0; i < s.length(); i++) {
       char c = s.charAt(i);

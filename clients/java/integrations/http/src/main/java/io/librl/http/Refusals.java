@@ -28,13 +28,28 @@ public final class Refusals {
   }
 
   private static Reply problem(int status, String title, String detail, Map<String, Object> extra) {
-    Map<String, Object> body = new LinkedHashMap<>();
-    body.put("type", "about:blank");
-    body.put("title", title);
-    body.put("status", status);
-    body.put("detail", detail);
-    body.putAll(extra);
-    return new Reply(status, PROBLEM_JSON, Json.write(body).getBytes(StandardCharsets.UTF_8), detail);
+    StringBuilder body = problemHead(status, title, detail);
+    for (Map.Entry<String, Object> e : extra.entrySet()) {
+      body.append(',');
+      Json.string(body, e.getKey());
+      body.append(':').append(Json.write(e.getValue()));
+    }
+    return problemReply(status, body, detail);
+  }
+
+  /** {@code {"type":"about:blank","title":...,"status":...,"detail":...}} without its closing brace. */
+  private static StringBuilder problemHead(int status, String title, String detail) {
+    StringBuilder body = new StringBuilder(128 + detail.length());
+    body.append("{\"type\":\"about:blank\",\"title\":");
+    Json.string(body, title);
+    body.append(",\"status\":").append(status).append(",\"detail\":");
+    Json.string(body, detail);
+    return body;
+  }
+
+  private static Reply problemReply(int status, StringBuilder body, String detail) {
+    body.append('}');
+    return new Reply(status, PROBLEM_JSON, body.toString().getBytes(StandardCharsets.UTF_8), detail);
   }
 
   /**
@@ -87,11 +102,17 @@ public final class Refusals {
               : "This request costs " + check.cost() + ", more than rate limit \"" + policy.name()
                   + "\" (" + limit + " per " + policy.windowText() + ") ever admits at once.";
     }
-    Map<String, Object> extra = new LinkedHashMap<>();
-    extra.put("policy", policy.name());
-    extra.put("limit", limit);
-    extra.put("retry_after", reply.neverAdmits() ? null : reply.retryAfter().toMillis());
-    return problem(deny.status(), "Too Many Requests", detail, extra);
+    // Written directly, as problem() would write these members: every refusal makes one.
+    StringBuilder body = problemHead(deny.status(), "Too Many Requests", detail);
+    body.append(",\"policy\":");
+    Json.string(body, policy.name());
+    body.append(",\"limit\":").append(limit).append(",\"retry_after\":");
+    if (reply.neverAdmits()) {
+      body.append("null");
+    } else {
+      body.append(reply.retryAfter().toMillis());
+    }
+    return problemReply(deny.status(), body, detail);
   }
 
   /** The refusal of {@code fail: closed} when Redis cannot answer: {@code fail_deny}'s. */

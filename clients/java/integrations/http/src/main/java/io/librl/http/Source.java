@@ -5,6 +5,8 @@ import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * One identity source (docs/http.md, Named identities): where a request's value for a subject is
@@ -48,6 +50,16 @@ public record Source(Kind kind, String name) {
    * attribute:<name>:}.
    */
   String inlinePrefix() {
+    return PREFIXES.computeIfAbsent(this, Source::prefix);
+  }
+
+  /**
+   * Each configured source's {@link #inlinePrefix}, made once: sources come from configurations
+   * only, so there are few.
+   */
+  private static final Map<Source, String> PREFIXES = new ConcurrentHashMap<>();
+
+  private String prefix() {
     switch (kind) {
       case HEADER:
       case AUTHORIZATION:
