@@ -392,7 +392,15 @@ pub(crate) fn premade_words(policy: &ValidPolicy) -> Option<ClauseWords> {
 /// The `RL.ALL` of these checks from their policies' premade words; None
 /// when one has none, or costs other than 1.
 fn premade_all(checks: &[Check], members: &[usize], peek: bool) -> Option<redis::Cmd> {
-    let mut cmd = redis::cmd("RL.ALL");
+    // Sized once (a word's bytes are about a key's length): no regrowing
+    // while the words go in.
+    let words: usize = members
+        .iter()
+        .filter_map(|&i| checks.get(i))
+        .map(|c| c.key.len() + c.override_key.as_ref().map_or(0, String::len) + 48)
+        .sum();
+    let mut cmd = redis::Cmd::with_capacity(2 + 12 * members.len(), words + 16);
+    cmd.arg("RL.ALL");
     for &i in members {
         let check = checks.get(i)?;
         let words = check.policy.premade.words.as_ref()?;

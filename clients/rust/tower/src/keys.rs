@@ -3,6 +3,8 @@
 //! how a value becomes part of a key: verbatim when it is short and safe,
 //! else hashed (docs/http.md, Identity).
 
+use std::fmt::Write as _;
+
 use sha2::{Digest, Sha256};
 
 use crate::configuration::{Config, ConfigError};
@@ -18,11 +20,20 @@ pub(crate) struct Keys {
 impl Keys {
     /// One subject's keys share the hash tag, so they share a slot.
     pub(crate) fn new(prefix: &str, subject: &Subject, policy: &str, overridable: bool) -> Keys {
-        let base = format!("{prefix}{{{subject}}}");
-        Keys {
-            key: format!("{base}:{policy}"),
-            override_key: overridable.then(|| format!("{base}:override:{policy}")),
-        }
+        // One buffer, formatted once: the override key is the key with
+        // `override:` before the policy's name.
+        let mut key = String::with_capacity(prefix.len() + policy.len() + 64);
+        let _ = write!(key, "{prefix}{{{subject}}}:");
+        let base = key.len();
+        key.push_str(policy);
+        let override_key = overridable.then(|| {
+            let mut okey = String::with_capacity(key.len() + 9);
+            okey.push_str(key.get(..base).unwrap_or_default());
+            okey.push_str("override:");
+            okey.push_str(policy);
+            okey
+        });
+        Keys { key, override_key }
     }
 }
 
