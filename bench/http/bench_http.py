@@ -370,8 +370,8 @@ def report(meta, frameworks, summary, headers_sent, runs, warnings):
     w("Each app serves `/open` (fixed window, 1,000,000,000 a minute per client address: never refuses) "
       "and `/half` (fixed window, 1 per 10 s per `X-Client` header, the load sending a fresh subject and a "
       "spent one in turn: half refused). **none**: no limiter; **floor**: the same `RL.ALL` librl sends, "
-      "from a bare handler through the same Redis client (the least a Redis-backed check can cost in that "
-      "framework); **librl**: the integration on bench/http/policies.json; **peer**: what the framework's "
+      "from a bare handler through the same Redis client path librl uses (the least a Redis-backed check can "
+      "cost through it in that framework); **librl**: the integration on bench/http/policies.json; **peer**: what the framework's "
       "users would otherwise pick. req/s, p50 and p99 are wrk's; CPU is the app process's (user + system, "
       "all threads) per request; Redis commands per request from INFO commandstats. Medians over the "
       "rounds; ratios are each round's ratio, then the median.")
