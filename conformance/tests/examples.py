@@ -44,6 +44,8 @@ FRAMEWORKS = tuple(sorted(p.stem for p in (ROOT / "scripts" / "examples").glob("
 _live: List[subprocess.Popen[bytes]] = []
 #: How long a reload's line may take to appear on the app's stderr.
 RELOAD_S = 5.0
+#: Starts of one example before a taken port fails the case.
+PORT_ATTEMPTS = 3
 
 
 def stop_all() -> None:
@@ -157,9 +159,12 @@ class Example:
         return ""
 
     def wait_ready(self, timeout: float) -> None:
-        """Until the port accepts connections; StartupFailed if it exits."""
+        """Until the example itself listens on its port; StartupFailed if it
+        exits. A port is picked free and bound later, so another suite's
+        server may take it in between: a connection that merely succeeds
+        could be answered by that server, not the example."""
         deadline = time.monotonic() + timeout
-        while not accepts(self.port):
+        while not (accepts(self.port) and listeners(self.port, self.proc.pid)):
             code = self.proc.poll()
             if code is not None:
                 raise StartupFailed(code, self.stderr())
@@ -201,12 +206,29 @@ class Example:
 
 @contextlib.contextmanager
 def serving(name: str, config: Any, redis_env: Dict[str, str], timeout: float) -> Iterator[Example]:
-    example = Example(name, config, redis_env)
+    example = started(name, config, redis_env, timeout)
     try:
-        example.wait_ready(timeout)
         yield example
     finally:
         example.stop()
+
+
+def started(name: str, config: Any, redis_env: Dict[str, str], timeout: float) -> Example:
+    """An example listening on its port; started again on another port when
+    the one picked was taken before the example could bind it."""
+    for attempt in range(PORT_ATTEMPTS):
+        example = Example(name, config, redis_env)
+        try:
+            example.wait_ready(timeout)
+            return example
+        except StartupFailed as failed:
+            example.stop()
+            if attempt + 1 == PORT_ATTEMPTS or "in use" not in failed.stderr.lower():
+                raise
+        except BaseException:
+            example.stop()
+            raise
+    raise AssertionError("unreachable")
 
 
 def build(name: str) -> None:
