@@ -54,9 +54,12 @@ if [ ! -d "$http/node/node_modules" ] || [ "$http/node/package-lock.json" -nt "$
   echo "librl bench-http: installing the Node.js apps' packages (npm ci in bench/http/node)"
   (cd "$http/node" && npm ci --no-audit --no-fund --loglevel=error)
 fi
-if [ ! -f "$root/clients/node/dist/express.js" ]; then
-  # The Node.js apps load librl from clients/node/dist, which its prepare script builds.
+# The Node.js apps load librl from clients/node/dist, which its prepare script builds;
+# built again when a source is newer than it (a tree that has moved on since).
+if [ ! -f "$root/clients/node/dist/express.js" ] || [ ! -d "$root/clients/node/node_modules" ]; then
   (cd "$root/clients/node" && npm ci --no-audit --no-fund --loglevel=error)
+elif [ -n "$(find "$root/clients/node/src" -newer "$root/clients/node/dist/express.js" -print -quit)" ]; then
+  (cd "$root/clients/node" && npm run --silent build)
 fi
 command -v go >/dev/null 2>&1 || [ ! -x /usr/local/go/bin/go ] || PATH="$PATH:/usr/local/go/bin"
 if [ ! -x "$out/go-app" ] || [ -n "$(find "$http/go" "$root/clients/go" -name '*.go' -newer "$out/go-app" -print -quit)" ] ||
