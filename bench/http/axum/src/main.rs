@@ -8,9 +8,9 @@
 //!   process), the fixed window of `bench/lua/fixed_window.lua` in the
 //!   style of application-kit, with the same headers as librl's;
 //! - `floor`: a bare handler sending the same RL.ALL through the same
-//!   client path as librl-tower's: a redis-rs `MultiplexedConnection` made
-//!   by `librl_tower::pipelined_connection` (the checks of one scheduler
-//!   turn in one write).
+//!   client path as librl-tower's: the `PipelinedConnection` made by
+//!   `librl_tower::pipelined_connection` (the checks of one scheduler turn
+//!   in one write, the reply read straight into an `AllDecision`).
 //!
 //! Env: PORT, REDIS_URL. The limits are the policies file's: /open
 //! 1,000,000,000 a minute per client address (never refuses), /half 1 per
@@ -25,8 +25,9 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use librl_tower::PipelinedConnection;
 use librl_tower::{Config, RateLimiter};
-use redis::aio::{ConnectionManager, MultiplexedConnection};
+use redis::aio::ConnectionManager;
 
 /// One route's limit: its name in keys and headers, the limit and the window.
 struct Limit {
@@ -127,21 +128,16 @@ async fn peer(State(p): State<Arc<Peer>>, req: Request, next: Next) -> Response 
 }
 
 /// librl's RL.ALL for this request's key, and nothing else.
-async fn floor(State(redis): State<MultiplexedConnection>, req: Request, next: Next) -> Response {
+async fn floor(State(redis): State<PipelinedConnection>, req: Request, next: Next) -> Response {
     let limit = limit_of(&req);
     let key = format!("rl:{{{}}}:{}", subject(limit, &req), limit.name);
-    let mut conn = redis.clone();
-    let reply: redis::RedisResult<Vec<redis::Value>> = redis::cmd("RL.ALL")
-        .arg("FIXED")
-        .arg(&key)
-        .arg(limit.limit)
-        .arg(format!("{}ms", limit.window_s * 1000))
-        .arg("COST")
-        .arg(1)
-        .query_async(&mut conn)
+    let max = limit.limit.to_string();
+    let window = format!("{}ms", limit.window_s * 1000);
+    let reply = redis
+        .all(&[b"FIXED", key.as_bytes(), max.as_bytes(), window.as_bytes()])
         .await;
-    match reply.as_deref() {
-        Ok([redis::Value::Int(1), ..]) => next.run(req).await,
+    match reply {
+        Ok(decision) if decision.allowed => next.run(req).await,
         Ok(_) => StatusCode::TOO_MANY_REQUESTS.into_response(),
         Err(_) => StatusCode::SERVICE_UNAVAILABLE.into_response(),
     }

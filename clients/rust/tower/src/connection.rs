@@ -1,34 +1,41 @@
 //! The standalone Redis connection (docs/http/rust.md, The Redis
-//! connection): one redis-rs `MultiplexedConnection` every request shares,
-//! made on first use (so the app starts while Redis is down) and remade by
-//! the next request after it is lost, whose socket defers each write to
-//! the end of the scheduler's turn: the checks of every request that runs
-//! in that turn go to Redis in one write, and come back in one read
-//! (auto-pipelining, as ioredis's `enableAutoPipelining` does).
+//! connection): one connection of this crate's own that every request
+//! shares, made on first use (so the app starts while Redis is down) and
+//! made again by the next request after it is lost.
 //!
-//! Without the deferral, tokio runs the connection's task as soon as the
-//! first request of a turn hands it a command (the task it wakes runs
-//! next), so nearly every check costs a write and a read of its own.
+//! A request writes its command's bytes straight into the connection's
+//! buffer and waits on a one-shot slot; one task writes the buffer and
+//! reads the replies. That task lets the scheduler's other ready tasks run
+//! before each write, so the checks of every request served in one turn
+//! go to Redis in one write and come back in one read (auto-pipelining,
+//! as ioredis's `enableAutoPipelining` does). An `RL.ALL` reply is read
+//! from its bytes into an [`AllDecision`] without redis-rs's value tree;
+//! any other reply goes through redis-rs's parser, so its errors and
+//! values are redis-rs's own.
 
+use std::collections::VecDeque;
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::RwLock;
-use std::task::{Context, Poll};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, ConnectionAddr, RedisResult};
+use librl_client::{AllDecision, AsyncConnection, Decision, LeaseId, Prepared, RetryAfter};
+use redis::{ConnectionAddr, FromRedisValue, RedisResult, Value};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::oneshot;
+
+use crate::headers::decimal;
 
 /// The shared connection and how to make it again.
 pub(crate) struct Standalone {
     client: redis::Client,
     timeout: Duration,
-    /// The connection, and its generation (so that a request reporting a
-    /// lost connection never drops a newer one).
-    current: RwLock<Option<(u64, MultiplexedConnection)>>,
+    current: RwLock<Option<PipelinedConnection>>,
     /// One request at a time connects; the others wait for it.
-    connecting: tokio::sync::Mutex<u64>,
+    connecting: tokio::sync::Mutex<()>,
 }
 
 impl Standalone {
@@ -37,12 +44,12 @@ impl Standalone {
             client,
             timeout,
             current: RwLock::new(None),
-            connecting: tokio::sync::Mutex::new(0),
+            connecting: tokio::sync::Mutex::new(()),
         }
     }
 
-    /// The connection and its generation, connecting when there is none.
-    pub(crate) async fn get(&self) -> RedisResult<(u64, MultiplexedConnection)> {
+    /// The connection, connecting when there is none or it was lost.
+    pub(crate) async fn get(&self) -> RedisResult<PipelinedConnection> {
         if let Some(current) = self.current() {
             return Ok(current);
         }
@@ -51,17 +58,19 @@ impl Standalone {
         Box::pin(self.connect()).await
     }
 
-    fn current(&self) -> Option<(u64, MultiplexedConnection)> {
+    fn current(&self) -> Option<PipelinedConnection> {
         self.current
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .clone()
+            .as_ref()
+            .filter(|c| c.is_open())
+            .cloned()
     }
 
     /// One attempt within `timeout`: a request that finds Redis gone fails
     /// at once; the next one tries again.
-    async fn connect(&self) -> RedisResult<(u64, MultiplexedConnection)> {
-        let mut generation = self.connecting.lock().await;
+    async fn connect(&self) -> RedisResult<PipelinedConnection> {
+        let _connecting = self.connecting.lock().await;
         if let Some(current) = self.current() {
             return Ok(current);
         }
@@ -73,118 +82,624 @@ impl Standalone {
                     "connecting to redis timed out",
                 ))
             })??;
-        *generation += 1;
-        let current = (*generation, connection);
-        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Some(current.clone());
-        Ok(current)
-    }
-
-    /// A command on the connection of this generation failed: when the
-    /// error says the connection is lost, it is dropped, and the next
-    /// request connects again.
-    pub(crate) fn failed(&self, generation: u64, error: &redis::RedisError) {
-        if !error.is_unrecoverable_error() {
-            return;
-        }
-        let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
-        if current.as_ref().is_some_and(|(g, _)| *g == generation) {
-            *current = None;
-        }
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Some(connection.clone());
+        Ok(connection)
     }
 }
 
 /// A new connection as the middleware makes its own (docs/http/rust.md,
-/// The Redis connection), its driver spawned on the runtime: commands
-/// sent on it (and its clones) from tasks that run in the same turn of
-/// the scheduler go to Redis in one write. TCP and Unix sockets get the
-/// deferring socket; any other address (TLS) is left to redis-rs as it
-/// is. No response timeout: bound each call yourself.
-pub async fn pipelined_connection(client: &redis::Client) -> RedisResult<MultiplexedConnection> {
-    // The exchange has its own timeout (the configuration's `timeout`),
-    // so the connection needs none of its own per command.
-    let config = AsyncConnectionConfig::new().set_response_timeout(None);
+/// The Redis connection), its task spawned on the runtime, authenticated
+/// and on the URL's database: commands sent on it (and its clones) from
+/// tasks that run in the same turn of the scheduler go to Redis in one
+/// write. TCP and Unix sockets, RESP2. No response timeout: bound each
+/// call yourself.
+pub async fn pipelined_connection(client: &redis::Client) -> RedisResult<PipelinedConnection> {
     let info = client.get_connection_info();
-    let settings = info.redis_settings();
-    match info.addr() {
+    let connection = match info.addr() {
         ConnectionAddr::Tcp(host, port) => {
             let stream = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
             stream.set_nodelay(true)?;
-            let (connection, driver) =
-                MultiplexedConnection::new_with_config(settings, Deferred::new(stream), config)
-                    .await?;
-            tokio::spawn(driver);
-            Ok(connection)
+            PipelinedConnection::spawn(stream)
         }
         #[cfg(unix)]
         ConnectionAddr::Unix(path) => {
-            let stream = tokio::net::UnixStream::connect(path).await?;
-            let (connection, driver) =
-                MultiplexedConnection::new_with_config(settings, Deferred::new(stream), config)
-                    .await?;
-            tokio::spawn(driver);
-            Ok(connection)
+            PipelinedConnection::spawn(tokio::net::UnixStream::connect(path).await?)
         }
-        _ => {
-            client
-                .get_multiplexed_async_connection_with_config(&config)
-                .await
+        other => {
+            return Err(redis::RedisError::from(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("librl-tower connects over TCP or a Unix socket, not {other}"),
+            )))
+        }
+    };
+    let settings = info.redis_settings();
+    if let Some(password) = settings.password() {
+        let mut auth = redis::cmd("AUTH");
+        if let Some(username) = settings.username() {
+            auth.arg(username);
+        }
+        connection.value(auth.arg(password)).await?;
+    }
+    if settings.db() != 0 {
+        connection
+            .value(redis::cmd("SELECT").arg(settings.db()))
+            .await?;
+    }
+    Ok(connection)
+}
+
+/// A connection to one Redis server, shared by cloning: each command's
+/// bytes join a buffer that one task writes once per scheduler turn, and
+/// each reply goes back to the command's own caller (see the module).
+/// Made by [`pipelined_connection`]; it closes when its last clone is
+/// dropped. `librl_client`'s commands run on it (`query_async`).
+#[derive(Clone)]
+pub struct PipelinedConnection {
+    handle: Arc<Handle>,
+}
+
+/// Wakes the connection's task when the last clone goes, so it closes.
+struct Handle {
+    shared: Arc<Shared>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        let mut state = self.shared.lock();
+        state.closed.get_or_insert(io::ErrorKind::NotConnected);
+        self.shared.open.store(false, Ordering::Relaxed);
+        if let Some(task) = state.task.take() {
+            task.wake();
         }
     }
 }
 
-/// A socket whose first write of each flush waits for the scheduler's
-/// other ready tasks: the connection's task wakes itself and yields
-/// (tokio runs a task that woke itself after the tasks already queued),
-/// and the commands those tasks hand it meanwhile join the same write.
-struct Deferred<S> {
-    inner: S,
-    /// This flush has yielded once already.
-    yielded: bool,
+struct Shared {
+    state: Mutex<State>,
+    /// `state.closed` is none: read by every request without the lock.
+    open: AtomicBool,
 }
 
-impl<S> Deferred<S> {
-    fn new(inner: S) -> Deferred<S> {
-        Deferred {
-            inner,
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+struct State {
+    /// Commands not yet handed to the socket.
+    out: Vec<u8>,
+    /// One per command written or to write, in order: where its reply goes.
+    waiting: VecDeque<Waiting>,
+    /// The task's waker while it waits for commands (taken by the first
+    /// command that wakes it).
+    task: Option<Waker>,
+    /// Why the connection is closed: no command is taken after that.
+    closed: Option<io::ErrorKind>,
+}
+
+struct Waiting {
+    all: bool,
+    reply: oneshot::Sender<RedisResult<Reply>>,
+}
+
+enum Reply {
+    All(AllDecision),
+    Value(Value),
+}
+
+fn closed_error(kind: io::ErrorKind) -> redis::RedisError {
+    redis::RedisError::from(io::Error::new(kind, "the connection to redis was lost"))
+}
+
+impl PipelinedConnection {
+    fn spawn<S>(stream: S) -> PipelinedConnection
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                out: Vec::with_capacity(4096),
+                waiting: VecDeque::new(),
+                task: None,
+                closed: None,
+            }),
+            open: AtomicBool::new(true),
+        });
+        tokio::spawn(Driver {
+            stream,
+            shared: shared.clone(),
+            writing: Vec::with_capacity(4096),
+            written: 0,
             yielded: false,
+            read: vec![0; 16 * 1024],
+            start: 0,
+            end: 0,
+        });
+        PipelinedConnection {
+            handle: Arc::new(Handle { shared }),
+        }
+    }
+
+    /// False once the connection is lost: the middleware then makes another.
+    pub fn is_open(&self) -> bool {
+        self.handle.shared.open.load(Ordering::Relaxed)
+    }
+
+    /// Queues one command, written by `encode`, and wakes the task when
+    /// it waits for commands.
+    fn send_with(
+        &self,
+        all: bool,
+        encode: impl FnOnce(&mut Vec<u8>),
+    ) -> Result<oneshot::Receiver<RedisResult<Reply>>, redis::RedisError> {
+        let (reply, receiver) = oneshot::channel();
+        let mut state = self.handle.shared.lock();
+        if let Some(kind) = state.closed {
+            return Err(closed_error(kind));
+        }
+        encode(&mut state.out);
+        state.waiting.push_back(Waiting { all, reply });
+        if let Some(task) = state.task.take() {
+            task.wake();
+        }
+        Ok(receiver)
+    }
+
+    async fn reply(
+        receiver: Result<oneshot::Receiver<RedisResult<Reply>>, redis::RedisError>,
+    ) -> RedisResult<Reply> {
+        receiver?
+            .await
+            .map_err(|_| closed_error(io::ErrorKind::ConnectionAborted))?
+    }
+
+    /// Sends `RL.ALL` with these words after the command's name and reads
+    /// its reply.
+    pub async fn all(&self, words: &[&[u8]]) -> RedisResult<AllDecision> {
+        self.all_with(|out| {
+            array_header(out, words.len() + 1);
+            bulk(out, b"RL.ALL");
+            for word in words {
+                bulk(out, word);
+            }
+        })
+        .await
+    }
+
+    /// Sends the `RL.ALL` that `encode` writes (whole, in RESP) and reads
+    /// its reply.
+    pub(crate) async fn all_with(
+        &self,
+        encode: impl FnOnce(&mut Vec<u8>),
+    ) -> RedisResult<AllDecision> {
+        match Self::reply(self.send_with(true, encode)).await? {
+            Reply::All(decision) => Ok(decision),
+            Reply::Value(_) => Err(unexpected()),
+        }
+    }
+
+    /// Sends any command and reads its reply (a server error as `Err`).
+    pub async fn value(&self, cmd: &redis::Cmd) -> RedisResult<Value> {
+        let receiver = self.send_with(false, |out| cmd.write_packed_command(out));
+        match Self::reply(receiver).await? {
+            Reply::Value(value) => Ok(value),
+            Reply::All(_) => Err(unexpected()),
         }
     }
 }
 
-impl<S: AsyncRead + Unpin> AsyncRead for Deferred<S> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
+fn unexpected() -> redis::RedisError {
+    redis::RedisError::from(io::Error::other("a reply of the wrong kind"))
+}
+
+impl AsyncConnection for PipelinedConnection {
+    fn send(&mut self, prepared: &Prepared) -> impl Future<Output = RedisResult<Value>> + Send {
+        let receiver = self.send_with(false, |out| prepared.cmd().write_packed_command(out));
+        async move {
+            match Self::reply(receiver).await? {
+                Reply::Value(value) => Ok(value),
+                Reply::All(_) => Err(unexpected()),
+            }
+        }
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for Deferred<S> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        if !self.yielded {
-            self.yielded = true;
-            cx.waker().wake_by_ref();
-            return Poll::Pending;
+/// `*n\r\n`.
+pub(crate) fn array_header(out: &mut Vec<u8>, n: usize) {
+    out.push(b'*');
+    decimal(out, n as u64);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// One bulk string: `$len\r\nword\r\n`.
+pub(crate) fn bulk(out: &mut Vec<u8>, word: &[u8]) {
+    out.push(b'$');
+    decimal(out, word.len() as u64);
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(word);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The connection's task: writes the buffered commands once the other
+/// ready tasks have run, reads replies and hands each to its command.
+struct Driver<S> {
+    stream: S,
+    shared: Arc<Shared>,
+    /// The bytes being written, and how many went out.
+    writing: Vec<u8>,
+    written: usize,
+    /// This write has waited for the scheduler's other tasks once.
+    yielded: bool,
+    /// Replies read, `start..end` not yet handed out.
+    read: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Future for Driver<S> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = &mut *self;
+        let outcome = match this.poll_read(cx) {
+            Err(e) => Err(e),
+            Ok(()) => this.poll_write(cx),
+        };
+        match outcome {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(kind)) | Err(kind) => {
+                this.close(kind);
+                Poll::Ready(())
+            }
         }
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Driver<S> {
+    /// Reads until the socket has nothing more, handing out each complete
+    /// reply.
+    fn poll_read(&mut self, cx: &mut Context<'_>) -> Result<(), io::ErrorKind> {
+        loop {
+            if self.end == self.read.len() {
+                if self.start > 0 {
+                    self.read.copy_within(self.start..self.end, 0);
+                    self.end -= self.start;
+                    self.start = 0;
+                } else {
+                    let grown = self.read.len() * 2;
+                    self.read.resize(grown, 0);
+                }
+            }
+            let mut buf = ReadBuf::new(&mut self.read[self.end..]);
+            match Pin::new(&mut self.stream).poll_read(cx, &mut buf) {
+                Poll::Pending => return Ok(()),
+                Poll::Ready(Err(e)) => return Err(e.kind()),
+                Poll::Ready(Ok(())) => {
+                    let n = buf.filled().len();
+                    if n == 0 {
+                        return Err(io::ErrorKind::UnexpectedEof);
+                    }
+                    self.end += n;
+                    self.hand_out()?;
+                }
+            }
+        }
     }
 
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        // The buffer went out: the next write yields again.
-        let flushed = Pin::new(&mut self.inner).poll_flush(cx);
-        if flushed.is_ready() {
+    /// Each complete reply in the buffer to the command waiting first.
+    fn hand_out(&mut self) -> Result<(), io::ErrorKind> {
+        let mut state = self.shared.lock();
+        while let Some(len) = frame_len(self.read.get(self.start..self.end).unwrap_or(&[]))? {
+            let frame = self.read.get(self.start..self.start + len).unwrap_or(&[]);
+            self.start += len;
+            // A reply no command waits for: the stream is out of step.
+            let waiting = state
+                .waiting
+                .pop_front()
+                .ok_or(io::ErrorKind::InvalidData)?;
+            let reply = match waiting.all {
+                true => all_reply(frame).map(Reply::All),
+                false => redis::parse_redis_value(frame)
+                    .and_then(Value::extract_error)
+                    .map(Reply::Value),
+            };
+            // The caller may have gone (its timeout): the reply is dropped.
+            let _ = waiting.reply.send(reply);
+        }
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+        Ok(())
+    }
+
+    /// Writes what is buffered; Ready when the connection should close.
+    fn poll_write(&mut self, cx: &mut Context<'_>) -> Result<Poll<io::ErrorKind>, io::ErrorKind> {
+        loop {
+            while self.written < self.writing.len() {
+                let rest = self.writing.get(self.written..).unwrap_or(&[]);
+                match Pin::new(&mut self.stream).poll_write(cx, rest) {
+                    Poll::Pending => return Ok(Poll::Pending),
+                    Poll::Ready(Err(e)) => return Err(e.kind()),
+                    Poll::Ready(Ok(0)) => return Err(io::ErrorKind::WriteZero),
+                    Poll::Ready(Ok(n)) => self.written += n,
+                }
+            }
+            self.writing.clear();
+            self.written = 0;
+            let mut state = self.shared.lock();
+            if let Some(kind) = state.closed {
+                return Ok(Poll::Ready(kind));
+            }
+            if state.out.is_empty() {
+                if !state.task.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    state.task = Some(cx.waker().clone());
+                }
+                return Ok(Poll::Pending);
+            }
+            if !self.yielded {
+                // tokio runs a task that woke itself after the tasks
+                // already queued: their commands join this write.
+                self.yielded = true;
+                cx.waker().wake_by_ref();
+                return Ok(Poll::Pending);
+            }
             self.yielded = false;
+            std::mem::swap(&mut state.out, &mut self.writing);
         }
-        flushed
     }
 
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
+    /// Fails every command still waiting, and takes no more.
+    fn close(&mut self, kind: io::ErrorKind) {
+        let mut state = self.shared.lock();
+        state.closed.get_or_insert(kind);
+        self.shared.open.store(false, Ordering::Relaxed);
+        state.task = None;
+        state.out.clear();
+        for waiting in state.waiting.drain(..) {
+            let _ = waiting.reply.send(Err(closed_error(kind)));
+        }
+    }
+}
+
+/// The length of the RESP2 reply at the start of `buf`, None while it is
+/// incomplete.
+fn frame_len(buf: &[u8]) -> Result<Option<usize>, io::ErrorKind> {
+    let mut pos = 0usize;
+    // Replies still to skip: nested arrays add their items.
+    let mut left: u64 = 1;
+    while left > 0 {
+        left -= 1;
+        let Some(kind) = buf.get(pos).copied() else {
+            return Ok(None);
+        };
+        let Some(eol) = buf
+            .get(pos + 1..)
+            .and_then(|rest| rest.windows(2).position(|w| w == b"\r\n"))
+        else {
+            return Ok(None);
+        };
+        let line = buf.get(pos + 1..pos + 1 + eol).unwrap_or(&[]);
+        pos += eol + 3;
+        match kind {
+            b'+' | b'-' | b':' => {}
+            b'$' => {
+                if let Ok(n) = usize::try_from(signed(line)?) {
+                    pos = pos.saturating_add(n).saturating_add(2);
+                    if pos > buf.len() {
+                        return Ok(None);
+                    }
+                }
+            }
+            b'*' => {
+                if let Ok(n) = u64::try_from(signed(line)?) {
+                    left = left.saturating_add(n);
+                }
+            }
+            _ => return Err(io::ErrorKind::InvalidData),
+        }
+    }
+    Ok(Some(pos))
+}
+
+fn signed(line: &[u8]) -> Result<i64, io::ErrorKind> {
+    std::str::from_utf8(line)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or(io::ErrorKind::InvalidData)
+}
+
+/// An `RL.ALL` reply: read from its bytes when it is the plain shape (an
+/// array of allowed, retry_after and one array of integers per clause),
+/// else through redis-rs's parser and librl-client's reading, whose
+/// errors (a server error included) are the reference.
+fn all_reply(frame: &[u8]) -> RedisResult<AllDecision> {
+    if let Some(decision) = plain_all(frame) {
+        return Ok(decision);
+    }
+    let value = redis::parse_redis_value(frame)?.extract_error()?;
+    Ok(AllDecision::from_redis_value(value)?)
+}
+
+/// [`all_reply`]'s fast reading; None for anything but the plain shape
+/// with values librl-client reads the same way.
+fn plain_all(frame: &[u8]) -> Option<AllDecision> {
+    let mut r = Reader { buf: frame, pos: 0 };
+    let items = r.header(b'*')?;
+    let clauses = items.checked_sub(2)?;
+    let allowed = flag(r.int()?)?;
+    let retry_after = retry_after_of(r.int()?)?;
+    let mut decisions = Vec::with_capacity(usize::try_from(clauses).ok()?.min(64));
+    for _ in 0..clauses {
+        let n = r.header(b'*')?;
+        if n < 6 {
+            return None;
+        }
+        let allowed = flag(r.int()?)?;
+        let count = u64::try_from(r.int()?).ok()?;
+        let retry_after = retry_after_of(r.int()?)?;
+        let limit = u64::try_from(r.int()?).ok()?;
+        let remaining = u64::try_from(r.int()?).ok()?;
+        let reset_after_ms = u64::try_from(r.int()?).ok()?;
+        let lease = match n {
+            6 => None,
+            _ => match u64::try_from(r.int()?).ok()? {
+                0 => None,
+                id => Some(LeaseId::new(id)?),
+            },
+        };
+        // Integers a later module adds are ignored.
+        for _ in 7..n {
+            r.int()?;
+        }
+        decisions.push(Decision {
+            allowed,
+            count,
+            retry_after,
+            limit,
+            remaining,
+            reset_after_ms,
+            lease,
+        });
+    }
+    (r.pos == frame.len()).then_some(AllDecision {
+        allowed,
+        retry_after,
+        decisions,
+    })
+}
+
+fn flag(v: i64) -> Option<bool> {
+    match v {
+        0 => Some(false),
+        1 => Some(true),
+        _ => None,
+    }
+}
+
+fn retry_after_of(v: i64) -> Option<RetryAfter> {
+    match v {
+        -1 => Some(RetryAfter::Never),
+        v => u64::try_from(v).ok().map(RetryAfter::Ms),
+    }
+}
+
+/// Reads RESP2 lines from a complete reply.
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl Reader<'_> {
+    /// The number after `kind` on the next line.
+    fn line(&mut self, kind: u8) -> Option<i64> {
+        let rest = self.buf.get(self.pos..)?;
+        if *rest.first()? != kind {
+            return None;
+        }
+        let eol = rest.iter().position(|&b| b == b'\r')?;
+        let digits = rest.get(1..eol)?;
+        if rest.get(eol + 1) != Some(&b'\n') {
+            return None;
+        }
+        self.pos += eol + 2;
+        let (negative, digits) = match digits.split_first() {
+            Some((b'-', d)) => (true, d),
+            _ => (false, digits),
+        };
+        if digits.is_empty() || digits.len() > 18 {
+            return None;
+        }
+        let mut n: i64 = 0;
+        for &d in digits {
+            if !d.is_ascii_digit() {
+                return None;
+            }
+            n = n * 10 + i64::from(d - b'0');
+        }
+        Some(if negative { -n } else { n })
+    }
+
+    fn int(&mut self) -> Option<i64> {
+        self.line(b':')
+    }
+
+    fn header(&mut self, kind: u8) -> Option<u64> {
+        u64::try_from(self.line(kind)?).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all(frame: &[u8]) -> AllDecision {
+        let value = redis::parse_redis_value(frame).unwrap();
+        AllDecision::from_redis_value(value).unwrap()
+    }
+
+    /// The fast reading gives what librl-client's reading gives, and
+    /// defers to it for anything else.
+    #[test]
+    fn plain_all_reads_as_librl_client_does() {
+        let replies: [&[u8]; 4] = [
+            b"*3\r\n:1\r\n:0\r\n*6\r\n:1\r\n:1\r\n:0\r\n:10\r\n:9\r\n:60000\r\n",
+            b"*4\r\n:0\r\n:-1\r\n*6\r\n:0\r\n:5\r\n:-1\r\n:5\r\n:0\r\n:100\r\n*7\r\n:1\r\n:1\r\n:0\r\n:3\r\n:2\r\n:5\r\n:0\r\n",
+            b"*3\r\n:1\r\n:0\r\n*7\r\n:1\r\n:1\r\n:0\r\n:3\r\n:2\r\n:5\r\n:42\r\n",
+            b"*3\r\n:1\r\n:0\r\n*8\r\n:1\r\n:1\r\n:0\r\n:3\r\n:2\r\n:5\r\n:0\r\n:7\r\n",
+        ];
+        for reply in replies {
+            assert_eq!(plain_all(reply), Some(all(reply)));
+            assert_eq!(frame_len(reply), Ok(Some(reply.len())));
+            assert_eq!(frame_len(&reply[..reply.len() - 1]), Ok(None));
+        }
+        let odd: [&[u8]; 4] = [
+            b"*3\r\n:2\r\n:0\r\n*6\r\n:1\r\n:1\r\n:0\r\n:10\r\n:9\r\n:60000\r\n",
+            b"*3\r\n:1\r\n:0\r\n*5\r\n:1\r\n:1\r\n:0\r\n:10\r\n:9\r\n",
+            b"*3\r\n:1\r\n:0\r\n*6\r\n:1\r\n$1\r\n1\r\n:0\r\n:10\r\n:9\r\n:60000\r\n",
+            b"-ERR unknown command 'RL.ALL'\r\n",
+        ];
+        for reply in odd {
+            assert_eq!(plain_all(reply), None);
+        }
+        let error = all_reply(b"-ERR unknown command 'RL.ALL'\r\n").unwrap_err();
+        assert!(error.to_string().contains("unknown command"), "{error}");
+        for reply in &odd[..3] {
+            let generic = redis::parse_redis_value(reply)
+                .ok()
+                .and_then(|v| AllDecision::from_redis_value(v).ok());
+            assert_eq!(all_reply(reply).ok(), generic);
+            assert!(generic.is_none());
+        }
+    }
+
+    #[test]
+    fn frames_are_measured_whole() {
+        let frames: [&[u8]; 6] = [
+            b"+OK\r\n",
+            b"$-1\r\n",
+            b"$5\r\nab\r\nc\r\n",
+            b"*-1\r\n",
+            b"*2\r\n*1\r\n:1\r\n$0\r\n\r\n",
+            b"*0\r\n",
+        ];
+        for frame in frames {
+            let mut two = frame.to_vec();
+            two.extend_from_slice(b":1\r\n");
+            assert_eq!(frame_len(&two), Ok(Some(frame.len())), "{frame:?}");
+            assert_eq!(frame_len(&frame[..frame.len() - 1]), Ok(None));
+        }
+        assert_eq!(frame_len(b"!3\r\n"), Err(io::ErrorKind::InvalidData));
+        assert_eq!(frame_len(b"*x\r\n"), Err(io::ErrorKind::InvalidData));
+    }
+
+    #[test]
+    fn words_are_bulk_strings() {
+        let mut out = Vec::new();
+        array_header(&mut out, 2);
+        bulk(&mut out, b"RL.ALL");
+        bulk(&mut out, b"");
+        assert_eq!(out, b"*2\r\n$6\r\nRL.ALL\r\n$0\r\n\r\n");
     }
 }

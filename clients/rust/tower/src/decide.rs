@@ -21,7 +21,7 @@ use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use tokio::sync::OnceCell;
 
-use crate::connection::Standalone;
+use crate::connection::{array_header, bulk, Standalone};
 use crate::identity::Subject;
 use crate::plan::Check;
 use crate::policy::{ValidAlgorithm, ValidPolicy};
@@ -297,13 +297,11 @@ impl Backend {
         peek: bool,
     ) -> redis::RedisResult<AllDecision> {
         if let Connection::Standalone(standalone) = &self.connection {
-            if let Some(cmd) = premade_all(checks, members, peek) {
-                let (generation, mut connection) = standalone.get().await?;
-                let reply = cmd.query_async(&mut connection).await;
-                if let Err(e) = &reply {
-                    standalone.failed(generation, e);
-                }
-                return reply;
+            if let Some(words) = premade_len(checks, members) {
+                let connection = standalone.get().await?;
+                return connection
+                    .all_with(|out| write_premade(out, checks, members, words, peek))
+                    .await;
             }
         }
         let all: All = members
@@ -317,12 +315,8 @@ impl Backend {
     async fn run<Q: Command>(&self, command: &Q) -> redis::RedisResult<Q::Output> {
         match &self.connection {
             Connection::Standalone(standalone) => {
-                let (generation, mut connection) = standalone.get().await?;
-                let reply = command.query_async(&mut connection).await;
-                if let Err(e) = &reply {
-                    standalone.failed(generation, e);
-                }
-                reply
+                let mut connection = standalone.get().await?;
+                command.query_async(&mut connection).await
             }
             Connection::Cluster { client, limiter } => {
                 let limiter = match limiter.get() {
@@ -345,13 +339,14 @@ impl Backend {
 }
 
 /// A policy's clause words that are the same for every request
-/// ([`Premade`](crate::policy::Premade)): its name, then (after the key)
-/// the words up to the override key and those after it, at cost 1.
+/// ([`Premade`](crate::policy::Premade)), as RESP bulk strings: its name,
+/// then (after the key) the words up to the override key and those after
+/// it, at cost 1; and how many words each part has.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ClauseWords {
     name: Vec<u8>,
-    before_okey: Vec<Vec<u8>>,
-    after_okey: Vec<Vec<u8>>,
+    before_okey: (Vec<u8>, usize),
+    after_okey: (Vec<u8>, usize),
 }
 
 /// The words [`Check::clause`] writes for `policy` around any key and
@@ -382,46 +377,57 @@ pub(crate) fn premade_words(policy: &ValidPolicy) -> Option<ClauseWords> {
         Some(i) => (words.get(..i)?, words.get(i + 1..)?),
         None => (words, &[][..]),
     };
+    let encoded = |words: &[Vec<u8>]| {
+        let mut out = Vec::new();
+        for word in words {
+            bulk(&mut out, word);
+        }
+        (out, words.len())
+    };
+    let mut encoded_name = Vec::new();
+    bulk(&mut encoded_name, name);
     Some(ClauseWords {
-        name: name.clone(),
-        before_okey: before.to_vec(),
-        after_okey: after.to_vec(),
+        name: encoded_name,
+        before_okey: encoded(before),
+        after_okey: encoded(after),
     })
 }
 
-/// The `RL.ALL` of these checks from their policies' premade words; None
+/// The number of words of the `RL.ALL` of these checks from their
+/// policies' premade words (the command's name and `PEEK` aside); None
 /// when one has none, or costs other than 1.
-fn premade_all(checks: &[Check], members: &[usize], peek: bool) -> Option<redis::Cmd> {
-    // Sized once (a word's bytes are about a key's length): no regrowing
-    // while the words go in.
-    let words: usize = members
-        .iter()
-        .filter_map(|&i| checks.get(i))
-        .map(|c| c.key.len() + c.override_key.as_ref().map_or(0, String::len) + 48)
-        .sum();
-    let mut cmd = redis::Cmd::with_capacity(2 + 12 * members.len(), words + 16);
-    cmd.arg("RL.ALL");
+fn premade_len(checks: &[Check], members: &[usize]) -> Option<usize> {
+    let mut len = 0;
     for &i in members {
         let check = checks.get(i)?;
         let words = check.policy.premade.words.as_ref()?;
         if check.cost != Amount::ONE || check.override_key.is_some() != check.policy.overridable {
             return None;
         }
-        cmd.arg(&words.name[..]).arg(check.key.as_str());
-        for word in &words.before_okey {
-            cmd.arg(&word[..]);
-        }
+        len += 2 + words.before_okey.1 + words.after_okey.1 + usize::from(check.policy.overridable);
+    }
+    Some(len)
+}
+
+/// Writes that `RL.ALL` in RESP: `words` is [`premade_len`]'s count.
+fn write_premade(out: &mut Vec<u8>, checks: &[Check], members: &[usize], words: usize, peek: bool) {
+    array_header(out, 1 + words + usize::from(peek));
+    bulk(out, b"RL.ALL");
+    for check in members.iter().filter_map(|&i| checks.get(i)) {
+        let Some(premade) = check.policy.premade.words.as_ref() else {
+            continue; // never: premade_len has checked
+        };
+        out.extend_from_slice(&premade.name);
+        bulk(out, check.key.as_bytes());
+        out.extend_from_slice(&premade.before_okey.0);
         if let Some(okey) = &check.override_key {
-            cmd.arg(okey.as_str());
+            bulk(out, okey.as_bytes());
         }
-        for word in &words.after_okey {
-            cmd.arg(&word[..]);
-        }
+        out.extend_from_slice(&premade.after_okey.0);
     }
     if peek {
-        cmd.arg("PEEK");
+        bulk(out, b"PEEK");
     }
-    Some(cmd)
 }
 
 /// Indices of the checks `wanted` keeps, per subject, in the order
@@ -584,24 +590,18 @@ mod tests {
             for peek in [false, true] {
                 let built: All = checks.iter().map(Check::clause).collect();
                 let built = if peek { built.peek() } else { built };
-                let premade = premade_all(&checks, &[0, 1], peek).expect("premade words");
-                let words = |cmd: &redis::Cmd| -> Vec<Vec<u8>> {
-                    cmd.args_iter()
-                        .filter_map(|a| match a {
-                            redis::Arg::Simple(w) => Some(w.to_vec()),
-                            _ => None,
-                        })
-                        .collect()
-                };
+                let words = premade_len(&checks, &[0, 1]).expect("premade words");
+                let mut premade = Vec::new();
+                write_premade(&mut premade, &checks, &[0, 1], words, peek);
                 assert_eq!(
-                    words(&premade),
-                    built.prepare().unwrap().argv(),
+                    premade,
+                    built.prepare().unwrap().cmd().get_packed_command(),
                     "policy {name}, peek {peek}"
                 );
             }
         }
         let costly = check(Policy::fixed("e", 10, secs(60)), 3, None);
-        assert!(premade_all(&[costly], &[0], false).is_none());
+        assert!(premade_len(&[costly], &[0]).is_none());
     }
 
     #[test]

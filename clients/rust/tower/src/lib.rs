@@ -71,7 +71,7 @@ mod walker;
 pub use configuration::{
     Config, ConfigError, Deny, DenyBody, FailMode, HeaderMode, LegacyReset, Mode, Route, RouteDeny,
 };
-pub use connection::pipelined_connection;
+pub use connection::{pipelined_connection, PipelinedConnection};
 pub use decide::RedisTarget;
 pub use durations::{parse_duration, parse_rate};
 pub use hook::{CheckReport, DecisionEvent, DecisionHook, Outcome};
