@@ -64,6 +64,11 @@ func TestPreparedClauseSendsTheSameWords(t *testing.T) {
 	if !reflect.DeepEqual(a.argv, want) || !reflect.DeepEqual(a.keys, []string{"{a}:t", "{a}:o", "{a}:u"}) || len(a.parts) != 2 {
 		t.Fatalf("%v", a)
 	}
+	// Prepared clauses' arguments are allocated at their size (and
+	// PEEK's room), not grown.
+	if spare := cap(a.argv) - len(a.argv); spare != 1 {
+		t.Fatalf("%d words with room for %d", len(a.argv), cap(a.argv))
+	}
 	var arg *ArgError
 	if _, err := allCall([]Clause{tpl.For("k", Burst(3))}, false); !errors.As(err, &arg) || arg.Where != "All clause 0 (TOKEN k)" {
 		t.Fatalf("Burst in both: %v", err)
@@ -138,16 +143,16 @@ func TestDenialCacheKeepsAllDecisions(t *testing.T) {
 	c := NewDenialCache(0, 0)
 	t0 := time.Now()
 	a := AllDecision{RetryAfter: time.Second, Decisions: []Decision{{RetryAfter: time.Second, ResetAfter: 2 * time.Second}}}
-	c.keep("all", c.generation(), t0, t0, a.RetryAfter, cacheEntry{all: &a, keys: []string{"k"}})
+	c.keep("all", c.generation(), t0, t0, a.RetryAfter, cacheEntry{all: a, many: true, keys: []string{"k"}})
 	e, ok := c.lookup("all", t0.Add(400*time.Millisecond))
-	if !ok || e.all == nil || e.all.RetryAfter != 600*time.Millisecond || e.all.Decisions[0].ResetAfter != 1600*time.Millisecond {
+	if !ok || !e.many || e.all.RetryAfter != 600*time.Millisecond || e.all.Decisions[0].ResetAfter != 1600*time.Millisecond {
 		t.Fatalf("%+v", e)
 	}
 	c.after(call{effect: effectRefund, keys: []string{"k"}})
 	if c.Len() != 0 {
 		t.Fatal("a refund on k kept the denial naming k")
 	}
-	c.keep("all", c.generation(), t0, t0, a.RetryAfter, cacheEntry{all: &a})
+	c.keep("all", c.generation(), t0, t0, a.RetryAfter, cacheEntry{all: a, many: true})
 	c.after(call{effect: effectClearAll})
 	if c.Len() != 0 {
 		t.Fatal("an override change kept a denial")

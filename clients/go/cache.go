@@ -43,7 +43,8 @@ type cacheEntry struct {
 	received   time.Time
 	validUntil time.Time
 	one        Decision
-	all        *AllDecision
+	all        AllDecision // when many
+	many       bool        // RL.ALL's
 	keys       []string
 }
 
@@ -153,13 +154,13 @@ func (c *DenialCache) lookup(id string, now time.Time) (*cacheEntry, bool) {
 		return nil, false
 	}
 	elapsed := now.Sub(e.received)
-	out := &cacheEntry{one: aged(e.one, elapsed)}
-	if e.all != nil {
+	out := &cacheEntry{one: aged(e.one, elapsed), many: e.many}
+	if e.many {
 		all := AllDecision{Allowed: false, RetryAfter: left(e.all.RetryAfter, elapsed)}
 		for _, d := range e.all.Decisions {
 			all.Decisions = append(all.Decisions, aged(d, elapsed))
 		}
-		out.all = &all
+		out.all = all
 	}
 	return out, true
 }

@@ -285,13 +285,38 @@ func clauseKeys(key string, o options) []string {
 	return []string{key}
 }
 
+// algorithmWord is a clause's algorithm as an argument: the constant's
+// own, which an interface holds without an allocation.
+func algorithmWord(name string) any {
+	switch name {
+	case "FIXED":
+		return "FIXED"
+	case "SLIDING":
+		return "SLIDING"
+	case "TOKEN":
+		return "TOKEN"
+	case "CONCURRENT":
+		return "CONCURRENT"
+	}
+	return name
+}
+
 func allCall(clauses []Clause, peek bool) (call, error) {
 	if len(clauses) == 0 {
 		return call{}, argErr("All", "needs at least one clause (Fixed, Sliding, Token or Concurrent)")
 	}
-	// Room for a clause's usual words (algorithm, key, limit, window, two
-	// options) and PEEK, so that the arguments grow once.
-	argv := make([]any, 1, 2+7*len(clauses))
+	// Room for every word (a prepared clause's are known; two per option
+	// added) and PEEK, so that the arguments are allocated once, no
+	// larger than they need.
+	words := 2
+	for _, c := range clauses {
+		if c.pre != nil {
+			words += 2 + len(c.pre.words) + 2*len(c.opts)
+		} else {
+			words += 4 + 2*len(c.opts)
+		}
+	}
+	argv := make([]any, 1, words)
 	argv[0] = "RL.ALL"
 	k := call{name: "RL.ALL", argv: argv, keyPos: 2, effect: effectCacheable}
 	refund, writes, leases := false, false, false
@@ -299,7 +324,7 @@ func allCall(clauses []Clause, peek bool) (call, error) {
 		if c.algorithm == "" {
 			return call{}, argErr("All", "clause %d is the zero Clause: build clauses with Fixed, Sliding, Token or Concurrent", i)
 		}
-		words, o, err := clauseWords("", c, c.allowed(), append(k.argv, c.algorithm))
+		words, o, err := clauseWords("", c, c.allowed(), append(k.argv, algorithmWord(c.algorithm)))
 		if err != nil {
 			// The clause's place is named only when there is an error to
 			// name it in: the same check again, with it.

@@ -56,6 +56,12 @@ type Limiter struct {
 	// pipe: the client's auto-pipeliner, when the calls ride it
 	// (WithAutoPipelining).
 	pipe *redis.AutoPipeliner
+	// conn: the package's own pipelined connection, when the calls ride
+	// it (WithPipelinedConnection).
+	conn *pipeConn
+	// timeout: how long a call may take from its start (WithTimeout; 0:
+	// as long as its context allows).
+	timeout time.Duration
 }
 
 // New wraps a *redis.Client, a *redis.ClusterClient, or any
@@ -83,6 +89,22 @@ func (l *Limiter) WithDenialCache(cache *DenialCache) *Limiter {
 	}
 	out := *l
 	out.cache = cache
+	return &out
+}
+
+// WithTimeout returns a Limiter whose calls end at most d after they
+// start, as if each call's context had that deadline too (whichever
+// comes first ends it). On the pipelined connection
+// (WithPipelinedConnection) the connection keeps the deadlines itself,
+// one timer for all the calls in flight, which costs less than a context
+// and a timer per call, and a call ends with an error wrapping
+// context.DeadlineExceeded; elsewhere each call gets context.WithTimeout
+// and ends with what go-redis returns at a context's deadline. As with a
+// context's deadline, a call given up this way may still run on the
+// server. d <= 0: no timeout of the Limiter's own.
+func (l *Limiter) WithTimeout(d time.Duration) *Limiter {
+	out := *l
+	out.timeout = max(d, 0)
 	return &out
 }
 
@@ -144,10 +166,10 @@ func (l *Limiter) single(ctx context.Context, method string, c Clause, opts []Op
 func (l *Limiter) many(ctx context.Context, k call) (AllDecision, error) {
 	sent := time.Now()
 	e, err := l.decide(ctx, k)
-	if e.all == nil {
+	if !e.many {
 		return AllDecision{}, err
 	}
-	a := *e.all
+	a := e.all
 	if k.leases != nil && len(a.Decisions) == len(k.leases) {
 		a.leases = make([]*Lease, len(k.leases))
 		for i, spec := range k.leases {
@@ -168,22 +190,28 @@ func (l *Limiter) decide(ctx context.Context, k call) (cacheEntry, error) {
 	many := k.name == "RL.ALL"
 	id, gen, sent := l.cached(k)
 	if id != "" {
-		if e, ok := l.cache.lookup(id, sent); ok && (e.all != nil) == many {
+		if e, ok := l.cache.lookup(id, sent); ok && e.many == many {
 			return *e, nil
 		}
 	}
-	reply, err := l.send(ctx, k)
+	// RL.ALL's reply on the pipelined connection is read into this, on
+	// the stack.
+	var into allReply
+	reply, err := l.send(ctx, k, &into)
 	if reply == nil {
 		return cacheEntry{}, err
 	}
-	e := cacheEntry{keys: k.keys}
+	e := cacheEntry{keys: k.keys, many: many}
 	var perr error
 	allowed, retry := false, time.Duration(0)
-	if many {
-		var a AllDecision
-		a, perr = allDecisionFrom(reply, k.leases)
-		e.all, allowed, retry = &a, a.Allowed, a.RetryAfter
-	} else {
+	switch {
+	case reply == filledInto:
+		e.all, perr = into.decision(k.leases)
+		allowed, retry = e.all.Allowed, e.all.RetryAfter
+	case many:
+		e.all, perr = allDecisionFrom(reply, k.leases)
+		allowed, retry = e.all.Allowed, e.all.RetryAfter
+	default:
 		e.one, perr = limiterDecision(reply, len(k.leases) == 1)
 		allowed, retry = e.one.Allowed, e.one.RetryAfter
 	}
@@ -206,9 +234,15 @@ func (l *Limiter) cached(k call) (id string, gen uint64, now time.Time) {
 	return cacheID(k), l.cache.generation(), now
 }
 
+// filledInto is the reply of an RL.ALL read into the caller's allReply
+// (send's into): a marker, so that the reply on the caller's stack is
+// never held by an interface that could take it to the heap.
+var filledInto any = new(int)
+
 // send routes and sends a checked call. A nil reply comes with an error; a
-// reply may come with a *DurabilityError.
-func (l *Limiter) send(ctx context.Context, k call) (any, error) {
+// reply may come with a *DurabilityError. An RL.ALL the pipelined
+// connection answers is read into into (the reply is then filledInto).
+func (l *Limiter) send(ctx context.Context, k call, into *allReply) (any, error) {
 	if l.cluster != nil {
 		if err := oneSlot(k.name, k.keys); err != nil {
 			return nil, err
@@ -216,6 +250,19 @@ func (l *Limiter) send(ctx context.Context, k call) (any, error) {
 	}
 	durable := l.durable != nil && k.writes
 	var client redis.UniversalClient = l.client
+	// The Limiter's timeout, from the call's start: kept by the pipelined
+	// connection for the calls it sends, a context's deadline for the
+	// others (a held call's included).
+	var deadline int64
+	if l.timeout > 0 {
+		if !durable && l.onConn(client, k) {
+			deadline = time.Now().Add(l.timeout).UnixNano()
+		} else {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, l.timeout)
+			defer cancel()
+		}
+	}
 	if k.wait > 0 && !durable {
 		if w, hold, cancel, ok := l.waitingClient(ctx, k.wait); ok {
 			defer cancel()
@@ -238,7 +285,7 @@ func (l *Limiter) send(ctx context.Context, k call) (any, error) {
 	if durable {
 		reply, err = l.sendDurable(ctx, k)
 	} else {
-		reply, err = l.sendOnce(ctx, client, k)
+		reply, err = l.sendOnce(ctx, client, k, deadline, into)
 	}
 	if err != nil && split && isTryAgain(err) {
 		l.moving.mark(Slot(k.keys[0]))
@@ -247,23 +294,44 @@ func (l *Limiter) send(ctx context.Context, k call) (any, error) {
 	return reply, err
 }
 
+// onConn: the call goes through the pipelined connection. A call the
+// server may hold (Wait) would hold every call queued behind it there: it
+// keeps the client's connections.
+func (l *Limiter) onConn(client redis.UniversalClient, k call) bool {
+	return l.conn != nil && client == l.client && k.wait == 0
+}
+
 // sendOnce sends a call through client, retrying it while its slot
-// moves (retry.go).
-func (l *Limiter) sendOnce(ctx context.Context, client redis.UniversalClient, k call) (any, error) {
-	var cmd *redis.Cmd
+// moves (retry.go); on the pipelined connection it ends at deadline (Unix
+// ns; 0: none), and an RL.ALL's reply is read into into.
+func (l *Limiter) sendOnce(ctx context.Context, client redis.UniversalClient, k call, deadline int64, into *allReply) (any, error) {
+	var reply any
 	err := l.retrying(ctx, k.splittable(), func(ctx context.Context) error {
-		cmd = redis.NewCmd(ctx, k.argv...)
+		if l.onConn(client, k) {
+			var err error
+			reply, err = l.conn.do(ctx, k.argv, k.name == "RL.ALL" && into != nil, deadline, into)
+			return err
+		}
+		cmd := redis.NewCmd(ctx, k.argv...)
 		// go-redis's ClusterClient routes by the key at this position,
 		// instead of COMMAND's first-key position (none for RL.ALL and
 		// RL.OVERRIDE).
 		cmd.SetFirstKeyPos(k.keyPos)
+		var err error
 		if l.pipe != nil && client == l.client {
-			return l.pipelined(ctx, cmd)
+			err = l.pipelined(ctx, cmd)
+		} else {
+			err = client.Process(ctx, cmd)
 		}
-		return client.Process(ctx, cmd)
+		// Only once answered: an auto-pipelined command's Val waits for
+		// its reply, which a hanging server never sends.
+		if err == nil {
+			reply = cmd.Val()
+		}
+		return err
 	})
 	if err != nil {
 		return nil, &Error{Command: k.name, Err: err}
 	}
-	return cmd.Val(), nil
+	return reply, nil
 }

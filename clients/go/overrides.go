@@ -34,13 +34,13 @@ func (l *Limiter) OverrideSet(ctx context.Context, okey string, limit int64, win
 		}
 		argv = append(argv, "TTL", ttl)
 	}
-	_, err = l.send(ctx, overrideCall("SET", argv, []string{okey}, effectClearAll, true))
+	_, err = l.send(ctx, overrideCall("SET", argv, []string{okey}, effectClearAll, true), nil)
 	return err
 }
 
 // OverrideGet is RL.OVERRIDE GET: the override at okey, or nil.
 func (l *Limiter) OverrideGet(ctx context.Context, okey string) (*OverrideValues, error) {
-	reply, err := l.send(ctx, overrideCall("GET", []any{"RL.OVERRIDE", "GET", okey}, []string{okey}, effectNone, false))
+	reply, err := l.send(ctx, overrideCall("GET", []any{"RL.OVERRIDE", "GET", okey}, []string{okey}, effectNone, false), nil)
 	if err != nil {
 		if errors.Is(err, redis.Nil) {
 			return nil, nil
@@ -86,7 +86,7 @@ func (l *Limiter) OverrideDel(ctx context.Context, okeys ...string) (int64, erro
 		for _, k := range g {
 			argv = append(argv, k)
 		}
-		reply, err := l.send(ctx, overrideCall("DEL", argv, g, effectClearAll, true))
+		reply, err := l.send(ctx, overrideCall("DEL", argv, g, effectClearAll, true), nil)
 		if err != nil && reply == nil {
 			return deleted, err
 		}

@@ -150,6 +150,9 @@ func limiterDecision(reply any, lease bool) (Decision, error) {
 // allDecisionFrom reads RL.ALL's reply; leases says which clauses are
 // CONCURRENT ones, whose replies carry a lease id (nil: none).
 func allDecisionFrom(reply any, leases []*leaseSpec) (AllDecision, error) {
+	if a, ok := reply.(*allReply); ok {
+		return a.decision(leases)
+	}
 	arr, ok := reply.([]any)
 	if !ok || len(arr) < 3 {
 		return AllDecision{}, replyError("RL.ALL", reply)
@@ -172,4 +175,32 @@ func allDecisionFrom(reply any, leases []*leaseSpec) (AllDecision, error) {
 func overrideFrom(v []int64) OverrideValues {
 	o := OverrideValues{Limit: v[0], Window: millis(v[1]), Burst: v[2], TTL: millis(v[3])}
 	return o
+}
+
+// decision is allDecisionFrom for a reply the pipelined connection read
+// as an allReply: the same checks, the same decisions. An error names a
+// copy of the reply, so that a reply on the caller's stack stays there.
+func (a *allReply) decision(leases []*leaseSpec) (AllDecision, error) {
+	if a.heads < 2 || a.n < 1 {
+		return AllDecision{}, replyError("RL.ALL", *a)
+	}
+	out := AllDecision{Allowed: a.head[0] == 1, RetryAfter: millis(a.head[1]), Decisions: make([]Decision, a.n)}
+	for i := range a.n {
+		row := a.row(i)
+		lease := i < len(leases) && leases[i] != nil
+		need := 6
+		if lease {
+			need = 7
+		}
+		if row.ints < need {
+			return AllDecision{}, replyError("RL.ALL", *a)
+		}
+		v := row.v
+		out.Decisions[i] = Decision{Allowed: v[0] == 1, Count: v[1], RetryAfter: millis(v[2]), Limit: v[3], Remaining: v[4],
+			ResetAfter: millis(v[5])}
+		if lease {
+			out.Decisions[i].LeaseID = v[6]
+		}
+	}
+	return out, nil
 }

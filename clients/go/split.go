@@ -83,7 +83,7 @@ func (l *Limiter) sendSplit(ctx context.Context, k call) (any, error) {
 	case "RL.OVERRIDE DEL":
 		var deleted int64
 		for _, key := range k.keys {
-			r, err := l.send(ctx, overrideCall("DEL", []any{"RL.OVERRIDE", "DEL", key}, []string{key}, effectClearAll, true))
+			r, err := l.send(ctx, overrideCall("DEL", []any{"RL.OVERRIDE", "DEL", key}, []string{key}, effectClearAll, true), nil)
 			n, _ := r.(int64)
 			deleted += n
 			if err != nil {
@@ -109,7 +109,7 @@ func (l *Limiter) oneKey(ctx context.Context, p part) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return l.send(ctx, k)
+	return l.send(ctx, k, nil)
 }
 
 // overriddenBy is the part without OVERRIDE, with the override's values

@@ -32,8 +32,9 @@ func TestStandalone(t *testing.T) {
 					c.run(t, librl.New(rdb), rdb)
 				})
 			}
-			// The calls through the auto-pipeliner behave the same; its
-			// batching is the client's, not the server's: one flavor.
+			// The calls through the auto-pipeliner and over the pipelined
+			// connection behave the same; their batching is the client's,
+			// not the server's: one flavor.
 			if f.Name != "redis7" {
 				return
 			}
@@ -46,6 +47,17 @@ func TestStandalone(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
+					c.run(t, l, rdb)
+				})
+				t.Run(c.name+"/pipelined-connection", func(t *testing.T) {
+					if err := rdb.FlushAll(ctx).Err(); err != nil {
+						t.Fatal(err)
+					}
+					l, err := librl.New(rdb).WithPipelinedConnection()
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { _ = l.Close() })
 					c.run(t, l, rdb)
 				})
 			}

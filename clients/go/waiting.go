@@ -92,13 +92,18 @@ func clusterWaitOptions(o *redis.ClusterOptions) *redis.ClusterOptions {
 // context allows, which is always shorter.
 const holdPoolTimeout = 24 * time.Hour
 
-// Close closes the connections the Limiter opened for calls the server
-// holds (Wait on Token and Acquire), shared with every Limiter derived
-// from it (WithDenialCache, WithDurability, WithTryAgainWait); not the
+// Close closes the connections the Limiter opened: its pipelined
+// connection (WithPipelinedConnection; the calls under way on it fail)
+// and those for calls the server holds (Wait on Token and Acquire),
+// shared with every Limiter derived from it (WithDenialCache,
+// WithDurability, WithTryAgainWait); not the
 // client it was given, which stays the caller's to close. A Limiter that
 // never sent a Wait has none. After Close, a call with Wait goes through
 // the Limiter's client, within its ReadTimeout.
 func (l *Limiter) Close() error {
+	if l.conn != nil {
+		l.conn.close()
+	}
 	w := l.waiting
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -4,10 +4,11 @@
 //
 //	none   no limiter
 //	librl  librl's middleware (clients/go/nethttp) on the policies file,
-//	       its checks through go-redis's auto-pipeliner (nethttp.AutoPipelining)
+//	       its checks over the client package's pipelined connection
+//	       (nethttp.PipelinedConnection)
 //	peer   ulule/limiter v3 with its Redis store, the stdlib middleware
 //	floor  a bare handler sending the same RL.ALL through the same client
-//	       path librl takes (the client's auto-pipeliner)
+//	       path librl takes (the client package's pipelined connection)
 //
 // Env: PORT, REDIS_URL, LIBRL_POLICIES (bench/http/policies.json). The
 // limits are that file's: /open 1,000,000,000 a minute per client address
@@ -32,6 +33,7 @@ import (
 	"github.com/ulule/limiter/v3/drivers/middleware/stdlib"
 	sredis "github.com/ulule/limiter/v3/drivers/store/redis"
 
+	librl "github.com/librl/librl/clients/go"
 	"github.com/librl/librl/clients/go/nethttp"
 )
 
@@ -68,38 +70,43 @@ func peer(client *redis.Client) http.Handler {
 
 // floor answers after one RL.ALL with librl's own key and arguments, read
 // from the request as simply as possible, sent as librl sends it (through
-// the client's auto-pipeliner, waiting at most the policy file's
-// timeout): what the middleware adds on top is the difference.
+// the client package's pipelined connection, waiting at most the policy
+// file's timeout, which the connection keeps): what the middleware adds
+// on top is the difference.
 func floor(client *redis.Client) (http.Handler, error) {
-	ap, err := client.AsyncAutoPipeline()
+	lim, err := librl.New(client).WithPipelinedConnection()
 	if err != nil {
 		return nil, err
 	}
-	check := func(w http.ResponseWriter, r *http.Request, key string, limit int64, window string) {
-		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second) // policies.json's timeout
-		defer cancel()
-		cmd := redis.NewCmd(ctx, "RL.ALL", "FIXED", key, limit, window, "COST", 1)
-		err := ap.Submit(ctx, cmd).WaitContext(ctx)
-		var reply []any
-		if err == nil {
-			reply, err = cmd.Slice()
-		}
+	lim = lim.WithTimeout(5 * time.Second) // policies.json's timeout
+	check := func(w http.ResponseWriter, r *http.Request, clause librl.Clause) {
+		// As the middleware's check: the request's context would add a
+		// Done channel per request and nothing the timeout does not.
+		d, err := lim.All(context.Background(), clause)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		if allowed, _ := reply[0].(int64); allowed == 0 { // RL.ALL replies allowed first
+		if !d.Allowed {
 			w.WriteHeader(http.StatusTooManyRequests)
 			return
 		}
 		ok(w, r)
 	}
+	openClause, err := librl.Fixed("", openLimit, openMs*time.Millisecond).Prepare()
+	if err != nil {
+		return nil, err
+	}
+	halfClause, err := librl.Fixed("", halfLimit, halfMs*time.Millisecond).Prepare()
+	if err != nil {
+		return nil, err
+	}
 	open := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host, _, _ := net.SplitHostPort(r.RemoteAddr)
-		check(w, r, "rl:{ip:"+host+"}:open", openLimit, "60000ms")
+		check(w, r, openClause.For("rl:{ip:"+host+"}:open"))
 	})
 	half := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		check(w, r, "rl:{header:x-client:"+r.Header.Get("X-Client")+"}:half", halfLimit, "10000ms")
+		check(w, r, halfClause.For("rl:{header:x-client:"+r.Header.Get("X-Client")+"}:half"))
 	})
 	return routes(open, half), nil
 }
@@ -110,7 +117,7 @@ func app(variant string, client *redis.Client) (http.Handler, error) {
 	case "none":
 		return routes(ok, ok), nil
 	case "librl":
-		mw, err := nethttp.New(client, nethttp.File(os.Getenv("LIBRL_POLICIES")), nethttp.AutoPipelining())
+		mw, err := nethttp.New(client, nethttp.File(os.Getenv("LIBRL_POLICIES")), nethttp.PipelinedConnection())
 		if err != nil {
 			return nil, err
 		}

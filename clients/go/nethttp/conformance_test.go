@@ -28,7 +28,9 @@ import (
 // The conformance suite (conformance/README.md): every case over real
 // HTTP, standalone and on a real 3-primary cluster; the standalone and
 // hang cases again with the checks through go-redis's auto-pipeliner
-// (nethttp.AutoPipelining).
+// (nethttp.AutoPipelining), and the standalone, hang and down cases with
+// them over the package's own pipelined connection
+// (nethttp.PipelinedConnection).
 
 type conformanceCase struct {
 	Name         string            `json:"name"`
@@ -160,20 +162,23 @@ func TestConformance(t *testing.T) {
 	}
 	// Every case runs where it says; the standalone ones on the cluster too.
 	type run struct {
-		name      string
-		c         conformanceCase
-		redis     string
-		pipelined bool
+		name  string
+		c     conformanceCase
+		redis string
+		via   nethttp.Option // how the checks reach Redis; nil: the client's own Process
 	}
 	var runs []run
 	for _, c := range cases {
-		runs = append(runs, run{c.Name, c, c.Redis, false})
+		runs = append(runs, run{c.Name, c, c.Redis, nil})
 		if (c.Redis == "" || c.Redis == "standalone") && c.StartupError == nil {
-			runs = append(runs, run{c.Name + "/on-a-cluster", c, "cluster", false})
+			runs = append(runs, run{c.Name + "/on-a-cluster", c, "cluster", nil})
 			need["cluster"] = true
 		}
 		if (c.Redis == "" || c.Redis == "standalone" || c.Redis == "hang") && c.StartupError == nil {
-			runs = append(runs, run{c.Name + "/auto-pipelined", c, c.Redis, true})
+			runs = append(runs, run{c.Name + "/auto-pipelined", c, c.Redis, nethttp.AutoPipelining()})
+		}
+		if (c.Redis == "" || c.Redis == "standalone" || c.Redis == "hang" || c.Redis == "down") && c.StartupError == nil {
+			runs = append(runs, run{c.Name + "/pipelined-connection", c, c.Redis, nethttp.PipelinedConnection()})
 		}
 	}
 	if need["cluster"] && cluster == nil {
@@ -211,7 +216,7 @@ func TestConformance(t *testing.T) {
 			default:
 				t.Fatalf("unknown redis %q", r.redis)
 			}
-			runCase(t, c, env, r.pipelined)
+			runCase(t, c, env, r.via)
 		})
 	}
 }
@@ -246,10 +251,16 @@ func clusterEnv(t *testing.T, c *testserver.Cluster) *redisEnv {
 
 // hangEnv's app talks to a hangProxy in front of the real server; the
 // runner's own commands go to the server.
+//
+// Cleanups run last-registered first: the app's client is closed after
+// the proxy has closed its connections. Closed first, an auto-pipelined
+// client would wait out go-redis's 30 s close backstop for the call still
+// hanging on the proxy.
 func hangEnv(t *testing.T, s *testserver.Server) *redisEnv {
-	p := startHangProxy(t, s.Addr())
-	app := redis.NewClient(&redis.Options{Addr: p.addr(), ContextTimeoutEnabled: true})
+	var app *redis.Client
 	t.Cleanup(func() { _ = app.Close() })
+	p := startHangProxy(t, s.Addr())
+	app = redis.NewClient(&redis.Options{Addr: p.addr(), ContextTimeoutEnabled: true})
 	return &redisEnv{app: app, primaries: []*redis.Client{s.Client()}, hang: p}
 }
 
@@ -260,7 +271,7 @@ func downEnv(t *testing.T) *redisEnv {
 	return &redisEnv{app: app}
 }
 
-func runCase(t *testing.T, c conformanceCase, env *redisEnv, pipelined bool) {
+func runCase(t *testing.T, c conformanceCase, env *redisEnv, via nethttp.Option) {
 	ctx := context.Background()
 	for _, p := range env.primaries {
 		if err := p.FlushAll(ctx).Err(); err != nil {
@@ -268,13 +279,14 @@ func runCase(t *testing.T, c conformanceCase, env *redisEnv, pipelined bool) {
 		}
 	}
 	opts := []nethttp.Option{nethttp.Logger(quietLogger()), nethttp.Register(exampleapp.Resolvers)}
-	if pipelined {
-		opts = append(opts, nethttp.AutoPipelining())
+	if via != nil {
+		opts = append(opts, via)
 	}
 	mw, err := nethttp.New(env.app, nethttp.Bytes(c.Config), opts...)
 	if err != nil {
 		t.Fatalf("start-up: %v", err)
 	}
+	defer func() { _ = mw.Close() }()
 	srv := httptest.NewServer(exampleapp.Handler(mw))
 	defer srv.Close()
 	client := srv.Client()

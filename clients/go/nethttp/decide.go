@@ -24,7 +24,7 @@ type decided struct {
 	outcome   Outcome
 	decisions []librl.Decision // one per check; nil when Redis did not answer
 	replied   []checked        // the same, beside each check's policy
-	refusal   *reply           // sent instead of calling the handler
+	refusal   reply            // sent instead of calling the handler, when its status is set
 	// shadowLeases: the leases shadow policies took, released when the
 	// response is finished whatever the outcome.
 	shadowLeases []check
@@ -59,8 +59,7 @@ func (m *engine) verdictOf(r *http.Request, route string, checks []check, deny *
 	switch d.outcome {
 	case Denied:
 		worst := mostRestrictive(d.replied, true)
-		refusal := denied(deny, d.replied[worst], checks[worst].cost)
-		d.refusal = &refusal
+		d.refusal = denied(deny, d.replied[worst], checks[worst].cost)
 	case WouldDeny:
 		m.log.Warn("librl: shadow: the request would be refused", "method", r.Method, "path", r.URL.Path,
 			"policy", checks[mostRestrictive(d.replied, false)].p.name)
@@ -74,8 +73,7 @@ func (m *engine) verdictOf(r *http.Request, route string, checks []check, deny *
 func (m *engine) failure(r *http.Request, route string, checks []check, err error) decided {
 	d := decided{outcome: m.failed(err)}
 	if d.outcome == FailClosed {
-		refusal := unavailable(m.c.failDeny)
-		d.refusal = &refusal
+		d.refusal = unavailable(m.c.failDeny)
 	}
 	m.emit(r, route, d.outcome, checks, nil, err, false)
 	return d
@@ -260,6 +258,15 @@ func holdsLeases(checks []check) bool {
 // served, and the groups after it are not sent; so nothing needs to watch
 // the exchange past the timeout.
 func (m *engine) inline(checks []check) (verdict, error) {
+	if m.timed != nil && len(checks) == 1 {
+		// One call, whose deadline the pipelined connection keeps: no
+		// context or timer of the request's own.
+		v, err := m.runGroups(context.Background(), m.timed, checks, nil)
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = errTimeout
+		}
+		return v, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.c.timeout)
 	defer cancel()
 	// One group has nothing admitted before a denial to refund: no
@@ -268,7 +275,7 @@ func (m *engine) inline(checks []check) (verdict, error) {
 	if len(checks) > 1 {
 		l = &ledger{}
 	}
-	v, err := m.runGroups(ctx, checks, l)
+	v, err := m.runGroups(ctx, m.lim, checks, l)
 	if err != nil {
 		if ctx.Err() != nil {
 			err = errTimeout
@@ -297,7 +304,7 @@ func (m *engine) detached(checks []check) (verdict, error) {
 	l := &ledger{}
 	done := make(chan result, 1)
 	go func() {
-		v, err := m.runGroups(context.Background(), checks, l)
+		v, err := m.runGroups(context.Background(), m.lim, checks, l)
 		var back [][]check
 		l.mu.Lock()
 		if err == nil {
@@ -350,8 +357,9 @@ func (m *engine) detached(checks []check) (verdict, error) {
 
 // runGroups sends one RL.ALL per subject; after a denial the later groups
 // are peeked. Each admitted group goes to the ledger as soon as Redis
-// admits it; l is nil when no one will ever refund them.
-func (m *engine) runGroups(ctx context.Context, checks []check, l *ledger) (verdict, error) {
+// admits it; l is nil when no one will ever refund them. lim is the
+// Limiter they go through.
+func (m *engine) runGroups(ctx context.Context, lim *librl.Limiter, checks []check, l *ledger) (verdict, error) {
 	v := verdict{admitted: true}
 	gs := groups(checks)
 	if len(gs) > 1 {
@@ -368,9 +376,9 @@ func (m *engine) runGroups(ctx context.Context, checks []check, l *ledger) (verd
 		var a librl.AllDecision
 		var err error
 		if v.admitted || shadow {
-			a, err = m.lim.All(ctx, clauses...)
+			a, err = lim.All(ctx, clauses...)
 		} else {
-			a, err = m.lim.PeekAll(ctx, clauses...)
+			a, err = lim.PeekAll(ctx, clauses...)
 		}
 		if err != nil {
 			return verdict{}, err

@@ -246,32 +246,34 @@ func (n *namedIdentity) value(v string) string {
 	return keyValue(v)
 }
 
-// subject is the policy's subject: its key kind's, falling back to the
-// api-key subject (built-in user), then the ip.
-func (id *identity) subject(p *policy) subject {
+// subjectParts is the policy's subject: its key kind's, falling back to
+// the api-key subject (built-in user), then the ip; its tag in two parts,
+// not yet joined (tail may be ""): subjectKeys joins them into the key
+// itself, one allocation for both.
+func (id *identity) subjectParts(p *policy) (head, tail string) {
 	switch p.keyKind {
 	case "api-key":
 		if s, ok := id.apiKey(); ok {
-			return s
+			return s.tag, ""
 		}
 	case "user":
 		if id.user != "" {
-			return subject{tag: "user:" + keyValue(id.user)}
+			return "user:", keyValue(id.user)
 		}
 		if s, ok := id.apiKey(); ok {
-			return s
+			return s.tag, ""
 		}
 	case "header":
 		if v, ok := headerValue(id.header, p.keyHeader); ok {
-			return subject{tag: p.keyTag + keyValue(v)}
+			return p.keyTag, keyValue(v)
 		}
 	case "cookie", "query", "attribute":
 		if v, ok := id.source(p.keySource); ok {
-			return subject{tag: p.keyTag + keyValue(v)}
+			return p.keyTag, keyValue(v)
 		}
 	case "authorization":
 		if v, ok := id.source(p.keySource); ok {
-			return subject{tag: p.keyTag + hashID(v)}
+			return p.keyTag, hashID(v)
 		}
 	case "identity":
 		for _, source := range p.ident.sources {
@@ -279,13 +281,13 @@ func (id *identity) subject(p *policy) subject {
 				break
 			}
 			if v, ok := id.source(source); ok {
-				return subject{tag: p.ident.tag + p.ident.value(v)}
+				return p.ident.tag, p.ident.value(v)
 			}
 		}
 	case "global":
-		return subject{tag: "global"}
+		return "global", ""
 	}
-	return id.clientIP()
+	return id.clientIP().tag, ""
 }
 
 // source reads one of the request's sources.

@@ -11,14 +11,18 @@ import (
 // override key beside it. The subject is the cluster hash tag, so one
 // subject's keys share a slot.
 
-// keys are a policy's limiter key and, when it is overridable, its
-// override key, for one subject.
-func keys(prefix string, s subject, p *policy) (key, okey string) {
-	key = prefix + "{" + s.tag + "}:" + p.name
+// subjectKeys are a policy's limiter key and, when it is overridable,
+// its override key, for the subject whose tag is head+tail, and that
+// subject: its tag is the key's own bytes between the braces, so that a
+// request's subject and key cost one allocation.
+func subjectKeys(prefix, head, tail string, p *policy) (s subject, key, okey string) {
+	key = prefix + "{" + head + tail + "}:" + p.name
+	open := len(prefix) + 1
+	s.tag = key[open : open+len(head)+len(tail)]
 	if p.overridable {
-		okey = prefix + "{" + s.tag + "}:override:" + p.name
+		okey = key[:open+len(s.tag)+2] + "override:" + p.name
 	}
-	return key, okey
+	return s, key, okey
 }
 
 // hashID is the first 32 hex digits of the value's SHA-256:

@@ -294,3 +294,29 @@ func TestAutoPipeliningRefusesARing(t *testing.T) {
 		t.Fatalf("got %v, want go-redis's ErrRingAutoPipelineUnsupported, naming the option", err)
 	}
 }
+
+// PipelinedConnection takes a standalone client's own connection, rides
+// a cluster client's auto-pipeliner, and is refused on a Ring and on a
+// client whose OnConnect hook it could not run, naming the option.
+func TestPipelinedConnectionRefusesWhatItCannotServe(t *testing.T) {
+	config := nethttp.Bytes([]byte(`{"policies": [{"name": "p", "algorithm": "fixed", "limit": 1, "window": "1s"}]}`))
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
+	t.Cleanup(func() { _ = ring.Close() })
+	_, err := nethttp.New(ring, config, nethttp.PipelinedConnection())
+	if !errors.Is(err, redis.ErrRingAutoPipelineUnsupported) || !strings.Contains(err.Error(), "nethttp.PipelinedConnection") {
+		t.Fatalf("a Ring: %v, want go-redis's ErrRingAutoPipelineUnsupported, naming the option", err)
+	}
+	hooked := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", OnConnect: func(context.Context, *redis.Conn) error { return nil }})
+	t.Cleanup(func() { _ = hooked.Close() })
+	_, err = nethttp.New(hooked, config, nethttp.PipelinedConnection())
+	if err == nil || !strings.Contains(err.Error(), "nethttp.PipelinedConnection") || !strings.Contains(err.Error(), "OnConnect") {
+		t.Fatalf("an OnConnect hook: %v, want an error naming the option and the hook", err)
+	}
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
+	t.Cleanup(func() { _ = cluster.Close() })
+	mw, err := nethttp.New(cluster, config, nethttp.PipelinedConnection())
+	if err != nil {
+		t.Fatalf("a cluster client: %v, want its auto-pipeliner", err)
+	}
+	_ = mw.Close()
+}

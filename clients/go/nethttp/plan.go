@@ -19,8 +19,8 @@ type check struct {
 // checkFor is a policy's check for this client, its cost not yet known,
 // and whether the client is exempt.
 func checkFor(c *config, p *policy, id *identity) (check, bool) {
-	s := id.subject(p)
-	key, okey := keys(c.prefix, s, p)
+	head, tail := id.subjectParts(p)
+	s, key, okey := subjectKeys(c.prefix, head, tail, p)
 	return check{p: p, s: s, key: key, okey: okey}, id.exempt()
 }
 
