@@ -96,13 +96,34 @@ class ExpressFacts implements RequestInfo {
   attribute(name: string): unknown {
     return (this.req as unknown as Record<string, unknown>)[name];
   }
+
+  /**
+   * A body without Content-Length, read to be measured (only then); it
+   * stays in req.body as a Buffer (req._body set, so body parsers skip it).
+   */
+  async measureBody(max: number): Promise<number | undefined> {
+    const req = this.req;
+    const body = await readUpTo(req, max);
+    if (body !== undefined) {
+      req.body = body;
+      (req as { _body?: boolean })._body = true;
+    }
+    return body?.length;
+  }
 }
 
+/**
+ * The refusal in one writeHead given the headers as a flat list: Node
+ * checks and writes them once, without storing each first as setHeader
+ * does (a header an earlier middleware set stays, unless the refusal sets
+ * it too: Node merges them as setHeader would).
+ */
 function send(res: ServerResponse, refusal: Refusal): void {
-  res.statusCode = refusal.status;
-  for (const [name, value] of Object.entries(refusal.headers)) res.setHeader(name, value);
-  res.setHeader("Content-Type", refusal.contentType);
-  res.setHeader("Content-Length", Buffer.byteLength(refusal.body));
+  const headers = refusal.headers;
+  const list: string[] = [];
+  for (const name in headers) list.push(name, headers[name] as string);
+  list.push("Content-Type", refusal.contentType, "Content-Length", String(Buffer.byteLength(refusal.body)));
+  res.writeHead(refusal.status, list);
   res.end(refusal.body);
 }
 
@@ -122,17 +143,7 @@ export function rateLimit(options: ExpressRateLimitOptions): ExpressRateLimit {
     const method = req.method ?? "GET";
     const chosen = policies ?? core.select(method, path);
     if (chosen.policies.length === 0) return next();
-    // A body without Content-Length is read to be measured; it stays in
-    // req.body as a Buffer (req._body set, so body parsers skip it).
-    const measure = async (max: number) => {
-      const body = await readUpTo(req, max);
-      if (body !== undefined) {
-        req.body = body;
-        (req as { _body?: boolean })._body = true;
-      }
-      return body?.length;
-    };
-    core.check(new ExpressFacts(req, method, path, user), chosen, measure).then((verdict: Verdict) => {
+    core.check(new ExpressFacts(req, method, path, user), chosen).then((verdict: Verdict) => {
       if (!verdict.pass) return send(res, verdict.refusal);
       const headers = verdict.headers;
       // Straight onto Node's response (Express's res.set would add work per header).

@@ -76,11 +76,25 @@ type Done = (err: unknown, payload?: Payload) => void;
 
 /** What the limiter reads of a Fastify request (a class: no closures or accessors made per request). */
 class FastifyFacts implements RequestInfo {
+  /** The body read to be measured, which the body parsers get in place of the request. */
+  replaced: Payload | undefined = undefined;
+
   constructor(
     readonly request: FastifyRequestLike,
     readonly path: string,
     private readonly resolveUser: (request: FastifyRequestLike) => string | undefined,
+    private readonly payload: Payload,
   ) {}
+
+  /** A body without Content-Length, read to be measured (only then). */
+  async measureBody(max: number): Promise<number | undefined> {
+    const body = await readUpTo(this.payload, max);
+    if (body === undefined) return undefined;
+    const replaced = Readable.from([body]) as Payload;
+    replaced.receivedEncodedLength = body.length;
+    this.replaced = replaced;
+    return body.length;
+  }
 
   get method(): string {
     return this.request.method;
@@ -162,15 +176,8 @@ async function librlFastify(fastify: FastifyInstanceLike, options: FastifyRateLi
     const path = pathOfRequest(request);
     const chosen = routePolicies(request.routeOptions?.config ?? request.routeConfig, "route") ?? core.select(request.method, path);
     if (chosen.policies.length === 0) return done(null, payload);
-    let replaced: Payload | undefined;
-    const measure = async (max: number) => {
-      const body = await readUpTo(payload, max);
-      if (body === undefined) return undefined;
-      replaced = Readable.from([body]) as Payload;
-      replaced.receivedEncodedLength = body.length;
-      return body.length;
-    };
-    core.check(new FastifyFacts(request, path, user), chosen, measure).then((verdict) => {
+    const facts = new FastifyFacts(request, path, user, payload);
+    core.check(facts, chosen).then((verdict) => {
       if (!verdict.pass) {
         const { refusal } = verdict;
         reply.code(refusal.status);
@@ -190,7 +197,7 @@ async function librlFastify(fastify: FastifyInstanceLike, options: FastifyRateLi
         // (a stream at its end), or the client goes away.
         onResponseDone(reply.raw, () => void release());
       }
-      done(null, replaced ?? payload);
+      done(null, facts.replaced ?? payload);
     }, done);
   }) as Hook);
 

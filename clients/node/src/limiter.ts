@@ -243,11 +243,12 @@ export class Limiter {
   /**
    * The short way's RESP-encoded variant, where the connection takes a
    * command already encoded (the integrations' own, made from a URL): the
-   * caller encodes RL.ALL from parts made once per policy. Undefined
+   * caller encodes RL.ALL from parts made once per policy; the connection
+   * bounds the wait (`timeoutMs`) without a timer per call. Undefined
    * where directAll is, and for the client libraries. Internal.
    * @internal
    */
-  get directEncoded(): ((command: string) => Promise<unknown>) | undefined {
+  get directEncoded(): ((command: string, timeoutMs: number) => Promise<unknown>) | undefined {
     return this.directAll === undefined ? undefined : this.#transport.sendEncoded;
   }
 

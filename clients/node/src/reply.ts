@@ -109,6 +109,20 @@ export function parseAllDecision(reply: unknown, clauses: number): AllDecision {
 }
 
 /**
+ * RL.ALL's reply to one clause, as that clause's decision (the commonest
+ * request's: no AllDecision or array made); one that contradicts itself
+ * (the whole admitted, the clause not, or the other way) is unexpected.
+ */
+export function parseAllOne(reply: unknown): Decision {
+  if (!Array.isArray(reply) || reply.length < 3) throw unexpected("RL.ALL", reply);
+  const allowed = integer(reply[0], "RL.ALL", reply) === 1;
+  integer(reply[1], "RL.ALL", reply);
+  const decision = parseDecision(reply[2], "RL.ALL");
+  if (decision.allowed !== allowed) throw unexpected("RL.ALL", reply);
+  return decision;
+}
+
+/**
  * An override's four values (limit, window, burst, TTL) from `at` on in
  * `items`: RL.OVERRIDE GET's whole reply, or a LIST entry after its okey.
  */

@@ -20,6 +20,7 @@
  */
 import { connect as netConnect, isIP, type Socket } from "node:net";
 import { connect as tlsConnect } from "node:tls";
+import { performance } from "node:perf_hooks";
 
 /** An error reply from the server (`-ERR ...`): its message is the server's. */
 export class ReplyError extends Error {
@@ -64,10 +65,21 @@ export function parseRedisUrl(url: string, what = "url"): RespAddress {
   };
 }
 
-/** One command's continuation. */
-interface Pending {
-  resolve(value: unknown): void;
-  reject(err: Error): void;
+/** No reply within a command's time limit (sendEncodedWithin). */
+export class NoAnswer extends Error {
+  override readonly name = "RedisTimeout";
+}
+
+/** One command's continuation; `done` once it timed out (its reply, when it comes, is dropped). */
+class Pending {
+  done = false;
+  constructor(
+    readonly resolve: (value: unknown) => void,
+    readonly reject: (err: Error) => void,
+    /** performance.now() past which the command rejects with NoAnswer; Infinity: never. */
+    readonly deadline: number,
+    readonly timeoutMs: number,
+  ) {}
 }
 
 /** A reply not yet whole in the buffer. */
@@ -110,6 +122,13 @@ export class RespConnection {
   #pos = 0;
   #tries = 0;
   #retry: NodeJS.Timeout | undefined;
+  /**
+   * One timer for every command's time limit (sendEncodedWithin), armed
+   * for the earliest deadline: a timer per command costs a request more
+   * than its check's own work.
+   */
+  #deadlineTimer: NodeJS.Timeout | undefined;
+  #deadlineAt = Infinity;
 
   constructor(url: string, options: RespConnectionOptions = {}) {
     this.address = parseRedisUrl(url);
@@ -124,13 +143,26 @@ export class RespConnection {
 
   /** Sends a command already RESP-encoded (one command). */
   sendEncoded(encoded: string): Promise<unknown> {
+    return this.sendEncodedWithin(encoded, Infinity);
+  }
+
+  /**
+   * Sends a command already RESP-encoded; rejects with NoAnswer when no
+   * reply came within `timeoutMs` (the reply, if it comes later, is
+   * dropped). As a timer per call would: the limit is checked after the
+   * event loop's I/O, so after a stall of the process a reply already in
+   * the socket is read first and only a server that did not answer times out.
+   */
+  sendEncodedWithin(encoded: string, timeoutMs: number): Promise<unknown> {
     const state = this.#state;
     if (state === "down" || state === "closed") {
       const why = state === "closed" ? "the connection was closed" : `the connection is down (${this.#lastError?.message ?? "reconnecting"})`;
       return Promise.reject(new Error(`librl: Redis ${this.address.host}:${this.address.port}: ${why}`));
     }
     return new Promise((resolve, reject) => {
-      this.#waiting.push({ resolve, reject });
+      const deadline = timeoutMs === Infinity ? Infinity : performance.now() + timeoutMs;
+      this.#waiting.push(new Pending(resolve, reject, deadline, timeoutMs));
+      if (deadline < this.#deadlineAt) this.#armDeadline(deadline);
       this.#out += encoded;
       if (state === "ready" && !this.#flushScheduled) {
         this.#flushScheduled = true;
@@ -138,6 +170,38 @@ export class RespConnection {
       }
     });
   }
+
+  #armDeadline(at: number): void {
+    clearTimeout(this.#deadlineTimer);
+    this.#deadlineAt = at;
+    this.#deadlineTimer = setTimeout(this.#onDeadline, Math.max(1, Math.ceil(at - performance.now())));
+    // The socket keeps the process up while commands wait; the timer alone does not.
+    this.#deadlineTimer.unref();
+  }
+
+  /** Timers run before I/O in a loop turn: the sweep waits for the I/O phase (setImmediate), so replies already in the socket are read first. */
+  readonly #onDeadline = (): void => {
+    setImmediate(this.#sweep);
+  };
+
+  /** Rejects the commands past their deadline; the timer is armed again for the earliest one left. */
+  readonly #sweep = (): void => {
+    clearTimeout(this.#deadlineTimer);
+    this.#deadlineTimer = undefined;
+    this.#deadlineAt = Infinity;
+    const now = performance.now();
+    const waiting = this.#waiting;
+    let next = Infinity;
+    for (let i = this.#head; i < waiting.length; i++) {
+      const p = waiting[i] as Pending;
+      if (p.done || p.deadline === Infinity) continue;
+      if (p.deadline <= now) {
+        p.done = true;
+        p.reject(new NoAnswer(`no answer within ${p.timeoutMs} ms`));
+      } else if (p.deadline < next) next = p.deadline;
+    }
+    if (next !== Infinity) this.#armDeadline(next);
+  };
 
   /** Whether the connection is up. */
   get ready(): boolean {
@@ -149,6 +213,7 @@ export class RespConnection {
     if (this.#state === "closed") return;
     this.#state = "closed";
     clearTimeout(this.#retry);
+    clearTimeout(this.#deadlineTimer);
     this.#socket?.destroy();
     this.#failAll(new Error("librl: the connection was closed"));
   }
@@ -205,10 +270,15 @@ export class RespConnection {
       this.#flush();
     };
     if (first.length === 0) return up();
-    const own: Pending[] = first.map((argv, i) => ({
-      resolve: () => (i === first.length - 1 ? up() : undefined),
-      reject: (err: Error) => socket.destroy(new Error(`${argv[0] as string} failed: ${err.message}`)),
-    }));
+    const own: Pending[] = first.map(
+      (argv, i) =>
+        new Pending(
+          () => (i === first.length - 1 ? up() : undefined),
+          (err: Error) => socket.destroy(new Error(`${argv[0] as string} failed: ${err.message}`)),
+          Infinity,
+          Infinity,
+        ),
+    );
     this.#waiting.splice(this.#head, 0, ...own);
     socket.write(first.map(encodeCommand).join(""));
   }
@@ -219,7 +289,10 @@ export class RespConnection {
     this.#waiting = [];
     this.#head = 0;
     this.#out = "";
-    for (let i = head; i < waiting.length; i++) (waiting[i] as Pending).reject(err);
+    for (let i = head; i < waiting.length; i++) {
+      const p = waiting[i] as Pending;
+      if (!p.done) p.reject(err);
+    }
   }
 
   #read(chunk: Buffer): void {
@@ -256,6 +329,7 @@ export class RespConnection {
         this.#waiting = this.#waiting.slice(this.#head);
         this.#head = 0;
       }
+      if (pending.done) continue;
       if (value instanceof ReplyError) pending.reject(value);
       else pending.resolve(value);
     }

@@ -35,8 +35,11 @@ export interface Transport {
    * both replies, the command's first. One round trip.
    */
   sendWithWait(argv: readonly string[], keys: readonly string[], wait: readonly [number, number]): Promise<[unknown, unknown]>;
-  /** Sends one command already RESP-encoded: only the integrations' own connection (resp.ts) takes one. */
-  readonly sendEncoded?: ((command: string) => Promise<unknown>) | undefined;
+  /**
+   * Sends one command already RESP-encoded, rejecting with NoAnswer past
+   * `timeoutMs`: only the integrations' own connection (resp.ts) takes one.
+   */
+  readonly sendEncoded?: ((command: string, timeoutMs: number) => Promise<unknown>) | undefined;
 }
 
 function waitArgv(wait: readonly [number, number]): string[] {
@@ -213,7 +216,7 @@ function nodeRedisTransport(client: Obj): Transport {
       args: string[],
     ) => Promise<unknown>;
     const send = (argv: readonly string[], keys: readonly string[], readonly: boolean): Promise<unknown> =>
-      sendCommand.call(client, keys[0], readonly, argv as string[]);
+      sendCommand.call(client, keys[0], readonly, argv as string[]).catch((err: unknown) => followAsk(client, argv, err));
     return {
       kind: "node-redis-cluster",
       isCluster: true,
@@ -247,6 +250,30 @@ function nodeRedisTransport(client: Obj): Transport {
   };
 }
 
+/**
+ * node-redis 4 follows ASK by awaiting ASKING's reply before it sends the
+ * call, so another call on that connection can take the ASKING in between:
+ * the call meets MOVED back to the old owner, and after its redirections
+ * run out the ASK reaches the caller (docs/operations.md, While a slot
+ * moves). A call that ends on ASK was not run anywhere, so it is sent once
+ * more with ASKING queued right before it on the new owner's connection,
+ * as node-redis 5 does. Any other error, or an ASK to a node the client
+ * does not know, goes to the caller unchanged.
+ */
+async function followAsk(cluster: Obj, argv: readonly string[], err: unknown): Promise<unknown> {
+  const message = err instanceof Error ? err.message : "";
+  if (!message.startsWith("ASK ")) throw err;
+  const address = message.slice(message.lastIndexOf(" ") + 1);
+  const masters = cluster["masters"] as ReadonlyArray<{ address?: unknown }> | undefined;
+  const master = masters?.find((m) => m.address === address);
+  const nodeClient = cluster["nodeClient"] as ((node: unknown) => unknown) | undefined;
+  if (master === undefined || typeof nodeClient !== "function") throw err;
+  const node = (await nodeClient.call(cluster, master)) as { sendCommand(args: string[]): Promise<unknown> };
+  // Both are queued now, in this order, with nothing between them.
+  const [, reply] = await Promise.all([node.sendCommand(["ASKING"]), node.sendCommand(argv as string[])]);
+  return reply;
+}
+
 /** The HTTP integrations' own connection (resp.ts): standalone, one connection. */
 function respTransport(conn: RespConnection): Transport {
   const send = (argv: readonly string[]): Promise<unknown> => conn.send(argv);
@@ -256,7 +283,7 @@ function respTransport(conn: RespConnection): Transport {
     keyPrefix: "",
     send,
     sendWithWait: (argv, _keys, wait) => Promise.all([send(argv), send(waitArgv(wait))]),
-    sendEncoded: (command) => conn.sendEncoded(command),
+    sendEncoded: (command, timeoutMs) => conn.sendEncodedWithin(command, timeoutMs),
   };
 }
 

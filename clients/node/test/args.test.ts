@@ -10,7 +10,7 @@ import { Concurrent, Fixed, Limiter, Sliding, Token, keySlot, type Decision } fr
 import { isTryAgain, withOverride } from "../src/split.js";
 import { crc16 } from "../src/slot.js";
 import { redis4 } from "./clients.js";
-import { parseAllDecision, parseDecision, parseOverrideInfo, parseOverrideList } from "../src/reply.js";
+import { parseAllDecision, parseAllOne, parseDecision, parseOverrideInfo, parseOverrideList } from "../src/reply.js";
 
 const argv = (call: Parameters<typeof args.limiterArgv>[0], prefix = "") => args.limiterArgv(call, prefix);
 
@@ -252,6 +252,17 @@ describe("reply parsing", () => {
     assert.equal(all.decisions[1]!.allowed, false);
     assert.throws(() => parseAllDecision([1, 0, [1, 1, 0, 5, 4, 10]], 2), /RL.ALL/);
     assert.throws(() => parseDecision([1, 1, 0, 10, 9], "RL.FIXED"), /unexpected reply to RL.FIXED/);
+  });
+  it("RL.ALL of one clause read as its decision; a short, malformed or self-contradicting reply is unexpected", () => {
+    assert.deepEqual(parseAllOne([0, 50, [0, 5, 50, 5, 0, 50], "more"]), {
+      allowed: false, count: 5, retryAfterMs: 50, limit: 5, remaining: 0, resetAfterMs: 50, leaseId: 0,
+    });
+    assert.equal(parseAllOne(["1", "0", ["1", "1", "0", "5", "4", "10"]]).remaining, 4);
+    assert.throws(() => parseAllOne([1, 0]), /unexpected reply to RL.ALL/);
+    assert.throws(() => parseAllOne([1, "x", [1, 1, 0, 5, 4, 10]]), /unexpected reply to RL.ALL/);
+    assert.throws(() => parseAllOne([1, 0, [1, 1, 0, 5, 4]]), /unexpected reply to RL.ALL/);
+    assert.throws(() => parseAllOne([1, 0, [0, 5, 50, 5, 0, 50]]), /unexpected reply to RL.ALL/);
+    assert.throws(() => parseAllOne([0, 50, [1, 1, 0, 5, 4, 10]]), /unexpected reply to RL.ALL/);
   });
   it("RL.CONCURRENT's seventh integer is the lease id, exact up to 2^53 - 1", () => {
     assert.equal(parseDecision([1, 1, 0, 2, 1, 30000, 1754500000123001], "x").leaseId, 1754500000123001);

@@ -105,6 +105,27 @@ for (const variant of ALL_VARIANTS.filter((v) => v !== "node-redis4-legacy")) {
       });
     });
 
+    it("many calls at once into a half-moved slot whose key is on the target each run once, after ASK", async () => {
+      const k = `{askburst:${tag}}:rl`;
+      const slot = keySlot(k);
+      const source = await cluster.ownerOf(slot);
+      const target = cluster.nodes.find((n) => n !== source)!;
+      await rl.fixed(k, 1_000_000, "1h");
+      let pauses = 0;
+      let burst: PromiseSettledResult<unknown>[] = [];
+      // The second pause comes after the key's MIGRATE, before the slot is handed over.
+      await cluster.moveSlot(slot, target, async () => {
+        if (++pauses === 2) {
+          burst = await Promise.allSettled(Array.from({ length: 40 }, () => rl.fixed(k, 1_000_000, "1h")));
+        }
+      });
+      assert.ok(pauses >= 2, "the slot was half-moved with its key on the target");
+      assert.deepEqual(burst.filter((r) => r.status === "rejected").map((r) => String(r.reason)), []);
+      assert.equal(burst.length, 40);
+      // A peek answers with the count a call would make: 41 calls, plus one.
+      assert.equal((await rl.fixed(k, 1_000_000, "1h", { peek: true })).count, 42, "each call counted once");
+    });
+
     it("keeps succeeding while the slot of its key moves to another node", async () => {
       const k = `{reshard:${tag}}:rl`;
       const slot = keySlot(k);

@@ -132,6 +132,38 @@ describe("HTTP integrations", { concurrency: 1 }, () => {
     assert.throws(() => limiter.policies("two", "nope"), (err: Error) => err instanceof ConfigError && err.message === 'librl: configuration: policies[1]: no policy is named "nope"');
   });
 
+  it("Express: a refusal's own headers replace those an earlier middleware set, the others stay; without any, the same refusal", async () => {
+    await flush();
+    const limiter = rateLimit({ client, config: { ...base, headers: "legacy", routes: [{ path: "/", policies: [] }] } });
+    const app = express();
+    app.disable("x-powered-by");
+    app.use("/cors", (_req, res, next) => {
+      res.setHeader("Access-Control-Allow-Origin", "*");
+      res.setHeader("X-RateLimit-Limit", "999");
+      next();
+    });
+    app.get("/cors", limiter.policies("one"), (_req, res) => void res.send("in"));
+    app.get("/bare", limiter.policies("one"), (_req, res) => void res.send("in"));
+    const { url, close } = await listen(app);
+    try {
+      for (const [path, cors] of [["/cors", "*"], ["/bare", null]] as const) {
+        await flush(); // both paths count the same client under "one"
+        assert.equal((await fetch(`${url}${path}`)).status, 200);
+        const refused = await fetch(`${url}${path}`);
+        const body = await refused.text();
+        assert.equal(refused.status, 429);
+        assert.equal(refused.headers.get("access-control-allow-origin"), cors);
+        assert.equal(refused.headers.get("x-ratelimit-limit"), "1");
+        assert.equal(refused.headers.get("x-ratelimit-remaining"), "0");
+        assert.equal(refused.headers.get("content-type"), "application/problem+json");
+        assert.equal(refused.headers.get("content-length"), String(Buffer.byteLength(body)));
+        assert.equal((JSON.parse(body) as { policy: string }).policy, "one");
+      }
+    } finally {
+      await close();
+    }
+  });
+
   it("Fastify: a route's config names its policies, [] exempts it, and a missing name fails at ready()", async () => {
     await flush();
     const app = Fastify();

@@ -2,7 +2,8 @@
  * The integrations' own connection (src/resp.ts) against real servers:
  * the URL, the replies RL.ALL and the server's own commands give, a reply
  * split across reads, AUTH and SELECT, a dropped connection and its
- * reconnection, a server that is not there, close().
+ * reconnection, a time limit per command, a server that is not there,
+ * close().
  */
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -10,9 +11,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { ReplyError, RespConnection, encodeCommand, parseRedisUrl } from "../src/resp.js";
+import { NoAnswer, ReplyError, RespConnection, encodeCommand, parseRedisUrl } from "../src/resp.js";
 import { HttpLimiter, parseConfig, type Policy } from "../src/http/index.js";
-import { clause, encodeAll } from "../src/http/decide.js";
+import { clause, encodeAll, encodeOne } from "../src/http/decide.js";
 import type { Check } from "../src/http/plan.js";
 import { REDIS_SERVER, freePort, sleep, startServer, type Server } from "./helpers.js";
 
@@ -78,6 +79,12 @@ describe("RL.ALL encoded from parts made once per policy", () => {
     }
     assert.equal(encodeAll(checks), encodeCommand(argv));
     assert.equal(encodeAll(checks.slice(1, 2)), encodeCommand(["RL.ALL", "TOKEN", "rl:{ip:203.0.113.7}:t", "5", "1000ms", "BURST", "20", "COST", "1"]));
+    // One check alone (the one-policy way), with OVERRIDE, and with a cost and a key of more bytes than characters.
+    for (const c of checks) {
+      const made = clause(c, "COST");
+      const alone = ["RL.ALL", made.algorithm, made.key, ...made.args, ...(made.override === undefined ? [] : ["OVERRIDE", made.override])];
+      assert.equal(encodeOne(c), encodeCommand(alone));
+    }
   });
 });
 
@@ -167,6 +174,92 @@ describe("RespConnection", () => {
       assert.equal(await eventually(() => conn.send(["PING"])), "PONG");
     } finally {
       conn.close();
+    }
+  });
+
+  it("a time limit per command, on one timer: a command with no reply within it rejects with NoAnswer, its late reply is dropped, the ones behind it are answered", async () => {
+    const conn = new RespConnection(url());
+    try {
+      assert.equal(await conn.send(["PING"]), "PONG");
+      const started = performance.now();
+      // The server holds each BLPOP 1 s: the shorter limit runs out first, whatever the order they were sent in.
+      const long = conn.sendEncodedWithin(encodeCommand(["BLPOP", "resp:never:a", "1"]), 400);
+      const short = conn.sendEncodedWithin(encodeCommand(["BLPOP", "resp:never:b", "1"]), 100);
+      const unbounded = conn.sendEncoded(encodeCommand(["ECHO", "behind"]));
+      await assert.rejects(short, (err: Error) => err instanceof NoAnswer && err.name === "RedisTimeout" && err.message === "no answer within 100 ms");
+      assert.ok(performance.now() - started >= 99, "not before its limit");
+      await assert.rejects(long, (err: Error) => err instanceof NoAnswer && err.message === "no answer within 400 ms");
+      assert.ok(performance.now() - started < 1000, "before the server answered");
+      // The held commands' replies (nil) come later and are dropped; the next command gets its own reply.
+      assert.equal(await unbounded, "behind");
+      assert.equal(await conn.sendEncodedWithin(encodeCommand(["ECHO", "next"]), 1000), "next");
+    } finally {
+      conn.close();
+    }
+  });
+
+  it("HttpLimiter.check given no measureBody measures a body through the request's own measureBody; with neither, the body cannot be measured: 413", async () => {
+    const config = {
+      max_body_bytes: 100,
+      headers: "legacy",
+      policies: [{ name: "bytes", algorithm: "fixed", limit: 1000, window: "1m", key: "global", cost: "body-bytes" }],
+    };
+    const core = new HttpLimiter({ url: url(), config });
+    try {
+      const selection = core.select("POST", "/upload");
+      const facts = { method: "POST", path: "/upload", peer: "203.0.113.9", user: undefined, header: () => undefined };
+      const measured: number[] = [];
+      const own = await core.check({ ...facts, measureBody: (max: number) => (measured.push(max), Promise.resolve(40)) }, selection);
+      assert.deepEqual(measured, [100]);
+      assert.equal(own.pass, true);
+      assert.equal(own.pass && own.headers["X-RateLimit-Remaining"], "960");
+      const unmeasured = await core.check(facts, selection);
+      assert.equal(unmeasured.pass, false);
+      assert.equal(!unmeasured.pass && unmeasured.refusal.status, 413);
+    } finally {
+      core.close();
+    }
+  });
+
+  it("a one-policy route counts each subject under its own key past the subjects it keeps ready, IPv6 clients by their network", async () => {
+    const nonce = `${process.pid}-${Date.now()}`;
+    const config = {
+      headers: "legacy",
+      exempt_loopback: false,
+      policies: [
+        { name: "h", algorithm: "fixed", limit: 1, window: "1m", key: "header:X-Client" },
+        { name: "i", algorithm: "fixed", limit: 2, window: "1m", key: "ip" },
+      ],
+      routes: [
+        { path: "/h", policies: ["h"] },
+        { path: "/i", policies: ["i"] },
+      ],
+    };
+    const core = new HttpLimiter({ url: url(), config });
+    const facts = (path: string, peer: string, client?: string) => ({
+      method: "GET",
+      path,
+      peer,
+      user: undefined,
+      header: (name: string) => (name === "x-client" ? client : undefined),
+    });
+    const pass = async (path: string, peer: string, client?: string) => (await core.check(facts(path, peer, client), core.select("GET", path))).pass;
+    try {
+      // More subjects than the route keeps ready (1,024), then the first again: still counted, under its own key.
+      const first = `first-${nonce}`;
+      assert.equal(await pass("/h", "203.0.113.1", first), true);
+      for (let i = 0; i < 1100; i++) assert.equal(await pass("/h", "203.0.113.1", `s${i}-${nonce}`), true);
+      assert.equal(await pass("/h", "203.0.113.1", first), false);
+      assert.equal(await pass("/h", "203.0.113.1", `s5-${nonce}`), false);
+      assert.equal(core.key("h", first), `rl:{header:x-client:${first}}:h`);
+      // Two addresses of one /56 (ipv6_prefix's default) are one subject; another /56 is another.
+      const net = `2001:db8:${(Date.now() % 65536).toString(16)}`;
+      assert.equal(await pass("/i", `${net}:100::1`), true);
+      assert.equal(await pass("/i", `${net}:1ff::2`), true);
+      assert.equal(await pass("/i", `${net}:100::3`), false);
+      assert.equal(await pass("/i", `${net}:200::1`), true);
+    } finally {
+      core.close();
     }
   });
 

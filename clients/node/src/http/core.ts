@@ -9,13 +9,14 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { Limiter, type LimiterOptions, type RedisLikeClient } from "../limiter.js";
 import { RespConnection } from "../resp.js";
-import type { Decision } from "../reply.js";
+import { parseAllOne, type Decision } from "../reply.js";
 import { checkResolvers, resolvePolicies, toConfig, type Config, type ConfigSource, type LoadOptions, type Policy } from "./configuration.js";
 import {
   bySubject,
   clause,
   decide,
   answeredOf,
+  encodeOne,
   failedOf,
   sendOne,
   decideShadow,
@@ -34,7 +35,7 @@ import { FailMode } from "./fail-modes.js";
 import { LocalLimiter } from "./local.js";
 import { mostRestrictive, rateLimitHeaders, type Checked } from "./headers.js";
 import { callHook, outcomeOf, type DecisionEvent, type DecisionHook, type Logger, type Outcome } from "./hook.js";
-import { Exemptions, Identity, TrustedProxies, subjectOf, subjectOfValue, type RequestFacts, type SubjectValues } from "./identity.js";
+import { Exemptions, Identity, TrustedProxies, subjectOf, subjectOfValue, type RequestFacts, type Subject, type SubjectValues } from "./identity.js";
 import { keyBase, limiterKey, overrideKey } from "./keys.js";
 import { MAX_UNITS, MAX_WINDOW_MS } from "./durations.js";
 import { costs, costsOf, plan, type Check, type MeasureBody, type Planned } from "./plan.js";
@@ -97,7 +98,16 @@ export interface RequestInfo extends RequestFacts {
   readonly request?: unknown;
   /** The path as received (raw, or decoded by the framework), without the query string. */
   readonly path: string;
+  /**
+   * Reads a body without Content-Length to measure it, when check() is
+   * given no `measureBody` (the adapters' way: a method of the request's
+   * facts, so that no function is made per request for it).
+   */
+  measureBody?(max: number): Promise<number | undefined>;
 }
+
+/** Where no way to read the body was given: it cannot be measured (as a body too large). */
+const UNMEASURED: MeasureBody = () => Promise.resolve(undefined);
 
 /** The verdict on a request before its handler runs. */
 export type Verdict =
@@ -146,6 +156,43 @@ function oneSubject(checks: readonly Check[]): boolean {
   return true;
 }
 
+/** How many subjects' checks a one-policy way keeps (then it starts again: a flood of new subjects does not grow it). */
+const SUBJECTS_KEPT = 1024;
+
+/** A one-policy check with its RL.ALL's RESP bytes. */
+interface OneCheck extends Check {
+  readonly encoded: string;
+}
+
+/**
+ * A selection's one policy that needs nothing of a request but its
+ * subject (State.oneWay), with the checks of the subjects seen lately:
+ * a returning client's keys and RL.ALL are not made again.
+ */
+class OneWay {
+  readonly #checks = new Map<string, OneCheck>();
+
+  constructor(
+    readonly policy: Policy,
+    readonly prefix: string,
+  ) {}
+
+  check(subject: Subject): OneCheck {
+    let found = this.#checks.get(subject.tag);
+    if (found === undefined) {
+      const policy = this.policy;
+      const base = keyBase(this.prefix, subject.tag);
+      const key = limiterKey(base, policy.name);
+      const okey = policy.overridable ? overrideKey(base, policy.name) : undefined;
+      const cost = (policy.cost as { readonly units: number }).units;
+      found = { policy, subject, key, okey, cost, encoded: encodeOne({ policy, subject, key, okey, cost }) };
+      if (this.#checks.size >= SUBJECTS_KEPT) this.#checks.clear();
+      this.#checks.set(subject.tag, found);
+    }
+    return found;
+  }
+}
+
 /** One configuration made ready for requests; reload() swaps it whole, and a request keeps the one it started with. */
 class State {
   readonly routes: Routes;
@@ -167,6 +214,8 @@ class State {
   readonly local: LocalLimiter | undefined;
   /** The mode resolver, when `mode: code:<name>`. */
   readonly modeResolver: ((request: unknown) => RequestMode | Promise<RequestMode>) | undefined;
+  /** Each selection's one-policy way, when its requests can take it (null: they cannot), found on its first request. */
+  readonly #one = new WeakMap<Selection, OneWay | null>();
 
   constructor(
     readonly config: Config,
@@ -188,6 +237,24 @@ class State {
     this.fail = new FailMode(config.fail, limiter, config.timeoutMs, logger);
     this.exempt = new Exemptions(config.exempt);
     this.mixed = config.mode !== "shadow" && policies.some((p) => p.shadow);
+  }
+
+  /**
+   * The selection's policy when it is one that needs nothing of a request
+   * but its subject: a rate limit, enforced, its cost a constant, counted
+   * whatever the response, in a configuration without shadow or mode
+   * resolvers. Such a request (the commonest) is checked without a plan
+   * or cost step, and answered from the reply's one decision.
+   */
+  oneWay(selection: Selection): OneWay | null {
+    let found = this.#one.get(selection);
+    if (found === undefined) {
+      const p = selection.policies.length === 1 ? (selection.policies[0] as Policy) : undefined;
+      const quick = p !== undefined && isShort(p) && p.cost.kind === "units" && p.count === "all" && !p.shadow;
+      found = quick && !this.shadow && !this.mixed && this.modeResolver === undefined ? new OneWay(p, this.config.prefix) : null;
+      this.#one.set(selection, found);
+    }
+    return found;
   }
 }
 
@@ -254,6 +321,18 @@ function localReleaser(local: LocalLimiter, held: readonly Held[]): () => Promis
     }
     return Promise.resolve();
   };
+}
+
+/** Whether every check counts whatever the response (no refunds after it); a loop, as it runs on every admitted request. */
+function countsAll(checks: readonly Check[]): boolean {
+  for (const c of checks) if (c.policy.count !== "all") return false;
+  return true;
+}
+
+/** check()'s `measureBody`, else the request's own. */
+function measurerOf(req: RequestInfo, measureBody: MeasureBody | undefined): MeasureBody {
+  if (measureBody !== undefined) return measureBody;
+  return req.measureBody === undefined ? UNMEASURED : (max) => (req.measureBody as MeasureBody).call(req, max);
 }
 
 export class HttpLimiter {
@@ -387,7 +466,7 @@ export class HttpLimiter {
    * subject, no body to measure) takes the short way: no async layers, the
    * RL.ALL argv built straight from plans made at start-up.
    */
-  check(req: RequestInfo, selection: Selection, measureBody: MeasureBody): Promise<Verdict> {
+  check(req: RequestInfo, selection: Selection, measureBody?: MeasureBody): Promise<Verdict> {
     const policies = selection.policies;
     if (policies.length === 0) return Promise.resolve(PASS_UNCHECKED);
     const st = this.#state;
@@ -395,11 +474,13 @@ export class HttpLimiter {
     const identity = new Identity(req, config, st.trusted);
     // An exempt client's request is not checked at all (docs/http.md, Exemptions).
     if (st.exempt.has(identity)) return Promise.resolve(PASS_UNCHECKED);
+    const one = this.#direct === undefined ? null : st.oneWay(selection);
+    if (one !== null) return this.#checkOne(st, req, selection, one, identity);
     const planned = plan(policies, identity, config.prefix);
-    if (st.modeResolver !== undefined) return this.#checkMode(st, req, selection, planned, measureBody, st.modeResolver);
+    if (st.modeResolver !== undefined) return this.#checkMode(st, req, selection, planned, measurerOf(req, measureBody), st.modeResolver);
     const direct = this.#direct;
     const shadow = st.shadow;
-    if (direct === undefined || !policies.every(isShort) || st.mixed) return this.#checkAll(st, req, selection, planned, measureBody, shadow);
+    if (direct === undefined || !policies.every(isShort) || st.mixed) return this.#checkAll(st, req, selection, planned, measurerOf(req, measureBody), shadow);
     const checks = costsOf(planned, req, 0);
     if (!Array.isArray(checks)) return Promise.resolve({ pass: false, refusal: checks });
     if (!this.#breaker.asks()) return this.#failed(st, req, selection, checks, BREAKER_OPEN, shadow);
@@ -409,6 +490,35 @@ export class HttpLimiter {
       (reply) => this.#settle(st, req, selection, checks, shadow, answeredOf(reply, checks.length)),
       (err: unknown) => this.#settle(st, req, selection, checks, shadow, failedOf(err)),
     );
+  }
+
+  /**
+   * A request on a selection of one policy that needs only the subject
+   * (State.oneWay): its one check, sent RESP-encoded on the own
+   * connection (else the Limiter's short way), and the reply read straight
+   * into its decision. A failure takes the fail mode's way, as any other.
+   */
+  #checkOne(st: State, req: RequestInfo, selection: Selection, one: OneWay, identity: Identity): Promise<Verdict> {
+    const config = st.config;
+    const check = one.check(identity.subject(one.policy.key));
+    if (!this.#breaker.asks()) return this.#failed(st, req, selection, [check], BREAKER_OPEN, false);
+    const encoded = this.#encoded;
+    const sent = encoded === undefined ? sendOne(this.#direct as DirectAll, [check], config.timeoutMs) : encoded(check.encoded, config.timeoutMs);
+    return sent.then(
+      (reply) => this.#answerOne(st, req, selection, check, parseAllOne(reply)),
+      (err: unknown) => this.#settle(st, req, selection, [check], false, failedOf(err)),
+    );
+  }
+
+  /** #respond's verdict for one check of #checkOne's kind: the headers, or the refusal; the hook takes #respond's way. */
+  #answerOne(st: State, req: RequestInfo, selection: Selection, check: Check, decision: Decision): Verdict | Promise<Verdict> {
+    this.#breaker.ended(undefined);
+    if (this.#onDecision !== undefined) return this.#respond(st, req, selection, [check], false, decision.allowed, [decision]);
+    const config = st.config;
+    const checked: Checked = { policy: check.policy, decision };
+    const headers = rateLimitHeaders(config.headers, [checked], !decision.allowed, config.legacyReset);
+    if (decision.allowed) return { pass: true, headers, after: undefined, release: undefined };
+    return { pass: false, refusal: denied(selection.deny ?? config.deny, checked, check.cost, headers) };
   }
 
   /** `mode: code:<name>`: the request's mode first (off: unchecked, no headers, no hook call). */
@@ -593,7 +703,7 @@ export class HttpLimiter {
 
   /** `count: failed` refunds below 400, `count: succeeded` from 400 (docs/http.md, Counting after the response). */
   #after(config: Config, checks: readonly Check[]): ((status: number) => Promise<void>) | undefined {
-    if (checks.every((c) => c.policy.count === "all")) return undefined;
+    if (countsAll(checks)) return undefined;
     return (status: number) => {
       const back = checks.filter((c) => (c.policy.count === "failed" ? status < 400 : c.policy.count === "succeeded" && status >= 400));
       if (back.length === 0) return Promise.resolve();

@@ -11,7 +11,7 @@
 import { Concurrent, type Clause } from "../args.js";
 import type { Limiter } from "../limiter.js";
 import { parseAllDecision, type Decision } from "../reply.js";
-import { bulk } from "../resp.js";
+import { NoAnswer, bulk } from "../resp.js";
 import type { Policy } from "./configuration.js";
 import type { Logger } from "./hook.js";
 import type { Check } from "./plan.js";
@@ -37,9 +37,7 @@ export interface Failed {
   readonly admitted: readonly Taken[];
 }
 
-export class NoAnswer extends Error {
-  override readonly name = "RedisTimeout";
-}
+export { NoAnswer };
 
 const ARGS_HEAD = new WeakMap<Policy, readonly string[]>();
 
@@ -160,10 +158,12 @@ export interface Held {
 /** The leases the replies took: the concurrency checks' lease ids above 0 (none in monitor or off mode). */
 export function leasesOf(checks: readonly Check[], decisions: readonly Decision[]): Held[] {
   const held: Held[] = [];
-  checks.forEach((check, i) => {
+  // A plain loop: it runs on every admitted request (no closure made for it).
+  for (let i = 0; i < checks.length; i++) {
+    const check = checks[i] as Check;
     const id = decisions[i]?.leaseId ?? 0;
     if (check.policy.algorithm === "concurrency" && id > 0) held.push({ check, id });
-  });
+  }
   return held;
 }
 
@@ -239,14 +239,18 @@ export async function refund(limiter: Limiter, checks: readonly Check[], timeout
 /** Sends a prebuilt RL.ALL argv (Limiter.directAll) and resolves to its raw reply. */
 export type DirectAll = (argv: readonly string[], keys: readonly string[]) => Promise<unknown>;
 
-/** Sends a RESP-encoded RL.ALL (Limiter.directEncoded: the integration's own connection). */
-export type EncodedAll = (command: string) => Promise<unknown>;
+/** Sends a RESP-encoded RL.ALL within `timeoutMs` (Limiter.directEncoded: the integration's own connection). */
+export type EncodedAll = (command: string, timeoutMs: number) => Promise<unknown>;
 
 /** A policy's clause, RESP-encoded around its key and cost: the algorithm; the head and COST; how many arguments the head and COST are. */
 interface EncodedClause {
   readonly algorithm: string;
   readonly head: string;
   readonly count: number;
+  /** An RL.ALL of this clause alone up to its key: the array's length (without OVERRIDE), the command, the algorithm. */
+  readonly alone: string;
+  /** The same, for a clause with OVERRIDE (two arguments more). */
+  readonly aloneOverride: string;
 }
 
 const ENCODED = new WeakMap<Policy, EncodedClause>();
@@ -257,14 +261,30 @@ function encodedClause(p: Policy): EncodedClause {
   let e = ENCODED.get(p);
   if (e === undefined) {
     const head = [...argsHead(p), "COST"];
-    e = { algorithm: bulk(ALGORITHM[p.algorithm]), head: head.map(bulk).join(""), count: head.length };
+    const algorithm = bulk(ALGORITHM[p.algorithm]);
+    const args = 1 + 3 + head.length;
+    e = {
+      algorithm,
+      head: head.map(bulk).join(""),
+      count: head.length,
+      alone: `*${args}\r\n$6\r\nRL.ALL\r\n${algorithm}`,
+      aloneOverride: `*${args + 2}\r\n$6\r\nRL.ALL\r\n${algorithm}`,
+    };
     ENCODED.set(p, e);
   }
   return e;
 }
 
+/** One check's RL.ALL as RESP (the commonest request: one policy): no array, the parts made once per policy. */
+export function encodeOne(c: Check): string {
+  const e = encodedClause(c.policy);
+  const clause = bulk(c.key) + e.head + (c.cost === 1 ? COST_ONE : bulk(String(c.cost)));
+  return c.okey === undefined ? e.alone + clause : e.aloneOverride + clause + OVERRIDE + bulk(c.okey);
+}
+
 /** The checks' RL.ALL as RESP: the parts made once per policy, the request's keys and costs encoded here. */
 export function encodeAll(checks: readonly Check[]): string {
+  if (checks.length === 1) return encodeOne(checks[0] as Check);
   let args = 1;
   let body = "";
   for (const c of checks) {
@@ -289,7 +309,8 @@ export function encodeAll(checks: readonly Check[]): string {
  * its own continuation, one promise fewer per request.
  */
 export function sendOne(direct: DirectAll, checks: readonly Check[], timeoutMs: number, encoded?: EncodedAll): Promise<unknown> {
-  return within(timeoutMs, encoded === undefined ? sendArgv(direct, checks) : encoded(encodeAll(checks)));
+  // The integration's own connection bounds the wait itself (one timer for all its calls).
+  return encoded === undefined ? within(timeoutMs, sendArgv(direct, checks)) : encoded(encodeAll(checks), timeoutMs);
 }
 
 /** RL.ALL's reply to `clauses` clauses as an answer (an unexpected reply throws). */

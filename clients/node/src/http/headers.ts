@@ -63,6 +63,23 @@ export function shownLimit(c: Checked): number {
   return decision.limit;
 }
 
+/** A policy's `RateLimit-Policy` item at the limit it last showed: made again only when that limit changes (an override). */
+const POLICY_ITEMS = new WeakMap<Policy, { readonly limit: number; readonly text: string }>();
+
+/** One check's `RateLimit-Policy` item: `"<name>";q=<limit>;w=<secs>`, and the unit of a body-bytes policy. */
+function policyItem(c: Checked): string {
+  const limit = shownLimit(c);
+  let item = POLICY_ITEMS.get(c.policy);
+  if (item === undefined || item.limit !== limit) {
+    const unit = c.policy.cost.kind === "body-bytes" ? ';qu="content-bytes"' : "";
+    // A concurrency policy has no window (docs/http.md, Concurrency limits).
+    const window = c.policy.algorithm === "concurrency" ? "" : `;w=${ceilSecs(c.policy.windowMs)}`;
+    item = { limit, text: `"${c.policy.name}";q=${limit}${window}${unit}` };
+    POLICY_ITEMS.set(c.policy, item);
+  }
+  return item.text;
+}
+
 /**
  * The rate-limit headers for the checks made, in check order. `refused`:
  * the request is refused by an enforced policy's denial, which adds
@@ -76,20 +93,15 @@ export function rateLimitHeaders(
   legacyReset: "seconds" | "unix" = "seconds",
   nowMs: number = Date.now(),
 ): Record<string, string> {
+  // One check (the commonest request) is its own most restrictive, unless a refusal skips it.
+  const one = checked.length === 1 ? (checked[0] as Checked) : undefined;
+  const worst = one !== undefined && !(refused && (one.decision.allowed || one.policy.shadow)) ? 0 : mostRestrictive(checked, refused);
   const out: Record<string, string> = {};
-  const worst = mostRestrictive(checked, refused);
   if (worst === undefined) return out;
   const w = checked[worst] as Checked;
   const reset = ceilSecs(w.decision.resetAfterMs);
   if (mode === "both" || mode === "ietf") {
-    out["RateLimit-Policy"] = checked
-      .map((c) => {
-        const unit = c.policy.cost.kind === "body-bytes" ? ';qu="content-bytes"' : "";
-        // A concurrency policy has no window (docs/http.md, Concurrency limits).
-        const window = c.policy.algorithm === "concurrency" ? "" : `;w=${ceilSecs(c.policy.windowMs)}`;
-        return `"${c.policy.name}";q=${shownLimit(c)}${window}${unit}`;
-      })
-      .join(", ");
+    out["RateLimit-Policy"] = checked.length === 1 ? policyItem(w) : checked.map(policyItem).join(", ");
     out["RateLimit"] = `"${w.policy.name}";r=${w.decision.remaining};t=${reset}`;
   }
   if (mode === "draft6") {

@@ -204,6 +204,21 @@ export class TrustedProxies {
   has(a: Address): boolean {
     return !this.#empty && this.#list.check(a.text, a.family);
   }
+
+  /** Clients' ip subjects by address, made once per distinct address (the configuration's IPv6 prefix is fixed with it). */
+  readonly #ipSubjects = new Map<string, Subject>();
+
+  /** The ip subject of a client's address: an IPv6 one counted by its network of `ipv6Prefix` bits. */
+  ipSubject(a: Address, ipv6Prefix: number): Subject {
+    let found = this.#ipSubjects.get(a.text);
+    if (found === undefined) {
+      const value = a.family === "ipv6" ? ipv6Network(a.text, ipv6Prefix) : a.text;
+      found = { kind: "ip", value, tag: `ip:${value}` };
+      if (this.#ipSubjects.size >= PEERS_KEPT) this.#ipSubjects.clear();
+      this.#ipSubjects.set(a.text, found);
+    }
+    return found;
+  }
 }
 
 /**
@@ -261,11 +276,7 @@ export class Identity {
   ip(): Subject {
     if (this.#ip === undefined) {
       const a = this.address();
-      if (a === null) this.#ip = UNKNOWN_IP;
-      else {
-        const value = a.family === "ipv6" ? ipv6Network(a.text, this.config.ipv6Prefix) : a.text;
-        this.#ip = { kind: "ip", value, tag: `ip:${value}` };
-      }
+      this.#ip = a === null ? UNKNOWN_IP : this.trusted.ipSubject(a, this.config.ipv6Prefix);
     }
     return this.#ip;
   }

@@ -67,16 +67,68 @@ export function denied(deny: Deny, c: Checked, cost: number, headers: Readonly<R
   const given = asGiven(deny, headers);
   if (given !== undefined) return given;
   const { policy, decision } = c;
-  // The title names the refusal, whatever status it is sent with. Written
-  // out rather than through JSON.stringify of an object (half the time of a
-  // refused request's own work): the same bytes, members in the same order.
   const limit = shownLimit(c);
+  if (decision.retryAfterMs >= 0) {
+    // The usual refusal: the body's parts around the wait, made once per deny, policy and limit.
+    const parts = retryParts(deny, policy, limit);
+    const body = `${parts.head}${retryAfterSecs(decision) as number}${parts.middle}${decision.retryAfterMs}}`;
+    return { status: deny.status, headers: withExtra(headers, deny), contentType: PROBLEM_TYPE, body };
+  }
+  return { status: deny.status, headers: withExtra(headers, deny), contentType: PROBLEM_TYPE, body: deniedBody(deny, policy, limit, decision, cost) };
+}
+
+/**
+ * The problem body of a denial. The title names the refusal, whatever
+ * status it is sent with. Written out rather than through JSON.stringify
+ * of an object (half the time of a refused request's own work): the same
+ * bytes, members in the same order.
+ */
+function deniedBody(deny: Deny, policy: Policy, limit: number, decision: Decision, cost: number): string {
   const detail = JSON.stringify(deniedDetail(policy, limit, decision, cost));
   const retry = decision.retryAfterMs < 0 ? "null" : String(decision.retryAfterMs);
-  const body =
+  return (
     `{"type":"about:blank","title":"Too Many Requests","status":${deny.status},"detail":${detail},` +
-    `"policy":${policyJson(policy)},"limit":${limit},"retry_after":${retry}}`;
-  return { status: deny.status, headers: withExtra(headers, deny), contentType: PROBLEM_TYPE, body };
+    `"policy":${policyJson(policy)},"limit":${limit},"retry_after":${retry}}`
+  );
+}
+
+/** A denial body with a wait, split around the wait's seconds and its ms: `head` + seconds + `middle` + ms + `}`. */
+interface RetryParts {
+  readonly head: string;
+  readonly middle: string;
+}
+
+const RETRY_PARTS = new WeakMap<Deny, WeakMap<Policy, Map<number, RetryParts>>>();
+
+/**
+ * deniedBody's bytes around the wait, made once per deny, policy and
+ * limit shown (an override's limit keeps its own beside the policy's): a body made whole
+ * for a wait of 1000 ms (1 s), split at its two numbers. The detail ends
+ * `retry in 1 s."` right before the `"policy"` member (`","policy":` with
+ * bare quotes occurs nowhere else: a policy name's quotes are escaped),
+ * and the body ends `1000}`.
+ */
+function retryParts(deny: Deny, policy: Policy, limit: number): RetryParts {
+  let byPolicy = RETRY_PARTS.get(deny);
+  if (byPolicy === undefined) {
+    byPolicy = new WeakMap();
+    RETRY_PARTS.set(deny, byPolicy);
+  }
+  let byLimit = byPolicy.get(policy);
+  if (byLimit === undefined) {
+    byLimit = new Map();
+    byPolicy.set(policy, byLimit);
+  }
+  let parts = byLimit.get(limit);
+  if (parts === undefined) {
+    // Overrides may give each subject a limit of its own: keep a few, not one per subject ever seen.
+    if (byLimit.size >= 16) byLimit.clear();
+    const whole = deniedBody(deny, policy, limit, { allowed: false, count: 0, retryAfterMs: 1000, limit, remaining: 0, resetAfterMs: 0, leaseId: 0 }, 1);
+    const secs = whole.indexOf('retry in 1 s.","policy":') + "retry in ".length;
+    parts = { head: whole.slice(0, secs), middle: whole.slice(secs + 1, whole.length - "1000}".length) };
+    byLimit.set(limit, parts);
+  }
+  return parts;
 }
 
 const POLICY_JSON = new WeakMap<Policy, string>();
