@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import re
 import threading
 import time
@@ -95,6 +96,12 @@ def media_type(value: str) -> str:
     return re.sub(r"\s*;\s*", ";", value.strip()).lower()
 
 
+def load_average() -> str:
+    """Said with a timing mismatch: it tells a stalled machine from a wrong
+    wait when CI meets one."""
+    return "load average " + ", ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def matches(expected: Any, actual: Any) -> bool:
     """A value of a case against what came back: exact, or a matcher
     ({"range": [lo, hi]}, {"re": ...} in full, {"any": true})."""
@@ -158,7 +165,9 @@ def check_response(expect: Dict[str, Any], got: Response) -> List[str]:
     if "body_text" in expect and got.body != expect["body_text"].encode():
         problems.append(f"body {got.body[:200]!r}, expected {expect['body_text']!r}")
     if "elapsed_ms" in expect and not matches(expect["elapsed_ms"], got.elapsed_ms):
-        problems.append(f"answered in {got.elapsed_ms} ms, expected {expect['elapsed_ms']!r}")
+        problems.append(
+            f"answered in {got.elapsed_ms} ms, expected {expect['elapsed_ms']!r} ({load_average()})"
+        )
     return problems
 
 
@@ -413,7 +422,8 @@ def run_steps(
             # must still be over a budget of 0 ms.
             took = (time.monotonic() - start) * 1000
             if "within_ms" in step and took > step["within_ms"]:
-                raise Mismatch(f"{where}: took {took:.1f} ms, more than {step['within_ms']} ms")
+                over = f"took {took:.1f} ms, more than {step['within_ms']} ms"
+                raise Mismatch(f"{where}: {over} ({load_average()})")
         elif "parallel" in step:
             problems = parallel_step(step["parallel"], port)
             if problems:

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.client
 import threading
 import time
-from typing import Any, Callable, Dict, Iterator, Optional
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple, Union
 
 import serve
 import uvicorn
@@ -97,3 +98,20 @@ def serving(framework: str, app: Any) -> Iterator[Running]:
         yield server
     finally:
         server.stop()
+
+
+def get(
+    port: int, path: str, headers: Optional[Dict[str, Union[str, bytes]]] = None
+) -> Tuple[int, Dict[str, str], bytes]:
+    """A GET of ``path``: the status, the headers by lower-case name, the body."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", path, headers=headers or {})
+        response = conn.getresponse()
+        return (
+            response.status,
+            {k.lower(): v for k, v in response.getheaders()},
+            response.read(),
+        )
+    finally:
+        conn.close()

@@ -12,7 +12,7 @@ import http.client
 import json
 import logging
 from pathlib import Path
-from typing import Any, Dict, List, MutableMapping, Optional, Tuple, Union
+from typing import Any, Dict, List, MutableMapping, Optional
 
 import django_app
 import flask
@@ -28,7 +28,7 @@ from fastapi import Depends, FastAPI
 from prometheus_client import REGISTRY
 from starlette.requests import Request as StarletteRequest
 
-from http_servers import serving
+from http_servers import get, serving
 from librl.http import ConfigError, DecisionEvent, load
 from librl.http.django import check, rate_limit
 from librl.http.fastapi import RateLimit as FastAPIRateLimit
@@ -43,22 +43,6 @@ CONFIG: Dict[str, Any] = {
     ],
     "routes": [{"path": "/", "policies": ["everywhere"]}],
 }
-
-
-def get(
-    port: int, path: str, headers: Optional[Dict[str, Union[str, bytes]]] = None
-) -> Tuple[int, Dict[str, str], bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        conn.request("GET", path, headers=headers or {})
-        response = conn.getresponse()
-        return (
-            response.status,
-            {k.lower(): v for k, v in response.getheaders()},
-            response.read(),
-        )
-    finally:
-        conn.close()
 
 
 def view_policy_holds(port: int, path: str, user_header: str = "X-User") -> None:
@@ -652,3 +636,42 @@ def test_override_key_is_the_key_the_middleware_reads(url: str, redis_server: Se
         limits.override_key("nope", header="acme")
     with pytest.raises(TypeError, match="give the subject once"):
         limits.override_key("plan", "acme", header="acme")
+
+
+def test_flask_refusal_passes_after_request_and_werkzeugs_rules(url: str) -> None:
+    """A refusal is a Flask response like any other: what after_request
+    adds is sent, a Location it sets is still made a URI by Werkzeug, and
+    a HEAD gets the headers without the body."""
+    config = {
+        "exempt_loopback": False,
+        "headers": "legacy",
+        "policies": [{"name": "once", "algorithm": "fixed", "limit": 1, "window": "60s"}],
+    }
+    app = flask.Flask(__name__)
+    FlaskRateLimit(app, config=config, url=url)
+    app.add_url_rule("/", "ok", lambda: "ok", methods=["GET", "HEAD"])
+
+    @app.after_request
+    def stamp(response: flask.Response) -> flask.Response:
+        response.headers["X-Stamp"] = "1"
+        if flask.request.headers.get("X-Move"):
+            response.headers["Location"] = "/é"
+        return response
+
+    with serving("flask", app) as running:
+        assert get(running.port, "/")[0] == 200
+        status, headers, body = get(running.port, "/")
+        assert (status, headers["x-stamp"], headers["x-ratelimit-remaining"]) == (429, "1", "0")
+        assert headers["content-length"] == str(len(body))
+        assert json.loads(body)["status"] == 429
+        assert "location" not in headers
+        status, headers, _ = get(running.port, "/", {"X-Move": "1"})
+        assert (status, headers["location"]) == (429, "/%C3%A9")
+        conn = http.client.HTTPConnection("127.0.0.1", running.port, timeout=10)
+        try:
+            conn.request("HEAD", "/")
+            response = conn.getresponse()
+            assert (response.status, response.read()) == (429, b"")
+            assert response.getheader("content-length") == headers["content-length"]
+        finally:
+            conn.close()

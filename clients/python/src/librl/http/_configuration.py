@@ -246,6 +246,14 @@ class Config:
     route_cache: Dict[Tuple[str, bytes], Optional[Route]] = field(
         default_factory=dict, init=False, compare=False, repr=False
     )
+    #: A view's own policies by their names (_plan.route_policies).
+    named_cache: Dict[Tuple[str, ...], Tuple[Policy, ...]] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
+    #: Each route's (by id), each view's names' and the route-less
+    #: policies' (None) quick plan, or None where a request needs the
+    #: whole one (_plan.quick_of).
+    quick_cache: Dict[Any, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
 
 def load(

@@ -10,14 +10,15 @@ from __future__ import annotations
 import logging
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
-from ._configuration import Config, Policy
+from .._types import Decision
+from ._configuration import Config, Policy, Route
 from ._decide import Call, Verdict, settlement
 from ._fail import FailMode, reason
 from ._headers import response_headers
 from ._hook import Hook, Outcome, event_of, outcome, report
 from ._identity import subject_of_value
 from ._keys import policy_keys
-from ._plan import Check, Plan, costs, named, plan, resolved
+from ._plan import Check, Plan, Quick, costs, named, plan, resolved
 from ._refusals import Reply, denied
 from ._request import Request
 
@@ -37,7 +38,26 @@ class Engine:
     ) -> Union[Plan, Reply, None]:
         """The request's checks (_plan.plan): a Plan, a refusal made before
         any check, or None when no policy applies."""
-        return plan(self.config, request, names)
+        return plan(self.config, request, names)  # type: ignore[return-value] # not quick
+
+    def quick_plan(
+        self, request: Request, names: Optional[Sequence[str]] = None
+    ) -> Union[Plan, Reply, Tuple[Quick, str], None]:
+        """plan(), or the route's Quick plan and the request's subject
+        where it has one and no decision hook waits for the whole plan."""
+        return plan(self.config, request, names, self.hook is None)
+
+    def quick_decided(
+        self, quick: Quick, allowed: bool, reply: Decision
+    ) -> Tuple[List[Tuple[str, str]], Optional[Reply]]:
+        """decided() of a request on a Quick plan (enforced, no hook): the
+        rate-limit headers, and the refusal if Redis refused it."""
+        config = self.config
+        _, headers = response_headers(config, quick.policies, (reply,), not allowed)
+        if allowed:
+            return headers, None
+        policy = quick.policy
+        return headers, self._refusal(quick.route, policy, reply, policy.cost, headers)  # type: ignore[arg-type]
 
     def resolved(self, planned: Plan, values: Sequence[Any]) -> Union[Plan, Reply, None]:
         """A plan once its resolvers gave ``values`` (_plan.resolved)."""
@@ -87,15 +107,23 @@ class Engine:
             report(self.hook, event_of(planned, result, replies, local=local))
         if not refused:
             return True, headers, None
-        route = planned.route
-        denial = denied(
-            self.config,
-            policies[worst],
-            replies[worst],
-            checks[worst].cost,
-            route.deny if route is not None else None,
+        refusal = self._refusal(
+            planned.route, policies[worst], replies[worst], checks[worst].cost, headers
         )
-        return False, headers, Reply(denial.status, denial.headers + headers, denial.body)
+        return False, headers, refusal
+
+    def _refusal(
+        self,
+        route: Optional[Route],
+        policy: Policy,
+        reply: Decision,
+        cost: int,
+        headers: List[Tuple[str, str]],
+    ) -> Reply:
+        """The refusal by ``policy`` (the route's ``deny``, else the
+        top-level one), with the rate-limit ``headers``."""
+        denial = denied(self.config, policy, reply, cost, route.deny if route is not None else None)
+        return Reply(denial.status, denial.headers + headers, denial.body)
 
     def failed(self, planned: Plan, error: BaseException) -> Optional[Reply]:
         """Redis did not answer: None serves the request (fail open), else

@@ -6,6 +6,7 @@ same steps, in the same order; only the sends and the timeout differ.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
@@ -28,19 +29,21 @@ from typing import (
 import redis
 import redis.asyncio
 from redis.backoff import NoBackoff
+from redis.exceptions import InvalidResponse
 from redis.retry import Retry
 
 from .._args import Concurrent, all_args
 from .._async import AsyncLimiter
 from .._sync import Limiter
-from .._types import parse_all
+from .._types import Decision, parse_all, parse_decision
 from ._configuration import Config, load
 from ._decide import Call, Exchange, Release, Step, Verdict, turn_ms
 from ._engine import Engine
 from ._fail import Breaker, BreakerOpen, decide_locally, reason
+from ._headers import served_headers
 from ._hook import Hook
 from ._local import LocalLimiter
-from ._plan import Check, Plan
+from ._plan import Check, Plan, Quick
 from ._refusals import Reply
 from ._request import Request
 from ._resolvers import Resolvers, ResolversSource, resolve, resolve_async, resolvers_of
@@ -125,6 +128,17 @@ def release_locally(admission: Admission) -> None:
     if local is not None:
         for held in admission.take_leases():
             local.release(held.clause, held.lease_id)
+
+
+def quick_reply(reply: Any) -> Tuple[bool, Decision]:
+    """parse_all of the reply to a one-clause RL.ALL, without the
+    AllDecision: whether it admitted, and the clause's decision."""
+    if type(reply) is list and len(reply) == 3 and type(reply[1]) is int:
+        return bool(reply[0]), parse_decision(reply[2], "RL.ALL")
+    parsed = parse_all(reply)
+    if not parsed.decisions:
+        raise InvalidResponse(f"librl: unexpected reply to RL.ALL: {reply!r}")
+    return parsed.allowed, parsed.decisions[0]
 
 
 def leases_of(clauses: Sequence[Any]) -> Tuple[bool, ...]:
@@ -298,6 +312,47 @@ class _Guarding(Generic[ClientT, LimiterT]):
             return Admission(refusal, headers, plan)
         return Admission(refusal, headers, plan, verdict, verdict.leases)
 
+    def _quick_admission(self, quick: Quick, reply: Any) -> Admission:
+        """A Quick plan's outcome once Redis has answered ``reply``: an
+        admitted request's headers made from the reply's numbers as they
+        came (no Decision), anything else as parse_all reads it."""
+        if type(reply) is list and len(reply) == 3 and reply[0] == 1:
+            clause = reply[2]
+            if type(clause) is list and len(clause) == 6:
+                _, count, retry, limit, remaining, reset = clause
+                if (
+                    type(count) is int
+                    and type(retry) is int
+                    and type(limit) is int
+                    and type(remaining) is int
+                    and type(reset) is int
+                    and type(reply[1]) is int
+                ):
+                    headers = served_headers(self.config, quick.policy, limit, remaining, reset)
+                    return Admission(None, headers)
+        allowed, decision = quick_reply(reply)
+        headers, refusal = self.engine.quick_decided(quick, allowed, decision)
+        return Admission(refusal, headers)
+
+    def _quick_failed(
+        self, request: Request, quick: Quick, subject: str, reply: Any, error: Exception
+    ) -> Tuple[Admission, List[Step]]:
+        """_failed for a request on a Quick plan, with its whole plan made
+        now; its ``reply``, if one came (late), is recorded as _run records
+        it. Also the refunds to send, as a failed exchange sends them."""
+        engine = self.engine
+        plan = quick.plan(engine.config, request, subject)
+        exchange = Exchange(plan.checks)
+        if reply is not None:
+            # A reply that does not read recorded nothing.
+            with contextlib.suppress(Exception):
+                exchange.answer(parse_all(reply))
+        if isinstance(error, BreakerOpen):
+            return self._failed(engine, plan, exchange, error), []
+        self.breaker.ended(error)
+        admission = self._failed(engine, plan, exchange, error)
+        return admission, exchange.failure_refunds() if admission.reply is not None else []
+
     def _turn_s(self, plan: Plan, admission: Admission) -> float:
         """The seconds an admitted request waits for the turn its queue
         policies booked (docs/http.md, Lockouts and queues): the wait is
@@ -362,7 +417,12 @@ class Guard(_Guarding[Client, Limiter]):
         body (keeping it for the handler) and returns its length, or None
         past ``limit`` bytes."""
         engine = self.engine
-        plan = engine.plan(request, names)
+        direct = self._direct
+        plan = (
+            engine.quick_plan(request, names) if direct is not None else engine.plan(request, names)
+        )
+        if isinstance(plan, tuple):
+            return self._quick(direct, request, *plan)
         if isinstance(plan, Plan) and plan.resolving:
             plan = engine.resolved(plan, resolve(plan.resolving, request.native))
         if plan is None:
@@ -391,6 +451,24 @@ class Guard(_Guarding[Client, Limiter]):
             wait = self._turn_s(plan, admission)
             if wait > 0:
                 time.sleep(wait)  # this request's thread, not the connection
+        return admission
+
+    def _quick(self, direct: Any, request: Request, quick: Quick, subject: str) -> Admission:
+        """admit() of a request on a Quick plan: one RL.ALL of words made at
+        start-up, and its reply read straight into the admission."""
+        reply = None
+        try:
+            if not self.breaker.asks():
+                raise BreakerOpen()
+            deadline = time.monotonic() + self.config.timeout_ms / 1000
+            reply = direct.execute_command(*quick.words(subject))
+            admission = self._quick_admission(quick, reply)
+            self._in_time(deadline)
+        except Exception as e:
+            admission, refunds = self._quick_failed(request, quick, subject, reply, e)
+            self._give_back(refunds, "a refund")
+            return admission
+        self.breaker.answered()
         return admission
 
     def finish(self, admission: Admission, status: int) -> None:
@@ -458,7 +536,12 @@ class AsyncGuard(_Guarding[AsyncClient, AsyncLimiter]):
     ) -> Admission:
         """Guard.admit, awaited."""
         engine = self.engine
-        plan = engine.plan(request, names)
+        direct = self._direct
+        plan = (
+            engine.quick_plan(request, names) if direct is not None else engine.plan(request, names)
+        )
+        if isinstance(plan, tuple):
+            return await self._quick(direct, request, *plan)
         if isinstance(plan, Plan) and plan.resolving:
             plan = engine.resolved(plan, await resolve_async(plan.resolving, request.native))
         if plan is None:
@@ -491,6 +574,28 @@ class AsyncGuard(_Guarding[AsyncClient, AsyncLimiter]):
             wait = self._turn_s(plan, admission)
             if wait > 0:
                 await asyncio.sleep(wait)
+        return admission
+
+    async def _quick(self, direct: Any, request: Request, quick: Quick, subject: str) -> Admission:
+        """Guard._quick, awaited, within one timer as admit's exchange."""
+        reply = None
+        try:
+            if not self.breaker.asks():
+                raise BreakerOpen()
+            words = quick.words(subject)
+            if _timeout is not None:
+                async with _timeout(self.config.timeout_ms / 1000):
+                    reply = await direct.execute_command(*words)
+            else:
+                reply = await asyncio.wait_for(
+                    direct.execute_command(*words), self.config.timeout_ms / 1000
+                )
+            admission = self._quick_admission(quick, reply)
+        except Exception as e:
+            admission, refunds = self._quick_failed(request, quick, subject, reply, e)
+            await self._give_back(refunds, "a refund")
+            return admission
+        self.breaker.answered()
         return admission
 
     async def finish(self, admission: Admission, status: int) -> None:

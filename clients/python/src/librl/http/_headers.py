@@ -11,6 +11,21 @@ from typing import List, Optional, Sequence, Tuple
 from .._types import Decision
 from ._configuration import Config, Policy
 
+#: Every header rate_limit_headers makes, by its lower-case name.
+HEADER_NAMES = frozenset(
+    (
+        "ratelimit-policy",
+        "ratelimit",
+        "x-ratelimit-limit",
+        "x-ratelimit-remaining",
+        "x-ratelimit-reset",
+        "ratelimit-limit",
+        "ratelimit-remaining",
+        "ratelimit-reset",
+        "retry-after",
+    )
+)
+
 
 def response_headers(
     config: Config,
@@ -53,45 +68,86 @@ def rate_limit_headers(
     most restrictive; ``refused`` adds Retry-After (when a wait helps);
     ``unix_now_ms``: X-RateLimit-Reset is the Unix time of the reset
     (``legacy_reset: unix``), from this clock."""
-    out: List[Tuple[str, str]] = []
     reply, policy = replies[worst], policies[worst]
-    reset = ceil_s(reply.reset_after_ms)
+    items = None
     if style in ("both", "ietf"):
         if len(policies) == 1:
-            item = f"{policy.item_head}{shown_limit(policy, reply)}{policy.item_tail}"
+            items = f"{policy.item_head}{shown_limit(policy, reply)}{policy.item_tail}"
         else:
-            item = ", ".join(
+            items = ", ".join(
                 f"{p.item_head}{shown_limit(p, r)}{p.item_tail}" for p, r in zip(policies, replies)
             )
-        out.append(("RateLimit-Policy", item))
-        out.append(("RateLimit", f'"{policy.name}";r={reply.remaining};t={reset}'))
+    return headers_of(
+        style,
+        policy,
+        items,
+        shown_limit(policy, reply),
+        reply.remaining,
+        reply.reset_after_ms,
+        retry_after_s(reply) if refused else None,
+        unix_now_ms,
+    )
+
+
+def headers_of(
+    style: str,
+    policy: Policy,
+    items: Optional[str],
+    limit: int,
+    remaining: int,
+    reset_after_ms: int,
+    retry_s: Optional[int],
+    unix_now_ms: Optional[int],
+) -> List[Tuple[str, str]]:
+    """rate_limit_headers from the most restrictive ``policy``'s numbers:
+    ``items`` is RateLimit-Policy's value (``both`` and ``ietf``),
+    ``limit`` the limit shown, ``retry_s`` a refusal's Retry-After."""
+    out: List[Tuple[str, str]] = []
+    reset = ceil_s(reset_after_ms)
+    if items is not None:
+        out.append(("RateLimit-Policy", items))
+        out.append(("RateLimit", f'"{policy.name}";r={remaining};t={reset}'))
     if style in ("both", "legacy"):
-        if unix_now_ms is not None:
-            legacy_reset = ceil_s(unix_now_ms + reply.reset_after_ms)
-        else:
-            legacy_reset = reset
-        out.append(("X-RateLimit-Limit", str(shown_limit(policy, reply))))
-        out.append(("X-RateLimit-Remaining", str(reply.remaining)))
+        legacy_reset = reset if unix_now_ms is None else ceil_s(unix_now_ms + reset_after_ms)
+        out.append(("X-RateLimit-Limit", str(limit)))
+        out.append(("X-RateLimit-Remaining", str(remaining)))
         out.append(("X-RateLimit-Reset", str(legacy_reset)))
     elif style == "draft6":
-        limit = shown_limit(policy, reply)
         window = "" if policy.algorithm == "concurrency" else f";w={policy.window_s}"
         out.append(("RateLimit-Limit", str(limit)))
-        out.append(("RateLimit-Remaining", str(reply.remaining)))
+        out.append(("RateLimit-Remaining", str(remaining)))
         out.append(("RateLimit-Reset", str(reset)))
         out.append(("RateLimit-Policy", f"{limit}{window}"))
-    retry = retry_after_s(reply)
-    if refused and retry is not None:
-        out.append(("Retry-After", str(retry)))
+    if retry_s is not None:
+        out.append(("Retry-After", str(retry_s)))
     return out
+
+
+def served_headers(
+    config: Config, policy: Policy, limit: int, remaining: int, reset_after_ms: int
+) -> List[Tuple[str, str]]:
+    """The headers of a request ``policy`` alone checked and admitted,
+    from its reply's limit, remaining and reset."""
+    style = config.headers
+    if style == "none":
+        return []
+    shown = shown_of(policy, limit)
+    items = f"{policy.item_head}{shown}{policy.item_tail}" if style in ("both", "ietf") else None
+    unix_now_ms = time.time_ns() // 1_000_000 if config.legacy_reset == "unix" else None
+    return headers_of(style, policy, items, shown, remaining, reset_after_ms, None, unix_now_ms)
 
 
 def shown_limit(policy: Policy, reply: Decision) -> int:
     """The limit the headers show: a token policy's rate per window (its
     reply's limit is the capacity), unless an override changed it."""
-    if policy.algorithm == "token" and policy.burst is not None and reply.limit == policy.burst:
+    return shown_of(policy, reply.limit)
+
+
+def shown_of(policy: Policy, limit: int) -> int:
+    """shown_limit of a reply whose limit is ``limit``."""
+    if policy.algorithm == "token" and policy.burst is not None and limit == policy.burst:
         return policy.limit
-    return reply.limit
+    return limit
 
 
 def most_restrictive(

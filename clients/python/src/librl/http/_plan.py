@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from .._args import Clause, Concurrent, Fixed, Sliding, Token
+from .._args import Arg, Clause, Concurrent, Fixed, Sliding, Token
 from ._configuration import MAX_UNITS, Config, Policy, Route, decimal
 from ._identity import IpAddress, client_ip, is_exempt, subject
 from ._keys import limiter_key, override_key
@@ -141,13 +141,106 @@ class Plan:
     resolved_costs: Optional[Dict[str, Optional[int]]] = None
 
 
+class Quick:
+    """The plan of a route (or a view's own policies) made once, for the
+    commonest check: one policy that needs nothing of a request but its
+    subject (a constant cost, counted on every request, enforced, no
+    resolver, queue or slots). A request on it sends these words around
+    its keys, and no Plan, Check, clause or Exchange is made for it; the
+    guards make the whole plan only when Redis fails (docs/http.md, One
+    decision per request)."""
+
+    __slots__ = (
+        "head",
+        "key_head",
+        "key_tail",
+        "middle",
+        "okey_tail",
+        "policies",
+        "policy",
+        "route",
+    )
+
+    def __init__(self, config: Config, route: Optional[Route], policy: Policy) -> None:
+        self.route = route
+        self.policy = policy
+        #: For the headers, which take every checked policy.
+        self.policies = (policy,)
+        key, okey = "\0key", "\0override"
+        check = Check(policy, "", key, okey if policy.overridable else None, policy.cost)  # type: ignore[arg-type]
+        # The words all_args sends for this one clause: the key third,
+        # OVERRIDE's key (Clause puts it) last.
+        words: List[Arg] = ["RL.ALL", *check.clause().args()]
+        assert words[2] is key
+        assert not policy.overridable or words[-1] is okey
+        self.head = tuple(words[:2])
+        self.middle = tuple(words[3:-1] if policy.overridable else words[3:])
+        self.key_head = f"{config.prefix}{{"
+        self.key_tail = f"}}:{policy.name}"
+        self.okey_tail = f"}}:override:{policy.name}" if policy.overridable else None
+
+    def key(self, subject: str) -> str:
+        """limiter_key's key for ``subject``."""
+        return self.key_head + subject + self.key_tail
+
+    def words(self, subject: str) -> List[Arg]:
+        """The RL.ALL of a request whose subject is ``subject``."""
+        key_head = self.key_head
+        words: List[Arg] = [*self.head, key_head + subject + self.key_tail, *self.middle]
+        if self.okey_tail is not None:
+            words.append(key_head + subject + self.okey_tail)
+        return words
+
+    def plan(self, config: Config, request: Request, subject: str) -> Plan:
+        """The whole plan of this request, as ``plan`` makes it."""
+        planned = Plan(request, self.route, [(self.policy, subject)], mode=config.mode)
+        return costs(config, planned, None)  # type: ignore[return-value] # a constant cost
+
+
+def quick_of(
+    config: Config,
+    route: Optional[Route],
+    names: Optional[Sequence[str]],
+    policies: Sequence[Policy],
+) -> Optional[Quick]:
+    """The Quick plan of a route (or of a view's ``names``), made the first
+    time a request asks, or None when its requests need the whole plan."""
+    cache = config.quick_cache
+    at: Any = (tuple(names) if names is not None else None) if route is None else id(route)
+    try:
+        found: Optional[Quick] = cache[at]
+    except KeyError:
+        found = Quick(config, route, policies[0]) if _quick(config, policies) else None
+        if len(cache) >= ROUTE_CACHE_SIZE:
+            cache.clear()  # views' names made per call: start again rather than grow
+        cache[at] = found
+    return found
+
+
+def _quick(config: Config, policies: Sequence[Policy]) -> bool:
+    """Whether a request with these policies needs nothing but its subject."""
+    if len(policies) != 1 or config.mode != "enforce" or config.resolving:
+        return False
+    policy = policies[0]
+    return (
+        policy.algorithm != "concurrency"
+        and type(policy.cost) is int
+        and policy.count == "all"
+        and policy.mode == "enforce"
+        and policy.queue_ms is None
+        and policy.limit_resolver is None
+        and policy.cost_resolver is None
+    )
+
+
 def plan(
-    config: Config, request: Request, names: Optional[Sequence[str]] = None
-) -> Union[Plan, Reply, None]:
+    config: Config, request: Request, names: Optional[Sequence[str]] = None, quick: bool = False
+) -> Union[Plan, Reply, Tuple[Quick, str], None]:
     """The request's checks, or a refusal made before any check (400, 413),
     or None when no policy applies (no check, no headers). ``names``: a
     view's own policies (a decorator, a dependency), in place of the
-    routes."""
+    routes. ``quick``: a route's Quick plan and the request's subject
+    instead of its Plan, where the route has one."""
     found = route_policies(config, request, names)
     if found is None or not found[1]:
         return None
@@ -155,6 +248,10 @@ def plan(
     ip = client_ip(request.peer, request, config.trusted_proxies)
     if is_exempt(ip, config):
         return None
+    if quick:
+        fast = quick_of(config, route, names, policies)
+        if fast is not None:
+            return fast, subject(fast.policy, request, ip, config)
     applying = [(policy, subject(policy, request, ip, config)) for policy in policies]
     planned = Plan(request, route, applying, mode=config.mode)
     if config.resolving:
@@ -249,7 +346,15 @@ def route_policies(
     and its policies in check order; None when routes exist and none
     matches: the request is not checked (docs/http.md, Routes)."""
     if names is not None:
-        return None, named(config, names)
+        cached = config.named_cache
+        key = tuple(names)
+        policies = cached.get(key)
+        if policies is None:
+            policies = named(config, key)  # a name not defined raises, and is not kept
+            if len(cached) >= ROUTE_CACHE_SIZE:
+                cached.clear()
+            cached[key] = policies
+        return None, policies
     if not config.routes:
         return None, config.policies
     cache = config.route_cache

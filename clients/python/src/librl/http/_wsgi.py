@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
+from ._headers import HEADER_NAMES
 from ._request import Request
 from ._routes import decoded_path
 
@@ -102,10 +103,11 @@ def request_of(
 
 def add_headers(headers: List[Tuple[str, str]], extra: List[Tuple[str, str]]) -> None:
     """The rate-limit headers into a WSGI response's header list, each
-    replacing any the application set under the same name."""
-    names = {name.lower() for name, _ in extra}
+    replacing any the application set under the same name (looked for
+    only when the application set a rate-limit header at all)."""
     for name, _ in headers:  # a loop, not any(): no generator per response
-        if name.lower() in names:
+        if name.lower() in HEADER_NAMES:
+            names = {name.lower() for name, _ in extra}
             headers[:] = [(name, value) for name, value in headers if name.lower() not in names]
             break
     headers.extend(extra)
