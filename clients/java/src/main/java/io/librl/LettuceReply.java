@@ -4,9 +4,8 @@ import io.lettuce.core.codec.StringCodec;
 import io.lettuce.core.output.CommandOutput;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
-import java.util.ArrayDeque;
 import java.util.ArrayList;
-import java.util.Deque;
+import java.util.Arrays;
 import java.util.List;
 
 /**
@@ -14,19 +13,24 @@ import java.util.List;
  * integers as {@code Long}, strings as {@code String}, nil as null, in RESP2 and RESP3 alike.
  */
 final class LettuceReply extends CommandOutput<String, String, Object> {
-  /** The arrays still being filled, the innermost first. */
-  private final Deque<List<Object>> open = new ArrayDeque<>();
+  /**
+   * The arrays still being filled, the outermost first, {@code depth} of them: a plain array,
+   * as most replies nest two deep at most (RL.ALL's).
+   */
+  @SuppressWarnings({"unchecked", "rawtypes"}) // an array of a generic type is made raw
+  private List<Object>[] open = new List[2];
+
+  private int depth;
 
   LettuceReply() {
     super(StringCodec.UTF8, null);
   }
 
   private void add(Object value) {
-    List<Object> into = open.peek();
-    if (into == null) {
+    if (depth == 0) {
       output = value;
     } else {
-      into.add(value);
+      open[depth - 1].add(value);
     }
   }
 
@@ -63,14 +67,17 @@ final class LettuceReply extends CommandOutput<String, String, Object> {
     }
     List<Object> array = new ArrayList<>(count);
     add(array);
-    open.push(array);
+    if (depth == open.length) {
+      open = Arrays.copyOf(open, depth * 2);
+    }
+    open[depth++] = array;
   }
 
   /** Called as each element ends, with the depth of the arrays still open around it. */
   @Override
   public void complete(int depth) {
-    while (open.size() > depth) {
-      open.pop();
+    while (this.depth > depth) {
+      open[--this.depth] = null;
     }
   }
 }

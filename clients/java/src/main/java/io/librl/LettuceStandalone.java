@@ -39,6 +39,23 @@ final class LettuceStandalone extends LettuceTransport<StatefulRedisConnection<S
   }
 
   @Override
+  CompletableFuture<Object> sendShared(Call call) {
+    AsyncCommand<String, String, Object> command = command(call);
+    try {
+      shared.dispatch(command);
+    } catch (RuntimeException e) {
+      return CompletableFuture.failedFuture(e); // a closed connection, say
+    }
+    return command.handle(
+        (reply, e) -> {
+          if (e != null) {
+            throw error(call.name(), e);
+          }
+          return reply;
+        });
+  }
+
+  @Override
   public CompletableFuture<List<Object>> primaries() {
     return CompletableFuture.completedFuture(List.of(shared));
   }

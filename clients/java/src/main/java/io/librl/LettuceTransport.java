@@ -88,7 +88,11 @@ abstract class LettuceTransport<C extends StatefulConnection<String, String>> im
     Keyword keyword =
         KEYWORDS.computeIfAbsent(name, n -> new Keyword(n, n.getBytes(StandardCharsets.UTF_8)));
     CommandArgs<String, String> a = new CommandArgs<>(StringCodec.UTF8);
-    args.forEach(a::add);
+    // As bytes: the JDK encodes a whole string at once, where Lettuce writes a String argument
+    // to its buffer one character at a time.
+    for (String arg : args) {
+      a.add(arg.getBytes(StandardCharsets.UTF_8));
+    }
     return new AsyncCommand<>(new Command<>(keyword, new LettuceReply(), a));
   }
 
@@ -143,8 +147,10 @@ abstract class LettuceTransport<C extends StatefulConnection<String, String>> im
   @Override
   public CompletableFuture<Object> send(Call call) {
     if (!call.holds()) {
-      CompletableFuture<List<Object>> out = exchange(shared, call, List::of);
-      return first(call, lettuceTimesOut ? out : bounded(out, call, Duration.ZERO));
+      if (lettuceTimesOut) {
+        return sendShared(call);
+      }
+      return first(call, bounded(exchange(shared, call, List::of), call, Duration.ZERO));
     }
     return onDedicated(call, Duration.ZERO, List::of).thenApply(out -> out.get(0)).thenCompose(
         reply -> reply instanceof Throwable t
@@ -168,6 +174,15 @@ abstract class LettuceTransport<C extends StatefulConnection<String, String>> im
               }
               return new Durable(reply, Replies.integer("WAIT", acked), null);
             });
+  }
+
+  /**
+   * An ordinary call on the shared connection, which Lettuce times out itself: the exchange and
+   * its outcome. A standalone server's transport writes the one command and reads its outcome in
+   * the command's own stage (every check a request makes goes this way).
+   */
+  CompletableFuture<Object> sendShared(Call call) {
+    return first(call, exchange(shared, call, List::of));
   }
 
   /** The call's own outcome: its reply, or its error. */

@@ -52,14 +52,14 @@ final class Replies {
     if (!(reply instanceof List<?> arr) || arr.size() < 3) {
       throw unexpected("RL.ALL", reply);
     }
-    long[] head = ints("RL.ALL", arr.subList(0, 2), 2);
-    List<Decision> decisions = new ArrayList<>(arr.size() - 2);
-    int i = 0;
-    for (Object r : arr.subList(2, arr.size())) {
-      decisions.add(decision("RL.ALL", r, i < leased.length && leased[i]));
-      i++;
+    if (!(arr.get(0) instanceof Long allowed) || !(arr.get(1) instanceof Long retry)) {
+      throw unexpected("RL.ALL", reply);
     }
-    return new AllDecision(head[0] == 1, Durations.fromReply(head[1]), decisions);
+    List<Decision> decisions = new ArrayList<>(arr.size() - 2);
+    for (int i = 2; i < arr.size(); i++) {
+      decisions.add(decision("RL.ALL", arr.get(i), i - 2 < leased.length && leased[i - 2]));
+    }
+    return new AllDecision(allowed == 1, Durations.fromReply(retry), decisions);
   }
 
   /** RL.OVERRIDE GET: nil, or {@code [limit, window_ms, burst, ttl_ms]}. */

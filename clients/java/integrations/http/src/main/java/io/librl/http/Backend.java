@@ -111,18 +111,50 @@ final class Backend {
    */
   CompletableFuture<Verdict> check(List<Plan.Check> checks) {
     Exchange exchange = new Exchange(checks, this);
-    CompletableFuture<Verdict> run =
-        connection.limiter().thenCompose(limiter -> exchange.group(limiter, 0));
-    return within(run, exchange::abandon)
-        .handle(
-            (verdict, error) -> {
-              if (error != null) {
-                exchange.abandon();
-                throw new Failure(
-                    error, exchange.admittedSnapshot(), exchange.repliesSnapshot(), exchange.shadowSnapshot());
-              }
-              return verdict;
-            });
+    CompletableFuture<AsyncLimiter> ready = connection.limiter();
+    CompletableFuture<Verdict> run;
+    if (ready.isDone() && !ready.isCompletedExceptionally()) {
+      // Connected (every request after the first): the first call is sent from here.
+      try {
+        run = exchange.group(ready.join(), 0);
+      } catch (RuntimeException e) {
+        run = CompletableFuture.failedFuture(e);
+      }
+    } else {
+      run = ready.thenCompose(limiter -> exchange.group(limiter, 0));
+    }
+    // The verdict, or the Failure with what Redis admitted so far: when the exchange fails, or
+    // when the timeout passes first (no further call is sent then).
+    CompletableFuture<Verdict> out = new CompletableFuture<>();
+    Timeout timer =
+        run.isDone()
+            ? null
+            : TIMER.newTimeout(
+                t -> failed(out, exchange, new TimeoutException(timeout.toMillis() + " ms")),
+                timeout.toNanos(),
+                TimeUnit.NANOSECONDS);
+    run.whenComplete(
+        (verdict, error) -> {
+          if (timer != null) {
+            timer.cancel();
+          }
+          if (error != null) {
+            failed(out, exchange, error);
+          } else {
+            out.complete(verdict);
+          }
+        });
+    return out;
+  }
+
+  /** Ends the exchange with a {@link Failure} (unless it ended already): no further call is sent. */
+  private static void failed(CompletableFuture<Verdict> out, Exchange exchange, Throwable error) {
+    if (out.isDone()) {
+      return;
+    }
+    exchange.abandon();
+    out.completeExceptionally(
+        new Failure(error, exchange.admittedSnapshot(), exchange.repliesSnapshot(), exchange.shadowSnapshot()));
   }
 
   /**

@@ -311,29 +311,51 @@ public final class RateLimiter implements AutoCloseable {
     if (!breaker.asks()) {
       return fail(asked, checks, new Backend.Failure(new Breaker.Open(), List.of(), List.of()));
     }
-    return asked.state().backend()
+    // One stage after the exchange: the answer is made where Redis's reply completes it.
+    CompletableFuture<Decided> out = new CompletableFuture<>();
+    asked.state().backend()
         .check(checks)
-        .handle(
+        .whenComplete(
             (verdict, error) -> {
               breaker.ended(error);
               if (error == null) {
-                return CompletableFuture.completedFuture(
-                    respond(asked, checks, verdict.replies(),
-                        verdict.admitted()
-                            ? Hook.Outcome.of(checks, verdict.replies(), asked.mode())
-                            : Hook.Outcome.of(false, asked.mode()),
-                        null));
+                try {
+                  out.complete(
+                      respond(asked, checks, verdict.replies(),
+                          verdict.admitted()
+                              ? Hook.Outcome.of(checks, verdict.replies(), asked.mode())
+                              : Hook.Outcome.of(false, asked.mode()),
+                          null));
+                } catch (RuntimeException e) {
+                  out.completeExceptionally(e);
+                }
+                return;
               }
-              // The stage before wraps the Failure (and its admitted groups) in a CompletionException.
+              // A stage before may have wrapped the Failure (and its admitted groups) in a
+              // CompletionException.
               Throwable cause =
                   error instanceof CompletionException && error.getCause() != null
                       ? error.getCause()
                       : error;
               Backend.Failure failure =
                   cause instanceof Backend.Failure f ? f : new Backend.Failure(cause, List.of(), List.of());
-              return fail(asked, checks, failure);
-            })
-        .thenCompose(f -> f);
+              CompletableFuture<Decided> failed;
+              try {
+                failed = fail(asked, checks, failure);
+              } catch (RuntimeException e) {
+                out.completeExceptionally(e);
+                return;
+              }
+              failed.whenComplete(
+                      (decided, e) -> {
+                        if (e != null) {
+                          out.completeExceptionally(e);
+                        } else {
+                          out.complete(decided);
+                        }
+                      });
+            });
+    return out;
   }
 
   /**

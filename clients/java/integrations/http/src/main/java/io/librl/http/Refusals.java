@@ -57,62 +57,134 @@ public final class Refusals {
    * {@code problem} builds; with its status and extra headers.
    */
   private static Reply configured(Config.Deny deny, java.util.function.Supplier<Reply> problem) {
-    Reply out;
-    switch (deny.body()) {
-      case TEXT:
-        out = new Reply(
-            deny.status(), deny.contentType(), deny.message().getBytes(StandardCharsets.UTF_8), deny.message());
-        break;
-      case JSON:
-        out = new Reply(deny.status(), JSON, deny.json().getBytes(StandardCharsets.UTF_8), null);
-        break;
-      case PROBLEM:
-      default:
-        out = problem.get();
+    Reply out = deny.body() == Config.DenyBody.PROBLEM ? problem.get() : fixed(deny);
+    return withHeaders(out, deny);
+  }
+
+  /** {@code deny}'s own body: the message as text, or its JSON. */
+  private static Reply fixed(Config.Deny deny) {
+    if (deny.body() == Config.DenyBody.TEXT) {
+      return new Reply(
+          deny.status(), deny.contentType(), deny.message().getBytes(StandardCharsets.UTF_8), deny.message());
     }
-    return new Reply(out.status(), out.contentType(), out.body(), out.detail(), deny.headers());
+    return new Reply(deny.status(), JSON, deny.json().getBytes(StandardCharsets.UTF_8), null);
+  }
+
+  /** The reply with {@code deny}'s extra headers (the reply itself when it has none). */
+  private static Reply withHeaders(Reply out, Config.Deny deny) {
+    return deny.headers().isEmpty() && out.headers().isEmpty()
+        ? out
+        : new Reply(out.status(), out.contentType(), out.body(), out.detail(), deny.headers());
   }
 
   /**
    * The denial for the most restrictive denying check: {@code deny.status}, a problem body naming
    * the policy ({@code retry_after} in ms, null when no wait helps), or the body {@code deny}
-   * configures, with its extra headers.
+   * configures, with its extra headers; made without a closure: every refusal
+   * makes one.
    */
   public static Reply denied(Config.Deny deny, Plan.Check check, Decision reply) {
-    return configured(deny, () -> deniedProblem(deny, check, reply));
+    return withHeaders(
+        deny.body() == Config.DenyBody.PROBLEM ? deniedProblem(deny, check, reply) : fixed(deny), deny);
   }
 
   private static Reply deniedProblem(Config.Deny deny, Plan.Check check, Decision reply) {
     Policy policy = check.policy();
     long limit = ResponseHeaders.shownLimit(policy, reply);
     long secs = ResponseHeaders.retryAfterSecs(reply);
-    String detail;
-    if (policy.holdsSlots()) {
-      detail =
-          secs >= 0
-              ? "Concurrency limit \"" + policy.name() + "\" (" + limit + " at once) reached; retry in "
-                  + secs + " s."
-              : "This request costs " + check.cost() + ", more than concurrency limit \""
-                  + policy.name() + "\" (" + limit + " at once) ever admits.";
-    } else {
-      detail =
-          secs >= 0
-              ? "Rate limit \"" + policy.name() + "\" (" + limit + " per " + policy.windowText()
-                  + ") exceeded; retry in " + secs + " s."
-              : "This request costs " + check.cost() + ", more than rate limit \"" + policy.name()
-                  + "\" (" + limit + " per " + policy.windowText() + ") ever admits at once.";
+    if (secs >= 0) {
+      // The common denial: a wait helps. Its body differs from the last one's for this policy
+      // only in the two numbers, so the rest is encoded once, not per refusal.
+      return deniedTemplate(deny, policy, limit).reply(secs, reply.retryAfter().toMillis());
     }
+    String detail =
+        policy.holdsSlots()
+            ? "This request costs " + check.cost() + ", more than concurrency limit \""
+                + policy.name() + "\" (" + limit + " at once) ever admits."
+            : "This request costs " + check.cost() + ", more than rate limit \"" + policy.name()
+                + "\" (" + limit + " per " + policy.windowText() + ") ever admits at once.";
+    StringBuilder body = deniedHead(deny, policy, limit, detail);
+    body.append("null");
+    return problemReply(deny.status(), body, detail);
+  }
+
+  /** The problem body of a denial up to its {@code retry_after} value. */
+  private static StringBuilder deniedHead(Config.Deny deny, Policy policy, long limit, String detail) {
     // Written directly, as problem() would write these members: every refusal makes one.
     StringBuilder body = problemHead(deny.status(), "Too Many Requests", detail);
     body.append(",\"policy\":");
     Json.string(body, policy.name());
     body.append(",\"limit\":").append(limit).append(",\"retry_after\":");
-    if (reply.neverAdmits()) {
-      body.append("null");
-    } else {
-      body.append(reply.retryAfter().toMillis());
+    return body;
+  }
+
+  /**
+   * The templates of the latest denials with a wait, newest first: a few, so that policies
+   * refusing in turn (several routes, an override's limit beside the policy's own) each keep
+   * theirs; compared by identity, so no policy is hashed per refusal.
+   */
+  private static volatile DeniedTemplate[] recentDenied = new DeniedTemplate[0];
+
+  private static final int RECENT_DENIED = 16;
+
+  private static DeniedTemplate deniedTemplate(Config.Deny deny, Policy policy, long limit) {
+    DeniedTemplate[] recent = recentDenied;
+    for (DeniedTemplate t : recent) {
+      if (t.deny == deny && t.policy == policy && t.limit == limit) {
+        return t;
+      }
     }
-    return problemReply(deny.status(), body, detail);
+    DeniedTemplate made = new DeniedTemplate(deny, policy, limit);
+    DeniedTemplate[] next = new DeniedTemplate[Math.min(recent.length + 1, RECENT_DENIED)];
+    next[0] = made;
+    System.arraycopy(recent, 0, next, 1, next.length - 1);
+    recentDenied = next;
+    return made;
+  }
+
+  /**
+   * A denial's problem body for one {@code deny}, policy and limit, around its two numbers: the
+   * seconds in {@code detail} and {@code retry_after}'s milliseconds. {@code detail} is JSON
+   * escaped once here, and the digits need no escaping.
+   */
+  private static final class DeniedTemplate {
+    private static final String SECS_MARK = "\0";
+    final Config.Deny deny;
+    final Policy policy;
+    final long limit;
+    private final String detailHead;
+    private final byte[] head;
+    private final byte[] middle;
+
+    DeniedTemplate(Config.Deny deny, Policy policy, long limit) {
+      this.deny = deny;
+      this.policy = policy;
+      this.limit = limit;
+      this.detailHead =
+          policy.holdsSlots()
+              ? "Concurrency limit \"" + policy.name() + "\" (" + limit + " at once) reached; retry in "
+              : "Rate limit \"" + policy.name() + "\" (" + limit + " per " + policy.windowText()
+                  + ") exceeded; retry in ";
+      // The body as it would be for a mark in place of the seconds, split there.
+      String whole = deniedHead(deny, policy, limit, detailHead + SECS_MARK + " s.").toString();
+      String escapedMark = "\\u0000";
+      int at = whole.indexOf(escapedMark);
+      this.head = whole.substring(0, at).getBytes(StandardCharsets.UTF_8);
+      this.middle = whole.substring(at + escapedMark.length()).getBytes(StandardCharsets.UTF_8);
+    }
+
+    Reply reply(long secs, long retryMs) {
+      byte[] s = Long.toString(secs).getBytes(StandardCharsets.ISO_8859_1);
+      byte[] r = Long.toString(retryMs).getBytes(StandardCharsets.ISO_8859_1);
+      byte[] body = new byte[head.length + s.length + middle.length + r.length + 1];
+      int at = 0;
+      for (byte[] part : new byte[][] {head, s, middle, r}) {
+        System.arraycopy(part, 0, body, at, part.length);
+        at += part.length;
+      }
+      body[at] = '}';
+      return new Reply(deny.status(), PROBLEM_JSON, body, detailHead + secs + " s.");
+    }
   }
 
   /** The refusal of {@code fail: closed} when Redis cannot answer: {@code fail_deny}'s. */

@@ -1,67 +1,50 @@
 package io.librl.bench.spring;
 
-import io.lettuce.core.RedisClient;
-import io.lettuce.core.api.StatefulRedisConnection;
-import io.lettuce.core.api.sync.RedisCommands;
-import io.lettuce.core.codec.ByteArrayCodec;
-import io.lettuce.core.output.ArrayOutput;
-import io.lettuce.core.protocol.CommandArgs;
-import io.lettuce.core.protocol.ProtocolKeyword;
-import java.nio.charset.StandardCharsets;
+import io.librl.AsyncLimiter;
+import io.librl.Fixed;
+import io.librl.http.RedisConnection;
+import java.time.Duration;
 import java.util.List;
+import java.util.concurrent.ExecutionException;
 import org.springframework.beans.factory.annotation.Value;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
 import org.springframework.stereotype.Component;
 
 /**
- * The floor: librl's RL.ALL for one key, sent as simply as Lettuce (the client librl's starter
- * uses) allows, on one shared connection, the servlet thread waiting for the reply as librl's
- * filter does. What the middleware adds on top of this is the difference.
+ * The floor: librl's RL.ALL for one key, sent through the client path librl's starter uses (a
+ * {@link RedisConnection} made from the URL, as the starter makes its own, and the client
+ * package's {@code AsyncLimiter.all} over its one shared Lettuce connection), the servlet thread
+ * waiting for the reply as librl's filter does. What the middleware adds on top of this is the
+ * difference.
  */
 @Component
 @ConditionalOnProperty(name = "bench.variant", havingValue = "floor")
 class Floor implements AutoCloseable {
-  private static final byte[] RL_ALL_BYTES = "RL.ALL".getBytes(StandardCharsets.US_ASCII);
-  private static final ProtocolKeyword RL_ALL =
-      new ProtocolKeyword() {
-        @Override
-        public byte[] getBytes() {
-          return RL_ALL_BYTES;
-        }
+  /** The policies file's timeout, which the starter's connection is made with. */
+  private static final Duration TIMEOUT = Duration.ofSeconds(5);
 
-        @Override
-        public String toString() {
-          return "RL.ALL";
-        }
-      };
-
-  private final RedisClient client;
-  private final StatefulRedisConnection<byte[], byte[]> connection;
-  private final RedisCommands<byte[], byte[]> commands;
+  private final RedisConnection connection;
+  private final AsyncLimiter limiter;
 
   Floor(@Value("${bench.redis-url}") String url) {
-    client = RedisClient.create(url);
-    connection = client.connect(ByteArrayCodec.INSTANCE);
-    commands = connection.sync();
+    connection = RedisConnection.url(url, TIMEOUT);
+    limiter = connection.limiter().join();
   }
 
-  /** Whether RL.ALL FIXED key limit window COST 1 admitted the request (its reply's first field). */
-  boolean admits(String key, long limit, String window) {
-    CommandArgs<byte[], byte[]> args =
-        new CommandArgs<>(ByteArrayCodec.INSTANCE)
-            .add("FIXED")
-            .addKey(key.getBytes(StandardCharsets.UTF_8))
-            .add(limit)
-            .add(window)
-            .add("COST")
-            .add(1);
-    List<Object> reply = commands.dispatch(RL_ALL, new ArrayOutput<>(ByteArrayCodec.INSTANCE), args);
-    return reply.get(0) instanceof Long allowed && allowed == 1L;
+  /** Whether RL.ALL FIXED key limit window admitted the request (its reply's first field). */
+  boolean admits(String key, long limit, Duration window) {
+    try {
+      return limiter.all(List.of(Fixed.of(key, limit, window))).toCompletableFuture().get().allowed();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException(e);
+    } catch (ExecutionException e) {
+      throw new IllegalStateException(e.getCause());
+    }
   }
 
   @Override
   public void close() {
     connection.close();
-    client.shutdown();
   }
 }

@@ -1,6 +1,7 @@
 package io.librl.bench.spring;
 
 import jakarta.servlet.http.HttpServletRequest;
+import java.time.Duration;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.http.HttpStatus;
 import org.springframework.http.MediaType;
@@ -16,6 +17,8 @@ import org.springframework.web.bind.annotation.RestController;
 class Routes {
   static final long OPEN_LIMIT = 1_000_000_000L;
   static final long HALF_LIMIT = 1;
+  private static final Duration OPEN_WINDOW = Duration.ofMinutes(1);
+  private static final Duration HALF_WINDOW = Duration.ofSeconds(10);
   private static final ResponseEntity<String> OK =
       ResponseEntity.ok().contentType(MediaType.TEXT_PLAIN).body("ok");
   private static final ResponseEntity<String> REFUSED =
@@ -30,7 +33,7 @@ class Routes {
   @GetMapping("/open")
   ResponseEntity<String> open(HttpServletRequest request) {
     if (floor != null
-        && !floor.admits("rl:{ip:" + request.getRemoteAddr() + "}:open", OPEN_LIMIT, "60000ms")) {
+        && !floor.admits("rl:{ip:" + request.getRemoteAddr() + "}:open", OPEN_LIMIT, OPEN_WINDOW)) {
       return REFUSED;
     }
     return OK;
@@ -40,7 +43,7 @@ class Routes {
   ResponseEntity<String> half(HttpServletRequest request) {
     if (floor != null
         && !floor.admits(
-            "rl:{header:x-client:" + request.getHeader("X-Client") + "}:half", HALF_LIMIT, "10000ms")) {
+            "rl:{header:x-client:" + request.getHeader("X-Client") + "}:half", HALF_LIMIT, HALF_WINDOW)) {
       return REFUSED;
     }
     return OK;
