@@ -137,7 +137,11 @@ def check_response(expect: Dict[str, Any], got: Response) -> List[str]:
     if expect.get("failed") and got.status != 500:
         problems.append(f"status {got.status}, expected a failed handler's 500 (or no response)")
     if "status" in expect and got.status != expect["status"]:
-        problems.append(f"status {got.status}, expected {expect['status']}")
+        # The time says whether the app waited out its Redis timeout.
+        problems.append(
+            f"status {got.status} after {got.elapsed_ms} ms, expected {expect['status']} "
+            f"({load_average()})"
+        )
     for name, value in expect.get("headers", {}).items():
         actual = got.headers.get(name.lower())
         if actual is None or not matches(value, actual):
@@ -414,8 +418,14 @@ def run_steps(
         where = f"{case['name']} step {index}"
         if "request" in step:
             start = time.monotonic()
+            # Each request's time, said with a step over its budget: one slow
+            # request (a timeout) reads differently from every one slow (a
+            # stalled machine).
+            each: List[float] = []
             for attempt in range(step.get("repeat", 1)):
+                began = time.monotonic()
                 problems = request_step(step, port)
+                each.append((time.monotonic() - began) * 1000)
                 if problems:
                     raise Mismatch(f"{where} (request {attempt + 1}): {'; '.join(problems)}")
             # Fractions kept: a fast app answers a step in under 1 ms, which
@@ -423,7 +433,8 @@ def run_steps(
             took = (time.monotonic() - start) * 1000
             if "within_ms" in step and took > step["within_ms"]:
                 over = f"took {took:.1f} ms, more than {step['within_ms']} ms"
-                raise Mismatch(f"{where}: {over} ({load_average()})")
+                requests = ", ".join(f"{ms:.0f}" for ms in each)
+                raise Mismatch(f"{where}: {over}; each request's ms: {requests} ({load_average()})")
         elif "parallel" in step:
             problems = parallel_step(step["parallel"], port)
             if problems:
