@@ -5,12 +5,17 @@ A framework added later passes the suite by adding its example:
 
 from __future__ import annotations
 
+import json
+import os
+import warnings
+
 import pytest
 from servers import Server
 
 from blackbox import Clusters, examples, run_case
 from contract import Case, load_cases, load_pending
 from examples import CAPABILITIES
+from steps import Mismatch, load_average
 
 CASES = load_cases()
 PENDING = load_pending()["cases"]
@@ -26,4 +31,26 @@ def test_case(name: str, case: Case, standalone: Server, clusters: Clusters) -> 
     lacking = set(case.get("requires", [])) - CAPABILITIES.get(name, frozenset())
     if lacking:
         pytest.skip(f"{name} lacks {', '.join(sorted(lacking))}")
-    run_case(name, case, standalone, clusters)
+    try:
+        run_case(name, case, standalone, clusters)
+    except (Mismatch, AssertionError) as first:
+        if not (judges_time(case) and loaded()):
+            raise
+        # A case that judges time meets a machine with more runnable work
+        # than cores (make test's other lane): it runs once more, from a
+        # fresh app, and must pass then (conformance/README.md, The
+        # black-box runner). On a machine not that loaded a failure is final.
+        # A warning, so that the run's summary says so even when it passes.
+        warnings.warn(f"{first}; run once more ({load_average()})", stacklevel=1)
+        run_case(name, case, standalone, clusters)
+
+
+def judges_time(case: Case) -> bool:
+    """A time budget, an elapsed range, a sleep, a pause or a hanging Redis."""
+    text = json.dumps(case)
+    timed = ('"within_ms"', '"elapsed_ms"', '"sleep_ms"', '"redis_pause_ms"')
+    return case.get("redis") == "hang" or any(word in text for word in timed)
+
+
+def loaded() -> bool:
+    return os.getloadavg()[0] > (os.cpu_count() or 1)

@@ -11,12 +11,14 @@ hanging Redis, run without."""
 from __future__ import annotations
 
 import copy
+import os
 import socket
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, cast
 
 import pytest
 from servers import Server
 
+import test_blackbox
 from blackbox import Clusters, examples, run_case
 from contract import Case
 from examples import Example
@@ -265,3 +267,35 @@ def test_every_difference_is_reported() -> None:
 )
 def test_a_case_the_runner_does_not_know_is_refused(case: Case) -> None:
     assert case_problems(case) != []
+
+
+TIMED: Case = {"name": "selftest-timed", "redis": "hang", "steps": []}
+
+
+@pytest.mark.parametrize(
+    ("load", "case", "runs", "raises"),
+    [
+        (9.0, TIMED, 2, False),  # loaded, a timing case: once more, and it passes then
+        (0.5, TIMED, 1, True),  # a quiet machine: the first failure is final
+        (9.0, {"name": "selftest-untimed", "steps": []}, 1, True),  # no timing: final
+    ],
+)
+def test_a_timing_case_runs_once_more_only_on_a_loaded_machine(
+    monkeypatch: pytest.MonkeyPatch, load: float, case: Case, runs: int, raises: bool
+) -> None:
+    calls: List[int] = []
+
+    def fails_first(name: str, case: Case, standalone: Any, clusters: Any) -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise Mismatch("answered in 900 ms, expected {'range': [0, 200]}")
+
+    monkeypatch.setattr(test_blackbox, "run_case", fails_first)
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    if raises:
+        with pytest.raises(Mismatch):
+            test_blackbox.test_case("selftest", case, cast(Any, None), cast(Any, None))
+    else:
+        with pytest.warns(UserWarning, match="run once more"):
+            test_blackbox.test_case("selftest", case, cast(Any, None), cast(Any, None))
+    assert len(calls) == runs
