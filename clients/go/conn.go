@@ -209,6 +209,19 @@ func (s *slot) deliver(reply any, err error) {
 	}
 }
 
+// awaitDial waits for a dial under way to end, or for the caller's context
+// or deadline (a nil timeout: none) to end first.
+func awaitDial(ctx context.Context, dialing <-chan struct{}, timeout <-chan time.Time) error {
+	select {
+	case <-dialing:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timeout:
+		return context.DeadlineExceeded
+	}
+}
+
 // link is the connection to send on, dialled if there is none; callers
 // arriving during a dial wait for it, or for their context's end or their
 // deadline (Unix ns; 0: none).
@@ -239,12 +252,8 @@ func (c *pipeConn) link(ctx context.Context, deadline int64) (*link, error) {
 		}
 		dialing := c.dialing
 		c.mu.Unlock()
-		select {
-		case <-dialing:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-timeout:
-			return nil, context.DeadlineExceeded
+		if err := awaitDial(ctx, dialing, timeout); err != nil {
+			return nil, err
 		}
 		c.mu.Lock()
 		if c.cur == nil && c.dialErr != nil {
@@ -258,12 +267,8 @@ func (c *pipeConn) link(ctx context.Context, deadline int64) (*link, error) {
 	c.mu.Unlock()
 	// The dial goes on if this caller leaves: the next callers use it.
 	go c.dial(dialing)
-	select {
-	case <-dialing:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-timeout:
-		return nil, context.DeadlineExceeded
+	if err := awaitDial(ctx, dialing, timeout); err != nil {
+		return nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
