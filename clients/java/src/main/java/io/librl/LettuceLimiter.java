@@ -1,7 +1,11 @@
 package io.librl;
 
 import io.lettuce.core.RedisClient;
+import io.lettuce.core.RedisCredentials;
+import io.lettuce.core.RedisCredentialsProvider;
+import io.lettuce.core.RedisURI;
 import io.lettuce.core.cluster.RedisClusterClient;
+import java.time.Duration;
 import java.util.Objects;
 
 /**
@@ -36,17 +40,59 @@ import java.util.Objects;
  * client.
  */
 public final class LettuceLimiter implements AutoCloseable {
-  private final LettuceTransport<?> transport;
+  private final Runnable closer;
   private final Engine engine;
 
   private LettuceLimiter(LettuceTransport<?> transport) {
-    this.transport = transport;
+    this.closer = transport::close;
+    this.engine = new Engine(transport);
+  }
+
+  private LettuceLimiter(LeanStandalone transport) {
+    this.closer = transport::close;
     this.engine = new Engine(transport);
   }
 
   /** A limiter over a standalone server; opens its shared connection now. */
   public static LettuceLimiter create(RedisClient client) {
     return new LettuceLimiter(new LettuceStandalone(Objects.requireNonNull(client, "client")));
+  }
+
+  /**
+   * A limiter over the standalone server at {@code uri} whose ordinary calls (every call the
+   * server answers at once: decisions, refunds, overrides) go on a plain socket of its own,
+   * pipelined, rather than through Lettuce's connection: about half the client CPU per call
+   * (docs/clients/java.md, Connections). Calls the server may hold, durable calls, and every call
+   * while that socket is down (it connects again in the background) use {@code client}'s
+   * connections as {@link #create(RedisClient)}'s do. A URI the socket cannot serve as Lettuce
+   * does (TLS, a Unix socket, Sentinel, streamed credentials) gets {@link #create(RedisClient)}'s limiter.
+   *
+   * @param client the client for {@code uri}, whose options (timeouts, reconnection) apply
+   * @param connectTimeout how long the socket's connection attempt may take
+   */
+  public static LettuceLimiter create(RedisClient client, RedisURI uri, Duration connectTimeout) {
+    Objects.requireNonNull(client, "client");
+    Objects.requireNonNull(connectTimeout, "connectTimeout");
+    LettuceStandalone lettuce = new LettuceStandalone(client);
+    RedisCredentialsProvider credentials = uri.getCredentialsProvider();
+    if (uri.isSsl()
+        || uri.getSocket() != null
+        || !uri.getSentinels().isEmpty()
+        || uri.getHost() == null
+        || (credentials != null && credentials.supportsStreaming())) {
+      return new LettuceLimiter(lettuce);
+    }
+    // The URI's own credentials (its user and password): resolved at once.
+    RedisCredentials c = credentials == null ? null : credentials.resolveCredentials().block(connectTimeout);
+    return new LettuceLimiter(
+        new LeanStandalone(
+            lettuce,
+            uri.getHost(),
+            uri.getPort(),
+            c != null && c.hasUsername() ? c.getUsername() : null,
+            c != null && c.hasPassword() ? c.getPassword() : null,
+            uri.getDatabase(),
+            connectTimeout));
   }
 
   /** A limiter over a cluster; opens its shared cluster connection now. */
@@ -72,6 +118,6 @@ public final class LettuceLimiter implements AutoCloseable {
   /** Closes the connections this limiter opened (not the client); its views fail afterwards. */
   @Override
   public void close() {
-    transport.close();
+    closer.run();
   }
 }

@@ -84,6 +84,12 @@ final class Clients {
     return keep(LettuceLimiter.create(redisClient(s, protocol, Duration.ofSeconds(60))));
   }
 
+  /** The limiter whose ordinary calls go on its own socket (LettuceLimiter's lean path). */
+  static LettuceLimiter lean(TestServers.Server s, ProtocolVersion protocol) {
+    RedisURI uri = RedisURI.builder().withHost("127.0.0.1").withPort(s.port).withTimeout(Duration.ofSeconds(60)).build();
+    return keep(LettuceLimiter.create(redisClient(s, protocol, Duration.ofSeconds(60)), uri, Duration.ofSeconds(5)));
+  }
+
   static RedisClusterClient redisClusterClient(TestServers.Cluster c) {
     List<RedisURI> uris = new ArrayList<>();
     c.nodes.forEach(n -> uris.add(RedisURI.create("127.0.0.1", n.port)));

@@ -61,6 +61,13 @@ class StandaloneTest {
                           TestServers.standalone(f), resp3 ? ProtocolVersion.RESP2 : ProtocolVersion.RESP3)
                       .sync(),
               RedisCommandExecutionException.class));
+      // Lettuce with the limiter's own socket for ordinary calls (its blocking ones on Lettuce's).
+      clients.add(
+          container(
+              "lettuce lean",
+              f,
+              () -> Clients.lean(TestServers.standalone(f), resp3 ? ProtocolVersion.RESP2 : ProtocolVersion.RESP3).sync(),
+              RedisCommandExecutionException.class));
       out.add(DynamicContainer.dynamicContainer(f.label, clients));
     }
     return out.stream();
