@@ -24,21 +24,27 @@ import java.util.function.Supplier;
  * again by the next request; Lettuce reconnects a lost connection by itself, refusing calls at
  * once meanwhile rather than queueing them. Each request's exchange is bounded by the
  * configuration's timeout ({@code Backend}); Lettuce times each command out at the connection's
- * own (its URI's) on its timing wheel, so the client package adds no timer per call.
+ * own (its URI's) on its timing wheel, so the client package adds no timer per call. A URL's
+ * decisions go on a plain socket of the limiter's own, Lettuce's connection carrying them while
+ * that socket is down (docs/clients/java.md, Connections).
  */
 public final class RedisConnection implements AutoCloseable {
   private final Supplier<Object> clientFactory;
   private final Duration timeout;
   private final ExecutorService connector;
   private final AsyncLimiter given;
+  /** A standalone URL's URI, for the limiter's own socket; null otherwise. */
+  private final RedisURI uri;
   private Object client;
   private LettuceLimiter made;
   private CompletableFuture<AsyncLimiter> connecting;
   /** The limiter once there is one, read without the lock by every request. */
   private volatile CompletableFuture<AsyncLimiter> ready;
 
-  private RedisConnection(AsyncLimiter given, Supplier<Object> clientFactory, Duration timeout) {
+  private RedisConnection(
+      AsyncLimiter given, Supplier<Object> clientFactory, Duration timeout, RedisURI uri) {
     this.given = given;
+    this.uri = uri;
     this.clientFactory = clientFactory;
     this.timeout = timeout;
     this.ready = given != null ? CompletableFuture.completedFuture(given) : null;
@@ -55,10 +61,14 @@ public final class RedisConnection implements AutoCloseable {
 
   /** Calls through the application's own limiter (any client the package supports). */
   public static RedisConnection of(AsyncLimiter limiter) {
-    return new RedisConnection(java.util.Objects.requireNonNull(limiter, "limiter"), null, null);
+    return new RedisConnection(java.util.Objects.requireNonNull(limiter, "limiter"), null, null, null);
   }
 
-  /** A standalone server, {@code redis://host:port/db}; {@code timeout} bounds each attempt. */
+  /**
+   * A standalone server, {@code redis://host:port/db}; {@code timeout} bounds each attempt. Its
+   * decisions go on a socket of the limiter's own ({@link LettuceLimiter#create(RedisClient,
+   * RedisURI, Duration)}), the rest through Lettuce.
+   */
   public static RedisConnection url(String url, Duration timeout) {
     RedisURI uri = RedisURI.create(url);
     return new RedisConnection(
@@ -74,7 +84,8 @@ public final class RedisConnection implements AutoCloseable {
                   .build());
           return c;
         },
-        timeout);
+        timeout,
+        uri);
   }
 
   /** A cluster's nodes, {@code host:port} or {@code redis://host:port} (some of them suffice). */
@@ -96,7 +107,8 @@ public final class RedisConnection implements AutoCloseable {
                   .build());
           return c;
         },
-        timeout);
+        timeout,
+        null);
   }
 
   /** The limiter, connecting first if needed; fails with the connection's error. */
@@ -136,7 +148,7 @@ public final class RedisConnection implements AutoCloseable {
     LettuceLimiter limiter =
         c instanceof RedisClusterClient cluster
             ? LettuceLimiter.create(cluster)
-            : LettuceLimiter.create((RedisClient) c);
+            : LettuceLimiter.create((RedisClient) c, uri, timeout);
     synchronized (this) {
       made = limiter;
       ready = CompletableFuture.completedFuture(limiter.async());
