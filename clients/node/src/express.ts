@@ -5,7 +5,7 @@
  * No import of express: the middleware speaks Node's request and response.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { HttpLimiter, type HttpLimiterOptions, type RequestInfo, type Selection, type Verdict } from "./http/core.js";
+import { HttpLimiter, type HttpLimiterOptions, type RequestInfo, type Selection, type Verdict, type VerdictTarget } from "./http/core.js";
 import { defaultUser, headerOf, onResponseDone, pathOf, readUpTo } from "./http/request.js";
 import { queryOf } from "./http/sources.js";
 import type { Refusal } from "./http/refusals.js";
@@ -56,14 +56,47 @@ function holdEnd(res: ServerResponse, after: (status: number) => Promise<void>):
   } as typeof end;
 }
 
-/** What the limiter reads of an Express request (a class: no closures or accessors made per request). */
-class ExpressFacts implements RequestInfo {
+/**
+ * What the limiter reads of an Express request, and where its verdict goes
+ * (a class: no closures or accessors made per request; the one object the
+ * commonest request makes to hear its verdict, HttpLimiter.checkInto).
+ */
+class ExpressFacts implements RequestInfo, VerdictTarget {
   constructor(
     private readonly req: ExpressRequest,
     readonly method: string,
     readonly path: string,
     private readonly resolveUser: (req: ExpressRequest) => string | undefined,
+    private readonly res: ServerResponse,
+    private readonly next: NextFunction,
   ) {}
+
+  /** Admitted: the headers, then the next middleware; refused: the refusal, sent. */
+  verdict(verdict: Verdict): void {
+    const res = this.res;
+    if (!verdict.pass) return send(res, verdict.refusal);
+    const headers = verdict.headers;
+    // Straight onto Node's response (Express's res.set would add work per header).
+    for (const name in headers) res.setHeader(name, headers[name] as string);
+    const { after, release } = verdict;
+    if (release === undefined) {
+      if (after !== undefined) holdEnd(res, after);
+    } else {
+      // A concurrency policy's slots are held until the handler ends the
+      // response (a stream at its end), or the client goes away.
+      holdEnd(res, async (status) => {
+        await after?.(status);
+        await release();
+      });
+      onResponseDone(res, () => void release());
+    }
+    this.next();
+  }
+
+  /** The check failed (an error of a resolver, or of the configuration): Express's error handling. */
+  error(err: unknown): void {
+    this.next(err);
+  }
 
   get peer(): string | undefined {
     return this.req.socket?.remoteAddress;
@@ -143,25 +176,8 @@ export function rateLimit(options: ExpressRateLimitOptions): ExpressRateLimit {
     const method = req.method ?? "GET";
     const chosen = policies ?? core.select(method, path);
     if (chosen.policies.length === 0) return next();
-    core.check(new ExpressFacts(req, method, path, user), chosen).then((verdict: Verdict) => {
-      if (!verdict.pass) return send(res, verdict.refusal);
-      const headers = verdict.headers;
-      // Straight onto Node's response (Express's res.set would add work per header).
-      for (const name in headers) res.setHeader(name, headers[name] as string);
-      const { after, release } = verdict;
-      if (release === undefined) {
-        if (after !== undefined) holdEnd(res, after);
-      } else {
-        // A concurrency policy's slots are held until the handler ends the
-        // response (a stream at its end), or the client goes away.
-        holdEnd(res, async (status) => {
-          await after?.(status);
-          await release();
-        });
-        onResponseDone(res, () => void release());
-      }
-      next();
-    }, next);
+    const facts = new ExpressFacts(req, method, path, user, res, next);
+    core.checkInto(facts, chosen, facts);
   };
 
   const middleware = ((req, res, next) => run(req, res, next, undefined)) as ExpressRateLimit;

@@ -8,7 +8,7 @@
  */
 import { Readable } from "node:stream";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { HttpLimiter, type HttpLimiterOptions, type RequestInfo, type Selection } from "./http/core.js";
+import { HttpLimiter, type HttpLimiterOptions, type RequestInfo, type Selection, type Verdict, type VerdictTarget } from "./http/core.js";
 import { defaultUser, headerOf, onResponseDone, pathOf, readUpTo } from "./http/request.js";
 import { queryOf } from "./http/sources.js";
 
@@ -74,8 +74,12 @@ type WithAfter = {
 /** A callback hook's continuation: an error, or the payload stream for the body parsers. */
 type Done = (err: unknown, payload?: Payload) => void;
 
-/** What the limiter reads of a Fastify request (a class: no closures or accessors made per request). */
-class FastifyFacts implements RequestInfo {
+/**
+ * What the limiter reads of a Fastify request, and where its verdict goes
+ * (a class: no closures or accessors made per request; the one object the
+ * commonest request makes to hear its verdict, HttpLimiter.checkInto).
+ */
+class FastifyFacts implements RequestInfo, VerdictTarget {
   /** The body read to be measured, which the body parsers get in place of the request. */
   replaced: Payload | undefined = undefined;
 
@@ -84,7 +88,40 @@ class FastifyFacts implements RequestInfo {
     readonly path: string,
     private readonly resolveUser: (request: FastifyRequestLike) => string | undefined,
     private readonly payload: Payload,
+    private readonly reply: FastifyReplyLike,
+    private readonly done: Done,
   ) {}
+
+  /** Admitted: the headers, then the route; refused: the refusal, sent. */
+  verdict(verdict: Verdict): void {
+    const reply = this.reply;
+    if (!verdict.pass) {
+      const { refusal } = verdict;
+      reply.code(refusal.status);
+      reply.headers(refusal.headers);
+      reply.header("content-type", refusal.contentType);
+      // A Buffer: Fastify would add "; charset=utf-8" to a JSON type given a string.
+      // The reply is sent: `done` is not called (Fastify's early response from a callback hook).
+      reply.send(Buffer.from(refusal.body, "utf8"));
+      return;
+    }
+    reply.headers(verdict.headers);
+    const { after, release } = verdict;
+    const request = this.request as WithAfter;
+    if (after !== undefined) request[AFTER] = after;
+    if (release !== undefined) {
+      request[RELEASE] = release;
+      // A concurrency policy's slots are held until the response is over
+      // (a stream at its end), or the client goes away.
+      onResponseDone(reply.raw, () => void release());
+    }
+    this.done(null, this.replaced ?? this.payload);
+  }
+
+  /** The check failed (an error of a resolver, or of the configuration): Fastify's error handling. */
+  error(err: unknown): void {
+    this.done(err);
+  }
 
   /** A body without Content-Length, read to be measured (only then). */
   async measureBody(max: number): Promise<number | undefined> {
@@ -171,34 +208,13 @@ async function librlFastify(fastify: FastifyInstanceLike, options: FastifyRateLi
     routePolicies(route.config, `route ${String(route.method)} ${route.url ?? ""}`);
   }) as Hook);
 
-  // A callback hook, not an async one: the check's own promise is the only one per request.
+  // A callback hook, not an async one: the verdict goes to the request's facts (HttpLimiter.checkInto), no promise.
   fastify.addHook("preParsing", ((request: FastifyRequestLike, reply: FastifyReplyLike, payload: Payload, done: Done) => {
     const path = pathOfRequest(request);
     const chosen = routePolicies(request.routeOptions?.config ?? request.routeConfig, "route") ?? core.select(request.method, path);
     if (chosen.policies.length === 0) return done(null, payload);
-    const facts = new FastifyFacts(request, path, user, payload);
-    core.check(facts, chosen).then((verdict) => {
-      if (!verdict.pass) {
-        const { refusal } = verdict;
-        reply.code(refusal.status);
-        reply.headers(refusal.headers);
-        reply.header("content-type", refusal.contentType);
-        // A Buffer: Fastify would add "; charset=utf-8" to a JSON type given a string.
-        // The reply is sent: `done` is not called (Fastify's early response from a callback hook).
-        reply.send(Buffer.from(refusal.body, "utf8"));
-        return;
-      }
-      reply.headers(verdict.headers);
-      const { after, release } = verdict;
-      if (after !== undefined) (request as WithAfter)[AFTER] = after;
-      if (release !== undefined) {
-        (request as WithAfter)[RELEASE] = release;
-        // A concurrency policy's slots are held until the response is over
-        // (a stream at its end), or the client goes away.
-        onResponseDone(reply.raw, () => void release());
-      }
-      done(null, facts.replaced ?? payload);
-    }, done);
+    const facts = new FastifyFacts(request, path, user, payload, reply, done);
+    core.checkInto(facts, chosen, facts);
   }) as Hook);
 
   // Before the response is sent: the client's next request sees the refund,

@@ -70,16 +70,39 @@ export class NoAnswer extends Error {
   override readonly name = "RedisTimeout";
 }
 
-/** One command's continuation; `done` once it timed out (its reply, when it comes, is dropped). */
-class Pending {
+/**
+ * What waits on one command's reply: resolve() with the reply, or reject()
+ * with the error (an error reply, no answer in time, the connection lost),
+ * once. sendEncodedTo() takes the caller's own object of this kind, so a
+ * request's check makes no promise or closure to hear its reply; the
+ * connection sets the fields.
+ */
+export abstract class ReplyWaiter {
+  /** Settled already: it timed out (its reply, when it comes, is dropped). */
   done = false;
+  /** performance.now() past which the command rejects with NoAnswer; Infinity: never. */
+  deadline = Infinity;
+  timeoutMs = Infinity;
+  abstract resolve(value: unknown): void;
+  abstract reject(err: Error): void;
+}
+
+/** A promise's continuation (send, sendEncodedWithin, the handshake's own commands). */
+class Pending extends ReplyWaiter {
   constructor(
-    readonly resolve: (value: unknown) => void,
-    readonly reject: (err: Error) => void,
-    /** performance.now() past which the command rejects with NoAnswer; Infinity: never. */
-    readonly deadline: number,
-    readonly timeoutMs: number,
-  ) {}
+    readonly onValue: (value: unknown) => void,
+    readonly onError: (err: Error) => void,
+  ) {
+    super();
+  }
+
+  resolve(value: unknown): void {
+    this.onValue(value);
+  }
+
+  reject(err: Error): void {
+    this.onError(err);
+  }
 }
 
 /** A reply not yet whole in the buffer. */
@@ -112,7 +135,7 @@ export class RespConnection {
   /** Why the connection is down, for the commands refused meanwhile. */
   #lastError: Error | undefined;
   /** Commands written or queued, in order, whose replies have not come (from #head on). */
-  #waiting: Pending[] = [];
+  #waiting: ReplyWaiter[] = [];
   #head = 0;
   /** Encoded commands not yet written. */
   #out = "";
@@ -154,21 +177,44 @@ export class RespConnection {
    * the socket is read first and only a server that did not answer times out.
    */
   sendEncodedWithin(encoded: string, timeoutMs: number): Promise<unknown> {
-    const state = this.#state;
-    if (state === "down" || state === "closed") {
-      const why = state === "closed" ? "the connection was closed" : `the connection is down (${this.#lastError?.message ?? "reconnecting"})`;
-      return Promise.reject(new Error(`librl: Redis ${this.address.host}:${this.address.port}: ${why}`));
+    const refused = this.#refusal();
+    if (refused !== undefined) return Promise.reject(refused);
+    return new Promise((resolve, reject) => this.#queue(encoded, timeoutMs, new Pending(resolve, reject)));
+  }
+
+  /**
+   * sendEncodedWithin() for a caller that hears the reply on an object of
+   * its own (`waiter`): no promise. While the connection is down or
+   * closed, `waiter` is rejected in a microtask, never before this returns.
+   */
+  sendEncodedTo(encoded: string, timeoutMs: number, waiter: ReplyWaiter): void {
+    const refused = this.#refusal();
+    if (refused !== undefined) {
+      queueMicrotask(() => waiter.reject(refused));
+      return;
     }
-    return new Promise((resolve, reject) => {
-      const deadline = timeoutMs === Infinity ? Infinity : performance.now() + timeoutMs;
-      this.#waiting.push(new Pending(resolve, reject, deadline, timeoutMs));
-      if (deadline < this.#deadlineAt) this.#armDeadline(deadline);
-      this.#out += encoded;
-      if (state === "ready" && !this.#flushScheduled) {
-        this.#flushScheduled = true;
-        setImmediate(this.#flush);
-      }
-    });
+    this.#queue(encoded, timeoutMs, waiter);
+  }
+
+  /** Why a command cannot be sent now (down or closed), else undefined. */
+  #refusal(): Error | undefined {
+    const state = this.#state;
+    if (state !== "down" && state !== "closed") return undefined;
+    const why = state === "closed" ? "the connection was closed" : `the connection is down (${this.#lastError?.message ?? "reconnecting"})`;
+    return new Error(`librl: Redis ${this.address.host}:${this.address.port}: ${why}`);
+  }
+
+  #queue(encoded: string, timeoutMs: number, waiter: ReplyWaiter): void {
+    const deadline = timeoutMs === Infinity ? Infinity : performance.now() + timeoutMs;
+    waiter.deadline = deadline;
+    waiter.timeoutMs = timeoutMs;
+    this.#waiting.push(waiter);
+    if (deadline < this.#deadlineAt) this.#armDeadline(deadline);
+    this.#out += encoded;
+    if (this.#state === "ready" && !this.#flushScheduled) {
+      this.#flushScheduled = true;
+      setImmediate(this.#flush);
+    }
   }
 
   #armDeadline(at: number): void {
@@ -193,7 +239,7 @@ export class RespConnection {
     const waiting = this.#waiting;
     let next = Infinity;
     for (let i = this.#head; i < waiting.length; i++) {
-      const p = waiting[i] as Pending;
+      const p = waiting[i] as ReplyWaiter;
       if (p.done || p.deadline === Infinity) continue;
       if (p.deadline <= now) {
         p.done = true;
@@ -270,13 +316,11 @@ export class RespConnection {
       this.#flush();
     };
     if (first.length === 0) return up();
-    const own: Pending[] = first.map(
+    const own: ReplyWaiter[] = first.map(
       (argv, i) =>
         new Pending(
           () => (i === first.length - 1 ? up() : undefined),
           (err: Error) => socket.destroy(new Error(`${argv[0] as string} failed: ${err.message}`)),
-          Infinity,
-          Infinity,
         ),
     );
     this.#waiting.splice(this.#head, 0, ...own);
@@ -290,7 +334,7 @@ export class RespConnection {
     this.#head = 0;
     this.#out = "";
     for (let i = head; i < waiting.length; i++) {
-      const p = waiting[i] as Pending;
+      const p = waiting[i] as ReplyWaiter;
       if (!p.done) p.reject(err);
     }
   }
@@ -321,7 +365,7 @@ export class RespConnection {
         this.#socket?.destroy(new Error("a reply came that no command asked for"));
         return;
       }
-      this.#waiting[this.#head++] = undefined as unknown as Pending;
+      this.#waiting[this.#head++] = undefined as unknown as ReplyWaiter;
       if (this.#head === this.#waiting.length) {
         this.#waiting = [];
         this.#head = 0;
@@ -330,8 +374,16 @@ export class RespConnection {
         this.#head = 0;
       }
       if (pending.done) continue;
-      if (value instanceof ReplyError) pending.reject(value);
-      else pending.resolve(value);
+      try {
+        if (value instanceof ReplyError) pending.reject(value);
+        else pending.resolve(value);
+      } catch (err) {
+        // A waiter of sendEncodedTo that throws: the replies after this one
+        // still go to theirs, and the error is thrown as the caller's own.
+        queueMicrotask(() => {
+          throw err;
+        });
+      }
     }
   }
 

@@ -11,8 +11,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { NoAnswer, ReplyError, RespConnection, encodeCommand, parseRedisUrl } from "../src/resp.js";
-import { HttpLimiter, parseConfig, type Policy } from "../src/http/index.js";
+import { NoAnswer, ReplyError, ReplyWaiter, RespConnection, encodeCommand, parseRedisUrl } from "../src/resp.js";
+import { HttpLimiter, parseConfig, type Policy, type Verdict, type VerdictTarget } from "../src/http/index.js";
 import { clause, encodeAll, encodeOne } from "../src/http/decide.js";
 import type { Check } from "../src/http/plan.js";
 import { REDIS_SERVER, freePort, sleep, startServer, type Server } from "./helpers.js";
@@ -260,6 +260,125 @@ describe("RespConnection", () => {
       assert.equal(await pass("/i", `${net}:200::1`), true);
     } finally {
       core.close();
+    }
+  });
+
+  it("sendEncodedTo: each waiter hears its own reply or error reply, in order; one that throws leaves the replies behind it to theirs", async () => {
+    const heard: string[] = [];
+    class Waiter extends ReplyWaiter {
+      constructor(
+        readonly name: string,
+        readonly throws = false,
+      ) {
+        super();
+      }
+      resolve(value: unknown): void {
+        heard.push(`${this.name}=${JSON.stringify(value)}`);
+        if (this.throws) throw new Error("the waiter's own failure");
+      }
+      reject(err: Error): void {
+        heard.push(`${this.name}!${err instanceof ReplyError ? "ReplyError" : err.message}`);
+      }
+    }
+    const conn = new RespConnection(url());
+    // The waiter's throw is the caller's own error, thrown from a microtask: caught here, once.
+    const thrown: unknown[] = [];
+    const listeners = process.listeners("uncaughtException");
+    process.removeAllListeners("uncaughtException");
+    process.on("uncaughtException", (err) => thrown.push(err));
+    try {
+      assert.equal(await conn.send(["DEL", "resp:counter"]), 0);
+      conn.sendEncodedTo(encodeCommand(["ECHO", "a"]), 1000, new Waiter("a", true));
+      conn.sendEncodedTo(encodeCommand(["INCR", "resp:counter"]), 1000, new Waiter("b"));
+      await conn.send(["SET", "resp:text", "t"]);
+      conn.sendEncodedTo(encodeCommand(["INCR", "resp:text"]), 1000, new Waiter("c"));
+      conn.sendEncodedTo(encodeCommand(["ECHO", "d"]), Infinity, new Waiter("d"));
+      assert.equal(await conn.send(["ECHO", "behind"]), "behind");
+      assert.deepEqual(heard, ['a="a"', "b=1", "c!ReplyError", 'd="d"']);
+      await sleep(10);
+      assert.equal(thrown.length, 1);
+      assert.match((thrown[0] as Error).message, /the waiter's own failure/);
+    } finally {
+      process.removeAllListeners("uncaughtException");
+      for (const l of listeners) process.on("uncaughtException", l);
+      await conn.send(["DEL", "resp:text", "resp:counter"]).catch(() => undefined);
+      conn.close();
+    }
+  });
+
+  it("sendEncodedTo while the connection is down or closed rejects the waiter after the call returns, never inside it", async () => {
+    const conn = new RespConnection(`redis://127.0.0.1:${await freePort()}`);
+    await assert.rejects(conn.send(["PING"]), /ECONNREFUSED/);
+    const errors: string[] = [];
+    let returned = false;
+    const heard = new Promise<void>((resolve) => {
+      class Waiter extends ReplyWaiter {
+        resolve(): void {
+          errors.push("a reply");
+          resolve();
+        }
+        reject(err: Error): void {
+          errors.push(`${returned ? "after" : "inside"}: ${err.message}`);
+          resolve();
+        }
+      }
+      conn.close();
+      conn.sendEncodedTo(encodeCommand(["PING"]), 1000, new Waiter());
+      returned = true;
+    });
+    await heard;
+    assert.deepEqual(errors, [`after: librl: Redis 127.0.0.1:${conn.address.port}: the connection was closed`]);
+  });
+
+  it("HttpLimiter.checkInto gives the target check()'s verdicts: admitted with headers, refused, a fail mode's while Redis is down, an error", async () => {
+    const nonce = `${process.pid}-${Date.now()}`;
+    const config = {
+      headers: "legacy",
+      exempt_loopback: false,
+      timeout: "200ms",
+      policies: [{ name: "h", algorithm: "fixed", limit: 1, window: "1m", key: "header:X-Client" }],
+    };
+    const facts = (client: string) => ({ method: "GET", path: "/", peer: "203.0.113.1", user: undefined, header: (n: string) => (n === "x-client" ? client : undefined) });
+    const into = (core: HttpLimiter, client: string) =>
+      new Promise<Verdict>((resolve, reject) => {
+        const target: VerdictTarget = { verdict: resolve, error: reject };
+        core.checkInto(facts(client), core.select("GET", "/"), target);
+      });
+    const core = new HttpLimiter({ url: url(), config });
+    try {
+      const first = await into(core, `c-${nonce}`);
+      assert.equal(first.pass, true);
+      assert.deepEqual(first.pass && first.headers, (await core.check(facts(`d-${nonce}`), core.select("GET", "/"))).pass && { ...first.headers });
+      const second = await into(core, `c-${nonce}`);
+      assert.equal(second.pass, false);
+      assert.equal(!second.pass && second.refusal.status, 429);
+    } finally {
+      core.close();
+    }
+    // Redis not there: fail: open admits, fail: closed refuses with 503 (the breaker's way after the first).
+    const port = await freePort();
+    for (const [fail, pass] of [["open", true], ["closed", false]] as const) {
+      const down = new HttpLimiter({ url: `redis://127.0.0.1:${port}`, config: { ...config, fail }, logger: { warn: () => {} } });
+      try {
+        for (let i = 0; i < 3; i++) {
+          const verdict = await into(down, `c-${nonce}`);
+          assert.equal(verdict.pass, pass, `fail: ${fail}, request ${i}`);
+          if (!verdict.pass) assert.equal(verdict.refusal.status, 503);
+        }
+      } finally {
+        down.close();
+      }
+    }
+    // A hook that throws is logged, never thrown; a selection naming nothing passes unchecked.
+    const quiet = new HttpLimiter({ url: url(), config, onDecision: () => {
+      throw new Error("hook");
+    }, logger: { warn: () => {} } });
+    try {
+      assert.equal((await into(quiet, `e-${nonce}`)).pass, true);
+      const none = await new Promise<Verdict>((resolve, reject) => quiet.checkInto(facts("x"), { policies: [], route: undefined }, { verdict: resolve, error: reject }));
+      assert.deepEqual(none, { pass: true, headers: {}, after: undefined, release: undefined });
+    } finally {
+      quiet.close();
     }
   });
 

@@ -8,7 +8,7 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { Limiter, type LimiterOptions, type RedisLikeClient } from "../limiter.js";
-import { RespConnection } from "../resp.js";
+import { ReplyWaiter, RespConnection } from "../resp.js";
 import { parseAllOne, type Decision } from "../reply.js";
 import { checkResolvers, resolvePolicies, toConfig, type Config, type ConfigSource, type LoadOptions, type Policy } from "./configuration.js";
 import {
@@ -193,6 +193,72 @@ class OneWay {
   }
 }
 
+/**
+ * Where checkInto() gives its answer: verdict() with the verdict, or
+ * error() with what check() would have rejected with; one of them, once.
+ * An adapter's own per-request object, so that the commonest request makes
+ * no promise or closure to hear it.
+ */
+export interface VerdictTarget {
+  verdict(verdict: Verdict): void;
+  error(err: unknown): void;
+}
+
+/** Gives `target` a verdict that may still be coming. */
+function deliver(target: VerdictTarget, verdict: Verdict | Promise<Verdict>): void {
+  if (verdict instanceof Promise) {
+    verdict.then(
+      (v) => target.verdict(v),
+      (err: unknown) => target.error(err),
+    );
+  } else {
+    target.verdict(verdict);
+  }
+}
+
+/** How a OneCall's reply or failure becomes a verdict: HttpLimiter's, made once per limiter. */
+interface OneAnswers {
+  reply(call: OneCall, reply: unknown): Verdict | Promise<Verdict>;
+  failed(call: OneCall, err: Error): Verdict | Promise<Verdict>;
+}
+
+/** A checkInto() request on the one-policy way, waiting on its RL.ALL's reply: the one object it makes to hear it. */
+class OneCall extends ReplyWaiter {
+  constructor(
+    readonly answers: OneAnswers,
+    readonly st: State,
+    readonly req: RequestInfo,
+    readonly selection: Selection,
+    readonly check: OneCheck,
+    readonly target: VerdictTarget,
+  ) {
+    super();
+  }
+
+  resolve(reply: unknown): void {
+    let verdict: Verdict | Promise<Verdict>;
+    try {
+      verdict = this.answers.reply(this, reply);
+    } catch (err) {
+      // An unexpected reply: check()'s promise would reject with it.
+      this.target.error(err);
+      return;
+    }
+    deliver(this.target, verdict);
+  }
+
+  reject(err: Error): void {
+    let verdict: Verdict | Promise<Verdict>;
+    try {
+      verdict = this.answers.failed(this, err);
+    } catch (thrown) {
+      this.target.error(thrown);
+      return;
+    }
+    deliver(this.target, verdict);
+  }
+}
+
 /** One configuration made ready for requests; reload() swaps it whole, and a request keeps the one it started with. */
 class State {
   readonly routes: Routes;
@@ -353,6 +419,11 @@ export class HttpLimiter {
   readonly #breaker = new Breaker();
   /** The connection made from `url`, which close() ends. */
   readonly #own: RespConnection | undefined;
+  /** checkInto()'s way from a one-policy request's reply to its verdict (#answerOne, #settle). */
+  readonly #oneAnswers: OneAnswers = {
+    reply: (call, reply) => this.#answerOne(call.st, call.req, call.selection, call.check, parseAllOne(reply)),
+    failed: (call, err) => this.#settle(call.st, call.req, call.selection, [call.check], false, failedOf(err)),
+  };
 
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each adapter types the request its resolvers get
   constructor(options: HttpLimiterOptions<any>) {
@@ -489,6 +560,32 @@ export class HttpLimiter {
     return sendOne(direct, checks, config.timeoutMs, this.#encoded).then(
       (reply) => this.#settle(st, req, selection, checks, shadow, answeredOf(reply, checks.length)),
       (err: unknown) => this.#settle(st, req, selection, checks, shadow, failedOf(err)),
+    );
+  }
+
+  /**
+   * check() for an adapter that hears the verdict on an object of its own
+   * (`target`): the same verdict, or the same error. The commonest request
+   * (State.oneWay's, on the connection made from `url`) makes no promise
+   * or closure of its own: its RL.ALL's reply goes to one object, which
+   * gives `target` the verdict. Every other request takes check()'s way.
+   */
+  checkInto(req: RequestInfo, selection: Selection, target: VerdictTarget): void {
+    const own = this.#own;
+    const st = this.#state;
+    const one = own === undefined || this.#encoded === undefined || selection.policies.length === 0 ? null : st.oneWay(selection);
+    if (one !== null) {
+      const identity = new Identity(req, st.config, st.trusted);
+      // An exempt client, or an open breaker, takes check()'s way (which finds the same).
+      if (!st.exempt.has(identity) && this.#breaker.asks()) {
+        const check = one.check(identity.subject(one.policy.key));
+        (own as RespConnection).sendEncodedTo(check.encoded, st.config.timeoutMs, new OneCall(this.#oneAnswers, st, req, selection, check, target));
+        return;
+      }
+    }
+    this.check(req, selection).then(
+      (verdict) => target.verdict(verdict),
+      (err: unknown) => target.error(err),
     );
   }
 

@@ -12,6 +12,7 @@ export {
   type Resolvers,
   type SubjectOf,
   type Verdict,
+  type VerdictTarget,
 } from "./core.js";
 export type { CheckReport, DecisionEvent, DecisionHook, Logger, Outcome } from "./hook.js";
 export type { MeasureBody } from "./plan.js";
