@@ -84,12 +84,7 @@ async fn served(
     .hook(move |e: &DecisionEvent<'_>| seen.lock().unwrap().push(e.error.clone()))
     .build()
     .unwrap();
-    let app = common::serve(
-        axum::Router::new()
-            .fallback(|| async { "ok" })
-            .layer(limiter.config_layer()),
-    )
-    .await;
+    let app = common::serve_ok(&limiter).await;
     (app, errors)
 }
 

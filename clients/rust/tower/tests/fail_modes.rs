@@ -64,12 +64,7 @@ async fn requests(
         .hook(move |e: &DecisionEvent<'_>| seen.lock().unwrap().push((e.outcome, e.local)))
         .build()
         .unwrap();
-    let app = common::serve(
-        axum::Router::new()
-            .fallback(|| async { "ok" })
-            .layer(limiter.config_layer()),
-    )
-    .await;
+    let app = common::serve_ok(&limiter).await;
     let http = common::http();
     let mut statuses = Vec::new();
     for _ in 0..times {

@@ -64,6 +64,16 @@ pub struct Served {
     task: tokio::task::JoinHandle<()>,
 }
 
+/// Every path answers `ok` behind `limiter`'s configured routes.
+pub async fn serve_ok(limiter: &RateLimiter) -> Served {
+    serve(
+        Router::new()
+            .fallback(|| async { "ok" })
+            .layer(limiter.config_layer()),
+    )
+    .await
+}
+
 pub async fn serve(app: Router) -> Served {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
