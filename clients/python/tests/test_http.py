@@ -37,6 +37,7 @@ from servers import Server
 
 CONFIG: Dict[str, Any] = {
     "exempt_loopback": False,
+    "timeout": "5s",  # not a timeout test: a loaded machine must not fail it open (as 250 ms did)
     "policies": [
         {"name": "everywhere", "algorithm": "fixed", "limit": 100, "window": "60s"},
         {"name": "view", "algorithm": "fixed", "limit": 1, "window": "60s", "key": "user"},
@@ -268,6 +269,7 @@ def test_django_a_resolver_the_module_lacks_fails_at_start_up() -> None:
 
 BY_PROJECT: Dict[str, Any] = {
     "exempt_loopback": False,
+    "timeout": "5s",
     "identities": {"user": ["attribute:project"]},
     "policies": [
         {"name": "by-project", "algorithm": "fixed", "limit": 1, "window": "60s", "key": "user"}
@@ -402,6 +404,7 @@ def test_decision_hook_feeds_prometheus(
 
     config = {
         "exempt_loopback": False,
+        "timeout": "5s",
         "mode": "shadow",
         "policies": [{"name": "hooked", "algorithm": "fixed", "limit": 1, "window": "60s"}],
     }
@@ -486,6 +489,7 @@ def test_redis_failing_mid_exchange_counts_a_served_request_only(
 
     config = {
         "exempt_loopback": False,
+        "timeout": "5s",
         "fail": fail,
         "policies": [
             {"name": "by-ip", "algorithm": "fixed", "limit": 5, "window": "60s"},
@@ -540,6 +544,7 @@ def test_every_spelling_of_a_route_path_is_checked_against_it(framework: str, ur
 
     config = {
         "exempt_loopback": False,
+        "timeout": "5s",
         "policies": [{"name": "p", "algorithm": "fixed", "limit": 100, "window": "60s"}],
         "routes": [{"path": "/LIMITED/", "policies": ["p"]}],
     }
@@ -560,6 +565,7 @@ def test_header_values_are_keyed_by_their_bytes(
 
     config = {
         "exempt_loopback": False,
+        "timeout": "5s",
         "policies": [
             {"name": "k", "algorithm": "fixed", "limit": 5, "window": "60s", "key": "api-key"},
             {"name": "h", "algorithm": "fixed", "limit": 5, "window": "60s", "key": "header:X-T"},
@@ -644,6 +650,7 @@ def test_flask_refusal_passes_after_request_and_werkzeugs_rules(url: str) -> Non
     a HEAD gets the headers without the body."""
     config = {
         "exempt_loopback": False,
+        "timeout": "5s",
         "headers": "legacy",
         "policies": [{"name": "once", "algorithm": "fixed", "limit": 1, "window": "60s"}],
     }
