@@ -175,8 +175,12 @@ export class Exemptions {
   }
 }
 
-/** How many TCP peers' addresses are kept read (a server sees few peers, over and over: keep-alive, proxies). */
-const PEERS_KEPT = 1024;
+/**
+ * How many TCP peers' addresses (and ip subjects) are kept read: a server
+ * sees few peers, over and over (keep-alive, proxies). Few, for the reason
+ * SUBJECTS_KEPT is: many clients' entries must die young, not be promoted.
+ */
+const PEERS_KEPT = 64;
 
 /** The trusted proxies, ready for requests. */
 export class TrustedProxies {
