@@ -8,13 +8,14 @@ exchanges; the framework adapters only move requests and responses."""
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from .._types import Decision
 from ._configuration import Config, Policy, Route
 from ._decide import Call, Verdict, settlement
 from ._fail import FailMode, reason
-from ._headers import response_headers
+from ._headers import rate_limit_headers, response_headers
 from ._hook import Hook, Outcome, event_of, outcome, report
 from ._identity import subject_of_value
 from ._keys import policy_keys
@@ -53,7 +54,12 @@ class Engine:
         """decided() of a request on a Quick plan (enforced, no hook): the
         rate-limit headers, and the refusal if Redis refused it."""
         config = self.config
-        _, headers = response_headers(config, quick.policies, (reply,), not allowed)
+        # response_headers of one enforced policy (a Quick plan's): it is
+        # the most restrictive, and a denial is a refusal.
+        unix_now_ms = time.time_ns() // 1_000_000 if config.legacy_reset == "unix" else None
+        headers = rate_limit_headers(
+            config.headers, quick.policies, (reply,), 0, not allowed, unix_now_ms
+        )
         if allowed:
             return headers, None
         policy = quick.policy
@@ -123,7 +129,9 @@ class Engine:
         """The refusal by ``policy`` (the route's ``deny``, else the
         top-level one), with the rate-limit ``headers``."""
         denial = denied(self.config, policy, reply, cost, route.deny if route is not None else None)
-        return Reply(denial.status, denial.headers + headers, denial.body)
+        # A Reply denied() made for this request alone: its list is ours.
+        denial.headers.extend(headers)
+        return denial
 
     def failed(self, planned: Plan, error: BaseException) -> Optional[Reply]:
         """Redis did not answer: None serves the request (fail open), else

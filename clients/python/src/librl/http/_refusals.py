@@ -74,7 +74,17 @@ def denied(
     naming the policy, or the configuration's text or JSON body. The
     rate-limit headers are the caller's to add."""
     shape = refusal or config.deny
-    return refused(shape, lambda: _denial_problem(shape.status, policy, reply, cost))
+    if shape.body == "text" or shape.body == "json":
+        return refused(shape, _no_problem)
+    # refused() of a problem body, without its closure and call.
+    denial = _denial_problem(shape.status, policy, reply, cost)
+    if shape.headers:
+        denial.headers.extend(shape.headers)
+    return denial
+
+
+def _no_problem() -> Reply:
+    raise AssertionError("a text or JSON refusal makes no problem body")
 
 
 def _denial_problem(status: int, policy: Policy, reply: Decision, cost: int) -> Reply:

@@ -30,6 +30,11 @@ def _environ_name(name: str) -> str:
     return key
 
 
+#: EnvironRequest's headers mapping, never read (its ``headers`` reads the
+#: environ).
+_NO_HEADERS: Mapping[str, Sequence[str]] = {}
+
+
 class EnvironRequest(Request):
     """A WSGI request: each header is read from the environ when the
     contract asks for it (PEP 3333 has joined a header's lines already)."""
@@ -45,17 +50,20 @@ class EnvironRequest(Request):
         native: Any,
         attribute_of: Optional[Callable[[Any, str], Any]],
     ) -> None:
-        super().__init__(
-            environ.get("REQUEST_METHOD", "GET"),
-            path,
-            {},
-            environ.get("REMOTE_ADDR"),
-            None,
-            decoded_path(route_path),
-            user_of=user_of,
-            native=native,
-            attribute_of=attribute_of,
-        )
+        # Request.__init__'s slots set here: its call, with keywords, cost
+        # every request more than the rest of this (the headers are read
+        # from the environ; no query, user or attributes given).
+        self.method = environ.get("REQUEST_METHOD", "GET")
+        self.path = path
+        self._headers = _NO_HEADERS
+        self.peer = environ.get("REMOTE_ADDR")
+        self._user = None
+        self._user_of = user_of
+        self.raw_path = decoded_path(route_path)
+        self.native = native
+        self._query = None
+        self._attribute_of = attribute_of
+        self._attributes = None
         self._environ = environ
 
     @property
