@@ -100,8 +100,9 @@ def _port(text: str) -> bool:
 
 def subject(policy: Policy, request: Request, ip: Optional[IpAddress], config: Config) -> str:
     """The subject ``policy`` counts for ``request``, whose client is
-    ``ip``: user, else API key, else address, as the key kind says; a
-    named identity's (or an inline source's) first source with a value."""
+    ``ip`` (client_ip of the request, with ``config``'s trusted proxies):
+    user, else API key, else address, as the key kind says; a named
+    identity's (or an inline source's) first source with a value."""
     identity = policy.identity
     if identity is not None:
         for kind, name in identity.sources:
@@ -126,7 +127,18 @@ def subject(policy: Policy, request: Request, ip: Optional[IpAddress], config: C
         api_key = request.header(config.api_key_header)
         if api_key:
             return f"api-key:{hashed(api_key)}"
+    peer = request.peer
+    if peer and not config.trusted_proxies:
+        # The client is the peer (client_ip): its text keys the cache, as
+        # an address object's hash is computed in Python on every lookup.
+        return peer_subject(peer, config.ipv6_prefix)
     return ip_subject(ip, config.ipv6_prefix)
+
+
+@functools.lru_cache(maxsize=_CACHED_ADDRESSES)
+def peer_subject(peer: str, ipv6_prefix: int) -> str:
+    """ip_subject of the address a peer's text names."""
+    return ip_subject(parse_ip(peer), ipv6_prefix)
 
 
 @functools.lru_cache(maxsize=_CACHED_ADDRESSES)
