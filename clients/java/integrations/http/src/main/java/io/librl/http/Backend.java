@@ -34,9 +34,10 @@ final class Backend {
   private static final System.Logger LOG = System.getLogger("io.librl.http");
 
   /**
-   * Every exchange's timeout, on one daemon thread: a timing wheel (as Lettuce times its commands)
-   * of 10 ms ticks, where scheduling and cancelling a timeout take no lock; its thread wakes once a
-   * tick, however many requests are in flight.
+   * The timeouts of refunds and lease releases (rarer than requests, each with its own start), on
+   * one daemon thread started by the first: a timing wheel (as Lettuce times its commands) of 10 ms
+   * ticks, where scheduling and cancelling a timeout take no lock. A request's exchange is timed by
+   * {@link #DEADLINES} instead.
    */
   private static final HashedWheelTimer TIMER =
       new HashedWheelTimer(
