@@ -17,6 +17,10 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 
@@ -30,9 +34,10 @@ final class Backend {
   private static final System.Logger LOG = System.getLogger("io.librl.http");
 
   /**
-   * Every exchange's timeout, on one daemon thread: a timing wheel (as Lettuce times its commands)
-   * of 10 ms ticks, where scheduling and cancelling a timeout take no lock; its thread wakes once a
-   * tick, however many requests are in flight.
+   * The timeouts of refunds and lease releases (rarer than requests, each with its own start), on
+   * one daemon thread started by the first: a timing wheel (as Lettuce times its commands) of 10 ms
+   * ticks, where scheduling and cancelling a timeout take no lock. A request's exchange is timed by
+   * {@link #DEADLINES} instead.
    */
   private static final HashedWheelTimer TIMER =
       new HashedWheelTimer(
@@ -44,12 +49,60 @@ final class Backend {
           10,
           TimeUnit.MILLISECONDS);
 
+  /**
+   * Each request's exchange, until it ends or its timeout passes, per timeout (every request has
+   * its configuration's, so a queue is in deadline order): adding one is a single enqueue, with
+   * nothing to cancel, where the timing wheel took an enqueue to schedule and another to cancel.
+   * {@link #EXPIRY} takes the ended ones off the head and fails the ones past their deadline.
+   */
+  private static final ConcurrentHashMap<Long, ConcurrentLinkedQueue<Deadline>> DEADLINES =
+      new ConcurrentHashMap<>();
+
+  /** Looks at the queues' heads every 10 ms, as the timing wheel's tick did. */
+  private static final ScheduledExecutorService EXPIRY =
+      Executors.newSingleThreadScheduledExecutor(
+          r -> {
+            Thread thread = new Thread(r, "librl-deadlines");
+            thread.setDaemon(true);
+            return thread;
+          });
+
+  static {
+    EXPIRY.scheduleWithFixedDelay(Backend::expire, 10, 10, TimeUnit.MILLISECONDS);
+  }
+
+  /** One exchange awaiting its verdict until {@code at} (System.nanoTime). */
+  private record Deadline(long at, CompletableFuture<Verdict> out, Exchange exchange, Backend backend) {}
+
+  private static void expire() {
+    long now = System.nanoTime();
+    for (ConcurrentLinkedQueue<Deadline> queue : DEADLINES.values()) {
+      Deadline d;
+      while ((d = queue.peek()) != null && (d.out().isDone() || d.at() - now <= 0)) {
+        queue.poll();
+        if (!d.out().isDone()) {
+          try {
+            failed(d.out(), d.exchange(), new TimeoutException(d.backend().timeout.toMillis() + " ms"));
+          } catch (RuntimeException e) {
+            // The fail mode's own work runs where the failure completes; one failing must not stop
+            // the others' timeouts.
+            LOG.log(System.Logger.Level.WARNING, "librl: ending a timed-out exchange failed: " + e);
+          }
+        }
+      }
+    }
+  }
+
   private final RedisConnection connection;
   private final Duration timeout;
+  private final long timeoutNanos;
+  private final ConcurrentLinkedQueue<Deadline> deadlines;
 
   Backend(RedisConnection connection, Duration timeout) {
     this.connection = connection;
     this.timeout = timeout;
+    this.timeoutNanos = timeout.toNanos();
+    this.deadlines = DEADLINES.computeIfAbsent(timeoutNanos, t -> new ConcurrentLinkedQueue<>());
   }
 
   /**
@@ -126,18 +179,11 @@ final class Backend {
     // The verdict, or the Failure with what Redis admitted so far: when the exchange fails, or
     // when the timeout passes first (no further call is sent then).
     CompletableFuture<Verdict> out = new CompletableFuture<>();
-    Timeout timer =
-        run.isDone()
-            ? null
-            : TIMER.newTimeout(
-                t -> failed(out, exchange, new TimeoutException(timeout.toMillis() + " ms")),
-                timeout.toNanos(),
-                TimeUnit.NANOSECONDS);
+    if (!run.isDone()) {
+      deadlines.add(new Deadline(System.nanoTime() + timeoutNanos, out, exchange, this));
+    }
     run.whenComplete(
         (verdict, error) -> {
-          if (timer != null) {
-            timer.cancel();
-          }
           if (error != null) {
             failed(out, exchange, error);
           } else {

@@ -81,7 +81,7 @@ public final class Identity {
         Config config,
         String user,
         RequestAttributes attributes) {
-      IpAddress p = peer == null ? null : IpAddress.parse(peer);
+      IpAddress p = peer == null ? null : peerAddress(peer);
       return new Client(
           config,
           p == null ? null : clientIp(p, headers, config.trustedProxies()),
@@ -89,6 +89,23 @@ public final class Identity {
           user == null || user.isEmpty() ? null : user,
           query,
           attributes == null ? RequestAttributes.NONE : attributes);
+    }
+
+    /** The last peer read and its address (a servlet container reports the same one request after request). */
+    private record Peer(String text, IpAddress ip) {}
+
+    /** One entry, replaced whole: a stale read only parses again. */
+    private static volatile Peer lastPeer = new Peer("", null);
+
+    /** {@link IpAddress#parse(String)} of the TCP peer, without parsing the same text twice in a row. */
+    private static IpAddress peerAddress(String peer) {
+      Peer last = lastPeer;
+      if (last.text().equals(peer)) {
+        return last.ip();
+      }
+      IpAddress ip = IpAddress.parse(peer);
+      lastPeer = new Peer(peer, ip);
+      return ip;
     }
 
     /** The client's full address (trusted proxies applied), or null without a peer. */
