@@ -135,7 +135,7 @@ def served_headers(
     if style == "legacy" and config.legacy_reset != "unix":
         # headers_of's three, made here: a call and its branches per
         # admitted request less (docs/http.md, Headers).
-        reset = -(-reset_after_ms // 1000) if reset_after_ms > 0 else 0
+        reset = ceil_s(reset_after_ms)
         return [
             ("X-RateLimit-Limit", str(shown)),
             ("X-RateLimit-Remaining", str(remaining)),

@@ -75,16 +75,12 @@ def denied(
     rate-limit headers are the caller's to add."""
     shape = refusal or config.deny
     if shape.body == "text" or shape.body == "json":
-        return refused(shape, _no_problem)
+        return refused(shape, lambda: _denial_problem(shape.status, policy, reply, cost))
     # refused() of a problem body, without its closure and call.
     denial = _denial_problem(shape.status, policy, reply, cost)
     if shape.headers:
         denial.headers.extend(shape.headers)
     return denial
-
-
-def _no_problem() -> Reply:
-    raise AssertionError("a text or JSON refusal makes no problem body")
 
 
 def _denial_problem(status: int, policy: Policy, reply: Decision, cost: int) -> Reply:

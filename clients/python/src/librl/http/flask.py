@@ -145,8 +145,7 @@ class RateLimit:
                     extra = admission.headers
                     if extra:
                         wsgi.add_headers(headers, extra)
-                    # Admission.settles, read without its property call.
-                    if admission.settling and admission.verdict is not None:
+                    if admission.settles:
                         guard.finish(admission, int(status[:3]))
                 return start_response(status, headers, *exc_info)
 
@@ -156,7 +155,7 @@ class RateLimit:
                 self._release(environ)
                 raise
             admission: Optional[Admission] = environ.get(_ENVIRON_KEY)
-            if admission is None or not admission.leases:  # holds no slots
+            if admission is None or not admission.holds_slots:
                 return body
             return wsgi.Releasing(body, lambda: guard.release(admission))
 
