@@ -90,6 +90,13 @@ def node_app(framework):
     return lambda variant: ["node", os.path.join(HERE, "node", "app.mjs"), framework, variant]
 
 
+#: The JIT's compiler threads share the app's pinned core and their CPU is the app's: after 15 s, a
+#: full run's Spring rounds still fell by round (librl /open 173, 104, 65 µs per request; the floor 129,
+#: 73, 50), the larger code path the longer, so the middleware's cost read 31-42 µs where later rounds
+#: gave 15. Measured: steady state, as a service that has run a while.
+SPRING_WARMUP_S = 30
+
+
 def java_app(variant):
     """bench/http/java's Spring app, built by scripts/install-bench-deps.sh http into
     .deps/bench-http/java: its jar, then the classpath Maven wrote. A modest heap (the machine is
@@ -123,7 +130,7 @@ FRAMEWORKS = [
     Framework("spring", "Java", java_app, "Bucket4j 8.19.0 (its Lettuce proxy manager, a servlet filter per route)",
               "legacy", "Spring MVC on Tomcat; Bucket4j's filter writes X-RateLimit-* from its consumption probe; "
               "its compare-and-swap is retried while other requests change the same bucket (/open: one "
-              "client address), which shows in its Redis commands per request", warmup_s=15),
+              "client address), which shows in its Redis commands per request", warmup_s=SPRING_WARMUP_S),
 ]
 # Frameworks whose app is not written yet: listed in the table as not measured.
 LATER = []
