@@ -109,9 +109,7 @@ def headers_of(
         out.append(("RateLimit", f'"{policy.name}";r={remaining};t={reset}'))
     if style in ("both", "legacy"):
         legacy_reset = reset if unix_now_ms is None else ceil_s(unix_now_ms + reset_after_ms)
-        out.append(("X-RateLimit-Limit", str(limit)))
-        out.append(("X-RateLimit-Remaining", str(remaining)))
-        out.append(("X-RateLimit-Reset", str(legacy_reset)))
+        out += legacy_headers(limit, remaining, legacy_reset)
     elif style == "draft6":
         window = "" if policy.algorithm == "concurrency" else f";w={policy.window_s}"
         out.append(("RateLimit-Limit", str(limit)))
@@ -121,6 +119,16 @@ def headers_of(
     if retry_s is not None:
         out.append(("Retry-After", str(retry_s)))
     return out
+
+
+def legacy_headers(limit: int, remaining: int, reset: int) -> List[Tuple[str, str]]:
+    """X-RateLimit-Limit, -Remaining and -Reset (``reset`` as sent:
+    seconds from now, or a Unix time; docs/http.md, Headers)."""
+    return [
+        ("X-RateLimit-Limit", str(limit)),
+        ("X-RateLimit-Remaining", str(remaining)),
+        ("X-RateLimit-Reset", str(reset)),
+    ]
 
 
 def served_headers(
@@ -133,14 +141,9 @@ def served_headers(
         return []
     shown = shown_of(policy, limit)
     if style == "legacy" and config.legacy_reset != "unix":
-        # headers_of's three, made here: a call and its branches per
-        # admitted request less (docs/http.md, Headers).
-        reset = ceil_s(reset_after_ms)
-        return [
-            ("X-RateLimit-Limit", str(shown)),
-            ("X-RateLimit-Remaining", str(remaining)),
-            ("X-RateLimit-Reset", str(reset)),
-        ]
+        # Straight to the three: headers_of's branches skipped on every
+        # admitted request of the commonest style.
+        return legacy_headers(shown, remaining, ceil_s(reset_after_ms))
     items = f"{policy.item_head}{shown}{policy.item_tail}" if style in ("both", "ietf") else None
     unix_now_ms = time.time_ns() // 1_000_000 if config.legacy_reset == "unix" else None
     return headers_of(style, policy, items, shown, remaining, reset_after_ms, None, unix_now_ms)
