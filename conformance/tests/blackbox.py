@@ -17,7 +17,7 @@ from servers import Cluster, Server, free_port, start_cluster
 from contract import Case
 from examples import FRAMEWORKS, Example, build, serving
 from hanging import HangingRedis
-from steps import Redis, case_problems, run_steps
+from steps import Mismatch, Redis, case_problems, run_steps
 
 #: The first start builds (cargo, tsc, go build) before any case runs; after
 #: it, an example that is not listening within this many seconds is broken.
@@ -95,7 +95,13 @@ def run_case(name: str, case: Case, standalone: Server, clusters: Clusters) -> N
             return
         with serving(name, case["config"], env, READY_S) as example:
             hang = None if hanging is None else hanging.set_hanging
-            run_steps(case, example.port, r, hang, example.reload)
+            try:
+                run_steps(case, example.port, r, hang, example.reload)
+            except Mismatch as mismatch:
+                # The app's own account (a fail-open warning, a timeout) is
+                # what tells a stalled machine from a broken rule.
+                tail = example.stderr()[-1500:].strip() or "(nothing)"
+                raise Mismatch(f"{mismatch}\nthe app's stderr: {tail}", mismatch.took_ms) from None
     finally:
         if r is not None:
             r.close()

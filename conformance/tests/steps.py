@@ -19,7 +19,12 @@ from redis.crc import key_slot
 
 
 class Mismatch(AssertionError):
-    """A step that did not match: the case, the step's index, what differed."""
+    """A step that did not match: the case, the step's index, what differed;
+    `took_ms`, for a request that did not match, how long it took."""
+
+    def __init__(self, message: str, took_ms: Optional[float] = None) -> None:
+        super().__init__(message)
+        self.took_ms = took_ms
 
 
 def header_bytes(value: Union[str, Dict[str, str]]) -> bytes:
@@ -427,7 +432,11 @@ def run_steps(
                 problems = request_step(step, port)
                 each.append((time.monotonic() - began) * 1000)
                 if problems:
-                    raise Mismatch(f"{where} (request {attempt + 1}): {'; '.join(problems)}")
+                    spent = f"took {each[-1]:.0f} ms"
+                    raise Mismatch(
+                        f"{where} (request {attempt + 1}, {spent}): {'; '.join(problems)}",
+                        took_ms=each[-1],
+                    )
             # Fractions kept: a fast app answers a step in under 1 ms, which
             # must still be over a budget of 0 ms.
             took = (time.monotonic() - start) * 1000

@@ -146,7 +146,9 @@ def test_the_unchanged_case_passes(standalone: Server, clusters: Clusters) -> No
 
 @pytest.mark.parametrize("mutation", list(MUST_FAIL))
 def test_a_case_that_must_fail_fails(mutation: str, standalone: Server, clusters: Clusters) -> None:
-    with pytest.raises(Mismatch):
+    # The failure carries the app's stderr: its account of a timeout or a
+    # fail-open tells a stalled machine from a broken rule.
+    with pytest.raises(Mismatch, match="the app's stderr: "):
         run_case(framework(), mutated(MUST_FAIL[mutation]), standalone, clusters)
 
 
@@ -270,25 +272,37 @@ def test_a_case_the_runner_does_not_know_is_refused(case: Case) -> None:
 
 
 TIMED: Case = {"name": "selftest-timed", "redis": "hang", "steps": []}
+UNTIMED: Case = {"name": "selftest-untimed", "steps": []}
+TWO_SECONDS: Case = {"name": "selftest-2s", "config": {"timeout": "2s"}, "steps": []}
 
 
 @pytest.mark.parametrize(
-    ("load", "case", "runs", "raises"),
+    ("load", "case", "took_ms", "runs", "raises"),
     [
-        (9.0, TIMED, 2, False),  # loaded, a timing case: once more, and it passes then
-        (0.5, TIMED, 1, True),  # a quiet machine: the first failure is final
-        (9.0, {"name": "selftest-untimed", "steps": []}, 1, True),  # no timing: final
+        (9.0, TIMED, None, 2, False),  # loaded, a timing case: once more, and it passes then
+        (0.5, TIMED, None, 1, True),  # a quiet machine: the first failure is final
+        (9.0, UNTIMED, None, 1, True),  # no timing: final
+        (9.0, UNTIMED, 10.0, 1, True),  # a request well within the 250 ms default: final
+        (9.0, UNTIMED, 260.0, 2, False),  # a request that took the default timeout: once more
+        (0.5, UNTIMED, 260.0, 1, True),  # the same on a quiet machine: final
+        (9.0, TWO_SECONDS, 260.0, 1, True),  # within the case's own 2 s timeout: final
+        (9.0, TWO_SECONDS, 2100.0, 2, False),  # took the case's 2 s timeout: once more
     ],
 )
 def test_a_timing_case_runs_once_more_only_on_a_loaded_machine(
-    monkeypatch: pytest.MonkeyPatch, load: float, case: Case, runs: int, raises: bool
+    monkeypatch: pytest.MonkeyPatch,
+    load: float,
+    case: Case,
+    took_ms: Optional[float],
+    runs: int,
+    raises: bool,
 ) -> None:
     calls: List[int] = []
 
     def fails_first(name: str, case: Case, standalone: Any, clusters: Any) -> None:
         calls.append(1)
         if len(calls) == 1:
-            raise Mismatch("answered in 900 ms, expected {'range': [0, 200]}")
+            raise Mismatch("answered in 900 ms, expected {'range': [0, 200]}", took_ms=took_ms)
 
     monkeypatch.setattr(test_blackbox, "run_case", fails_first)
     monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
