@@ -85,6 +85,11 @@ impl Leases {
         Leases { shared, held }
     }
 
+    /// Empties the guard: another now holds (and releases) its leases.
+    pub(crate) fn claim(&mut self) {
+        self.held.clear();
+    }
+
     fn is_empty(&self) -> bool {
         self.held.is_empty()
     }

@@ -14,11 +14,11 @@ use librl_client::{Concurrent, Decision, LeaseId};
 
 use crate::breaker::{Breaker, Pass};
 use crate::configuration::{validate_policies, whole_shadow, Config, ConfigError, FailMode, Mode};
-use crate::decide::{Admitted, Backend, Failure, RedisTarget, Unavailable};
+use crate::decide::{Admitted, Backend, Failure, RedisTarget, Unavailable, Verdict};
 use crate::fail::LocalLimiter;
 use crate::hook::{self, CheckReport, DecisionEvent, DecisionHook, Outcome};
 use crate::identity::Client;
-use crate::lease::Held;
+use crate::lease::{Held, Leases};
 use crate::plan::{self, Check, Planned, Refusal, RequestFacts};
 use crate::policy::{Count, Policy};
 use crate::refusals::{self, Refusing, Reply};
@@ -410,7 +410,7 @@ impl Shared {
     /// and the response: the handler's (admitted, shadow, fail-open) or a
     /// refusal.
     pub(crate) async fn decide(
-        &self,
+        self: &Arc<Self>,
         mut planned: Planned,
         facts: &RequestFacts<'_>,
         body_len: Option<u64>,
@@ -424,7 +424,7 @@ impl Shared {
             .map_err(|r: Refusal| refusals::refused(&r))?;
         let checked = match self.breaker.pass() {
             Pass::Check => {
-                let checked = self.backend.check(&checks).await;
+                let checked = self.check(&checks).await;
                 self.breaker.record(checked.is_ok());
                 checked
             }
@@ -435,14 +435,7 @@ impl Shared {
         };
         let (outcome, replies, local, error, leases) = match checked {
             Ok(v) => {
-                // A request refused took no lease of an enforced policy
-                // (RL.ALL admitted nothing, and other subjects' leases
-                // were given back); a shadow policy's is released as any.
-                let leases = if v.admitted {
-                    Held::redis(&checks, &v.replies)
-                } else {
-                    Held::redis_shadow(&checks, &v.replies)
-                };
+                let leases = verdict_leases(&checks, &v);
                 let outcome = Outcome::decided(v.admitted, v.shadow_denied, mode);
                 (outcome, v.replies, false, None, leases)
             }
@@ -506,6 +499,49 @@ impl Shared {
             leases,
             wait,
         })
+    }
+
+    /// The request's exchange with Redis. One that takes concurrency slots
+    /// runs it on a task of its own: a request dropped mid-exchange (the
+    /// client went away) would lose the leases Redis gave it, and the slots
+    /// would stay taken until `lease` ended them. The task hands the leases
+    /// over as a [`Leases`], which releases them when no request is left to
+    /// claim them (docs/http.md, Concurrency policies).
+    async fn check(self: &Arc<Self>, checks: &[Check]) -> Result<Verdict, Failure> {
+        let takes_leases = checks.iter().any(|c| c.policy.is_concurrency());
+        let runtime = match takes_leases {
+            true => tokio::runtime::Handle::try_current().ok(),
+            false => None,
+        };
+        let Some(runtime) = runtime else {
+            return self.backend.check(checks).await;
+        };
+        let shared = Arc::clone(self);
+        let owned = checks.to_vec();
+        let (handed, claimed) = tokio::sync::oneshot::channel();
+        runtime.spawn(async move {
+            let checked = shared.backend.check(&owned).await;
+            let held = match &checked {
+                Ok(v) => verdict_leases(&owned, v),
+                Err(failure) => redis_leases(&owned, &failure.admitted),
+            };
+            // Sent to a request that is gone, the leases are dropped
+            // unclaimed, and released.
+            let _ = handed.send((checked, Leases::new(shared, held)));
+        });
+        match claimed.await {
+            Ok((checked, mut leases)) => {
+                // The request holds them from here (`Decided::leases`).
+                leases.claim();
+                checked
+            }
+            Err(_) => Err(Failure {
+                error: Unavailable::Redis(redis::RedisError::from(std::io::Error::other(
+                    "the exchange's task ended without an answer",
+                ))),
+                admitted: Vec::new(),
+            }),
+        }
     }
 
     /// Sends the `RELEASE`s of a finished request's leases (errors
@@ -667,6 +703,16 @@ fn unix_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The leases Redis gave a request it answered. A request refused took no
+/// lease of an enforced policy (RL.ALL admitted nothing, and other
+/// subjects' leases were given back); a shadow policy's is released as any.
+fn verdict_leases(checks: &[Check], verdict: &Verdict) -> Vec<Held> {
+    match verdict.admitted {
+        true => Held::redis(checks, &verdict.replies),
+        false => Held::redis_shadow(checks, &verdict.replies),
+    }
 }
 
 /// The leases Redis gave the groups it admitted before it failed.

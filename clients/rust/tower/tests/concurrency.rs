@@ -148,6 +148,40 @@ async fn a_client_that_goes_away_and_a_handler_that_panics_give_their_slot_back(
     until_held(&redis, key, 2, 0).await;
 }
 
+/// The client goes away while Redis is still to answer the request's
+/// `RL.ALL` (a paused Redis holds it): hyper drops the request's future
+/// before the lease's id arrives, and the slot is released all the same,
+/// not held until the lease ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_gone_before_redis_answers_gives_its_slot_back() {
+    let redis = common::redis();
+    let key = "early:{ip:127.0.0.1}:inflight";
+    let config = Config {
+        timeout: Duration::from_secs(5),
+        ..config("early:", vec![Policy::concurrency("inflight", 2, LEASE)])
+    };
+    let app = serve(&redis, config, Router::new().fallback(slow)).await;
+    // Connected first: the pause holds back only the request's command.
+    assert_eq!(get(&app.base, &[]).await.status(), 200);
+    until_held(&redis, key, 2, 0).await;
+
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(500)
+        .arg("WRITE")
+        .query(&mut common::conn(&redis))
+        .unwrap();
+    let addr = app.base.trim_start_matches("http://").to_string();
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let request = format!("GET / HTTP/1.1\r\nHost: {addr}\r\nX-Delay-Ms: 10000\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop(stream);
+    // `held` is a write command: Redis runs it after the paused `RL.ALL`,
+    // so the lease was taken before the slots are first counted.
+    until_held(&redis, key, 2, 0).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_holds_its_slot_until_it_ends() {
     let redis = common::redis();
