@@ -12,6 +12,12 @@
 //! from its bytes into an [`AllDecision`] without redis-rs's value tree;
 //! any other reply goes through redis-rs's parser, so its errors and
 //! values are redis-rs's own.
+//!
+//! A command may carry a deadline (a request's timeout, docs/http.md
+//! "Fail modes"): the task keeps one timer for all of them, set to the
+//! earliest, and fails a command whose deadline passes (its reply, when it
+//! comes, is dropped). One timer the task re-arms now and then costs less
+//! than a timer of each request's own, registered and removed every time.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -26,6 +32,7 @@ use librl_client::{AllDecision, AsyncConnection, Decision, LeaseId, Prepared, Re
 use redis::{ConnectionAddr, FromRedisValue, RedisResult, Value};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::oneshot;
+use tokio::time::{Instant, Sleep};
 
 use crate::headers::decimal;
 
@@ -49,13 +56,15 @@ impl Standalone {
     }
 
     /// The connection, connecting when there is none or it was lost.
-    pub(crate) async fn get(&self) -> RedisResult<PipelinedConnection> {
+    /// Connecting ends by `deadline` when there is one, else within the
+    /// timeout.
+    pub(crate) async fn get(&self, deadline: Option<Instant>) -> RedisResult<PipelinedConnection> {
         if let Some(current) = self.current() {
             return Ok(current);
         }
         // Connecting is rare and its future is large: boxed, so that every
         // request's future does not carry its size.
-        Box::pin(self.connect()).await
+        Box::pin(self.connect(deadline)).await
     }
 
     fn current(&self) -> Option<PipelinedConnection> {
@@ -69,12 +78,15 @@ impl Standalone {
 
     /// One attempt within `timeout`: a request that finds Redis gone fails
     /// at once; the next one tries again.
-    async fn connect(&self) -> RedisResult<PipelinedConnection> {
-        let _connecting = self.connecting.lock().await;
+    async fn connect(&self, deadline: Option<Instant>) -> RedisResult<PipelinedConnection> {
+        let deadline = deadline.unwrap_or_else(|| Instant::now() + self.timeout);
+        let _connecting = tokio::time::timeout_at(deadline, self.connecting.lock())
+            .await
+            .map_err(|_| timed_out())?;
         if let Some(current) = self.current() {
             return Ok(current);
         }
-        let connection = tokio::time::timeout(self.timeout, pipelined_connection(&self.client))
+        let connection = tokio::time::timeout_at(deadline, pipelined_connection(&self.client))
             .await
             .map_err(|_| {
                 redis::RedisError::from(io::Error::new(
@@ -176,11 +188,16 @@ struct State {
     task: Option<Waker>,
     /// Why the connection is closed: no command is taken after that.
     closed: Option<io::ErrorKind>,
+    /// The earliest deadline of the commands queued since the task last
+    /// looked: its timer is re-armed when this is sooner.
+    earliest: Option<Instant>,
 }
 
 struct Waiting {
     all: bool,
-    reply: oneshot::Sender<RedisResult<Reply>>,
+    /// Taken when the deadline passes before the reply comes.
+    reply: Option<oneshot::Sender<RedisResult<Reply>>>,
+    deadline: Option<Instant>,
 }
 
 enum Reply {
@@ -190,6 +207,14 @@ enum Reply {
 
 fn closed_error(kind: io::ErrorKind) -> redis::RedisError {
     redis::RedisError::from(io::Error::new(kind, "the connection to redis was lost"))
+}
+
+/// A command's deadline passed (`RedisError::is_timeout`).
+pub(crate) fn timed_out() -> redis::RedisError {
+    redis::RedisError::from(io::Error::new(
+        io::ErrorKind::TimedOut,
+        "redis gave no answer in time",
+    ))
 }
 
 impl PipelinedConnection {
@@ -203,6 +228,7 @@ impl PipelinedConnection {
                 waiting: VecDeque::new(),
                 task: None,
                 closed: None,
+                earliest: None,
             }),
             open: AtomicBool::new(true),
         });
@@ -215,6 +241,8 @@ impl PipelinedConnection {
             read: vec![0; 16 * 1024],
             start: 0,
             end: 0,
+            timer: Box::pin(tokio::time::sleep_until(Instant::now())),
+            armed: None,
         });
         PipelinedConnection {
             handle: Arc::new(Handle { shared }),
@@ -231,6 +259,7 @@ impl PipelinedConnection {
     fn send_with(
         &self,
         all: bool,
+        deadline: Option<Instant>,
         encode: impl FnOnce(&mut Vec<u8>),
     ) -> Result<oneshot::Receiver<RedisResult<Reply>>, redis::RedisError> {
         let (reply, receiver) = oneshot::channel();
@@ -239,7 +268,16 @@ impl PipelinedConnection {
             return Err(closed_error(kind));
         }
         encode(&mut state.out);
-        state.waiting.push_back(Waiting { all, reply });
+        if let Some(deadline) = deadline {
+            if state.earliest.is_none_or(|e| deadline < e) {
+                state.earliest = Some(deadline);
+            }
+        }
+        state.waiting.push_back(Waiting {
+            all,
+            reply: Some(reply),
+            deadline,
+        });
         if let Some(task) = state.task.take() {
             task.wake();
         }
@@ -257,7 +295,7 @@ impl PipelinedConnection {
     /// Sends `RL.ALL` with these words after the command's name and reads
     /// its reply.
     pub async fn all(&self, words: &[&[u8]]) -> RedisResult<AllDecision> {
-        self.all_with(|out| {
+        self.all_with(None, |out| {
             array_header(out, words.len() + 1);
             bulk(out, b"RL.ALL");
             for word in words {
@@ -268,12 +306,13 @@ impl PipelinedConnection {
     }
 
     /// Sends the `RL.ALL` that `encode` writes (whole, in RESP) and reads
-    /// its reply.
+    /// its reply, failing with [`timed_out`] once `deadline` passes.
     pub(crate) async fn all_with(
         &self,
+        deadline: Option<Instant>,
         encode: impl FnOnce(&mut Vec<u8>),
     ) -> RedisResult<AllDecision> {
-        match Self::reply(self.send_with(true, encode)).await? {
+        match Self::reply(self.send_with(true, deadline, encode)).await? {
             Reply::All(decision) => Ok(decision),
             Reply::Value(_) => Err(unexpected()),
         }
@@ -281,10 +320,38 @@ impl PipelinedConnection {
 
     /// Sends any command and reads its reply (a server error as `Err`).
     pub async fn value(&self, cmd: &redis::Cmd) -> RedisResult<Value> {
-        let receiver = self.send_with(false, |out| cmd.write_packed_command(out));
+        let receiver = self.send_with(false, None, |out| cmd.write_packed_command(out));
         match Self::reply(receiver).await? {
             Reply::Value(value) => Ok(value),
             Reply::All(_) => Err(unexpected()),
+        }
+    }
+
+    /// This connection, its commands failing once `deadline` passes.
+    pub(crate) fn by(&self, deadline: Option<Instant>) -> ByDeadline<'_> {
+        ByDeadline {
+            connection: self,
+            deadline,
+        }
+    }
+}
+
+/// [`PipelinedConnection::by`]: librl-client's commands with a deadline.
+pub(crate) struct ByDeadline<'a> {
+    connection: &'a PipelinedConnection,
+    deadline: Option<Instant>,
+}
+
+impl AsyncConnection for ByDeadline<'_> {
+    fn send(&mut self, prepared: &Prepared) -> impl Future<Output = RedisResult<Value>> + Send {
+        let receiver = self.connection.send_with(false, self.deadline, |out| {
+            prepared.cmd().write_packed_command(out)
+        });
+        async move {
+            match PipelinedConnection::reply(receiver).await? {
+                Reply::Value(value) => Ok(value),
+                Reply::All(_) => Err(unexpected()),
+            }
         }
     }
 }
@@ -295,7 +362,7 @@ fn unexpected() -> redis::RedisError {
 
 impl AsyncConnection for PipelinedConnection {
     fn send(&mut self, prepared: &Prepared) -> impl Future<Output = RedisResult<Value>> + Send {
-        let receiver = self.send_with(false, |out| prepared.cmd().write_packed_command(out));
+        let receiver = self.send_with(false, None, |out| prepared.cmd().write_packed_command(out));
         async move {
             match Self::reply(receiver).await? {
                 Reply::Value(value) => Ok(value),
@@ -335,6 +402,10 @@ struct Driver<S> {
     read: Vec<u8>,
     start: usize,
     end: usize,
+    /// The one timer of the commands' deadlines, and when it is set to
+    /// (none: no command waits with one).
+    timer: Pin<Box<Sleep>>,
+    armed: Option<Instant>,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Future for Driver<S> {
@@ -346,6 +417,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Future for Driver<S> {
             Err(e) => Err(e),
             Ok(()) => this.poll_write(cx),
         };
+        if let Ok(Poll::Pending) = outcome {
+            this.poll_timer(cx);
+        }
         match outcome {
             Ok(Poll::Pending) => Poll::Pending,
             Ok(Poll::Ready(kind)) | Err(kind) => {
@@ -404,8 +478,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Driver<S> {
                     .and_then(Value::extract_error)
                     .map(Reply::Value),
             };
-            // The caller may have gone (its timeout): the reply is dropped.
-            let _ = waiting.reply.send(reply);
+            // The caller may have gone, or its deadline passed: the reply
+            // is dropped.
+            if let Some(sender) = waiting.reply {
+                let _ = sender.send(reply);
+            }
         }
         if self.start == self.end {
             self.start = 0;
@@ -450,6 +527,40 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Driver<S> {
         }
     }
 
+    /// Arms the timer for the earliest deadline queued, and fails the
+    /// commands whose deadline has passed when it fires.
+    fn poll_timer(&mut self, cx: &mut Context<'_>) {
+        let mut state = self.shared.lock();
+        if let Some(earliest) = state.earliest.take() {
+            if self.armed.is_none_or(|armed| earliest < armed) {
+                self.armed = Some(earliest);
+                self.timer.as_mut().reset(earliest);
+            }
+        }
+        while self.armed.is_some() && self.timer.as_mut().poll(cx).is_ready() {
+            // Deadlines are not in queue order (a request's later commands
+            // keep its first one's): every waiting command is looked at.
+            let now = Instant::now();
+            let mut next: Option<Instant> = None;
+            for waiting in state.waiting.iter_mut() {
+                let Some(deadline) = waiting.deadline.filter(|_| waiting.reply.is_some()) else {
+                    continue;
+                };
+                if deadline <= now {
+                    if let Some(sender) = waiting.reply.take() {
+                        let _ = sender.send(Err(timed_out()));
+                    }
+                } else if next.is_none_or(|n| deadline < n) {
+                    next = Some(deadline);
+                }
+            }
+            self.armed = next;
+            if let Some(next) = next {
+                self.timer.as_mut().reset(next);
+            }
+        }
+    }
+
     /// Fails every command still waiting, and takes no more.
     fn close(&mut self, kind: io::ErrorKind) {
         let mut state = self.shared.lock();
@@ -458,7 +569,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Driver<S> {
         state.task = None;
         state.out.clear();
         for waiting in state.waiting.drain(..) {
-            let _ = waiting.reply.send(Err(closed_error(kind)));
+            if let Some(sender) = waiting.reply {
+                let _ = sender.send(Err(closed_error(kind)));
+            }
         }
     }
 }

@@ -20,6 +20,7 @@ use librl_core::units::Amount;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use tokio::sync::OnceCell;
+use tokio::time::Instant;
 
 use crate::connection::{array_header, bulk, Standalone};
 use crate::identity::Subject;
@@ -129,35 +130,44 @@ impl Backend {
     /// counted by no policy. The whole exchange has the timeout.
     pub async fn check(&self, checks: &[Check]) -> Result<Verdict, Failure> {
         let mut admitted = Vec::new();
-        // The exchange goes straight into the timeout, not through an
-        // async helper taking it as an argument (which would store it twice
-        // in every request's future).
-        let exchange =
-            tokio::time::timeout(self.timeout, self.exchange(checks, &mut admitted)).await;
-        match exchange {
-            Ok(Ok(verdict)) => Ok(verdict),
-            Ok(Err(e)) => Err(Failure {
-                error: Unavailable::Redis(e),
-                admitted,
-            }),
-            Err(_) => Err(Failure {
-                error: Unavailable::Timeout(self.timeout),
-                admitted,
-            }),
-        }
+        let exchange = match &self.connection {
+            // Each command carries the deadline: the connection's one
+            // timer fails it, with no timer of the request's own.
+            Connection::Standalone(_) => {
+                let deadline = Instant::now() + self.timeout;
+                self.exchange(checks, &mut admitted, Some(deadline)).await
+            }
+            // Boxed: the cluster path's futures are kept out of the
+            // standalone one's.
+            Connection::Cluster { .. } => Box::pin(tokio::time::timeout(
+                self.timeout,
+                self.exchange(checks, &mut admitted, None),
+            ))
+            .await
+            .unwrap_or_else(|_| Err(crate::connection::timed_out())),
+        };
+        exchange.map_err(|e| Failure {
+            error: match e.is_timeout() {
+                true => Unavailable::Timeout(self.timeout),
+                false => Unavailable::Redis(e),
+            },
+            admitted,
+        })
     }
 
-    /// [`Backend::check`]'s exchange, without the timeout; `admitted_groups`
-    /// holds the groups admitted and not given back, whenever it stops.
+    /// [`Backend::check`]'s exchange, each command ending by `deadline`
+    /// (none: the caller bounds it); `admitted_groups` holds the groups
+    /// admitted and not given back, whenever it stops.
     async fn exchange(
         &self,
         checks: &[Check],
         admitted_groups: &mut Vec<Admitted>,
+        deadline: Option<Instant>,
     ) -> redis::RedisResult<Verdict> {
         let mut replies: Vec<Option<Decision>> = vec![None; checks.len()];
         let mut admitted = true;
         for members in by_subject(checks, |c| !c.policy.shadow) {
-            let reply = self.all(checks, &members, !admitted).await?;
+            let reply = self.all(checks, &members, !admitted, deadline).await?;
             for (&i, d) in members.iter().zip(&reply.decisions) {
                 replies[i] = Some(*d);
             }
@@ -177,7 +187,7 @@ impl Backend {
             while !admitted_groups.is_empty() {
                 let group = admitted_groups.remove(0);
                 // Boxed: rare, and kept out of every request's future.
-                if let Err(e) = Box::pin(self.give_back(checks, &group)).await {
+                if let Err(e) = Box::pin(self.give_back(checks, &group, deadline)).await {
                     tracing::warn!(
                         "librl: could not refund a request another subject refused: {e}"
                     );
@@ -189,7 +199,7 @@ impl Backend {
         // never given back, refusing nothing.
         let mut shadow_denied = false;
         for members in by_subject(checks, |c| c.policy.shadow) {
-            let reply = self.all(checks, &members, false).await?;
+            let reply = self.all(checks, &members, false, deadline).await?;
             for (&i, d) in members.iter().zip(&reply.decisions) {
                 replies[i] = Some(*d);
             }
@@ -213,7 +223,7 @@ impl Backend {
         let refunded = self
             .within_timeout(async {
                 for group in groups {
-                    self.give_back(checks, group).await?;
+                    self.give_back(checks, group, None).await?;
                 }
                 Ok(())
             })
@@ -225,7 +235,12 @@ impl Backend {
 
     /// Gives back one admitted group: an `RL.ALL` of `REFUND` clauses for
     /// its counting checks, and a `RELEASE` of each lease it took.
-    async fn give_back(&self, checks: &[Check], group: &Admitted) -> redis::RedisResult<()> {
+    async fn give_back(
+        &self,
+        checks: &[Check],
+        group: &Admitted,
+        deadline: Option<Instant>,
+    ) -> redis::RedisResult<()> {
         let mut refunds = All::new();
         let mut counting = false;
         for (&i, reply) in group.members.iter().zip(&group.replies) {
@@ -234,7 +249,7 @@ impl Backend {
             };
             if check.policy.is_concurrency() {
                 if let Some(id) = reply.lease {
-                    self.run(&check.release(id)).await?;
+                    self.run(&check.release(id), deadline).await?;
                 }
             } else {
                 refunds = refunds.clause(refund(check));
@@ -242,7 +257,7 @@ impl Backend {
             }
         }
         if counting {
-            self.run(&refunds).await?;
+            self.run(&refunds, deadline).await?;
         }
         Ok(())
     }
@@ -259,7 +274,7 @@ impl Backend {
                 .collect();
             for members in by_subject(&owned, |_| true) {
                 let all: All = members.iter().map(|&i| refund(&owned[i])).collect();
-                self.run(&all).await?;
+                self.run(&all, None).await?;
             }
             Ok(())
         })
@@ -271,7 +286,7 @@ impl Backend {
     /// by itself.
     pub async fn release(&self, releases: &[Concurrent]) {
         for release in releases {
-            if let Err(e) = self.within_timeout(self.run(release)).await {
+            if let Err(e) = self.within_timeout(self.run(release, None)).await {
                 tracing::debug!("librl: could not release a lease (it ends by itself): {e}");
             }
         }
@@ -295,12 +310,15 @@ impl Backend {
         checks: &[Check],
         members: &[usize],
         peek: bool,
+        deadline: Option<Instant>,
     ) -> redis::RedisResult<AllDecision> {
         if let Connection::Standalone(standalone) = &self.connection {
             if let Some(words) = premade_len(checks, members) {
-                let connection = standalone.get().await?;
+                let connection = standalone.get(deadline).await?;
                 return connection
-                    .all_with(|out| write_premade(out, checks, members, words, peek))
+                    .all_with(deadline, |out| {
+                        write_premade(out, checks, members, words, peek)
+                    })
                     .await;
             }
         }
@@ -309,14 +327,21 @@ impl Backend {
             .filter_map(|&i| checks.get(i))
             .map(Check::clause)
             .collect();
-        self.run(&if peek { all.peek() } else { all }).await
+        self.run(&if peek { all.peek() } else { all }, deadline)
+            .await
     }
 
-    async fn run<Q: Command>(&self, command: &Q) -> redis::RedisResult<Q::Output> {
+    /// Sends one command; on a standalone server it fails once `deadline`
+    /// passes (a cluster's is bounded by the caller).
+    async fn run<Q: Command>(
+        &self,
+        command: &Q,
+        deadline: Option<Instant>,
+    ) -> redis::RedisResult<Q::Output> {
         match &self.connection {
             Connection::Standalone(standalone) => {
-                let mut connection = standalone.get().await?;
-                command.query_async(&mut connection).await
+                let connection = standalone.get(deadline).await?;
+                command.query_async(&mut connection.by(deadline)).await
             }
             Connection::Cluster { client, limiter } => {
                 let limiter = match limiter.get() {
