@@ -464,20 +464,33 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Driver<S> {
     /// Each complete reply in the buffer to the command waiting first.
     fn hand_out(&mut self) -> Result<(), io::ErrorKind> {
         let mut state = self.shared.lock();
-        while let Some(len) = frame_len(self.read.get(self.start..self.end).unwrap_or(&[]))? {
-            let frame = self.read.get(self.start..self.start + len).unwrap_or(&[]);
+        loop {
+            let buf = self.read.get(self.start..self.end).unwrap_or(&[]);
+            // An `RL.ALL` reply of the plain shape is read, and measured,
+            // in one pass; anything else is measured first, then parsed.
+            let all = state.waiting.front().is_some_and(|w| w.all);
+            let (len, reply) = match all.then(|| plain_all(buf)).flatten() {
+                Some((decision, len)) => (len, Ok(Reply::All(decision))),
+                None => {
+                    let Some(len) = frame_len(buf)? else {
+                        break;
+                    };
+                    let frame = buf.get(..len).unwrap_or(&[]);
+                    let reply = match all {
+                        true => any_all_reply(frame).map(Reply::All),
+                        false => redis::parse_redis_value(frame)
+                            .and_then(Value::extract_error)
+                            .map(Reply::Value),
+                    };
+                    (len, reply)
+                }
+            };
             self.start += len;
             // A reply no command waits for: the stream is out of step.
             let waiting = state
                 .waiting
                 .pop_front()
                 .ok_or(io::ErrorKind::InvalidData)?;
-            let reply = match waiting.all {
-                true => all_reply(frame).map(Reply::All),
-                false => redis::parse_redis_value(frame)
-                    .and_then(Value::extract_error)
-                    .map(Reply::Value),
-            };
             // The caller may have gone, or its deadline passed: the reply
             // is dropped.
             if let Some(sender) = waiting.reply {
@@ -623,22 +636,22 @@ fn signed(line: &[u8]) -> Result<i64, io::ErrorKind> {
         .ok_or(io::ErrorKind::InvalidData)
 }
 
-/// An `RL.ALL` reply: read from its bytes when it is the plain shape (an
-/// array of allowed, retry_after and one array of integers per clause),
-/// else through redis-rs's parser and librl-client's reading, whose
-/// errors (a server error included) are the reference.
-fn all_reply(frame: &[u8]) -> RedisResult<AllDecision> {
-    if let Some(decision) = plain_all(frame) {
-        return Ok(decision);
-    }
+/// An `RL.ALL` reply (one whole frame) of any shape, through redis-rs's
+/// parser and librl-client's reading, whose errors (a server error
+/// included) are the reference; [`plain_all`] reads the usual shape the
+/// same way, faster.
+fn any_all_reply(frame: &[u8]) -> RedisResult<AllDecision> {
     let value = redis::parse_redis_value(frame)?.extract_error()?;
     Ok(AllDecision::from_redis_value(value)?)
 }
 
-/// [`all_reply`]'s fast reading; None for anything but the plain shape
-/// with values librl-client reads the same way.
-fn plain_all(frame: &[u8]) -> Option<AllDecision> {
-    let mut r = Reader { buf: frame, pos: 0 };
+/// The `RL.ALL` reply at the start of `buf` and its length in bytes, read
+/// from its bytes when it is the plain shape (an array of allowed,
+/// retry_after and one array of integers per clause) with values
+/// librl-client reads the same way; None for anything else, or a reply
+/// not whole yet.
+fn plain_all(buf: &[u8]) -> Option<(AllDecision, usize)> {
+    let mut r = Reader { buf, pos: 0 };
     let items = r.header(b'*')?;
     let clauses = items.checked_sub(2)?;
     let allowed = flag(r.int()?)?;
@@ -676,11 +689,12 @@ fn plain_all(frame: &[u8]) -> Option<AllDecision> {
             lease,
         });
     }
-    (r.pos == frame.len()).then_some(AllDecision {
+    let decision = AllDecision {
         allowed,
         retry_after,
         decisions,
-    })
+    };
+    Some((decision, r.pos))
 }
 
 fn flag(v: i64) -> Option<bool> {
@@ -705,32 +719,31 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
-    /// The number after `kind` on the next line.
+    /// The number after `kind` on the next line: `kind`, an optional `-`,
+    /// 1 to 18 digits and CRLF, read in one pass.
     fn line(&mut self, kind: u8) -> Option<i64> {
         let rest = self.buf.get(self.pos..)?;
         if *rest.first()? != kind {
             return None;
         }
-        let eol = rest.iter().position(|&b| b == b'\r')?;
-        let digits = rest.get(1..eol)?;
-        if rest.get(eol + 1) != Some(&b'\n') {
-            return None;
-        }
-        self.pos += eol + 2;
-        let (negative, digits) = match digits.split_first() {
-            Some((b'-', d)) => (true, d),
-            _ => (false, digits),
-        };
-        if digits.is_empty() || digits.len() > 18 {
-            return None;
-        }
+        let negative = rest.get(1) == Some(&b'-');
+        let start = if negative { 2 } else { 1 };
+        let mut end = start;
         let mut n: i64 = 0;
-        for &d in digits {
+        while let Some(&d) = rest.get(end) {
             if !d.is_ascii_digit() {
+                break;
+            }
+            if end - start == 18 {
                 return None;
             }
             n = n * 10 + i64::from(d - b'0');
+            end += 1;
         }
+        if end == start || rest.get(end..end + 2) != Some(b"\r\n") {
+            return None;
+        }
+        self.pos += end + 2;
         Some(if negative { -n } else { n })
     }
 
@@ -763,26 +776,37 @@ mod tests {
             b"*3\r\n:1\r\n:0\r\n*8\r\n:1\r\n:1\r\n:0\r\n:3\r\n:2\r\n:5\r\n:0\r\n:7\r\n",
         ];
         for reply in replies {
-            assert_eq!(plain_all(reply), Some(all(reply)));
+            assert_eq!(plain_all(reply), Some((all(reply), reply.len())));
+            // Followed by the next reply, it is measured whole; cut short,
+            // it is not read yet.
+            let mut two = reply.to_vec();
+            two.extend_from_slice(reply);
+            assert_eq!(plain_all(&two), Some((all(reply), reply.len())));
+            for cut in 0..reply.len() {
+                assert_eq!(plain_all(&reply[..cut]), None, "{cut}");
+            }
             assert_eq!(frame_len(reply), Ok(Some(reply.len())));
             assert_eq!(frame_len(&reply[..reply.len() - 1]), Ok(None));
         }
-        let odd: [&[u8]; 4] = [
+        let odd: [&[u8]; 7] = [
             b"*3\r\n:2\r\n:0\r\n*6\r\n:1\r\n:1\r\n:0\r\n:10\r\n:9\r\n:60000\r\n",
             b"*3\r\n:1\r\n:0\r\n*5\r\n:1\r\n:1\r\n:0\r\n:10\r\n:9\r\n",
             b"*3\r\n:1\r\n:0\r\n*6\r\n:1\r\n$1\r\n1\r\n:0\r\n:10\r\n:9\r\n:60000\r\n",
+            b"*3\r\n:1\r\n:0\r\n*6\r\n:1\r\n:1\r\n:0\r\n:1000000000000000000\r\n:9\r\n:6\r\n",
+            b"*3\r\n:1\r\n:0\r\n*6\r\n:1\r\n:1\r\n:0\r\n:10\r\n:9\r\n:6\r\r\n",
+            b"*3\r\n:1\r\n:0\r\n*6\r\n:1\r\n:1\r\n:0\r\n:-\r\n:9\r\n:6\r\n",
             b"-ERR unknown command 'RL.ALL'\r\n",
         ];
         for reply in odd {
-            assert_eq!(plain_all(reply), None);
+            assert_eq!(plain_all(reply), None, "{reply:?}");
         }
-        let error = all_reply(b"-ERR unknown command 'RL.ALL'\r\n").unwrap_err();
+        let error = any_all_reply(b"-ERR unknown command 'RL.ALL'\r\n").unwrap_err();
         assert!(error.to_string().contains("unknown command"), "{error}");
         for reply in &odd[..3] {
             let generic = redis::parse_redis_value(reply)
                 .ok()
                 .and_then(|v| AllDecision::from_redis_value(v).ok());
-            assert_eq!(all_reply(reply).ok(), generic);
+            assert_eq!(any_all_reply(reply).ok(), generic);
             assert!(generic.is_none());
         }
     }
