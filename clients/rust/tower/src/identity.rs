@@ -3,7 +3,7 @@
 //! header's value, an attribute the application left on it; and the
 //! subject a policy counts, whose text is the middle of the policy's keys.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
@@ -280,6 +280,33 @@ pub(crate) fn ip_subject(ip: IpAddr, prefix: u8) -> Subject {
             Err(_) => Subject::Ip(ip),
         },
         _ => Subject::Ip(ip),
+    }
+}
+
+impl Subject {
+    /// Appends the subject as [`fmt::Display`] writes it, its text parts
+    /// copied without the formatting machinery (every request's key is
+    /// made of it).
+    pub(crate) fn push_to(&self, out: &mut String) {
+        let (kind, value): (&str, &str) = match self {
+            Subject::ApiKey(id) => ("api-key:", id),
+            Subject::User(name) => ("user:", name),
+            Subject::Named(label, value) => {
+                out.push_str(label);
+                (":", value)
+            }
+            Subject::Header(name, value) => {
+                out.push_str("header:");
+                out.push_str(name);
+                (":", value)
+            }
+            Subject::Ip(_) | Subject::Net(_) | Subject::Global | Subject::Unknown => {
+                let _ = write!(out, "{self}");
+                return;
+            }
+        };
+        out.push_str(kind);
+        out.push_str(value);
     }
 }
 

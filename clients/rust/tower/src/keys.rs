@@ -3,8 +3,6 @@
 //! how a value becomes part of a key: verbatim when it is short and safe,
 //! else hashed (docs/http.md, Identity).
 
-use std::fmt::Write as _;
-
 use sha2::{Digest, Sha256};
 
 use crate::configuration::{Config, ConfigError};
@@ -23,7 +21,10 @@ impl Keys {
         // One buffer, formatted once: the override key is the key with
         // `override:` before the policy's name.
         let mut key = String::with_capacity(prefix.len() + policy.len() + 64);
-        let _ = write!(key, "{prefix}{{{subject}}}:");
+        key.push_str(prefix);
+        key.push('{');
+        subject.push_to(&mut key);
+        key.push_str("}:");
         let base = key.len();
         key.push_str(policy);
         let override_key = overridable.then(|| {
@@ -118,5 +119,37 @@ pub(crate) fn key_safe(value: &[u8]) -> String {
     match std::str::from_utf8(value) {
         Ok(text) if safe => text.to_string(),
         _ => format!("sha256-{}", hashed(value)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The key is written without the formatting machinery, and reads as
+    /// the subject's `Display` does, for every kind of subject.
+    #[test]
+    fn keys_read_as_the_subject_displays() {
+        let v6 = "2001:db8::1"
+            .parse()
+            .unwrap_or(std::net::Ipv6Addr::LOCALHOST);
+        let subjects = [
+            Subject::Ip(std::net::Ipv4Addr::new(10, 0, 0, 1).into()),
+            ip_subject(v6.into(), 64),
+            Subject::ApiKey("abc".into()),
+            Subject::User("alice".into()),
+            Subject::Header("x-client".into(), "c1".into()),
+            Subject::Named("tenant".into(), "acme".into()),
+            Subject::Global,
+            Subject::Unknown,
+        ];
+        for subject in subjects {
+            let keys = Keys::new("rl:", &subject, "p", true);
+            assert_eq!(keys.key, format!("rl:{{{subject}}}:p"));
+            assert_eq!(
+                keys.override_key,
+                Some(format!("rl:{{{subject}}}:override:p"))
+            );
+        }
     }
 }
