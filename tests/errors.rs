@@ -1360,7 +1360,10 @@ fn seed(con: &mut redis::Connection) {
     };
     limiter(con, &["RL.FIXED", "lim:a", "10", "3650d", "COST", "3"]);
     limiter(con, &["RL.FIXED", "lim:full", "2", "1d", "COST", "2"]);
-    limiter(con, &["RL.FIXED", "lim:aligned", "5", "1h", "ALIGNED"]);
+    // An aligned window ends on a multiple of its length since the epoch:
+    // at 1h the key expired at the top of the hour, under a run that
+    // crossed it; 3650d ends next in December 2029.
+    limiter(con, &["RL.FIXED", "lim:aligned", "5", "3650d", "ALIGNED"]);
     ok(con, &[b"RL.FIXED", b"lim:\xff\xfe", b"3", b"1h"]);
     limiter(con, &["RL.SLIDING", "sl:exact", "10", "3650d", "COST", "3"]);
     std::thread::sleep(std::time::Duration::from_millis(2));
