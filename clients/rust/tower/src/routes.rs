@@ -45,6 +45,25 @@ pub fn canonical_path(path: &[u8]) -> Vec<u8> {
     out
 }
 
+/// A path [`canonical_path`] gives back unchanged, already lower case (as
+/// most requests' are): `/`, or `/`-led segments, none empty, `.` or
+/// `..`, of printable ASCII with no capital, `%`, `;`, `?` or `#`. Such a
+/// path is matched as it is, with nothing decoded or copied.
+fn canonical_lowercase(path: &[u8]) -> bool {
+    let Some(rest) = path.strip_prefix(b"/") else {
+        return false;
+    };
+    rest.is_empty()
+        || rest.split(|&b| b == b'/').all(|segment| {
+            !matches!(segment, b"" | b"." | b"..")
+                && segment.iter().all(|&b| {
+                    b.is_ascii_graphic()
+                        && !b.is_ascii_uppercase()
+                        && !matches!(b, b'%' | b';' | b'?' | b'#')
+                })
+        })
+}
+
 /// An absolute-form target's path and query (`http://host/a?b` gives
 /// `/a?b`, `http://host` nothing); any other target as it is. A scheme is
 /// a letter, then letters, digits, `+`, `-` or `.`, then `://`.
@@ -156,13 +175,20 @@ impl PolicySet {
                 deny: None,
             });
         }
-        let path = canonical_path(path).to_ascii_lowercase();
+        let lowered;
+        let path = match canonical_lowercase(path) {
+            true => path,
+            false => {
+                lowered = canonical_path(path).to_ascii_lowercase();
+                &lowered
+            }
+        };
         let mut best: Option<(usize, &Compiled)> = None;
         for (i, route) in self.routes.iter().enumerate() {
             let method_ok = route.methods.as_ref().is_none_or(|m| m.contains(method));
             // Strictly longer only: among equally long matches the first wins.
             if method_ok
-                && under(&route.canonical, &path)
+                && under(&route.canonical, path)
                 && best.is_none_or(|(_, b)| route.canonical.len() > b.canonical.len())
             {
                 best = Some((i, route));
@@ -197,5 +223,39 @@ mod tests {
     fn deeply_nested_escapes_decode_in_linear_time() {
         let nested = format!("/%{}41/x", "25".repeat(200_000));
         assert_eq!(canonical_path(nested.as_bytes()), b"/A/x");
+    }
+
+    /// Every path of up to five bytes from an alphabet of the bytes that
+    /// matter: one taken as it is would be matched exactly as its
+    /// canonical, lower-case form.
+    #[test]
+    fn a_path_taken_as_it_is_is_its_canonical_form() {
+        let alphabet = b"/.aA%2f;?# \x80";
+        let mut paths: Vec<Vec<u8>> = vec![Vec::new()];
+        let mut taken = 0;
+        for _ in 0..5 {
+            let longer: Vec<Vec<u8>> = paths
+                .iter()
+                .filter(|p| p.len() == paths.last().map_or(0, Vec::len))
+                .flat_map(|p| {
+                    alphabet.iter().map(move |&b| {
+                        let mut q = p.clone();
+                        q.push(b);
+                        q
+                    })
+                })
+                .collect();
+            paths.extend(longer);
+        }
+        for path in &paths {
+            if canonical_lowercase(path) {
+                taken += 1;
+                assert_eq!(canonical_path(path).to_ascii_lowercase(), *path, "{path:?}");
+            }
+        }
+        assert!(canonical_lowercase(b"/"));
+        assert!(canonical_lowercase(b"/half"));
+        assert!(canonical_lowercase(b"/api/v1/items-2.json"));
+        assert!(taken > 100, "{taken}");
     }
 }
