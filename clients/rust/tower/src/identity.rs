@@ -330,8 +330,13 @@ impl fmt::Display for Subject {
 /// when the header is absent. Bytes, never decoded.
 pub(crate) fn header_lines<K: AsHeaderName>(headers: &HeaderMap, name: K) -> Option<Vec<u8>> {
     let mut lines = headers.get_all(name).into_iter();
-    let mut joined = lines.next()?.as_bytes().to_vec();
-    for line in lines {
+    let first = lines.next()?.as_bytes();
+    let Some(second) = lines.next() else {
+        // One line (the usual case): trimmed and copied once.
+        return Some(trim_ows(first).to_vec());
+    };
+    let mut joined = first.to_vec();
+    for line in std::iter::once(second).chain(lines) {
         joined.extend_from_slice(b", ");
         joined.extend_from_slice(line.as_bytes());
     }
