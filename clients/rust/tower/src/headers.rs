@@ -3,6 +3,7 @@
 //! `Retry-After` on a denial.
 
 use std::cmp::Ordering;
+use std::sync::OnceLock;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue};
@@ -21,6 +22,26 @@ pub const RATELIMIT_RESET: HeaderName = HeaderName::from_static("ratelimit-reset
 pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
 pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+
+/// How many small integers [`number`] keeps as ready header values.
+const SMALL_NUMBERS: u64 = 1024;
+
+/// `n` as a header value: `0` to `1023` (a reset or a `Retry-After` in
+/// seconds, most remaining counts) from values made once, whose static
+/// bytes a clone only points to; larger ones formatted (an allocation).
+fn number(n: u64) -> HeaderValue {
+    static SMALL: OnceLock<Vec<HeaderValue>> = OnceLock::new();
+    let small = SMALL.get_or_init(|| {
+        (0..SMALL_NUMBERS)
+            .map(|i| HeaderValue::from_static(Box::leak(i.to_string().into_boxed_str())))
+            .collect()
+    });
+    usize::try_from(n)
+        .ok()
+        .and_then(|i| small.get(i))
+        .cloned()
+        .unwrap_or_else(|| n.into())
+}
 
 /// The index of the reply a client most needs to see. Among denials, the
 /// longest wait ("never" first): when the request is `refused`, among the
@@ -136,17 +157,17 @@ pub(crate) fn write(
         };
         let limit = match &check.policy.premade.limit {
             Some(value) if own => value.clone(),
-            _ => limit.into(),
+            _ => number(limit),
         };
         headers.insert(X_RATELIMIT_LIMIT, limit);
-        headers.insert(X_RATELIMIT_REMAINING, reply.remaining.into());
-        headers.insert(X_RATELIMIT_RESET, legacy.into());
+        headers.insert(X_RATELIMIT_REMAINING, number(reply.remaining));
+        headers.insert(X_RATELIMIT_RESET, number(legacy));
     }
     if mode == HeaderMode::Draft6 {
         let limit = shown_limit(check, reply);
-        headers.insert(RATELIMIT_LIMIT, limit.into());
-        headers.insert(RATELIMIT_REMAINING, reply.remaining.into());
-        headers.insert(RATELIMIT_RESET, reset.into());
+        headers.insert(RATELIMIT_LIMIT, number(limit));
+        headers.insert(RATELIMIT_REMAINING, number(reply.remaining));
+        headers.insert(RATELIMIT_RESET, number(reset));
         let policy = match check.policy.window_secs() {
             Some(secs) => format!("{limit};w={secs}"),
             None => limit.to_string(),
@@ -157,7 +178,7 @@ pub(crate) fn write(
     }
     if outcome == Outcome::Denied {
         if let Some(secs) = retry_after_secs(reply) {
-            headers.insert(http::header::RETRY_AFTER, secs.into());
+            headers.insert(http::header::RETRY_AFTER, number(secs));
         }
     }
 }
@@ -223,4 +244,19 @@ pub(crate) fn decimal(out: &mut Vec<u8>, n: u64) {
         }
     }
     out.extend_from_slice(&digits[i..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A ready value and a formatted one read the same, either side of
+    /// the last small number.
+    #[test]
+    fn numbers_read_as_their_decimal() {
+        for n in [0, 1, 9, 10, 59, 60, 999, 1023, 1024, 1025, 3600, u64::MAX] {
+            assert_eq!(number(n), HeaderValue::from(n), "{n}");
+            assert_eq!(number(n).to_str().unwrap(), n.to_string());
+        }
+    }
 }
