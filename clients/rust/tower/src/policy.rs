@@ -533,17 +533,6 @@ fn ms_of(d: Option<Duration>) -> Option<Option<u64>> {
     }
 }
 
-/// A window as the refusals' detail writes it (docs/http.md, Refusals):
-/// whole seconds with `s` when a multiple of 1000 ms (`60s`), else `ms`.
-pub(crate) fn window_text(window: Window) -> String {
-    let ms = window.ms();
-    if ms.is_multiple_of(1000) {
-        format!("{}s", ms / 1000)
-    } else {
-        format!("{ms}ms")
-    }
-}
-
 impl std::fmt::Display for Algorithm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())

@@ -14,7 +14,7 @@ use serde_json::{json, Map, Value};
 use crate::configuration::{Deny, DenyBody};
 use crate::headers::{decimal, retry_after_secs, shown_limit};
 use crate::plan::{Check, Refusal};
-use crate::policy::{window_text, ValidAlgorithm};
+use crate::policy::ValidAlgorithm;
 
 pub const PROBLEM_JSON: &str = "application/problem+json";
 pub const TEXT_PLAIN: &str = "text/plain; charset=utf-8";
@@ -177,25 +177,55 @@ pub(crate) fn denied(deny: &Refusing, check: &Check, reply: &Decision) -> Reply 
 }
 
 fn denial_problem(status: StatusCode, check: &Check, reply: &Decision) -> Reply {
+    use Piece::{Number as N, Text as T};
     let policy = &check.policy;
     let limit = shown_limit(check, reply);
-    let per = window_text(policy.window);
+    let per = Piece::Window(policy.window.ms());
     let (name, cost) = (&policy.name, check.cost.get());
-    let detail = match (&policy.algorithm, retry_after_secs(reply)) {
+    let pieces: &[Piece] = match (&policy.algorithm, retry_after_secs(reply)) {
         // A concurrency policy has no window: its limit is requests at once.
-        (ValidAlgorithm::Concurrency, Some(secs)) => {
-            format!("Concurrency limit \"{name}\" ({limit} at once) reached; retry in {secs} s.")
-        }
-        (ValidAlgorithm::Concurrency, None) => format!(
-            "This request costs {cost}, more than concurrency limit \"{name}\" ({limit} at once) ever admits."
-        ),
-        (_, Some(secs)) => {
-            format!("Rate limit \"{name}\" ({limit} per {per}) exceeded; retry in {secs} s.")
-        }
-        (_, None) => format!(
-            "This request costs {cost}, more than rate limit \"{name}\" ({limit} per {per}) ever admits at once."
-        ),
+        (ValidAlgorithm::Concurrency, Some(secs)) => &[
+            T("Concurrency limit \""),
+            T(name),
+            T("\" ("),
+            N(limit),
+            T(" at once) reached; retry in "),
+            N(secs),
+            T(" s."),
+        ],
+        (ValidAlgorithm::Concurrency, None) => &[
+            T("This request costs "),
+            N(cost),
+            T(", more than concurrency limit \""),
+            T(name),
+            T("\" ("),
+            N(limit),
+            T(" at once) ever admits."),
+        ],
+        (_, Some(secs)) => &[
+            T("Rate limit \""),
+            T(name),
+            T("\" ("),
+            N(limit),
+            T(" per "),
+            per,
+            T(") exceeded; retry in "),
+            N(secs),
+            T(" s."),
+        ],
+        (_, None) => &[
+            T("This request costs "),
+            N(cost),
+            T(", more than rate limit \""),
+            T(name),
+            T("\" ("),
+            N(limit),
+            T(" per "),
+            per,
+            T(") ever admits at once."),
+        ],
     };
+    let detail = Piece::join(pieces);
     let retry_ms = reply.retry_after.duration().map(|d| d.as_millis());
     // Written straight into the body (what `problem` makes of these
     // members, in its order): a refused request builds no JSON value.
@@ -225,10 +255,54 @@ fn denial_problem(status: StatusCode, check: &Check, reply: &Decision) -> Reply 
     }
 }
 
-/// `text` as a JSON string, escaped as serde_json escapes it.
+/// A part of a refusal's detail: written in turn, with no formatting
+/// machinery (a refused request's detail is made every time).
+enum Piece<'a> {
+    Text(&'a str),
+    Number(u64),
+    /// A window in ms, as docs/http.md, Refusals writes it: whole
+    /// seconds with `s` when a multiple of 1000 ms (`60s`), else `ms`.
+    Window(u64),
+}
+
+impl Piece<'_> {
+    fn join(pieces: &[Piece]) -> String {
+        let mut out = Vec::with_capacity(112);
+        for piece in pieces {
+            match *piece {
+                Piece::Text(text) => out.extend_from_slice(text.as_bytes()),
+                Piece::Number(n) => decimal(&mut out, n),
+                Piece::Window(ms) if ms.is_multiple_of(1000) => {
+                    decimal(&mut out, ms / 1000);
+                    out.push(b's');
+                }
+                Piece::Window(ms) => {
+                    decimal(&mut out, ms);
+                    out.extend_from_slice(b"ms");
+                }
+            }
+        }
+        // Text and ASCII digits: always UTF-8.
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+/// `text` as a JSON string, escaped as serde_json escapes it: by hand when
+/// only `"` needs it (a detail quotes its policy's name), else by serde_json.
 fn json_string(out: &mut Vec<u8>, text: &str) {
-    // Writing into a Vec cannot fail, and a str always serializes.
-    let _ = serde_json::to_writer(&mut *out, text);
+    if text.bytes().any(|b| b == b'\\' || b < 0x20) {
+        // Writing into a Vec cannot fail, and a str always serializes.
+        let _ = serde_json::to_writer(&mut *out, text);
+        return;
+    }
+    out.push(b'"');
+    for b in text.bytes() {
+        if b == b'"' {
+            out.push(b'\\');
+        }
+        out.push(b);
+    }
+    out.push(b'"');
 }
 
 /// `fail_deny` (503 problem by default) when Redis cannot answer and the
@@ -327,6 +401,59 @@ mod tests {
                 extra,
             );
             assert_eq!(made, built);
+        }
+    }
+
+    /// Each detail as docs/http.md, Refusals words it, and the body's JSON
+    /// strings escaped as serde_json escapes them.
+    #[test]
+    fn details_read_as_the_contract_words_them() {
+        let denial = |policy: Policy, cost: u64, retry_after: RetryAfter| {
+            let check = Check::for_test(policy, cost);
+            let reply = Decision {
+                allowed: false,
+                count: 0,
+                retry_after,
+                limit: 7,
+                remaining: 0,
+                reset_after_ms: 0,
+                lease: None,
+            };
+            denial_problem(StatusCode::TOO_MANY_REQUESTS, &check, &reply).detail
+        };
+        let ms = Duration::from_millis;
+        let cases = [
+            (
+                denial(Policy::fixed("p", 7, ms(90_000)), 1, RetryAfter::Ms(1_500)),
+                "Rate limit \"p\" (7 per 90s) exceeded; retry in 2 s.",
+            ),
+            (
+                denial(Policy::fixed("p", 7, ms(1_500)), 9, RetryAfter::Never),
+                "This request costs 9, more than rate limit \"p\" (7 per 1500ms) ever admits at once.",
+            ),
+            (
+                denial(Policy::concurrency("c", 7, ms(30_000)), 1, RetryAfter::Ms(30_000)),
+                "Concurrency limit \"c\" (7 at once) reached; retry in 30 s.",
+            ),
+            (
+                denial(Policy::concurrency("c", 7, ms(30_000)), 8, RetryAfter::Never),
+                "This request costs 8, more than concurrency limit \"c\" (7 at once) ever admits.",
+            ),
+        ];
+        for (made, want) in cases {
+            assert_eq!(made, want);
+        }
+        for text in [
+            "",
+            "plain",
+            "a \"b\"",
+            "back\\slash",
+            "ctl\n\t\u{1}\u{7f}",
+            "ünï \"x\"",
+        ] {
+            let mut out = Vec::new();
+            json_string(&mut out, text);
+            assert_eq!(out, serde_json::to_vec(text).unwrap(), "{text:?}");
         }
     }
 
