@@ -40,6 +40,7 @@ import { keyBase, limiterKey, overrideKey } from "./keys.js";
 import { MAX_UNITS, MAX_WINDOW_MS } from "./durations.js";
 import { costs, costsOf, plan, type Check, type MeasureBody, type Planned } from "./plan.js";
 import { denied, unavailable, type Refusal } from "./refusals.js";
+import { Recent } from "./recent.js";
 import { Routes, type Selection } from "./routes.js";
 
 export type { CheckReport, DecisionEvent, Logger, Outcome } from "./hook.js";
@@ -157,9 +158,9 @@ function oneSubject(checks: readonly Check[]): boolean {
 }
 
 /**
- * How many subjects' checks a one-policy way keeps (then it starts again:
- * a flood of new subjects does not grow it). Few: a stream of fresh
- * subjects must leave its entries to die young. With 1,024, Fastify's
+ * How many subjects' checks a one-policy way keeps, in a Recent table (a
+ * new subject takes the place of the one in its slot). Few: a stream of
+ * fresh subjects must leave its entries to die young. With 1,024, Fastify's
  * `/half` (a fresh subject every other request) kept ~400 KB alive across
  * each scavenge: 1.8 ms pauses instead of 0.6, and the survivors promoted
  * and swept again by mark-compact (docs/performance.md, HTTP).
@@ -177,7 +178,7 @@ interface OneCheck extends Check {
  * a returning client's keys and RL.ALL are not made again.
  */
 class OneWay {
-  readonly #checks = new Map<string, OneCheck>();
+  readonly #checks = new Recent<OneCheck>(SUBJECTS_KEPT);
 
   constructor(
     readonly policy: Policy,
@@ -193,8 +194,7 @@ class OneWay {
       const okey = policy.overridable ? overrideKey(base, policy.name) : undefined;
       const cost = (policy.cost as { readonly units: number }).units;
       found = { policy, subject, key, okey, cost, encoded: encodeOne({ policy, subject, key, okey, cost }) };
-      if (this.#checks.size >= SUBJECTS_KEPT) this.#checks.clear();
-      this.#checks.set(subject.tag, found);
+      this.#checks.offer(subject.tag, found);
     }
     return found;
   }

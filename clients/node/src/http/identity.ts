@@ -7,6 +7,7 @@
 import { BlockList, SocketAddress, isIP } from "node:net";
 import type { Config, KeyKind, Source, TrustedNetwork } from "./configuration.js";
 import { apiKeyId, headerKeyValue, userKeyValue } from "./keys.js";
+import { Recent } from "./recent.js";
 import { authorizationValue, cookieValue, queryValue } from "./sources.js";
 
 /** What the adapters read from a request, framework-free. */
@@ -176,9 +177,10 @@ export class Exemptions {
 }
 
 /**
- * How many TCP peers' addresses (and ip subjects) are kept read: a server
- * sees few peers, over and over (keep-alive, proxies). Few, for the reason
- * SUBJECTS_KEPT is: many clients' entries must die young, not be promoted.
+ * How many TCP peers' addresses (and ip subjects) are kept read, in Recent
+ * tables: a server sees few peers, over and over (keep-alive, proxies).
+ * Few, for the reason SUBJECTS_KEPT is: many clients' entries must die
+ * young, not be promoted.
  */
 const PEERS_KEPT = 64;
 
@@ -187,15 +189,14 @@ export class TrustedProxies {
   readonly #list = new BlockList();
   readonly #empty: boolean;
   /** TCP peers as the socket reports them, read (null: not an address): parsing one costs microseconds. */
-  readonly #peers = new Map<string, Address | null>();
+  readonly #peers = new Recent<Address | null>(PEERS_KEPT);
 
   /** A TCP peer's address, read once per distinct text. */
   peer(text: string): Address | undefined {
     let found = this.#peers.get(text);
     if (found === undefined) {
       found = parseHop(text) ?? null;
-      if (this.#peers.size >= PEERS_KEPT) this.#peers.clear();
-      this.#peers.set(text, found);
+      this.#peers.offer(text, found);
     }
     return found ?? undefined;
   }
@@ -210,7 +211,7 @@ export class TrustedProxies {
   }
 
   /** Clients' ip subjects by address, made once per distinct address (the configuration's IPv6 prefix is fixed with it). */
-  readonly #ipSubjects = new Map<string, Subject>();
+  readonly #ipSubjects = new Recent<Subject>(PEERS_KEPT);
 
   /** The ip subject of a client's address: an IPv6 one counted by its network of `ipv6Prefix` bits. */
   ipSubject(a: Address, ipv6Prefix: number): Subject {
@@ -218,8 +219,7 @@ export class TrustedProxies {
     if (found === undefined) {
       const value = a.family === "ipv6" ? ipv6Network(a.text, ipv6Prefix) : a.text;
       found = { kind: "ip", value, tag: `ip:${value}` };
-      if (this.#ipSubjects.size >= PEERS_KEPT) this.#ipSubjects.clear();
-      this.#ipSubjects.set(a.text, found);
+      this.#ipSubjects.offer(a.text, found);
     }
     return found;
   }
