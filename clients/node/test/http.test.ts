@@ -739,4 +739,28 @@ describe("HTTP integrations", { concurrency: 1 }, () => {
       }
     }
   });
+
+  it("the one-policy way keeps each subject's own count while more subjects return than it keeps, among one-off ones", async () => {
+    await flush();
+    const config = { exempt_loopback: false, headers: "legacy", policies: [{ name: "per-client", algorithm: "fixed", limit: 2, window: "60s", key: "header:X-Client" }] };
+    const app = Fastify();
+    await app.register(librl, { url: `redis://127.0.0.1:${server.port}`, config });
+    app.get("/", async () => "ok");
+    await app.ready();
+    const get = async (client: string) => {
+      const res = await app.inject({ method: "GET", url: "/", headers: { "x-client": client } });
+      return `${res.statusCode} ${String(res.headers["x-ratelimit-remaining"])}`;
+    };
+    try {
+      // 200 returning subjects (more than the 64 kept), each after a one-off subject, three rounds.
+      for (const [round, expected] of ["200 1", "200 0", "429 0"].entries()) {
+        for (let i = 0; i < 200; i++) {
+          assert.equal(await get(`once-${round}-${i}`), "200 1", `one-off subject, round ${round}`);
+          assert.equal(await get(`client-${i}`), expected, `client-${i}, round ${round}`);
+        }
+      }
+    } finally {
+      await app.close();
+    }
+  });
 });
