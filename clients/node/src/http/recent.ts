@@ -23,6 +23,9 @@ export class Recent<V> {
   /** Each slot's last key seen, by hash: the key whose next coming takes the slot. */
   readonly #seen: Uint32Array;
   readonly #mask: number;
+  /** The last key found or kept, and its value: a server's one client, or its commonest, is found without hashing. */
+  #lastKey: string | undefined = undefined;
+  #lastValue: V | undefined = undefined;
 
   /** `size`: the slots, a power of two. */
   constructor(size: number) {
@@ -35,8 +38,13 @@ export class Recent<V> {
 
   /** The value kept for `key`, else undefined. */
   get(key: string): V | undefined {
+    if (key === this.#lastKey) return this.#lastValue;
     const slot = hashOf(key) & this.#mask;
-    return this.#keys[slot] === key ? this.#values[slot] : undefined;
+    if (this.#keys[slot] !== key) return undefined;
+    const value = this.#values[slot];
+    this.#lastKey = key;
+    this.#lastValue = value;
+    return value;
   }
 
   /**
@@ -53,6 +61,8 @@ export class Recent<V> {
     }
     this.#keys[slot] = key;
     this.#values[slot] = value;
+    this.#lastKey = key;
+    this.#lastValue = value;
   }
 }
 
