@@ -69,6 +69,19 @@ def gc_stats(text):
     return s
 
 
+def wait_listening(port, label, limit_s=60):
+    """Until the app accepts connections (a loaded machine starts Node slowly)."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{label} is not listening on {port} after {limit_s} s") from None
+            time.sleep(0.2)
+
+
 def wrk(port, load, seconds, nonce, latency):
     env = dict(os.environ, BENCH_PATH="/" + load, BENCH_NONCE=nonce)
     cmd = ["taskset", "-c", "0", "wrk", "-t1", "-c20", f"-d{seconds}s", "-s", os.path.join(HERE, "..", "load.lua")]
@@ -128,7 +141,8 @@ def main():
         cmd += [os.path.join(HERE, "app.mjs"), framework, variant]
         with open(log, "w") as out:
             apps[label] = (subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT), port, log)
-    time.sleep(2)
+    for label, (_, port, _) in apps.items():
+        wait_listening(port, label)
     for label, (_, port, _) in apps.items():
         wrk(port, args.load, args.warmup, f"warm-{label}-{time.time_ns()}", False)
     runs = {label: [] for label in apps}
@@ -143,7 +157,8 @@ def main():
             with open(log) as f:
                 f.seek(at)
                 g = gc_stats(f.read())
-            total = int(re.search(r"(\d+) requests in", out).group(1))
+            served = re.search(r"(\d+) requests in", out)
+            total = int(served.group(1)) if served else 0
             if total == 0:
                 print(f"round {r} {label}: no request served (a stall)", flush=True)
                 continue
@@ -152,12 +167,12 @@ def main():
                 v, unit = re.search(rf"\s{q}%\s+([\d.]+)(us|ms|s)", out).groups()
                 lat[q] = float(v) * {"us": 0.001, "ms": 1, "s": 1000}[unit]
             fig = {
+                **g,
                 "rps": total / args.seconds,
                 "p50": lat["50"],
                 "p99": lat["99"],
                 "cpu": (cpu1 - cpu0) * 1e6 / total,
                 "promoted": g["promoted"] / 1024 / (total / 1000),
-                **g,
             }
             runs[label].append(fig)
             print(
