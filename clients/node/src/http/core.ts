@@ -159,11 +159,12 @@ function oneSubject(checks: readonly Check[]): boolean {
 
 /**
  * How many subjects' checks a one-policy way keeps, in a Recent table (a
- * new subject takes the place of the one in its slot). Few: a stream of
- * fresh subjects must leave its entries to die young. With 1,024, Fastify's
- * `/half` (a fresh subject every other request) kept ~400 KB alive across
- * each scavenge: 1.8 ms pauses instead of 0.6, and the survivors promoted
- * and swept again by mark-compact (docs/performance.md, HTTP).
+ * subject takes its slot when it comes back; one seen once keeps nothing).
+ * Few: a stream of fresh subjects must leave its entries to die young.
+ * With 1,024, Fastify's `/half` (a fresh subject every other request) kept
+ * ~400 KB alive across each scavenge: 1.8 ms pauses instead of 0.6, and
+ * the survivors promoted and swept again by mark-compact
+ * (docs/performance.md, HTTP).
  */
 const SUBJECTS_KEPT = 64;
 
